@@ -1,0 +1,1 @@
+//! isobench agent (being written).

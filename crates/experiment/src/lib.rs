@@ -1,0 +1,1 @@
+//! isobench experiment (being written).

@@ -1,0 +1,1 @@
+//! isobench platform (being written).

@@ -1,0 +1,1 @@
+//! isobench report (being written).

@@ -1,0 +1,1 @@
+//! isobench stats (being written).

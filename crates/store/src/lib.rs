@@ -1,0 +1,1 @@
+//! isobench store (being written).

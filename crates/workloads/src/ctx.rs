@@ -1,0 +1,142 @@
+//! What a running workload is given: the environment, a stop flag, CPU pinning, a time
+//! budget and, for stressors, the intensity and a shared operation counter that can be
+//! sampled while the stressor runs.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::env::Env;
+
+/// Context of one probe run.
+#[derive(Debug, Clone)]
+pub struct ProbeCtx {
+    /// The environment the probe sizes itself from.
+    pub env: Env,
+    /// Measured cost of one timer read, ns (subtracted from timed regions).
+    pub timer_overhead_ns: f64,
+    /// Pin the measuring thread to this CPU (and helpers to `pin_peer`).
+    pub pin: Option<usize>,
+    /// CPU for a second process or thread (peer of a ping-pong, reader of a pipe).
+    pub pin_peer: Option<usize>,
+    /// Rough wall-time budget for one run; probes scale their repetitions to it.
+    pub budget: Duration,
+    /// Directory for files.
+    pub workdir: PathBuf,
+    /// Set to abort early.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl ProbeCtx {
+    /// A context for the calling process with default budget (1 s) and no pinning.
+    pub fn detect() -> Self {
+        let env = Env::detect();
+        ProbeCtx {
+            workdir: env.workdir.clone(),
+            env,
+            timer_overhead_ns: crate::timer::timer_overhead_ns(),
+            pin: None,
+            pin_peer: None,
+            budget: Duration::from_secs(1),
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// True when asked to abort.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Pins the calling thread to `self.pin`, if set.
+    pub fn pin_self(&self) -> std::io::Result<()> {
+        match self.pin {
+            Some(cpu) => crate::util::pin_to_cpu(cpu),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Caps applied to aggressive stressors when they run without a containing tenant
+/// (`--allow-unsafe-host`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StressCaps {
+    /// Most processes or threads the stressor may create at once.
+    pub max_tasks: Option<u32>,
+    /// Most bytes of memory (memhog) or file (disk) the stressor may use.
+    pub max_bytes: Option<u64>,
+}
+
+/// Context of one stressor run.
+#[derive(Debug, Clone)]
+pub struct StressCtx {
+    /// The environment the stressor sizes itself from.
+    pub env: Env,
+    /// Intensity 0..=100, mapped by each stressor to its knob.
+    pub intensity: u8,
+    /// Set to stop the run loop.
+    pub stop: Arc<AtomicBool>,
+    /// Operations so far (shared, so a controller can sample the live rate).
+    pub ops: Arc<AtomicU64>,
+    /// CPUs the stressor's workers are pinned to, round-robin.
+    pub pin: Option<Vec<usize>>,
+    /// Directory for files.
+    pub workdir: PathBuf,
+    /// Caps when uncontained.
+    pub caps: StressCaps,
+}
+
+impl StressCtx {
+    /// A context for the calling process at `intensity` with a fresh stop flag.
+    pub fn new(env: Env, intensity: u8) -> Self {
+        StressCtx {
+            workdir: env.workdir.clone(),
+            env,
+            intensity: intensity.min(100),
+            stop: Arc::new(AtomicBool::new(false)),
+            ops: Arc::new(AtomicU64::new(0)),
+            pin: None,
+            caps: StressCaps::default(),
+        }
+    }
+
+    /// True while the stressor should keep going.
+    #[inline]
+    pub fn running(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` operations.
+    #[inline]
+    pub fn add_ops(&self, n: u64) {
+        self.ops.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Operations so far.
+    pub fn ops(&self) -> u64 {
+        self.ops.load(Ordering::Relaxed)
+    }
+
+    /// Linear map of the intensity onto `lo..=hi` (intensity 0 gives `lo`, 100 gives `hi`).
+    pub fn scale(&self, lo: u64, hi: u64) -> u64 {
+        lo + (hi.saturating_sub(lo)) * self.intensity as u64 / 100
+    }
+
+    /// Number of worker threads for an intensity-scaled stressor: 1 at intensity 1..=50 on a
+    /// 2-CPU tenant, one per allowed CPU at 100. Intensity 0 means zero workers (idle).
+    pub fn workers_for_cpus(&self) -> u32 {
+        if self.intensity == 0 {
+            return 0;
+        }
+        let n = self.env.cpus.len().max(1) as u64;
+        ((n * self.intensity as u64).div_ceil(100)).max(1) as u32
+    }
+
+    /// CPU for worker `i`, when pinning was asked for.
+    pub fn cpu_for_worker(&self, i: usize) -> Option<usize> {
+        self.pin
+            .as_ref()
+            .filter(|p| !p.is_empty())
+            .map(|p| p[i % p.len()])
+    }
+}

@@ -1,0 +1,37 @@
+//! `http` (being written).
+
+use crate::metric::{Aggregate, Direction, Metric, MetricSpec};
+use crate::params::{ParamSpec, ParamValues};
+use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
+
+/// The `http` probe.
+pub struct Http;
+
+impl Probe for Http {
+    fn name(&self) -> &'static str {
+        "http"
+    }
+    fn help(&self) -> &'static str {
+        "(being written)"
+    }
+    fn class(&self) -> Class {
+        Class::App
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        &[]
+    }
+    fn metrics(&self) -> &'static [MetricSpec] {
+        &[MetricSpec {
+            name: "value",
+            unit: "ns",
+            direction: Direction::Lower,
+            aggregate: Aggregate::Mean,
+        }]
+    }
+    fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
+        Err(Unsupported::new("not built yet"))
+    }
+    fn run(&self, _ctx: &ProbeCtx, _params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
+        anyhow::bail!("not built yet")
+    }
+}

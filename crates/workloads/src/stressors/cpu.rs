@@ -1,0 +1,31 @@
+//! `cpu` stressor (being written).
+
+use crate::params::{ParamSpec, ParamValues};
+use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
+
+/// The `cpu` stressor.
+pub struct Cpu;
+
+impl Stressor for Cpu {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+    fn help(&self) -> &'static str {
+        "(being written)"
+    }
+    fn class(&self) -> Class {
+        Class::Cpu
+    }
+    fn intensity_knob(&self) -> &'static str {
+        "(being written)"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        &[]
+    }
+    fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
+        Err(Unsupported::new("not built yet"))
+    }
+    fn run(&self, _ctx: &StressCtx, _params: &ParamValues) -> anyhow::Result<StressReport> {
+        anyhow::bail!("not built yet")
+    }
+}

@@ -1,0 +1,31 @@
+//! `memhog` stressor (being written).
+
+use crate::params::{ParamSpec, ParamValues};
+use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
+
+/// The `memhog` stressor.
+pub struct Memhog;
+
+impl Stressor for Memhog {
+    fn name(&self) -> &'static str {
+        "memhog"
+    }
+    fn help(&self) -> &'static str {
+        "(being written)"
+    }
+    fn class(&self) -> Class {
+        Class::Memory
+    }
+    fn intensity_knob(&self) -> &'static str {
+        "(being written)"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        &[]
+    }
+    fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
+        Err(Unsupported::new("not built yet"))
+    }
+    fn run(&self, _ctx: &StressCtx, _params: &ParamValues) -> anyhow::Result<StressReport> {
+        anyhow::bail!("not built yet")
+    }
+}
