@@ -9,6 +9,7 @@
 //! run on this host stays listed; its `supported` says why.
 #![deny(missing_docs)]
 
+pub mod cachesize;
 pub mod ctx;
 pub mod env;
 pub mod metric;
