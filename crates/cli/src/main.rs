@@ -1,1 +1,34 @@
-fn main() {}
+//! `isobench`: measures how much a misbehaving tenant slows down its well-behaved neighbours.
+//!
+//! `main` only maps the outcome of [`run`] to an exit code; every command is parse -> plan ->
+//! execute -> render in its own module.
+
+mod args;
+mod cmd_list;
+mod cmd_probe;
+mod cmd_stress;
+mod exit;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("isobench: error: {err:#}");
+            exit::code_for(&err)
+        }
+    }
+}
+
+fn run() -> anyhow::Result<ExitCode> {
+    let cli = args::Cli::parse();
+    match cli.command {
+        args::Command::List(a) => cmd_list::run(&a),
+        args::Command::Probe(a) => cmd_probe::run(&a),
+        args::Command::Stress(a) => cmd_stress::run(&a),
+    }
+}

@@ -1,0 +1,90 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Measure performance isolation: how much a misbehaving tenant slows down its neighbours.
+#[derive(Debug, Parser)]
+#[command(name = "isobench", version, about, long_about = None, max_term_width = 100)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List every probe and stressor with its parameters and whether it can run here.
+    List(ListArgs),
+    /// Run one probe (a victim micro-benchmark) and print its metrics.
+    Probe(ProbeArgs),
+    /// Run one stressor (an aggressor) until the duration ends or Ctrl-C, then print ops/s.
+    Stress(StressArgs),
+}
+
+/// `isobench list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON (with schema version, tool version and host facts).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `isobench probe`.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Probe name (see `isobench list`).
+    pub name: String,
+    /// Set a parameter: `--set key=value` (repeatable).
+    #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Pin the measuring thread to this CPU.
+    #[arg(long, value_name = "CPU")]
+    pub pin: Option<usize>,
+    /// Pin the peer process or thread (server, reader) to this CPU.
+    #[arg(long, value_name = "CPU")]
+    pub pin_peer: Option<usize>,
+    /// Wall-time budget of one run, seconds; probes repeat their measurement within it.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    pub budget: f64,
+    /// Directory for files (disk probes).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Repeat the whole probe this many times and report each run and the median.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: u32,
+}
+
+/// `isobench stress`.
+#[derive(Debug, Args)]
+pub struct StressArgs {
+    /// Stressor name (see `isobench list`).
+    pub name: String,
+    /// Intensity 0..=100 (each stressor documents what it maps to).
+    #[arg(long, short = 'i', default_value_t = 100, value_name = "N")]
+    pub intensity: u8,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, short = 'd', value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Set a parameter: `--set key=value` (repeatable).
+    #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Pin workers to these CPUs, round-robin (e.g. `0,1` or `0-1`).
+    #[arg(long, value_name = "CPUS")]
+    pub pin: Option<String>,
+    /// Directory for files (disk stressor).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Allow fork bombs, memory hogs and disk floods to run on the host without a containing
+    /// tenant. They are then capped (64 tasks, a quarter of usable memory, 1 GiB of files).
+    #[arg(long)]
+    pub allow_unsafe_host: bool,
+}

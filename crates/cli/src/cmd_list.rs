@@ -1,0 +1,121 @@
+//! `isobench list`: the catalogue, with parameters and whether each workload can run here.
+
+use std::process::ExitCode;
+
+use isobench_workloads::{Env, ParamSpec, PROBES, STRESSORS};
+use serde_json::{json, Value};
+
+use crate::args::ListArgs;
+use crate::output::{envelope, print_json};
+
+pub fn run(a: &ListArgs) -> anyhow::Result<ExitCode> {
+    let env = Env::detect();
+    let probes: Vec<Value> = PROBES
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name(),
+                "class": p.class(),
+                "help": p.help(),
+                "params": params_json(p.params()),
+                "metrics": p.metrics(),
+                "supported": support_json(p.supported(&env)),
+            })
+        })
+        .collect();
+    let stressors: Vec<Value> = STRESSORS
+        .iter()
+        .map(|s| {
+            json!({
+                "name": s.name(),
+                "class": s.class(),
+                "help": s.help(),
+                "intensity": s.intensity_knob(),
+                "aggressive": s.aggressive(),
+                "params": params_json(s.params()),
+                "supported": support_json(s.supported(&env)),
+            })
+        })
+        .collect();
+    if a.json {
+        let mut doc = envelope("list");
+        doc.insert("probes".into(), Value::Array(probes));
+        doc.insert("stressors".into(), Value::Array(stressors));
+        print_json(&Value::Object(doc));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("PROBES");
+    for p in PROBES {
+        print_entry(p.name(), p.class().as_str(), p.help(), p.params(), p.supported(&env));
+        let metrics: Vec<String> =
+            p.metrics().iter().map(|m| format!("{} [{}]", m.name, m.unit)).collect();
+        println!("      metrics: {}", metrics.join(", "));
+    }
+    println!("\nSTRESSORS");
+    for s in STRESSORS {
+        print_entry(s.name(), s.class().as_str(), s.help(), s.params(), s.supported(&env));
+        println!("      intensity: {}", s.intensity_knob());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn params_json(specs: &[ParamSpec]) -> Value {
+    Value::Array(
+        specs
+            .iter()
+            .map(|s| {
+                json!({
+                    "name": s.name,
+                    "help": s.help,
+                    "kind": s.kind,
+                    "range": s.range_text(),
+                    "default": if s.default.is_empty() { "auto" } else { s.default },
+                })
+            })
+            .collect(),
+    )
+}
+
+fn support_json(r: Result<(), isobench_workloads::Unsupported>) -> Value {
+    match r {
+        Ok(()) => json!({"ok": true}),
+        Err(e) => json!({"ok": false, "reason": e.reason}),
+    }
+}
+
+fn print_entry(
+    name: &str,
+    class: &str,
+    help: &str,
+    params: &[ParamSpec],
+    supported: Result<(), isobench_workloads::Unsupported>,
+) {
+    let status = match supported {
+        Ok(()) => String::new(),
+        Err(e) => format!("  [not here: {}]", e.reason),
+    };
+    println!("  {name:<16} {class:<8}{status}");
+    println!("      {}", wrap(help, 88, "      "));
+    for p in params {
+        let d = if p.default.is_empty() { "auto" } else { p.default };
+        println!("      --set {}=<{}> (default {d}): {}", p.name, p.range_text(), p.help);
+    }
+}
+
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for w in text.split_whitespace() {
+        if line > 0 && line + w.len() + 1 > width {
+            out.push('\n');
+            out.push_str(indent);
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(w);
+        line += w.len();
+    }
+    out
+}

@@ -1,0 +1,120 @@
+//! `isobench probe NAME`: run one probe and print its metrics.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use isobench_workloads::{Metric, ParamValues, ProbeCtx};
+use serde_json::{json, Value};
+
+use crate::args::ProbeArgs;
+use crate::exit::unsupported;
+use crate::output::{envelope, find_probe, fmt_value, print_json};
+
+pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
+    // Parse and validate everything before measuring anything.
+    let probe = find_probe(&a.name)?;
+    let params = ParamValues::from_settings(probe.name(), probe.params(), &a.set)?;
+    if !(a.budget > 0.0 && a.budget.is_finite()) {
+        return Err(crate::exit::bad_input(format!(
+            "--budget {} is not a positive number of seconds",
+            a.budget
+        )));
+    }
+    let mut ctx = ProbeCtx::detect();
+    ctx.pin = a.pin;
+    ctx.pin_peer = a.pin_peer;
+    ctx.budget = Duration::from_secs_f64(a.budget);
+    if let Some(d) = &a.dir {
+        ctx.workdir = d.clone();
+        ctx.env.workdir = d.clone();
+    }
+    for cpu in a.pin.iter().chain(a.pin_peer.iter()) {
+        if !ctx.env.cpus.contains(cpu) {
+            return Err(crate::exit::bad_input(format!(
+                "--pin {cpu}: CPU {cpu} is not available to this process (allowed: {:?})",
+                ctx.env.cpus
+            )));
+        }
+    }
+    probe
+        .supported(&ctx.env)
+        .map_err(|e| unsupported(format!("probe {} cannot run here: {}", probe.name(), e.reason)))?;
+
+    // Execute.
+    let mut runs: Vec<(f64, Vec<Metric>)> = Vec::new();
+    for _ in 0..a.repeat.max(1) {
+        let t0 = Instant::now();
+        let metrics = probe.run(&ctx, &params)?;
+        runs.push((t0.elapsed().as_secs_f64(), metrics));
+    }
+
+    // Render.
+    if a.json {
+        let mut doc = envelope("probe");
+        doc.insert("workload".into(), json!(probe.name()));
+        doc.insert("class".into(), json!(probe.class()));
+        doc.insert("params".into(), serde_json::to_value(&params)?);
+        doc.insert(
+            "env".into(),
+            json!({"cpus": ctx.env.cpus, "mem_usable": ctx.env.mem_usable,
+                   "mem_limit": ctx.env.mem_limit, "workdir": ctx.workdir}),
+        );
+        doc.insert("pin".into(), json!({"cpu": a.pin, "peer": a.pin_peer}));
+        doc.insert("timer_overhead_ns".into(), json!(ctx.timer_overhead_ns));
+        doc.insert(
+            "runs".into(),
+            Value::Array(
+                runs.iter()
+                    .map(|(el, m)| json!({"elapsed_s": el, "metrics": m}))
+                    .collect(),
+            ),
+        );
+        doc.insert("metrics".into(), serde_json::to_value(median_metrics(&runs))?);
+        print_json(&Value::Object(doc));
+    } else {
+        let shown = median_metrics(&runs);
+        let title = if runs.len() > 1 {
+            format!("{} (median of {} runs)", probe.name(), runs.len())
+        } else {
+            probe.name().to_string()
+        };
+        println!("{title}");
+        let w = shown.iter().map(|m| m.name.len()).max().unwrap_or(0);
+        for m in &shown {
+            let better = match m.direction {
+                isobench_workloads::Direction::Higher => "higher is better",
+                isobench_workloads::Direction::Lower => "lower is better",
+            };
+            println!("  {:<w$}  {:>14} {:<8} ({better})", m.name, fmt_value(m.value), m.unit);
+        }
+        if runs.len() > 1 {
+            for m in &shown {
+                let vals: Vec<String> = runs
+                    .iter()
+                    .filter_map(|(_, ms)| ms.iter().find(|x| x.name == m.name))
+                    .map(|x| fmt_value(x.value))
+                    .collect();
+                println!("  {:<w$}  runs: {}", m.name, vals.join(" "));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One metric list whose values are the median over runs (first run's metadata).
+fn median_metrics(runs: &[(f64, Vec<Metric>)]) -> Vec<Metric> {
+    let Some((_, first)) = runs.first() else { return Vec::new() };
+    first
+        .iter()
+        .map(|m| {
+            let mut vals: Vec<f64> = runs
+                .iter()
+                .filter_map(|(_, ms)| ms.iter().find(|x| x.name == m.name).map(|x| x.value))
+                .collect();
+            vals.sort_by(f64::total_cmp);
+            let n = vals.len();
+            let med = if n % 2 == 1 { vals[n / 2] } else { (vals[n / 2 - 1] + vals[n / 2]) / 2.0 };
+            Metric { value: med, ..m.clone() }
+        })
+        .collect()
+}

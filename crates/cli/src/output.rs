@@ -1,0 +1,101 @@
+//! Shared output pieces: the JSON envelope every document carries, workload lookup with
+//! "did you mean", number formatting.
+
+use isobench_workloads::{nearest_names, HostFacts, Probe, Stressor, PROBES, SCHEMA_VERSION, STRESSORS};
+use serde_json::{json, Value};
+
+use crate::exit::bad_input;
+
+/// The fields every JSON document starts with: schema version, tool version, host facts.
+pub fn envelope(kind: &str) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("schema_version".into(), json!(SCHEMA_VERSION));
+    m.insert("tool".into(), json!("isobench"));
+    m.insert("tool_version".into(), json!(env!("CARGO_PKG_VERSION")));
+    m.insert("kind".into(), json!(kind));
+    m.insert("host".into(), serde_json::to_value(HostFacts::detect()).unwrap_or(Value::Null));
+    m
+}
+
+/// Prints a JSON value, pretty, to stdout.
+pub fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).expect("JSON values serialize"));
+}
+
+/// Finds a probe or explains the nearest names.
+pub fn find_probe(name: &str) -> anyhow::Result<&'static dyn Probe> {
+    if let Some(p) = isobench_workloads::probe(name) {
+        return Ok(p);
+    }
+    if isobench_workloads::stressor(name).is_some() {
+        return Err(bad_input(format!(
+            "`{name}` is a stressor, not a probe: run `isobench stress {name}`"
+        )));
+    }
+    Err(bad_input(unknown("probe", name, PROBES.iter().map(|p| p.name()))))
+}
+
+/// Finds a stressor or explains the nearest names.
+pub fn find_stressor(name: &str) -> anyhow::Result<&'static dyn Stressor> {
+    if let Some(s) = isobench_workloads::stressor(name) {
+        return Ok(s);
+    }
+    if isobench_workloads::probe(name).is_some() {
+        return Err(bad_input(format!(
+            "`{name}` is a probe, not a stressor: run `isobench probe {name}`"
+        )));
+    }
+    Err(bad_input(unknown("stressor", name, STRESSORS.iter().map(|s| s.name()))))
+}
+
+fn unknown<'a>(what: &str, name: &str, all: impl Iterator<Item = &'a str> + Clone) -> String {
+    let near = nearest_names(name, all.clone());
+    let hint = if near.is_empty() {
+        format!("known {what}s: {}", all.collect::<Vec<_>>().join(", "))
+    } else {
+        format!("did you mean `{}`?", near.join("`, `"))
+    };
+    format!("unknown {what} `{name}`; {hint} (`isobench list` shows every workload)")
+}
+
+/// Formats a value with about four significant digits.
+pub fn fmt_value(v: f64) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// Parses a CPU list: `0`, `0,2`, `0-3`, `0-1,4`.
+pub fn parse_cpu_list(s: &str) -> anyhow::Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || bad_input(format!("`{s}` is not a CPU list: write it like 0, 0,2 or 0-3"));
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err(bad_input(format!("`{s}` names no CPU: write it like 0, 0,2 or 0-3")));
+    }
+    Ok(out)
+}
