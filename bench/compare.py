@@ -1,0 +1,383 @@
+#!/usr/bin/env python3
+"""Compare isobench against reference tools, in one run on one machine.
+
+Every figure printed is measured here, now: each comparison alternates isobench and the
+reference tool (A B A B ...) so drift cancels, and reports the medians and their ratio.
+Called by bench/run, which installs the tools and builds isobench.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+ISO = "target/release/isobench"
+OUT = "bench/out"
+REPS = 3
+
+
+def sh(cmd, timeout=600, check=True):
+    """Runs a command, returns stdout (text)."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-400:]}")
+    return p.stdout
+
+
+def iso_probe(name, sets=(), budget=1.0, pin=None, pin_peer=None, extra=()):
+    cmd = [ISO, "probe", name, "--json", "--budget", str(budget)]
+    for s in sets:
+        cmd += ["--set", s]
+    if pin is not None:
+        cmd += ["--pin", str(pin)]
+    if pin_peer is not None:
+        cmd += ["--pin-peer", str(pin_peer)]
+    cmd += list(extra)
+    doc = json.loads(sh(cmd))
+    return {m["name"]: m for m in doc["metrics"]}
+
+
+def metric(ms, name):
+    if name not in ms:
+        raise KeyError(f"metric {name} not in {sorted(ms)}")
+    return ms[name]["value"], ms[name]["unit"]
+
+
+def to_mib_s(v, unit):
+    factors = {"GB/s": 1e9 / 2**20, "GiB/s": 1024.0, "MB/s": 1e6 / 2**20, "MiB/s": 1.0}
+    return v * factors[unit]
+
+
+def alternate(a, b, reps=REPS):
+    """Runs a() and b() alternately; returns (median a, median b, all a, all b)."""
+    xs, ys = [], []
+    for _ in range(reps):
+        xs.append(a())
+        ys.append(b())
+    return statistics.median(xs), statistics.median(ys), xs, ys
+
+
+# ---------------------------------------------------------------------------------------------
+# probes vs reference tools
+
+def cmp_mem_bandwidth():
+    def iso():
+        v, u = metric(iso_probe("mem-bandwidth", ["op=copy", "size=64M"], budget=2, pin=0), "copy_gbps")
+        return to_mib_s(v, u)
+
+    def ref():
+        out = sh(["taskset", "-c", "0", "mbw", "-q", "-n", "10", "-t0", "64"])
+        m = re.search(r"AVG\s+Method: MEMCPY.*?Copy:\s+([\d.]+) MiB/s", out)
+        return float(m.group(1))
+
+    return [row("mem-bandwidth copy 64 MiB", "mbw -t0 64 (MEMCPY)", "MiB/s", *alternate(iso, ref))]
+
+
+def fio_job(path, rw, direct, bs, size, extra=()):
+    cmd = ["fio", "--name=ref", f"--filename={path}", f"--rw={rw}", f"--bs={bs}",
+           f"--size={size}", f"--direct={direct}", "--ioengine=psync", "--iodepth=1",
+           "--invalidate=1", "--output-format=json", "--randrepeat=1"] + list(extra)
+    doc = json.loads(sh(cmd))
+    job = doc["jobs"][0]
+    side = job["read"] if rw in ("read", "randread") else job["write"]
+    return side["bw_bytes"] / 1e6
+
+
+def cmp_disk_io():
+    d = os.path.abspath(os.path.join(OUT, "disk"))
+    os.makedirs(d, exist_ok=True)
+    blocks, bs = 20000, 8192
+    size = blocks * bs
+    path = os.path.join(d, "fio.dat")
+    rows = []
+    cases = [
+        ("read", "read", 0, []),
+        ("dioread", "read", 1, []),
+        ("write", "write", 0, ["--end_fsync=1"]),
+        ("diowrite", "write", 1, []),
+        ("randread", "randread", 1, []),
+        ("fsyncwrite", "write", 0, ["--fsync=1"]),
+    ]
+    for op, rw, direct, extra in cases:
+        def iso(op=op):
+            ms = iso_probe("disk-io", [f"ops={op}", f"blocks={blocks}", "block_size=8K"],
+                           budget=5, extra=["--dir", d])
+            v, u = metric(ms, f"{op}_mbps")
+            return v * (1.0 if u == "MB/s" else 2**20 / 1e6)
+
+        def ref(rw=rw, direct=direct, extra=extra):
+            if not os.path.exists(path):
+                fio_job(path, "write", 1, "1M", size)
+            return fio_job(path, rw, direct, "8k", size, extra)
+
+        rows.append(row(f"disk-io {op} {blocks}x8K", f"fio rw={rw} direct={direct} {' '.join(extra)}".strip(),
+                        "MB/s", *alternate(iso, ref)))
+    shutil.rmtree(d, ignore_errors=True)
+    return rows
+
+
+class Server:
+    """A reference server in the background, killed on exit."""
+
+    def __init__(self, cmd, settle=0.5):
+        self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(settle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(5)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+
+
+def cmp_net_throughput():
+    rows = []
+    with Server(["iperf3", "-s", "-p", "5299", "-A", "1"]):
+        def iso():
+            v, _ = metric(iso_probe("net-throughput", ["proto=tcp", "msg_size=128K", "duration=3"],
+                                    budget=3, pin=0, pin_peer=1), "tcp_mbps")
+            return v
+
+        def ref():
+            doc = json.loads(sh(["iperf3", "-c", "127.0.0.1", "-p", "5299", "-t", "3", "-l", "128K",
+                                 "-A", "0", "-J"]))
+            return doc["end"]["sum_received"]["bits_per_second"] / 1e6
+
+        rows.append(row("net-throughput tcp 128K", "iperf3 -l 128K", "Mbit/s", *alternate(iso, ref)))
+    return rows
+
+
+def sockperf_pp(size, secs):
+    out = sh(["taskset", "-c", "0", "sockperf", "ping-pong", "-i", "127.0.0.1", "-p", "11111",
+              "-m", str(size), "-t", str(secs)])
+    m = re.search(r"percentile 50\.000 =\s+([\d.]+)", out)
+    # sockperf reports one-way latency (RTT/2) in usec.
+    return float(m.group(1)) * 2.0
+
+
+def cmp_net_rtt():
+    rows = []
+    with Server(["taskset", "-c", "1", "sockperf", "server", "-i", "127.0.0.1", "-p", "11111"]):
+        def iso():
+            ms = iso_probe("net-rtt", ["proto=udp", "size=64"], budget=3, pin=0, pin_peer=1)
+            v, u = metric(ms, "udp_rtt_p50_us") if "udp_rtt_p50_us" in ms else metric(ms, "udp_rtt_p50_ns")
+            return v if u == "us" else v / 1000.0
+
+        rows.append(row("net-rtt udp 64 B p50 (RTT)", "sockperf ping-pong -m 64 (2 x p50)", "us",
+                        *alternate(iso, lambda: sockperf_pp(64, 3))))
+    return rows
+
+
+def cmp_cpu_int():
+    def iso():
+        v, _ = metric(iso_probe("cpu-int", ["kernel=primes", "threads=1", "max_prime=10000"],
+                                budget=3, pin=0), "events_per_sec")
+        return v
+
+    def ref():
+        out = sh(["taskset", "-c", "0", "sysbench", "cpu", "--threads=1", "--time=3",
+                  "--cpu-max-prime=10000", "run"])
+        return float(re.search(r"events per second:\s+([\d.]+)", out).group(1))
+
+    return [row("cpu-int primes<10000", "sysbench cpu --cpu-max-prime=10000", "events/s", *alternate(iso, ref))]
+
+
+def row(what, ref, unit, iso_med, ref_med, isos, refs):
+    return {"probe": what, "reference": ref, "unit": unit, "isobench": iso_med, "ref": ref_med,
+            "ratio": iso_med / ref_med if ref_med else float("nan"), "isobench_runs": isos, "ref_runs": refs}
+
+
+# ---------------------------------------------------------------------------------------------
+# stressor effects vs stress-ng
+
+class Stress:
+    """Runs a stressor in the background for the duration of a with-block."""
+
+    def __init__(self, cmd):
+        self.cmd = cmd
+
+    def __enter__(self):
+        self.p = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+        time.sleep(1.0)
+        if self.p.poll() is not None:
+            raise RuntimeError(f"{' '.join(self.cmd)} exited early ({self.p.returncode})")
+        return self
+
+    def __exit__(self, *a):
+        try:
+            os.killpg(self.p.pid, signal.SIGINT)
+            self.p.wait(10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.p.wait()
+
+
+PAIRS = [
+    # stressor, isobench stress args, stress-ng args, probe, probe sets, metric, pin
+    ("cpu", ["--intensity", "100"], ["--cpu", "2"], "cpu-int", ["kernel=primes", "threads=2"], "events_per_sec"),
+    ("cache", ["--intensity", "50"], ["--cache", "1"], "cache-latency", ["level=llc"], "llc_ns"),
+    ("membw", ["--intensity", "50"], ["--stream", "1"], "mem-bandwidth", ["op=copy"], "copy_gbps"),
+    ("memhog", ["--intensity", "50", "--allow-unsafe-host"], ["--vm", "1", "--vm-bytes", "1G"], "mem-latency", [], "rand_ns"),
+    ("forkbomb", ["--intensity", "50", "--allow-unsafe-host"], ["--fork", "1"], "fork-latency", [], "fork_exit_p50_us"),
+    ("disk", ["--intensity", "50", "--allow-unsafe-host"], ["--hdd", "1"], "disk-io", ["ops=dioread", "blocks=5000"], "dioread_mbps"),
+    ("net-tx", ["--intensity", "50"], ["--udp", "1"], "net-throughput", ["proto=udp", "duration=1"], "udp_mbps"),
+    ("net-rx", ["--intensity", "50"], ["--udp", "1"], "net-throughput", ["proto=udp", "duration=1"], "udp_mbps"),
+]
+
+
+def degradation(base, cont, direction):
+    d = (base - cont) / base if direction == "higher" else (cont - base) / base
+    return 100.0 * d
+
+
+def cmp_stressors(only=None):
+    rows = []
+    d = os.path.abspath(os.path.join(OUT, "stressdir"))
+    os.makedirs(d, exist_ok=True)
+    for name, iso_args, sng_args, probe, sets, mname in PAIRS:
+        if only and name not in only:
+            continue
+        extra = ["--dir", d] if probe == "disk-io" else []
+
+        def measure():
+            ms = iso_probe(probe, sets, budget=2, extra=extra)
+            return ms[mname]["value"], ms[mname]["direction"]
+
+        try:
+            base, contended_iso, contended_sng = [], [], []
+            direction = "higher"
+            for _ in range(REPS):
+                v, direction = measure()
+                base.append(v)
+                with Stress([ISO, "stress", name, "--dir", d] + iso_args):
+                    contended_iso.append(measure()[0])
+                with Stress(["stress-ng", "--temp-path", d] + sng_args + ["--timeout", "600"]):
+                    contended_sng.append(measure()[0])
+            b = statistics.median(base)
+            di = degradation(b, statistics.median(contended_iso), direction)
+            ds = degradation(b, statistics.median(contended_sng), direction)
+            rows.append({"stressor": name, "stress-ng": " ".join(sng_args), "probe": f"{probe} {mname}",
+                         "baseline": b, "isobench_degr_pct": di, "stressng_degr_pct": ds,
+                         "ratio": di / ds if abs(ds) > 1e-9 else float("nan"),
+                         "runs": {"base": base, "isobench": contended_iso, "stress-ng": contended_sng}})
+        except Exception as e:  # noqa: BLE001 - one failing pair must not lose the others
+            rows.append({"stressor": name, "stress-ng": " ".join(sng_args), "probe": f"{probe} {mname}",
+                         "error": str(e)})
+        print_partial(rows[-1])
+    shutil.rmtree(d, ignore_errors=True)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# baseline coefficient of variation
+
+CV_PROBES = [
+    ("cpu-int", [], "ops_per_sec"),
+    ("cpu-float", [], "ops_per_sec"),
+    ("cache-latency", [], "l1_ns"),
+    ("cache-latency", [], "l2_ns"),
+    ("cache-latency", [], "llc_ns"),
+    ("mem-latency", [], "rand_ns"),
+    ("mem-latency", [], "seq_ns"),
+    ("mem-bandwidth", [], "copy_gbps"),
+]
+
+
+def cmp_cv(runs=10):
+    rows = []
+    cache = {}
+    for probe, sets, mname in CV_PROBES:
+        key = (probe, tuple(sets))
+        if key not in cache:
+            cache[key] = [iso_probe(probe, sets, budget=1, pin=0) for _ in range(runs)]
+        vals = [ms[mname]["value"] for ms in cache[key] if mname in ms]
+        if len(vals) < 2:
+            rows.append({"probe": f"{probe} {mname}", "error": "metric missing"})
+            continue
+        mean = statistics.mean(vals)
+        rows.append({"probe": f"{probe} {mname}", "runs": len(vals), "mean": mean,
+                     "cv_pct": 100 * statistics.stdev(vals) / mean})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# rendering
+
+def fmt(v):
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+    return str(v)
+
+
+def table(rows, cols):
+    lines = ["| " + " | ".join(c for c, _ in cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt(r.get(k, "")) if k in r else ("error: " + r["error"] if k == cols[-1][1] and "error" in r else "") for _, k in cols) + " |")
+    return "\n".join(lines)
+
+
+def print_partial(r):
+    print("  " + json.dumps({k: v for k, v in r.items() if k != "runs"}), flush=True)
+
+
+def main():
+    global ISO, OUT
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--isobench", default=ISO)
+    ap.add_argument("--out", default=OUT)
+    ap.add_argument("what", nargs="*", default=["all"])
+    a = ap.parse_args()
+    ISO, OUT = a.isobench, a.out
+    what = set(a.what)
+    results = {"host": json.loads(sh([ISO, "list", "--json"]))["host"], "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    md = []
+    if what & {"all", "probes"}:
+        rows = []
+        for f in (cmp_cpu_int, cmp_mem_bandwidth, cmp_net_throughput, cmp_net_rtt, cmp_disk_io):
+            try:
+                for r in f():
+                    rows.append(r)
+                    print_partial(r)
+            except Exception as e:  # noqa: BLE001
+                rows.append({"probe": f.__name__, "error": str(e)})
+                print_partial(rows[-1])
+        results["probes"] = rows
+        md += ["## Probes vs reference tools (ratio = isobench / reference; target 0.90..1.10)", "",
+               table(rows, [("probe", "probe"), ("reference", "reference"), ("unit", "unit"),
+                            ("isobench", "isobench"), ("reference value", "ref"), ("ratio", "ratio")]), ""]
+    if what & {"all", "stressors"}:
+        rows = cmp_stressors()
+        results["stressors"] = rows
+        md += ["## Stressor effect on its probe vs stress-ng (ratio = isobench degradation / stress-ng degradation; target >= 1)", "",
+               table(rows, [("stressor", "stressor"), ("stress-ng", "stress-ng"), ("probe", "probe"),
+                            ("baseline", "baseline"), ("isobench degr %", "isobench_degr_pct"),
+                            ("stress-ng degr %", "stressng_degr_pct"), ("ratio", "ratio")]), ""]
+    if what & {"all", "cv"}:
+        rows = cmp_cv()
+        results["cv"] = rows
+        md += ["## Baseline coefficient of variation (10 separate runs, pinned; target <= 2%)", "",
+               table(rows, [("probe", "probe"), ("runs", "runs"), ("mean", "mean"), ("CV %", "cv_pct")]), ""]
+    text = "\n".join(md)
+    print()
+    print(text)
+    with open(os.path.join(OUT, "report.md"), "w") as f:
+        f.write(f"# isobench bench report ({results['when']}, {results['host'].get('cpu_model')})\n\n" + text)
+    with open(os.path.join(OUT, "report.json"), "w") as f:
+        json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
