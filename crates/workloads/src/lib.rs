@@ -13,6 +13,7 @@ pub mod cachesize;
 pub mod ctx;
 pub mod env;
 pub mod metric;
+pub mod netserve;
 pub mod params;
 pub mod probes;
 pub mod stressors;
