@@ -1,31 +1,451 @@
-//! `forkbomb` stressor (being written).
+//! `forkbomb`: processes that loop creating child processes, each child looping too (the
+//! fork bomb of Matthews et al., table 2), held to a population limit.
+//!
+//! Process tree:
+//!
+//! ```text
+//! stressor thread --fork--> leader (own session, child subreaper, never forks the bomb twice)
+//!                             \--fork--> root (own process group R) --fork--> ... all in R
+//! ```
+//!
+//! Every bomb process loops: reap its exited children, and fork if the population (bomb
+//! processes not yet reaped, zombies included, as a pids cgroup counts them) is under the
+//! limit. At the limit, or when `fork` fails (EAGAIN from a pids limit), a process with
+//! children naps 1 ms and retries, and a childless process (a leaf) exits, handing its slot
+//! back: the tree stays pinned at the limit while leaves keep being forked and reaped, so the
+//! fork rate stays high instead of dropping to zero once the limit is reached.
+//!
+//! Containment and cleanup: every bomb process has `PR_SET_PDEATHSIG = SIGKILL` (a parent's
+//! death kills its subtree); the leader too, tied to the stressor thread, so killing the
+//! agent kills everything. On stop, the leader kills group R until its subreaper reaping
+//! finds no child left, then exits; the stressor thread reaps the leader and sweeps group R
+//! until nothing answers. Children run only async-signal-safe code (raw libc calls and
+//! atomics in a shared anonymous page): no allocation, no locks, no Rust runtime.
 
-use crate::params::{ParamSpec, ParamValues};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde::Deserialize;
+
+use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
 
 /// The `forkbomb` stressor.
 pub struct Forkbomb;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Opts {
+    max_procs: u32,
+}
+
+const PARAMS: &[ParamSpec] = &[ParamSpec {
+    name: "max_procs",
+    help: "bomb processes at intensity 100 (the tenant's pids limit and caps.max_tasks may \
+           hold it lower)",
+    kind: ParamKind::Int {
+        min: 1,
+        max: 1_000_000,
+    },
+    default: "1024",
+}];
+
+/// Nap of a process that is at the limit or whose fork failed.
+const BACKOFF_NS: libc::c_long = 1_000_000;
+
+/// How long the leader gets to kill and reap the bomb before it is killed itself.
+const LEADER_GRACE: Duration = Duration::from_secs(5);
+
+/// Counters shared by every process of the bomb (one anonymous shared page).
+#[repr(C)]
+struct Shared {
+    /// Set to 1 by the stressor thread to end the bomb.
+    stop: AtomicU32,
+    /// Bomb processes forked and not yet reaped.
+    live: AtomicU32,
+    /// Highest `live` seen after a fork.
+    peak: AtomicU32,
+    /// Process group of the bomb (the root's pid), 0 until known.
+    pgid: AtomicI32,
+    /// Successful forks.
+    forks: AtomicU64,
+    /// Failed forks (EAGAIN from a pids limit, ENOMEM).
+    failures: AtomicU64,
+    /// Fork attempts held back by the population limit.
+    limit_waits: AtomicU64,
+    /// Leaves that exited to hand their slot back.
+    leaf_exits: AtomicU64,
+}
+
+/// The shared page, unmapped (in this process) on drop.
+struct SharedPage(*mut Shared);
+
+impl SharedPage {
+    fn new() -> anyhow::Result<Self> {
+        let len = std::mem::size_of::<Shared>().max(4096);
+        // SAFETY: anonymous shared mapping, checked; zero bytes are valid atomics.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).context("forkbomb: shared page");
+        }
+        Ok(SharedPage(p.cast()))
+    }
+
+    fn get(&self) -> &Shared {
+        // SAFETY: the page is mapped, zero-initialised and lives as long as `self`.
+        unsafe { &*self.0 }
+    }
+}
+
+impl Drop for SharedPage {
+    fn drop(&mut self) {
+        let len = std::mem::size_of::<Shared>().max(4096);
+        // SAFETY: unmapping the range mapped in `new`.
+        unsafe { libc::munmap(self.0.cast(), len) };
+    }
+}
+
+// ---- code run in forked processes: async-signal-safe only ----------------------------------
+
+fn errno() -> libc::c_int {
+    // SAFETY: thread-local errno location.
+    unsafe { *libc::__errno_location() }
+}
+
+fn nap(ns: libc::c_long) {
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: ns,
+    };
+    // SAFETY: valid timespec; a null remainder is allowed.
+    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+}
+
+fn exit_now(code: libc::c_int) -> ! {
+    // SAFETY: _exit ends the process without running anything of the parent's runtime.
+    unsafe { libc::_exit(code) }
+}
+
+/// Reaps exited children without blocking, releasing their population slots; returns how
+/// many were reaped (`None` when the process has no child at all).
+fn reap(sh: &Shared) -> Option<u32> {
+    let mut n = 0;
+    loop {
+        let mut status = 0;
+        // SAFETY: plain waitpid with a valid status pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r > 0 {
+            sh.live.fetch_sub(1, Ordering::SeqCst);
+            n += 1;
+        } else if r == 0 {
+            return Some(n);
+        } else if errno() == libc::EINTR {
+            continue;
+        } else {
+            return if n > 0 { Some(n) } else { None };
+        }
+    }
+}
+
+/// Arms the parent-death signal in a fresh child; exits if the parent is already gone.
+fn die_with_parent(parent: libc::pid_t) {
+    // SAFETY: prctl and getppid have no memory arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        if libc::getppid() != parent {
+            libc::_exit(0);
+        }
+    }
+}
+
+/// The loop of every bomb process.
+fn bomb_loop(sh: &Shared, limit: u32, mut is_root: bool) -> ! {
+    let mut children: u32 = 0;
+    loop {
+        if sh.stop.load(Ordering::Relaxed) != 0 {
+            exit_now(0);
+        }
+        if children > 0 {
+            let n = reap(sh).unwrap_or(children);
+            children = children.saturating_sub(n);
+        }
+        if sh.live.fetch_add(1, Ordering::SeqCst) >= limit {
+            sh.live.fetch_sub(1, Ordering::SeqCst);
+            sh.limit_waits.fetch_add(1, Ordering::Relaxed);
+            if children == 0 && !is_root {
+                sh.leaf_exits.fetch_add(1, Ordering::Relaxed);
+                exit_now(0);
+            }
+            nap(BACKOFF_NS);
+            continue;
+        }
+        // SAFETY: getpid/fork; the child runs only this async-signal-safe loop.
+        let me = unsafe { libc::getpid() };
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            die_with_parent(me);
+            children = 0;
+            is_root = false;
+        } else if pid > 0 {
+            children += 1;
+            sh.forks.fetch_add(1, Ordering::Relaxed);
+            sh.peak
+                .fetch_max(sh.live.load(Ordering::Relaxed), Ordering::Relaxed);
+        } else {
+            sh.live.fetch_sub(1, Ordering::SeqCst);
+            sh.failures.fetch_add(1, Ordering::Relaxed);
+            if children == 0 && !is_root {
+                sh.leaf_exits.fetch_add(1, Ordering::Relaxed);
+                exit_now(0);
+            }
+            nap(BACKOFF_NS);
+        }
+    }
+}
+
+/// The leader: detaches into its own session, becomes the subreaper of the bomb, forks the
+/// root, reaps orphans while the bomb runs, and on stop kills and reaps everything.
+fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32) -> ! {
+    // SAFETY: raw libc calls with valid arguments; nothing here allocates or locks.
+    unsafe {
+        die_with_parent(agent);
+        libc::setsid();
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        // Whatever the agent installed, the bomb gets default signal handling.
+        for sig in [
+            libc::SIGCHLD,
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGPIPE,
+        ] {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        // The bomb must not keep the agent's pipes and sockets open.
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+    }
+    // SAFETY: see bomb_loop.
+    let me = unsafe { libc::getpid() };
+    sh.live.fetch_add(1, Ordering::SeqCst);
+    let root = unsafe { libc::fork() };
+    if root == 0 {
+        die_with_parent(me);
+        // SAFETY: moves this process into its own new process group.
+        unsafe { libc::setpgid(0, 0) };
+        bomb_loop(sh, limit, true);
+    }
+    if root < 0 {
+        sh.live.fetch_sub(1, Ordering::SeqCst);
+        sh.failures.fetch_add(1, Ordering::Relaxed);
+        exit_now(2);
+    }
+    // Both sides set the group, so it is set before either goes on.
+    // SAFETY: root is our child.
+    unsafe { libc::setpgid(root, root) };
+    sh.pgid.store(root, Ordering::SeqCst);
+    while sh.stop.load(Ordering::SeqCst) == 0 {
+        reap(sh);
+        nap(2_000_000);
+    }
+    loop {
+        // SAFETY: root > 1 is the bomb's own group.
+        unsafe { libc::killpg(root, libc::SIGKILL) };
+        if reap(sh).is_none() {
+            exit_now(0);
+        }
+        nap(BACKOFF_NS);
+    }
+}
+
+// ---- stressor side ---------------------------------------------------------------------------
+
+/// `waitpid(pid, WNOHANG)`: Some(description) once `pid` has ended (or is not our child).
+fn try_reap(pid: libc::pid_t) -> Option<String> {
+    loop {
+        let mut status = 0;
+        // SAFETY: plain waitpid.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            return Some(if libc::WIFSIGNALED(status) {
+                format!("killed by signal {}", libc::WTERMSIG(status))
+            } else {
+                format!("exit status {}", libc::WEXITSTATUS(status))
+            });
+        }
+        if r == 0 {
+            return None;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return Some(format!("no longer our child ({e})"));
+    }
+}
+
+/// Kills the bomb's group until nothing in it answers (reaping any member that is our own
+/// child); false if something still answers after about a second.
+fn sweep_group(pgid: libc::pid_t) -> bool {
+    // SAFETY: getpgrp has no arguments.
+    let own = unsafe { libc::getpgrp() };
+    if pgid <= 1 || pgid == own {
+        return true;
+    }
+    for _ in 0..1000 {
+        let mut status = 0;
+        // SAFETY: plain kill/waitpid on the bomb's group only.
+        unsafe {
+            while libc::waitpid(-pgid, &mut status, libc::WNOHANG) > 0 {}
+            if libc::killpg(pgid, libc::SIGKILL) != 0 {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
 
 impl Stressor for Forkbomb {
     fn name(&self) -> &'static str {
         "forkbomb"
     }
     fn help(&self) -> &'static str {
-        "(being written)"
+        "Classic fork bomb held to a population limit: every process loops forking, children \
+         loop too; at the limit (or on EAGAIN from a pids limit) parents nap 1 ms and retry \
+         while childless leaves exit to hand their slot back, so forking never stops. Runs in \
+         its own session and process group, every process dies with its parent, and all are \
+         killed and reaped on stop. One operation is one successful fork."
     }
     fn class(&self) -> Class {
         Class::Process
     }
     fn intensity_knob(&self) -> &'static str {
-        "(being written)"
+        "population limit: ceil(max_procs x intensity / 100) bomb processes (default max_procs \
+         1024), never more than caps.max_tasks - 1 (the leader counts as one task); the \
+         tenant's pids limit may hold it lower; 0 = idle"
     }
     fn params(&self) -> &'static [ParamSpec] {
-        &[]
+        PARAMS
+    }
+    fn aggressive(&self) -> bool {
+        true
     }
     fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
-        Err(Unsupported::new("not built yet"))
+        if cfg!(target_os = "linux") {
+            Ok(())
+        } else {
+            Err(Unsupported::new(
+                "needs Linux (parent-death signal, child subreaper)",
+            ))
+        }
     }
-    fn run(&self, _ctx: &StressCtx, _params: &ParamValues) -> anyhow::Result<StressReport> {
-        anyhow::bail!("not built yet")
+    fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
+        let o: Opts = params.decode(self.name())?;
+        let unit = "successful fork";
+        if ctx.intensity == 0 {
+            return Ok(super::pool::idle_report(ctx, unit));
+        }
+        let mut limit = (u64::from(o.max_procs) * u64::from(ctx.intensity)).div_ceil(100) as u32;
+        if let Some(t) = ctx.caps.max_tasks {
+            anyhow::ensure!(
+                t >= 2,
+                "forkbomb needs caps.max_tasks >= 2 (the leader and at least one bomb process), \
+                 got {t}"
+            );
+            limit = limit.min(t - 1);
+        }
+        let limit = limit.max(1);
+        let page = SharedPage::new()?;
+        let sh = page.get();
+        // SAFETY: getpid has no arguments.
+        let agent = unsafe { libc::getpid() };
+        let t0 = Instant::now();
+        // SAFETY: the child runs only async-signal-safe code (leader_main) and never returns.
+        let leader = unsafe { libc::fork() };
+        if leader < 0 {
+            return Err(std::io::Error::last_os_error())
+                .context("forkbomb: cannot fork the leader process (a pids limit?)");
+        }
+        if leader == 0 {
+            leader_main(sh, agent, limit);
+        }
+
+        let mut counted = 0u64;
+        let mut ended_early: Option<String> = None;
+        while ctx.running() {
+            std::thread::sleep(Duration::from_millis(10));
+            let f = sh.forks.load(Ordering::Relaxed);
+            ctx.add_ops(f - counted);
+            counted = f;
+            if ended_early.is_none() {
+                ended_early = try_reap(leader);
+            }
+        }
+        let elapsed_s = t0.elapsed().as_secs_f64();
+        let forks = sh.forks.load(Ordering::Relaxed);
+        ctx.add_ops(forks - counted);
+        sh.stop.store(1, Ordering::SeqCst);
+
+        let mut notes = vec![format!("population_limit={limit}")];
+        if let Some(how) = &ended_early {
+            notes.push(format!(
+                "leader ended before the stop ({how}): the tenant killed it?"
+            ));
+        } else {
+            let deadline = Instant::now() + LEADER_GRACE;
+            loop {
+                if try_reap(leader).is_some() {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    // SAFETY: leader > 0 is our child.
+                    unsafe { libc::kill(leader, libc::SIGKILL) };
+                    sweep_group(sh.pgid.load(Ordering::SeqCst));
+                    let mut status = 0;
+                    // SAFETY: blocking wait for our own child, which was just killed.
+                    unsafe { libc::waitpid(leader, &mut status, 0) };
+                    notes.push("leader did not finish within 5 s and was killed".into());
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let pgid = sh.pgid.load(Ordering::SeqCst);
+        if !sweep_group(pgid) {
+            notes.push(format!(
+                "processes of group {pgid} still present after cleanup"
+            ));
+        }
+        notes.push(format!(
+            "peak_population={} fork_failures={} limit_waits={} leaf_exits={}",
+            sh.peak.load(Ordering::Relaxed),
+            sh.failures.load(Ordering::Relaxed),
+            sh.limit_waits.load(Ordering::Relaxed),
+            sh.leaf_exits.load(Ordering::Relaxed)
+        ));
+        notes.push(format!("leader_pid={leader} bomb_pgid={pgid}"));
+        drop(page);
+        Ok(StressReport {
+            ops: forks,
+            elapsed_s,
+            ops_per_sec: super::pool::rate(forks, elapsed_s),
+            op_unit: unit.into(),
+            workers: limit + 1,
+            bytes: 0,
+            notes,
+        })
     }
 }

@@ -1,4 +1,7 @@
 //! The stressor table: every misbehaviour, one file each.
+//!
+//! Thread-based stressors share one run loop ([`pool`]): start gate, `while ctx.running()
+//! { work(); ctx.add_ops(n) }`, join, report ops/s. The fork bomb manages processes itself.
 
 use crate::Stressor;
 
@@ -6,10 +9,13 @@ mod cache;
 mod cpu;
 mod disk;
 mod forkbomb;
+mod mapping;
 mod membw;
 mod memhog;
 mod net_rx;
 mod net_tx;
+mod pool;
+mod udp;
 
 /// Every stressor, in catalogue order.
 pub const STRESSORS: &[&dyn Stressor] = &[

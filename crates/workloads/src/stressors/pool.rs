@@ -1,0 +1,447 @@
+//! The one run loop every thread-based stressor shares.
+//!
+//! Workers set themselves up (pin, allocate, open files, bind sockets), wait at a start gate,
+//! then loop `while ctx.running() { work(); ctx.add_ops(n) }` until the stop flag is set or
+//! any worker fails. Wall time runs from the gate opening to the last worker's exit, so setup
+//! is never counted as work time. A worker that fails (or panics) stops all the others and
+//! the pool returns its error, after every thread has been joined: nothing is left running.
+//!
+//! Stressors whose intensity is a share of CPU time use [`cpu_share`] for their shape, and
+//! the pool enforces the duty cycle: a worker busy for `duty` of each period sleeps for the
+//! rest, the sleep sized from the busy time actually spent so overshoot does not skew it.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use crate::timer::now_ns;
+use crate::util::pin_to_cpu;
+use crate::{StressCtx, StressReport};
+
+/// What one call of a worker's work function did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Done {
+    /// Operations completed.
+    pub ops: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+}
+
+impl Done {
+    /// Nothing done (a paced worker waiting, a receive that timed out).
+    pub const NOTHING: Done = Done { ops: 0, bytes: 0 };
+
+    /// `ops` operations moving `bytes` bytes.
+    pub fn new(ops: u64, bytes: u64) -> Self {
+        Done { ops, bytes }
+    }
+}
+
+/// How many workers, and the share of each duty period they are busy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Shape {
+    /// Worker threads.
+    pub workers: u32,
+    /// Busy share of each period, `0 < duty <= 1`.
+    pub duty: f64,
+}
+
+impl Shape {
+    /// `workers` threads, always busy.
+    pub fn busy(workers: u32) -> Self {
+        Shape { workers, duty: 1.0 }
+    }
+}
+
+/// Length of one duty-cycle period. Short enough that a half-duty worker looks like a
+/// steady half load to a victim's timed region, long enough that a sleep is never shorter
+/// than the scheduler's wake-up granularity.
+const DUTY_PERIOD_NS: u64 = 20_000_000;
+
+/// The shape that asks for `intensity`% of the CPUs the stressor may use (its pin list, or
+/// its affinity mask): `ceil(cpus * intensity / 100)` threads, each busy for the share that
+/// makes the total exactly `cpus * intensity / 100` CPUs. On 2 CPUs: 25 -> one thread at
+/// 50%, 50 -> one thread flat out, 75 -> two threads at 75%, 100 -> two threads flat out.
+///
+/// `threads` overrides the thread count (each thread then busy `intensity`% of the time);
+/// `duty_pct` overrides the busy share. Intensity 0 gives zero workers.
+pub(crate) fn cpu_share(ctx: &StressCtx, threads: Option<u32>, duty_pct: Option<u32>) -> Shape {
+    if ctx.intensity == 0 {
+        return Shape {
+            workers: 0,
+            duty: 1.0,
+        };
+    }
+    let cpus = allowed_cpus(ctx) as f64;
+    let demand = cpus * f64::from(ctx.intensity) / 100.0;
+    let (workers, duty) = match threads {
+        Some(t) => (t.max(1), f64::from(ctx.intensity) / 100.0),
+        None => {
+            let w = demand.ceil().max(1.0);
+            (w as u32, demand / w)
+        }
+    };
+    let duty = match duty_pct {
+        Some(p) => f64::from(p.clamp(1, 100)) / 100.0,
+        None => duty,
+    };
+    Shape {
+        workers,
+        duty: duty.clamp(0.01, 1.0),
+    }
+}
+
+/// CPUs the stressor's workers may run on: the distinct CPUs of its pin list when one is
+/// given, else its affinity mask.
+pub(crate) fn allowed_cpus(ctx: &StressCtx) -> usize {
+    match ctx.pin.as_ref().filter(|p| !p.is_empty()) {
+        Some(p) => {
+            let mut v = p.clone();
+            v.sort_unstable();
+            v.dedup();
+            v.len()
+        }
+        None => ctx.env.cpus.len().max(1),
+    }
+}
+
+/// What the pool did.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Outcome {
+    /// Operations over all workers.
+    pub ops: u64,
+    /// Bytes over all workers.
+    pub bytes: u64,
+    /// Wall time of the run loop, seconds.
+    pub elapsed_s: f64,
+    /// Workers that ran.
+    pub workers: u32,
+}
+
+impl Outcome {
+    /// The report for this outcome.
+    pub fn report(self, op_unit: impl Into<String>, notes: Vec<String>) -> StressReport {
+        StressReport {
+            ops: self.ops,
+            elapsed_s: self.elapsed_s,
+            ops_per_sec: rate(self.ops, self.elapsed_s),
+            op_unit: op_unit.into(),
+            workers: self.workers,
+            bytes: self.bytes,
+            notes,
+        }
+    }
+}
+
+/// `ops / elapsed_s`, 0 when no time passed (never NaN or infinite).
+pub(crate) fn rate(ops: u64, elapsed_s: f64) -> f64 {
+    if elapsed_s > 0.0 && elapsed_s.is_finite() {
+        ops as f64 / elapsed_s
+    } else {
+        0.0
+    }
+}
+
+/// Blocks until `ctx` is stopped, checking every 10 ms (an idle stressor).
+pub(crate) fn idle_until_stopped(ctx: &StressCtx) -> f64 {
+    let t0 = Instant::now();
+    while ctx.running() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    t0.elapsed().as_secs_f64()
+}
+
+/// The report of an idle run (intensity 0).
+pub(crate) fn idle_report(ctx: &StressCtx, op_unit: impl Into<String>) -> StressReport {
+    let elapsed_s = idle_until_stopped(ctx);
+    Outcome {
+        ops: 0,
+        bytes: 0,
+        elapsed_s,
+        workers: 0,
+    }
+    .report(op_unit, vec!["intensity 0: idle".into()])
+}
+
+/// Start gate: workers arrive after setup, the pool opens it once all have arrived.
+struct Gate {
+    state: Mutex<(usize, bool)>,
+    cv: Condvar,
+}
+
+impl Gate {
+    fn new() -> Self {
+        Gate {
+            state: Mutex::new((0, false)),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn arrive_and_wait(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.0 += 1;
+        self.cv.notify_all();
+        while !s.1 {
+            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn wait_for(&self, n: usize) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while s.0 < n {
+            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn open(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.1 = true;
+        self.cv.notify_all();
+    }
+}
+
+/// Runs `shape.workers` threads (capped by `ctx.caps.max_tasks`) named `isobench-<name>-<i>`.
+///
+/// Each worker pins itself to `ctx.cpu_for_worker(i)` when pinning was asked for, builds its
+/// state with `setup(i)`, waits at the start gate, then calls `work(&mut state)` until the
+/// stop flag is set. With zero workers the pool idles until stopped.
+pub(crate) fn run_pool<S>(
+    ctx: &StressCtx,
+    name: &str,
+    shape: Shape,
+    setup: impl Fn(usize) -> anyhow::Result<S> + Sync,
+    work: impl Fn(&mut S) -> anyhow::Result<Done> + Sync,
+) -> anyhow::Result<Outcome> {
+    let workers = shape.workers.min(ctx.caps.max_tasks.unwrap_or(u32::MAX));
+    if workers == 0 {
+        let elapsed_s = idle_until_stopped(ctx);
+        return Ok(Outcome {
+            ops: 0,
+            bytes: 0,
+            elapsed_s,
+            workers: 0,
+        });
+    }
+    let duty = if shape.duty.is_finite() {
+        shape.duty.clamp(0.01, 1.0)
+    } else {
+        1.0
+    };
+    let gate = Gate::new();
+    let abort = AtomicBool::new(false);
+    let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let fail = |e: anyhow::Error| {
+        abort.store(true, Ordering::SeqCst);
+        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+    };
+    let keep_going = || ctx.running() && !abort.load(Ordering::Relaxed);
+
+    let worker = |i: usize| -> (u64, u64) {
+        let state = catch_unwind(AssertUnwindSafe(|| {
+            if let Some(cpu) = ctx.cpu_for_worker(i) {
+                pin_to_cpu(cpu)
+                    .with_context(|| format!("{name}: pinning worker {i} to CPU {cpu}"))?;
+            }
+            setup(i)
+        }))
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("{name}: worker {i} panicked during setup")));
+        let state = match state {
+            Ok(s) => Some(s),
+            Err(e) => {
+                fail(e);
+                None
+            }
+        };
+        gate.arrive_and_wait();
+        let Some(mut state) = state else {
+            return (0, 0);
+        };
+        let (mut ops, mut bytes) = (0u64, 0u64);
+        let looped = catch_unwind(AssertUnwindSafe(|| -> anyhow::Result<()> {
+            let mut period_start = now_ns();
+            let busy_ns = (duty * DUTY_PERIOD_NS as f64) as u64;
+            while keep_going() {
+                let d = work(&mut state)?;
+                if d.ops > 0 {
+                    ctx.add_ops(d.ops);
+                    ops += d.ops;
+                }
+                bytes += d.bytes;
+                if duty < 1.0 {
+                    let busy = now_ns().saturating_sub(period_start);
+                    if busy >= busy_ns {
+                        let rest = (busy as f64 * (1.0 - duty) / duty) as u64;
+                        sleep_unless_stopped(Duration::from_nanos(rest), &keep_going);
+                        period_start = now_ns();
+                    }
+                }
+            }
+            Ok(())
+        }));
+        match looped {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => fail(e),
+            Err(_) => fail(anyhow::anyhow!("{name}: worker {i} panicked")),
+        }
+        // Dropping the state here (buffers, files, sockets) happens on the worker thread,
+        // before the pool returns.
+        drop(state);
+        (ops, bytes)
+    };
+
+    let (t_start, totals) = std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(workers as usize);
+        for i in 0..workers as usize {
+            let spawned = std::thread::Builder::new()
+                .name(format!("isobench-{name}-{i}"))
+                .spawn_scoped(scope, move || worker(i));
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    fail(anyhow::Error::new(e).context(format!(
+                        "{name}: cannot start worker thread {i} of {workers} (a pids limit?)"
+                    )));
+                    break;
+                }
+            }
+        }
+        gate.wait_for(handles.len());
+        let t_start = Instant::now();
+        gate.open();
+        let mut totals = (0u64, 0u64);
+        for h in handles {
+            match h.join() {
+                Ok((o, b)) => {
+                    totals.0 += o;
+                    totals.1 += b;
+                }
+                Err(_) => fail(anyhow::anyhow!("{name}: a worker thread panicked")),
+            }
+        }
+        (t_start, totals)
+    });
+    let elapsed_s = t_start.elapsed().as_secs_f64();
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    Ok(Outcome {
+        ops: totals.0,
+        bytes: totals.1,
+        elapsed_s,
+        workers,
+    })
+}
+
+/// Sleeps for `d` in slices of at most 10 ms, returning early once `keep_going` is false.
+pub(crate) fn sleep_unless_stopped(d: Duration, keep_going: &dyn Fn() -> bool) {
+    let end = Instant::now() + d;
+    loop {
+        let now = Instant::now();
+        if now >= end || !keep_going() {
+            return;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(10)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Env;
+    use std::sync::Arc;
+
+    fn ctx(intensity: u8, cpus: usize) -> StressCtx {
+        let mut env = Env::detect();
+        env.cpus = (0..cpus).collect();
+        StressCtx::new(env, intensity)
+    }
+
+    #[test]
+    fn cpu_share_covers_the_asked_share_of_cpus() {
+        let s = cpu_share(&ctx(25, 2), None, None);
+        assert_eq!((s.workers, s.duty), (1, 0.5));
+        let s = cpu_share(&ctx(50, 2), None, None);
+        assert_eq!((s.workers, s.duty), (1, 1.0));
+        let s = cpu_share(&ctx(75, 2), None, None);
+        assert_eq!((s.workers, s.duty), (2, 0.75));
+        let s = cpu_share(&ctx(100, 2), None, None);
+        assert_eq!((s.workers, s.duty), (2, 1.0));
+        assert_eq!(cpu_share(&ctx(0, 2), None, None).workers, 0);
+        let s = cpu_share(&ctx(30, 2), Some(4), None);
+        assert_eq!((s.workers, s.duty), (4, 0.3));
+        let s = cpu_share(&ctx(100, 2), None, Some(40));
+        assert_eq!((s.workers, s.duty), (2, 0.4));
+    }
+
+    #[test]
+    fn pool_errors_stop_everyone_and_are_returned() {
+        let c = ctx(100, 2);
+        let r = run_pool(&c, "t", Shape::busy(3), Ok, |i| {
+            if *i == 1 {
+                anyhow::bail!("worker one fails")
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            Ok(Done::new(1, 0))
+        });
+        assert!(r.unwrap_err().to_string().contains("worker one fails"));
+    }
+
+    #[test]
+    fn pool_setup_errors_are_returned_without_running() {
+        let c = ctx(100, 2);
+        let ran = AtomicBool::new(false);
+        let r = run_pool(
+            &c,
+            "t",
+            Shape::busy(2),
+            |i| if i == 0 { anyhow::bail!("no") } else { Ok(()) },
+            |_| {
+                ran.store(true, Ordering::SeqCst);
+                Ok(Done::NOTHING)
+            },
+        );
+        assert!(r.is_err());
+        assert!(!ran.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn pool_counts_and_honours_duty() {
+        let c = ctx(100, 2);
+        let stop = c.stop.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            stop.store(true, Ordering::SeqCst);
+        });
+        let busy = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let b = busy.clone();
+        let out = run_pool(
+            &c,
+            "t",
+            Shape {
+                workers: 1,
+                duty: 0.25,
+            },
+            |_| Ok(()),
+            move |_| {
+                let t0 = now_ns();
+                while now_ns() - t0 < 100_000 {}
+                b.fetch_add(now_ns() - t0, Ordering::Relaxed);
+                Ok(Done::new(1, 10))
+            },
+        )
+        .unwrap();
+        t.join().unwrap();
+        assert!(out.ops > 0);
+        assert_eq!(out.bytes, out.ops * 10);
+        assert_eq!(c.ops(), out.ops);
+        let share = busy.load(Ordering::Relaxed) as f64 / 1e9 / out.elapsed_s;
+        // Behaviour, not speed: a quarter duty must be far from flat out.
+        assert!(share < 0.6, "busy share {share}");
+    }
+}

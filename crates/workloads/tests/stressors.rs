@@ -1,0 +1,455 @@
+//! Every stressor, run for real and briefly: it works, it stops when told, intensity 0 is
+//! idle, and it leaves nothing behind (processes, files) and keeps to its caps.
+//!
+//! Assertions are about behaviour, never speed: the machine is shared and noisy. The tests
+//! take a lock so that two stressors never run at once (they would only measure each other,
+//! and the memory test reads this process's resident size).
+
+use std::collections::HashSet;
+use std::net::UdpSocket;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use isobench_workloads::ctx::StressCaps;
+use isobench_workloads::{stressor, Env, ParamValues, StressCtx, StressReport, STRESSORS};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A context in a fresh temporary directory on disk (not tmpfs).
+fn ctx(intensity: u8) -> (StressCtx, tempfile::TempDir) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut env = Env::detect();
+    env.workdir = dir.path().to_path_buf();
+    let mut c = StressCtx::new(env, intensity);
+    c.workdir = dir.path().to_path_buf();
+    (c, dir)
+}
+
+/// Runs `name` with `settings`, setting the stop flag after `run_for`. Returns the report
+/// and how long `run` took to return after the flag was set.
+fn run(
+    name: &str,
+    c: &StressCtx,
+    settings: &[&str],
+    run_for: Duration,
+) -> anyhow::Result<(StressReport, Duration)> {
+    let s = stressor(name).unwrap_or_else(|| panic!("no stressor {name}"));
+    let params = ParamValues::from_settings(name, s.params(), settings)?;
+    // Contexts are reused across runs in one test: each run starts with the flag down.
+    c.stop.store(false, Ordering::SeqCst);
+    let stop = c.stop.clone();
+    let stopped_at = Arc::new(Mutex::new(None));
+    let at = stopped_at.clone();
+    let timer = thread::spawn(move || {
+        thread::sleep(run_for);
+        *at.lock().unwrap() = Some(Instant::now());
+        stop.store(true, Ordering::SeqCst);
+    });
+    let r = s.run(c, &params);
+    let returned = Instant::now();
+    // An early error returns before the timer fires: let it fire so nothing outlives the test.
+    timer.join().unwrap();
+    let stopped = stopped_at.lock().unwrap().unwrap();
+    Ok((r?, returned.saturating_duration_since(stopped)))
+}
+
+fn assert_worked(name: &str, r: &StressReport, stop_latency: Duration) {
+    eprintln!(
+        "{name}: {:.0} ops/s ({} ops of {}, {} workers, {} bytes, {:.3} s, stopped in {:?}) {:?}",
+        r.ops_per_sec, r.ops, r.op_unit, r.workers, r.bytes, r.elapsed_s, stop_latency, r.notes
+    );
+    assert!(r.ops > 0, "{name} did no work: {r:?}");
+    assert!(
+        r.ops_per_sec.is_finite() && r.ops_per_sec > 0.0,
+        "{name}: {r:?}"
+    );
+    assert!(
+        r.elapsed_s > 0.0 && r.elapsed_s.is_finite(),
+        "{name}: {r:?}"
+    );
+    assert!(r.workers >= 1, "{name}: {r:?}");
+    assert!(!r.op_unit.is_empty(), "{name}: {r:?}");
+    // Generous: catches a stressor that ignores the flag, not a slow machine.
+    assert!(
+        stop_latency < Duration::from_secs(3),
+        "{name} took {stop_latency:?} to stop"
+    );
+}
+
+/// Files in `dir` whose name starts with `isobench-`.
+fn isobench_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("isobench-"))
+        .collect()
+}
+
+/// (pid, ppid, pgrp) of every process.
+fn processes() -> Vec<(i32, i32, i32)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 3 {
+            out.push((pid, f[1].parse().unwrap_or(0), f[2].parse().unwrap_or(0)));
+        }
+    }
+    out
+}
+
+fn note_value(r: &StressReport, key: &str) -> Option<String> {
+    r.notes.iter().find_map(|n| {
+        n.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{key}=")).map(String::from))
+    })
+}
+
+fn vm_rss() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = s
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+const BRIEF: Duration = Duration::from_millis(300);
+
+#[test]
+fn cpu_runs_and_stops() {
+    let _g = serial();
+    let (c, _d) = ctx(50);
+    let (r, lat) = run("cpu", &c, &[], BRIEF).unwrap();
+    assert_worked("cpu", &r, lat);
+    assert_eq!(c.ops(), r.ops, "the shared counter saw every operation");
+}
+
+#[test]
+fn cpu_low_intensity_is_a_duty_cycle() {
+    let _g = serial();
+    let (mut c, _d) = ctx(25);
+    c.env.cpus = vec![0, 1];
+    let (r, lat) = run("cpu", &c, &[], BRIEF).unwrap();
+    assert_worked("cpu", &r, lat);
+    assert_eq!(r.workers, 1);
+    assert!(r.notes.iter().any(|n| n == "duty=50%"), "{:?}", r.notes);
+}
+
+#[test]
+fn cache_runs_and_stops() {
+    let _g = serial();
+    let (c, _d) = ctx(50);
+    let (r, lat) = run("cache", &c, &["size=2M"], BRIEF).unwrap();
+    assert_worked("cache", &r, lat);
+    assert_eq!(note_value(&r, "ring").as_deref(), Some("2M"));
+    let (r, lat) = run("cache", &c, &["size=2M", "order=rand", "threads=2"], BRIEF).unwrap();
+    assert_worked("cache rand", &r, lat);
+    assert_eq!(r.workers, 2);
+}
+
+#[test]
+fn membw_runs_and_stops() {
+    let _g = serial();
+    let (c, _d) = ctx(50);
+    let (r, lat) = run("membw", &c, &["block=4M"], BRIEF).unwrap();
+    assert_worked("membw", &r, lat);
+    assert!(
+        r.bytes >= r.ops * (4 << 20),
+        "bytes count every block copied: {r:?}"
+    );
+}
+
+#[test]
+fn memhog_touch_keeps_to_max_bytes() {
+    let _g = serial();
+    let cap: u64 = 48 << 20;
+    let (mut c, _d) = ctx(100);
+    c.caps = StressCaps {
+        max_tasks: None,
+        max_bytes: Some(cap),
+    };
+    let base = vm_rss();
+    let peak = Arc::new(Mutex::new(base));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (peak, done) = (peak.clone(), done.clone());
+        thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                let v = vm_rss();
+                let mut p = peak.lock().unwrap();
+                *p = (*p).max(v);
+                drop(p);
+                thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let (r, lat) = run("memhog", &c, &["chunk=8M"], Duration::from_millis(500)).unwrap();
+    done.store(true, Ordering::SeqCst);
+    sampler.join().unwrap();
+    assert_worked("memhog", &r, lat);
+    assert!(
+        r.bytes > 0 && r.bytes <= cap,
+        "held {} > cap {cap}",
+        r.bytes
+    );
+    let grew = peak.lock().unwrap().saturating_sub(base);
+    eprintln!(
+        "memhog: resident grew by {} MiB (cap {} MiB)",
+        grew >> 20,
+        cap >> 20
+    );
+    assert!(
+        grew <= cap + (16 << 20),
+        "resident memory grew by {grew} bytes, cap {cap}"
+    );
+    assert!(
+        grew >= r.bytes / 2,
+        "touched memory must be resident: grew {grew}"
+    );
+    // Everything is given back when the run ends.
+    assert!(vm_rss() < base + (16 << 20));
+}
+
+#[test]
+fn memhog_without_touch_maps_but_stays_out_of_memory() {
+    let _g = serial();
+    let cap: u64 = 256 << 20;
+    let (mut c, _d) = ctx(100);
+    c.caps.max_bytes = Some(cap);
+    let base = vm_rss();
+    let (r, lat) = run("memhog", &c, &["touch=false", "chunk=32M"], BRIEF).unwrap();
+    assert_worked("memhog no-touch", &r, lat);
+    assert!(r.bytes <= cap, "{r:?}");
+    assert!(r.op_unit.contains("without being touched"), "{r:?}");
+    assert!(
+        vm_rss() < base + (16 << 20),
+        "untouched memory is not resident"
+    );
+}
+
+#[test]
+fn forkbomb_keeps_to_max_tasks_and_leaves_no_process() {
+    let _g = serial();
+    let (mut c, _d) = ctx(100);
+    c.caps.max_tasks = Some(8);
+    let me = std::process::id() as i32;
+    let (r, lat) = run("forkbomb", &c, &[], BRIEF).unwrap();
+    assert_worked("forkbomb", &r, lat);
+    let peak: u32 = note_value(&r, "peak_population").unwrap().parse().unwrap();
+    assert!(
+        (1..=7).contains(&peak),
+        "population {peak} over max_tasks - 1"
+    );
+    let leader: i32 = note_value(&r, "leader_pid").unwrap().parse().unwrap();
+    let pgid: i32 = note_value(&r, "bomb_pgid").unwrap().parse().unwrap();
+    assert!(leader > 1 && pgid > 1, "{:?}", r.notes);
+    let left: Vec<_> = processes()
+        .into_iter()
+        .filter(|&(pid, ppid, pgrp)| pid == leader || pgrp == pgid || pgrp == leader || ppid == me)
+        .collect();
+    assert!(left.is_empty(), "left behind (pid, ppid, pgrp): {left:?}");
+}
+
+#[test]
+fn disk_runs_and_removes_its_files() {
+    let _g = serial();
+    let (c, d) = ctx(50);
+    for direct in ["false", "true"] {
+        let settings = ["threads=2", "file_size=1M", &format!("direct={direct}")];
+        let (r, lat) = run("disk", &c, &settings, BRIEF).unwrap();
+        assert_worked(&format!("disk direct={direct}"), &r, lat);
+        assert!(
+            r.op_unit.contains("64K"),
+            "intensity 50 is 8 x 8 KiB: {}",
+            r.op_unit
+        );
+        assert!(r.bytes > 0);
+        assert!(isobench_files(d.path()).is_empty());
+    }
+}
+
+#[test]
+fn disk_keeps_files_under_max_bytes() {
+    let _g = serial();
+    let (mut c, d) = ctx(1);
+    c.caps.max_bytes = Some(256 << 10);
+    let (r, lat) = run("disk", &c, &["threads=4"], BRIEF).unwrap();
+    assert_worked("disk capped", &r, lat);
+    assert_eq!(note_value(&r, "file_size").as_deref(), Some("64K"));
+    assert!(isobench_files(d.path()).is_empty());
+}
+
+#[test]
+fn disk_error_leaves_nothing() {
+    let _g = serial();
+    let (mut c, d) = ctx(50);
+    c.workdir = d.path().join("missing");
+    let e = run("disk", &c, &["file_size=1M"], Duration::from_millis(50)).unwrap_err();
+    assert!(e.to_string().contains("missing"), "{e:#}");
+    assert!(isobench_files(d.path()).is_empty());
+}
+
+#[test]
+fn net_tx_runs_and_stops() {
+    let _g = serial();
+    let (c, _d) = ctx(50);
+    let (r, lat) = run("net-tx", &c, &["threads=2"], BRIEF).unwrap();
+    assert_worked("net-tx", &r, lat);
+    assert!(r.op_unit.contains("30720"), "{}", r.op_unit);
+    assert_eq!(r.bytes, r.ops * 30720);
+    let e = run("net-tx", &c, &["target=nowhere"], Duration::from_millis(50)).unwrap_err();
+    assert!(e.to_string().contains("nowhere"), "{e:#}");
+}
+
+#[test]
+fn net_rx_with_its_own_sender() {
+    let _g = serial();
+    let (c, _d) = ctx(50);
+    let (r, lat) = run("net-rx", &c, &["threads=2", "senders=1"], BRIEF).unwrap();
+    assert_worked("net-rx", &r, lat);
+    assert_eq!(r.workers, 3);
+}
+
+#[test]
+fn net_rx_external_receives_from_net_tx() {
+    let _g = serial();
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (rx_ctx, _d1) = ctx(100);
+    let (tx_ctx, _d2) = ctx(10);
+    let bind = format!("bind=127.0.0.1:{port}");
+    let target = format!("target=127.0.0.1:{port}");
+    let rx = thread::spawn(move || {
+        run(
+            "net-rx",
+            &rx_ctx,
+            &["sender=external", &bind, "threads=2"],
+            Duration::from_millis(500),
+        )
+    });
+    thread::sleep(Duration::from_millis(100));
+    let (t, _) = run(
+        "net-tx",
+        &tx_ctx,
+        &[&target, "threads=1", "rate=2000"],
+        BRIEF,
+    )
+    .unwrap();
+    let (r, lat) = rx.join().unwrap().unwrap();
+    assert_worked("net-rx external", &r, lat);
+    assert!(r.ops <= t.ops, "received {} of {} sent", r.ops, t.ops);
+    assert!(r.notes.iter().any(|n| n == "sender=external"));
+}
+
+#[test]
+fn intensity_zero_is_idle() {
+    let _g = serial();
+    for s in STRESSORS {
+        let (mut c, d) = ctx(0);
+        c.caps = StressCaps {
+            max_tasks: Some(8),
+            max_bytes: Some(16 << 20),
+        };
+        let before = processes().len();
+        let (r, lat) = run(s.name(), &c, &[], Duration::from_millis(100)).unwrap();
+        eprintln!("{} at 0: {r:?}", s.name());
+        assert_eq!(r.ops, 0, "{}", s.name());
+        assert_eq!(c.ops(), 0, "{}", s.name());
+        assert_eq!(r.ops_per_sec, 0.0, "{}", s.name());
+        assert_eq!(r.workers, 0, "{}", s.name());
+        assert!(lat < Duration::from_secs(3));
+        assert!(isobench_files(d.path()).is_empty());
+        // No process was started (other processes of the host may come and go).
+        assert!(processes().len() <= before + 2, "{}", s.name());
+    }
+}
+
+#[test]
+fn already_stopped_returns_at_once() {
+    let _g = serial();
+    for s in STRESSORS {
+        let (mut c, d) = ctx(50);
+        c.caps = StressCaps {
+            max_tasks: Some(8),
+            max_bytes: Some(32 << 20),
+        };
+        c.stop.store(true, Ordering::SeqCst);
+        let settings: &[&str] = match s.name() {
+            "cache" => &["size=1M"],
+            "membw" => &["block=1M"],
+            "disk" => &["file_size=1M", "threads=2"],
+            _ => &[],
+        };
+        let params = ParamValues::from_settings(s.name(), s.params(), settings).unwrap();
+        let t0 = Instant::now();
+        let r = s.run(&c, &params).unwrap();
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "{}: {:?}",
+            s.name(),
+            t0.elapsed()
+        );
+        assert!(r.ops_per_sec.is_finite(), "{}: {r:?}", s.name());
+        assert!(isobench_files(d.path()).is_empty());
+    }
+}
+
+#[test]
+fn pinned_workers_stay_on_their_cpus() {
+    let _g = serial();
+    let (mut c, _d) = ctx(100);
+    let cpu = *c.env.cpus.last().unwrap();
+    c.pin = Some(vec![cpu]);
+    let (r, lat) = run("cpu", &c, &[], BRIEF).unwrap();
+    assert_worked("cpu pinned", &r, lat);
+    // One allowed CPU at intensity 100 is one thread.
+    assert_eq!(r.workers, 1);
+}
+
+#[test]
+fn every_stressor_is_documented_and_supported_here() {
+    let env = Env::detect();
+    let mut names = HashSet::new();
+    for s in STRESSORS {
+        assert!(names.insert(s.name()), "duplicate {}", s.name());
+        assert!(!s.help().contains("being written"), "{}", s.name());
+        assert!(s.intensity_knob().contains("0 = idle"), "{}", s.name());
+        assert!(
+            s.supported(&env).is_ok(),
+            "{}: {:?}",
+            s.name(),
+            s.supported(&env)
+        );
+        ParamValues::defaults(s.name(), s.params())
+            .decode::<serde_json::Value>(s.name())
+            .unwrap();
+    }
+    let aggressive: Vec<_> = STRESSORS
+        .iter()
+        .filter(|s| s.aggressive())
+        .map(|s| s.name())
+        .collect();
+    assert_eq!(aggressive, ["memhog", "forkbomb", "disk"]);
+}
