@@ -1,1 +1,35 @@
-//! isobench agent (being written).
+//! The isobench agent: the same binary running inside a tenant, executing probes and
+//! stressors on the controller's command and streaming results back.
+//!
+//! Why a protocol of its own: the controller drives every workload through an agent, whether
+//! the tenant is a process group, a cgroup, a container, a VM or a pod, so the conversation
+//! must not depend on how the bytes travel. It is versioned JSON lines (one object per line;
+//! `docs/agent-protocol.md` documents every message), and it runs over any byte stream:
+//! standard input/output of a spawned agent, a unix socket, or TCP with a token.
+//!
+//! - [`protocol`]: the messages as Rust types, the protocol version and error codes.
+//! - [`wire`]: framing (line length limit, `id` first).
+//! - [`server`]: the agent loop ([`serve_connection`]); [`transport`]: stdio, unix socket and
+//!   TCP entry points ([`serve_stdio`], [`serve_unix`], [`serve_tcp`]).
+//! - [`client`]: [`AgentClient`], the controller side, with a deadline on every request.
+//! - [`catalog`]: what an agent can run (injectable, so tests can add their own workloads).
+#![deny(missing_docs)]
+
+pub mod catalog;
+pub mod client;
+pub mod protocol;
+pub mod server;
+pub mod services;
+pub mod token;
+pub mod transport;
+pub mod wire;
+
+pub use catalog::{Catalog, RunningService, ServiceError, ServiceStarter};
+pub use client::{AgentClient, AgentError, ProbeOpts, StressOpts};
+pub use protocol::{
+    Caps, ErrorBody, ErrorCode, Hello, Params, ProbeResult, ProtocolVersion, Reply, Request,
+    Sample, StoppedStressor, StressorExit, Token, MAX_LINE_BYTES, PROTOCOL_VERSION,
+};
+pub use server::{serve_connection, AgentConfig, SessionEnd};
+pub use token::{generate_token, tokens_match};
+pub use transport::{serve_stdio, serve_stdio_with, serve_tcp, serve_unix, AgentListener};
