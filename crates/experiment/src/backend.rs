@@ -1,0 +1,215 @@
+//! What the orchestrator drives: tenants behind a trait, and time behind another.
+//!
+//! The real backend ([`crate::real`]) creates tenants with `isobench-platform` and talks to an
+//! `isobench agent` inside each through `isobench-agent`. The fake backend ([`crate::fake`])
+//! answers from a model with a seeded generator and advances a fake clock, so planning, the
+//! trial order, the stopping rule and the rendered tables can be tested exactly.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use isobench_workloads::{Metric, ParamValues, StressReport};
+use serde::{Deserialize, Serialize};
+
+use crate::plan::PlannedTenant;
+
+/// Time as the orchestrator sees it.
+pub trait Clock: Send + Sync {
+    /// Monotonic time since the clock was created.
+    fn now(&self) -> Duration;
+    /// Waits.
+    fn sleep(&self, d: Duration);
+    /// Wall-clock time, milliseconds since the Unix epoch (for the record).
+    fn unix_ms(&self) -> i64;
+}
+
+/// The machine's clock.
+#[derive(Debug)]
+pub struct SystemClock {
+    start: Instant,
+}
+
+impl SystemClock {
+    /// A clock starting now.
+    pub fn new() -> Self {
+        SystemClock {
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d)
+    }
+    fn unix_ms(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+}
+
+/// CPU time, split when the source can split it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CpuTimes {
+    /// User plus system, nanoseconds.
+    pub total_ns: u64,
+    /// User only, nanoseconds, when known.
+    pub user_ns: Option<u64>,
+}
+
+/// One probe run, as asked of a victim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRun {
+    /// Probe name.
+    pub name: String,
+    /// Parameters.
+    pub params: ParamValues,
+    /// Wall-time budget.
+    pub budget: Duration,
+    /// CPU of the measuring thread.
+    pub pin: Option<usize>,
+    /// CPU of helpers.
+    pub pin_peer: Option<usize>,
+    /// Give up and call the tenant unresponsive after this long.
+    pub timeout: Duration,
+}
+
+/// What a probe run returned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeOutcome {
+    /// Metrics.
+    pub metrics: Vec<Metric>,
+    /// Parameters actually used (defaults and derived sizes filled in).
+    pub params: ParamValues,
+    /// Wall time of the probe, seconds.
+    pub elapsed_s: f64,
+}
+
+/// One stressor start, as asked of an aggressor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StressorRun {
+    /// Stressor name.
+    pub name: String,
+    /// Intensity 0..=100.
+    pub intensity: u8,
+    /// Parameters.
+    pub params: ParamValues,
+    /// CPUs for its workers.
+    pub pin: Option<Vec<usize>>,
+    /// Whether the tenant contains it (cgroup limits); false means it runs capped.
+    pub contained: bool,
+    /// Give up and call the tenant unresponsive after this long.
+    pub timeout: Duration,
+}
+
+/// Progress of a running stressor: operations so far at an agent-side time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct StressProgress {
+    /// Operations since the stressor started.
+    pub ops: u64,
+    /// Seconds since the stressor started, when `ops` was read.
+    pub elapsed_s: f64,
+}
+
+impl StressProgress {
+    /// Operations per second between two readings, when time passed.
+    pub fn rate_since(&self, earlier: &StressProgress) -> Option<f64> {
+        let dt = self.elapsed_s - earlier.elapsed_s;
+        (dt > 1e-3).then(|| self.ops.saturating_sub(earlier.ops) as f64 / dt)
+    }
+}
+
+/// How a tenant failed a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum TenantFailure {
+    /// The tenant stopped answering (timeout, agent gone, killed): recorded as DNR.
+    #[error("did not respond: {0}")]
+    NoResponse(String),
+    /// The tenant answered with an error (the workload failed or was refused).
+    #[error("failed: {0}")]
+    Failed(String),
+}
+
+/// The result of touching memory page by page inside a tenant (paper 000, section 4.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemCheck {
+    /// Bytes the check tried to touch.
+    pub wanted: u64,
+    /// Bytes touched before the access time jumped (or all of them).
+    pub touched: u64,
+    /// Median access time of a page in the first part of the walk, ns.
+    pub base_ns: f64,
+    /// Median access time of a page after the jump, ns, when there was one.
+    pub jump_ns: Option<f64>,
+    /// Offset where the access time jumped, bytes, when it did.
+    pub knee: Option<u64>,
+    /// Why the walk stopped early (killed, allocation refused), when it did.
+    pub stopped: Option<String>,
+}
+
+impl MemCheck {
+    /// True when all the memory could be touched at normal speed.
+    pub fn ok(&self) -> bool {
+        self.knee.is_none() && self.stopped.is_none() && self.touched >= self.wanted
+    }
+}
+
+/// Facts about a created tenant, for the record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct TenantFacts {
+    /// Tenant name.
+    pub name: String,
+    /// The limits in force (the user's plus safe defaults), canonical text.
+    pub limits: String,
+    /// Notes from the platform (safe defaults filled in, limits it could not apply).
+    pub notes: Vec<String>,
+    /// Free-form details (cgroup paths, agent version, the tenant's view of CPUs and memory).
+    pub details: serde_json::Value,
+}
+
+/// Creates tenants and reads host-wide counters.
+pub trait Backend {
+    /// One line describing the platform, for the record.
+    fn describe(&self) -> String;
+    /// Creates a tenant and starts its agent.
+    fn create_tenant(&mut self, tenant: &PlannedTenant) -> anyhow::Result<Box<dyn TenantDriver>>;
+    /// CPU time of the whole machine so far (root cgroup), when readable.
+    fn root_cpu(&mut self) -> Option<CpuTimes>;
+    /// CPU time of the controller process itself so far.
+    fn own_cpu(&mut self) -> CpuTimes;
+    /// Removes shared objects. Tenants are torn down through their drivers first.
+    fn teardown(&mut self) -> anyhow::Result<()>;
+}
+
+/// One tenant with its agent.
+pub trait TenantDriver: Send {
+    /// Tenant name.
+    fn name(&self) -> &str;
+    /// Facts for the record.
+    fn facts(&self) -> TenantFacts;
+    /// Touches `bytes` of memory page by page inside the tenant, timing each page.
+    fn memory_check(&mut self, bytes: u64, timeout: Duration) -> Result<MemCheck, TenantFailure>;
+    /// Runs one probe.
+    fn run_probe(&mut self, run: &ProbeRun) -> Result<ProbeOutcome, TenantFailure>;
+    /// Starts a stressor (one at a time per tenant).
+    fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure>;
+    /// Latest progress of the running stressor.
+    fn stressor_progress(&mut self) -> Result<StressProgress, TenantFailure>;
+    /// Stops the running stressor and returns its report.
+    fn stop_stressor(&mut self) -> Result<StressReport, TenantFailure>;
+    /// CPU time used by the tenant so far, when the platform counts it.
+    fn cpu(&mut self) -> Option<CpuTimes>;
+    /// After a DNR: kills whatever is left of the agent and starts a fresh one.
+    fn restart(&mut self) -> anyhow::Result<()>;
+    /// Stops the agent and removes the tenant.
+    fn teardown(&mut self) -> anyhow::Result<()>;
+}

@@ -1,0 +1,837 @@
+//! The second configuration phase: a [`Scenario`] resolved against this host into a [`Plan`].
+//!
+//! Resolving decides everything that depends on where the run happens: the platform (`auto`
+//! becomes `cgroup` as root, else `host`), each tenant's limits checked against the host, the
+//! CPUs it may use and where its probes are pinned, the sizes its workloads use (derived from
+//! the tenant's own memory limit and CPUs, never from host-wide figures), how much memory
+//! those workloads need (checked against the limit now, and by touching it before the first
+//! trial), which stressors are left out on an unisolated host, the seed, and the estimated
+//! duration. The trial order itself is derived from the plan and the seed by
+//! [`crate::schedule`]. A plan is serializable and stored with the run, so a resumed run
+//! follows exactly the same plan.
+
+use std::time::Duration;
+
+use isobench_platform::{HostInfo, LimitError, Limits};
+use isobench_workloads::{Class, Env, ParamValues};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::scenario::{
+    fmt_duration, Kind, PlatformChoice, RepetitionPolicy, Role, Scenario, TrialSettings,
+    UnsafeOnHost,
+};
+use crate::source::{ScenarioError, ScenarioErrors, Span};
+
+const MIB: u64 = 1 << 20;
+
+/// Memory an agent process needs besides its workloads (binary, threads, buffers).
+pub const AGENT_OVERHEAD: u64 = 48 * MIB;
+
+/// Smallest memory limit a tenant may have (the agent alone needs about this much).
+pub const MIN_TENANT_MEMORY: u64 = 64 * MIB;
+
+/// Smallest pids limit a victim may have (the agent, its worker threads, probe helpers).
+pub const MIN_VICTIM_PIDS: u64 = 32;
+
+/// The platform a run uses, once `auto` is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    /// Plain processes, no isolation.
+    Host,
+    /// cgroup tenants.
+    Cgroup,
+}
+
+impl Platform {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Host => "host",
+            Platform::Cgroup => "cgroup",
+        }
+    }
+}
+
+/// What the planner needs to know about the host.
+#[derive(Debug, Clone)]
+pub struct HostView {
+    /// CPUs, memory nodes, RAM.
+    pub info: HostInfo,
+    /// The controller's own environment: caches, page size, available memory.
+    pub env: Env,
+    /// Why the cgroup platform cannot be used here, when it cannot.
+    pub cgroup_unavailable: Option<String>,
+}
+
+impl HostView {
+    /// Reads this host.
+    pub fn detect() -> anyhow::Result<HostView> {
+        Ok(HostView {
+            info: HostInfo::detect()?,
+            env: Env::detect(),
+            cgroup_unavailable: isobench_platform::detect_cgroup_platform()
+                .err()
+                .map(|e| e.to_string()),
+        })
+    }
+
+    /// Host CPUs as plain numbers.
+    pub fn cpus(&self) -> Vec<usize> {
+        self.info.cpus.iter().map(|c| c as usize).collect()
+    }
+}
+
+/// Choices the command line can override, and what to do with unsupported workloads.
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    /// Platform instead of the scenario's.
+    pub platform: Option<PlatformChoice>,
+    /// Seed instead of the scenario's.
+    pub seed: Option<u64>,
+    /// Seed used when neither the scenario nor the options give one.
+    pub random_seed: u64,
+    /// Leave out (with a note) probes and stressors that cannot run here, instead of
+    /// refusing the scenario. Used for the built-in scenario.
+    pub skip_unsupported: bool,
+}
+
+/// A tenant, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedTenant {
+    /// Name.
+    pub name: String,
+    /// Victim or aggressor.
+    pub role: Role,
+    /// The limits the user set, checked against the host (the platform adds safe defaults
+    /// for aggressors and records them).
+    pub limits: Limits,
+    /// Own network namespace.
+    pub netns: bool,
+    /// CPUs the tenant may run on.
+    pub cpus: Vec<usize>,
+    /// Memory the tenant may use, bytes (its limit, or the host's available memory).
+    pub memory: u64,
+    /// Memory its workloads need at most, bytes (checked before the first trial).
+    pub mem_need: u64,
+    /// CPU for the measuring thread of its probes (first CPU of its cpuset, when it has one).
+    pub pin: Option<usize>,
+    /// CPU for probe helpers (second CPU of its cpuset, else the first).
+    pub pin_peer: Option<usize>,
+}
+
+/// A probe, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedProbe {
+    /// Unique id (label or name).
+    pub id: String,
+    /// Probe name.
+    pub name: String,
+    /// Resource class.
+    pub class: Class,
+    /// Parameters, sizes resolved from the victims' limits where the probe sizes from memory.
+    pub params: ParamValues,
+    /// Metrics reported; empty means every metric except run facts.
+    pub metrics: Vec<String>,
+}
+
+/// A contended condition: one stressor at one intensity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Condition {
+    /// `stressor-id@intensity` (`cpu@100`).
+    pub id: String,
+    /// The stressor's id (label or name).
+    pub stressor_id: String,
+    /// Stressor name.
+    pub name: String,
+    /// Resource class contended.
+    pub class: Class,
+    /// Intensity 0..=100.
+    pub intensity: u8,
+    /// Parameters.
+    pub params: ParamValues,
+    /// A stressor that can take a host down (fork bomb, memory hog, disk flood).
+    pub aggressive: bool,
+    /// Runs on the unisolated host with caps (`unsafe_on_host = "allow"`).
+    pub capped: bool,
+}
+
+/// Estimated size and duration of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Trials in one full round.
+    pub trials_per_round: u32,
+    /// Trials if the stopping rule is met after the minimum rounds.
+    pub trials_min: u32,
+    /// Trials if every round up to the cap runs in full.
+    pub trials_max: u32,
+    /// Seconds for `trials_min`.
+    pub secs_min: f64,
+    /// Seconds for `trials_max`.
+    pub secs_max: f64,
+}
+
+impl Estimate {
+    /// `~2m10s (up to 4m30s)`.
+    pub fn text(&self) -> String {
+        format!(
+            "{} trials, about {} (up to {} trials, {})",
+            self.trials_min,
+            fmt_secs(self.secs_min),
+            self.trials_max,
+            fmt_secs(self.secs_max)
+        )
+    }
+}
+
+/// `1m05s`, `42s`.
+pub fn fmt_secs(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// A resolved scenario: everything the orchestrator needs, nothing left to decide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Scenario name.
+    pub scenario: String,
+    /// Scenario description.
+    pub description: String,
+    /// Experiment kind.
+    pub kind: Kind,
+    /// Seed of the trial order and the statistics.
+    pub seed: u64,
+    /// Platform.
+    pub platform: Platform,
+    /// Tenants, victims and aggressors in file order.
+    pub tenants: Vec<PlannedTenant>,
+    /// Probes.
+    pub probes: Vec<PlannedProbe>,
+    /// Contended conditions (the baseline is implicit).
+    pub conditions: Vec<Condition>,
+    /// Trial timing.
+    pub trial: TrialSettings,
+    /// Repetition policy.
+    pub repetitions: RepetitionPolicy,
+    /// What was decided and why (platform choice, stressors left out, sizes derived).
+    pub notes: Vec<String>,
+    /// Estimated size and duration.
+    pub estimate: Estimate,
+}
+
+impl Plan {
+    /// Tenants with `role`, in order.
+    pub fn tenants_with(&self, role: Role) -> impl Iterator<Item = &PlannedTenant> {
+        self.tenants.iter().filter(move |t| t.role == role)
+    }
+
+    /// Resolves a scenario against a host. Every problem is reported at once, located in
+    /// the scenario file.
+    pub fn resolve(
+        sc: &Scenario,
+        host: &HostView,
+        opts: &PlanOptions,
+    ) -> Result<Plan, ScenarioErrors> {
+        let mut errors: Vec<ScenarioError> = Vec::new();
+        let mut notes: Vec<String> = Vec::new();
+        let src = &sc.source;
+        let top = Span::default();
+
+        // Platform.
+        let choice = opts.platform.unwrap_or(sc.platform);
+        let mut choices: Vec<PlatformChoice> = sc
+            .tenants
+            .iter()
+            .map(|t| opts.platform.or(t.platform).unwrap_or(choice))
+            .collect();
+        choices.dedup();
+        if choices.len() > 1 {
+            let t = sc
+                .tenants
+                .iter()
+                .find(|t| t.platform.is_some())
+                .map_or(top, |t| t.span);
+            errors.push(src.error(
+                t,
+                "tenant.platform",
+                "the tenants use different platforms; one run uses one platform",
+                "one of auto, host, cgroup for every tenant",
+                "set the same platform on every tenant, or only the top-level `platform`",
+            ));
+        }
+        let choice = choices.first().copied().unwrap_or(choice);
+        let platform = match choice {
+            PlatformChoice::Host => Platform::Host,
+            PlatformChoice::Cgroup => {
+                if let Some(why) = &host.cgroup_unavailable {
+                    errors.push(src.error(
+                        top,
+                        "platform",
+                        format!("the cgroup platform cannot be used here: {why}"),
+                        "auto, host, cgroup",
+                        "run isobench as root, or use platform = \"host\" (no isolation)",
+                    ));
+                }
+                Platform::Cgroup
+            }
+            PlatformChoice::Auto => match &host.cgroup_unavailable {
+                None => {
+                    notes.push("platform auto: cgroup (running as root with cgroups)".into());
+                    Platform::Cgroup
+                }
+                Some(why) => {
+                    notes.push(format!(
+                        "platform auto: host, no isolation (cgroup unavailable: {why})"
+                    ));
+                    Platform::Host
+                }
+            },
+        };
+
+        // Tenants.
+        let host_cpus = host.cpus();
+        let host_avail = host.env.mem_usable.min(host.info.memory_bytes.max(1));
+        let mut tenants = Vec::new();
+        for t in &sc.tenants {
+            let field = |k: &str| format!("tenant `{}`: limits.{k}", t.name);
+            let mut bad = false;
+            // Each key alone first, so each error points at its own line.
+            for e in &t.limits {
+                if let Err(err) = Limits::from_pairs([(e.key.as_str(), e.value.as_str())]) {
+                    bad = true;
+                    errors.push(limit_error(sc, e.key_span, e.value_span, &field(&e.key), &err));
+                }
+            }
+            let limits = if bad {
+                Limits::default()
+            } else {
+                match Limits::from_pairs(t.limits.iter().map(|e| (&e.key, &e.value))) {
+                    Ok(l) => l,
+                    Err(err) => {
+                        let s = t.limits.last().map_or(t.span, |e| e.key_span);
+                        errors.push(limit_error(sc, s, s, &field("*"), &err));
+                        Limits::default()
+                    }
+                }
+            };
+            if let Err(err) = limits.validate(&host.info) {
+                let key = match &err {
+                    LimitError::NotOnHost { key, .. } => *key,
+                    _ => "",
+                };
+                let (ks, vs) = t
+                    .limits
+                    .iter()
+                    .find(|e| e.key == key)
+                    .map_or((t.span, t.span), |e| (e.key_span, e.value_span));
+                errors.push(limit_error(sc, ks, vs, &field(key), &err));
+            }
+            let cpus: Vec<usize> = match &limits.cpuset {
+                Some(set) => set.iter().map(|c| c as usize).collect(),
+                None => host_cpus.clone(),
+            };
+            let memory = limits.memory.map_or(host_avail, |m| m.min(host_avail));
+            if let Some(m) = limits.memory {
+                if m < MIN_TENANT_MEMORY {
+                    let e = t.limits.iter().find(|e| e.key == "memory");
+                    errors.push(src.error(
+                        e.map_or(t.span, |e| e.value_span),
+                        field("memory"),
+                        format!(
+                            "{} is too little for a tenant: the agent alone needs about {}",
+                            fmt_bytes(m),
+                            fmt_bytes(MIN_TENANT_MEMORY)
+                        ),
+                        format!("{} or more", fmt_bytes(MIN_TENANT_MEMORY)),
+                        "write memory = \"256M\" or more",
+                    ));
+                }
+            }
+            if t.role == Role::Victim {
+                if let Some(p) = limits.pids {
+                    if p < MIN_VICTIM_PIDS {
+                        let e = t.limits.iter().find(|e| e.key == "pids");
+                        errors.push(src.error(
+                            e.map_or(t.span, |e| e.value_span),
+                            field("pids"),
+                            format!(
+                                "pids = {p} is too few for a victim: the agent and the probes' \
+                                 helper threads need about {MIN_VICTIM_PIDS}"
+                            ),
+                            format!("{MIN_VICTIM_PIDS} or more"),
+                            "write pids = 256",
+                        ));
+                    }
+                }
+            }
+            let (pin, pin_peer) = match &limits.cpuset {
+                Some(_) => (cpus.first().copied(), cpus.get(1).or(cpus.first()).copied()),
+                None => (None, None),
+            };
+            if platform == Platform::Host && !limits.is_empty() {
+                notes.push(format!(
+                    "tenant {}: the host platform does not enforce limits ({limits})",
+                    t.name
+                ));
+            }
+            tenants.push(PlannedTenant {
+                name: t.name.clone(),
+                role: t.role,
+                limits,
+                netns: t.netns,
+                cpus,
+                memory,
+                mem_need: AGENT_OVERHEAD,
+                pin,
+                pin_peer,
+            });
+        }
+
+        // Probes: supported here, sizes from the victims' limits.
+        let victims: Vec<&PlannedTenant> =
+            tenants.iter().filter(|t| t.role == Role::Victim).collect();
+        let mut probes = Vec::new();
+        for p in &sc.probes {
+            let probe = isobench_workloads::probe(&p.name).expect("validated name");
+            let env = victims
+                .first()
+                .map_or_else(|| host.env.clone(), |v| tenant_env(host, v));
+            if let Err(u) = probe.supported(&env) {
+                if opts.skip_unsupported {
+                    notes.push(format!("probe {} left out: {u}", p.id));
+                    continue;
+                }
+                errors.push(src.error(
+                    p.span,
+                    format!("probe `{}`", p.id),
+                    format!("{} cannot run here: {u}", p.name),
+                    "probes that `isobench list` shows as supported",
+                    "remove this [[probe]] table, or fix what the reason names",
+                ));
+                continue;
+            }
+            let mut params = p.params.clone();
+            // Sizes derived from the smallest victim, so every victim runs the same probe.
+            if let Some(v) = victims.iter().min_by_key(|v| v.memory) {
+                if let Some(note) = resolve_probe_sizes(&p.name, &mut params, host, v) {
+                    notes.push(format!("probe {}: {note}", p.id));
+                }
+            }
+            probes.push(PlannedProbe {
+                id: p.id.clone(),
+                name: p.name.clone(),
+                class: probe.class(),
+                params,
+                metrics: p.metrics.clone(),
+            });
+        }
+
+        // Conditions.
+        let mut conditions = Vec::new();
+        let mut skipped = Vec::new();
+        for s in &sc.stressors {
+            let st = isobench_workloads::stressor(&s.name).expect("validated name");
+            if let Err(u) = st.supported(&host.env) {
+                if opts.skip_unsupported {
+                    notes.push(format!("stressor {} left out: {u}", s.id));
+                    continue;
+                }
+                errors.push(src.error(
+                    s.span,
+                    format!("stressor `{}`", s.id),
+                    format!("{} cannot run here: {u}", s.name),
+                    "stressors that `isobench list` shows as supported",
+                    "remove this [[stressor]] table, or fix what the reason names",
+                ));
+                continue;
+            }
+            let aggressive = st.aggressive();
+            let mut capped = false;
+            if aggressive && platform == Platform::Host {
+                match sc.unsafe_on_host {
+                    UnsafeOnHost::Skip => {
+                        skipped.push(s.id.clone());
+                        continue;
+                    }
+                    UnsafeOnHost::Refuse => {
+                        errors.push(src.error(
+                            s.span,
+                            format!("stressor `{}`", s.id),
+                            format!(
+                                "{} can take the whole machine down, and on the host platform \
+                                 nothing contains it",
+                                s.name
+                            ),
+                            "on the host platform: stressors other than forkbomb, memhog and disk",
+                            "run as root so tenants are cgroups, or set unsafe_on_host = \"skip\" \
+                             (leave it out) or \"allow\" (run it capped)",
+                        ));
+                        continue;
+                    }
+                    UnsafeOnHost::Allow => capped = true,
+                }
+            }
+            for &i in &s.intensities {
+                conditions.push(Condition {
+                    id: format!("{}@{i}", s.id),
+                    stressor_id: s.id.clone(),
+                    name: s.name.clone(),
+                    class: st.class(),
+                    intensity: i,
+                    params: s.params.clone(),
+                    aggressive,
+                    capped,
+                });
+            }
+        }
+        if !skipped.is_empty() {
+            notes.push(format!(
+                "left out on the host platform (nothing would contain them): {}; run as root \
+                 for cgroup tenants to include them",
+                skipped.join(", ")
+            ));
+        }
+        if probes.is_empty() && errors.is_empty() {
+            errors.push(src.error(
+                top,
+                "probe",
+                "no probe can run here",
+                "probes `isobench list` shows as supported",
+                "add a probe that is supported on this machine",
+            ));
+        }
+        if conditions.is_empty() && errors.is_empty() {
+            errors.push(src.error(
+                top,
+                "stressor",
+                "no stressor is left to run on this platform",
+                "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
+                "add a stressor that is safe on the host, or run as root for cgroup tenants",
+            ));
+        }
+
+        // Memory each tenant's workloads need, and whether its limit allows it.
+        for t in tenants.iter_mut() {
+            let env = tenant_env(host, t);
+            let (need, what) = match t.role {
+                Role::Victim => probes
+                    .iter()
+                    .map(|p| (workload_memory(&p.name, &p.params, &env, 100), p.id.clone()))
+                    .max_by_key(|x| x.0)
+                    .unwrap_or((0, String::new())),
+                Role::Aggressor => conditions
+                    .iter()
+                    .map(|c| {
+                        (
+                            workload_memory(&c.name, &c.params, &env, c.intensity),
+                            c.id.clone(),
+                        )
+                    })
+                    .max_by_key(|x| x.0)
+                    .unwrap_or((0, String::new())),
+            };
+            t.mem_need = need + AGENT_OVERHEAD;
+            if t.mem_need > t.memory {
+                let spec = sc.tenants.iter().find(|s| s.name == t.name).expect("same tenants");
+                let at = spec
+                    .limits
+                    .iter()
+                    .find(|e| e.key == "memory")
+                    .map_or(spec.span, |e| e.value_span);
+                errors.push(src.error(
+                    at,
+                    format!("tenant `{}`: limits.memory", t.name),
+                    format!(
+                        "the tenant may use {} but `{what}` needs about {} (with the agent): it \
+                         would measure paging, not isolation",
+                        fmt_bytes(t.memory),
+                        fmt_bytes(t.mem_need)
+                    ),
+                    format!("{} or more", fmt_bytes(t.mem_need)),
+                    format!(
+                        "raise memory to \"{}\", or give `{what}` smaller sizes in its params",
+                        fmt_bytes(round_up_mib(t.mem_need * 5 / 4))
+                    ),
+                ));
+            }
+        }
+
+        if !errors.is_empty() {
+            errors.sort_by_key(|e| (e.line, e.column));
+            errors.dedup();
+            return Err(ScenarioErrors(errors));
+        }
+        let seed = opts.seed.or(sc.seed).unwrap_or(opts.random_seed);
+        let mut plan = Plan {
+            scenario: sc.name.clone(),
+            description: sc.description.clone(),
+            kind: sc.kind,
+            seed,
+            platform,
+            tenants,
+            probes,
+            conditions,
+            trial: sc.trial.clone(),
+            repetitions: sc.repetitions.clone(),
+            notes,
+            estimate: Estimate {
+                trials_per_round: 0,
+                trials_min: 0,
+                trials_max: 0,
+                secs_min: 0.0,
+                secs_max: 0.0,
+            },
+        };
+        plan.estimate = estimate(&plan);
+        Ok(plan)
+    }
+
+    /// Metric names a probe reports in this plan, given what it returned: the scenario's
+    /// list, or every metric except run facts (sizes and counts that do not change between
+    /// conditions).
+    pub fn tracks_metric(&self, probe: usize, metric: &isobench_workloads::Metric) -> bool {
+        let p = &self.probes[probe];
+        if !p.metrics.is_empty() {
+            return p.metrics.iter().any(|m| m == &metric.name);
+        }
+        !is_run_fact(metric.direction, metric.aggregate)
+    }
+
+    /// One paragraph describing the plan, shown before the run starts.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "scenario {} ({}), platform {}, seed {}\n",
+            self.scenario,
+            self.kind.as_str(),
+            self.platform.as_str(),
+            self.seed
+        );
+        for t in &self.tenants {
+            let limits = t.limits.to_string();
+            s.push_str(&format!(
+                "  tenant {:<12} {:<9} limits: {}  cpus: {}  needs ~{}\n",
+                t.name,
+                t.role.as_str(),
+                if limits.is_empty() { "none" } else { &limits },
+                cpu_list(&t.cpus),
+                fmt_bytes(t.mem_need)
+            ));
+        }
+        s.push_str(&format!(
+            "  probes:     {}\n",
+            self.probes.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+        s.push_str(&format!(
+            "  conditions: baseline, {}\n",
+            self.conditions.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+        s.push_str(&format!(
+            "  trials of {}, warm-up {}, aggressor alone {}; {}..{} rounds until every CI is \
+             within +/-{} points at {}%\n",
+            fmt_duration(self.trial.duration),
+            fmt_duration(self.trial.warmup),
+            fmt_duration(self.trial.solo),
+            self.repetitions.min,
+            self.repetitions.max,
+            self.repetitions.ci_half_width,
+            self.repetitions.confidence * 100.0
+        ));
+        s.push_str(&format!("  estimate: {}\n", self.estimate.text()));
+        for n in &self.notes {
+            s.push_str(&format!("  note: {n}\n"));
+        }
+        s
+    }
+}
+
+/// Whether a metric with this shape is a run fact (a size used, a count) rather than a
+/// measurement: the workloads declare facts as higher-is-better maxima.
+pub fn is_run_fact(direction: isobench_workloads::Direction, agg: isobench_workloads::Aggregate) -> bool {
+    direction == isobench_workloads::Direction::Higher
+        && agg == isobench_workloads::Aggregate::Max
+}
+
+fn cpu_list(cpus: &[usize]) -> String {
+    isobench_platform::CpuList::from_cpus(cpus.iter().map(|&c| c as u32)).to_string()
+}
+
+fn limit_error(
+    sc: &Scenario,
+    key_span: Span,
+    value_span: Span,
+    field: &str,
+    err: &LimitError,
+) -> ScenarioError {
+    use isobench_platform::limits::LIMIT_KEYS;
+    let keys = LIMIT_KEYS.iter().map(|k| k.key).collect::<Vec<_>>().join(", ");
+    let (span, allowed, fix) = match err {
+        LimitError::UnknownKey { suggestion, .. } => (
+            key_span,
+            format!("the limit keys {keys}"),
+            match suggestion {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => "remove it (docs/scenario.md lists every limit)".into(),
+            },
+        ),
+        LimitError::BadValue { example, key, .. } => (
+            value_span,
+            LIMIT_KEYS
+                .iter()
+                .find(|k| k.key == *key)
+                .map_or(String::new(), |k| k.help.to_string()),
+            format!("write it like {}", toml_example(example)),
+        ),
+        LimitError::NotOnHost { fix, key, .. } => (
+            value_span,
+            LIMIT_KEYS
+                .iter()
+                .find(|k| k.key == *key)
+                .map_or(String::new(), |k| k.help.to_string()),
+            fix.clone(),
+        ),
+        LimitError::Conflict { first, second, .. } => (
+            key_span,
+            format!("only one of `{first}` and `{second}`"),
+            format!("remove `{first}` or `{second}`"),
+        ),
+        LimitError::Duplicate { key } => (key_span, String::new(), format!("keep one `{key}`")),
+        LimitError::NotKeyValue { .. } => (key_span, keys, "write key = value".into()),
+    };
+    sc.source.error(span, field, err.to_string(), allowed, fix)
+}
+
+/// `memory=512M` -> `memory = "512M"`.
+fn toml_example(kv: &str) -> String {
+    match kv.split_once('=') {
+        Some((k, v)) if v.parse::<f64>().is_ok() => format!("{k} = {v}"),
+        Some((k, v)) => format!("{k} = \"{v}\""),
+        None => kv.to_string(),
+    }
+}
+
+/// The environment a workload sees inside tenant `t`: its CPUs, its memory limit.
+pub fn tenant_env(host: &HostView, t: &PlannedTenant) -> Env {
+    let mut env = host.env.clone();
+    env.cpus = t.cpus.clone();
+    env.mem_limit = t.limits.memory;
+    env.mem_usable = t.memory;
+    env
+}
+
+/// Bytes in binary units, short (`64M`, `1.5G`).
+pub fn fmt_bytes(b: u64) -> String {
+    isobench_workloads::params::fmt_size(b)
+}
+
+fn round_up_mib(b: u64) -> u64 {
+    b.div_ceil(64 * MIB) * 64 * MIB
+}
+
+fn size_param(params: &ParamValues, name: &str) -> Option<u64> {
+    params.0.get(name).and_then(Value::as_u64)
+}
+
+fn int_param(params: &ParamValues, name: &str) -> Option<u64> {
+    params.0.get(name).and_then(Value::as_u64)
+}
+
+fn llc(env: &Env) -> u64 {
+    env.llc_size().unwrap_or(32 * MIB)
+}
+
+/// Fills in memory-derived sizes the way the probe documents them, from the victim's own
+/// limit, so they are recorded in the plan. Returns a note when something was derived.
+fn resolve_probe_sizes(
+    name: &str,
+    params: &mut ParamValues,
+    host: &HostView,
+    victim: &PlannedTenant,
+) -> Option<String> {
+    let env = tenant_env(host, victim);
+    let usable = env.mem_usable.saturating_sub(AGENT_OVERHEAD);
+    match name {
+        "mem-bandwidth" if size_param(params, "size").is_none() => {
+            // 64M blocks, halved until two blocks per thread fit in a quarter of the memory.
+            let threads = int_param(params, "threads").unwrap_or(1).max(1);
+            let mut block = 64 * MIB;
+            while block > 64 << 10 && 2 * threads * block > usable / 4 {
+                block /= 2;
+            }
+            params.set("size", Value::from(block));
+            Some(format!("block size {} from tenant memory {}", fmt_bytes(block), fmt_bytes(env.mem_usable)))
+        }
+        "mem-latency" if size_param(params, "size").is_none() => {
+            // max(8 x LLC, 64M), at most 1G and a quarter of the memory.
+            let size = (8 * llc(&env)).max(64 * MIB).min(1 << 30).min(usable / 4).max(MIB);
+            params.set("size", Value::from(size));
+            Some(format!("buffer {} from tenant memory {}", fmt_bytes(size), fmt_bytes(env.mem_usable)))
+        }
+        _ => None,
+    }
+}
+
+/// Estimated memory a workload touches in a tenant with environment `env`, bytes. Workloads
+/// whose job is to exhaust memory (memhog) count as zero: the tenant's limit contains them.
+pub fn workload_memory(name: &str, params: &ParamValues, env: &Env, intensity: u8) -> u64 {
+    let cpus = env.cpus.len().max(1) as u64;
+    let auto_threads = ((cpus * intensity as u64).div_ceil(100)).max(1);
+    match name {
+        "mem-bandwidth" => {
+            let threads = int_param(params, "threads").unwrap_or(1).max(1);
+            2 * threads * size_param(params, "size").unwrap_or(64 * MIB)
+        }
+        "mem-latency" => size_param(params, "size").unwrap_or(64 * MIB),
+        "cache-latency" => 2 * llc(env),
+        "context-switch" => 8 * size_param(params, "footprint").unwrap_or(0),
+        "local-comm" => 4 * size_param(params, "size").unwrap_or(64 << 10),
+        "membw" => {
+            let threads = int_param(params, "threads").unwrap_or(auto_threads).max(1);
+            let want = 2 * threads * size_param(params, "block").unwrap_or(64 * MIB);
+            want.min(env.mem_usable / 4)
+        }
+        "cache" => {
+            let threads = int_param(params, "threads").unwrap_or(auto_threads).max(1);
+            let factor = params.0.get("factor").and_then(Value::as_f64).unwrap_or(1.25);
+            let ring = size_param(params, "size").unwrap_or((llc(env) as f64 * factor) as u64);
+            threads * ring
+        }
+        _ => 0,
+    }
+}
+
+/// Estimated seconds one probe trial takes beyond its budget (agent round trip, start-up,
+/// bookkeeping).
+pub const TRIAL_OVERHEAD_S: f64 = 0.15;
+
+/// Size and duration of the run if it stops after the minimum rounds, and if it runs to
+/// the cap.
+pub fn estimate(plan: &Plan) -> Estimate {
+    let s = plan.conditions.len() as u32;
+    let p = plan.probes.len() as u32;
+    let k = plan.trial.baseline_every.max(1);
+    let baseline_blocks = s.div_ceil(k);
+    let solo = plan.trial.solo > Duration::ZERO;
+    let trials_per_round = s * p + baseline_blocks * p + if solo { s } else { 0 };
+    let per_trial = plan.trial.duration.as_secs_f64() + TRIAL_OVERHEAD_S;
+    let warm = plan.trial.warmup.as_secs_f64();
+    let round_secs = (s + baseline_blocks) as f64 * warm
+        + (s * p + baseline_blocks * p) as f64 * per_trial
+        + if solo {
+            s as f64 * (plan.trial.solo.as_secs_f64() + TRIAL_OVERHEAD_S)
+        } else {
+            0.0
+        };
+    let setup = 5.0;
+    Estimate {
+        trials_per_round,
+        trials_min: trials_per_round * plan.repetitions.min,
+        trials_max: trials_per_round * plan.repetitions.max,
+        secs_min: setup + round_secs * plan.repetitions.min as f64,
+        secs_max: setup + round_secs * plan.repetitions.max as f64,
+    }
+}

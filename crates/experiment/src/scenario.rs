@@ -1,0 +1,1352 @@
+//! Scenario files: TOML in, a validated [`Scenario`] out.
+//!
+//! This is the first of the two configuration phases. It only reads and checks: every field
+//! against its allowed values, every probe and stressor against the catalogue, every workload
+//! parameter against the workload's own table. It looks at nothing on the host; resolving
+//! sizes, CPUs and the trial order is the job of [`crate::plan`]. All problems are reported
+//! together, each with file, line, column, field, allowed values and fix
+//! ([`ScenarioErrors`]). `docs/scenario.md` documents every field.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+use isobench_workloads::{nearest_names, ParamError, ParamValues, PROBES, STRESSORS};
+use serde::{Deserialize, Serialize};
+use toml::{Spanned, Value};
+
+use crate::source::{ScenarioError, ScenarioErrors, Source, Span};
+
+/// The built-in `quick` scenario (`isobench run` with no file).
+pub const QUICK_TOML: &str = include_str!("../../../examples/quick.toml");
+
+/// Name under which the built-in scenario is reported.
+pub const QUICK_NAME: &str = "<builtin:quick>";
+
+/// What an experiment answers (see DESIGN.md, "Experiment kinds").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Every probe under every stressor against a baseline; victim and aggressor degradation.
+    Matrix,
+}
+
+impl Kind {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Matrix => "matrix",
+        }
+    }
+}
+
+/// Kinds that exist in the design but are not implemented yet, for a helpful error.
+const PLANNED_KINDS: &[&str] = &[
+    "pairwise",
+    "timeline",
+    "sweep",
+    "scale",
+    "fidelity",
+    "artifacts",
+    "webapp",
+];
+
+/// Which platform creates the tenants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlatformChoice {
+    /// cgroup when running as root with cgroups mounted, else host.
+    Auto,
+    /// Plain processes, no isolation.
+    Host,
+    /// cgroup v1 or v2 tenants.
+    Cgroup,
+}
+
+impl PlatformChoice {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlatformChoice::Auto => "auto",
+            PlatformChoice::Host => "host",
+            PlatformChoice::Cgroup => "cgroup",
+        }
+    }
+}
+
+const PLATFORMS: &[&str] = &["auto", "host", "cgroup"];
+const PLANNED_PLATFORMS: &[&str] = &["oci", "vm", "k8s"];
+
+/// What a tenant does in the experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Well-behaved: runs the probes.
+    Victim,
+    /// Misbehaving: runs the stressors.
+    Aggressor,
+}
+
+impl Role {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Victim => "victim",
+            Role::Aggressor => "aggressor",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What to do with stressors that can take a host down (fork bomb, memory hog, disk flood)
+/// when the tenants are plain host processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnsafeOnHost {
+    /// Stop before anything runs, with an explanation (the default).
+    Refuse,
+    /// Leave them out of the run and say so.
+    Skip,
+    /// Run them, capped (64 tasks, a quarter of usable memory, 1 GiB of files).
+    Allow,
+}
+
+/// Timing of trials and the rules for disturbed ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialSettings {
+    /// Wall-time budget of one probe run.
+    #[serde(with = "secs")]
+    pub duration: Duration,
+    /// Time before the first measurement of every block: the stressor ramps up, or the
+    /// previous block's effects fade before a baseline.
+    #[serde(with = "secs")]
+    pub warmup: Duration,
+    /// Window in which the aggressor's stressor is measured alone (victims idle) at the start
+    /// of each contended block; zero turns the aggressor's own degradation off.
+    #[serde(with = "secs")]
+    pub solo: Duration,
+    /// A tenant that has not answered this long after its trial should have ended is
+    /// recorded as DNR (did not respond).
+    #[serde(with = "secs")]
+    pub timeout: Duration,
+    /// CPUs of load from outside the run above which a trial is marked disturbed.
+    pub max_outside_load: f64,
+    /// How many times a disturbed trial is repeated before it is kept, flagged.
+    pub max_retries: u32,
+    /// A baseline block is placed before every `baseline_every` contended blocks.
+    pub baseline_every: u32,
+}
+
+impl Default for TrialSettings {
+    fn default() -> Self {
+        TrialSettings {
+            duration: Duration::from_secs(1),
+            warmup: Duration::from_millis(500),
+            solo: Duration::from_secs(1),
+            timeout: Duration::from_secs(30),
+            max_outside_load: 0.25,
+            max_retries: 2,
+            baseline_every: 1,
+        }
+    }
+}
+
+/// How many times each condition is repeated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepetitionPolicy {
+    /// Rounds always run.
+    pub min: u32,
+    /// Rounds never exceeded.
+    pub max: u32,
+    /// Target half-width of every degradation's confidence interval, percentage points.
+    pub ci_half_width: f64,
+    /// Confidence level of the intervals (0.95).
+    pub confidence: f64,
+}
+
+impl Default for RepetitionPolicy {
+    fn default() -> Self {
+        RepetitionPolicy {
+            min: 3,
+            max: 10,
+            ci_half_width: 2.0,
+            confidence: 0.95,
+        }
+    }
+}
+
+/// One `key = value` of a tenant's limits, as written, with where it was written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitEntry {
+    /// Key (`memory`).
+    pub key: String,
+    /// Value as text (`"1G"`).
+    pub value: String,
+    /// Where the key is.
+    pub key_span: Span,
+    /// Where the value is.
+    pub value_span: Span,
+}
+
+/// A tenant as the scenario declares it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantSpec {
+    /// Unique name (`[a-z0-9-]`, used in cgroup names).
+    pub name: String,
+    /// Victim or aggressor.
+    pub role: Role,
+    /// Platform, when it overrides the scenario's.
+    pub platform: Option<PlatformChoice>,
+    /// Limits, including the network rates of `[tenant.network]` as `net_*` keys.
+    pub limits: Vec<LimitEntry>,
+    /// Whether the tenant gets its own network namespace.
+    pub netns: bool,
+    /// Where the tenant is declared.
+    pub span: Span,
+}
+
+/// A probe as the scenario declares it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeSpec {
+    /// Unique id: the `label`, or the probe name.
+    pub id: String,
+    /// Probe name.
+    pub name: String,
+    /// Parameters, checked, defaults filled in (sizes may still be "auto" = null).
+    pub params: ParamValues,
+    /// Metrics to report; empty means every metric the probe declares.
+    pub metrics: Vec<String>,
+    /// Where the probe is declared.
+    pub span: Span,
+}
+
+/// A stressor as the scenario declares it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StressorSpec {
+    /// Unique id: the `label`, or the stressor name.
+    pub id: String,
+    /// Stressor name.
+    pub name: String,
+    /// Intensities to run it at, 0..=100.
+    pub intensities: Vec<u8>,
+    /// Parameters, checked, defaults filled in.
+    pub params: ParamValues,
+    /// Where the stressor is declared.
+    pub span: Span,
+}
+
+/// A validated scenario. Host-independent: see [`crate::plan::Plan::resolve`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scenario {
+    /// The file it came from (kept so later phases can point into it).
+    pub source: Source,
+    /// Scenario name.
+    pub name: String,
+    /// One-line description.
+    pub description: String,
+    /// Experiment kind.
+    pub kind: Kind,
+    /// Seed of the trial order and of the statistics; `None` picks one at run time (and
+    /// records it).
+    pub seed: Option<u64>,
+    /// Default platform of the tenants.
+    pub platform: PlatformChoice,
+    /// Policy for aggressive stressors on the host platform.
+    pub unsafe_on_host: UnsafeOnHost,
+    /// Trial timing.
+    pub trial: TrialSettings,
+    /// Repetition policy.
+    pub repetitions: RepetitionPolicy,
+    /// Tenants, in file order.
+    pub tenants: Vec<TenantSpec>,
+    /// Probes, in file order.
+    pub probes: Vec<ProbeSpec>,
+    /// Stressors, in file order.
+    pub stressors: Vec<StressorSpec>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw form, as decoded by serde (types loose, spans kept).
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<Spanned<String>>,
+    description: Option<Spanned<String>>,
+    kind: Option<Spanned<String>>,
+    seed: Option<Spanned<Value>>,
+    platform: Option<Spanned<String>>,
+    unsafe_on_host: Option<Spanned<String>>,
+    trial: Option<RawTrial>,
+    repetitions: Option<Spanned<RawRepetitions>>,
+    #[serde(default)]
+    tenant: Vec<Spanned<RawTenant>>,
+    #[serde(default)]
+    probe: Vec<Spanned<RawProbe>>,
+    #[serde(default)]
+    stressor: Vec<Spanned<RawStressor>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrial {
+    duration: Option<Spanned<Value>>,
+    warmup: Option<Spanned<Value>>,
+    solo: Option<Spanned<Value>>,
+    timeout: Option<Spanned<Value>>,
+    max_outside_load: Option<Spanned<Value>>,
+    max_retries: Option<Spanned<Value>>,
+    baseline_every: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRepetitions {
+    min: Option<Spanned<Value>>,
+    max: Option<Spanned<Value>>,
+    ci_half_width: Option<Spanned<Value>>,
+    confidence: Option<Spanned<Value>>,
+}
+
+type RawTable = BTreeMap<Spanned<String>, Spanned<Value>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTenant {
+    name: Option<Spanned<String>>,
+    role: Option<Spanned<String>>,
+    platform: Option<Spanned<String>>,
+    limits: Option<RawTable>,
+    network: Option<Spanned<RawNetwork>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    namespace: Option<Spanned<bool>>,
+    rate: Option<Spanned<Value>>,
+    egress: Option<Spanned<Value>>,
+    ingress: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProbe {
+    name: Option<Spanned<String>>,
+    label: Option<Spanned<String>>,
+    params: Option<RawTable>,
+    metrics: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStressor {
+    name: Option<Spanned<String>>,
+    label: Option<Spanned<String>>,
+    intensity: Option<Spanned<Value>>,
+    params: Option<RawTable>,
+}
+
+fn span_of<T>(s: &Spanned<T>) -> Span {
+    s.span().into()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Collects errors while a scenario is checked.
+struct Checker<'a> {
+    src: &'a Source,
+    errors: Vec<ScenarioError>,
+}
+
+impl Checker<'_> {
+    fn err(&mut self, span: Span, field: &str, problem: String, allowed: &str, fix: String) {
+        self.errors
+            .push(self.src.error(span, field, problem, allowed, fix));
+    }
+}
+
+const DURATION_ALLOWED: &str =
+    "a duration: a string such as \"250ms\", \"2s\", \"1.5s\" or \"1m\", or a number of seconds";
+
+/// Parses `"250ms"`, `"2s"`, `"1.5s"`, `"1m"`, `"100us"`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let idx = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(idx);
+    let v: f64 = num.parse().ok()?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" | "secs" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        _ => return None,
+    };
+    if !secs.is_finite() || secs < 0.0 || secs > 86_400.0 {
+        return None;
+    }
+    Some(Duration::from_secs_f64(secs))
+}
+
+/// Formats a duration the way scenario files write it (`250ms`, `2s`, `1.5s`, `2m`).
+pub fn fmt_duration(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 1000.0 {
+        format!("{}ms", ms.round())
+    } else if d.as_secs_f64() < 120.0 {
+        let s = d.as_secs_f64();
+        if (s - s.round()).abs() < 1e-9 {
+            format!("{}s", s.round())
+        } else {
+            format!("{s:.1}s")
+        }
+    } else {
+        let m = d.as_secs_f64() / 60.0;
+        format!("{m:.1}m")
+    }
+}
+
+fn value_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Integer(i) => Some(i.to_string()),
+        Value::Float(f) => Some(f.to_string()),
+        Value::Boolean(b) => Some(b.to_string()),
+        Value::Array(a) => a
+            .iter()
+            .map(value_text)
+            .collect::<Option<Vec<_>>>()
+            .map(|v| v.join(",")),
+        Value::Datetime(d) => Some(d.to_string()),
+        Value::Table(_) => None,
+    }
+}
+
+fn value_kind(v: &Value) -> &'static str {
+    match v {
+        Value::String(_) => "a string",
+        Value::Integer(_) => "an integer",
+        Value::Float(_) => "a number",
+        Value::Boolean(_) => "a boolean",
+        Value::Datetime(_) => "a date",
+        Value::Array(_) => "an array",
+        Value::Table(_) => "a table",
+    }
+}
+
+impl Checker<'_> {
+    fn duration(&mut self, v: &Option<Spanned<Value>>, field: &str, default: Duration) -> Duration {
+        let Some(v) = v else { return default };
+        let parsed = match v.get_ref() {
+            Value::String(s) => parse_duration(s),
+            Value::Integer(i) if *i >= 0 => Some(Duration::from_secs(*i as u64)),
+            Value::Float(f) if f.is_finite() && *f >= 0.0 => Some(Duration::from_secs_f64(*f)),
+            _ => None,
+        };
+        match parsed {
+            Some(d) => d,
+            None => {
+                let key = field.rsplit('.').next().unwrap_or(field);
+                self.err(
+                    span_of(v),
+                    field,
+                    format!(
+                        "{} is not a duration",
+                        value_text(v.get_ref()).map_or_else(
+                            || value_kind(v.get_ref()).to_string(),
+                            |t| format!("`{t}`")
+                        )
+                    ),
+                    DURATION_ALLOWED,
+                    format!("write {key} = \"{}\"", fmt_duration(default)),
+                );
+                default
+            }
+        }
+    }
+
+    fn int(
+        &mut self,
+        v: &Option<Spanned<Value>>,
+        field: &str,
+        range: (i64, i64),
+        default: i64,
+    ) -> i64 {
+        let Some(v) = v else { return default };
+        let key = field.rsplit('.').next().unwrap_or(field);
+        match v.get_ref() {
+            Value::Integer(i) if *i >= range.0 && *i <= range.1 => *i,
+            other => {
+                let problem = match other {
+                    Value::Integer(i) => format!("{i} is out of range"),
+                    o => format!("{} is not an integer", value_kind(o)),
+                };
+                self.err(
+                    span_of(v),
+                    field,
+                    problem,
+                    &format!("an integer in {}..={}", range.0, range.1),
+                    format!("write {key} = {default}"),
+                );
+                default
+            }
+        }
+    }
+
+    fn float(
+        &mut self,
+        v: &Option<Spanned<Value>>,
+        field: &str,
+        ok: impl Fn(f64) -> bool,
+        allowed: &str,
+        default: f64,
+    ) -> f64 {
+        let Some(v) = v else { return default };
+        let key = field.rsplit('.').next().unwrap_or(field);
+        let x = match v.get_ref() {
+            Value::Float(f) => Some(*f),
+            Value::Integer(i) => Some(*i as f64),
+            _ => None,
+        };
+        match x {
+            Some(x) if x.is_finite() && ok(x) => x,
+            _ => {
+                let problem = match x {
+                    Some(x) => format!("{x} is out of range"),
+                    None => format!("{} is not a number", value_kind(v.get_ref())),
+                };
+                self.err(
+                    span_of(v),
+                    field,
+                    problem,
+                    allowed,
+                    format!("write {key} = {default}"),
+                );
+                default
+            }
+        }
+    }
+
+    fn word<T: Copy>(
+        &mut self,
+        v: &Spanned<String>,
+        field: &str,
+        table: &[(&str, T)],
+        planned: &[&str],
+    ) -> Option<T> {
+        let s = v.get_ref().as_str();
+        if let Some((_, t)) = table.iter().find(|(w, _)| *w == s) {
+            return Some(*t);
+        }
+        let words: Vec<&str> = table.iter().map(|(w, _)| *w).collect();
+        let allowed = words.join(", ");
+        let key = field.rsplit('.').next().unwrap_or(field);
+        if planned.contains(&s) {
+            self.err(
+                span_of(v),
+                field,
+                format!("`{s}` is not available in this version of isobench yet"),
+                &allowed,
+                format!("use one of: {allowed}"),
+            );
+        } else {
+            let near = nearest_names(s, words.iter().copied());
+            let fix = match near.first() {
+                Some(n) => format!("did you mean {key} = \"{n}\"?"),
+                None => format!("write {key} = \"{}\"", words[0]),
+            };
+            self.err(span_of(v), field, format!("unknown value `{s}`"), &allowed, fix);
+        }
+        None
+    }
+}
+
+fn valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 32
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.starts_with(|c: char| c.is_ascii_lowercase())
+}
+
+const ID_ALLOWED: &str =
+    "1 to 32 characters: lower-case letters, digits and '-', starting with a letter";
+
+fn id_fix(s: &str) -> String {
+    let mut out: String = s
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(32)
+        .collect();
+    if !out.starts_with(|c: char| c.is_ascii_lowercase()) {
+        out.insert(0, 't');
+        out.truncate(32);
+    }
+    format!("write \"{out}\"")
+}
+
+impl Scenario {
+    /// The built-in `quick` scenario.
+    pub fn quick() -> Scenario {
+        Scenario::parse(Source::new(QUICK_NAME, QUICK_TOML))
+            .expect("the built-in quick scenario is valid")
+    }
+
+    /// Reads and checks a scenario file's text. Returns every problem found.
+    pub fn parse(source: Source) -> Result<Scenario, ScenarioErrors> {
+        let raw: RawScenario = match toml::from_str(&source.text) {
+            Ok(r) => r,
+            Err(e) => return Err(ScenarioErrors(vec![decode_error(&source, &e)])),
+        };
+        let mut c = Checker {
+            src: &source,
+            errors: Vec::new(),
+        };
+        let sc = check(&mut c, raw);
+        let mut errors = c.errors;
+        if errors.is_empty() {
+            Ok(Scenario { source, ..sc })
+        } else {
+            errors.sort_by_key(|e| (e.line, e.column));
+            Err(ScenarioErrors(errors))
+        }
+    }
+
+    /// The tenants with `role`.
+    pub fn tenants_with(&self, role: Role) -> impl Iterator<Item = &TenantSpec> {
+        self.tenants.iter().filter(move |t| t.role == role)
+    }
+}
+
+/// Turns a TOML decoding error (syntax, wrong type, unknown field) into a located error.
+fn decode_error(src: &Source, e: &toml::de::Error) -> ScenarioError {
+    let span: Span = e.span().unwrap_or(0..0).into();
+    let msg = e.message().trim().to_string();
+    let field = src.field_at(span.start);
+    let (allowed, fix) = if let Some(rest) = msg.strip_prefix("unknown field ") {
+        let (name, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
+        let name = name.trim_matches('`');
+        let words: Vec<&str> = expected
+            .split(['`', ','])
+            .map(|w| w.trim().trim_start_matches("one of").trim())
+            .map(|w| w.trim_start_matches("or ").trim())
+            .filter(|w| !w.is_empty() && *w != "or")
+            .collect();
+        let near = nearest_names(name, words.iter().copied());
+        let fix = match near.first() {
+            Some(n) => format!("did you mean `{n}`? (see docs/scenario.md)"),
+            None => "remove it, or see docs/scenario.md for the fields of this table".into(),
+        };
+        (format!("the fields {}", words.join(", ")), fix)
+    } else if msg.starts_with("invalid type") {
+        let expected = msg.split("expected ").nth(1).unwrap_or("").to_string();
+        (
+            expected.clone(),
+            format!("write the value as {expected} (see docs/scenario.md)"),
+        )
+    } else if msg.starts_with("missing field") {
+        (
+            String::new(),
+            "add the field (see docs/scenario.md)".to_string(),
+        )
+    } else {
+        (
+            "TOML syntax (https://toml.io)".to_string(),
+            "fix the syntax at the marked position: check quotes, brackets and `key = value`"
+                .to_string(),
+        )
+    };
+    let problem = if msg.starts_with("unknown field") || msg.starts_with("invalid type") {
+        msg.clone()
+    } else {
+        format!("the file is not valid TOML: {msg}")
+    };
+    src.error(span, field, problem, allowed, fix)
+}
+
+fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
+    let src = c.src;
+    let eof = Span {
+        start: 0,
+        end: 0,
+    };
+
+    let name = match &raw.name {
+        Some(n) if valid_id(n.get_ref()) => n.get_ref().clone(),
+        Some(n) => {
+            c.err(
+                span_of(n),
+                "name",
+                format!("`{}` is not a valid scenario name", n.get_ref()),
+                ID_ALLOWED,
+                id_fix(n.get_ref()),
+            );
+            String::new()
+        }
+        None => {
+            let stem = std::path::Path::new(&src.name)
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("scenario")
+                .trim_start_matches("<builtin:")
+                .trim_end_matches('>')
+                .to_string();
+            if valid_id(&stem) {
+                stem
+            } else {
+                "scenario".into()
+            }
+        }
+    };
+
+    let kind = match &raw.kind {
+        Some(k) => c
+            .word(k, "kind", &[("matrix", Kind::Matrix)], PLANNED_KINDS)
+            .unwrap_or(Kind::Matrix),
+        None => {
+            c.err(
+                eof,
+                "kind",
+                "the scenario does not say what kind of experiment it is".into(),
+                "matrix",
+                "add kind = \"matrix\" at the top of the file".into(),
+            );
+            Kind::Matrix
+        }
+    };
+
+    let seed = raw.seed.as_ref().and_then(|s| match s.get_ref() {
+        Value::Integer(i) if *i >= 0 => Some(*i as u64),
+        Value::String(t) if t == "random" => None,
+        other => {
+            c.err(
+                span_of(s),
+                "seed",
+                format!(
+                    "{} is not a seed",
+                    value_text(other).map_or("this".into(), |t| format!("`{t}`"))
+                ),
+                "a non-negative integer, or \"random\" (a seed is then chosen and recorded)",
+                "write seed = 1".into(),
+            );
+            None
+        }
+    });
+
+    let platform_table: &[(&str, PlatformChoice)] = &[
+        ("auto", PlatformChoice::Auto),
+        ("host", PlatformChoice::Host),
+        ("cgroup", PlatformChoice::Cgroup),
+    ];
+    debug_assert_eq!(platform_table.len(), PLATFORMS.len());
+    let platform = raw
+        .platform
+        .as_ref()
+        .and_then(|p| c.word(p, "platform", platform_table, PLANNED_PLATFORMS))
+        .unwrap_or(PlatformChoice::Auto);
+
+    let unsafe_on_host = raw
+        .unsafe_on_host
+        .as_ref()
+        .and_then(|p| {
+            c.word(
+                p,
+                "unsafe_on_host",
+                &[
+                    ("refuse", UnsafeOnHost::Refuse),
+                    ("skip", UnsafeOnHost::Skip),
+                    ("allow", UnsafeOnHost::Allow),
+                ],
+                &[],
+            )
+        })
+        .unwrap_or(UnsafeOnHost::Refuse);
+
+    let d = TrialSettings::default();
+    let trial = match &raw.trial {
+        None => d,
+        Some(t) => {
+            let duration = c.duration(&t.duration, "trial.duration", d.duration);
+            if duration < Duration::from_millis(10) && t.duration.is_some() {
+                let s = t.duration.as_ref().map(span_of).unwrap_or_default();
+                c.err(
+                    s,
+                    "trial.duration",
+                    "a trial shorter than 10ms measures mostly start-up".into(),
+                    "10ms or more",
+                    "write duration = \"500ms\" or longer".into(),
+                );
+            }
+            TrialSettings {
+                duration,
+                warmup: c.duration(&t.warmup, "trial.warmup", d.warmup),
+                solo: c.duration(&t.solo, "trial.solo", d.solo),
+                timeout: c.duration(&t.timeout, "trial.timeout", d.timeout),
+                max_outside_load: c.float(
+                    &t.max_outside_load,
+                    "trial.max_outside_load",
+                    |x| x > 0.0,
+                    "a number of CPUs greater than 0, such as 0.25",
+                    d.max_outside_load,
+                ),
+                max_retries: c.int(&t.max_retries, "trial.max_retries", (0, 10), 2) as u32,
+                baseline_every: c.int(&t.baseline_every, "trial.baseline_every", (1, 100), 1)
+                    as u32,
+            }
+        }
+    };
+
+    let dr = RepetitionPolicy::default();
+    let repetitions = match &raw.repetitions {
+        None => dr,
+        Some(r) => {
+            let rs = span_of(r);
+            let r = r.get_ref();
+            let min = c.int(&r.min, "repetitions.min", (2, 1000), dr.min as i64) as u32;
+            let max = c.int(&r.max, "repetitions.max", (2, 1000), dr.max.max(min) as i64) as u32;
+            if max < min {
+                let s = r.max.as_ref().map(span_of).unwrap_or(rs);
+                c.err(
+                    s,
+                    "repetitions.max",
+                    format!("max ({max}) is smaller than min ({min})"),
+                    "an integer no smaller than min",
+                    format!("write max = {min} or more"),
+                );
+            }
+            RepetitionPolicy {
+                min,
+                max: max.max(min),
+                ci_half_width: c.float(
+                    &r.ci_half_width,
+                    "repetitions.ci_half_width",
+                    |x| x > 0.0 && x <= 100.0,
+                    "percentage points, greater than 0 and at most 100, such as 2.0",
+                    dr.ci_half_width,
+                ),
+                confidence: c.float(
+                    &r.confidence,
+                    "repetitions.confidence",
+                    |x| (0.5..1.0).contains(&x),
+                    "a level from 0.5 up to (not including) 1, such as 0.95",
+                    dr.confidence,
+                ),
+            }
+        }
+    };
+
+    let tenants = check_tenants(c, &raw.tenant, platform_table);
+    let probes = check_probes(c, &raw.probe);
+    let stressors = check_stressors(c, &raw.stressor);
+
+    Scenario {
+        source: src.clone(),
+        name,
+        description: raw
+            .description
+            .as_ref()
+            .map(|d| d.get_ref().clone())
+            .unwrap_or_default(),
+        kind,
+        seed,
+        platform,
+        unsafe_on_host,
+        trial,
+        repetitions,
+        tenants,
+        probes,
+        stressors,
+    }
+}
+
+fn check_tenants(
+    c: &mut Checker<'_>,
+    raw: &[Spanned<RawTenant>],
+    platform_table: &[(&str, PlatformChoice)],
+) -> Vec<TenantSpec> {
+    let mut out = Vec::new();
+    let mut names = BTreeSet::new();
+    for (i, t) in raw.iter().enumerate() {
+        let span = span_of(t);
+        let t = t.get_ref();
+        let field = |f: &str| format!("tenant[{i}].{f}");
+        let name = match &t.name {
+            Some(n) if valid_id(n.get_ref()) => {
+                if !names.insert(n.get_ref().clone()) {
+                    c.err(
+                        span_of(n),
+                        &field("name"),
+                        format!("tenant `{}` is declared twice", n.get_ref()),
+                        "a name no other tenant uses",
+                        format!("rename it, e.g. name = \"{}-2\"", n.get_ref()),
+                    );
+                }
+                n.get_ref().clone()
+            }
+            Some(n) => {
+                c.err(
+                    span_of(n),
+                    &field("name"),
+                    format!("`{}` is not a valid tenant name", n.get_ref()),
+                    ID_ALLOWED,
+                    id_fix(n.get_ref()),
+                );
+                format!("tenant{i}")
+            }
+            None => {
+                c.err(
+                    span,
+                    &field("name"),
+                    "the tenant has no name".into(),
+                    ID_ALLOWED,
+                    format!("add name = \"tenant{i}\""),
+                );
+                format!("tenant{i}")
+            }
+        };
+        let role = match &t.role {
+            Some(r) => c.word(
+                r,
+                &field("role"),
+                &[("victim", Role::Victim), ("aggressor", Role::Aggressor)],
+                &[],
+            ),
+            None => {
+                c.err(
+                    span,
+                    &field("role"),
+                    format!("tenant `{name}` has no role"),
+                    "victim, aggressor",
+                    "add role = \"victim\" (runs probes) or role = \"aggressor\" (runs stressors)"
+                        .into(),
+                );
+                None
+            }
+        }
+        .unwrap_or(Role::Victim);
+        let platform = t
+            .platform
+            .as_ref()
+            .and_then(|p| c.word(p, &field("platform"), platform_table, PLANNED_PLATFORMS));
+
+        let mut limits = Vec::new();
+        if let Some(table) = &t.limits {
+            for (k, v) in table {
+                match value_text(v.get_ref()) {
+                    Some(text) => limits.push(LimitEntry {
+                        key: k.get_ref().clone(),
+                        value: text,
+                        key_span: span_of(k),
+                        value_span: span_of(v),
+                    }),
+                    None => c.err(
+                        span_of(v),
+                        &field(&format!("limits.{}", k.get_ref())),
+                        "a table is not a limit value".into(),
+                        "a number or a string such as \"1G\"",
+                        format!("write {} = \"...\"", k.get_ref()),
+                    ),
+                }
+            }
+        }
+        let mut netns = false;
+        if let Some(n) = &t.network {
+            let ns = span_of(n);
+            let n = n.get_ref();
+            netns = n.namespace.as_ref().is_some_and(|b| *b.get_ref());
+            for (key, v) in [
+                ("net_rate", &n.rate),
+                ("net_egress", &n.egress),
+                ("net_ingress", &n.ingress),
+            ] {
+                let Some(v) = v else { continue };
+                let short = key.trim_start_matches("net_");
+                match value_text(v.get_ref()) {
+                    Some(text) => {
+                        if !netns {
+                            c.err(
+                                span_of(v),
+                                &field(&format!("network.{short}")),
+                                "a network rate needs the tenant's own network namespace".into(),
+                                "namespace = true together with rate, egress or ingress",
+                                "add namespace = true to this [tenant.network] table".into(),
+                            );
+                        }
+                        limits.push(LimitEntry {
+                            key: key.into(),
+                            value: text,
+                            key_span: span_of(v),
+                            value_span: span_of(v),
+                        })
+                    }
+                    None => c.err(
+                        span_of(v),
+                        &field(&format!("network.{short}")),
+                        "a table is not a rate".into(),
+                        "a rate in bits/s such as \"100mbit\"",
+                        format!("write {short} = \"100mbit\""),
+                    ),
+                }
+            }
+            let _ = ns;
+        }
+        out.push(TenantSpec {
+            name,
+            role,
+            platform,
+            limits,
+            netns,
+            span,
+        });
+    }
+    let whole = Span {
+        start: 0,
+        end: 0,
+    };
+    if raw.is_empty() {
+        c.err(
+            whole,
+            "tenant",
+            "the scenario declares no tenants".into(),
+            "one or more [[tenant]] tables with role = \"victim\" and one or more with role = \"aggressor\"",
+            "add [[tenant]] name = \"victim\" role = \"victim\" and [[tenant]] name = \"aggressor\" role = \"aggressor\" (see examples/quick.toml)".into(),
+        );
+    } else {
+        for (role, other) in [(Role::Victim, "probes"), (Role::Aggressor, "stressors")] {
+            if !out.iter().any(|t| t.role == role) {
+                let last = out.last().map(|t| t.span).unwrap_or(whole);
+                c.err(
+                    last,
+                    "tenant",
+                    format!("no tenant has role = \"{role}\"; a matrix needs one to run the {other}"),
+                    "at least one victim and one aggressor",
+                    format!("add a [[tenant]] with role = \"{role}\""),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn check_params(
+    c: &mut Checker<'_>,
+    workload: &str,
+    specs: &[isobench_workloads::ParamSpec],
+    table: &Option<RawTable>,
+    field: &str,
+) -> ParamValues {
+    let Some(table) = table else {
+        return ParamValues::defaults(workload, specs);
+    };
+    let mut ok_pairs = Vec::new();
+    for (k, v) in table {
+        let key = k.get_ref();
+        let Some(text) = value_text(v.get_ref()) else {
+            c.err(
+                span_of(v),
+                &format!("{field}.{key}"),
+                "a table is not a parameter value".into(),
+                "a number, a string, a boolean or an array of them",
+                format!("write {key} = \"...\""),
+            );
+            continue;
+        };
+        // Check each parameter alone so each error points at its own line.
+        match ParamValues::from_pairs(workload, specs, [(key.clone(), text.clone())]) {
+            Ok(_) => ok_pairs.push((key.clone(), text)),
+            Err(e) => {
+                let (span, allowed, fix) = match &e {
+                    ParamError::Unknown {
+                        suggestions, known, ..
+                    } => (
+                        span_of(k),
+                        if known.is_empty() {
+                            format!("{workload} takes no parameters")
+                        } else {
+                            known.clone()
+                        },
+                        match suggestions.first() {
+                            Some(s) => format!("did you mean `{s}`?"),
+                            None => "remove it (`isobench list` shows every parameter)".into(),
+                        },
+                    ),
+                    ParamError::Malformed { range, default, .. }
+                    | ParamError::OutOfRange { range, default, .. } => (
+                        span_of(v),
+                        range.clone(),
+                        format!("write {key} = \"{default}\" (the default) or a value in {range}"),
+                    ),
+                    _ => (span_of(v), String::new(), "see `isobench list`".into()),
+                };
+                c.err(span, &format!("{field}.{key}"), e.to_string(), &allowed, fix);
+            }
+        }
+    }
+    ParamValues::from_pairs(workload, specs, ok_pairs)
+        .unwrap_or_else(|_| ParamValues::defaults(workload, specs))
+}
+
+fn check_probes(c: &mut Checker<'_>, raw: &[Spanned<RawProbe>]) -> Vec<ProbeSpec> {
+    let mut out = Vec::new();
+    let mut ids = BTreeSet::new();
+    let all: Vec<&str> = PROBES.iter().map(|p| p.name()).collect();
+    for (i, p) in raw.iter().enumerate() {
+        let span = span_of(p);
+        let p = p.get_ref();
+        let field = format!("probe[{i}]");
+        let Some(name) = &p.name else {
+            c.err(
+                span,
+                &format!("{field}.name"),
+                "the probe has no name".into(),
+                &all.join(", "),
+                "add name = \"cpu-int\" (`isobench list` shows every probe)".into(),
+            );
+            continue;
+        };
+        let Some(probe) = isobench_workloads::probe(name.get_ref()) else {
+            let n = name.get_ref();
+            let near = nearest_names(n, all.iter().copied());
+            let fix = if isobench_workloads::stressor(n).is_some() {
+                format!("`{n}` is a stressor: move it to a [[stressor]] table")
+            } else if let Some(s) = near.first() {
+                format!("did you mean name = \"{s}\"?")
+            } else {
+                "pick a probe from `isobench list`".into()
+            };
+            c.err(
+                span_of(name),
+                &format!("{field}.name"),
+                format!("unknown probe `{n}`"),
+                &all.join(", "),
+                fix,
+            );
+            continue;
+        };
+        let id = label(c, &p.label, name, &field, &mut ids, "probe");
+        let params = check_params(c, probe.name(), probe.params(), &p.params, &format!("{field}.params"));
+        let mut metrics = Vec::new();
+        if let Some(ms) = &p.metrics {
+            let declared: Vec<&str> = probe.metrics().iter().map(|m| m.name).collect();
+            if ms.get_ref().is_empty() {
+                c.err(
+                    span_of(ms),
+                    &format!("{field}.metrics"),
+                    "the metric list is empty".into(),
+                    &declared.join(", "),
+                    "remove `metrics` to report every metric, or name at least one".into(),
+                );
+            }
+            for m in ms.get_ref() {
+                if declared.contains(&m.get_ref().as_str()) {
+                    metrics.push(m.get_ref().clone());
+                } else {
+                    let near = nearest_names(m.get_ref(), declared.iter().copied());
+                    c.err(
+                        span_of(m),
+                        &format!("{field}.metrics"),
+                        format!("{} does not report a metric `{}`", probe.name(), m.get_ref()),
+                        &declared.join(", "),
+                        match near.first() {
+                            Some(n) => format!("did you mean \"{n}\"?"),
+                            None => "use a metric `isobench list` shows for this probe".into(),
+                        },
+                    );
+                }
+            }
+        }
+        out.push(ProbeSpec {
+            id,
+            name: probe.name().to_string(),
+            params,
+            metrics,
+            span,
+        });
+    }
+    if raw.is_empty() {
+        c.err(
+            Span::default(),
+            "probe",
+            "the scenario declares no probes".into(),
+            &all.join(", "),
+            "add a [[probe]] table, e.g. [[probe]] name = \"cpu-int\"".into(),
+        );
+    }
+    out
+}
+
+fn label(
+    c: &mut Checker<'_>,
+    label: &Option<Spanned<String>>,
+    name: &Spanned<String>,
+    field: &str,
+    ids: &mut BTreeSet<String>,
+    what: &str,
+) -> String {
+    let (id, span) = match label {
+        Some(l) => {
+            if !valid_id(l.get_ref()) {
+                c.err(
+                    span_of(l),
+                    &format!("{field}.label"),
+                    format!("`{}` is not a valid label", l.get_ref()),
+                    ID_ALLOWED,
+                    id_fix(l.get_ref()),
+                );
+            }
+            (l.get_ref().clone(), span_of(l))
+        }
+        None => (name.get_ref().clone(), span_of(name)),
+    };
+    if !ids.insert(id.clone()) {
+        c.err(
+            span,
+            &format!("{field}.label"),
+            format!("a second {what} is called `{id}`"),
+            &format!("a label no other {what} uses"),
+            format!("give one of them a label, e.g. label = \"{id}-2\""),
+        );
+    }
+    id
+}
+
+fn check_stressors(c: &mut Checker<'_>, raw: &[Spanned<RawStressor>]) -> Vec<StressorSpec> {
+    let mut out = Vec::new();
+    let mut ids = BTreeSet::new();
+    let all: Vec<&str> = STRESSORS.iter().map(|s| s.name()).collect();
+    for (i, s) in raw.iter().enumerate() {
+        let span = span_of(s);
+        let s = s.get_ref();
+        let field = format!("stressor[{i}]");
+        let Some(name) = &s.name else {
+            c.err(
+                span,
+                &format!("{field}.name"),
+                "the stressor has no name".into(),
+                &all.join(", "),
+                "add name = \"cpu\" (`isobench list` shows every stressor)".into(),
+            );
+            continue;
+        };
+        let Some(stressor) = isobench_workloads::stressor(name.get_ref()) else {
+            let n = name.get_ref();
+            let near = nearest_names(n, all.iter().copied());
+            let fix = if isobench_workloads::probe(n).is_some() {
+                format!("`{n}` is a probe: move it to a [[probe]] table")
+            } else if let Some(s) = near.first() {
+                format!("did you mean name = \"{s}\"?")
+            } else {
+                "pick a stressor from `isobench list`".into()
+            };
+            c.err(
+                span_of(name),
+                &format!("{field}.name"),
+                format!("unknown stressor `{n}`"),
+                &all.join(", "),
+                fix,
+            );
+            continue;
+        };
+        let id = label(c, &s.label, name, &field, &mut ids, "stressor");
+        let mut intensities = Vec::new();
+        let ifield = format!("{field}.intensity");
+        let allowed = "an integer 0..=100, or an array of them such as [50, 100]";
+        match &s.intensity {
+            None => intensities.push(100),
+            Some(v) => {
+                let items: Vec<&Value> = match v.get_ref() {
+                    Value::Array(a) => a.iter().collect(),
+                    other => vec![other],
+                };
+                if items.is_empty() {
+                    c.err(
+                        span_of(v),
+                        &ifield,
+                        "the intensity list is empty".into(),
+                        allowed,
+                        "write intensity = 100".into(),
+                    );
+                }
+                for it in items {
+                    match it {
+                        Value::Integer(n) if (0..=100).contains(n) => {
+                            let n = *n as u8;
+                            if intensities.contains(&n) {
+                                c.err(
+                                    span_of(v),
+                                    &ifield,
+                                    format!("intensity {n} is listed twice"),
+                                    allowed,
+                                    format!("remove the second {n}"),
+                                );
+                            } else {
+                                intensities.push(n);
+                            }
+                        }
+                        other => c.err(
+                            span_of(v),
+                            &ifield,
+                            format!(
+                                "{} is not an intensity",
+                                value_text(other).map_or("this".into(), |t| format!("`{t}`"))
+                            ),
+                            allowed,
+                            format!("write intensity = 100 ({})", stressor.intensity_knob()),
+                        ),
+                    }
+                }
+            }
+        }
+        let params = check_params(
+            c,
+            stressor.name(),
+            stressor.params(),
+            &s.params,
+            &format!("{field}.params"),
+        );
+        out.push(StressorSpec {
+            id,
+            name: stressor.name().to_string(),
+            intensities,
+            params,
+            span,
+        });
+    }
+    if raw.is_empty() {
+        c.err(
+            Span::default(),
+            "stressor",
+            "the scenario declares no stressors".into(),
+            &all.join(", "),
+            "add a [[stressor]] table, e.g. [[stressor]] name = \"cpu\"".into(),
+        );
+    }
+    out
+}
+
+/// Serde helper: durations as seconds (f64) in JSON.
+pub(crate) mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let v = f64::deserialize(d)?;
+        if !v.is_finite() || v < 0.0 {
+            return Err(serde::de::Error::custom("a duration is a non-negative number"));
+        }
+        Ok(Duration::from_secs_f64(v))
+    }
+}

@@ -1,0 +1,185 @@
+//! The trial order: rounds of blocks of trials, interleaved and shuffled with the seed.
+//!
+//! A *round* gives every condition that still needs data one more trial per probe. A *block*
+//! is a stretch of time with one condition: the aggressor idle (baseline) or running one
+//! stressor at one intensity. A contended block starts the stressor, waits the warm-up,
+//! measures the aggressor alone (the *solo* trial), then runs each probe once while the
+//! stressor keeps running; a baseline block waits the warm-up (so the previous stressor's
+//! effects fade) and runs each probe once with the aggressor idle.
+//!
+//! Baseline blocks are interleaved with contended ones (one before every `baseline_every`
+//! contended blocks, ABAB when it is 1) so slow drift of the machine cancels out of the
+//! degradations, and the order of conditions and of probes within a block is shuffled with a
+//! ChaCha8 generator seeded from the plan's seed and the round number. The schedule is a
+//! pure function of the plan, the round and what still needs data, so a resumed run derives
+//! the very same trial keys and skips those already stored.
+
+use std::collections::BTreeSet;
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Plan;
+
+/// Identity of one trial within a run. Stable across resumes.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
+pub struct TrialKey {
+    /// Round, from 0.
+    pub round: u32,
+    /// Block within the round, from 0.
+    pub block: u32,
+    /// Trial within the block, from 0.
+    pub slot: u32,
+    /// 0 for the first attempt; a disturbed trial is repeated with the next attempt number.
+    pub attempt: u32,
+}
+
+impl std::fmt::Display for TrialKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "r{}b{}s{}", self.round, self.block, self.slot)?;
+        if self.attempt > 0 {
+            write!(f, "a{}", self.attempt)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a trial measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "index")]
+pub enum TrialWhat {
+    /// Probe `i` of the plan runs in every victim.
+    Probe(usize),
+    /// The block's stressor runs alone, victims idle: the aggressor's own rate.
+    Solo,
+}
+
+/// One scheduled trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledTrial {
+    /// Slot within the block.
+    pub slot: u32,
+    /// What it measures.
+    pub what: TrialWhat,
+}
+
+/// One block: a condition and its trials, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    /// Round.
+    pub round: u32,
+    /// Index within the round.
+    pub index: u32,
+    /// Condition index in the plan, `None` for baseline.
+    pub condition: Option<usize>,
+    /// Trials in order.
+    pub trials: Vec<ScheduledTrial>,
+}
+
+impl Block {
+    /// The key of a trial of this block (first attempt).
+    pub fn key(&self, t: &ScheduledTrial) -> TrialKey {
+        TrialKey {
+            round: self.round,
+            block: self.index,
+            slot: t.slot,
+            attempt: 0,
+        }
+    }
+}
+
+/// What still needs data: contended cells (probe, condition) and aggressor measurements.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Needs {
+    /// (probe index, condition index) pairs whose victim degradation needs more trials.
+    pub cells: BTreeSet<(usize, usize)>,
+    /// Conditions whose aggressor degradation needs more trials.
+    pub solo: BTreeSet<usize>,
+}
+
+impl Needs {
+    /// Everything: the first rounds measure every cell.
+    pub fn all(plan: &Plan) -> Needs {
+        let mut n = Needs::default();
+        for p in 0..plan.probes.len() {
+            for c in 0..plan.conditions.len() {
+                n.cells.insert((p, c));
+            }
+        }
+        if plan.trial.solo > std::time::Duration::ZERO {
+            n.solo = (0..plan.conditions.len()).collect();
+        }
+        n
+    }
+
+    /// True when nothing needs more data.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty() && self.solo.is_empty()
+    }
+}
+
+fn round_rng(seed: u64, round: u32) -> ChaCha8Rng {
+    // SplitMix64 of (seed, round): nearby seeds and rounds give unrelated streams.
+    let mut z = seed ^ (round as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ChaCha8Rng::seed_from_u64(z ^ (z >> 31))
+}
+
+/// The blocks of round `round`, given what still needs data.
+pub fn round_blocks(plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
+    let mut rng = round_rng(plan.seed, round);
+    let mut conds: Vec<usize> = (0..plan.conditions.len())
+        .filter(|c| needs.solo.contains(c) || needs.cells.iter().any(|&(_, cc)| cc == *c))
+        .collect();
+    conds.shuffle(&mut rng);
+    let baseline_probes: BTreeSet<usize> = needs.cells.iter().map(|&(p, _)| p).collect();
+    let k = plan.trial.baseline_every.max(1) as usize;
+    let mut blocks = Vec::new();
+    let push = |condition: Option<usize>, trials: Vec<TrialWhat>, blocks: &mut Vec<Block>| {
+        let index = blocks.len() as u32;
+        blocks.push(Block {
+            round,
+            index,
+            condition,
+            trials: trials
+                .into_iter()
+                .enumerate()
+                .map(|(i, what)| ScheduledTrial {
+                    slot: i as u32,
+                    what,
+                })
+                .collect(),
+        });
+    };
+    for (i, &c) in conds.iter().enumerate() {
+        if i % k == 0 && !baseline_probes.is_empty() {
+            let mut ps: Vec<usize> = baseline_probes.iter().copied().collect();
+            ps.shuffle(&mut rng);
+            push(None, ps.into_iter().map(TrialWhat::Probe).collect(), &mut blocks);
+        }
+        let mut ps: Vec<usize> = needs
+            .cells
+            .iter()
+            .filter(|&&(_, cc)| cc == c)
+            .map(|&(p, _)| p)
+            .collect();
+        ps.shuffle(&mut rng);
+        let mut trials = Vec::new();
+        if needs.solo.contains(&c) {
+            trials.push(TrialWhat::Solo);
+        }
+        trials.extend(ps.into_iter().map(TrialWhat::Probe));
+        push(Some(c), trials, &mut blocks);
+    }
+    blocks
+}
+
+/// Number of trials in a list of blocks.
+pub fn trial_count(blocks: &[Block]) -> usize {
+    blocks.iter().map(|b| b.trials.len()).sum()
+}
