@@ -22,6 +22,9 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Run one stressor (an aggressor) until the duration ends or Ctrl-C, then print ops/s.
     Stress(StressArgs),
+    /// Run as an agent: execute workloads on a controller's command (JSON lines; see
+    /// docs/agent-protocol.md). Speaks on stdin/stdout unless --unix or --tcp is given.
+    Agent(AgentArgs),
 }
 
 /// `isobench list`.
@@ -87,4 +90,24 @@ pub struct StressArgs {
     /// tenant. They are then capped (64 tasks, a quarter of usable memory, 1 GiB of files).
     #[arg(long)]
     pub allow_unsafe_host: bool,
+}
+
+/// `isobench agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Listen on this unix socket path instead of stdio.
+    #[arg(long, value_name = "PATH", conflicts_with = "tcp")]
+    pub unix: Option<PathBuf>,
+    /// Listen on this TCP address (e.g. 127.0.0.1:7878). A token is required unless the
+    /// address is loopback.
+    #[arg(long, value_name = "ADDR")]
+    pub tcp: Option<String>,
+    /// Token clients must present (TCP). Also read from ISOBENCH_AGENT_TOKEN.
+    #[arg(
+        long,
+        env = "ISOBENCH_AGENT_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
 }

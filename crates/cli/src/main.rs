@@ -4,6 +4,7 @@
 //! execute -> render in its own module.
 
 mod args;
+mod cmd_agent;
 mod cmd_list;
 mod cmd_probe;
 mod cmd_stress;
@@ -30,5 +31,6 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::List(a) => cmd_list::run(&a),
         args::Command::Probe(a) => cmd_probe::run(&a),
         args::Command::Stress(a) => cmd_stress::run(&a),
+        args::Command::Agent(a) => cmd_agent::run(&a),
     }
 }
