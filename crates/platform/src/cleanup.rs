@@ -1,0 +1,523 @@
+//! Removing what runs left behind: `isobench cleanup`, the sweep of dead runs at the start
+//! of every run, and the end of a run.
+//!
+//! Objects are found by name, not from memory, so this works after a SIGKILL: cgroups named
+//! `isobench-<run>-*` in every cgroup mount, network namespaces of that name, links named
+//! `ib<tag>...`, processes with `ISOBENCH_RUN=<run>` in their environment, workdirs
+//! `isobench-<run>-*` and the state directory. A run is dead when its state directory is
+//! missing or its controller (pid and start time) is gone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::cgroup::{self, CgroupFs, CgroupTree, Controller, Hierarchy, RealTree, TenantCgroup};
+use crate::cmd;
+use crate::procs;
+use crate::run::{self, RunId, LINK_PREFIX, PREFIX};
+
+/// The kind of a removed object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ObjectKind {
+    /// A process (killed).
+    Process,
+    /// A cgroup directory.
+    Cgroup,
+    /// A network namespace.
+    Netns,
+    /// A network link (bridge or veth).
+    Link,
+    /// A tenant working directory.
+    Workdir,
+    /// A run's state directory.
+    StateDir,
+}
+
+impl fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(match self {
+            ObjectKind::Process => "process",
+            ObjectKind::Cgroup => "cgroup",
+            ObjectKind::Netns => "netns",
+            ObjectKind::Link => "link",
+            ObjectKind::Workdir => "workdir",
+            ObjectKind::StateDir => "state",
+        })
+    }
+}
+
+/// One removed object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Removed {
+    /// What it was.
+    pub kind: ObjectKind,
+    /// Its name or path.
+    pub name: String,
+    /// The run it belonged to (`?<tag>` for a link whose run is unknown).
+    pub run: String,
+}
+
+impl fmt::Display for Removed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:<8} {} (run {})", self.kind, self.name, self.run)
+    }
+}
+
+/// An object that could not be removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    /// What it is.
+    pub kind: ObjectKind,
+    /// Its name or path.
+    pub name: String,
+    /// The run it belongs to.
+    pub run: String,
+    /// Why it could not be removed.
+    pub error: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} (run {}): {}",
+            self.kind, self.name, self.run, self.error
+        )
+    }
+}
+
+/// What a cleanup removed and what it could not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CleanupReport {
+    /// Removed objects, in the order they were removed.
+    pub removed: Vec<Removed>,
+    /// Objects that are still there, with the reason.
+    pub failed: Vec<Failure>,
+}
+
+impl CleanupReport {
+    /// Whether nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.failed.is_empty()
+    }
+
+    fn ok(&mut self, kind: ObjectKind, name: impl Into<String>, run: &str) {
+        self.removed.push(Removed {
+            kind,
+            name: name.into(),
+            run: run.to_string(),
+        });
+    }
+
+    fn fail(&mut self, kind: ObjectKind, name: impl Into<String>, run: &str, e: impl fmt::Display) {
+        self.failed.push(Failure {
+            kind,
+            name: name.into(),
+            run: run.to_string(),
+            error: format!("{e:#}"),
+        });
+    }
+
+    /// Appends another report.
+    pub fn extend(&mut self, other: CleanupReport) {
+        self.removed.extend(other.removed);
+        self.failed.extend(other.failed);
+    }
+}
+
+impl fmt::Display for CleanupReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return writeln!(f, "nothing to clean up");
+        }
+        for r in &self.removed {
+            writeln!(f, "removed {r}")?;
+        }
+        for r in &self.failed {
+            writeln!(f, "FAILED  {r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Which runs a sweep removes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Scope<'a> {
+    /// Runs whose controller is gone, and objects of unknown runs.
+    Dead,
+    /// Every run, live ones included.
+    All,
+    /// One run.
+    Run(&'a RunId),
+}
+
+/// Removes what crashed or killed runs left behind (`all = false`), or every isobench object
+/// on this host, including those of runs still going (`all = true`). Returns what was
+/// removed, for `isobench cleanup` to list.
+pub fn cleanup(all: bool) -> CleanupReport {
+    sweep(if all { Scope::All } else { Scope::Dead })
+}
+
+struct Runs {
+    /// Known run ids -> live?
+    live: BTreeMap<String, bool>,
+    scope_all: bool,
+    only: Option<String>,
+}
+
+impl Runs {
+    fn selected(&self, run: &str) -> bool {
+        if let Some(only) = &self.only {
+            return run == only;
+        }
+        self.scope_all || !self.live.get(run).copied().unwrap_or(false)
+    }
+}
+
+/// A link name `ib<6 hex><letter><digits>` -> the tag.
+fn link_tag(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(LINK_PREFIX)?;
+    if rest.len() < 7 || !rest.is_char_boundary(6) {
+        return None;
+    }
+    let (tag, kind) = rest.split_at(6);
+    let hex = tag
+        .bytes()
+        .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
+    let mut k = kind.chars();
+    let letter = k.next().is_some_and(|c| c.is_ascii_lowercase());
+    let digits = k.all(|c| c.is_ascii_digit());
+    (hex && letter && digits).then_some(tag)
+}
+
+/// The v1 hierarchies (as one view) and the v2 directories holding a cgroup `name`.
+fn cgroup_leftovers(
+    mounts: &[cgroup::CgroupMount],
+    name: &str,
+) -> (Option<CgroupFs>, Vec<PathBuf>) {
+    let mut v1 = Vec::new();
+    let mut v2 = Vec::new();
+    for m in mounts {
+        let dir = m.path.join(name);
+        if !dir.is_dir() {
+            continue;
+        }
+        if m.fstype == "cgroup" {
+            let controllers = Controller::ALL
+                .into_iter()
+                .filter(|c| m.controllers.iter().any(|n| n == c.v1_name()))
+                .collect();
+            v1.push(Hierarchy {
+                root: m.path.clone(),
+                controllers,
+            });
+        } else {
+            v2.push(dir);
+        }
+    }
+    let v1 = (!v1.is_empty()).then(|| CgroupFs::v1(v1, std::sync::Arc::new(RealTree)));
+    (v1, v2)
+}
+
+/// Kills the tasks of a leftover v2 cgroup directory and removes it.
+fn remove_v2_leftover(dir: &Path) -> anyhow::Result<Vec<i32>> {
+    let tree = RealTree;
+    let procs_of = |d: &Path| -> Vec<i32> {
+        fs::read_to_string(d.join("cgroup.procs"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    let before = procs_of(dir);
+    if dir.join("cgroup.kill").exists() {
+        let _ = tree.write(&dir.join("cgroup.kill"), "1");
+    } else {
+        let _ = tree.write(&dir.join("cgroup.freeze"), "1");
+        for p in &before {
+            procs::kill9(*p);
+        }
+        let _ = tree.write(&dir.join("cgroup.freeze"), "0");
+    }
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = procs_of(dir);
+        if left.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() > end {
+            anyhow::bail!("{} processes still in {}", left.len(), dir.display());
+        }
+        for p in left {
+            procs::kill9(p);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cgroup::remove_tree(&tree, dir, Duration::from_secs(5))?;
+    Ok(before)
+}
+
+/// Removes the objects of the runs `scope` selects.
+pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
+    let mut report = CleanupReport::default();
+    let root = run::state_root();
+
+    // Known runs and their liveness.
+    let mut live: BTreeMap<String, bool> = BTreeMap::new();
+    let mut state_dirs: BTreeMap<String, PathBuf> = BTreeMap::new();
+    if let Ok(rd) = fs::read_dir(&root) {
+        for e in rd.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Ok(id) = RunId::parse(&name) {
+                live.insert(id.to_string(), run::state_dir_live(&e.path()));
+                state_dirs.insert(id.to_string(), e.path());
+            } else if let Some(rest) = name.strip_prefix(".new-") {
+                // A run that died while creating its state directory.
+                let pid = rest.rsplit('-').next().and_then(|p| p.parse::<i32>().ok());
+                if pid.is_some_and(|p| !procs::alive(p)) {
+                    let _ = fs::remove_dir_all(e.path());
+                }
+            }
+        }
+    }
+    let runs = Runs {
+        live,
+        scope_all: matches!(scope, Scope::All),
+        only: match scope {
+            Scope::Run(id) => Some(id.to_string()),
+            _ => None,
+        },
+    };
+    // Tag -> run id, for links.
+    let mut tags: BTreeMap<String, String> = runs
+        .live
+        .keys()
+        .map(|id| (id[..6].to_string(), id.clone()))
+        .collect();
+
+    // 1. cgroups: freeze and kill their tasks, remove.
+    let mounts = cgroup::host_mounts().unwrap_or_default();
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    for m in &mounts {
+        if let Ok(children) = RealTree.children(&m.path) {
+            names.extend(children.into_iter().filter(|c| c.starts_with(PREFIX)));
+        }
+    }
+    for name in &names {
+        let run = RunId::from_object_name(name).map_or_else(|| "?".to_string(), |r| r.to_string());
+        if run.len() == 8 {
+            tags.entry(run[..6].to_string())
+                .or_insert_with(|| run.clone());
+        }
+        if !runs.selected(&run) {
+            continue;
+        }
+        let (v1, v2dirs) = cgroup_leftovers(&mounts, name);
+        let mut results = Vec::new();
+        if let Some(view) = v1 {
+            let cg = TenantCgroup::open(&view, name);
+            results.push(
+                cg.kill_all(Duration::from_secs(5))
+                    .and_then(|k| cg.remove(Duration::from_secs(5)).map(|_| (k, cg.dirs()))),
+            );
+        }
+        for dir in v2dirs {
+            results.push(remove_v2_leftover(&dir).map(|k| (k, vec![dir])));
+        }
+        for result in results {
+            match result {
+                Ok((killed, dirs)) => {
+                    for p in killed {
+                        report.ok(ObjectKind::Process, format!("pid {p}"), &run);
+                    }
+                    for d in dirs {
+                        report.ok(ObjectKind::Cgroup, d.display().to_string(), &run);
+                    }
+                }
+                Err(e) => report.fail(ObjectKind::Cgroup, name.clone(), &run, e),
+            }
+        }
+    }
+
+    // 2. Processes tagged with a selected run (host-platform tenants, strays).
+    let tagged: Vec<(i32, String)> = procs::tagged(procs::ENV_RUN)
+        .into_iter()
+        .filter(|(_, run)| runs.selected(run))
+        .collect();
+    let mut signalled = Vec::new();
+    for (pid, run) in &tagged {
+        if procs::kill9(*pid) {
+            signalled.push(*pid);
+            report.ok(ObjectKind::Process, format!("pid {pid}"), run);
+        }
+    }
+    let left = procs::wait_gone(&signalled, Duration::from_secs(5));
+    for pid in left {
+        report.fail(
+            ObjectKind::Process,
+            format!("pid {pid}"),
+            "?",
+            "still alive after SIGKILL",
+        );
+    }
+
+    // 3. Network namespaces: kill what runs inside, delete.
+    if let Ok(rd) = fs::read_dir("/run/netns") {
+        let mut ns: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(PREFIX))
+            .collect();
+        ns.sort();
+        for name in ns {
+            let run =
+                RunId::from_object_name(&name).map_or_else(|| "?".to_string(), |r| r.to_string());
+            if !runs.selected(&run) {
+                continue;
+            }
+            match crate::net::delete_netns(&name) {
+                Ok(killed) => {
+                    for p in killed {
+                        report.ok(ObjectKind::Process, format!("pid {p}"), &run);
+                    }
+                    report.ok(ObjectKind::Netns, name, &run);
+                }
+                Err(e) => report.fail(ObjectKind::Netns, name, &run, e),
+            }
+        }
+    }
+
+    // 4. Links: veth host ends first, bridges last.
+    if let Ok(rd) = fs::read_dir("/sys/class/net") {
+        let mut links: Vec<(String, String)> = Vec::new();
+        for e in rd.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(tag) = link_tag(&name) else { continue };
+            let alias = fs::read_to_string(e.path().join("ifalias")).unwrap_or_default();
+            let run = RunId::from_object_name(alias.trim())
+                .map(|r| r.to_string())
+                .or_else(|| tags.get(tag).cloned())
+                .unwrap_or_else(|| format!("?{tag}"));
+            if runs.selected(&run) {
+                links.push((name, run));
+            }
+        }
+        // Bridges (`b`) after the veths attached to them.
+        links.sort_by_key(|(n, _)| (n.as_bytes().get(8) == Some(&b'b'), n.clone()));
+        for (name, run) in links {
+            if !Path::new("/sys/class/net").join(&name).exists() {
+                // Went away with its peer.
+                report.ok(ObjectKind::Link, name, &run);
+                continue;
+            }
+            match cmd::ip(&["link", "del", &name]) {
+                Ok(_) => report.ok(ObjectKind::Link, name, &run),
+                Err(e) if !Path::new("/sys/class/net").join(&name).exists() => {
+                    let _ = e;
+                    report.ok(ObjectKind::Link, name, &run)
+                }
+                Err(e) => report.fail(ObjectKind::Link, name, &run, e),
+            }
+        }
+    }
+
+    // 5. Workdirs in the default parent and the parents the runs recorded.
+    let mut parents: BTreeSet<PathBuf> = BTreeSet::new();
+    parents.insert(run::default_workdir_root());
+    for (run, dir) in &state_dirs {
+        if !runs.selected(run) {
+            continue;
+        }
+        for line in fs::read_to_string(dir.join("workdirs"))
+            .unwrap_or_default()
+            .lines()
+        {
+            if !line.trim().is_empty() {
+                parents.insert(PathBuf::from(line.trim()));
+            }
+        }
+    }
+    for parent in parents {
+        let Ok(rd) = fs::read_dir(&parent) else {
+            continue;
+        };
+        let mut entries: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(PREFIX))
+            .map(|e| e.path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let Some(run) = RunId::from_object_name(&name).map(|r| r.to_string()) else {
+                continue;
+            };
+            if !runs.selected(&run) {
+                continue;
+            }
+            match fs::remove_dir_all(&path) {
+                Ok(()) => report.ok(ObjectKind::Workdir, path.display().to_string(), &run),
+                Err(e) => report.fail(ObjectKind::Workdir, path.display().to_string(), &run, e),
+            }
+        }
+    }
+
+    // 6. State directories.
+    for (run, dir) in state_dirs {
+        if !runs.selected(&run) {
+            continue;
+        }
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => report.ok(ObjectKind::StateDir, dir.display().to_string(), &run),
+            Err(e) => report.fail(ObjectKind::StateDir, dir.display().to_string(), &run, e),
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_tags() {
+        assert_eq!(link_tag("ib1a2b3cb"), Some("1a2b3c"));
+        assert_eq!(link_tag("ib1a2b3ch12"), Some("1a2b3c"));
+        assert_eq!(link_tag("ib1a2b3c"), None);
+        assert_eq!(link_tag("ibx a2b3ch1"), None);
+        assert_eq!(link_tag("ib1A2b3ch1"), None);
+        assert_eq!(link_tag("eth0"), None);
+        assert_eq!(link_tag("ib1a2b3ch1x"), None);
+    }
+
+    #[test]
+    fn report_lists_what_was_removed() {
+        let mut r = CleanupReport::default();
+        assert_eq!(r.to_string(), "nothing to clean up\n");
+        r.ok(
+            ObjectKind::Cgroup,
+            "/sys/fs/cgroup/pids/isobench-0badc0de-a",
+            "0badc0de",
+        );
+        r.fail(ObjectKind::Link, "ib0badc0b", "0badc0de", "busy");
+        let text = r.to_string();
+        assert!(
+            text.contains(
+                "removed cgroup   /sys/fs/cgroup/pids/isobench-0badc0de-a (run 0badc0de)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("FAILED  link ib0badc0b (run 0badc0de): busy"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,427 @@
+//! `isobench doctor`: for each platform and control, whether it works here and why not.
+//!
+//! Every check is done for real: a throwaway cgroup per controller with a limit written,
+//! a process started inside one and killed by freezing, a throwaway namespace, bridge, veth
+//! pair and tbf qdisc, the container and VM tools asked for their version, /dev/kvm opened.
+//! The throwaway objects belong to a run of their own and are removed before returning.
+
+use std::fs::OpenOptions;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+
+use crate::blockdev::device_for_path;
+use crate::cgroup::{self, CgroupFs, CgroupVersion, Controller, TenantCgroup};
+use crate::cmd;
+use crate::hostinfo::HostInfo;
+use crate::limits::{CpuList, Limits};
+use crate::procs;
+use crate::run::{self, RunGuard, RunId, LINK_PREFIX};
+use crate::sentinel::{Sentinel, SentinelConfig};
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// What was checked (`cgroup memory`, `netns`, `docker`, ...).
+    pub name: String,
+    /// Whether it works here.
+    pub ok: bool,
+    /// What was found, or why it does not work and what to do.
+    pub detail: String,
+}
+
+impl Check {
+    fn new(name: impl Into<String>, r: Result<String>) -> Check {
+        match r {
+            Ok(detail) => Check {
+                name: name.into(),
+                ok: true,
+                detail,
+            },
+            Err(e) => Check {
+                name: name.into(),
+                ok: false,
+                detail: format!("{e:#}"),
+            },
+        }
+    }
+}
+
+/// Runs every check. Needs no privileges; without root most checks fail with the reason.
+pub fn doctor() -> Vec<Check> {
+    let mut checks = Vec::new();
+    let root = procs::euid() == 0;
+    checks.push(Check::new(
+        "root",
+        if root {
+            Ok("running as root".into())
+        } else {
+            Err(anyhow!(
+                "running as uid {}: the cgroup platform, network namespaces and tc need root; \
+                 run isobench as root",
+                procs::euid()
+            ))
+        },
+    ));
+    let host = HostInfo::detect();
+    checks.push(Check::new(
+        "host",
+        host.as_ref()
+            .map(|h| {
+                format!(
+                    "CPUs {} ({}), memory nodes {}, {} MiB RAM",
+                    h.cpus,
+                    h.cpus.len(),
+                    h.mems,
+                    h.memory_bytes >> 20
+                )
+            })
+            .map_err(|e| anyhow!("{e:#}")),
+    ));
+    checks.push(Check::new(
+        "platform host",
+        Ok("plain processes, no isolation (the baseline)".into()),
+    ));
+
+    let guard = RunGuard::start_without_sweep();
+    let run = match &guard {
+        Ok(g) => Some(g.id().clone()),
+        Err(e) => {
+            checks.push(Check::new(
+                "state dir",
+                Err(anyhow!("{e:#}").context(format!(
+                    "creating a run under {}",
+                    run::state_root().display()
+                ))),
+            ));
+            None
+        }
+    };
+
+    checks.extend(cgroup_checks(root, run.as_ref(), host.as_ref().ok()));
+    checks.extend(net_checks(root, run.as_ref()));
+    checks.push(Check::new("workdir device", {
+        let p = run::default_workdir_root();
+        device_for_path(&p)
+            .map(|d| format!("{} is on {d}: io limits apply there", p.display()))
+            .map_err(|why| anyhow!("{}: {why}; io limits need a workdir on a disk", p.display()))
+    }));
+    checks.push(Check::new("sentinel", sentinel_check()));
+    checks.push(Check::new(
+        "docker",
+        tool_version("docker", &["version", "--format", "{{.Server.Version}}"]),
+    ));
+    checks.push(Check::new(
+        "podman",
+        tool_version("podman", &["version", "--format", "{{.Version}}"]),
+    ));
+    checks.push(Check::new(
+        "qemu",
+        tool_version("qemu-system-x86_64", &["--version"]),
+    ));
+    checks.push(Check::new("kvm", kvm_check()));
+
+    if let Ok(g) = guard {
+        let report = g.finish();
+        if !report.failed.is_empty() {
+            checks.push(Check::new(
+                "doctor cleanup",
+                Err(anyhow!("could not remove: {}", report.to_string().trim())),
+            ));
+        }
+    }
+    checks
+}
+
+fn need_root(root: bool) -> Result<()> {
+    if !root {
+        bail!("needs root");
+    }
+    Ok(())
+}
+
+fn cgroup_checks(root: bool, run: Option<&RunId>, host: Option<&HostInfo>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let mounts = cgroup::host_mounts().unwrap_or_default();
+    let fs = CgroupFs::detect();
+    checks.push(Check::new(
+        "cgroup",
+        fs.as_ref()
+            .map(|fs| fs.describe())
+            .map_err(|e| anyhow!("{e:#}")),
+    ));
+    if let Ok(fs) = &fs {
+        if fs.version() == CgroupVersion::V1 {
+            for m in mounts.iter().filter(|m| m.fstype == "cgroup2") {
+                let ctl = if m.controllers.is_empty() {
+                    "no controllers".to_string()
+                } else {
+                    format!("controllers: {}", m.controllers.join(" "))
+                };
+                checks.push(Check::new(
+                    "cgroup v2 (hybrid)",
+                    Ok(format!(
+                        "{} is cgroup2 with {ctl}; the resource controllers are bound to v1, \
+                         so isobench uses v1",
+                        m.path.display()
+                    )),
+                ));
+            }
+        }
+    }
+    let (Ok(fs), Some(run), Some(host)) = (fs, run, host) else {
+        checks.push(Check::new(
+            "platform cgroup",
+            Err(anyhow!("no usable cgroup filesystem, run or host facts")),
+        ));
+        return checks;
+    };
+    let first_cpu = host.cpus.iter().next().unwrap_or(0);
+    let dev = device_for_path(&run::default_workdir_root()).ok();
+    let tests: [(Controller, &str); 5] = [
+        (Controller::Cpu, "cpus=0.5,shares=512"),
+        (Controller::Cpuset, "cpuset=0"),
+        (Controller::Memory, "memory=64M"),
+        (Controller::Pids, "pids=16"),
+        (Controller::Io, "io_write_bps=100M"),
+    ];
+    let mut essentials_ok = root;
+    for (c, limits) in tests {
+        let r = (|| -> Result<String> {
+            need_root(root)?;
+            if !fs.has(c) {
+                bail!("not available ({})", fs.describe());
+            }
+            let mut l = Limits::parse(limits)?;
+            if c == Controller::Cpuset {
+                l.cpuset = Some(CpuList::from_cpus([first_cpu]));
+            }
+            let d = if c == Controller::Io {
+                Some(
+                    dev.as_ref()
+                        .context("no block device under /var/tmp to throttle")?
+                        .dev,
+                )
+            } else {
+                None
+            };
+            let name = run.object_name(&format!("doctor-{c}"));
+            let cg = TenantCgroup::create(&fs, &name, &l, d)?;
+            let back = cg.read_limits(d);
+            let removed = cg.remove(Duration::from_secs(5));
+            let back = back?;
+            removed?;
+            let shown = match c {
+                Controller::Cpu => format!("cpus={:?} weight={:?}", back.cpus, back.cpu_weight),
+                Controller::Cpuset => format!("cpuset={:?}", back.cpuset.map(|s| s.to_string())),
+                Controller::Memory => format!("memory={:?}", back.memory),
+                Controller::Pids => format!("pids={:?}", back.pids),
+                _ => format!("io_write_bps={:?}", back.io_write_bps),
+            };
+            Ok(format!("limit written and read back ({shown})"))
+        })();
+        if r.is_err() && matches!(c, Controller::Cpu | Controller::Memory | Controller::Pids) {
+            essentials_ok = false;
+        }
+        checks.push(Check::new(
+            format!("cgroup {}", c.v2_name().unwrap_or(c.v1_name())),
+            r,
+        ));
+    }
+    checks.push(Check::new("cgroup memory swap", {
+        let file = match fs.version() {
+            CgroupVersion::V1 => "memory.memsw.limit_in_bytes",
+            CgroupVersion::V2 => "memory.swap.max",
+        };
+        match fs.hierarchy_of(Controller::Memory) {
+            Some(h) if h.root.join(file).exists() || fs.version() == CgroupVersion::V2 => {
+                Ok(format!("swap is turned off per tenant with {file}"))
+            }
+            Some(_) => Ok(format!(
+                "{file} is missing: swap is turned off with memory.swappiness=0"
+            )),
+            None => Err(anyhow!("no memory controller")),
+        }
+    }));
+    let r = (|| -> Result<String> {
+        need_root(root)?;
+        freeze_kill_check(&fs, run)
+    })();
+    if r.is_err() {
+        essentials_ok = false;
+    }
+    checks.push(Check::new("cgroup freeze+kill", r));
+    checks.push(Check::new(
+        "platform cgroup",
+        if essentials_ok {
+            Ok(format!("cgroup {} tenants work", fs.version()))
+        } else {
+            Err(anyhow!(
+                "see the cgroup checks above; use `--platform host` meanwhile"
+            ))
+        },
+    ));
+    checks
+}
+
+/// Starts a process inside a throwaway cgroup, checks it is there, kills it by freezing.
+fn freeze_kill_check(fs: &CgroupFs, run: &RunId) -> Result<String> {
+    let name = run.object_name("doctor-kill");
+    let cg = TenantCgroup::create(fs, &name, &Limits::default(), None)?;
+    let r = (|| -> Result<String> {
+        let fds = cg.join_fds()?;
+        let mut cmd = Command::new("sleep");
+        cmd.arg("60").stdin(Stdio::null()).stdout(Stdio::null());
+        // SAFETY: the closure only writes to descriptors it owns.
+        unsafe {
+            cmd.pre_exec(move || {
+                for fd in &fds {
+                    if libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().context("starting `sleep` in the cgroup")?;
+        let pid = child.id() as i32;
+        let inside = cg.procs().contains(&pid);
+        let killed = cg.kill_all(Duration::from_secs(5));
+        let _ = child.kill();
+        let _ = child.wait();
+        let killed = killed?;
+        if !inside {
+            bail!("a started process was not in its cgroup");
+        }
+        if !killed.contains(&pid) {
+            bail!("the process was not killed by the cgroup teardown");
+        }
+        Ok("a process started inside its cgroup was frozen and killed".into())
+    })();
+    let removed = cg.remove(Duration::from_secs(5));
+    let r = r?;
+    removed?;
+    Ok(r)
+}
+
+fn net_checks(root: bool, run: Option<&RunId>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let Some(run) = run else {
+        return checks;
+    };
+    let ns = run.object_name("doctor");
+    checks.push(Check::new(
+        "netns",
+        (|| -> Result<String> {
+            need_root(root)?;
+            crate::net::check_available().map_err(|e| anyhow!(e))?;
+            cmd::ip(&["netns", "add", &ns])?;
+            crate::net::delete_netns(&ns)?;
+            Ok("network namespace created and removed".into())
+        })(),
+    ));
+    let br = format!("{LINK_PREFIX}{}b", run.tag());
+    let h = format!("{LINK_PREFIX}{}h0", run.tag());
+    let p = format!("{LINK_PREFIX}{}p0", run.tag());
+    let links = (|| -> Result<String> {
+        need_root(root)?;
+        cmd::ip(&["link", "add", "name", &br, "type", "bridge"])?;
+        cmd::ip(&[
+            "link", "add", "name", &h, "type", "veth", "peer", "name", &p,
+        ])?;
+        cmd::ip(&["link", "set", "dev", &h, "master", &br])?;
+        Ok("bridge and veth pair created".into())
+    })();
+    let links_ok = links.is_ok();
+    checks.push(Check::new("bridge+veth", links));
+    checks.push(Check::new(
+        "tc tbf",
+        (|| -> Result<String> {
+            need_root(root)?;
+            if !links_ok {
+                bail!("no veth to test on");
+            }
+            cmd::tc(&[
+                "qdisc", "add", "dev", &h, "root", "tbf", "rate", "10mbit", "burst", "16kb",
+                "latency", "50ms",
+            ])?;
+            let shown = cmd::tc(&["qdisc", "show", "dev", &h])?;
+            if !shown.contains("tbf") {
+                bail!("the tbf qdisc does not show up: {}", shown.trim());
+            }
+            Ok("tbf rate limit applied to a veth".into())
+        })(),
+    ));
+    if root {
+        for l in [&h, &br] {
+            if Path::new("/sys/class/net").join(l).exists() {
+                let _ = cmd::ip(&["link", "del", l]);
+            }
+        }
+    }
+    if let Ok(out) = std::fs::read_to_string("/proc/sys/net/bridge/bridge-nf-call-iptables") {
+        if out.trim() == "1" {
+            checks.push(Check::new(
+                "bridge netfilter",
+                Ok(
+                    "bridge-nf-call-iptables=1: iptables FORWARD rules also filter traffic \
+                    between tenants; if tenants cannot reach each other, check them"
+                        .into(),
+                ),
+            ));
+        }
+    }
+    checks
+}
+
+fn sentinel_check() -> Result<String> {
+    let s = Sentinel::start(SentinelConfig::default(), |_| {})?;
+    let p = s.priority();
+    s.stop();
+    Ok(format!("heartbeat thread priority: {p:?}"))
+}
+
+fn tool_version(prog: &str, args: &[&str]) -> Result<String> {
+    let out = cmd::run_with_timeout(prog, args, Duration::from_secs(15))
+        .map_err(|e| anyhow!("{e:#}"))
+        .with_context(|| format!("`{prog}` is not installed or not runnable"))?;
+    if !out.success {
+        let why = out
+            .stderr
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        bail!("`{prog} {}` failed: {why}", args.join(" "));
+    }
+    Ok(out.stdout.lines().next().unwrap_or("").trim().to_string())
+}
+
+fn kvm_check() -> Result<String> {
+    const KVM_GET_API_VERSION: libc::c_ulong = 0xAE00;
+    const KVM_CREATE_VM: libc::c_ulong = 0xAE01;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .context("opening /dev/kvm (VMs will use TCG emulation)")?;
+    // SAFETY: KVM ioctls without argument on an open /dev/kvm descriptor.
+    let api = unsafe { libc::ioctl(f.as_raw_fd(), KVM_GET_API_VERSION as _, 0) };
+    if api != 12 {
+        bail!("KVM API version {api}, expected 12");
+    }
+    // SAFETY: as above; the returned descriptor is closed right away.
+    let vm = unsafe { libc::ioctl(f.as_raw_fd(), KVM_CREATE_VM as _, 0) };
+    if vm < 0 {
+        bail!("KVM_CREATE_VM failed: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: `vm` is a descriptor we own.
+    unsafe { libc::close(vm) };
+    Ok("/dev/kvm opens and creates a VM (guests may still be slow or hang when nested)".into())
+}

@@ -1,0 +1,1121 @@
+//! Tenant resource limits: one typed struct, parsed from `key=value` lists such as
+//! `cpus=1.5,memory=1G,pids=64,cpuset=0`.
+//!
+//! Parsing only checks syntax and ranges ([`Limits::parse`]); whether the limits fit this host
+//! (a cpuset on CPUs that exist, a quota no larger than the machine) is a separate step,
+//! [`Limits::validate`], so a scenario file can be checked anywhere and resolved on the host
+//! that runs it. Every error names the key, the value and the fix.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use thiserror::Error;
+
+use crate::hostinfo::HostInfo;
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+const GIB: u64 = 1024 * MIB;
+const TIB: u64 = 1024 * GIB;
+
+/// Pids limit applied to an aggressor tenant when the user sets none.
+pub const SAFE_PIDS: u64 = 256;
+/// Write bandwidth limit (bytes/s) applied to an aggressor tenant's workdir device when the user
+/// sets none.
+pub const SAFE_IO_WRITE_BPS: u64 = 256 * MIB;
+/// Divisor of host RAM giving the memory limit of an aggressor tenant when the user sets none.
+pub const SAFE_MEMORY_DIVISOR: u64 = 4;
+
+/// CFS period used for CPU quotas, in microseconds.
+pub const CPU_PERIOD_US: u64 = 100_000;
+
+/// The CPU weight of a tenant, in the scale the user wrote it in.
+///
+/// cgroup v1 uses `cpu.shares` (2..=262144, default 1024) and v2 uses `cpu.weight`
+/// (1..=10000, default 100). They convert proportionally (1024 shares = weight 100), so the
+/// default maps to the default on both versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuWeight {
+    /// cgroup v1 scale, `shares=`.
+    Shares(u64),
+    /// cgroup v2 scale, `weight=`.
+    Weight(u64),
+}
+
+impl CpuWeight {
+    /// The value on the v1 `cpu.shares` scale.
+    pub fn as_shares(self) -> u64 {
+        match self {
+            CpuWeight::Shares(s) => s,
+            CpuWeight::Weight(w) => ((w * 1024 + 50) / 100).clamp(2, 262_144),
+        }
+    }
+
+    /// The value on the v2 `cpu.weight` scale.
+    pub fn as_weight(self) -> u64 {
+        match self {
+            CpuWeight::Weight(w) => w,
+            CpuWeight::Shares(s) => ((s * 100 + 512) / 1024).clamp(1, 10_000),
+        }
+    }
+}
+
+/// A sorted set of CPU (or memory node) numbers, written in the kernel's list format
+/// (`0-3,8,10-11`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuList(BTreeSet<u32>);
+
+/// Largest CPU or node number accepted in a list.
+const MAX_CPU: u32 = 4095;
+
+impl CpuList {
+    /// Parses the kernel list format. Empty input gives an empty list.
+    pub fn parse(s: &str) -> Result<CpuList, String> {
+        let mut set = BTreeSet::new();
+        let s = s.trim();
+        if s.is_empty() {
+            return Ok(CpuList(set));
+        }
+        for part in s.split(',') {
+            let part = part.trim();
+            let (lo, hi) = match part.split_once('-') {
+                Some((a, b)) => (parse_cpu(a)?, parse_cpu(b)?),
+                None => {
+                    let c = parse_cpu(part)?;
+                    (c, c)
+                }
+            };
+            if lo > hi {
+                return Err(format!("range `{part}` goes backwards"));
+            }
+            set.extend(lo..=hi);
+        }
+        Ok(CpuList(set))
+    }
+
+    /// A list holding exactly these numbers.
+    pub fn from_cpus(cpus: impl IntoIterator<Item = u32>) -> CpuList {
+        CpuList(cpus.into_iter().collect())
+    }
+
+    /// The numbers, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// How many numbers the list holds.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `n` is in the list.
+    pub fn contains(&self, n: u32) -> bool {
+        self.0.contains(&n)
+    }
+
+    /// Numbers of `self` that are not in `other`.
+    pub fn missing_from(&self, other: &CpuList) -> Vec<u32> {
+        self.0.difference(&other.0).copied().collect()
+    }
+}
+
+fn parse_cpu(s: &str) -> Result<u32, String> {
+    let s = s.trim();
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a CPU number"))?;
+    if n > MAX_CPU {
+        return Err(format!("CPU number {n} is larger than {MAX_CPU}"));
+    }
+    Ok(n)
+}
+
+impl fmt::Display for CpuList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        let mut iter = self.0.iter().copied().peekable();
+        while let Some(start) = iter.next() {
+            let mut end = start;
+            while iter.peek() == Some(&(end + 1)) {
+                end = iter.next().unwrap_or(end);
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if start == end {
+                write!(f, "{start}")?;
+            } else {
+                write!(f, "{start}-{end}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The resource limits of one tenant. `None` means "not limited".
+///
+/// Written as a comma-separated `key=value` list; the keys are those of [`LIMIT_KEYS`]:
+///
+/// | key | value | enforced by |
+/// |---|---|---|
+/// | `cpus` | CPUs of quota, e.g. `1.5` | v1 `cpu.cfs_quota_us`, v2 `cpu.max` |
+/// | `shares` / `weight` | CPU weight (v1 / v2 scale) | `cpu.shares` / `cpu.weight` |
+/// | `cpuset` | CPU list, e.g. `0-1,3` | `cpuset.cpus` |
+/// | `mems` | memory node list | `cpuset.mems` |
+/// | `memory` | bytes, e.g. `512M`, `2G` (binary units), swap off | `memory.limit_in_bytes` / `memory.max` |
+/// | `pids` | max processes and threads | `pids.max` |
+/// | `io_read_bps`, `io_write_bps` | bytes/s on the workdir device, e.g. `50M` | blkio throttle / `io.max` |
+/// | `io_read_iops`, `io_write_iops` | operations/s on the workdir device | blkio throttle / `io.max` |
+/// | `net_rate` | both directions, e.g. `100mbit` | tc tbf on the tenant's veth pair |
+/// | `net_egress`, `net_ingress` | one direction | tc tbf |
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Limits {
+    /// CPU quota, in CPUs (1.5 = one and a half CPUs of time per period).
+    pub cpus: Option<f64>,
+    /// CPU weight relative to other tenants.
+    pub cpu_weight: Option<CpuWeight>,
+    /// CPUs the tenant may run on.
+    pub cpuset: Option<CpuList>,
+    /// Memory nodes the tenant may allocate from.
+    pub mems: Option<CpuList>,
+    /// Memory limit in bytes (swap is kept off for the tenant).
+    pub memory: Option<u64>,
+    /// Maximum number of processes and threads.
+    pub pids: Option<u64>,
+    /// Read bandwidth on the workdir's block device, bytes/s.
+    pub io_read_bps: Option<u64>,
+    /// Write bandwidth on the workdir's block device, bytes/s.
+    pub io_write_bps: Option<u64>,
+    /// Read operations per second on the workdir's block device.
+    pub io_read_iops: Option<u64>,
+    /// Write operations per second on the workdir's block device.
+    pub io_write_iops: Option<u64>,
+    /// Rate of traffic leaving the tenant's network namespace, bits/s.
+    pub net_egress: Option<u64>,
+    /// Rate of traffic entering the tenant's network namespace, bits/s.
+    pub net_ingress: Option<u64>,
+}
+
+/// One accepted limit key, with an example and what it does.
+#[derive(Debug, Clone, Copy)]
+pub struct LimitKey {
+    /// The key as written.
+    pub key: &'static str,
+    /// A valid example.
+    pub example: &'static str,
+    /// One-line description.
+    pub help: &'static str,
+}
+
+/// Every accepted limit key, in canonical order.
+pub const LIMIT_KEYS: &[LimitKey] = &[
+    LimitKey {
+        key: "cpus",
+        example: "cpus=1.5",
+        help: "CPU quota in CPUs",
+    },
+    LimitKey {
+        key: "shares",
+        example: "shares=512",
+        help: "CPU weight, cgroup v1 scale 2..262144 (default 1024)",
+    },
+    LimitKey {
+        key: "weight",
+        example: "weight=50",
+        help: "CPU weight, cgroup v2 scale 1..10000 (default 100)",
+    },
+    LimitKey {
+        key: "cpuset",
+        example: "cpuset=0-1",
+        help: "CPUs the tenant may run on",
+    },
+    LimitKey {
+        key: "mems",
+        example: "mems=0",
+        help: "memory nodes the tenant may use",
+    },
+    LimitKey {
+        key: "memory",
+        example: "memory=512M",
+        help: "memory limit, binary units K/M/G/T, swap off",
+    },
+    LimitKey {
+        key: "pids",
+        example: "pids=64",
+        help: "maximum processes and threads",
+    },
+    LimitKey {
+        key: "io_read_bps",
+        example: "io_read_bps=50M",
+        help: "read bytes/s on the workdir device",
+    },
+    LimitKey {
+        key: "io_write_bps",
+        example: "io_write_bps=50M",
+        help: "write bytes/s on the workdir device",
+    },
+    LimitKey {
+        key: "io_read_iops",
+        example: "io_read_iops=1000",
+        help: "read operations/s on the workdir device",
+    },
+    LimitKey {
+        key: "io_write_iops",
+        example: "io_write_iops=1000",
+        help: "write operations/s on the workdir device",
+    },
+    LimitKey {
+        key: "net_rate",
+        example: "net_rate=100mbit",
+        help: "network rate both ways (kbit/mbit/gbit)",
+    },
+    LimitKey {
+        key: "net_egress",
+        example: "net_egress=100mbit",
+        help: "network rate out of the tenant",
+    },
+    LimitKey {
+        key: "net_ingress",
+        example: "net_ingress=100mbit",
+        help: "network rate into the tenant",
+    },
+];
+
+fn key_names() -> String {
+    LIMIT_KEYS
+        .iter()
+        .map(|k| k.key)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn key_spec(key: &str) -> Option<&'static LimitKey> {
+    LIMIT_KEYS.iter().find(|k| k.key == key)
+}
+
+/// The accepted key closest to `key`, if any is close enough to be a likely typo.
+pub fn nearest_key(key: &str) -> Option<&'static str> {
+    let key = key.to_ascii_lowercase();
+    // A few words people naturally use for a key.
+    let synonyms: &[(&str, &str)] = &[
+        ("cpu", "cpus"),
+        ("cpu_quota", "cpus"),
+        ("quota", "cpus"),
+        ("mem", "memory"),
+        ("memory_limit", "memory"),
+        ("ram", "memory"),
+        ("cpus_set", "cpuset"),
+        ("cpu_set", "cpuset"),
+        ("pid", "pids"),
+        ("pids_max", "pids"),
+        ("cpu_shares", "shares"),
+        ("cpu_weight", "weight"),
+        ("rate", "net_rate"),
+        ("bandwidth", "net_rate"),
+    ];
+    if let Some((_, k)) = synonyms.iter().find(|(s, _)| *s == key) {
+        return Some(k);
+    }
+    LIMIT_KEYS
+        .iter()
+        .map(|k| (strsim::jaro_winkler(&key, k.key), k.key))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+/// A limit list that cannot be parsed or does not fit this host.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum LimitError {
+    /// A key that is not in [`LIMIT_KEYS`].
+    #[error(
+        "unknown limit key `{key}`{}; valid keys: {}",
+        match suggestion { Some(s) => format!(" (did you mean `{s}`?)"), None => String::new() },
+        key_names()
+    )]
+    UnknownKey {
+        /// The key as written.
+        key: String,
+        /// The nearest valid key.
+        suggestion: Option<&'static str>,
+    },
+    /// An item without `=`.
+    #[error("limit `{item}` is not of the form key=value; write e.g. `cpus=1.5,memory=1G`")]
+    NotKeyValue {
+        /// The item as written.
+        item: String,
+    },
+    /// The same key twice.
+    #[error("limit key `{key}` is given twice; keep only one `{key}=...`")]
+    Duplicate {
+        /// The key.
+        key: String,
+    },
+    /// A value that does not parse or is out of range.
+    #[error("limit `{key}={value}`: {problem}; write e.g. `{example}`")]
+    BadValue {
+        /// The key.
+        key: &'static str,
+        /// The value as written.
+        value: String,
+        /// What is wrong with it.
+        problem: String,
+        /// A valid example.
+        example: &'static str,
+    },
+    /// Two keys that set the same thing.
+    #[error("limits `{first}` and `{second}` both set {what}; keep only one of them")]
+    Conflict {
+        /// First key.
+        first: &'static str,
+        /// Second key.
+        second: &'static str,
+        /// What they both set.
+        what: &'static str,
+    },
+    /// A valid value that does not fit this host.
+    #[error("limit `{key}={value}`: {problem}; {fix}")]
+    NotOnHost {
+        /// The key.
+        key: &'static str,
+        /// The value as written (canonical form).
+        value: String,
+        /// What is wrong.
+        problem: String,
+        /// How to fix it.
+        fix: String,
+    },
+}
+
+fn bad(key: &'static str, value: &str, problem: impl Into<String>) -> LimitError {
+    LimitError::BadValue {
+        key,
+        value: value.to_string(),
+        problem: problem.into(),
+        example: key_spec(key).map_or("cpus=1", |k| k.example),
+    }
+}
+
+/// Parses a byte size: an integer or decimal number with an optional binary unit
+/// (`K`, `M`, `G`, `T`, also written `KB`/`KiB`, case-insensitive). `1.5G` is 1.5 GiB.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    if num.is_empty() {
+        return Err("a size starts with a number".into());
+    }
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => KIB,
+        "m" | "mb" | "mib" => MIB,
+        "g" | "gb" | "gib" => GIB,
+        "t" | "tb" | "tib" => TIB,
+        other => return Err(format!("unknown size unit `{other}` (use K, M, G or T)")),
+    };
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(mult)
+            .ok_or_else(|| "size is too large".to_string());
+    }
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("`{num}` is not a number"))?;
+    let v = x * mult as f64;
+    if !v.is_finite() || v >= u64::MAX as f64 {
+        return Err("size is too large".into());
+    }
+    Ok(v as u64)
+}
+
+/// Formats a byte count with the largest binary unit that divides it exactly (`1G`, `1536M`).
+pub fn format_size(v: u64) -> String {
+    for (unit, m) in [("T", TIB), ("G", GIB), ("M", MIB), ("K", KIB)] {
+        if v >= m && v % m == 0 {
+            return format!("{}{unit}", v / m);
+        }
+    }
+    v.to_string()
+}
+
+/// Parses a network rate in bits per second: `100mbit`, `1gbit`, `500kbit`, `64000bit` or a
+/// plain number of bits/s. Units are decimal, as in `tc`.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    if num.is_empty() {
+        return Err("a rate starts with a number".into());
+    }
+    let unit = unit.trim().to_ascii_lowercase();
+    let mult: u64 = match unit.as_str() {
+        "" | "bit" => 1,
+        "k" | "kbit" => 1_000,
+        "m" | "mbit" => 1_000_000,
+        "g" | "gbit" => 1_000_000_000,
+        u if u.ends_with("bps") || u.ends_with("b/s") => {
+            return Err(format!(
+                "`{u}` is ambiguous (bits or bytes?); write the rate in bits, e.g. `100mbit`"
+            ))
+        }
+        other => {
+            return Err(format!(
+                "unknown rate unit `{other}` (use kbit, mbit or gbit)"
+            ))
+        }
+    };
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("`{num}` is not a number"))?;
+    let v = x * mult as f64;
+    if !v.is_finite() || v >= 1e15 {
+        return Err("rate is too large".into());
+    }
+    Ok(v as u64)
+}
+
+/// Formats a rate in bits/s the way `tc` reads it.
+pub fn format_rate(v: u64) -> String {
+    for (unit, m) in [
+        ("gbit", 1_000_000_000),
+        ("mbit", 1_000_000),
+        ("kbit", 1_000),
+    ] {
+        if v >= m && v % m == 0 {
+            return format!("{}{unit}", v / m);
+        }
+    }
+    format!("{v}bit")
+}
+
+fn parse_int(key: &'static str, value: &str, min: u64, max: u64) -> Result<u64, LimitError> {
+    let n: u64 = value
+        .trim()
+        .parse()
+        .map_err(|_| bad(key, value, "not a whole number"))?;
+    if n < min || n > max {
+        return Err(bad(key, value, format!("must be between {min} and {max}")));
+    }
+    Ok(n)
+}
+
+impl Limits {
+    /// No limits at all.
+    pub fn none() -> Limits {
+        Limits::default()
+    }
+
+    /// Whether no limit is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Limits::default()
+    }
+
+    /// Parses a comma-separated `key=value` list. Commas inside CPU lists are allowed
+    /// (`cpuset=0,2,memory=1G`). Only syntax and ranges are checked here; see
+    /// [`Limits::validate`] for the host.
+    pub fn parse(s: &str) -> Result<Limits, LimitError> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for item in s.split(',') {
+            let item = item.trim();
+            if item.is_empty() {
+                continue;
+            }
+            match item.split_once('=') {
+                Some((k, v)) => pairs.push((k.trim().to_string(), v.trim().to_string())),
+                None => match pairs.last_mut() {
+                    // `cpuset=0,2`: the `2` continues the list of the previous key.
+                    Some((k, v)) if k == "cpuset" || k == "mems" => {
+                        v.push(',');
+                        v.push_str(item);
+                    }
+                    _ => {
+                        return Err(LimitError::NotKeyValue {
+                            item: item.to_string(),
+                        })
+                    }
+                },
+            }
+        }
+        Limits::from_pairs(pairs)
+    }
+
+    /// Builds limits from key/value pairs (as found in a TOML table, values as strings).
+    pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Result<Limits, LimitError>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut l = Limits::default();
+        let mut seen: BTreeSet<&'static str> = BTreeSet::new();
+        for (k, v) in pairs {
+            let (k, v) = (k.as_ref().trim(), v.as_ref().trim());
+            let spec = key_spec(k).ok_or_else(|| LimitError::UnknownKey {
+                key: k.to_string(),
+                suggestion: nearest_key(k),
+            })?;
+            let key = spec.key;
+            if !seen.insert(key) {
+                return Err(LimitError::Duplicate { key: key.into() });
+            }
+            if v.is_empty() {
+                return Err(bad(key, v, "the value is empty"));
+            }
+            l.set(key, v)?;
+        }
+        if seen.contains("shares") && seen.contains("weight") {
+            return Err(LimitError::Conflict {
+                first: "shares",
+                second: "weight",
+                what: "the CPU weight",
+            });
+        }
+        if seen.contains("net_rate")
+            && (seen.contains("net_egress") || seen.contains("net_ingress"))
+        {
+            let second = if seen.contains("net_egress") {
+                "net_egress"
+            } else {
+                "net_ingress"
+            };
+            return Err(LimitError::Conflict {
+                first: "net_rate",
+                second,
+                what: "the network rate",
+            });
+        }
+        Ok(l)
+    }
+
+    fn set(&mut self, key: &'static str, v: &str) -> Result<(), LimitError> {
+        match key {
+            "cpus" => {
+                let x: f64 = v.parse().map_err(|_| bad(key, v, "not a number of CPUs"))?;
+                if !x.is_finite() || x < 0.01 {
+                    return Err(bad(key, v, "must be at least 0.01"));
+                }
+                if x > 4096.0 {
+                    return Err(bad(key, v, "must be at most 4096"));
+                }
+                self.cpus = Some(x);
+            }
+            "shares" => {
+                self.cpu_weight = Some(CpuWeight::Shares(parse_int(key, v, 2, 262_144)?));
+            }
+            "weight" => {
+                self.cpu_weight = Some(CpuWeight::Weight(parse_int(key, v, 1, 10_000)?));
+            }
+            "cpuset" | "mems" => {
+                let list = CpuList::parse(v).map_err(|p| bad(key, v, p))?;
+                if list.is_empty() {
+                    return Err(bad(key, v, "the list is empty"));
+                }
+                if key == "cpuset" {
+                    self.cpuset = Some(list);
+                } else {
+                    self.mems = Some(list);
+                }
+            }
+            "memory" => {
+                let n = parse_size(v).map_err(|p| bad(key, v, p))?;
+                if n < 4 * MIB {
+                    return Err(bad(key, v, "is below 4M, too small to start a process"));
+                }
+                self.memory = Some(n);
+            }
+            "pids" => self.pids = Some(parse_int(key, v, 1, 4_194_304)?),
+            "io_read_bps" | "io_write_bps" => {
+                let n = parse_size(v).map_err(|p| bad(key, v, p))?;
+                if n == 0 {
+                    return Err(bad(key, v, "must be above 0"));
+                }
+                if key == "io_read_bps" {
+                    self.io_read_bps = Some(n);
+                } else {
+                    self.io_write_bps = Some(n);
+                }
+            }
+            "io_read_iops" => self.io_read_iops = Some(parse_int(key, v, 1, u32::MAX as u64)?),
+            "io_write_iops" => self.io_write_iops = Some(parse_int(key, v, 1, u32::MAX as u64)?),
+            "net_rate" | "net_egress" | "net_ingress" => {
+                let r = parse_rate(v).map_err(|p| bad(key, v, p))?;
+                if r < 64_000 {
+                    return Err(bad(key, v, "is below 64kbit, too slow for a tbf shaper"));
+                }
+                if key != "net_ingress" {
+                    self.net_egress = Some(r);
+                }
+                if key != "net_egress" {
+                    self.net_ingress = Some(r);
+                }
+            }
+            _ => unreachable!("key_spec returned an unhandled key {key}"),
+        }
+        Ok(())
+    }
+
+    /// Checks the limits against this host: CPUs and nodes in `cpuset`/`mems` must be online,
+    /// `cpus` may not exceed the CPUs available to the tenant, `memory` may not exceed RAM.
+    pub fn validate(&self, host: &HostInfo) -> Result<(), LimitError> {
+        if let Some(set) = &self.cpuset {
+            let missing = set.missing_from(&host.cpus);
+            if !missing.is_empty() {
+                return Err(LimitError::NotOnHost {
+                    key: "cpuset",
+                    value: set.to_string(),
+                    problem: format!(
+                        "CPU {} is not online on this host (online CPUs: {})",
+                        CpuList::from_cpus(missing),
+                        host.cpus
+                    ),
+                    fix: format!("choose CPUs within {}", host.cpus),
+                });
+            }
+        }
+        if let Some(mems) = &self.mems {
+            let missing = mems.missing_from(&host.mems);
+            if !missing.is_empty() {
+                return Err(LimitError::NotOnHost {
+                    key: "mems",
+                    value: mems.to_string(),
+                    problem: format!(
+                        "memory node {} is not online on this host (online nodes: {})",
+                        CpuList::from_cpus(missing),
+                        host.mems
+                    ),
+                    fix: format!("choose nodes within {}", host.mems),
+                });
+            }
+        }
+        if let Some(cpus) = self.cpus {
+            let avail = self.cpuset.as_ref().map_or(host.cpus.len(), |s| s.len());
+            if cpus > avail as f64 + 1e-9 {
+                let within = if self.cpuset.is_some() {
+                    "the CPUs of its cpuset"
+                } else {
+                    "the online CPUs of this host"
+                };
+                return Err(LimitError::NotOnHost {
+                    key: "cpus",
+                    value: format_cpus(cpus),
+                    problem: format!("the tenant can use at most {avail} CPUs ({within})"),
+                    fix: format!("use cpus={avail} or less, or remove the key"),
+                });
+            }
+        }
+        if let Some(mem) = self.memory {
+            if host.memory_bytes > 0 && mem > host.memory_bytes {
+                return Err(LimitError::NotOnHost {
+                    key: "memory",
+                    value: format_size(mem),
+                    problem: format!(
+                        "exceeds this host's RAM ({})",
+                        format_size_approx(host.memory_bytes)
+                    ),
+                    fix: "use a smaller limit or remove the key".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Limits for a tenant that runs aggressive workloads (fork bomb, memory hog, disk
+    /// flood): keeps every limit the user set and fills in the missing containment limits:
+    /// `pids` = [`SAFE_PIDS`], `memory` = 1/[`SAFE_MEMORY_DIVISOR`] of host RAM and
+    /// `io_write_bps` = [`SAFE_IO_WRITE_BPS`] on the tenant's workdir device. Returns the new
+    /// limits and, for the record, which defaults were filled in.
+    pub fn with_safe_defaults(&self, host: &HostInfo) -> (Limits, Vec<String>) {
+        let mut l = self.clone();
+        let mut filled = Vec::new();
+        if l.pids.is_none() {
+            l.pids = Some(SAFE_PIDS);
+            filled.push(format!("pids={SAFE_PIDS}"));
+        }
+        if l.memory.is_none() {
+            let quarter = (host.memory_bytes / SAFE_MEMORY_DIVISOR).max(64 * MIB);
+            // Round down to whole MiB so the value reads well and is page aligned.
+            let m = quarter / MIB * MIB;
+            l.memory = Some(m);
+            filled.push(format!("memory={}", format_size(m)));
+        }
+        if l.io_write_bps.is_none() {
+            l.io_write_bps = Some(SAFE_IO_WRITE_BPS);
+            filled.push(format!("io_write_bps={}", format_size(SAFE_IO_WRITE_BPS)));
+        }
+        (l, filled)
+    }
+
+    /// Whether any block I/O limit is set.
+    pub fn has_io(&self) -> bool {
+        self.io_read_bps.is_some()
+            || self.io_write_bps.is_some()
+            || self.io_read_iops.is_some()
+            || self.io_write_iops.is_some()
+    }
+
+    /// Whether any network rate is set.
+    pub fn has_net(&self) -> bool {
+        self.net_egress.is_some() || self.net_ingress.is_some()
+    }
+
+    /// The limits that need a resource controller (everything but network rates).
+    pub fn resource_keys(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.cpus.is_some() {
+            v.push("cpus");
+        }
+        match self.cpu_weight {
+            Some(CpuWeight::Shares(_)) => v.push("shares"),
+            Some(CpuWeight::Weight(_)) => v.push("weight"),
+            None => {}
+        }
+        for (set, k) in [
+            (self.cpuset.is_some(), "cpuset"),
+            (self.mems.is_some(), "mems"),
+            (self.memory.is_some(), "memory"),
+            (self.pids.is_some(), "pids"),
+            (self.io_read_bps.is_some(), "io_read_bps"),
+            (self.io_write_bps.is_some(), "io_write_bps"),
+            (self.io_read_iops.is_some(), "io_read_iops"),
+            (self.io_write_iops.is_some(), "io_write_iops"),
+        ] {
+            if set {
+                v.push(k);
+            }
+        }
+        v
+    }
+}
+
+fn format_cpus(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn format_size_approx(v: u64) -> String {
+    if v >= GIB {
+        format!("{:.1}G", v as f64 / GIB as f64)
+    } else {
+        format!("{}M", v / MIB)
+    }
+}
+
+impl fmt::Display for Limits {
+    /// The canonical `key=value` list, keys in [`LIMIT_KEYS`] order; parses back to the same
+    /// limits.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(c) = self.cpus {
+            parts.push(format!("cpus={}", format_cpus(c)));
+        }
+        match self.cpu_weight {
+            Some(CpuWeight::Shares(s)) => parts.push(format!("shares={s}")),
+            Some(CpuWeight::Weight(w)) => parts.push(format!("weight={w}")),
+            None => {}
+        }
+        if let Some(s) = &self.cpuset {
+            parts.push(format!("cpuset={s}"));
+        }
+        if let Some(s) = &self.mems {
+            parts.push(format!("mems={s}"));
+        }
+        if let Some(m) = self.memory {
+            parts.push(format!("memory={}", format_size(m)));
+        }
+        if let Some(p) = self.pids {
+            parts.push(format!("pids={p}"));
+        }
+        if let Some(v) = self.io_read_bps {
+            parts.push(format!("io_read_bps={}", format_size(v)));
+        }
+        if let Some(v) = self.io_write_bps {
+            parts.push(format!("io_write_bps={}", format_size(v)));
+        }
+        if let Some(v) = self.io_read_iops {
+            parts.push(format!("io_read_iops={v}"));
+        }
+        if let Some(v) = self.io_write_iops {
+            parts.push(format!("io_write_iops={v}"));
+        }
+        match (self.net_egress, self.net_ingress) {
+            (Some(e), Some(i)) if e == i => parts.push(format!("net_rate={}", format_rate(e))),
+            (e, i) => {
+                if let Some(e) = e {
+                    parts.push(format!("net_egress={}", format_rate(e)));
+                }
+                if let Some(i) = i {
+                    parts.push(format!("net_ingress={}", format_rate(i)));
+                }
+            }
+        }
+        f.write_str(&parts.join(","))
+    }
+}
+
+impl FromStr for Limits {
+    type Err = LimitError;
+    fn from_str(s: &str) -> Result<Limits, LimitError> {
+        Limits::parse(s)
+    }
+}
+
+impl Serialize for Limits {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Limits {
+    /// Accepts either the string form (`"cpus=1,memory=1G"`) or a table
+    /// (`{ cpus = 1, memory = "1G" }`).
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Limits, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Limits;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a limit list like \"cpus=1,memory=1G\" or a table of limits")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Limits, E> {
+                Limits::parse(v).map_err(E::custom)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Limits, A::Error> {
+                let mut pairs = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Scalar>()? {
+                    pairs.push((k, v.0));
+                }
+                Limits::from_pairs(pairs).map_err(de::Error::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A scalar table value (string, integer, float or bool) kept as text.
+struct Scalar(String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Scalar, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or a number")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host() -> HostInfo {
+        HostInfo {
+            cpus: CpuList::parse("0-1").unwrap(),
+            mems: CpuList::parse("0").unwrap(),
+            memory_bytes: 24 * GIB,
+        }
+    }
+
+    #[test]
+    fn parses_every_key() {
+        let l = Limits::parse(
+            "cpus=1.5,shares=512,cpuset=0,2-3,mems=0,memory=1G,pids=64,io_read_bps=10M,\
+             io_write_bps=20M,io_read_iops=100,io_write_iops=200,net_rate=100mbit",
+        )
+        .unwrap();
+        assert_eq!(l.cpus, Some(1.5));
+        assert_eq!(l.cpu_weight, Some(CpuWeight::Shares(512)));
+        assert_eq!(l.cpuset.as_ref().unwrap().to_string(), "0,2-3");
+        assert_eq!(l.memory, Some(GIB));
+        assert_eq!(l.pids, Some(64));
+        assert_eq!(l.io_read_bps, Some(10 * MIB));
+        assert_eq!(l.io_write_bps, Some(20 * MIB));
+        assert_eq!(l.io_read_iops, Some(100));
+        assert_eq!(l.io_write_iops, Some(200));
+        assert_eq!(l.net_egress, Some(100_000_000));
+        assert_eq!(l.net_ingress, Some(100_000_000));
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in [
+            "",
+            "cpus=1.5,weight=50,cpuset=0-1,memory=1536M,pids=64",
+            "io_write_bps=1G,io_read_iops=7,net_egress=5mbit,net_ingress=1gbit",
+            "mems=0,net_rate=64kbit,memory=5000000",
+        ] {
+            let l = Limits::parse(s).unwrap();
+            let again = Limits::parse(&l.to_string()).unwrap();
+            assert_eq!(l, again, "{s} -> {l}");
+        }
+        assert_eq!(
+            Limits::parse("memory=1.5G,cpus=0.25").unwrap().to_string(),
+            "cpus=0.25,memory=1536M"
+        );
+    }
+
+    #[test]
+    fn unknown_key_suggests_nearest() {
+        let e = Limits::parse("memroy=1G").unwrap_err();
+        assert_eq!(
+            e,
+            LimitError::UnknownKey {
+                key: "memroy".into(),
+                suggestion: Some("memory")
+            }
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("`memroy`") && msg.contains("did you mean `memory`"),
+            "{msg}"
+        );
+        assert_eq!(nearest_key("cpu"), Some("cpus"));
+        assert_eq!(nearest_key("io_write_bp"), Some("io_write_bps"));
+        assert_eq!(nearest_key("zzzzzz"), None);
+    }
+
+    #[test]
+    fn malformed_values_name_key_value_and_fix() {
+        let e = Limits::parse("memory=12X").unwrap_err().to_string();
+        assert!(e.contains("memory=12X") && e.contains("memory=512M"), "{e}");
+        let e = Limits::parse("cpuset=0-x").unwrap_err().to_string();
+        assert!(e.contains("cpuset=0-x") && e.contains("cpuset=0-1"), "{e}");
+        let e = Limits::parse("cpuset=3-1").unwrap_err().to_string();
+        assert!(e.contains("backwards"), "{e}");
+        let e = Limits::parse("cpus=0").unwrap_err().to_string();
+        assert!(e.contains("at least 0.01"), "{e}");
+        let e = Limits::parse("net_rate=10mbps").unwrap_err().to_string();
+        assert!(e.contains("ambiguous") && e.contains("100mbit"), "{e}");
+        let e = Limits::parse("pids=-1").unwrap_err().to_string();
+        assert!(e.contains("pids=-1"), "{e}");
+        assert!(matches!(
+            Limits::parse("pids").unwrap_err(),
+            LimitError::NotKeyValue { .. }
+        ));
+        assert!(matches!(
+            Limits::parse("pids=1,pids=2").unwrap_err(),
+            LimitError::Duplicate { .. }
+        ));
+        assert!(matches!(
+            Limits::parse("shares=100,weight=10").unwrap_err(),
+            LimitError::Conflict { .. }
+        ));
+        assert!(matches!(
+            Limits::parse("net_rate=1mbit,net_egress=2mbit").unwrap_err(),
+            LimitError::Conflict { .. }
+        ));
+    }
+
+    #[test]
+    fn host_validation() {
+        let h = host();
+        Limits::parse("cpuset=0-1,cpus=2,memory=1G")
+            .unwrap()
+            .validate(&h)
+            .unwrap();
+        let e = Limits::parse("cpuset=0-3")
+            .unwrap()
+            .validate(&h)
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("cpuset=0-3") && msg.contains("CPU 2-3") && msg.contains("within 0-1"),
+            "{msg}"
+        );
+        let e = Limits::parse("cpus=1.5,cpuset=1")
+            .unwrap()
+            .validate(&h)
+            .unwrap_err();
+        assert!(e.to_string().contains("at most 1 CPUs"), "{e}");
+        let e = Limits::parse("mems=1").unwrap().validate(&h).unwrap_err();
+        assert!(e.to_string().contains("node 1"), "{e}");
+        let e = Limits::parse("memory=100G")
+            .unwrap()
+            .validate(&h)
+            .unwrap_err();
+        assert!(e.to_string().contains("RAM"), "{e}");
+    }
+
+    #[test]
+    fn safe_defaults_fill_only_missing() {
+        let h = host();
+        let (l, filled) = Limits::parse("pids=32").unwrap().with_safe_defaults(&h);
+        assert_eq!(l.pids, Some(32));
+        assert_eq!(l.memory, Some(6 * GIB));
+        assert_eq!(l.io_write_bps, Some(SAFE_IO_WRITE_BPS));
+        assert_eq!(
+            filled,
+            vec!["memory=6G".to_string(), "io_write_bps=256M".into()]
+        );
+        let (l, _) = Limits::none().with_safe_defaults(&h);
+        assert_eq!(l.pids, Some(SAFE_PIDS));
+    }
+
+    #[test]
+    fn weight_conversion_keeps_defaults() {
+        assert_eq!(CpuWeight::Shares(1024).as_weight(), 100);
+        assert_eq!(CpuWeight::Weight(100).as_shares(), 1024);
+        assert_eq!(CpuWeight::Shares(2).as_weight(), 1);
+        assert_eq!(CpuWeight::Weight(10_000).as_shares(), 102_400);
+        assert_eq!(CpuWeight::Shares(262_144).as_weight(), 10_000);
+    }
+
+    #[test]
+    fn sizes_and_rates() {
+        assert_eq!(parse_size("64M").unwrap(), 64 * MIB);
+        assert_eq!(parse_size("64MiB").unwrap(), 64 * MIB);
+        assert_eq!(parse_size("2g").unwrap(), 2 * GIB);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("1Q").is_err());
+        assert!(parse_size("G").is_err());
+        assert_eq!(format_size(1536 * MIB), "1536M");
+        assert_eq!(parse_rate("1.5mbit").unwrap(), 1_500_000);
+        assert_eq!(format_rate(1_500_000), "1500kbit");
+    }
+
+    #[test]
+    fn deserializes_string_or_table() {
+        let l: Limits = serde_json::from_str(r#""cpus=1,memory=1G""#).unwrap();
+        assert_eq!(l.memory, Some(GIB));
+        let l: Limits =
+            serde_json::from_str(r#"{"cpus": 0.5, "pids": 64, "memory": "64M"}"#).unwrap();
+        assert_eq!(
+            (l.cpus, l.pids, l.memory),
+            (Some(0.5), Some(64), Some(64 * MIB))
+        );
+        let e = serde_json::from_str::<Limits>(r#"{"cpu": 1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean `cpus`"), "{e}");
+        assert_eq!(
+            serde_json::to_string(&l).unwrap(),
+            r#""cpus=0.5,memory=64M,pids=64""#
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! The `host` and `cgroup` platforms: tenants made of local processes, contained (or not) by
+//! a cgroup, with an optional network namespace.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::blockdev::device_for_path;
+use crate::cgroup::{CgroupFs, TenantCgroup};
+use crate::error::PlatformError;
+use crate::hostinfo::HostInfo;
+use crate::net::{self, RunNet};
+use crate::run::RunContext;
+use crate::tenant::{
+    validate_tenant_name, Inner, Jail, LocalTenant, Role, Tenant, TenantInfo, TenantSpec,
+};
+use crate::{Platform, PlatformKind};
+
+pub(crate) struct LocalPlatform {
+    kind: PlatformKind,
+    run: RunContext,
+    host: HostInfo,
+    fs: Option<CgroupFs>,
+    net: RunNet,
+    names: BTreeSet<String>,
+    workdir_root: PathBuf,
+}
+
+impl LocalPlatform {
+    pub(crate) fn new(
+        kind: PlatformKind,
+        run: RunContext,
+        host: HostInfo,
+        fs: Option<CgroupFs>,
+        workdir_root: PathBuf,
+    ) -> LocalPlatform {
+        LocalPlatform {
+            kind,
+            net: RunNet::new(run.id().clone()),
+            run,
+            host,
+            fs,
+            names: BTreeSet::new(),
+            workdir_root,
+        }
+    }
+}
+
+impl Platform for LocalPlatform {
+    fn kind(&self) -> PlatformKind {
+        self.kind
+    }
+
+    fn describe(&self) -> String {
+        match &self.fs {
+            Some(fs) => fs.describe(),
+            None => "host: plain processes, no isolation".into(),
+        }
+    }
+
+    fn enforces_limits(&self) -> bool {
+        self.fs.is_some()
+    }
+
+    fn host(&self) -> &HostInfo {
+        &self.host
+    }
+
+    fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
+        // ---- Checks: nothing is created before all of them pass. ----
+        validate_tenant_name(&spec.name)?;
+        if self.names.contains(&spec.name) {
+            return Err(PlatformError::DuplicateTenant {
+                name: spec.name.clone(),
+            }
+            .into());
+        }
+        spec.limits.validate(&self.host)?;
+        if spec.network.is_none() {
+            let key = match (spec.limits.net_egress, spec.limits.net_ingress) {
+                (Some(e), Some(i)) if e == i => Some("net_rate"),
+                (Some(_), _) => Some("net_egress"),
+                (None, Some(_)) => Some("net_ingress"),
+                (None, None) => None,
+            };
+            if let Some(key) = key {
+                return Err(PlatformError::NetLimitWithoutNetwork { key }.into());
+            }
+        }
+        let mut limits = spec.limits.clone();
+        let mut notes = Vec::new();
+        match &self.fs {
+            None => {
+                if let Some(key) = limits.resource_keys().first() {
+                    return Err(PlatformError::NotEnforceable {
+                        key,
+                        platform: "host",
+                        why: "it runs plain processes without isolation",
+                        fix: "the `cgroup` platform",
+                    }
+                    .into());
+                }
+                if spec.role == Role::Aggressor {
+                    notes.push("host platform: no containment for aggressive workloads".into());
+                }
+            }
+            Some(_) => {
+                if spec.role == Role::Aggressor {
+                    let (l, filled) = limits.with_safe_defaults(&self.host);
+                    notes.extend(filled.into_iter().map(|f| format!("safe default {f}")));
+                    limits = l;
+                }
+            }
+        }
+        let parent = spec
+            .workdir
+            .clone()
+            .unwrap_or_else(|| self.workdir_root.clone());
+        if !parent.is_dir() {
+            bail!(
+                "the workdir parent {} of tenant {} is not a directory; create it or choose \
+                 another",
+                parent.display(),
+                spec.name
+            );
+        }
+        let device = if limits.has_io() {
+            match device_for_path(&parent) {
+                Ok(d) => Some(d),
+                Err(why) if spec.limits.has_io() => {
+                    return Err(PlatformError::NoBlockDevice {
+                        path: parent.display().to_string(),
+                        why,
+                    }
+                    .into())
+                }
+                Err(why) => {
+                    // Only the safe default asked for io: a workdir without a disk (tmpfs)
+                    // cannot flood one.
+                    limits.io_write_bps = None;
+                    notes.retain(|n| !n.contains("io_write_bps"));
+                    notes.push(format!("io_write_bps not applied: {why}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if let Some(fs) = &self.fs {
+            TenantCgroup::check(fs, &limits)?;
+        }
+        if spec.network.is_some() {
+            net::check_available().map_err(|why| PlatformError::Unavailable {
+                kind: "network namespace".into(),
+                why,
+                fix: "run isobench as root with iproute2 installed, or give the tenant no network"
+                    .into(),
+            })?;
+        }
+
+        // ---- Creation, undone step by step on error. ----
+        let object = self.run.id().object_name(&spec.name);
+        self.run.record_workdir_parent(&parent)?;
+        let workdir = parent.join(&object);
+        fs::create_dir(&workdir)
+            .with_context(|| format!("creating the workdir {}", workdir.display()))?;
+        let jail = match &self.fs {
+            Some(fs) => {
+                match TenantCgroup::create(fs, &object, &limits, device.as_ref().map(|d| d.dev)) {
+                    Ok(cg) => Jail::Cgroup(cg),
+                    Err(e) => {
+                        let _ = fs::remove_dir_all(&workdir);
+                        return Err(
+                            e.context(format!("creating the cgroup of tenant {}", spec.name))
+                        );
+                    }
+                }
+            }
+            None => Jail::Host {
+                pgids: Mutex::new(Vec::new()),
+                seen: Mutex::new(BTreeMap::new()),
+            },
+        };
+        let tenant_net = match &spec.network {
+            Some(ns) => match self.net.create_tenant(&object, ns, &limits) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    if let Jail::Cgroup(cg) = &jail {
+                        let _ = cg.remove(Duration::from_secs(5));
+                    }
+                    let _ = fs::remove_dir_all(&workdir);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        let info = TenantInfo {
+            name: spec.name.clone(),
+            role: spec.role,
+            platform: self.kind,
+            object_name: object,
+            limits,
+            notes,
+            cgroups: match &jail {
+                Jail::Cgroup(cg) => cg.dirs(),
+                Jail::Host { .. } => Vec::new(),
+            },
+            netns: tenant_net.as_ref().map(|n| n.netns().to_string()),
+            address: tenant_net.as_ref().map(|n| n.address()),
+            workdir,
+            io_device: device,
+            deadline_s: spec.deadline.map(|d| d.as_secs_f64()),
+        };
+        let inner = Inner {
+            netns_path: tenant_net.as_ref().map(|n| n.netns_path()),
+            net: Mutex::new(tenant_net),
+            info,
+            jail,
+            workdir_created: true,
+            run: self.run.clone(),
+            torn_down: AtomicBool::new(false),
+        };
+        self.names.insert(spec.name.clone());
+        Ok(Box::new(LocalTenant::new(inner)))
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        self.net.release();
+        Ok(())
+    }
+}
+
+impl Drop for LocalPlatform {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}

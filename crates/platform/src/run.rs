@@ -1,0 +1,293 @@
+//! Run ids and the run's state directory.
+//!
+//! Every object a run creates carries its id: cgroups and network namespaces are named
+//! `isobench-<run id>-<tenant>`, links `ib<tag><kind><n>` (the tag is the first six hex digits
+//! of the id; link names must fit 15 bytes) with the alias `isobench-<run id>`, tenant
+//! processes have `ISOBENCH_RUN=<run id>` in their environment. The state directory
+//! `/run/isobench/<run id>/` records the controller's pid and start time: a run whose
+//! controller is gone is dead, and the next run (or `isobench cleanup`) removes what it left.
+
+use std::fmt;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::cleanup::{self, CleanupReport, Scope};
+use crate::error::PlatformError;
+use crate::procs;
+
+/// Prefix of every object isobench creates.
+pub const PREFIX: &str = "isobench-";
+/// Prefix of every network link isobench creates (followed by the run's tag).
+pub const LINK_PREFIX: &str = "ib";
+
+/// The id of one run: 8 lowercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct RunId(String);
+
+impl RunId {
+    /// A fresh random id.
+    pub fn generate() -> RunId {
+        let mut b = [0u8; 4];
+        // SAFETY: getrandom writes at most `b.len()` bytes into `b`.
+        let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+        if n != b.len() as isize {
+            // Fall back on time and pid; uniqueness is still checked against the state dir.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos() ^ d.as_secs() as u32)
+                .unwrap_or(0);
+            b = (t ^ std::process::id().rotate_left(16)).to_le_bytes();
+        }
+        RunId(format!("{:08x}", u32::from_le_bytes(b)))
+    }
+
+    /// Parses an id written by [`RunId::as_str`].
+    pub fn parse(s: &str) -> Result<RunId, PlatformError> {
+        if s.len() == 8
+            && s.bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+        {
+            Ok(RunId(s.to_string()))
+        } else {
+            Err(PlatformError::BadRunId { id: s.to_string() })
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The six hex digits that name the run's network links.
+    pub fn tag(&self) -> &str {
+        &self.0[..6]
+    }
+
+    /// `isobench-<id>`: the prefix of the run's cgroups, namespaces and directories.
+    pub fn prefix(&self) -> String {
+        format!("{PREFIX}{}", self.0)
+    }
+
+    /// `isobench-<id>-<tenant>`: the name of a tenant's cgroup, namespace and workdir.
+    pub fn object_name(&self, tenant: &str) -> String {
+        format!("{PREFIX}{}-{tenant}", self.0)
+    }
+
+    /// The run id in an object name `isobench-<id>-...` or `isobench-<id>`.
+    pub fn from_object_name(name: &str) -> Option<RunId> {
+        let rest = name.strip_prefix(PREFIX)?;
+        let id = rest.split('-').next()?;
+        RunId::parse(id).ok()
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where run state directories live: `/run/isobench` as root, else
+/// `$XDG_RUNTIME_DIR/isobench` or `/tmp/isobench-<uid>`.
+pub fn state_root() -> PathBuf {
+    if procs::euid() == 0 {
+        return PathBuf::from("/run/isobench");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("isobench"),
+        _ => PathBuf::from(format!("/tmp/isobench-{}", procs::euid())),
+    }
+}
+
+/// Default parent of tenant working directories (on disk, not tmpfs).
+pub fn default_workdir_root() -> PathBuf {
+    PathBuf::from("/var/tmp")
+}
+
+/// Whether the run whose state directory is `dir` has a live controller.
+pub(crate) fn state_dir_live(dir: &Path) -> bool {
+    let Ok(text) = fs::read_to_string(dir.join("pid")) else {
+        return false;
+    };
+    let mut it = text.split_whitespace();
+    let (Some(pid), Some(start)) = (
+        it.next().and_then(|p| p.parse::<i32>().ok()),
+        it.next().and_then(|s| s.parse::<u64>().ok()),
+    ) else {
+        return false;
+    };
+    procs::start_time(pid) == Some(start)
+}
+
+/// A cheap, cloneable handle on a run: its id and state directory. Platforms take one; a
+/// Ctrl-C handler can keep one to call [`RunContext::cleanup_now`].
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    id: RunId,
+    state_dir: PathBuf,
+}
+
+impl RunContext {
+    /// The run id.
+    pub fn id(&self) -> &RunId {
+        &self.id
+    }
+
+    /// The run's state directory.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// Removes every object of this run at once (processes, cgroups, namespaces, links,
+    /// workdirs, the state directory), without needing the tenant handles: what a Ctrl-C
+    /// handler or a panic hook calls before exiting.
+    pub fn cleanup_now(&self) -> CleanupReport {
+        cleanup::sweep(Scope::Run(&self.id))
+    }
+
+    /// Records a workdir parent so that cleanup looks there for leftovers.
+    pub(crate) fn record_workdir_parent(&self, parent: &Path) -> Result<()> {
+        let file = self.state_dir.join("workdirs");
+        let line = parent.display().to_string();
+        let known = fs::read_to_string(&file).unwrap_or_default();
+        if known.lines().any(|l| l == line) {
+            return Ok(());
+        }
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&file)
+            .with_context(|| format!("opening {}", file.display()))?;
+        writeln!(f, "{line}").with_context(|| format!("writing {}", file.display()))
+    }
+}
+
+/// Owns one run: creates its state directory (after sweeping dead runs), and on
+/// [`RunGuard::finish`] or drop removes every object of the run that is still there.
+///
+/// Create it before the platform and drop it after the tenants.
+#[derive(Debug)]
+pub struct RunGuard {
+    ctx: RunContext,
+    swept: CleanupReport,
+    done: bool,
+}
+
+impl RunGuard {
+    /// Starts a run: removes the objects of dead runs (see [`crate::cleanup`]), then creates
+    /// the state directory of a new run id.
+    pub fn start() -> Result<RunGuard> {
+        let swept = cleanup::sweep(Scope::Dead);
+        let mut g = RunGuard::create(&state_root())?;
+        g.swept = swept;
+        Ok(g)
+    }
+
+    /// Starts a run without sweeping dead runs first (for `isobench doctor`, which only
+    /// reports).
+    pub fn start_without_sweep() -> Result<RunGuard> {
+        RunGuard::create(&state_root())
+    }
+
+    fn create(root: &Path) -> Result<RunGuard> {
+        fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+        let pid = std::process::id() as i32;
+        let start = procs::start_time(pid).context("reading this process's start time")?;
+        for _ in 0..100 {
+            let id = RunId::generate();
+            // Link names carry only the tag: it must be unique among the known runs.
+            let taken = fs::read_dir(root)
+                .with_context(|| format!("listing {}", root.display()))?
+                .filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().starts_with(id.tag()));
+            if taken {
+                continue;
+            }
+            // Write into a temporary name and rename, so that a concurrent sweep never sees
+            // a state directory without its pid file.
+            let tmp = root.join(format!(".new-{id}-{pid}"));
+            fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+            fs::write(tmp.join("pid"), format!("{pid} {start}\n"))
+                .with_context(|| format!("writing {}/pid", tmp.display()))?;
+            let dir = root.join(id.as_str());
+            if fs::rename(&tmp, &dir).is_err() {
+                let _ = fs::remove_dir_all(&tmp);
+                continue;
+            }
+            return Ok(RunGuard {
+                ctx: RunContext { id, state_dir: dir },
+                swept: CleanupReport::default(),
+                done: false,
+            });
+        }
+        anyhow::bail!("could not find a free run id in {}", root.display())
+    }
+
+    /// The run id.
+    pub fn id(&self) -> &RunId {
+        &self.ctx.id
+    }
+
+    /// A handle for platforms and signal handlers.
+    pub fn context(&self) -> RunContext {
+        self.ctx.clone()
+    }
+
+    /// What the sweep of dead runs removed when this run started.
+    pub fn swept(&self) -> &CleanupReport {
+        &self.swept
+    }
+
+    /// Ends the run: removes whatever of it is left and its state directory.
+    pub fn finish(mut self) -> CleanupReport {
+        self.done = true;
+        self.ctx.cleanup_now()
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            let r = self.ctx.cleanup_now();
+            for f in &r.failed {
+                eprintln!("isobench: warning: cleanup of run {}: {f}", self.ctx.id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids() {
+        let id = RunId::generate();
+        assert_eq!(RunId::parse(id.as_str()).unwrap(), id);
+        assert_eq!(id.tag().len(), 6);
+        assert!(RunId::parse("ABCDEF12").is_err());
+        assert!(RunId::parse("abc").is_err());
+        let name = id.object_name("victim-1");
+        assert_eq!(RunId::from_object_name(&name), Some(id.clone()));
+        assert_eq!(RunId::from_object_name(&id.prefix()), Some(id));
+        assert_eq!(RunId::from_object_name("isobench-zz-x"), None);
+    }
+
+    #[test]
+    fn state_dir_liveness() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id() as i32;
+        let start = procs::start_time(me).unwrap();
+        fs::write(dir.path().join("pid"), format!("{me} {start}\n")).unwrap();
+        assert!(state_dir_live(dir.path()));
+        // Same pid, other start time: a reused pid is not the run's controller.
+        fs::write(dir.path().join("pid"), format!("{me} {}\n", start + 1)).unwrap();
+        assert!(!state_dir_live(dir.path()));
+        fs::remove_file(dir.path().join("pid")).unwrap();
+        assert!(!state_dir_live(dir.path()));
+    }
+}

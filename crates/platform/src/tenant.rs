@@ -1,0 +1,591 @@
+//! Tenants: the slots a platform creates, the processes started in them, their usage and
+//! their teardown.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::{self, File};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+
+use crate::blockdev::BlockDevice;
+use crate::cgroup::TenantCgroup;
+use crate::limits::Limits;
+use crate::net::{NetSpec, TenantNet};
+use crate::procs;
+use crate::run::RunContext;
+use crate::watchdog::Watchdog;
+use crate::PlatformKind;
+
+/// What a tenant is for. Aggressors on a platform that enforces limits always run under
+/// pids, memory and io limits ([`Limits::with_safe_defaults`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// A well-behaved tenant running probes.
+    Victim,
+    /// A misbehaving tenant running stressors.
+    Aggressor,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Victim => "victim",
+            Role::Aggressor => "aggressor",
+        })
+    }
+}
+
+/// What to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantSpec {
+    /// Name, unique within the run (letters, digits, `_`, `-`; up to 40).
+    pub name: String,
+    /// Victim or aggressor.
+    pub role: Role,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Its own network namespace on the run's bridge, or `None` to share the host's network.
+    pub network: Option<NetSpec>,
+    /// Directory under which the tenant's working directory `isobench-<run>-<name>` is
+    /// created (default `/var/tmp`). io limits apply to this directory's disk.
+    pub workdir: Option<PathBuf>,
+    /// Time after which the watchdog kills every process of the tenant.
+    pub deadline: Option<Duration>,
+}
+
+impl TenantSpec {
+    /// A tenant with no limits, no network, the default workdir and no deadline.
+    pub fn new(name: impl Into<String>, role: Role) -> TenantSpec {
+        TenantSpec {
+            name: name.into(),
+            role,
+            limits: Limits::default(),
+            network: None,
+            workdir: None,
+            deadline: None,
+        }
+    }
+
+    /// With these limits.
+    pub fn with_limits(mut self, limits: Limits) -> TenantSpec {
+        self.limits = limits;
+        self
+    }
+
+    /// With its own network namespace.
+    pub fn with_network(mut self, net: NetSpec) -> TenantSpec {
+        self.network = Some(net);
+        self
+    }
+
+    /// With its working directory under `parent`.
+    pub fn with_workdir(mut self, parent: impl Into<PathBuf>) -> TenantSpec {
+        self.workdir = Some(parent.into());
+        self
+    }
+
+    /// With a deadline.
+    pub fn with_deadline(mut self, deadline: Duration) -> TenantSpec {
+        self.deadline = Some(deadline);
+        self
+    }
+}
+
+/// Checks a tenant name: it becomes part of cgroup, namespace and directory names.
+pub fn validate_tenant_name(name: &str) -> Result<(), crate::PlatformError> {
+    let bad = |why| {
+        Err(crate::PlatformError::BadTenantName {
+            name: name.to_string(),
+            why,
+        })
+    };
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if name.len() > 40 {
+        return bad("it is longer than 40 characters");
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return bad("it has characters other than letters, digits, `_` and `-`");
+    }
+    if name.starts_with('-') {
+        return bad("it starts with `-`");
+    }
+    Ok(())
+}
+
+/// Resource usage of a tenant, read back from the platform. `None` where the platform has
+/// no such counter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// CPU time, nanoseconds.
+    pub cpu_time_ns: Option<u64>,
+    /// User CPU time, nanoseconds.
+    pub cpu_user_ns: Option<u64>,
+    /// System CPU time, nanoseconds.
+    pub cpu_system_ns: Option<u64>,
+    /// CFS periods with runnable tasks.
+    pub cpu_periods: Option<u64>,
+    /// Periods in which the quota ran out.
+    pub cpu_throttled_periods: Option<u64>,
+    /// Time throttled, nanoseconds.
+    pub cpu_throttled_ns: Option<u64>,
+    /// Memory in use now, bytes.
+    pub memory_current: Option<u64>,
+    /// Peak memory use, bytes.
+    pub memory_peak: Option<u64>,
+    /// Processes killed by the OOM killer inside the tenant.
+    pub oom_kills: Option<u64>,
+    /// Processes and threads now.
+    pub pids_current: Option<u64>,
+    /// Forks refused because of the pids limit.
+    pub pids_limit_hits: Option<u64>,
+    /// Bytes read from block devices.
+    pub io_read_bytes: Option<u64>,
+    /// Bytes written to block devices.
+    pub io_write_bytes: Option<u64>,
+    /// Read operations.
+    pub io_read_ops: Option<u64>,
+    /// Write operations.
+    pub io_write_ops: Option<u64>,
+}
+
+/// Everything known about a created tenant, for the record of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TenantInfo {
+    /// Tenant name.
+    pub name: String,
+    /// Victim or aggressor.
+    pub role: Role,
+    /// The platform that created it.
+    pub platform: PlatformKind,
+    /// `isobench-<run>-<name>`: its cgroup, namespace and workdir name.
+    pub object_name: String,
+    /// The limits in force (the user's, plus safe defaults).
+    pub limits: Limits,
+    /// Safe defaults that were filled in (`pids=256`, ...), and limits that were skipped,
+    /// with the reason.
+    pub notes: Vec<String>,
+    /// Cgroup directories.
+    pub cgroups: Vec<PathBuf>,
+    /// Network namespace.
+    pub netns: Option<String>,
+    /// Address on the run's bridge.
+    pub address: Option<Ipv4Addr>,
+    /// Working directory.
+    pub workdir: PathBuf,
+    /// Disk the io limits apply to.
+    pub io_device: Option<BlockDevice>,
+    /// Deadline in seconds.
+    pub deadline_s: Option<f64>,
+}
+
+/// A handle that kills every process of a tenant; cheap to clone and usable from any thread
+/// (the sentinel's callback, a watchdog).
+#[derive(Clone)]
+pub struct Killer {
+    name: String,
+    f: Arc<dyn Fn() -> Result<usize> + Send + Sync>,
+}
+
+impl Killer {
+    /// A killer calling `f`.
+    pub fn new(
+        name: impl Into<String>,
+        f: impl Fn() -> Result<usize> + Send + Sync + 'static,
+    ) -> Killer {
+        Killer {
+            name: name.into(),
+            f: Arc::new(f),
+        }
+    }
+
+    /// The tenant's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Kills every process of the tenant; returns how many were signalled.
+    pub fn kill(&self) -> Result<usize> {
+        (self.f)()
+    }
+}
+
+impl fmt::Debug for Killer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Killer").field("name", &self.name).finish()
+    }
+}
+
+/// One isolated slot on a platform.
+pub trait Tenant: Send + Sync {
+    /// The tenant's name.
+    fn name(&self) -> &str;
+
+    /// What was created, with the limits in force.
+    fn info(&self) -> &TenantInfo;
+
+    /// Starts `cmd` inside the tenant. The child joins the tenant's cgroups and network
+    /// namespace before it executes (so it starts contained), starts in the tenant's workdir
+    /// unless `cmd` sets a directory, in a new process group, with `ISOBENCH_RUN`,
+    /// `ISOBENCH_TENANT` and `ISOBENCH_WORKDIR` in its environment. The caller waits for it.
+    fn spawn(&self, cmd: Command) -> Result<Child>;
+
+    /// Current usage counters.
+    fn usage(&self) -> Result<Usage>;
+
+    /// The limits as the kernel holds them, read back (no limits on the host platform).
+    fn effective_limits(&self) -> Result<Limits>;
+
+    /// The tenant's own address, when it has its own network namespace.
+    fn address(&self) -> Option<IpAddr>;
+
+    /// The tenant's working directory (created empty, removed at teardown).
+    fn workdir(&self) -> &Path;
+
+    /// A handle that kills every process of the tenant.
+    fn killer(&self) -> Killer;
+
+    /// Whether the deadline passed and the watchdog killed the tenant.
+    fn expired(&self) -> bool;
+
+    /// Kills every process, removes the cgroups, namespace, links and workdir. Idempotent;
+    /// also runs on drop.
+    fn teardown(&self) -> Result<()>;
+}
+
+/// What contains a local tenant's processes.
+#[derive(Debug)]
+pub(crate) enum Jail {
+    /// Plain processes: tracked by process group and environment tag.
+    Host {
+        pgids: Mutex<Vec<i32>>,
+        seen: Mutex<BTreeMap<i32, (u64, u64)>>,
+    },
+    /// A cgroup.
+    Cgroup(TenantCgroup),
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) info: TenantInfo,
+    pub(crate) jail: Jail,
+    pub(crate) net: Mutex<Option<TenantNet>>,
+    pub(crate) netns_path: Option<PathBuf>,
+    pub(crate) workdir_created: bool,
+    pub(crate) run: RunContext,
+    pub(crate) torn_down: AtomicBool,
+}
+
+impl Inner {
+    /// Kills every process of the tenant.
+    pub(crate) fn kill_processes(&self) -> Result<usize> {
+        let mut n = 0;
+        if let Jail::Cgroup(cg) = &self.jail {
+            n += cg.kill_all(Duration::from_secs(10))?.len();
+        }
+        // Processes started for this tenant carry its tag; on the host platform also their
+        // process groups (a recorded group is only signalled while a tagged member is in it,
+        // so a reused id is never hit).
+        let mine: Vec<i32> = procs::tagged(procs::ENV_TENANT)
+            .into_iter()
+            .filter(|(_, v)| *v == self.info.object_name)
+            .map(|(p, _)| p)
+            .collect();
+        if let Jail::Host { pgids, .. } = &self.jail {
+            let recorded = pgids.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let live_groups: std::collections::BTreeSet<i32> = mine
+                .iter()
+                .filter_map(|&p| procs::pgrp(p))
+                .filter(|g| recorded.contains(g))
+                .collect();
+            for g in live_groups {
+                if procs::killpg9(g) {
+                    n += 1;
+                }
+            }
+        }
+        for &p in &mine {
+            if procs::kill9(p) {
+                n += 1;
+            }
+        }
+        let left = procs::wait_gone(&mine, Duration::from_secs(5));
+        if !left.is_empty() {
+            bail!(
+                "processes {left:?} of tenant {} survived SIGKILL",
+                self.info.name
+            );
+        }
+        Ok(n)
+    }
+
+    pub(crate) fn teardown(&self) -> Result<()> {
+        if self.torn_down.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut errors: Vec<String> = Vec::new();
+        if let Err(e) = self.kill_processes() {
+            errors.push(format!("{e:#}"));
+        }
+        if let Some(mut net) = self.net.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if let Err(e) = net.teardown() {
+                errors.push(format!("{e:#}"));
+            }
+        }
+        if let Jail::Cgroup(cg) = &self.jail {
+            if let Err(e) = cg.remove(Duration::from_secs(10)) {
+                errors.push(format!("{e:#}"));
+            }
+        }
+        if self.workdir_created {
+            match fs::remove_dir_all(&self.info.workdir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => errors.push(format!("removing {}: {e}", self.info.workdir.display())),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(anyhow!(
+                "tearing down tenant {} (run {}): {}",
+                self.info.name,
+                self.run.id(),
+                errors.join("; ")
+            ))
+        }
+    }
+
+    fn host_usage(&self, seen: &Mutex<BTreeMap<i32, (u64, u64)>>) -> Usage {
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        let pids: Vec<i32> = procs::tagged(procs::ENV_TENANT)
+            .into_iter()
+            .filter(|(_, v)| *v == self.info.object_name)
+            .map(|(p, _)| p)
+            .collect();
+        for p in pids {
+            let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            let f = |n| procs::stat_field(&stat, n).unwrap_or(0);
+            // utime + stime + children's (reaped) utime + stime.
+            let ticks = f(14) + f(15) + f(16) + f(17);
+            let hwm = fs::read_to_string(format!("/proc/{p}/status"))
+                .ok()
+                .and_then(|s| {
+                    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?.to_string();
+                    line.split_whitespace().nth(1)?.parse::<u64>().ok()
+                })
+                .unwrap_or(0)
+                * 1024;
+            let e = seen.entry(p).or_insert((0, 0));
+            e.0 = e.0.max(ticks);
+            e.1 = e.1.max(hwm);
+        }
+        Usage {
+            cpu_time_ns: Some(seen.values().map(|v| v.0).sum::<u64>() * (1_000_000_000 / hz)),
+            memory_peak: seen.values().map(|v| v.1).max(),
+            ..Usage::default()
+        }
+    }
+}
+
+/// A tenant of the `host` or `cgroup` platform.
+pub(crate) struct LocalTenant {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) expired: Arc<AtomicBool>,
+    pub(crate) watchdog: Mutex<Option<Watchdog>>,
+}
+
+impl LocalTenant {
+    pub(crate) fn new(inner: Inner) -> LocalTenant {
+        let inner = Arc::new(inner);
+        let expired = Arc::new(AtomicBool::new(false));
+        let watchdog = inner.info.deadline_s.map(|d| {
+            let target = inner.clone();
+            let w = Watchdog::start(&inner.info.name, Duration::from_secs_f64(d), move || {
+                if let Err(e) = target.kill_processes() {
+                    eprintln!(
+                        "isobench: warning: watchdog of tenant {}: {e:#}",
+                        target.info.name
+                    );
+                }
+            });
+            w
+        });
+        if let Some(w) = &watchdog {
+            return LocalTenant {
+                expired: w.fired_flag(),
+                inner,
+                watchdog: Mutex::new(watchdog),
+            };
+        }
+        LocalTenant {
+            inner,
+            expired,
+            watchdog: Mutex::new(None),
+        }
+    }
+}
+
+/// Joins the cgroups and network namespace; runs in the child between fork and exec, so it
+/// only makes system calls (no allocation).
+fn join_in_child(cgroups: &[OwnedFd], netns: Option<&OwnedFd>) -> io::Result<()> {
+    for fd in cgroups {
+        // SAFETY: writing 1 byte from a static buffer to an open fd.
+        let n = unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) };
+        if n != 1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    if let Some(fd) = netns {
+        // SAFETY: setns on an fd of a network namespace file.
+        if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+impl Tenant for LocalTenant {
+    fn name(&self) -> &str {
+        &self.inner.info.name
+    }
+
+    fn info(&self) -> &TenantInfo {
+        &self.inner.info
+    }
+
+    fn spawn(&self, mut cmd: Command) -> Result<Child> {
+        let inner = &self.inner;
+        if inner.torn_down.load(Ordering::SeqCst) {
+            bail!("tenant {} has been torn down", inner.info.name);
+        }
+        cmd.env(procs::ENV_RUN, inner.run.id().as_str())
+            .env(procs::ENV_TENANT, &inner.info.object_name)
+            .env(procs::ENV_WORKDIR, &inner.info.workdir);
+        if cmd.get_current_dir().is_none() {
+            cmd.current_dir(&inner.info.workdir);
+        }
+        cmd.process_group(0);
+        let cgroup_fds = match &inner.jail {
+            Jail::Cgroup(cg) => cg.join_fds()?,
+            Jail::Host { .. } => Vec::new(),
+        };
+        let netns_fd: Option<OwnedFd> = match &inner.netns_path {
+            Some(p) => Some(
+                File::open(p)
+                    .with_context(|| format!("opening network namespace {}", p.display()))?
+                    .into(),
+            ),
+            None => None,
+        };
+        // SAFETY: the closure only calls write(2) and setns(2) on descriptors it owns.
+        unsafe {
+            cmd.pre_exec(move || join_in_child(&cgroup_fds, netns_fd.as_ref()));
+        }
+        let child = cmd.spawn().with_context(|| {
+            format!(
+                "starting `{}` in tenant {}",
+                cmd.get_program().to_string_lossy(),
+                inner.info.name
+            )
+        })?;
+        if let Jail::Host { pgids, .. } = &inner.jail {
+            pgids
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(child.id() as i32);
+        }
+        Ok(child)
+    }
+
+    fn usage(&self) -> Result<Usage> {
+        Ok(match &self.inner.jail {
+            Jail::Cgroup(cg) => cg.usage(),
+            Jail::Host { seen, .. } => self.inner.host_usage(seen),
+        })
+    }
+
+    fn effective_limits(&self) -> Result<Limits> {
+        let mut l = match &self.inner.jail {
+            Jail::Cgroup(cg) => {
+                cg.read_limits(self.inner.info.io_device.as_ref().map(|d| d.dev))?
+            }
+            Jail::Host { .. } => Limits::default(),
+        };
+        // Rates live in tc, as configured.
+        l.net_egress = self.inner.info.limits.net_egress;
+        l.net_ingress = self.inner.info.limits.net_ingress;
+        Ok(l)
+    }
+
+    fn address(&self) -> Option<IpAddr> {
+        self.inner.info.address.map(IpAddr::V4)
+    }
+
+    fn workdir(&self) -> &Path {
+        &self.inner.info.workdir
+    }
+
+    fn killer(&self) -> Killer {
+        let inner = self.inner.clone();
+        Killer::new(self.inner.info.name.clone(), move || inner.kill_processes())
+    }
+
+    fn expired(&self) -> bool {
+        self.expired.load(Ordering::SeqCst)
+    }
+
+    fn teardown(&self) -> Result<()> {
+        if let Some(w) = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            w.cancel();
+        }
+        self.inner.teardown()
+    }
+}
+
+impl Drop for LocalTenant {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!("isobench: warning: {e:#}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_names() {
+        validate_tenant_name("victim").unwrap();
+        validate_tenant_name("agg-1_b").unwrap();
+        for bad in ["", "a b", "a/b", "-x", &"x".repeat(41), "é"] {
+            let e = validate_tenant_name(bad).unwrap_err().to_string();
+            assert!(e.contains("e.g. `victim`"), "{e}");
+        }
+    }
+}
