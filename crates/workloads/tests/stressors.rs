@@ -269,6 +269,84 @@ fn forkbomb_keeps_to_max_tasks_and_leaves_no_process() {
     assert!(left.is_empty(), "left behind (pid, ppid, pgrp): {left:?}");
 }
 
+/// Set (to the cgroup directory) in the child process of the pids-limit test.
+const PIDS_CHILD_ENV: &str = "ISOBENCH_TEST_PIDS_CGROUP";
+
+/// Needs root and the cgroup v1 pids controller: the bomb runs, with no caps, in a child
+/// process of this test binary moved into a pids cgroup of 24 tasks, so the kernel limit is
+/// what stops it. It must keep forking (leaves hand their slots back), count the EAGAIN
+/// failures, and leave the cgroup empty.
+#[test]
+fn forkbomb_backs_off_at_a_pids_limit() {
+    if let Some(cg) = std::env::var_os(PIDS_CHILD_ENV) {
+        return forkbomb_in_pids_cgroup(Path::new(&cg));
+    }
+    let _g = serial();
+    let root = Path::new("/sys/fs/cgroup/pids");
+    // SAFETY: geteuid has no arguments.
+    if unsafe { libc::geteuid() } != 0 || !root.join("cgroup.procs").exists() {
+        eprintln!(
+            "skipped: needs root and the cgroup v1 pids controller at {}",
+            root.display()
+        );
+        return;
+    }
+    let cg = root.join(format!("isobench-test-forkbomb-{}", std::process::id()));
+    std::fs::create_dir(&cg).unwrap();
+    std::fs::write(cg.join("pids.max"), "24").unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "forkbomb_backs_off_at_a_pids_limit",
+            "--test-threads=1",
+        ])
+        .arg("--nocapture")
+        .env(PIDS_CHILD_ENV, &cg)
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let left = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap();
+    for _ in 0..100 {
+        if std::fs::remove_dir(&cg).is_ok() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert!(status.success(), "the bomb's test process failed: {status}");
+    assert!(left.trim().is_empty(), "left in the pids cgroup: {left}");
+}
+
+fn forkbomb_in_pids_cgroup(cg: &Path) {
+    std::fs::write(cg.join("cgroup.procs"), "0").unwrap();
+    let (c, _d) = ctx(100);
+    let (r, lat) = run(
+        "forkbomb",
+        &c,
+        &["max_procs=1000"],
+        Duration::from_millis(400),
+    )
+    .unwrap();
+    assert_worked("forkbomb at a pids limit", &r, lat);
+    let failures: u64 = note_value(&r, "fork_failures").unwrap().parse().unwrap();
+    let peak: u32 = note_value(&r, "peak_population").unwrap().parse().unwrap();
+    assert!(failures > 0, "the pids limit was never hit: {:?}", r.notes);
+    assert!(peak < 24, "population {peak} above the pids limit");
+    let me = std::process::id().to_string();
+    let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap();
+    let others: Vec<&str> = procs.lines().filter(|p| *p != me).collect();
+    assert!(others.is_empty(), "bomb processes left: {others:?}");
+}
+
 #[test]
 fn disk_runs_and_removes_its_files() {
     let _g = serial();

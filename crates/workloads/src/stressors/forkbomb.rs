@@ -10,10 +10,11 @@
 //!
 //! Every bomb process loops: reap its exited children, and fork if the population (bomb
 //! processes not yet reaped, zombies included, as a pids cgroup counts them) is under the
-//! limit. At the limit, or when `fork` fails (EAGAIN from a pids limit), a process with
-//! children naps 1 ms and retries, and a childless process (a leaf) exits, handing its slot
-//! back: the tree stays pinned at the limit while leaves keep being forked and reaped, so the
-//! fork rate stays high instead of dropping to zero once the limit is reached.
+//! limit. A childless process (a leaf) that finds no room exits, handing its slot back; a
+//! process with children waits for one of them to end (at the population limit) or naps
+//! 1 ms (when `fork` fails, EAGAIN from a pids limit) and tries again. So the tree stays
+//! pinned at the limit while leaves keep being forked and reaped, and the fork rate stays
+//! high instead of dropping to zero once the limit is reached.
 //!
 //! Containment and cleanup: every bomb process has `PR_SET_PDEATHSIG = SIGKILL` (a parent's
 //! death kills its subtree); the leader too, tied to the stressor thread, so killing the
@@ -51,7 +52,7 @@ const PARAMS: &[ParamSpec] = &[ParamSpec {
     default: "1024",
 }];
 
-/// Nap of a process that is at the limit or whose fork failed.
+/// Nap of a process whose fork failed (or of the root at the limit with no child).
 const BACKOFF_NS: libc::c_long = 1_000_000;
 
 /// How long the leader gets to kill and reap the bomb before it is killed itself.
@@ -62,9 +63,11 @@ const LEADER_GRACE: Duration = Duration::from_secs(5);
 struct Shared {
     /// Set to 1 by the stressor thread to end the bomb.
     stop: AtomicU32,
-    /// Bomb processes forked and not yet reaped.
+    /// Population slots taken: bomb processes not yet reaped, plus forks in flight.
     live: AtomicU32,
-    /// Highest `live` seen after a fork.
+    /// Bomb processes that exist (forked, not yet reaped).
+    procs: AtomicU32,
+    /// Highest `procs` seen.
     peak: AtomicU32,
     /// Process group of the bomb (the root's pid), 0 until known.
     pgid: AtomicI32,
@@ -145,6 +148,7 @@ fn reap(sh: &Shared) -> Option<u32> {
         // SAFETY: plain waitpid with a valid status pointer.
         let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
         if r > 0 {
+            sh.procs.fetch_sub(1, Ordering::SeqCst);
             sh.live.fetch_sub(1, Ordering::SeqCst);
             n += 1;
         } else if r == 0 {
@@ -153,6 +157,23 @@ fn reap(sh: &Shared) -> Option<u32> {
             continue;
         } else {
             return if n > 0 { Some(n) } else { None };
+        }
+    }
+}
+
+/// Waits for one child to end and releases its slot; false when there is no child.
+fn wait_one(sh: &Shared) -> bool {
+    loop {
+        let mut status = 0;
+        // SAFETY: plain blocking waitpid with a valid status pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r > 0 {
+            sh.procs.fetch_sub(1, Ordering::SeqCst);
+            sh.live.fetch_sub(1, Ordering::SeqCst);
+            return true;
+        }
+        if errno() != libc::EINTR {
+            return false;
         }
     }
 }
@@ -186,7 +207,12 @@ fn bomb_loop(sh: &Shared, limit: u32, mut is_root: bool) -> ! {
                 sh.leaf_exits.fetch_add(1, Ordering::Relaxed);
                 exit_now(0);
             }
-            nap(BACKOFF_NS);
+            if children > 0 && wait_one(sh) {
+                children -= 1;
+            } else {
+                children = 0;
+                nap(BACKOFF_NS);
+            }
             continue;
         }
         // SAFETY: getpid/fork; the child runs only this async-signal-safe loop.
@@ -199,8 +225,8 @@ fn bomb_loop(sh: &Shared, limit: u32, mut is_root: bool) -> ! {
         } else if pid > 0 {
             children += 1;
             sh.forks.fetch_add(1, Ordering::Relaxed);
-            sh.peak
-                .fetch_max(sh.live.load(Ordering::Relaxed), Ordering::Relaxed);
+            let now = sh.procs.fetch_add(1, Ordering::SeqCst) + 1;
+            sh.peak.fetch_max(now, Ordering::Relaxed);
         } else {
             sh.live.fetch_sub(1, Ordering::SeqCst);
             sh.failures.fetch_add(1, Ordering::Relaxed);
@@ -252,6 +278,8 @@ fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32) -> ! {
         sh.failures.fetch_add(1, Ordering::Relaxed);
         exit_now(2);
     }
+    sh.procs.fetch_add(1, Ordering::SeqCst);
+    sh.peak.fetch_max(1, Ordering::Relaxed);
     // Both sides set the group, so it is set before either goes on.
     // SAFETY: root is our child.
     unsafe { libc::setpgid(root, root) };
@@ -324,8 +352,9 @@ impl Stressor for Forkbomb {
     }
     fn help(&self) -> &'static str {
         "Classic fork bomb held to a population limit: every process loops forking, children \
-         loop too; at the limit (or on EAGAIN from a pids limit) parents nap 1 ms and retry \
-         while childless leaves exit to hand their slot back, so forking never stops. Runs in \
+         loop too; with no room, childless leaves exit to hand their slot back while parents \
+         wait for a child to end (at the limit) or nap 1 ms (on EAGAIN from a pids limit), so \
+         forking never stops. Runs in \
          its own session and process group, every process dies with its parent, and all are \
          killed and reaped on stop. One operation is one successful fork."
     }
@@ -429,9 +458,9 @@ impl Stressor for Forkbomb {
                 "processes of group {pgid} still present after cleanup"
             ));
         }
+        let peak = sh.peak.load(Ordering::Relaxed);
         notes.push(format!(
-            "peak_population={} fork_failures={} limit_waits={} leaf_exits={}",
-            sh.peak.load(Ordering::Relaxed),
+            "peak_population={peak} fork_failures={} limit_waits={} leaf_exits={}",
             sh.failures.load(Ordering::Relaxed),
             sh.limit_waits.load(Ordering::Relaxed),
             sh.leaf_exits.load(Ordering::Relaxed)
@@ -443,7 +472,8 @@ impl Stressor for Forkbomb {
             elapsed_s,
             ops_per_sec: super::pool::rate(forks, elapsed_s),
             op_unit: unit.into(),
-            workers: limit + 1,
+            // The leader and the most bomb processes alive at once.
+            workers: peak + 1,
             bytes: 0,
             notes,
         })
