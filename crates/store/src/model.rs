@@ -1,0 +1,528 @@
+//! The records the store reads and writes. They are plain data with serde, so a loaded run can
+//! be exported as JSON as is.
+
+use std::fmt;
+use std::str::FromStr;
+
+use isobench_stats::Direction;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::time::Timestamp;
+
+/// How histograms are encoded in the store: base64 of the HdrHistogram V2 + DEFLATE encoding,
+/// which any HdrHistogram implementation can read.
+pub const HISTOGRAM_ENCODING: &str = "hdr-v2-deflate-base64";
+
+/// A run's id: `YYYYMMDD-HHMMSS-xxxxxx` (UTC start time and 24 random bits), short enough to
+/// type, sortable by start time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunId(String);
+
+impl RunId {
+    /// Wraps an id read from elsewhere (command line, URL).
+    pub fn new(id: impl Into<String>) -> Self {
+        RunId(id.into())
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Defines a small text enum with `as_str`, `Display` and `FromStr`, stored as its word.
+macro_rules! text_enum {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($(#[$vdoc])* $variant),+
+        }
+
+        impl $name {
+            /// The word stored in the database.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!(
+                        "{other:?} is not a valid {}; expected one of: {}",
+                        stringify!($name),
+                        [$($text),+].join(", ")
+                    )),
+                }
+            }
+        }
+    };
+}
+
+text_enum! {
+    /// Where a run stands.
+    RunStatus {
+        /// Trials are being measured (or the process died; see `ended_at`).
+        Running => "running",
+        /// Every planned trial was measured.
+        Complete => "complete",
+        /// Stopped early (Ctrl-C, timeout); can be resumed.
+        Interrupted => "interrupted",
+        /// Stopped by an error; the reason is recorded.
+        Failed => "failed",
+    }
+}
+
+text_enum! {
+    /// What a tenant does in a run.
+    TenantRole {
+        /// Runs probes; its slowdown is measured.
+        Victim => "victim",
+        /// Runs stressors.
+        Aggressor => "aggressor",
+    }
+}
+
+text_enum! {
+    /// Whether a stressor report was measured with the victim idle or busy.
+    StressorMode {
+        /// The stressor ran with no probe beside it.
+        Alone => "alone",
+        /// The stressor ran while the victim's probe ran.
+        Contended => "contended",
+    }
+}
+
+/// What the neighbours do during a trial. Text form: `baseline` or `stressor@intensity`
+/// (e.g. `cache@50`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Condition {
+    /// Neighbours idle.
+    Baseline,
+    /// A stressor at an intensity.
+    Stressor {
+        /// Stressor name, as in the registry.
+        name: String,
+        /// Intensity, 0..=100.
+        intensity: u8,
+    },
+}
+
+impl Condition {
+    /// A stressor condition.
+    pub fn stressor(name: impl Into<String>, intensity: u8) -> Self {
+        Condition::Stressor {
+            name: name.into(),
+            intensity,
+        }
+    }
+
+    /// Checks the stressor name and intensity.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            Condition::Baseline => Ok(()),
+            Condition::Stressor { name, intensity } => {
+                if name.is_empty()
+                    || name == "baseline"
+                    || name.contains('@')
+                    || name.chars().any(char::is_whitespace)
+                {
+                    return Err(format!(
+                        "stressor name {name:?} must be non-empty, not \"baseline\", \
+                         without '@' or spaces"
+                    ));
+                }
+                if *intensity > 100 {
+                    return Err(format!("intensity {intensity} of {name} is above 100"));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Condition::Baseline => f.write_str("baseline"),
+            Condition::Stressor { name, intensity } => write!(f, "{name}@{intensity}"),
+        }
+    }
+}
+
+impl FromStr for Condition {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "baseline" {
+            return Ok(Condition::Baseline);
+        }
+        let (name, level) = s.rsplit_once('@').ok_or_else(|| {
+            format!("condition {s:?} is neither \"baseline\" nor stressor@intensity")
+        })?;
+        let intensity: u8 = level
+            .parse()
+            .map_err(|_| format!("condition {s:?}: intensity {level:?} is not 0..=100"))?;
+        let c = Condition::stressor(name, intensity);
+        c.validate().map_err(|e| format!("condition {s:?}: {e}"))?;
+        Ok(c)
+    }
+}
+
+impl Serialize for Condition {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Condition {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The outcome of a trial.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "reason", rename_all = "snake_case")]
+pub enum TrialStatus {
+    /// Measured normally.
+    Ok,
+    /// Did not respond: the tenant or its agent stopped answering.
+    Dnr(String),
+    /// Measured, but something disturbed it (a neighbour outside the plan, throttling).
+    Disturbed(String),
+    /// The probe failed.
+    Failed(String),
+}
+
+impl TrialStatus {
+    /// The word stored in the database.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TrialStatus::Ok => "ok",
+            TrialStatus::Dnr(_) => "dnr",
+            TrialStatus::Disturbed(_) => "disturbed",
+            TrialStatus::Failed(_) => "failed",
+        }
+    }
+
+    /// The reason, for every status but `Ok`.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            TrialStatus::Ok => None,
+            TrialStatus::Dnr(r) | TrialStatus::Disturbed(r) | TrialStatus::Failed(r) => Some(r),
+        }
+    }
+
+    pub(crate) fn from_parts(status: &str, reason: Option<String>) -> Result<Self, String> {
+        let need =
+            |r: Option<String>| r.ok_or_else(|| format!("trial status {status} without a reason"));
+        match status {
+            "ok" => Ok(TrialStatus::Ok),
+            "dnr" => Ok(TrialStatus::Dnr(need(reason)?)),
+            "disturbed" => Ok(TrialStatus::Disturbed(need(reason)?)),
+            "failed" => Ok(TrialStatus::Failed(need(reason)?)),
+            other => Err(format!("{other:?} is not a trial status")),
+        }
+    }
+}
+
+/// A run about to start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewRun {
+    /// Scenario name.
+    pub scenario_name: String,
+    /// The scenario file as given, byte for byte, so the run can be repeated.
+    pub scenario_text: String,
+    /// Seed of every random choice (trial order, bootstrap).
+    pub seed: u64,
+    /// isobench version.
+    pub tool_version: String,
+    /// When the run started.
+    pub started_at: Timestamp,
+    /// Host facts: CPU model, cores, caches, kernel, cgroup version... (a JSON object).
+    pub host_facts: serde_json::Value,
+    /// Platform name (`host`, `cgroup`, `oci`, `vm`, `k8s`).
+    pub platform: String,
+    /// Platform version (runtime, hypervisor or cluster version).
+    pub platform_version: String,
+}
+
+/// A stored run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's id.
+    pub id: RunId,
+    /// Scenario name.
+    pub scenario_name: String,
+    /// The scenario file as given.
+    pub scenario_text: String,
+    /// Seed.
+    pub seed: u64,
+    /// Status.
+    pub status: RunStatus,
+    /// Why the run ended the way it did, if it was said.
+    pub status_reason: Option<String>,
+    /// isobench version that started the run.
+    pub tool_version: String,
+    /// Schema version of the database when the run was created.
+    pub schema_version: u32,
+    /// Start time.
+    pub started_at: Timestamp,
+    /// End time, once finished.
+    pub ended_at: Option<Timestamp>,
+    /// Host facts (JSON).
+    pub host_facts: serde_json::Value,
+    /// Platform name.
+    pub platform: String,
+    /// Platform version.
+    pub platform_version: String,
+}
+
+/// One line of [`Store::list_runs`](crate::Store::list_runs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The run's id.
+    pub id: RunId,
+    /// Scenario name.
+    pub scenario_name: String,
+    /// Status.
+    pub status: RunStatus,
+    /// Start time.
+    pub started_at: Timestamp,
+    /// End time, once finished.
+    pub ended_at: Option<Timestamp>,
+    /// Platform name.
+    pub platform: String,
+    /// Seed.
+    pub seed: u64,
+    /// Trials recorded, any status.
+    pub trials: u64,
+    /// Trials recorded with status `ok`.
+    pub trials_ok: u64,
+}
+
+/// A tenant of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantRecord {
+    /// Name, unique in the run.
+    pub name: String,
+    /// Victim or aggressor.
+    pub role: TenantRole,
+    /// Platform that created it.
+    pub platform: String,
+    /// The exact limits applied (cpus, cpuset, memory, io, pids, net), as JSON.
+    pub limits: serde_json::Value,
+}
+
+/// One metric value of a trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleRecord {
+    /// Metric name, unique within the trial.
+    pub metric: String,
+    /// Unit.
+    pub unit: String,
+    /// Whether larger is better.
+    pub direction: Direction,
+    /// The value (finite).
+    pub value: f64,
+}
+
+/// The latency distribution behind a metric of a trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistogramRecord {
+    /// Metric the histogram belongs to.
+    pub metric: String,
+    /// Base64 of the HdrHistogram V2 + DEFLATE encoding ([`HISTOGRAM_ENCODING`]).
+    pub base64: String,
+}
+
+/// An aggressor's own work rate during a trial, so its degradation is measured too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StressorReport {
+    /// The aggressor tenant.
+    pub tenant: String,
+    /// Stressor name.
+    pub stressor: String,
+    /// Intensity, 0..=100.
+    pub intensity: u8,
+    /// Alone or beside the probe.
+    pub mode: StressorMode,
+    /// Operations completed.
+    pub ops: f64,
+    /// Operations per second.
+    pub ops_per_sec: f64,
+}
+
+/// One trial: one timed measurement of one probe under one condition, with everything it
+/// produced. Recorded atomically by [`Store::record_trial`](crate::Store::record_trial).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialRecord {
+    /// Position in the plan; unique in the run, the key used to resume.
+    pub plan_seq: u32,
+    /// Probe name.
+    pub probe: String,
+    /// The victim tenant the probe ran in.
+    pub tenant: String,
+    /// What the neighbours did.
+    pub condition: Condition,
+    /// Repetition number of this (probe, tenant, condition).
+    pub repetition: u32,
+    /// Outcome, with the reason unless ok.
+    #[serde(flatten)]
+    pub status: TrialStatus,
+    /// Start time.
+    pub started_at: Timestamp,
+    /// End time.
+    pub ended_at: Timestamp,
+    /// Host load observed around the trial (load average, other busy processes), if noted.
+    pub load_note: Option<String>,
+    /// Metric values.
+    pub samples: Vec<SampleRecord>,
+    /// Latency histograms.
+    pub histograms: Vec<HistogramRecord>,
+    /// Aggressors' own work rates.
+    pub stressor_reports: Vec<StressorReport>,
+}
+
+/// A fact about the run's host, platform or a tenant, recorded as it is learned (measured LLC
+/// size, CPU placement, idle states, IRQ affinity...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    /// `host`, `platform`, or a tenant name.
+    pub scope: String,
+    /// Fact name, e.g. `llc_bytes_measured`.
+    pub key: String,
+    /// The value, as JSON.
+    pub value: serde_json::Value,
+}
+
+/// Everything stored about one run: enough to re-render every table and report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadedRun {
+    /// The run.
+    pub run: RunRecord,
+    /// Its tenants, in the order they were added.
+    pub tenants: Vec<TenantRecord>,
+    /// Its trials, in plan order.
+    pub trials: Vec<TrialRecord>,
+    /// Facts, by scope and key.
+    pub facts: Vec<Fact>,
+}
+
+impl LoadedRun {
+    /// Values of `metric` from the `ok` trials of `probe` in `tenant` under `condition`, in
+    /// plan order: the input of the statistics.
+    pub fn values(
+        &self,
+        tenant: &str,
+        probe: &str,
+        condition: &Condition,
+        metric: &str,
+    ) -> Vec<f64> {
+        self.trials
+            .iter()
+            .filter(|t| {
+                t.status == TrialStatus::Ok
+                    && t.tenant == tenant
+                    && t.probe == probe
+                    && &t.condition == condition
+            })
+            .flat_map(|t| {
+                t.samples
+                    .iter()
+                    .filter(|s| s.metric == metric)
+                    .map(|s| s.value)
+            })
+            .collect()
+    }
+
+    /// The distinct conditions of the run's trials, sorted (baseline first).
+    pub fn conditions(&self) -> Vec<Condition> {
+        let mut c: Vec<Condition> = self.trials.iter().map(|t| t.condition.clone()).collect();
+        c.sort();
+        c.dedup();
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn condition_text_round_trip() {
+        for text in ["baseline", "cache@50", "net-tx@100", "cpu@0"] {
+            let c: Condition = text.parse().unwrap();
+            assert_eq!(c.to_string(), text);
+        }
+        assert_eq!(
+            "cache@50".parse::<Condition>().unwrap(),
+            Condition::stressor("cache", 50)
+        );
+        for bad in [
+            "",
+            "cache",
+            "cache@101",
+            "cache@x",
+            "@5",
+            "a b@5",
+            "baseline@3",
+        ] {
+            assert!(bad.parse::<Condition>().is_err(), "{bad}");
+        }
+        assert!(Condition::Baseline < Condition::stressor("a", 0));
+    }
+
+    #[test]
+    fn trial_status_json_shape() {
+        let j = serde_json::to_value(TrialStatus::Dnr("agent timeout".into())).unwrap();
+        assert_eq!(
+            j,
+            serde_json::json!({"status": "dnr", "reason": "agent timeout"})
+        );
+        let ok = serde_json::to_value(TrialStatus::Ok).unwrap();
+        assert_eq!(ok, serde_json::json!({"status": "ok"}));
+        assert!(TrialStatus::from_parts("failed", None).is_err());
+        assert_eq!(
+            TrialStatus::from_parts("failed", Some("x".into())).unwrap(),
+            TrialStatus::Failed("x".into())
+        );
+    }
+
+    #[test]
+    fn text_enums() {
+        assert_eq!(
+            "interrupted".parse::<RunStatus>().unwrap(),
+            RunStatus::Interrupted
+        );
+        assert!("done"
+            .parse::<RunStatus>()
+            .unwrap_err()
+            .contains("running, complete"));
+        assert_eq!(TenantRole::Aggressor.to_string(), "aggressor");
+        assert_eq!(StressorMode::Alone.as_str(), "alone");
+    }
+}

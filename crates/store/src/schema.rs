@@ -1,0 +1,245 @@
+//! The schema, as a list of forward migrations. `PRAGMA user_version` holds the number of
+//! migrations applied; migration `i` takes a database from version `i` to `i + 1`.
+//!
+//! Rules for changing the schema: never edit a migration that has shipped; append a new one.
+//! A database whose version is above [`SCHEMA_VERSION`] is refused, not touched.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::StoreError;
+use crate::store::DbFile;
+
+/// Migration 1: the first schema.
+///
+/// Timestamps are RFC 3339 UTC text with milliseconds; JSON columns are checked with
+/// `json_valid`; seeds are decimal text because SQLite integers are signed 64-bit.
+const V1: &str = r#"
+CREATE TABLE runs (
+    id               TEXT PRIMARY KEY,
+    scenario_name    TEXT NOT NULL,
+    scenario_text    TEXT NOT NULL,
+    seed             TEXT NOT NULL,
+    status           TEXT NOT NULL
+                     CHECK (status IN ('running', 'complete', 'interrupted', 'failed')),
+    status_reason    TEXT,
+    tool_version     TEXT NOT NULL,
+    schema_version   INTEGER NOT NULL,
+    started_at       TEXT NOT NULL,
+    ended_at         TEXT,
+    host_facts       TEXT NOT NULL CHECK (json_valid(host_facts)),
+    platform         TEXT NOT NULL,
+    platform_version TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE tenants (
+    run_id   TEXT NOT NULL REFERENCES runs (id),
+    name     TEXT NOT NULL,
+    role     TEXT NOT NULL CHECK (role IN ('victim', 'aggressor')),
+    platform TEXT NOT NULL,
+    limits   TEXT NOT NULL CHECK (json_valid(limits)),
+    PRIMARY KEY (run_id, name)
+) STRICT;
+
+CREATE TABLE trials (
+    id         INTEGER PRIMARY KEY,
+    run_id     TEXT NOT NULL REFERENCES runs (id),
+    plan_seq   INTEGER NOT NULL CHECK (plan_seq >= 0),
+    probe      TEXT NOT NULL,
+    tenant     TEXT NOT NULL,
+    condition  TEXT NOT NULL,
+    repetition INTEGER NOT NULL CHECK (repetition >= 0),
+    status     TEXT NOT NULL CHECK (status IN ('ok', 'dnr', 'disturbed', 'failed')),
+    reason     TEXT CHECK ((status = 'ok') = (reason IS NULL)),
+    started_at TEXT NOT NULL,
+    ended_at   TEXT NOT NULL,
+    load_note  TEXT,
+    UNIQUE (run_id, plan_seq),
+    FOREIGN KEY (run_id, tenant) REFERENCES tenants (run_id, name)
+) STRICT;
+
+CREATE INDEX trials_by_measurement ON trials (run_id, tenant, probe, condition);
+
+CREATE TABLE samples (
+    trial_id  INTEGER NOT NULL REFERENCES trials (id),
+    metric    TEXT NOT NULL,
+    unit      TEXT NOT NULL,
+    direction TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+    value     REAL NOT NULL,
+    PRIMARY KEY (trial_id, metric)
+) STRICT;
+
+CREATE TABLE histograms (
+    trial_id INTEGER NOT NULL REFERENCES trials (id),
+    metric   TEXT NOT NULL,
+    encoding TEXT NOT NULL,
+    data     TEXT NOT NULL,
+    PRIMARY KEY (trial_id, metric)
+) STRICT;
+
+CREATE TABLE stressor_reports (
+    trial_id    INTEGER NOT NULL REFERENCES trials (id),
+    tenant      TEXT NOT NULL,
+    stressor    TEXT NOT NULL,
+    intensity   INTEGER NOT NULL CHECK (intensity BETWEEN 0 AND 100),
+    mode        TEXT NOT NULL CHECK (mode IN ('alone', 'contended')),
+    ops         REAL NOT NULL,
+    ops_per_sec REAL NOT NULL,
+    PRIMARY KEY (trial_id, tenant, stressor)
+) STRICT;
+
+CREATE TABLE facts (
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    scope  TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    value  TEXT NOT NULL CHECK (json_valid(value)),
+    PRIMARY KEY (run_id, scope, key)
+) STRICT;
+"#;
+
+/// Every migration, in order.
+pub(crate) const MIGRATIONS: &[&str] = &[V1];
+
+/// The schema version this build writes and understands: the number of migrations.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Reads `PRAGMA user_version`.
+pub(crate) fn user_version(conn: &Connection, db: &DbFile) -> Result<u32, StoreError> {
+    conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))
+        .map(|v| v as u32)
+        .map_err(|e| db.err("reading the schema version", e))
+}
+
+/// Refuses a database newer than `steps` knows.
+pub(crate) fn check_not_newer(found: u32, steps: &[&str], db: &DbFile) -> Result<(), StoreError> {
+    let supported = steps.len() as u32;
+    if found > supported {
+        return Err(StoreError::NewerSchema {
+            path: db.path.clone(),
+            found,
+            supported,
+        });
+    }
+    Ok(())
+}
+
+/// Brings the database up to `steps.len()`, applying the missing steps in one immediate
+/// transaction (so two processes opening a new file at once cannot both migrate it). Returns
+/// the version found before migrating.
+pub(crate) fn migrate(
+    conn: &mut Connection,
+    db: &DbFile,
+    steps: &[&str],
+) -> Result<u32, StoreError> {
+    let found = user_version(conn, db)?;
+    check_not_newer(found, steps, db)?;
+    if found as usize == steps.len() {
+        return Ok(found);
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| db.err("starting the schema migration", e))?;
+    // Another process may have migrated while we waited for the lock.
+    let now = user_version(&tx, db)?;
+    check_not_newer(now, steps, db)?;
+    for step in &steps[now as usize..] {
+        tx.execute_batch(step)
+            .map_err(|e| db.err("migrating the schema", e))?;
+    }
+    tx.pragma_update(None, "user_version", steps.len() as i64)
+        .map_err(|e| db.err("setting the schema version", e))?;
+    tx.commit()
+        .map_err(|e| db.err("committing the schema migration", e))?;
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rusqlite::Connection;
+
+    use super::*;
+    use crate::store::{DbFile, Store};
+
+    fn db(path: &std::path::Path) -> DbFile {
+        DbFile {
+            path: path.to_path_buf(),
+            busy_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn schema_version_is_the_number_of_migrations() {
+        assert_eq!(SCHEMA_VERSION as usize, MIGRATIONS.len());
+        let store = Store::open_in_memory().unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn later_migrations_apply_forward_and_keep_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let v1: &[&str] = &["CREATE TABLE t (a INTEGER NOT NULL) STRICT;"];
+        let v3: &[&str] = &[
+            v1[0],
+            "ALTER TABLE t ADD COLUMN b TEXT NOT NULL DEFAULT 'x';",
+            "CREATE TABLE u (c INTEGER) STRICT; INSERT INTO u SELECT a FROM t;",
+        ];
+        {
+            let store = Store::init(Connection::open(&path).unwrap(), db(&path), v1).unwrap();
+            assert_eq!(store.schema_version().unwrap(), 1);
+        }
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute("INSERT INTO t (a) VALUES (42)", []).unwrap();
+        }
+        {
+            let store = Store::init(Connection::open(&path).unwrap(), db(&path), v3).unwrap();
+            assert_eq!(store.schema_version().unwrap(), 3);
+        }
+        let c = Connection::open(&path).unwrap();
+        let (a, b): (i64, String) = c
+            .query_row("SELECT a, b FROM t", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        assert_eq!((a, b.as_str()), (42, "x"));
+        let copied: i64 = c.query_row("SELECT c FROM u", [], |r| r.get(0)).unwrap();
+        assert_eq!(copied, 42);
+        drop(c);
+        // The older build now refuses the newer file.
+        let err = Store::init(Connection::open(&path).unwrap(), db(&path), v1).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                crate::StoreError::NewerSchema {
+                    found: 3,
+                    supported: 1,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_failing_migration_leaves_the_database_at_its_old_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.db");
+        let v1: &[&str] = &["CREATE TABLE t (a INTEGER) STRICT;"];
+        let broken: &[&str] = &[v1[0], "CREATE TABLE ok (x INTEGER); SELECT * FROM missing;"];
+        Store::init(Connection::open(&path).unwrap(), db(&path), v1).unwrap();
+        assert!(Store::init(Connection::open(&path).unwrap(), db(&path), broken).is_err());
+        let c = Connection::open(&path).unwrap();
+        let v: u32 = c
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, 1);
+        let ok_exists: i64 = c
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'ok'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(ok_exists, 0, "the half-applied step was rolled back");
+    }
+}

@@ -1,0 +1,889 @@
+//! [`Store`]: the typed API over the SQLite file.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use crate::error::{is_busy, is_not_a_database, is_unique_violation, StoreError};
+use crate::model::{
+    Condition, Fact, HistogramRecord, LoadedRun, NewRun, RunId, RunRecord, RunStatus, RunSummary,
+    SampleRecord, StressorReport, TenantRecord, TrialRecord, TrialStatus, HISTOGRAM_ENCODING,
+};
+use crate::schema::{check_not_newer, migrate, user_version, MIGRATIONS, SCHEMA_VERSION};
+use crate::time::Timestamp;
+
+/// How to open a database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// How long a write waits for another writer's lock before failing with
+    /// [`StoreError::Locked`] (default 5 s).
+    pub busy_timeout: Duration,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The database file and how errors about it are phrased.
+pub(crate) struct DbFile {
+    pub(crate) path: PathBuf,
+    pub(crate) busy_timeout: Duration,
+}
+
+impl DbFile {
+    /// Wraps a SQLite error with the file name, recognising lock timeouts and non-databases.
+    pub(crate) fn err(&self, context: &'static str, e: rusqlite::Error) -> StoreError {
+        if is_busy(&e) {
+            StoreError::Locked {
+                path: self.path.clone(),
+                timeout: self.busy_timeout,
+            }
+        } else if is_not_a_database(&e) {
+            StoreError::NotADatabase {
+                path: self.path.clone(),
+            }
+        } else {
+            StoreError::Sqlite {
+                path: self.path.clone(),
+                context,
+                source: e,
+            }
+        }
+    }
+
+    fn corrupt(&self, what: impl Into<String>) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            what: what.into(),
+        }
+    }
+
+    fn unknown_run(&self, run: &RunId) -> StoreError {
+        StoreError::UnknownRun {
+            path: self.path.clone(),
+            run: run.to_string(),
+        }
+    }
+}
+
+/// An open isobench results database.
+///
+/// Writes take `&mut self`; one `Store` per thread. Several processes may open the same file:
+/// readers never block, and writers queue for up to the busy timeout.
+pub struct Store {
+    conn: Connection,
+    db: DbFile,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.db.path)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and migrates it to
+    /// [`SCHEMA_VERSION`]; see [`Store::open_with`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, &OpenOptions::default())
+    }
+
+    /// Opens (creating if needed) the database at `path`: refuses it if its schema is newer
+    /// than this build ([`StoreError::NewerSchema`], before writing anything), switches it to
+    /// WAL mode, enables foreign keys and full sync, and applies any missing migrations.
+    pub fn open_with(path: impl AsRef<Path>, options: &OpenOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = Connection::open(&path).map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        Self::init(
+            conn,
+            DbFile {
+                path,
+                busy_timeout: options.busy_timeout,
+            },
+            MIGRATIONS,
+        )
+    }
+
+    /// A private in-memory database, for tests.
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        Self::init(
+            conn,
+            DbFile {
+                path,
+                busy_timeout: OpenOptions::default().busy_timeout,
+            },
+            MIGRATIONS,
+        )
+    }
+
+    pub(crate) fn init(
+        mut conn: Connection,
+        db: DbFile,
+        steps: &[&str],
+    ) -> Result<Self, StoreError> {
+        conn.busy_timeout(db.busy_timeout)
+            .map_err(|e| db.err("setting the busy timeout", e))?;
+        // Check the version before anything writes to the file.
+        let found = user_version(&conn, &db)?;
+        check_not_newer(found, steps, &db)?;
+        // WAL is persistent in the file; on a WAL database this is a no-op.
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+            .map_err(|e| db.err("switching to WAL mode", e))?;
+        // Durable on power loss too: each trial commit reaches the disk before the next trial.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| db.err("setting synchronous mode", e))?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(|e| db.err("enabling foreign keys", e))?;
+        migrate(&mut conn, &db, steps)?;
+        Ok(Store { conn, db })
+    }
+
+    /// The database file (`:memory:` for an in-memory store).
+    pub fn path(&self) -> &Path {
+        &self.db.path
+    }
+
+    /// The schema version of the open database.
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        user_version(&self.conn, &self.db)
+    }
+
+    /// Records a new run with status `running` and returns its id
+    /// (`YYYYMMDD-HHMMSS-xxxxxx` from `started_at` and random bits).
+    pub fn create_run(&mut self, run: &NewRun) -> Result<RunId, StoreError> {
+        nonempty("scenario_name", &run.scenario_name)?;
+        nonempty("tool_version", &run.tool_version)?;
+        nonempty("platform", &run.platform)?;
+        let host_facts = run.host_facts.to_string();
+        for _attempt in 0..8 {
+            let id = RunId::new(format!(
+                "{}-{:06x}",
+                run.started_at.compact(),
+                rand::random::<u32>() & 0xff_ffff
+            ));
+            let inserted = self.conn.execute(
+                "INSERT INTO runs (id, scenario_name, scenario_text, seed, status, tool_version,
+                                   schema_version, started_at, host_facts, platform,
+                                   platform_version)
+                 VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    id.as_str(),
+                    run.scenario_name,
+                    run.scenario_text,
+                    run.seed.to_string(),
+                    run.tool_version,
+                    SCHEMA_VERSION,
+                    run.started_at.to_rfc3339(),
+                    host_facts,
+                    run.platform,
+                    run.platform_version,
+                ],
+            );
+            match inserted {
+                Ok(_) => return Ok(id),
+                Err(e) if is_unique_violation(&e) => continue,
+                Err(e) => return Err(self.db.err("creating a run", e)),
+            }
+        }
+        Err(StoreError::InvalidRecord(
+            "could not find a free run id after 8 attempts".to_string(),
+        ))
+    }
+
+    /// Adds a tenant to a run. Names are unique in a run.
+    pub fn add_tenant(&mut self, run: &RunId, tenant: &TenantRecord) -> Result<(), StoreError> {
+        nonempty("tenant name", &tenant.name)?;
+        nonempty("tenant platform", &tenant.platform)?;
+        self.run_status(&self.conn, run)?;
+        self.conn
+            .execute(
+                "INSERT INTO tenants (run_id, name, role, platform, limits)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    run.as_str(),
+                    tenant.name,
+                    tenant.role.as_str(),
+                    tenant.platform,
+                    tenant.limits.to_string(),
+                ],
+            )
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    StoreError::DuplicateTenant {
+                        run: run.to_string(),
+                        tenant: tenant.name.clone(),
+                    }
+                } else {
+                    self.db.err("adding a tenant", e)
+                }
+            })?;
+        Ok(())
+    }
+
+    /// Records a fact about the run (host, platform or tenant scope). Recording the same
+    /// scope and key again replaces the value: a fact is the latest thing known.
+    pub fn record_fact(&mut self, run: &RunId, fact: &Fact) -> Result<(), StoreError> {
+        nonempty("fact scope", &fact.scope)?;
+        nonempty("fact key", &fact.key)?;
+        self.run_status(&self.conn, run)?;
+        self.conn
+            .execute(
+                "INSERT INTO facts (run_id, scope, key, value) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (run_id, scope, key) DO UPDATE SET value = excluded.value",
+                params![run.as_str(), fact.scope, fact.key, fact.value.to_string()],
+            )
+            .map_err(|e| self.db.err("recording a fact", e))?;
+        Ok(())
+    }
+
+    /// Records one finished trial with its samples, histograms and stressor reports, in one
+    /// transaction: after this returns, the trial survives a crash; if it fails, nothing of the
+    /// trial was written.
+    ///
+    /// Refused when the run is unknown or not running, when the trial or a stressor report
+    /// names a tenant not added to the run, when a trial with the same `plan_seq` is already
+    /// recorded ([`StoreError::DuplicateTrial`]), or when the record is inconsistent (a
+    /// non-finite value, a metric twice, a non-ok status without a reason).
+    pub fn record_trial(&mut self, run: &RunId, trial: &TrialRecord) -> Result<(), StoreError> {
+        validate_trial(trial).map_err(StoreError::InvalidRecord)?;
+        let db = &self.db;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db.err("starting a trial transaction", e))?;
+
+        let status = run_status_in(db, &tx, run)?;
+        if status != RunStatus::Running {
+            return Err(StoreError::RunNotRunning {
+                run: run.to_string(),
+                status: status.to_string(),
+            });
+        }
+        let tenants: Vec<&str> = std::iter::once(trial.tenant.as_str())
+            .chain(trial.stressor_reports.iter().map(|r| r.tenant.as_str()))
+            .collect();
+        for tenant in tenants {
+            let known: Option<i64> = tx
+                .query_row(
+                    "SELECT 1 FROM tenants WHERE run_id = ?1 AND name = ?2",
+                    params![run.as_str(), tenant],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(|e| db.err("looking up a tenant", e))?;
+            if known.is_none() {
+                return Err(StoreError::UnknownTenant {
+                    run: run.to_string(),
+                    tenant: tenant.to_string(),
+                });
+            }
+        }
+        let duplicate = || StoreError::DuplicateTrial {
+            run: run.to_string(),
+            plan_seq: trial.plan_seq,
+        };
+        tx.execute(
+            "INSERT INTO trials (run_id, plan_seq, probe, tenant, condition, repetition, status,
+                                 reason, started_at, ended_at, load_note)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                run.as_str(),
+                trial.plan_seq,
+                trial.probe,
+                trial.tenant,
+                trial.condition.to_string(),
+                trial.repetition,
+                trial.status.as_str(),
+                trial.status.reason(),
+                trial.started_at.to_rfc3339(),
+                trial.ended_at.to_rfc3339(),
+                trial.load_note,
+            ],
+        )
+        .map_err(|e| {
+            if is_unique_violation(&e) {
+                duplicate()
+            } else {
+                db.err("recording a trial", e)
+            }
+        })?;
+        let trial_id = tx.last_insert_rowid();
+        {
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT INTO samples (trial_id, metric, unit, direction, value)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(|e| db.err("recording samples", e))?;
+            for s in &trial.samples {
+                ins.execute(params![
+                    trial_id,
+                    s.metric,
+                    s.unit,
+                    s.direction.as_str(),
+                    s.value
+                ])
+                .map_err(|e| db.err("recording a sample", e))?;
+            }
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT INTO histograms (trial_id, metric, encoding, data)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(|e| db.err("recording histograms", e))?;
+            for h in &trial.histograms {
+                ins.execute(params![trial_id, h.metric, HISTOGRAM_ENCODING, h.base64])
+                    .map_err(|e| db.err("recording a histogram", e))?;
+            }
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT INTO stressor_reports (trial_id, tenant, stressor, intensity, mode,
+                                                   ops, ops_per_sec)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(|e| db.err("recording stressor reports", e))?;
+            for r in &trial.stressor_reports {
+                ins.execute(params![
+                    trial_id,
+                    r.tenant,
+                    r.stressor,
+                    r.intensity,
+                    r.mode.as_str(),
+                    r.ops,
+                    r.ops_per_sec
+                ])
+                .map_err(|e| db.err("recording a stressor report", e))?;
+            }
+        }
+        tx.commit().map_err(|e| db.err("committing a trial", e))
+    }
+
+    /// The `plan_seq` of every trial already recorded for the run, whatever its status. A
+    /// resumed run skips exactly these: nothing measured is repeated, nothing is lost.
+    pub fn completed_trial_keys(&self, run: &RunId) -> Result<BTreeSet<u32>, StoreError> {
+        self.run_status(&self.conn, run)?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT plan_seq FROM trials WHERE run_id = ?1")
+            .map_err(|e| self.db.err("listing recorded trials", e))?;
+        let keys = stmt
+            .query_map([run.as_str()], |r| r.get::<_, u32>(0))
+            .and_then(|rows| rows.collect::<Result<BTreeSet<u32>, _>>())
+            .map_err(|e| self.db.err("listing recorded trials", e))?;
+        Ok(keys)
+    }
+
+    /// Sets a run's final status (`complete`, `interrupted` or `failed`), with an optional
+    /// reason and the end time.
+    pub fn finish_run(
+        &mut self,
+        run: &RunId,
+        status: RunStatus,
+        reason: Option<&str>,
+        ended_at: Timestamp,
+    ) -> Result<(), StoreError> {
+        if status == RunStatus::Running {
+            return Err(StoreError::InvalidRecord(
+                "finish_run needs a final status (complete, interrupted or failed); \
+                 use resume_run to mark a run running again"
+                    .to_string(),
+            ));
+        }
+        let n = self
+            .conn
+            .execute(
+                "UPDATE runs SET status = ?2, status_reason = ?3, ended_at = ?4 WHERE id = ?1",
+                params![run.as_str(), status.as_str(), reason, ended_at.to_rfc3339()],
+            )
+            .map_err(|e| self.db.err("finishing a run", e))?;
+        if n == 0 {
+            return Err(self.db.unknown_run(run));
+        }
+        Ok(())
+    }
+
+    /// Marks an interrupted or failed run (or one left `running` by a crash) as running again,
+    /// clearing its end time and reason, so [`Store::record_trial`] accepts its remaining
+    /// trials. A complete run cannot be resumed.
+    pub fn resume_run(&mut self, run: &RunId) -> Result<(), StoreError> {
+        let status = self.run_status(&self.conn, run)?;
+        if status == RunStatus::Complete {
+            return Err(StoreError::InvalidRecord(format!(
+                "run {run} is complete; there is nothing to resume"
+            )));
+        }
+        self.conn
+            .execute(
+                "UPDATE runs SET status = 'running', status_reason = NULL, ended_at = NULL
+                 WHERE id = ?1",
+                [run.as_str()],
+            )
+            .map_err(|e| self.db.err("resuming a run", e))?;
+        Ok(())
+    }
+
+    /// Every run, oldest first, with trial counts.
+    pub fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT r.id, r.scenario_name, r.status, r.started_at, r.ended_at, r.platform,
+                        r.seed,
+                        (SELECT count(*) FROM trials t WHERE t.run_id = r.id),
+                        (SELECT count(*) FROM trials t WHERE t.run_id = r.id AND t.status = 'ok')
+                 FROM runs r ORDER BY r.started_at, r.id",
+            )
+            .map_err(|e| self.db.err("listing runs", e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, i64>(7)?,
+                    r.get::<_, i64>(8)?,
+                ))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.db.err("listing runs", e))?;
+        rows.into_iter()
+            .map(
+                |(id, scenario_name, status, started, ended, platform, seed, trials, ok)| {
+                    Ok(RunSummary {
+                        id: RunId::new(id),
+                        scenario_name,
+                        status: self.parse(&status, "run status")?,
+                        started_at: self.time(&started)?,
+                        ended_at: ended.map(|e| self.time(&e)).transpose()?,
+                        platform,
+                        seed: self.parse(&seed, "seed")?,
+                        trials: trials as u64,
+                        trials_ok: ok as u64,
+                    })
+                },
+            )
+            .collect()
+    }
+
+    /// Everything stored about a run, read in one snapshot.
+    pub fn load_run(&self, run: &RunId) -> Result<LoadedRun, StoreError> {
+        let db = &self.db;
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(|e| db.err("starting a read", e))?;
+        let record = self.load_run_record(&tx, run)?;
+
+        let tenants = {
+            let mut stmt = tx
+                .prepare("SELECT name, role, platform, limits FROM tenants WHERE run_id = ?1 ORDER BY rowid")
+                .map_err(|e| db.err("loading tenants", e))?;
+            let rows = stmt
+                .query_map([run.as_str()], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                    ))
+                })
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| db.err("loading tenants", e))?;
+            rows.into_iter()
+                .map(|(name, role, platform, limits)| {
+                    Ok(TenantRecord {
+                        role: self.parse(&role, "tenant role")?,
+                        limits: self.json(&limits, "tenant limits")?,
+                        name,
+                        platform,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?
+        };
+
+        let mut samples: HashMap<i64, Vec<SampleRecord>> = HashMap::new();
+        {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT s.trial_id, s.metric, s.unit, s.direction, s.value
+                     FROM samples s JOIN trials t ON t.id = s.trial_id
+                     WHERE t.run_id = ?1 ORDER BY s.rowid",
+                )
+                .map_err(|e| db.err("loading samples", e))?;
+            let rows = stmt
+                .query_map([run.as_str()], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, f64>(4)?,
+                    ))
+                })
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| db.err("loading samples", e))?;
+            for (trial_id, metric, unit, direction, value) in rows {
+                samples.entry(trial_id).or_default().push(SampleRecord {
+                    metric,
+                    unit,
+                    direction: direction
+                        .parse()
+                        .map_err(|e| db.corrupt(format!("sample direction: {e}")))?,
+                    value,
+                });
+            }
+        }
+
+        let mut histograms: HashMap<i64, Vec<HistogramRecord>> = HashMap::new();
+        {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT h.trial_id, h.metric, h.encoding, h.data
+                     FROM histograms h JOIN trials t ON t.id = h.trial_id
+                     WHERE t.run_id = ?1 ORDER BY h.rowid",
+                )
+                .map_err(|e| db.err("loading histograms", e))?;
+            let rows = stmt
+                .query_map([run.as_str()], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                    ))
+                })
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| db.err("loading histograms", e))?;
+            for (trial_id, metric, encoding, data) in rows {
+                if encoding != HISTOGRAM_ENCODING {
+                    return Err(db.corrupt(format!(
+                        "histogram of {metric} has encoding {encoding:?}, expected {HISTOGRAM_ENCODING:?}"
+                    )));
+                }
+                histograms
+                    .entry(trial_id)
+                    .or_default()
+                    .push(HistogramRecord {
+                        metric,
+                        base64: data,
+                    });
+            }
+        }
+
+        let mut reports: HashMap<i64, Vec<StressorReport>> = HashMap::new();
+        {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT r.trial_id, r.tenant, r.stressor, r.intensity, r.mode, r.ops, r.ops_per_sec
+                     FROM stressor_reports r JOIN trials t ON t.id = r.trial_id
+                     WHERE t.run_id = ?1 ORDER BY r.rowid",
+                )
+                .map_err(|e| db.err("loading stressor reports", e))?;
+            let rows = stmt
+                .query_map([run.as_str()], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, u8>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, f64>(5)?,
+                        r.get::<_, f64>(6)?,
+                    ))
+                })
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| db.err("loading stressor reports", e))?;
+            for (trial_id, tenant, stressor, intensity, mode, ops, ops_per_sec) in rows {
+                reports.entry(trial_id).or_default().push(StressorReport {
+                    tenant,
+                    stressor,
+                    intensity,
+                    mode: self.parse(&mode, "stressor mode")?,
+                    ops,
+                    ops_per_sec,
+                });
+            }
+        }
+
+        let trials = {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT id, plan_seq, probe, tenant, condition, repetition, status, reason,
+                            started_at, ended_at, load_note
+                     FROM trials WHERE run_id = ?1 ORDER BY plan_seq",
+                )
+                .map_err(|e| db.err("loading trials", e))?;
+            let rows = stmt
+                .query_map([run.as_str()], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, u32>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, u32>(5)?,
+                        r.get::<_, String>(6)?,
+                        r.get::<_, Option<String>>(7)?,
+                        r.get::<_, String>(8)?,
+                        r.get::<_, String>(9)?,
+                        r.get::<_, Option<String>>(10)?,
+                    ))
+                })
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| db.err("loading trials", e))?;
+            rows.into_iter()
+                .map(
+                    |(
+                        id,
+                        plan_seq,
+                        probe,
+                        tenant,
+                        condition,
+                        repetition,
+                        status,
+                        reason,
+                        started,
+                        ended,
+                        load_note,
+                    )| {
+                        Ok(TrialRecord {
+                            plan_seq,
+                            probe,
+                            tenant,
+                            condition: condition.parse::<Condition>().map_err(|e| db.corrupt(e))?,
+                            repetition,
+                            status: TrialStatus::from_parts(&status, reason)
+                                .map_err(|e| db.corrupt(e))?,
+                            started_at: self.time(&started)?,
+                            ended_at: self.time(&ended)?,
+                            load_note,
+                            samples: samples.remove(&id).unwrap_or_default(),
+                            histograms: histograms.remove(&id).unwrap_or_default(),
+                            stressor_reports: reports.remove(&id).unwrap_or_default(),
+                        })
+                    },
+                )
+                .collect::<Result<Vec<_>, StoreError>>()?
+        };
+
+        let facts = {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT scope, key, value FROM facts WHERE run_id = ?1 ORDER BY scope, key",
+                )
+                .map_err(|e| db.err("loading facts", e))?;
+            let rows = stmt
+                .query_map([run.as_str()], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
+                })
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| db.err("loading facts", e))?;
+            rows.into_iter()
+                .map(|(scope, key, value)| {
+                    Ok(Fact {
+                        value: self.json(&value, "fact value")?,
+                        scope,
+                        key,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?
+        };
+        tx.finish().map_err(|e| db.err("ending a read", e))?;
+        Ok(LoadedRun {
+            run: record,
+            tenants,
+            trials,
+            facts,
+        })
+    }
+
+    fn load_run_record(&self, conn: &Connection, run: &RunId) -> Result<RunRecord, StoreError> {
+        let db = &self.db;
+        let row = conn
+            .query_row(
+                "SELECT id, scenario_name, scenario_text, seed, status, status_reason,
+                        tool_version, schema_version, started_at, ended_at, host_facts,
+                        platform, platform_version
+                 FROM runs WHERE id = ?1",
+                [run.as_str()],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, Option<String>>(5)?,
+                        r.get::<_, String>(6)?,
+                        r.get::<_, u32>(7)?,
+                        r.get::<_, String>(8)?,
+                        r.get::<_, Option<String>>(9)?,
+                        r.get::<_, String>(10)?,
+                        r.get::<_, String>(11)?,
+                        r.get::<_, String>(12)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| db.err("loading a run", e))?
+            .ok_or_else(|| db.unknown_run(run))?;
+        let (
+            id,
+            scenario_name,
+            scenario_text,
+            seed,
+            status,
+            status_reason,
+            tool_version,
+            schema_version,
+            started,
+            ended,
+            host_facts,
+            platform,
+            platform_version,
+        ) = row;
+        Ok(RunRecord {
+            id: RunId::new(id),
+            scenario_name,
+            scenario_text,
+            seed: self.parse(&seed, "seed")?,
+            status: self.parse(&status, "run status")?,
+            status_reason,
+            tool_version,
+            schema_version,
+            started_at: self.time(&started)?,
+            ended_at: ended.map(|e| self.time(&e)).transpose()?,
+            host_facts: self.json(&host_facts, "host facts")?,
+            platform,
+            platform_version,
+        })
+    }
+
+    /// The run's status; [`StoreError::UnknownRun`] if there is no such run.
+    fn run_status(&self, conn: &Connection, run: &RunId) -> Result<RunStatus, StoreError> {
+        run_status_in(&self.db, conn, run)
+    }
+
+    fn parse<T: std::str::FromStr>(&self, text: &str, what: &str) -> Result<T, StoreError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        text.parse()
+            .map_err(|e| self.db.corrupt(format!("{what} {text:?}: {e}")))
+    }
+
+    fn time(&self, text: &str) -> Result<Timestamp, StoreError> {
+        Timestamp::parse_rfc3339(text).map_err(|e| self.db.corrupt(e))
+    }
+
+    fn json(&self, text: &str, what: &str) -> Result<serde_json::Value, StoreError> {
+        serde_json::from_str(text).map_err(|e| self.db.corrupt(format!("{what}: {e}")))
+    }
+}
+
+fn run_status_in(db: &DbFile, conn: &Connection, run: &RunId) -> Result<RunStatus, StoreError> {
+    let status: Option<String> = conn
+        .query_row(
+            "SELECT status FROM runs WHERE id = ?1",
+            [run.as_str()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| db.err("looking up a run", e))?;
+    let status = status.ok_or_else(|| db.unknown_run(run))?;
+    status
+        .parse()
+        .map_err(|e: String| db.corrupt(format!("run status: {e}")))
+}
+
+fn nonempty(what: &str, value: &str) -> Result<(), StoreError> {
+    if value.trim().is_empty() {
+        return Err(StoreError::InvalidRecord(format!("{what} is empty")));
+    }
+    Ok(())
+}
+
+/// Checks a trial before anything is written, so errors name the field at fault.
+fn validate_trial(t: &TrialRecord) -> Result<(), String> {
+    let at = |msg: String| format!("trial {} ({} in {}): {msg}", t.plan_seq, t.probe, t.tenant);
+    if t.probe.trim().is_empty() || t.tenant.trim().is_empty() {
+        return Err(at("probe and tenant names must not be empty".into()));
+    }
+    t.condition.validate().map_err(at)?;
+    if let Some(reason) = t.status.reason() {
+        if reason.trim().is_empty() {
+            return Err(at(format!("status {} needs a reason", t.status.as_str())));
+        }
+    }
+    let mut seen = HashSet::new();
+    for s in &t.samples {
+        if s.metric.trim().is_empty() || s.unit.trim().is_empty() {
+            return Err(at("a sample has an empty metric name or unit".into()));
+        }
+        if !s.value.is_finite() {
+            return Err(at(format!(
+                "sample {} is {}; values must be finite",
+                s.metric, s.value
+            )));
+        }
+        if !seen.insert(s.metric.as_str()) {
+            return Err(at(format!("metric {} appears twice", s.metric)));
+        }
+    }
+    let mut seen = HashSet::new();
+    for h in &t.histograms {
+        if h.base64.is_empty() {
+            return Err(at(format!("histogram of {} is empty", h.metric)));
+        }
+        if !seen.insert(h.metric.as_str()) {
+            return Err(at(format!("histogram of {} appears twice", h.metric)));
+        }
+    }
+    let mut seen = HashSet::new();
+    for r in &t.stressor_reports {
+        if r.intensity > 100 {
+            return Err(at(format!(
+                "stressor {} has intensity {} > 100",
+                r.stressor, r.intensity
+            )));
+        }
+        if !(r.ops.is_finite() && r.ops >= 0.0 && r.ops_per_sec.is_finite() && r.ops_per_sec >= 0.0)
+        {
+            return Err(at(format!(
+                "stressor {} in {} reports ops {} and ops/s {}; both must be finite and >= 0",
+                r.stressor, r.tenant, r.ops, r.ops_per_sec
+            )));
+        }
+        if !seen.insert((r.tenant.as_str(), r.stressor.as_str())) {
+            return Err(at(format!(
+                "stressor {} in {} reported twice",
+                r.stressor, r.tenant
+            )));
+        }
+    }
+    Ok(())
+}

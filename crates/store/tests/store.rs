@@ -1,0 +1,508 @@
+//! Behaviour of the store on real files: round trip, migrations, refusals, locking, resume.
+
+use std::path::Path;
+use std::time::Duration;
+
+use isobench_store::{
+    Condition, Direction, Fact, HistogramRecord, NewRun, OpenOptions, RunId, RunStatus,
+    SampleRecord, Store, StoreError, StressorMode, StressorReport, TenantRecord, TenantRole,
+    Timestamp, TrialRecord, TrialStatus, SCHEMA_VERSION,
+};
+use serde_json::json;
+
+fn new_run() -> NewRun {
+    NewRun {
+        scenario_name: "cache-vs-cpu".into(),
+        scenario_text: "[experiment]\nkind = \"matrix\"\n".into(),
+        seed: u64::MAX - 7,
+        tool_version: "0.1.0".into(),
+        started_at: Timestamp::from_unix_millis(1_767_225_600_000),
+        host_facts: json!({"cpu_model": "Test CPU", "cores": 8, "cgroup": "v2"}),
+        platform: "cgroup".into(),
+        platform_version: "v2".into(),
+    }
+}
+
+fn tenants() -> Vec<TenantRecord> {
+    vec![
+        TenantRecord {
+            name: "victim".into(),
+            role: TenantRole::Victim,
+            platform: "cgroup".into(),
+            limits: json!({"cpuset": "0-1", "memory": 1_073_741_824u64}),
+        },
+        TenantRecord {
+            name: "noisy".into(),
+            role: TenantRole::Aggressor,
+            platform: "cgroup".into(),
+            limits: json!({"cpuset": "2-3", "pids": 256}),
+        },
+    ]
+}
+
+fn trial(plan_seq: u32, condition: Condition, value: f64) -> TrialRecord {
+    let contended = condition != Condition::Baseline;
+    TrialRecord {
+        plan_seq,
+        probe: "cache-latency".into(),
+        tenant: "victim".into(),
+        condition,
+        repetition: plan_seq / 2,
+        status: TrialStatus::Ok,
+        started_at: Timestamp::from_unix_millis(1_767_225_600_000 + plan_seq as i64 * 1000),
+        ended_at: Timestamp::from_unix_millis(1_767_225_600_900 + plan_seq as i64 * 1000),
+        load_note: Some("loadavg 0.10".into()),
+        samples: vec![
+            SampleRecord {
+                metric: "l2_ns".into(),
+                unit: "ns".into(),
+                direction: Direction::Lower,
+                value,
+            },
+            SampleRecord {
+                metric: "accesses_per_s".into(),
+                unit: "ops/s".into(),
+                direction: Direction::Higher,
+                value: 1e9 / value,
+            },
+        ],
+        histograms: vec![HistogramRecord {
+            metric: "l2_ns".into(),
+            base64: "HISTFAAAAB14nJNpmSzMwMDAxAABzFCaEUzOmNZg/wEAOaEEHQ==".into(),
+        }],
+        stressor_reports: if contended {
+            vec![StressorReport {
+                tenant: "noisy".into(),
+                stressor: "cache".into(),
+                intensity: 50,
+                mode: StressorMode::Contended,
+                ops: 12_345.0,
+                ops_per_sec: 24_690.0,
+            }]
+        } else {
+            vec![]
+        },
+    }
+}
+
+fn setup(path: &Path) -> (Store, RunId) {
+    let mut store = Store::open(path).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    for t in tenants() {
+        store.add_tenant(&run, &t).unwrap();
+    }
+    (store, run)
+}
+
+fn journal_mode(path: &Path) -> String {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn round_trip_of_a_whole_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results.db");
+    let (mut store, run) = setup(&path);
+    assert!(run.as_str().starts_with("20260101-000000-"), "{run}");
+    assert_eq!(run.as_str().len(), "20260101-000000-abcdef".len());
+
+    let trials = vec![
+        trial(0, Condition::Baseline, 4.0),
+        trial(1, Condition::stressor("cache", 50), 9.5),
+        TrialRecord {
+            status: TrialStatus::Dnr("agent stopped answering after 30 s".into()),
+            samples: vec![],
+            histograms: vec![],
+            ..trial(2, Condition::Baseline, 1.0)
+        },
+        trial(3, Condition::stressor("cache", 50), 9.0),
+    ];
+    for t in &trials {
+        store.record_trial(&run, t).unwrap();
+    }
+    store
+        .record_fact(
+            &run,
+            &Fact {
+                scope: "host".into(),
+                key: "llc_bytes_measured".into(),
+                value: json!(8_388_608),
+            },
+        )
+        .unwrap();
+    store
+        .record_fact(
+            &run,
+            &Fact {
+                scope: "host".into(),
+                key: "llc_bytes_measured".into(),
+                value: json!(6_291_456),
+            },
+        )
+        .unwrap();
+    let ended = Timestamp::from_unix_millis(1_767_225_700_000);
+    store
+        .finish_run(&run, RunStatus::Complete, None, ended)
+        .unwrap();
+    drop(store);
+
+    // A fresh process reads back exactly what was written.
+    let store = Store::open(&path).unwrap();
+    let loaded = store.load_run(&run).unwrap();
+    let expected_run = new_run();
+    assert_eq!(loaded.run.id, run);
+    assert_eq!(loaded.run.seed, expected_run.seed);
+    assert_eq!(loaded.run.scenario_text, expected_run.scenario_text);
+    assert_eq!(loaded.run.host_facts, expected_run.host_facts);
+    assert_eq!(loaded.run.status, RunStatus::Complete);
+    assert_eq!(loaded.run.ended_at, Some(ended));
+    assert_eq!(loaded.run.schema_version, SCHEMA_VERSION);
+    assert_eq!(loaded.run.tool_version, "0.1.0");
+    assert_eq!(loaded.run.platform_version, "v2");
+    assert_eq!(loaded.tenants, tenants());
+    assert_eq!(loaded.trials, trials);
+    assert_eq!(loaded.facts.len(), 1);
+    assert_eq!(loaded.facts[0].value, json!(6_291_456));
+
+    // The statistics' input: ok trials only, in plan order.
+    let contended = Condition::stressor("cache", 50);
+    assert_eq!(
+        loaded.values("victim", "cache-latency", &contended, "l2_ns"),
+        vec![9.5, 9.0]
+    );
+    assert_eq!(
+        loaded.values("victim", "cache-latency", &Condition::Baseline, "l2_ns"),
+        vec![4.0]
+    );
+    assert_eq!(
+        loaded.conditions(),
+        vec![Condition::Baseline, contended.clone()]
+    );
+
+    // The whole run serializes to JSON and back.
+    let json = serde_json::to_string(&loaded).unwrap();
+    let back: isobench_store::LoadedRun = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, loaded);
+
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].id, run);
+    assert_eq!(runs[0].trials, 4);
+    assert_eq!(runs[0].trials_ok, 3);
+    assert_eq!(runs[0].status, RunStatus::Complete);
+}
+
+#[test]
+fn migrates_an_empty_database_and_reopens_without_migrating_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(store.path(), path);
+    drop(store);
+    assert_eq!(journal_mode(&path), "wal");
+
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let mut tables: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    tables.sort();
+    assert_eq!(
+        tables,
+        [
+            "facts",
+            "histograms",
+            "runs",
+            "samples",
+            "stressor_reports",
+            "tenants",
+            "trials"
+        ]
+    );
+    drop(c);
+
+    // Data survives a reopen.
+    let (mut store, run) = setup(&path);
+    store
+        .record_trial(&run, &trial(0, Condition::Baseline, 4.0))
+        .unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(store.load_run(&run).unwrap().trials.len(), 1);
+}
+
+#[test]
+fn refuses_a_database_from_a_newer_isobench_without_touching_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("future.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("CREATE TABLE from_the_future (x INTEGER);")
+            .unwrap();
+        c.pragma_update(None, "user_version", SCHEMA_VERSION + 3)
+            .unwrap();
+    }
+    let err = Store::open(&path).unwrap_err();
+    match &err {
+        StoreError::NewerSchema {
+            path: p,
+            found,
+            supported,
+        } => {
+            assert_eq!(p, &path);
+            assert_eq!(*found, SCHEMA_VERSION + 3);
+            assert_eq!(*supported, SCHEMA_VERSION);
+        }
+        other => panic!("expected NewerSchema, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(
+        msg.contains(&format!("schema version {}", SCHEMA_VERSION + 3)),
+        "{msg}"
+    );
+    assert!(msg.contains(&format!("up to {SCHEMA_VERSION}")), "{msg}");
+    assert!(msg.contains("upgrade isobench"), "{msg}");
+
+    // Untouched: same version, no isobench tables, journal mode unchanged.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: u32 = c
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, SCHEMA_VERSION + 3);
+    let runs: i64 = c
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'runs'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(runs, 0);
+    drop(c);
+    assert_eq!(journal_mode(&path), "delete");
+}
+
+#[test]
+fn a_trial_key_is_recorded_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, run) = setup(&dir.path().join("dup.db"));
+    store
+        .record_trial(&run, &trial(5, Condition::Baseline, 4.0))
+        .unwrap();
+    let err = store
+        .record_trial(&run, &trial(5, Condition::stressor("cache", 50), 99.0))
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::DuplicateTrial { plan_seq: 5, .. }),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("trial 5 of run {run} is already recorded")),
+        "{msg}"
+    );
+    assert!(msg.contains("completed_trial_keys"), "{msg}");
+    // The first recording is intact and nothing of the second was written.
+    let loaded = store.load_run(&run).unwrap();
+    assert_eq!(loaded.trials, vec![trial(5, Condition::Baseline, 4.0)]);
+}
+
+#[test]
+fn a_second_writer_gets_a_clear_lock_error_after_the_busy_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locked.db");
+    let (_, run) = setup(&path);
+
+    // Another process holds the write lock.
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE;").unwrap();
+
+    // Opening a current database needs no write, so it works; writing waits, then fails.
+    let mut store = Store::open_with(
+        &path,
+        &OpenOptions {
+            busy_timeout: Duration::from_millis(100),
+        },
+    )
+    .unwrap();
+    let err = store
+        .record_trial(&run, &trial(0, Condition::Baseline, 4.0))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("locked by another writer"), "{msg}");
+    assert!(msg.contains("100ms"), "{msg}");
+    // Readers are not blocked by the writer (WAL).
+    assert_eq!(store.completed_trial_keys(&run).unwrap().len(), 0);
+
+    // Once the other writer is done, the same call succeeds.
+    holder.execute_batch("COMMIT;").unwrap();
+    store
+        .record_trial(&run, &trial(0, Condition::Baseline, 4.0))
+        .unwrap();
+}
+
+#[test]
+fn an_interrupted_run_resumes_without_losing_or_repeating_a_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("resume.db");
+    let plan: Vec<TrialRecord> = (0..6)
+        .map(|i| {
+            let c = if i % 2 == 0 {
+                Condition::Baseline
+            } else {
+                Condition::stressor("cache", 50)
+            };
+            trial(i, c, 4.0 + i as f64)
+        })
+        .collect();
+
+    let (mut store, run) = setup(&path);
+    for t in &plan[..3] {
+        store.record_trial(&run, t).unwrap();
+    }
+    // The process dies here: no finish_run. A new process picks the run up.
+    drop(store);
+
+    let mut store = Store::open(&path).unwrap();
+    let done = store.completed_trial_keys(&run).unwrap();
+    assert_eq!(done.iter().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
+    store
+        .finish_run(
+            &run,
+            RunStatus::Interrupted,
+            Some("controller exited"),
+            Timestamp::now(),
+        )
+        .unwrap();
+    // Not running: refuses trials until resumed.
+    let err = store.record_trial(&run, &plan[3]).unwrap_err();
+    assert!(matches!(err, StoreError::RunNotRunning { .. }), "{err:?}");
+    assert!(err.to_string().contains("is interrupted"), "{err}");
+
+    store.resume_run(&run).unwrap();
+    for t in plan.iter().filter(|t| !done.contains(&t.plan_seq)) {
+        store.record_trial(&run, t).unwrap();
+    }
+    store
+        .finish_run(&run, RunStatus::Complete, None, Timestamp::now())
+        .unwrap();
+    let loaded = store.load_run(&run).unwrap();
+    assert_eq!(loaded.trials, plan);
+    assert_eq!(loaded.run.status_reason, None);
+    // A complete run is not resumed.
+    assert!(store.resume_run(&run).is_err());
+}
+
+#[test]
+fn a_rejected_trial_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, run) = setup(&dir.path().join("atomic.db"));
+    let mut bad = trial(1, Condition::stressor("cache", 50), 9.0);
+    bad.stressor_reports[0].tenant = "ghost".into();
+    let err = store.record_trial(&run, &bad).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::UnknownTenant { tenant, .. } if tenant == "ghost"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("add_tenant"), "{err}");
+    assert!(store.completed_trial_keys(&run).unwrap().is_empty());
+    // The key is still free.
+    store
+        .record_trial(&run, &trial(1, Condition::stressor("cache", 50), 9.0))
+        .unwrap();
+}
+
+#[test]
+fn inconsistent_records_are_refused_with_the_field_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, run) = setup(&dir.path().join("invalid.db"));
+    let mut nan = trial(0, Condition::Baseline, 4.0);
+    nan.samples[0].value = f64::NAN;
+    let err = store.record_trial(&run, &nan).unwrap_err().to_string();
+    assert!(err.contains("sample l2_ns is NaN"), "{err}");
+
+    let mut twice = trial(0, Condition::Baseline, 4.0);
+    twice.samples[1].metric = "l2_ns".into();
+    let err = store.record_trial(&run, &twice).unwrap_err().to_string();
+    assert!(err.contains("metric l2_ns appears twice"), "{err}");
+
+    let mut no_reason = trial(0, Condition::Baseline, 4.0);
+    no_reason.status = TrialStatus::Failed(" ".into());
+    let err = store
+        .record_trial(&run, &no_reason)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("needs a reason"), "{err}");
+
+    let err = store
+        .add_tenant(&run, &tenants()[0])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("already has a tenant named \"victim\""),
+        "{err}"
+    );
+
+    let ghost = RunId::new("20000101-000000-000000");
+    let err = store.completed_trial_keys(&ghost).unwrap_err();
+    assert!(matches!(err, StoreError::UnknownRun { .. }), "{err:?}");
+    assert!(err.to_string().contains("20000101-000000-000000"));
+    assert!(store.load_run(&ghost).is_err());
+    assert!(store
+        .finish_run(&ghost, RunStatus::Failed, None, Timestamp::now())
+        .is_err());
+    assert!(store
+        .finish_run(&run, RunStatus::Running, None, Timestamp::now())
+        .is_err());
+    assert!(store.completed_trial_keys(&run).unwrap().is_empty());
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    std::fs::write(
+        &path,
+        "these are not the results you are looking for\n".repeat(100),
+    )
+    .unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::NotADatabase { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("notes.txt is not an SQLite database"),
+        "{err}"
+    );
+}
+
+#[test]
+fn in_memory_store_works_for_tests() {
+    let mut store = Store::open_in_memory().unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    for t in tenants() {
+        store.add_tenant(&run, &t).unwrap();
+    }
+    store
+        .record_trial(&run, &trial(0, Condition::Baseline, 4.0))
+        .unwrap();
+    assert_eq!(store.list_runs().unwrap()[0].trials, 1);
+}
+
+#[test]
+fn many_runs_get_distinct_ids_even_in_the_same_second() {
+    let mut store = Store::open_in_memory().unwrap();
+    let ids: std::collections::HashSet<RunId> = (0..50)
+        .map(|_| store.create_run(&new_run()).unwrap())
+        .collect();
+    assert_eq!(ids.len(), 50);
+    assert_eq!(store.list_runs().unwrap().len(), 50);
+}
