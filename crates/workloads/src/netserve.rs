@@ -55,6 +55,17 @@ pub const UDP_STATS_REQUEST: u64 = u64::MAX;
 /// Length of the UDP sink header (session id, sequence number).
 pub const UDP_HEADER: usize = 16;
 
+/// The server kinds by name, as [`ServerKind::name`] spells them (`http` and
+/// `relay-forwarder` take an argument in their text form, see [`ServerKind`]'s `FromStr`).
+pub const KIND_NAMES: &[&str] = &[
+    "udp-echo",
+    "tcp-echo",
+    "tcp-sink",
+    "udp-sink",
+    "http",
+    "relay-forwarder",
+];
+
 /// Which server to run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]

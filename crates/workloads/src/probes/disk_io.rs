@@ -1,37 +1,653 @@
-//! `disk-io` (being written).
+//! `disk-io`: file I/O throughput and per-request latency.
+//!
+//! The VITS file-I/O probe (seed 000, sections 4.4 and 5.4) on one file of `blocks` x
+//! `block_size` (20,000 x 8 KiB = 160 MB by default), plus random read and fsync-write from
+//! Rzecki et al. (seed 002). The operations, always run in this order:
+//!
+//! | op | what is timed |
+//! |---|---|
+//! | `write` | buffered sequential writes to the new (empty) file, then one `fsync` (included, as `iozone -e`), so the figure is the device's and not only the page cache's |
+//! | `rewrite` | the same over the existing blocks, then one `fsync` |
+//! | `read` | cold buffered sequential read: the file's own pages are dropped first (`fsync` + `posix_fadvise(DONTNEED)` on this file only, never the host's whole cache) |
+//! | `reread` | buffered sequential read of pages just read (warm cache) |
+//! | `dioread` | `O_DIRECT` sequential read |
+//! | `diowrite` | `O_DIRECT` sequential overwrite |
+//! | `randread` | `O_DIRECT` reads at seeded random 4 KiB-aligned offsets, `blocks` of them |
+//! | `fsyncwrite` | buffered write + `fsync` (or `fdatasync`) of every block, `sync_blocks` of them |
+//!
+//! Each op reports MB/s (10^6 bytes per second, over the whole op) and the latency of its
+//! individual requests in microseconds (mean, p50, p99, p99.9, max, with the histogram).
+//! The file lives in `dir` (default: the run's work directory), is named `isobench-disk-io-*`
+//! and is removed at the end, also on error or stop. `bytes_written` counts every byte this
+//! run wrote (including the untimed fill when a read op runs without `write`) and
+//! `file_bytes` is the file's size as the filesystem reported it before removal.
+//!
+//! The counts, not the run's budget, decide how long this probe runs (about 1-3 s here at
+//! the defaults); `ctx.stop` aborts it.
 
-use crate::metric::{Aggregate, Direction, Metric, MetricSpec};
-use crate::params::{ParamSpec, ParamValues};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+
+use crate::metric::{latency_metrics, LatencyHistogram, Metric, MetricSpec};
+use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
+use crate::probes::io_net::{hist_record, metric_table};
+use crate::timer::now_ns;
+use crate::util::{AlignedBuf, SplitMix64};
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
 /// The `disk-io` probe.
 pub struct DiskIo;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Opts {
+    blocks: u64,
+    block_size: u64,
+    ops: String,
+    dir: Option<String>,
+    sync_blocks: u64,
+    sync: String,
+    seed: u64,
+}
+
+/// Every op, in the order they run.
+const OPS: &[&str] = &[
+    "write",
+    "rewrite",
+    "read",
+    "reread",
+    "dioread",
+    "diowrite",
+    "randread",
+    "fsyncwrite",
+];
+
+/// O_DIRECT alignment: offsets, lengths and buffers are multiples of this.
+const ALIGN: u64 = 4096;
+
+/// Free space kept on top of the file, so the probe never fills a filesystem.
+const SPARE_BYTES: u64 = 256 << 20;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "blocks",
+        help: "blocks per op (VITS: 20,000)",
+        kind: ParamKind::Int {
+            min: 1,
+            max: 100_000_000,
+        },
+        default: "20000",
+    },
+    ParamSpec {
+        name: "block_size",
+        help: "bytes per request, a multiple of 4K (VITS: 8K)",
+        kind: ParamKind::Size {
+            min: 4096,
+            max: 64 << 20,
+        },
+        default: "8K",
+    },
+    ParamSpec {
+        name: "ops",
+        help: "`all` or a comma list of write, rewrite, read, reread, dioread, diowrite, \
+               randread, fsyncwrite (they always run in that order)",
+        kind: ParamKind::Text,
+        default: "all",
+    },
+    ParamSpec {
+        name: "dir",
+        help: "directory for the test file, on the filesystem to measure (not tmpfs: it \
+               refuses O_DIRECT); empty = the run's work directory",
+        kind: ParamKind::Text,
+        default: "",
+    },
+    ParamSpec {
+        name: "sync_blocks",
+        help: "blocks written by fsyncwrite (at most `blocks`; each waits for the device, \
+               1-5 ms here)",
+        kind: ParamKind::Int {
+            min: 1,
+            max: 100_000_000,
+        },
+        default: "300",
+    },
+    ParamSpec {
+        name: "sync",
+        help: "the call fsyncwrite makes after every block",
+        kind: ParamKind::Choice {
+            options: &["fsync", "fdatasync"],
+        },
+        default: "fsync",
+    },
+    ParamSpec {
+        name: "seed",
+        help: "seed of randread's offsets and of the data written",
+        kind: ParamKind::Int {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "1",
+    },
+];
+
+const METRICS: &[MetricSpec] = metric_table![
+    "write_mbps" "MB/s" Higher HarmonicMean;
+    lat "write_lat" "us";
+    "rewrite_mbps" "MB/s" Higher HarmonicMean;
+    lat "rewrite_lat" "us";
+    "read_mbps" "MB/s" Higher HarmonicMean;
+    lat "read_lat" "us";
+    "reread_mbps" "MB/s" Higher HarmonicMean;
+    lat "reread_lat" "us";
+    "dioread_mbps" "MB/s" Higher HarmonicMean;
+    lat "dioread_lat" "us";
+    "diowrite_mbps" "MB/s" Higher HarmonicMean;
+    lat "diowrite_lat" "us";
+    "randread_mbps" "MB/s" Higher HarmonicMean;
+    lat "randread_lat" "us";
+    "fsyncwrite_mbps" "MB/s" Higher HarmonicMean;
+    lat "fsyncwrite_lat" "us";
+    "bytes_written" "B" Higher Total;
+    "file_bytes" "B" Higher Max;
+];
+
+fn spec(name: &str) -> &'static MetricSpec {
+    METRICS
+        .iter()
+        .find(|m| m.name == name)
+        .expect("declared metric")
+}
 
 impl Probe for DiskIo {
     fn name(&self) -> &'static str {
         "disk-io"
     }
     fn help(&self) -> &'static str {
-        "(being written)"
+        "File I/O on 20,000 x 8 KiB blocks (VITS): write, rewrite (each with its closing fsync), \
+         cold read (the file's pages dropped first), reread, O_DIRECT read and write, O_DIRECT \
+         random read (4K-aligned, seeded) and write+fsync per block: MB/s per op and \
+         per-request latency (us, p50/p99/p99.9 with the histogram). The file is removed at \
+         the end."
     }
     fn class(&self) -> Class {
         Class::Disk
     }
     fn params(&self) -> &'static [ParamSpec] {
-        &[]
+        PARAMS
     }
     fn metrics(&self) -> &'static [MetricSpec] {
-        &[MetricSpec {
-            name: "value",
-            unit: "ns",
-            direction: Direction::Lower,
-            aggregate: Aggregate::Mean,
-        }]
+        METRICS
     }
-    fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
-        Err(Unsupported::new("not built yet"))
+    fn supported(&self, env: &Env) -> Result<(), Unsupported> {
+        check_dir(&env.workdir, true).map_err(Unsupported::new)
     }
-    fn run(&self, _ctx: &ProbeCtx, _params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
-        anyhow::bail!("not built yet")
+    fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
+        let o: Opts = params.decode(self.name())?;
+        let ops = parse_ops(&o.ops)?;
+        if o.block_size % ALIGN != 0 {
+            bail!(
+                "disk-io: block_size={} is not a multiple of 4K (O_DIRECT needs aligned requests)",
+                fmt_size(o.block_size)
+            );
+        }
+        let dir = match o.dir.as_deref().map(str::trim) {
+            Some(d) if !d.is_empty() => PathBuf::from(d),
+            _ => ctx.workdir.clone(),
+        };
+        let needs_direct = ops
+            .iter()
+            .any(|op| matches!(*op, "dioread" | "diowrite" | "randread"));
+        check_dir(&dir, needs_direct).map_err(|e| anyhow::anyhow!("disk-io: {e}"))?;
+        let size = o
+            .blocks
+            .checked_mul(o.block_size)
+            .context("disk-io: blocks x block_size overflows")?;
+        let free = free_bytes(&dir)?;
+        if free < size + SPARE_BYTES {
+            bail!(
+                "disk-io: the file would be {} but {} has only {} free (keeping {} spare): \
+                 lower blocks or pick another dir",
+                fmt_size(size),
+                dir.display(),
+                fmt_size(free),
+                fmt_size(SPARE_BYTES)
+            );
+        }
+        ctx.pin_self()?;
+        let file = TestFile::create(&dir)?;
+        let r = Runner::new(ctx, &o, &file, size).and_then(|mut r| r.run_all(&ops));
+        // The guard removes the file on every path; report the metrics only after that.
+        drop(file);
+        r
+    }
+}
+
+fn parse_ops(text: &str) -> anyhow::Result<Vec<&'static str>> {
+    let text = text.trim();
+    if text.is_empty() || text == "all" {
+        return Ok(OPS.to_vec());
+    }
+    let mut chosen = Vec::new();
+    for w in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        if !OPS.contains(&w) {
+            let near = crate::nearest_names(w, OPS.iter().copied());
+            let hint = if near.is_empty() {
+                String::new()
+            } else {
+                format!(" (did you mean `{}`?)", near.join("`, `"))
+            };
+            bail!(
+                "disk-io: unknown op `{w}`{hint}; ops are all or a comma list of {}",
+                OPS.join(", ")
+            );
+        }
+        chosen.push(w);
+    }
+    Ok(OPS.iter().copied().filter(|o| chosen.contains(o)).collect())
+}
+
+/// The test file; removed when dropped.
+struct TestFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl TestFile {
+    fn create(dir: &Path) -> anyhow::Result<TestFile> {
+        let path = unique_path(dir, "isobench-disk-io");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .with_context(|| format!("disk-io: creating {}", path.display()))?;
+        Ok(TestFile { path, file })
+    }
+
+    fn open_direct(&self) -> anyhow::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&self.path)
+            .with_context(|| format!("disk-io: opening {} with O_DIRECT", self.path.display()))
+    }
+}
+
+impl Drop for TestFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn unique_path(dir: &Path, prefix: &str) -> PathBuf {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!(
+        "{prefix}-{}-{}-{n}.dat",
+        std::process::id(),
+        now_ns()
+    ))
+}
+
+/// Checks that `dir` is a writable directory and, when `direct`, that O_DIRECT works there.
+fn check_dir(dir: &Path, direct: bool) -> Result<(), String> {
+    let md = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !md.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    if let Some(kind) = fs_type(dir).and_then(memory_fs) {
+        return Err(format!(
+            "{} is on {kind}, which keeps files in memory (and refuses or fakes O_DIRECT): \
+             set dir= to a directory on a disk filesystem (ext4, xfs)",
+            dir.display()
+        ));
+    }
+    let path = unique_path(dir, "isobench-disk-io-check");
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(true).create_new(true).mode(0o600);
+    if direct {
+        opts.custom_flags(libc::O_DIRECT);
+    }
+    let f = match opts.open(&path) {
+        Ok(f) => f,
+        Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            return Err(no_direct(dir));
+        }
+        Err(e) => {
+            return Err(format!(
+                "cannot create a file in {}: {e} (set dir= to a writable directory)",
+                dir.display()
+            ))
+        }
+    };
+    let r = (|| -> io::Result<()> {
+        if direct {
+            let mut b = AlignedBuf::new(ALIGN as usize, ALIGN as usize);
+            b.as_mut_slice()[0] = 1;
+            f.write_all_at(b.as_slice(), 0)?;
+            let mut back = AlignedBuf::new(ALIGN as usize, ALIGN as usize);
+            f.read_exact_at(back.as_mut_slice(), 0)?;
+        } else {
+            f.write_all_at(b"x", 0)?;
+        }
+        Ok(())
+    })();
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => Err(no_direct(dir)),
+        Err(e) => Err(format!("cannot write in {}: {e}", dir.display())),
+    }
+}
+
+fn no_direct(dir: &Path) -> String {
+    format!(
+        "the filesystem of {} refuses O_DIRECT: set dir= to a directory on a disk filesystem \
+         (ext4, xfs), or run only the buffered ops (ops=write,rewrite,read,reread,fsyncwrite)",
+        dir.display()
+    )
+}
+
+/// Names the filesystems that live in memory (statfs magic numbers).
+fn memory_fs(magic: i64) -> Option<&'static str> {
+    match magic {
+        0x0102_1994 => Some("tmpfs"),
+        0x8584_58f6 => Some("ramfs"),
+        _ => None,
+    }
+}
+
+fn statfs(dir: &Path) -> Option<libc::statfs> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: c is a valid C string; st is plain data written by statfs.
+    unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        (libc::statfs(c.as_ptr(), &mut st) == 0).then_some(st)
+    }
+}
+
+fn fs_type(dir: &Path) -> Option<i64> {
+    // `f_type` is i64 on x86_64 but narrower on other targets.
+    #[allow(clippy::unnecessary_cast)]
+    statfs(dir).map(|s| s.f_type as i64)
+}
+
+fn free_bytes(dir: &Path) -> anyhow::Result<u64> {
+    let st = statfs(dir).with_context(|| format!("disk-io: statfs {}", dir.display()))?;
+    // The field types differ between targets.
+    #[allow(clippy::unnecessary_cast)]
+    let free = st.f_bavail as u64 * st.f_bsize as u64;
+    Ok(free)
+}
+
+struct Runner<'a> {
+    ctx: &'a ProbeCtx,
+    o: &'a Opts,
+    file: &'a TestFile,
+    direct: Option<File>,
+    buf: AlignedBuf,
+    size: u64,
+    /// The file holds `size` bytes of data.
+    filled: bool,
+    /// The file's pages are in the page cache (a buffered read just ran).
+    cached: bool,
+    bytes_written: u64,
+    out: Vec<Metric>,
+}
+
+impl<'a> Runner<'a> {
+    fn new(ctx: &'a ProbeCtx, o: &'a Opts, file: &'a TestFile, size: u64) -> anyhow::Result<Self> {
+        let mut buf = AlignedBuf::new(o.block_size as usize, ALIGN as usize);
+        // Incompressible data, so a virtual disk that compresses or deduplicates does not
+        // flatter the figures.
+        let mut rng = SplitMix64(o.seed ^ 0x6469_736b);
+        for chunk in buf.as_mut_slice().chunks_mut(8) {
+            let r = rng.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&r[..chunk.len()]);
+        }
+        Ok(Runner {
+            ctx,
+            o,
+            file,
+            direct: None,
+            buf,
+            size,
+            filled: false,
+            cached: false,
+            bytes_written: 0,
+            out: Vec::new(),
+        })
+    }
+
+    fn run_all(&mut self, ops: &[&'static str]) -> anyhow::Result<Vec<Metric>> {
+        for &op in ops {
+            self.run_op(op)
+                .with_context(|| format!("disk-io {op} in {}", self.file.path.display()))?;
+        }
+        let st = self.file.file.metadata()?;
+        let mut out = std::mem::take(&mut self.out);
+        out.push(spec("bytes_written").value(self.bytes_written as f64));
+        out.push(spec("file_bytes").value(st.len() as f64));
+        Ok(out)
+    }
+
+    /// Opens the O_DIRECT descriptor once.
+    fn direct(&mut self) -> anyhow::Result<()> {
+        if self.direct.is_none() {
+            self.direct = Some(self.file.open_direct()?);
+        }
+        Ok(())
+    }
+
+    fn run_op(&mut self, op: &'static str) -> anyhow::Result<()> {
+        let bs = self.o.block_size;
+        let n = self.o.blocks;
+        if op != "write" && !self.filled {
+            self.fill()?;
+        }
+        let (bytes, h, secs) = match op {
+            "write" | "rewrite" => {
+                let f = &self.file.file;
+                let buf = self.buf.as_slice();
+                let r = timed(
+                    self.ctx,
+                    n,
+                    |i| f.write_all_at(buf, i * bs),
+                    || f.sync_all(),
+                )?;
+                self.bytes_written += n * bs;
+                self.filled = true;
+                self.cached = false;
+                (n * bs, r.0, r.1)
+            }
+            "read" | "reread" => {
+                if op == "read" {
+                    drop_cache(&self.file.file)?;
+                } else if !self.cached {
+                    // reread means re-reading what was just read: warm the cache first.
+                    self.read_pass()?;
+                }
+                let f = &self.file.file;
+                let buf = self.buf.as_mut_slice();
+                let r = timed(self.ctx, n, |i| f.read_exact_at(buf, i * bs), || Ok(()))?;
+                self.cached = true;
+                (n * bs, r.0, r.1)
+            }
+            "dioread" | "randread" => {
+                let seed = self.o.seed;
+                let slots = (self.size - bs) / ALIGN + 1;
+                let mut rng = SplitMix64(seed);
+                let mut buf = AlignedBuf::new(bs as usize, ALIGN as usize);
+                self.direct()?;
+                let f = self.direct.as_ref().expect("opened");
+                let ctx = self.ctx;
+                let rand = op == "randread";
+                let r = timed(
+                    ctx,
+                    n,
+                    |i| {
+                        let off = if rand {
+                            rng.below(slots) * ALIGN
+                        } else {
+                            i * bs
+                        };
+                        f.read_exact_at(buf.as_mut_slice(), off)
+                    },
+                    || Ok(()),
+                )?;
+                (n * bs, r.0, r.1)
+            }
+            "diowrite" => {
+                self.direct()?;
+                let f = self.direct.as_ref().expect("opened");
+                let buf = self.buf.as_slice();
+                let r = timed(self.ctx, n, |i| f.write_all_at(buf, i * bs), || Ok(()))?;
+                self.bytes_written += n * bs;
+                self.cached = false;
+                (n * bs, r.0, r.1)
+            }
+            "fsyncwrite" => {
+                let m = self.o.sync_blocks.min(n);
+                let f = &self.file.file;
+                let buf = self.buf.as_slice();
+                let datasync = self.o.sync == "fdatasync";
+                let r = timed(
+                    self.ctx,
+                    m,
+                    |i| {
+                        f.write_all_at(buf, i * bs)?;
+                        if datasync {
+                            f.sync_data()
+                        } else {
+                            f.sync_all()
+                        }
+                    },
+                    || Ok(()),
+                )?;
+                self.bytes_written += m * bs;
+                self.cached = false;
+                (m * bs, r.0, r.1)
+            }
+            _ => unreachable!("ops are validated"),
+        };
+        self.out
+            .push(spec(&format!("{op}_mbps")).value(bytes as f64 / secs.max(1e-9) / 1e6));
+        self.out
+            .extend(latency_metrics(&format!("{op}_lat"), "us", &h));
+        Ok(())
+    }
+
+    /// Writes the whole file, untimed (for read ops that run without `write`).
+    fn fill(&mut self) -> anyhow::Result<()> {
+        let bs = self.o.block_size;
+        let f = &self.file.file;
+        for i in 0..self.o.blocks {
+            if i % 256 == 0 && self.ctx.stopped() {
+                bail!("stopped");
+            }
+            f.write_all_at(self.buf.as_slice(), i * bs)?;
+        }
+        f.sync_all()?;
+        self.bytes_written += self.size;
+        self.filled = true;
+        Ok(())
+    }
+
+    /// Reads the whole file through the page cache, untimed.
+    fn read_pass(&mut self) -> anyhow::Result<()> {
+        let bs = self.o.block_size;
+        let f = &self.file.file;
+        let buf = self.buf.as_mut_slice();
+        for i in 0..self.o.blocks {
+            f.read_exact_at(buf, i * bs)?;
+        }
+        self.cached = true;
+        Ok(())
+    }
+}
+
+/// Drops this file's pages from the page cache (dirty pages are written first, or
+/// `DONTNEED` would keep them).
+fn drop_cache(f: &File) -> anyhow::Result<()> {
+    f.sync_all()?;
+    // SAFETY: fd is open for the call.
+    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if r != 0 {
+        bail!(
+            "posix_fadvise(DONTNEED): {}",
+            io::Error::from_raw_os_error(r)
+        );
+    }
+    Ok(())
+}
+
+/// Runs `op(i)` for `i in 0..n`, timing each call (in us, timer overhead subtracted), then
+/// `finish()` (a closing fsync). Returns the histogram and the seconds the whole loop and
+/// `finish` took.
+fn timed(
+    ctx: &ProbeCtx,
+    n: u64,
+    mut op: impl FnMut(u64) -> io::Result<()>,
+    finish: impl FnOnce() -> io::Result<()>,
+) -> anyhow::Result<(LatencyHistogram, f64)> {
+    let over = ctx.timer_overhead_ns;
+    let mut h = LatencyHistogram::new();
+    let start = now_ns();
+    for i in 0..n {
+        if i % 256 == 0 && ctx.stopped() {
+            bail!("stopped");
+        }
+        let t0 = now_ns();
+        op(i)?;
+        let t1 = now_ns();
+        let us = (((t1 - t0) as f64 - over) / 1000.0).round().max(1.0);
+        hist_record(&mut h, us as u64);
+    }
+    finish()?;
+    let secs = (now_ns() - start) as f64 / 1e9;
+    Ok((h, secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_parse_in_canonical_order() {
+        assert_eq!(parse_ops("all").unwrap(), OPS.to_vec());
+        assert_eq!(parse_ops("reread, write").unwrap(), vec!["write", "reread"]);
+        let e = parse_ops("dioreed").unwrap_err().to_string();
+        assert!(e.contains("did you mean `dioread`"), "{e}");
+    }
+
+    #[test]
+    fn every_op_has_its_metrics_declared() {
+        for op in OPS {
+            for suffix in ["mbps", "lat_p50_us", "lat_p99_us", "lat_max_us"] {
+                let name = format!("{op}_{suffix}");
+                assert!(METRICS.iter().any(|m| m.name == name), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn tmpfs_is_refused_by_name() {
+        let shm = Path::new("/dev/shm");
+        if fs_type(shm).and_then(memory_fs) != Some("tmpfs") {
+            eprintln!("skipped: /dev/shm is not tmpfs here");
+            return;
+        }
+        let e = check_dir(shm, true).unwrap_err();
+        assert!(e.contains("tmpfs") && e.contains("dir="), "{e}");
     }
 }

@@ -9,6 +9,7 @@ mod cpu_int;
 mod disk_io;
 mod fork_latency;
 mod http;
+mod io_net;
 mod local_comm;
 mod mem_bandwidth;
 mod mem_latency;
