@@ -366,33 +366,8 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
         );
     }
 
-    // 3. Network namespaces: kill what runs inside, delete.
-    if let Ok(rd) = fs::read_dir("/run/netns") {
-        let mut ns: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(PREFIX))
-            .collect();
-        ns.sort();
-        for name in ns {
-            let run =
-                RunId::from_object_name(&name).map_or_else(|| "?".to_string(), |r| r.to_string());
-            if !runs.selected(&run) {
-                continue;
-            }
-            match crate::net::delete_netns(&name) {
-                Ok(killed) => {
-                    for p in killed {
-                        report.ok(ObjectKind::Process, format!("pid {p}"), &run);
-                    }
-                    report.ok(ObjectKind::Netns, name, &run);
-                }
-                Err(e) => report.fail(ObjectKind::Netns, name, &run, e),
-            }
-        }
-    }
-
-    // 4. Links: veth host ends first, bridges last.
+    // 3. Links: veth host ends first (deleting a pair is synchronous, a deleted namespace
+    // takes its links down later), bridges last.
     if let Ok(rd) = fs::read_dir("/sys/class/net") {
         let mut links: Vec<(String, String)> = Vec::new();
         for e in rd.filter_map(|e| e.ok()) {
@@ -422,6 +397,32 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
                     report.ok(ObjectKind::Link, name, &run)
                 }
                 Err(e) => report.fail(ObjectKind::Link, name, &run, e),
+            }
+        }
+    }
+
+    // 4. Network namespaces: kill what runs inside, delete.
+    if let Ok(rd) = fs::read_dir("/run/netns") {
+        let mut ns: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(PREFIX))
+            .collect();
+        ns.sort();
+        for name in ns {
+            let run =
+                RunId::from_object_name(&name).map_or_else(|| "?".to_string(), |r| r.to_string());
+            if !runs.selected(&run) {
+                continue;
+            }
+            match crate::net::delete_netns(&name) {
+                Ok(killed) => {
+                    for p in killed {
+                        report.ok(ObjectKind::Process, format!("pid {p}"), &run);
+                    }
+                    report.ok(ObjectKind::Netns, name, &run);
+                }
+                Err(e) => report.fail(ObjectKind::Netns, name, &run, e),
             }
         }
     }

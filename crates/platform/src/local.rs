@@ -26,7 +26,7 @@ pub(crate) struct LocalPlatform {
     run: RunContext,
     host: HostInfo,
     fs: Option<CgroupFs>,
-    net: RunNet,
+    net: std::sync::Arc<RunNet>,
     names: BTreeSet<String>,
     workdir_root: PathBuf,
 }
@@ -41,7 +41,7 @@ impl LocalPlatform {
     ) -> LocalPlatform {
         LocalPlatform {
             kind,
-            net: RunNet::new(run.id().clone()),
+            net: RunNet::for_run(run.id()),
             run,
             host,
             fs,
@@ -212,6 +212,8 @@ impl Platform for LocalPlatform {
             },
             netns: tenant_net.as_ref().map(|n| n.netns().to_string()),
             address: tenant_net.as_ref().map(|n| n.address()),
+            host_link: tenant_net.as_ref().map(|n| n.host_link().to_string()),
+            netns_link: tenant_net.as_ref().map(|n| n.netns_link().to_string()),
             workdir,
             io_device: device,
             deadline_s: spec.deadline.map(|d| d.as_secs_f64()),
@@ -230,7 +232,7 @@ impl Platform for LocalPlatform {
     }
 
     fn teardown(&mut self) -> Result<()> {
-        self.net.release();
+        // The bridge goes with the last tenant that uses it; nothing else is shared.
         Ok(())
     }
 }

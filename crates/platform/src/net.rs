@@ -15,10 +15,11 @@
 //! is derived from the run id and checked against the host's addresses and routes. Tenants
 //! get no default route: traffic only goes to addresses this run created.
 
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -60,11 +61,14 @@ pub(crate) fn delete_netns(name: &str) -> Result<Vec<i32>> {
     Ok(killed)
 }
 
-/// The per-run bridge. Removed when the last tenant and the platform let go of it.
+/// The per-run bridge, shared by every tenant with a network in the run (whatever its
+/// platform). Removed when the last of them lets go of it.
 #[derive(Debug)]
 pub(crate) struct Bridge {
     name: String,
     octet: u8,
+    ifindex: Option<String>,
+    lock: Arc<Mutex<()>>,
 }
 
 impl Bridge {
@@ -73,8 +77,20 @@ impl Bridge {
     }
 }
 
+fn ifindex(name: &str) -> Option<String> {
+    std::fs::read_to_string(PathBuf::from("/sys/class/net").join(name).join("ifindex"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
 impl Drop for Bridge {
     fn drop(&mut self) {
+        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        // A new bridge of the same name may have replaced this one meanwhile: only delete
+        // the link this value created.
+        if self.ifindex.is_none() || ifindex(&self.name) != self.ifindex {
+            return;
+        }
         if let Err(e) = cmd::ip(&["link", "del", &self.name]) {
             if PathBuf::from("/sys/class/net").join(&self.name).exists() {
                 eprintln!("isobench: warning: removing bridge {}: {e:#}", self.name);
@@ -83,13 +99,17 @@ impl Drop for Bridge {
     }
 }
 
-/// Network state shared by the tenants of one platform.
+/// Network state of one run, shared by its platforms.
 #[derive(Debug)]
 pub(crate) struct RunNet {
     run: RunId,
-    bridge: Mutex<Option<Arc<Bridge>>>,
+    lock: Arc<Mutex<()>>,
+    bridge: Mutex<Weak<Bridge>>,
     next: AtomicU32,
 }
+
+/// The network state of every run of this process.
+static RUN_NETS: Mutex<BTreeMap<String, Weak<RunNet>>> = Mutex::new(BTreeMap::new());
 
 /// Checks that network namespaces can be made here (root and `ip`).
 pub(crate) fn check_available() -> Result<(), String> {
@@ -114,18 +134,28 @@ fn subnet_in_use(octet: u8) -> bool {
 }
 
 impl RunNet {
-    pub(crate) fn new(run: RunId) -> RunNet {
-        RunNet {
-            run,
-            bridge: Mutex::new(None),
-            next: AtomicU32::new(0),
+    /// The network state of `run`, shared with the other platforms of the run.
+    pub(crate) fn for_run(run: &RunId) -> Arc<RunNet> {
+        let mut map = RUN_NETS.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, w| w.strong_count() > 0);
+        if let Some(n) = map.get(run.as_str()).and_then(Weak::upgrade) {
+            return n;
         }
+        let n = Arc::new(RunNet {
+            run: run.clone(),
+            lock: Arc::new(Mutex::new(())),
+            bridge: Mutex::new(Weak::new()),
+            next: AtomicU32::new(0),
+        });
+        map.insert(run.to_string(), Arc::downgrade(&n));
+        n
     }
 
     fn bridge(&self) -> Result<Arc<Bridge>> {
+        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         let mut slot = self.bridge.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(b) = slot.as_ref() {
-            return Ok(b.clone());
+        if let Some(b) = slot.upgrade() {
+            return Ok(b);
         }
         let name = format!("{LINK_PREFIX}{}b", self.run.tag());
         // Third octet from the run id, skipping subnets the host already uses.
@@ -134,26 +164,31 @@ impl RunNet {
             .map(|i| ((seed + i) % 254 + 1) as u8)
             .find(|&o| !subnet_in_use(o))
             .context("every 10.213.x.0/24 subnet is in use on this host")?;
-        let bridge = Bridge {
-            name: name.clone(),
-            octet,
-        };
         let alias = self.run.prefix();
         cmd::ip(&["link", "add", "name", &name, "type", "bridge"])
             .with_context(|| format!("creating bridge {name}"))?;
         // From here on, dropping `bridge` removes the link.
+        let bridge = Bridge {
+            name: name.clone(),
+            octet,
+            ifindex: ifindex(&name),
+            lock: self.lock.clone(),
+        };
         let addr = format!("{}/24", bridge.address(1));
-        cmd::ip(&["link", "set", "dev", &name, "alias", &alias])?;
-        cmd::ip(&["addr", "add", &addr, "dev", &name])?;
-        cmd::ip(&["link", "set", "dev", &name, "up"])?;
+        let setup = (|| -> Result<()> {
+            cmd::ip(&["link", "set", "dev", &name, "alias", &alias])?;
+            cmd::ip(&["addr", "add", &addr, "dev", &name])?;
+            cmd::ip(&["link", "set", "dev", &name, "up"])?;
+            Ok(())
+        })();
+        if let Err(e) = setup {
+            drop(_g);
+            drop(bridge);
+            return Err(e);
+        }
         let b = Arc::new(bridge);
-        *slot = Some(b.clone());
+        *slot = Arc::downgrade(&b);
         Ok(b)
-    }
-
-    /// Lets go of the platform's reference to the bridge.
-    pub(crate) fn release(&self) {
-        self.bridge.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     /// Creates the namespace, veth pair, address and shapers of a tenant. On error nothing
@@ -273,6 +308,16 @@ impl TenantNet {
         self.addr
     }
 
+    /// The host end of the veth pair.
+    pub(crate) fn host_link(&self) -> &str {
+        &self.host_if
+    }
+
+    /// The tenant's end of the veth pair.
+    pub(crate) fn netns_link(&self) -> &str {
+        &self.peer_if
+    }
+
     /// The namespace name.
     pub(crate) fn netns(&self) -> &str {
         &self.netns
@@ -287,6 +332,19 @@ impl TenantNet {
     /// Idempotent.
     pub(crate) fn teardown(&mut self) -> Result<()> {
         let mut err = None;
+        // The pair first: deleting it is synchronous, while a deleted namespace takes its
+        // links down later, in the background.
+        if self.made_link {
+            let gone = |n: &str| !PathBuf::from("/sys/class/net").join(n).exists();
+            if !gone(&self.host_if) {
+                if let Err(e) = cmd::ip(&["link", "del", &self.host_if]) {
+                    if !gone(&self.host_if) {
+                        err.get_or_insert(e);
+                    }
+                }
+            }
+            self.made_link = false;
+        }
         if self.made_ns {
             match delete_netns(&self.netns) {
                 Ok(_) => self.made_ns = false,
@@ -294,15 +352,6 @@ impl TenantNet {
                     err.get_or_insert(e);
                 }
             }
-        }
-        if self.made_link {
-            // Deleting the namespace usually took the pair with it.
-            if PathBuf::from("/sys/class/net").join(&self.host_if).exists() {
-                if let Err(e) = cmd::ip(&["link", "del", &self.host_if]) {
-                    err.get_or_insert(e);
-                }
-            }
-            self.made_link = false;
         }
         self.bridge.take();
         match err {

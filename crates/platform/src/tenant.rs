@@ -186,6 +186,10 @@ pub struct TenantInfo {
     pub netns: Option<String>,
     /// Address on the run's bridge.
     pub address: Option<Ipv4Addr>,
+    /// The host end of the tenant's veth pair (its ingress shaper sits here).
+    pub host_link: Option<String>,
+    /// The tenant's end of the veth pair, inside its namespace (its egress shaper sits here).
+    pub netns_link: Option<String>,
     /// Working directory.
     pub workdir: PathBuf,
     /// Disk the io limits apply to.

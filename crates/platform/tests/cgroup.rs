@@ -1,0 +1,614 @@
+//! The cgroup platform for real (as root, on the host's cgroups): containment of a fork bomb
+//! and a memory hog, limits written and read back, safe defaults, bad input, deadlines, the
+//! sentinel, v2 teardown on the real unified hierarchy, the host platform and doctor.
+
+mod common;
+
+use std::fs;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use isobench_platform::cgroup::RealTree;
+use isobench_platform::{
+    doctor, platform, CgroupFs, Controller, CpuWeight, LimitError, Limits, NetSpec, Platform,
+    PlatformError, PlatformKind, PlatformOptions, Role, RunGuard, Sentinel, SentinelConfig,
+    TenantSpec,
+};
+
+#[test]
+fn helper() {
+    run_helper_if_requested();
+}
+
+fn cgroup_platform(guard: &RunGuard) -> Box<dyn Platform> {
+    platform(PlatformKind::Cgroup, PlatformOptions::new(guard.context())).expect("cgroup platform")
+}
+
+fn tagged_with(key_value: &str) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(env) = fs::read(format!("/proc/{pid}/environ")) {
+            if env.split(|&b| b == 0).any(|kv| kv == key_value.as_bytes()) && alive(pid) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn forkbomb_is_held_at_pids_max_and_the_neighbour_keeps_running() {
+    if !root_or_skip("forkbomb") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let victim = p
+        .create_tenant(&TenantSpec::new("victim", Role::Victim))
+        .unwrap();
+    let bomb = p
+        .create_tenant(
+            &TenantSpec::new("bomb", Role::Aggressor).with_limits("pids=64".parse().unwrap()),
+        )
+        .unwrap();
+    let mut v = victim.spawn(helper_cmd("idle")).unwrap();
+    let mut b = bomb.spawn(helper_cmd("forkbomb")).unwrap();
+
+    let pids_dir = bomb
+        .info()
+        .cgroups
+        .iter()
+        .find(|d| d.starts_with("/sys/fs/cgroup/pids"))
+        .cloned();
+    let end = Instant::now() + Duration::from_secs(60);
+    let mut max_seen = 0;
+    let mut samples_at_limit = 0;
+    while samples_at_limit < 100 {
+        let u = bomb.usage().unwrap();
+        let cur = u.pids_current.expect("pids.current");
+        max_seen = max_seen.max(cur);
+        assert!(cur <= 64, "pids.current {cur} exceeds pids.max 64");
+        if let Some(d) = &pids_dir {
+            let tasks = fs::read_to_string(d.join("tasks")).unwrap_or_default();
+            assert!(
+                tasks.lines().count() <= 64,
+                "{} tasks",
+                tasks.lines().count()
+            );
+        }
+        if u.pids_limit_hits.unwrap_or(0) > 0 {
+            samples_at_limit += 1;
+        }
+        assert!(
+            Instant::now() < end,
+            "the fork bomb never reached its limit (max {max_seen})"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        max_seen >= 60,
+        "the bomb should fill its limit, saw {max_seen}"
+    );
+
+    // The neighbour still runs and can still start processes.
+    assert!(alive(v.id()));
+    let out = victim.spawn(Command::new("true")).unwrap().wait().unwrap();
+    assert!(out.success());
+
+    let name = bomb.info().object_name.clone();
+    let dirs = bomb.info().cgroups.clone();
+    bomb.teardown().unwrap();
+    let status = b.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    assert!(dirs.iter().all(|d| !d.exists()), "cgroups left: {dirs:?}");
+    assert!(
+        tagged_with(&format!("ISOBENCH_TENANT={name}")).is_empty(),
+        "bomb processes left after teardown"
+    );
+    assert!(alive(v.id()), "the neighbour died with the bomb");
+    victim.teardown().unwrap();
+    v.wait().unwrap();
+    drop(p);
+    let report = guard.finish();
+    assert!(report.failed.is_empty(), "{report}");
+}
+
+#[test]
+fn memhog_is_oom_killed_inside_its_tenant_only() {
+    if !root_or_skip("memhog") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let limits: Limits = "memory=64M".parse().unwrap();
+    let victim = p
+        .create_tenant(&TenantSpec::new("victim", Role::Victim).with_limits(limits.clone()))
+        .unwrap();
+    let hog = p
+        .create_tenant(&TenantSpec::new("hog", Role::Aggressor).with_limits(limits))
+        .unwrap();
+    let mut v = victim.spawn(helper_cmd("idle")).unwrap();
+    let mut cmd = helper_cmd("memhog");
+    cmd.env("ISOBENCH_TEST_BYTES", (256u64 << 20).to_string());
+    let mut h = hog.spawn(cmd).unwrap();
+    let status = wait_timeout(&mut h, Duration::from_secs(120)).expect("the memhog should end");
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "the memhog should be OOM-killed, got {status}"
+    );
+    let u = hog.usage().unwrap();
+    assert!(
+        u.oom_kills.unwrap_or(0) >= 1,
+        "OOM count not read back: {u:?}"
+    );
+    assert!(
+        u.memory_peak.unwrap() <= 64 << 20,
+        "peak {:?} above the limit",
+        u.memory_peak
+    );
+    assert!(alive(v.id()), "the other tenant's process died");
+    assert_eq!(victim.usage().unwrap().oom_kills, Some(0));
+    drop(hog);
+    drop(victim);
+    v.wait().unwrap();
+}
+
+#[test]
+fn limits_are_written_and_read_back_from_cgroupfs() {
+    if !root_or_skip("limits read back") {
+        return;
+    }
+    let fs_layout = CgroupFs::detect().unwrap();
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let asked: Limits = "cpus=1.5,shares=512,cpuset=0-1,mems=0,memory=96M,pids=50,\
+                         io_read_bps=10M,io_write_bps=20M,io_read_iops=300,io_write_iops=400"
+        .parse()
+        .unwrap();
+    let t = p
+        .create_tenant(&TenantSpec::new("limited", Role::Victim).with_limits(asked.clone()))
+        .unwrap();
+    let back = t.effective_limits().unwrap();
+    assert_eq!(back, asked, "limits read back differ");
+    assert_eq!(back.cpu_weight, Some(CpuWeight::Shares(512)));
+
+    // The exact files, as the kernel holds them.
+    let dev = t.info().io_device.clone().expect("workdir device").dev;
+    let name = &t.info().object_name;
+    let read = |ctl: Controller, file: &str| -> String {
+        let h = fs_layout
+            .hierarchy_of(ctl)
+            .unwrap_or_else(|| panic!("no {ctl} hierarchy"));
+        fs::read_to_string(h.root.join(name).join(file))
+            .unwrap_or_else(|e| panic!("{ctl}/{file}: {e}"))
+            .trim()
+            .to_string()
+    };
+    match fs_layout.version() {
+        isobench_platform::CgroupVersion::V1 => {
+            assert_eq!(read(Controller::Cpu, "cpu.cfs_quota_us"), "150000");
+            assert_eq!(read(Controller::Cpu, "cpu.cfs_period_us"), "100000");
+            assert_eq!(read(Controller::Cpu, "cpu.shares"), "512");
+            assert_eq!(read(Controller::Cpuset, "cpuset.cpus"), "0-1");
+            assert_eq!(
+                read(Controller::Memory, "memory.limit_in_bytes"),
+                (96u64 << 20).to_string()
+            );
+            if fs_layout
+                .hierarchies()
+                .iter()
+                .any(|h| h.root.join("memory.memsw.limit_in_bytes").exists())
+            {
+                assert_eq!(
+                    read(Controller::Memory, "memory.memsw.limit_in_bytes"),
+                    (96u64 << 20).to_string()
+                );
+            }
+            assert_eq!(read(Controller::Pids, "pids.max"), "50");
+            assert_eq!(
+                read(Controller::Io, "blkio.throttle.write_bps_device"),
+                format!("{dev} {}", 20u64 << 20)
+            );
+            assert_eq!(
+                read(Controller::Io, "blkio.throttle.read_iops_device"),
+                format!("{dev} 300")
+            );
+        }
+        isobench_platform::CgroupVersion::V2 => {
+            assert_eq!(read(Controller::Cpu, "cpu.max"), "150000 100000");
+            assert_eq!(read(Controller::Memory, "memory.swap.max"), "0");
+        }
+    }
+    let dirs = t.info().cgroups.clone();
+    drop(t);
+    assert!(dirs.iter().all(|d| !d.exists()), "cgroups left: {dirs:?}");
+}
+
+#[test]
+fn aggressors_get_safe_defaults() {
+    if !root_or_skip("safe defaults") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let t = p
+        .create_tenant(
+            &TenantSpec::new("agg", Role::Aggressor).with_limits("pids=100".parse().unwrap()),
+        )
+        .unwrap();
+    let l = &t.info().limits;
+    assert_eq!(l.pids, Some(100), "the user's pids limit is kept");
+    let quarter = p.host().memory_bytes / 4;
+    let mem = l.memory.expect("memory default");
+    assert!(
+        mem <= quarter && mem > quarter - (1 << 20),
+        "memory {mem} vs quarter {quarter}"
+    );
+    assert_eq!(
+        l.io_write_bps,
+        Some(isobench_platform::limits::SAFE_IO_WRITE_BPS)
+    );
+    assert!(
+        t.info()
+            .notes
+            .iter()
+            .any(|n| n.contains("safe default memory=")),
+        "{:?}",
+        t.info().notes
+    );
+    let back = t.effective_limits().unwrap();
+    assert_eq!(
+        (back.pids, back.memory, back.io_write_bps),
+        (l.pids, l.memory, l.io_write_bps)
+    );
+    // A victim gets nothing it did not ask for.
+    let v = p
+        .create_tenant(&TenantSpec::new("vic", Role::Victim))
+        .unwrap();
+    assert_eq!(v.info().limits, Limits::default());
+}
+
+#[test]
+fn spawned_processes_start_inside_their_cgroup() {
+    if !root_or_skip("spawn placement") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let t = p
+        .create_tenant(&TenantSpec::new("placed", Role::Victim))
+        .unwrap();
+    let mut cmd = Command::new("cat");
+    cmd.arg("/proc/self/cgroup").stdout(Stdio::piped());
+    let out = t.spawn(cmd).unwrap().wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let name = &t.info().object_name;
+    for ctl in ["pids", "memory", "freezer"] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains(ctl) && l.ends_with(&format!("/{name}"))),
+            "cat was not in the {ctl} cgroup when it ran:\n{text}"
+        );
+    }
+    // The working directory and environment.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "pwd; echo $ISOBENCH_RUN"])
+        .stdout(Stdio::piped());
+    let out = t.spawn(cmd).unwrap().wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&t.workdir().display().to_string()), "{text}");
+    assert!(text.contains(guard.id().as_str()), "{text}");
+}
+
+fn cgroups_named(name: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for d in fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        if d.path().join(name).exists() {
+            v.push(d.path().join(name).display().to_string());
+        }
+    }
+    v
+}
+
+#[test]
+fn bad_input_is_refused_and_creates_nothing() {
+    if !root_or_skip("bad input") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let id = guard.id().clone();
+    let mut p = cgroup_platform(&guard);
+    let err = |spec: TenantSpec, p: &mut Box<dyn Platform>| -> anyhow::Error {
+        match p.create_tenant(&spec) {
+            Ok(t) => panic!("tenant {} should have been refused", t.name()),
+            Err(e) => e,
+        }
+    };
+
+    // A cpuset outside the host's CPUs.
+    let e = err(
+        TenantSpec::new("bad", Role::Victim).with_limits("cpuset=0,7".parse().unwrap()),
+        &mut p,
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains("cpuset=0,7") && msg.contains("CPU 7") && msg.contains("choose CPUs within"),
+        "{msg}"
+    );
+    assert!(matches!(
+        e.downcast_ref::<LimitError>(),
+        Some(LimitError::NotOnHost { .. })
+    ));
+
+    // A network rate without a network.
+    let e = err(
+        TenantSpec::new("bad", Role::Victim).with_limits("net_rate=10mbit".parse().unwrap()),
+        &mut p,
+    );
+    assert!(
+        matches!(
+            e.downcast_ref::<PlatformError>(),
+            Some(PlatformError::NetLimitWithoutNetwork { key: "net_rate" })
+        ),
+        "{e}"
+    );
+
+    // io limits on a workdir without a disk.
+    if Path::new("/dev/shm").is_dir() {
+        let e = err(
+            TenantSpec::new("bad", Role::Victim)
+                .with_limits("io_write_bps=1M".parse().unwrap())
+                .with_workdir("/dev/shm"),
+            &mut p,
+        );
+        assert!(
+            matches!(
+                e.downcast_ref::<PlatformError>(),
+                Some(PlatformError::NoBlockDevice { .. })
+            ),
+            "{e}"
+        );
+    }
+
+    // A bad tenant name, then a duplicate one.
+    let e = err(TenantSpec::new("a/b", Role::Victim), &mut p);
+    assert!(e.to_string().contains("`a/b`"), "{e}");
+    let ok = p
+        .create_tenant(&TenantSpec::new("dup", Role::Victim))
+        .unwrap();
+    let e = err(TenantSpec::new("dup", Role::Victim), &mut p);
+    assert!(
+        matches!(
+            e.downcast_ref::<PlatformError>(),
+            Some(PlatformError::DuplicateTenant { .. })
+        ),
+        "{e}"
+    );
+    drop(ok);
+
+    // The host platform cannot enforce resource limits.
+    let mut host = platform(PlatformKind::Host, PlatformOptions::new(guard.context())).unwrap();
+    let e = err(
+        TenantSpec::new("bad", Role::Victim).with_limits("memory=64M".parse().unwrap()),
+        &mut host,
+    );
+    assert!(
+        e.to_string().contains("`memory`") && e.to_string().contains("cgroup"),
+        "{e}"
+    );
+
+    // Unknown platforms and keys.
+    let e = "dokcer".parse::<PlatformKind>().unwrap_err();
+    assert!(matches!(e, PlatformError::UnknownPlatform { .. }), "{e}");
+    let e = "memroy=1G".parse::<Limits>().unwrap_err().to_string();
+    assert!(e.contains("did you mean `memory`"), "{e}");
+
+    // Nothing of the refused tenants exists.
+    assert!(cgroups_named(&id.object_name("bad")).is_empty());
+    assert!(cgroups_named(&id.object_name("a/b")).is_empty());
+    let left = leftovers(&id);
+    assert!(
+        left.iter().all(|l| l.starts_with("state ")),
+        "refused tenants left objects: {left:#?}"
+    );
+}
+
+#[test]
+fn the_watchdog_kills_a_tenant_past_its_deadline() {
+    if !root_or_skip("watchdog") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let t = p
+        .create_tenant(
+            &TenantSpec::new("late", Role::Victim).with_deadline(Duration::from_millis(200)),
+        )
+        .unwrap();
+    let mut c = t.spawn(helper_cmd("idle")).unwrap();
+    let status =
+        wait_timeout(&mut c, Duration::from_secs(60)).expect("the watchdog should kill it");
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    assert!(t.expired());
+    // A tenant within its deadline is left alone.
+    let ok = p
+        .create_tenant(
+            &TenantSpec::new("ontime", Role::Victim).with_deadline(Duration::from_secs(3600)),
+        )
+        .unwrap();
+    assert!(!ok.expired());
+}
+
+#[test]
+fn a_sentinel_stall_kills_the_aggressors_only() {
+    if !root_or_skip("sentinel") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let victim = p
+        .create_tenant(&TenantSpec::new("victim", Role::Victim))
+        .unwrap();
+    let agg = p
+        .create_tenant(&TenantSpec::new("agg", Role::Aggressor))
+        .unwrap();
+    let mut v = victim.spawn(helper_cmd("idle")).unwrap();
+    let mut a = agg.spawn(helper_cmd("idle")).unwrap();
+    let killers = vec![agg.killer()];
+    let fired = Arc::new(Mutex::new(0));
+    let f = fired.clone();
+    // A zero threshold makes every heartbeat a stall: the callback runs at once.
+    let s = Sentinel::start(
+        SentinelConfig {
+            tick: Duration::from_millis(10),
+            threshold: Duration::ZERO,
+        },
+        move |_| {
+            let mut n = f.lock().unwrap();
+            if *n == 0 {
+                for k in &killers {
+                    k.kill().unwrap();
+                }
+            }
+            *n += 1;
+        },
+    )
+    .unwrap();
+    let status = wait_timeout(&mut a, Duration::from_secs(60)).expect("aggressor killed");
+    s.stop();
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    assert!(*fired.lock().unwrap() >= 1);
+    assert!(alive(v.id()), "the victim must survive");
+    drop(victim);
+    v.wait().unwrap();
+}
+
+#[test]
+fn v2_tenants_work_on_the_real_unified_hierarchy() {
+    if !root_or_skip("v2 real") {
+        return;
+    }
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
+    let Some(root) = mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == "cgroup2")
+        .map(|f| f[1].to_string())
+    else {
+        eprintln!("SKIP v2 real: no cgroup2 mount");
+        return;
+    };
+    let fs_v2 = CgroupFs::v2(Path::new(&root), Arc::new(RealTree)).unwrap();
+    let guard = RunGuard::start().unwrap();
+    let mut opts = PlatformOptions::new(guard.context());
+    opts.cgroup_fs = Some(fs_v2);
+    let mut p = platform(PlatformKind::Cgroup, opts).unwrap();
+    let t = p
+        .create_tenant(&TenantSpec::new("v2", Role::Victim))
+        .unwrap();
+    let dir = t.info().cgroups[0].clone();
+    assert!(dir.starts_with(&root) && dir.is_dir());
+    let mut c = t.spawn(helper_cmd("idle")).unwrap();
+    let cg = fs::read_to_string(format!("/proc/{}/cgroup", c.id())).unwrap();
+    assert!(
+        cg.lines()
+            .any(|l| l == format!("0::/{}", t.info().object_name)),
+        "not in the v2 cgroup:\n{cg}"
+    );
+    assert!(t.usage().unwrap().cpu_time_ns.is_some());
+    t.teardown().unwrap();
+    assert_eq!(c.wait().unwrap().signal(), Some(libc::SIGKILL));
+    assert!(!dir.exists());
+}
+
+#[test]
+fn the_host_platform_runs_and_kills_plain_processes() {
+    if !root_or_skip("host platform") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = platform(PlatformKind::Host, PlatformOptions::new(guard.context())).unwrap();
+    assert!(!p.enforces_limits());
+    let t = p
+        .create_tenant(&TenantSpec::new("plain", Role::Victim))
+        .unwrap();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "sleep 1000 & sleep 1000"]);
+    let mut c = t.spawn(cmd).unwrap();
+    thread::sleep(Duration::from_millis(100));
+    let tag = format!("ISOBENCH_TENANT={}", t.info().object_name);
+    assert!(tagged_with(&tag).len() >= 2);
+    assert!(t.usage().unwrap().cpu_time_ns.is_some());
+    let workdir = t.workdir().to_path_buf();
+    assert!(workdir.is_dir());
+    t.teardown().unwrap();
+    c.wait().unwrap();
+    assert!(
+        tagged_with(&tag).is_empty(),
+        "the background sleep survived"
+    );
+    assert!(!workdir.exists());
+    t.teardown().unwrap(); // idempotent
+}
+
+#[test]
+fn doctor_checks_for_real() {
+    if !root_or_skip("doctor") {
+        return;
+    }
+    let checks = doctor();
+    for c in &checks {
+        eprintln!(
+            "{:<22} {:<4} {}",
+            c.name,
+            if c.ok { "ok" } else { "FAIL" },
+            c.detail
+        );
+        assert!(!c.detail.is_empty(), "{} has no detail", c.name);
+    }
+    let get = |n: &str| {
+        checks
+            .iter()
+            .find(|c| c.name == n)
+            .unwrap_or_else(|| panic!("no check {n}"))
+    };
+    for n in [
+        "root",
+        "cgroup",
+        "cgroup cpu",
+        "cgroup memory",
+        "cgroup pids",
+        "cgroup freeze+kill",
+        "platform cgroup",
+    ] {
+        assert!(get(n).ok, "{n}: {}", get(n).detail);
+    }
+    if Command::new("ip").arg("-V").output().is_ok() {
+        for n in ["netns", "bridge+veth", "tc tbf"] {
+            assert!(get(n).ok, "{n}: {}", get(n).detail);
+        }
+    }
+    for n in ["docker", "podman", "qemu", "kvm"] {
+        get(n);
+    }
+    // Its throwaway objects are gone.
+    for d in fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        for e in fs::read_dir(d.path()).into_iter().flatten().flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            assert!(
+                !(n.starts_with("isobench-") && n.contains("-doctor")),
+                "doctor left {n}"
+            );
+        }
+    }
+    let _ = NetSpec::default();
+}
