@@ -43,6 +43,9 @@ use serde::{Deserialize, Serialize};
 /// How often blocked server threads look at their stop flags.
 pub const POLL: Duration = Duration::from_millis(50);
 
+/// Body size of `http` written without a size (the `http` probe's default too).
+pub const HTTP_DEFAULT_BODY: usize = 4096;
+
 /// Largest body the HTTP server sends for `GET /<n>`.
 pub const HTTP_MAX_BODY: usize = 64 << 20;
 
@@ -121,7 +124,7 @@ impl fmt::Display for ServerKind {
 }
 
 /// Parses the [`Display`](fmt::Display) form: `udp-echo`, `tcp-echo`, `tcp-sink`, `udp-sink`,
-/// `http` (1 KiB body), `http:<bytes>`, `relay-forwarder:<ip:port>`.
+/// `http` ([`HTTP_DEFAULT_BODY`]), `http:<bytes>`, `relay-forwarder:<ip:port>`.
 impl FromStr for ServerKind {
     type Err = String;
 
@@ -137,7 +140,9 @@ impl FromStr for ServerKind {
             ("tcp-echo", None) => Ok(ServerKind::TcpEcho),
             ("tcp-sink", None) => Ok(ServerKind::TcpSink),
             ("udp-sink", None) => Ok(ServerKind::UdpSink),
-            ("http", None) => Ok(ServerKind::Http { body: 1024 }),
+            ("http", None) => Ok(ServerKind::Http {
+                body: HTTP_DEFAULT_BODY,
+            }),
             ("http", Some(a)) => crate::params::parse_size(a)
                 .filter(|&b| b as usize <= HTTP_MAX_BODY)
                 .map(|b| ServerKind::Http { body: b as usize })
@@ -194,6 +199,7 @@ pub struct ServerStats {
 
 #[derive(Default)]
 struct Counters {
+    last_error: Mutex<Option<String>>,
     connections: AtomicU64,
     refused: AtomicU64,
     conn_errors: AtomicU64,
@@ -219,6 +225,13 @@ impl Counters {
 
     fn add(a: &AtomicU64, n: u64) {
         a.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn conn_error(&self, e: &io::Error) {
+        Counters::add(&self.conn_errors, 1);
+        if let Ok(mut l) = self.last_error.lock() {
+            *l = Some(e.to_string());
+        }
     }
 }
 
@@ -269,6 +282,13 @@ impl ServerHandle {
     /// Counters so far.
     pub fn stats(&self) -> ServerStats {
         self.counters.snapshot()
+    }
+
+    /// The error that ended the most recent failed connection (a reset, a write timeout, a
+    /// relay's next hop refusing), if any. Such errors do not stop the server; they are
+    /// counted in [`ServerStats::conn_errors`].
+    pub fn last_conn_error(&self) -> Option<String> {
+        self.counters.last_error.lock().ok().and_then(|l| l.clone())
     }
 
     /// True until the server's main thread has ended (stopped, or failed: see
@@ -572,8 +592,8 @@ fn tcp_accept_loop(ctx: &ServerCtx, listener: &TcpListener) -> io::Result<()> {
             .name(format!("isobench-{}-conn", ctx.kind.name()))
             .spawn(move || {
                 c.pin();
-                if serve_connection(&c, stream).is_err() {
-                    Counters::add(&c.counters.conn_errors, 1);
+                if let Err(e) = serve_connection(&c, stream) {
+                    c.counters.conn_error(&e);
                 }
             });
         match spawned {
@@ -921,6 +941,26 @@ mod tests {
         assert!(text.contains("Content-Length: 10\r\n"));
         assert!(text.ends_with("\r\n\r\nxxx"), "{text}");
         assert_eq!(h.stop().unwrap().requests, 2);
+    }
+
+    #[test]
+    fn relay_forwarder_reports_an_unreachable_next_hop() {
+        let dead = TcpListener::bind(lo()).unwrap().local_addr().unwrap();
+        let h = start_server(
+            ServerKind::RelayForwarder { next: dead },
+            lo(),
+            Arc::default(),
+        )
+        .unwrap();
+        let _c = TcpStream::connect(h.local_addr()).unwrap();
+        let t0 = std::time::Instant::now();
+        while h.stats().conn_errors == 0 && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let e = h
+            .last_conn_error()
+            .expect("the refused connect is recorded");
+        assert!(e.contains(&dead.to_string()), "{e}");
     }
 
     #[test]

@@ -318,15 +318,19 @@ fn network(ctx: &ProbeCtx, o: &Opts, stats: &mut Stats) -> anyhow::Result<()> {
         }
     };
     let r = ring_runs(ctx, o, stats, &listener, first, timeout);
-    // Stop the forwarders and surface a failure of theirs (a refused next hop, say).
-    let mut fwd_err = None;
+    // Stop the forwarders and surface what went wrong in them (a refused next hop, say).
+    let mut fwd_err: Option<String> = None;
     for h in forwarders {
+        let conn_err = h.last_conn_error();
         if let Err(e) = h.stop() {
+            fwd_err.get_or_insert(e.to_string());
+        }
+        if let Some(e) = conn_err {
             fwd_err.get_or_insert(e);
         }
     }
     match (r, fwd_err) {
-        (Err(e), Some(f)) => Err(e.context(format!("a forwarder failed: {f}"))),
+        (Err(e), Some(f)) => Err(e.context(format!("a forwarder reported: {f}"))),
         (Err(e), None) => Err(e),
         (Ok(()), _) => Ok(()),
     }
