@@ -99,6 +99,32 @@ impl Drop for Bridge {
     }
 }
 
+/// An advisory lock shared by every isobench process of the host, held until dropped.
+struct HostLock {
+    _file: Option<std::fs::File>,
+}
+
+impl HostLock {
+    fn acquire(name: &str) -> HostLock {
+        let root = crate::run::state_root();
+        let _ = std::fs::create_dir_all(&root);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(root.join(name));
+        match file {
+            Ok(f) => {
+                use std::os::fd::AsRawFd;
+                // SAFETY: flock on an open descriptor; released when the file is closed.
+                unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+                HostLock { _file: Some(f) }
+            }
+            // Without a state directory there is no lock; choosing still checks addresses.
+            Err(_) => HostLock { _file: None },
+        }
+    }
+}
+
 /// Network state of one run, shared by its platforms.
 #[derive(Debug)]
 pub(crate) struct RunNet {
@@ -158,6 +184,8 @@ impl RunNet {
             return Ok(b);
         }
         let name = format!("{LINK_PREFIX}{}b", self.run.tag());
+        // Concurrent runs choose their subnets one at a time.
+        let _host_lock = HostLock::acquire("net.lock");
         // Third octet from the run id, skipping subnets the host already uses.
         let seed = u32::from_str_radix(self.run.as_str(), 16).unwrap_or(0);
         let octet = (0..254u32)

@@ -265,6 +265,8 @@ fn tcp_client() -> i32 {
 /// Creates a run with a cgroup tenant and a host tenant, each in its own network namespace
 /// and running a process, reports the run id in `ISOBENCH_TEST_OUT`, then waits to be
 /// killed (`crash-run`), interrupted (`ctrlc-run`) or panics (`panic-run`).
+// The children are never waited for: this process is killed, interrupted or panics.
+#[allow(clippy::zombie_processes)]
 fn crash_run(mode: &str) -> i32 {
     let out = PathBuf::from(std::env::var("ISOBENCH_TEST_OUT").expect("ISOBENCH_TEST_OUT"));
     let guard = RunGuard::start().expect("run");
