@@ -3,6 +3,8 @@
 use crate::Probe;
 
 mod cache_latency;
+mod cm_common;
+mod cm_proc;
 mod context_switch;
 mod cpu_float;
 mod cpu_int;
