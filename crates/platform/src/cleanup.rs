@@ -163,19 +163,51 @@ pub fn cleanup(all: bool) -> CleanupReport {
     sweep(if all { Scope::All } else { Scope::Dead })
 }
 
+/// Which runs are live. The snapshot taken when the sweep starts can miss a run that starts
+/// during the sweep; since a run creates its state directory before any object, a run first
+/// met through an object is looked up afresh, after the object was seen.
 struct Runs {
-    /// Known run ids -> live?
+    /// Run id -> live?
     live: BTreeMap<String, bool>,
     scope_all: bool,
     only: Option<String>,
 }
 
 impl Runs {
-    fn selected(&self, run: &str) -> bool {
+    fn is_live(&mut self, run: &str) -> bool {
+        if let Some(&l) = self.live.get(run) {
+            return l;
+        }
+        let l = run::state_roots().iter().any(|root| {
+            let d = root.join(run);
+            d.is_dir() && run::state_dir_live(&d)
+        });
+        self.live.insert(run.to_string(), l);
+        l
+    }
+
+    fn selected(&mut self, run: &str) -> bool {
         if let Some(only) = &self.only {
             return run == only;
         }
-        self.scope_all || !self.live.get(run).copied().unwrap_or(false)
+        self.scope_all || !self.is_live(run)
+    }
+
+    /// The run whose links carry `tag`.
+    fn run_for_tag(&mut self, tag: &str) -> Option<String> {
+        if let Some(id) = self.live.keys().find(|id| id.starts_with(tag)) {
+            return Some(id.clone());
+        }
+        for root in run::state_roots() {
+            let Ok(rd) = fs::read_dir(root) else { continue };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(tag) && RunId::parse(&name).is_ok() {
+                    return Some(name);
+                }
+            }
+        }
+        None
     }
 }
 
@@ -265,17 +297,20 @@ fn remove_v2_leftover(dir: &Path) -> anyhow::Result<Vec<i32>> {
 /// Removes the objects of the runs `scope` selects.
 pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
     let mut report = CleanupReport::default();
-    let root = run::state_root();
-
-    // Known runs and their liveness.
+    // Known runs and their liveness, from every state root (a run is live if any root says
+    // so).
     let mut live: BTreeMap<String, bool> = BTreeMap::new();
-    let mut state_dirs: BTreeMap<String, PathBuf> = BTreeMap::new();
-    if let Ok(rd) = fs::read_dir(&root) {
+    let mut state_dirs: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for root in run::state_roots() {
+        let Ok(rd) = fs::read_dir(&root) else {
+            continue;
+        };
         for e in rd.filter_map(|e| e.ok()) {
             let name = e.file_name().to_string_lossy().into_owned();
             if let Ok(id) = RunId::parse(&name) {
-                live.insert(id.to_string(), run::state_dir_live(&e.path()));
-                state_dirs.insert(id.to_string(), e.path());
+                let is_live = run::state_dir_live(&e.path());
+                *live.entry(id.to_string()).or_insert(false) |= is_live;
+                state_dirs.entry(id.to_string()).or_default().push(e.path());
             } else if let Some(rest) = name.strip_prefix(".new-") {
                 // A run that died while creating its state directory.
                 let pid = rest.rsplit('-').next().and_then(|p| p.parse::<i32>().ok());
@@ -285,7 +320,7 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             }
         }
     }
-    let runs = Runs {
+    let mut runs = Runs {
         live,
         scope_all: matches!(scope, Scope::All),
         only: match scope {
@@ -293,13 +328,6 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             _ => None,
         },
     };
-    // Tag -> run id, for links.
-    let mut tags: BTreeMap<String, String> = runs
-        .live
-        .keys()
-        .map(|id| (id[..6].to_string(), id.clone()))
-        .collect();
-
     // 1. cgroups: freeze and kill their tasks, remove.
     let mounts = cgroup::host_mounts().unwrap_or_default();
     let mut names: BTreeSet<String> = BTreeSet::new();
@@ -310,10 +338,6 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
     }
     for name in &names {
         let run = RunId::from_object_name(name).map_or_else(|| "?".to_string(), |r| r.to_string());
-        if run.len() == 8 {
-            tags.entry(run[..6].to_string())
-                .or_insert_with(|| run.clone());
-        }
         if !runs.selected(&run) {
             continue;
         }
@@ -376,7 +400,7 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             let alias = fs::read_to_string(e.path().join("ifalias")).unwrap_or_default();
             let run = RunId::from_object_name(alias.trim())
                 .map(|r| r.to_string())
-                .or_else(|| tags.get(tag).cloned())
+                .or_else(|| runs.run_for_tag(tag))
                 .unwrap_or_else(|| format!("?{tag}"));
             if runs.selected(&run) {
                 links.push((name, run));
@@ -430,16 +454,18 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
     // 5. Workdirs in the default parent and the parents the runs recorded.
     let mut parents: BTreeSet<PathBuf> = BTreeSet::new();
     parents.insert(run::default_workdir_root());
-    for (run, dir) in &state_dirs {
+    for (run, dirs) in &state_dirs {
         if !runs.selected(run) {
             continue;
         }
-        for line in fs::read_to_string(dir.join("workdirs"))
-            .unwrap_or_default()
-            .lines()
-        {
-            if !line.trim().is_empty() {
-                parents.insert(PathBuf::from(line.trim()));
+        for dir in dirs {
+            for line in fs::read_to_string(dir.join("workdirs"))
+                .unwrap_or_default()
+                .lines()
+            {
+                if !line.trim().is_empty() {
+                    parents.insert(PathBuf::from(line.trim()));
+                }
             }
         }
     }
@@ -472,7 +498,10 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
     }
 
     // 6. State directories.
-    for (run, dir) in state_dirs {
+    for (run, dir) in state_dirs
+        .into_iter()
+        .flat_map(|(run, dirs)| dirs.into_iter().map(move |d| (run.clone(), d)))
+    {
         if !runs.selected(&run) {
             continue;
         }

@@ -92,15 +92,39 @@ impl fmt::Display for RunId {
 }
 
 /// Where run state directories live: `/run/isobench` as root, else
-/// `$XDG_RUNTIME_DIR/isobench` or `/tmp/isobench-<uid>`.
+/// `$XDG_RUNTIME_DIR/isobench` or `/tmp/isobench-state-<uid>`.
 pub fn state_root() -> PathBuf {
     if procs::euid() == 0 {
         return PathBuf::from("/run/isobench");
     }
     match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(d) if !d.is_empty() => PathBuf::from(d).join("isobench"),
-        _ => PathBuf::from(format!("/tmp/isobench-{}", procs::euid())),
+        _ => PathBuf::from(format!("/tmp/isobench-state-{}", procs::euid())),
     }
+}
+
+/// Every place a run of any user may keep its state: [`state_root`] first, then
+/// `/run/isobench`, `/run/user/*/isobench` and `/tmp/isobench-state-*`. A sweep looks at all of
+/// them, so a root sweep does not take another user's live run for a dead one.
+pub fn state_roots() -> Vec<PathBuf> {
+    let mut roots = vec![state_root(), PathBuf::from("/run/isobench")];
+    if let Ok(rd) = fs::read_dir("/run/user") {
+        roots.extend(rd.flatten().map(|e| e.path().join("isobench")));
+    }
+    if let Ok(rd) = fs::read_dir("/tmp") {
+        roots.extend(
+            rd.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("isobench-state-")
+                })
+                .map(|e| e.path()),
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    roots.retain(|r| r.is_dir() && seen.insert(r.clone()));
+    roots
 }
 
 /// Default parent of tenant working directories (on disk, not tmpfs).
