@@ -504,7 +504,7 @@ fn v2_tenants_work_on_the_real_unified_hierarchy() {
         .find(|f| f.len() > 2 && f[2] == "cgroup2")
         .map(|f| f[1].to_string())
     else {
-        eprintln!("SKIP v2 real: no cgroup2 mount");
+        skip("v2 real", "no cgroup2 mount");
         return;
     };
     let fs_v2 = CgroupFs::v2(Path::new(&root), Arc::new(RealTree)).unwrap();
@@ -532,9 +532,6 @@ fn v2_tenants_work_on_the_real_unified_hierarchy() {
 
 #[test]
 fn the_host_platform_runs_and_kills_plain_processes() {
-    if !root_or_skip("host platform") {
-        return;
-    }
     let guard = RunGuard::start().unwrap();
     let mut p = platform(PlatformKind::Host, PlatformOptions::new(guard.context())).unwrap();
     assert!(!p.enforces_limits());
@@ -611,4 +608,44 @@ fn doctor_checks_for_real() {
         }
     }
     let _ = NetSpec::default();
+}
+
+#[test]
+fn usage_is_read_back_from_the_cgroup() {
+    if !root_or_skip("usage") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let t = p
+        .create_tenant(
+            &TenantSpec::new("busy", Role::Victim).with_limits("cpus=0.2".parse().unwrap()),
+        )
+        .unwrap();
+    // CPU beyond the quota, then 1 MiB of direct writes in the workdir.
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; \
+         dd if=/dev/zero of=f bs=64k count=16 oflag=direct status=none",
+    ]);
+    let status = t.spawn(cmd).unwrap().wait().unwrap();
+    assert!(status.success());
+    let u = t.usage().unwrap();
+    assert!(u.cpu_time_ns.unwrap() > 0, "{u:?}");
+    assert!(
+        u.cpu_user_ns.is_some() && u.cpu_system_ns.is_some(),
+        "{u:?}"
+    );
+    assert!(
+        u.cpu_throttled_periods.unwrap() > 0,
+        "a busy loop at cpus=0.2 is throttled: {u:?}"
+    );
+    assert!(u.memory_peak.unwrap() > 0, "{u:?}");
+    assert!(
+        u.io_write_bytes.unwrap() >= 1 << 20,
+        "direct writes are counted: {u:?}"
+    );
+    assert_eq!(u.oom_kills, Some(0));
+    assert!(u.pids_current.is_some());
 }

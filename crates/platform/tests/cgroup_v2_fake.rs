@@ -3,6 +3,7 @@
 //! missing controllers refused before anything is created. Needs no root.
 
 use std::fs;
+use std::io::Write;
 use std::path::Path;
 
 use isobench_platform::cgroup::{CgroupTree, TenantCgroup};
@@ -41,7 +42,10 @@ fn disk_dir() -> Option<tempfile::TempDir> {
 #[test]
 fn v2_limits_are_written_read_back_and_torn_down() {
     let Some(work) = disk_dir() else {
-        eprintln!("SKIP v2 fake: no directory on a block device for the io limits");
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP v2 fake: no directory on a block device for the io limits"
+        );
         return;
     };
     let root = tempfile::tempdir().unwrap();
@@ -154,7 +158,10 @@ fn aggressor_safe_defaults_in_v2_syntax() {
     opts.cgroup_fs = Some(CgroupFs::fake_v2(root.path()).unwrap());
     opts.host = Some(host());
     let Some(work) = disk_dir() else {
-        eprintln!("SKIP safe defaults v2: no directory on a block device");
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP safe defaults v2: no directory on a block device"
+        );
         return;
     };
     opts.workdir_root = work.path().to_path_buf();

@@ -20,12 +20,17 @@ use isobench_platform::{
 
 pub const HELPER_ENV: &str = "ISOBENCH_TEST_HELPER";
 
+/// Prints a skip reason past the test harness's output capture.
+pub fn skip(test: &str, why: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIP {test}: {why}");
+}
+
 /// Whether the tests can do real work here; prints the reason when not.
 pub fn root_or_skip(test: &str) -> bool {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     if uid != 0 {
-        eprintln!("SKIP {test}: needs root (running as uid {uid})");
+        skip(test, &format!("needs root (running as uid {uid})"));
         return false;
     }
     true
@@ -39,7 +44,7 @@ pub fn net_or_skip(test: &str) -> bool {
     match Command::new("ip").arg("-V").output() {
         Ok(o) if o.status.success() => true,
         _ => {
-            eprintln!("SKIP {test}: the `ip` command (iproute2) is missing");
+            skip(test, "the `ip` command (iproute2) is missing");
             false
         }
     }
