@@ -170,33 +170,39 @@ impl Stressor for Cache {
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
         let o: Opts = params.decode(self.name())?;
         let shape = cpu_share(ctx, o.threads, o.duty);
+        if shape.workers == 0 {
+            return Ok(super::pool::idle_report(ctx, "ring hop (one cache line)"));
+        }
         let line = ctx.env.line_size().clamp(16, 4096) as usize;
-        let sizes = cache_sizes(&ctx.env);
-        let wanted = o.size.unwrap_or((sizes.llc as f64 * o.factor) as u64);
+        let mut notes = Vec::new();
+        let wanted = match o.size {
+            Some(s) => s,
+            None => {
+                // The usable LLC (measured once per process, sysfs as the fallback).
+                let sizes = cache_sizes(&ctx.env);
+                notes.push(format!(
+                    "llc_used={} llc_sysfs={} llc_measured={} factor={}",
+                    fmt_size(sizes.llc),
+                    sizes.llc_sysfs.map_or("unknown".into(), fmt_size),
+                    sizes.llc_measured.map_or("none".into(), fmt_size),
+                    o.factor
+                ));
+                (sizes.llc as f64 * o.factor) as u64
+            }
+        };
         // Never more than half of what the tenant may use, nor more than the caps allow.
         let mut limit = ctx.env.mem_usable / 2;
         if let Some(b) = ctx.caps.max_bytes {
             limit = limit.min(b);
         }
         let bytes = wanted.min(limit).max(2 * line as u64);
-        let mut notes = vec![
-            format!("ring={}", fmt_size(bytes)),
-            format!(
-                "llc_used={} llc_sysfs={} llc_measured={}",
-                fmt_size(sizes.llc),
-                sizes.llc_sysfs.map_or("unknown".into(), fmt_size),
-                sizes.llc_measured.map_or("none".into(), fmt_size)
-            ),
-            format!("order={} duty={:.0}%", o.order, shape.duty * 100.0),
-        ];
+        notes.insert(0, format!("ring={}", fmt_size(bytes)));
+        notes.push(format!("order={} duty={:.0}%", o.order, shape.duty * 100.0));
         if bytes < wanted {
             notes.push(format!(
                 "ring reduced from {} to fit the memory available",
                 fmt_size(wanted)
             ));
-        }
-        if shape.workers == 0 {
-            return Ok(super::pool::idle_report(ctx, "ring hop (one cache line)"));
         }
         let ring = Ring::build(bytes, line, o.order == "rand", 0x15_0BE7C4)?;
         let workers = shape.workers.max(1) as usize;

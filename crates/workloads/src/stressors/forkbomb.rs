@@ -300,18 +300,27 @@ fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32) -> ! {
 
 // ---- stressor side ---------------------------------------------------------------------------
 
-/// `waitpid(pid, WNOHANG)`: Some(description) once `pid` has ended (or is not our child).
-fn try_reap(pid: libc::pid_t) -> Option<String> {
+/// How the leader ended.
+struct Ended {
+    /// It exited 0: it killed and reaped the whole bomb itself, so group R is empty.
+    clean: bool,
+    how: String,
+}
+
+/// `waitpid(pid, WNOHANG)`: Some once `pid` has ended (or is not our child any more).
+fn try_reap(pid: libc::pid_t) -> Option<Ended> {
     loop {
         let mut status = 0;
         // SAFETY: plain waitpid.
         let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
         if r == pid {
-            return Some(if libc::WIFSIGNALED(status) {
+            let clean = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+            let how = if libc::WIFSIGNALED(status) {
                 format!("killed by signal {}", libc::WTERMSIG(status))
             } else {
                 format!("exit status {}", libc::WEXITSTATUS(status))
-            });
+            };
+            return Some(Ended { clean, how });
         }
         if r == 0 {
             return None;
@@ -320,12 +329,17 @@ fn try_reap(pid: libc::pid_t) -> Option<String> {
         if e.raw_os_error() == Some(libc::EINTR) {
             continue;
         }
-        return Some(format!("no longer our child ({e})"));
+        return Some(Ended {
+            clean: false,
+            how: format!("no longer our child ({e})"),
+        });
     }
 }
 
 /// Kills the bomb's group until nothing in it answers (reaping any member that is our own
-/// child); false if something still answers after about a second.
+/// child); false if something still answers after about a second. Only used when the leader
+/// did not finish its own cleanup: once a group is empty its id may be reused (pids wrap
+/// quickly under a fork bomb), so an empty group is never signalled twice.
 fn sweep_group(pgid: libc::pid_t) -> bool {
     // SAFETY: getpgrp has no arguments.
     let own = unsafe { libc::getpgrp() };
@@ -413,7 +427,7 @@ impl Stressor for Forkbomb {
         }
 
         let mut counted = 0u64;
-        let mut ended_early: Option<String> = None;
+        let mut ended_early: Option<Ended> = None;
         while ctx.running() {
             std::thread::sleep(Duration::from_millis(10));
             let f = sh.forks.load(Ordering::Relaxed);
@@ -429,31 +443,35 @@ impl Stressor for Forkbomb {
         sh.stop.store(1, Ordering::SeqCst);
 
         let mut notes = vec![format!("population_limit={limit}")];
-        if let Some(how) = &ended_early {
-            notes.push(format!(
-                "leader ended before the stop ({how}): the tenant killed it?"
-            ));
-        } else {
-            let deadline = Instant::now() + LEADER_GRACE;
-            loop {
-                if try_reap(leader).is_some() {
-                    break;
-                }
-                if Instant::now() >= deadline {
-                    // SAFETY: leader > 0 is our child.
-                    unsafe { libc::kill(leader, libc::SIGKILL) };
-                    sweep_group(sh.pgid.load(Ordering::SeqCst));
-                    let mut status = 0;
-                    // SAFETY: blocking wait for our own child, which was just killed.
-                    unsafe { libc::waitpid(leader, &mut status, 0) };
-                    notes.push("leader did not finish within 5 s and was killed".into());
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(1));
+        let clean = match &ended_early {
+            Some(e) => {
+                notes.push(format!(
+                    "leader ended before the stop ({}): the tenant killed it?",
+                    e.how
+                ));
+                false
             }
-        }
+            None => {
+                let deadline = Instant::now() + LEADER_GRACE;
+                loop {
+                    if let Some(e) = try_reap(leader) {
+                        break e.clean;
+                    }
+                    if Instant::now() >= deadline {
+                        // SAFETY: leader > 0 is our child, not yet reaped.
+                        unsafe { libc::kill(leader, libc::SIGKILL) };
+                        let mut status = 0;
+                        // SAFETY: blocking wait for our own child, which was just killed.
+                        unsafe { libc::waitpid(leader, &mut status, 0) };
+                        notes.push("leader did not finish within 5 s and was killed".into());
+                        break false;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        };
         let pgid = sh.pgid.load(Ordering::SeqCst);
-        if !sweep_group(pgid) {
+        if !clean && !sweep_group(pgid) {
             notes.push(format!(
                 "processes of group {pgid} still present after cleanup"
             ));

@@ -166,8 +166,8 @@ impl Stressor for Memhog {
         "Allocates memory in chunks without ever freeing it, up to intensity% of the memory \
          the tenant may use (never above the caps). touch=true writes each chunk and then \
          keeps rewriting all held memory; touch=false only allocates (the VITS variant). One \
-         operation is one page written (touch) or mapped (no touch); bytes reports the \
-         memory held at the end."
+         operation is one page written (touch) or mapped (no touch); bytes counts the \
+         memory written by touches; the held_bytes note gives the memory held at the end."
     }
     fn class(&self) -> Class {
         Class::Memory
@@ -241,8 +241,11 @@ impl Stressor for Memhog {
         )?;
         let held = held.load(Ordering::Relaxed);
         let touched = touched.load(Ordering::Relaxed);
+        // Held: what is resident by the hog's doing (touched), or only mapped (no touch).
+        let held_bytes = if o.touch { touched } else { held };
         let mut notes = vec![
-            format!("target={}", fmt_size(target)),
+            format!("held_bytes={held_bytes} target_bytes={target}"),
+            format!("held={} target={}", fmt_size(held_bytes), fmt_size(target)),
             format!("mapped={}", fmt_size(held)),
         ];
         if o.touch {
@@ -257,7 +260,12 @@ impl Stressor for Memhog {
             notes.push(f);
         }
         let mut report = out.report(unit, notes);
-        report.bytes = if o.touch { touched } else { held };
+        // Bytes of memory written by the touches: every line of a page, or one line of it.
+        report.bytes = match (o.touch, o.write.as_str()) {
+            (false, _) => 0,
+            (true, "page") => report.ops * ctx.env.line_size().clamp(8, page),
+            (true, _) => report.ops * page,
+        };
         Ok(report)
     }
 }

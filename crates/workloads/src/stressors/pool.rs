@@ -2,8 +2,8 @@
 //!
 //! Workers set themselves up (pin, allocate, open files, bind sockets), wait at a start gate,
 //! then loop `while ctx.running() { work(); ctx.add_ops(n) }` until the stop flag is set or
-//! any worker fails. Wall time runs from the gate opening to the last worker's exit, so setup
-//! is never counted as work time. A worker that fails (or panics) stops all the others and
+//! any worker fails. Wall time runs from the gate opening to the moment the last worker left
+//! its loop, so neither setup nor cleanup (freeing memory, closing files) counts as work time. A worker that fails (or panics) stops all the others and
 //! the pool returns its error, after every thread has been joined: nothing is left running.
 //!
 //! Stressors whose intensity is a share of CPU time use [`cpu_share`] for their shape, and
@@ -242,7 +242,7 @@ pub(crate) fn run_pool<S>(
     };
     let keep_going = || ctx.running() && !abort.load(Ordering::Relaxed);
 
-    let worker = |i: usize| -> (u64, u64) {
+    let worker = |i: usize| -> (u64, u64, Option<Instant>) {
         let state = catch_unwind(AssertUnwindSafe(|| {
             if let Some(cpu) = ctx.cpu_for_worker(i) {
                 pin_to_cpu(cpu)
@@ -260,7 +260,7 @@ pub(crate) fn run_pool<S>(
         };
         gate.arrive_and_wait();
         let Some(mut state) = state else {
-            return (0, 0);
+            return (0, 0, None);
         };
         let (mut ops, mut bytes) = (0u64, 0u64);
         let looped = catch_unwind(AssertUnwindSafe(|| -> anyhow::Result<()> {
@@ -284,6 +284,7 @@ pub(crate) fn run_pool<S>(
             }
             Ok(())
         }));
+        let loop_end = Instant::now();
         match looped {
             Ok(Ok(())) => {}
             Ok(Err(e)) => fail(e),
@@ -292,7 +293,7 @@ pub(crate) fn run_pool<S>(
         // Dropping the state here (buffers, files, sockets) happens on the worker thread,
         // before the pool returns.
         drop(state);
-        (ops, bytes)
+        (ops, bytes, Some(loop_end))
     };
 
     let (t_start, totals) = std::thread::scope(|scope| {
@@ -314,19 +315,20 @@ pub(crate) fn run_pool<S>(
         gate.wait_for(handles.len());
         let t_start = Instant::now();
         gate.open();
-        let mut totals = (0u64, 0u64);
+        let mut totals = (0u64, 0u64, t_start);
         for h in handles {
             match h.join() {
-                Ok((o, b)) => {
+                Ok((o, b, end)) => {
                     totals.0 += o;
                     totals.1 += b;
+                    totals.2 = totals.2.max(end.unwrap_or(t_start));
                 }
                 Err(_) => fail(anyhow::anyhow!("{name}: a worker thread panicked")),
             }
         }
         (t_start, totals)
     });
-    let elapsed_s = t_start.elapsed().as_secs_f64();
+    let elapsed_s = totals.2.saturating_duration_since(t_start).as_secs_f64();
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
