@@ -267,6 +267,15 @@ fn remove_v2_leftover(dir: &Path) -> anyhow::Result<Vec<i32>> {
             .collect()
     };
     let before = procs_of(dir);
+    // Lift the io throttle so killed tasks waiting on throttled I/O can exit.
+    for line in fs::read_to_string(dir.join("io.max")).unwrap_or_default().lines() {
+        if let Some(dev) = line.split_whitespace().next() {
+            let _ = tree.write(
+                &dir.join("io.max"),
+                &format!("{dev} rbps=max wbps=max riops=max wiops=max"),
+            );
+        }
+    }
     if dir.join("cgroup.kill").exists() {
         let _ = tree.write(&dir.join("cgroup.kill"), "1");
     } else {

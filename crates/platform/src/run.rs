@@ -202,7 +202,7 @@ pub struct RunGuard {
 }
 
 impl RunGuard {
-    /// Starts a run: removes the objects of dead runs (see [`crate::cleanup`]), then creates
+    /// Starts a run: removes the objects of dead runs (see [`crate::cleanup()`]), then creates
     /// the state directory of a new run id.
     pub fn start() -> Result<RunGuard> {
         let swept = cleanup::sweep(Scope::Dead);

@@ -649,3 +649,39 @@ fn usage_is_read_back_from_the_cgroup() {
     assert_eq!(u.oom_kills, Some(0));
     assert!(u.pids_current.is_some());
 }
+
+#[test]
+fn teardown_is_not_held_up_by_throttled_io() {
+    if !root_or_skip("throttled io teardown") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let t = p
+        .create_tenant(
+            &TenantSpec::new("slowdisk", Role::Aggressor)
+                .with_limits("io_write_bps=64K".parse().unwrap()),
+        )
+        .unwrap();
+    // 64 MiB of direct writes at 64 KiB/s would take a quarter of an hour.
+    let mut cmd = Command::new("dd");
+    cmd.args([
+        "if=/dev/zero",
+        "of=f",
+        "bs=1M",
+        "count=64",
+        "oflag=direct",
+        "status=none",
+    ]);
+    let mut c = t.spawn(cmd).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        c.try_wait().unwrap().is_none(),
+        "dd should still be throttled"
+    );
+    let dirs = t.info().cgroups.clone();
+    t.teardown()
+        .expect("teardown kills a task waiting on throttled I/O");
+    assert_eq!(c.wait().unwrap().signal(), Some(libc::SIGKILL));
+    assert!(dirs.iter().all(|d| !d.exists()));
+}

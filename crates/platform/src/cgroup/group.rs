@@ -371,6 +371,45 @@ impl TenantCgroup {
         }
     }
 
+    /// Lifts the io throttle, so that killed tasks waiting on throttled I/O can exit.
+    fn lift_io_limits(&self) {
+        let Some(dir) = self.dir_of(Controller::Io) else {
+            return;
+        };
+        let tree = self.fs.tree();
+        let devices = |file: &str| -> Vec<String> {
+            tree.read(&dir.join(file))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|d| d.contains(':'))
+                .map(str::to_string)
+                .collect()
+        };
+        match self.fs.version() {
+            CgroupVersion::V1 => {
+                for file in [
+                    "blkio.throttle.read_bps_device",
+                    "blkio.throttle.write_bps_device",
+                    "blkio.throttle.read_iops_device",
+                    "blkio.throttle.write_iops_device",
+                ] {
+                    for dev in devices(file) {
+                        let _ = tree.write(&dir.join(file), &format!("{dev} 0"));
+                    }
+                }
+            }
+            CgroupVersion::V2 => {
+                for dev in devices("io.max") {
+                    let _ = tree.write(
+                        &dir.join("io.max"),
+                        &format!("{dev} rbps=max wbps=max riops=max wiops=max"),
+                    );
+                }
+            }
+        }
+    }
+
     /// Stops every process of the cgroup: freeze (so a fork bomb cannot outrun the kill),
     /// SIGKILL each task, thaw, and wait until the cgroup is empty. Uses `cgroup.kill` where
     /// the kernel has it. Returns the processes that were signalled.
@@ -378,6 +417,7 @@ impl TenantCgroup {
         let tree = self.fs.tree();
         let real = tree.is_real();
         let mut killed: BTreeSet<i32> = BTreeSet::new();
+        self.lift_io_limits();
         let kill_list = |pids: Vec<i32>, killed: &mut BTreeSet<i32>| {
             if real {
                 for p in pids {
