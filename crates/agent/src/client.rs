@@ -268,21 +268,56 @@ impl AgentClient {
     ) -> Result<Self, AgentError> {
         let name = name.into();
         let path = path.as_ref();
-        let io_err = |source| AgentError::Io {
+        let s = UnixStream::connect(path).map_err(|source| AgentError::Io {
             agent: name.clone(),
             context: format!("connecting to {}", path.display()),
             source,
+        })?;
+        AgentClient::from_unix_stream(name, s)
+    }
+
+    /// A client over a connected unix stream (a socket pair end, an accepted connection).
+    /// Dropping the client shuts the stream down, so the agent sees end of input.
+    pub fn from_unix_stream(name: impl Into<String>, s: UnixStream) -> Result<Self, AgentError> {
+        let name = name.into();
+        let io_err = |source| AgentError::Io {
+            agent: name.clone(),
+            context: "duplicating the socket".into(),
+            source,
         };
-        let s = UnixStream::connect(path).map_err(io_err)?;
         let (r, w) = (
             s.try_clone().map_err(io_err)?,
             s.try_clone().map_err(io_err)?,
         );
-        let c = AgentClient::new(name.clone(), r, w);
-        *lock(&c.closer) = Some(Box::new(move || {
+        Ok(AgentClient::new(name.clone(), r, w).on_close(move || {
             let _ = s.shutdown(Shutdown::Both);
-        }));
-        Ok(c)
+        }))
+    }
+
+    /// A client over a connected TCP stream. Dropping the client shuts the stream down.
+    pub fn from_tcp_stream(name: impl Into<String>, s: TcpStream) -> Result<Self, AgentError> {
+        let name = name.into();
+        let io_err = |source| AgentError::Io {
+            agent: name.clone(),
+            context: "duplicating the socket".into(),
+            source,
+        };
+        let _ = s.set_nodelay(true);
+        let (r, w) = (
+            s.try_clone().map_err(io_err)?,
+            s.try_clone().map_err(io_err)?,
+        );
+        Ok(AgentClient::new(name.clone(), r, w).on_close(move || {
+            let _ = s.shutdown(Shutdown::Both);
+        }))
+    }
+
+    /// Runs `f` when the client closes (after `bye`, or on drop), after its writer is
+    /// dropped: for transports where dropping the writer alone does not end the stream
+    /// (sockets whose reading half is a duplicate of the same descriptor).
+    pub fn on_close(self, f: impl FnOnce() + Send + 'static) -> Self {
+        *lock(&self.closer) = Some(Box::new(f));
+        self
     }
 
     /// Connects to an agent over TCP (connect timeout 10 s). The token is sent in `hello`.
@@ -316,17 +351,9 @@ impl AgentClient {
             "connecting to {}",
             addrs.first().map_or_else(|| "?".into(), |a| a.to_string())
         );
-        let s = stream.ok_or_else(|| io_err(ctx.clone(), last))?;
-        let _ = s.set_nodelay(true);
-        let (r, w) = (
-            s.try_clone().map_err(|e| io_err(ctx.clone(), e))?,
-            s.try_clone().map_err(|e| io_err(ctx.clone(), e))?,
-        );
-        let mut c = AgentClient::new(name.clone(), r, w);
+        let s = stream.ok_or_else(|| io_err(ctx, last))?;
+        let mut c = AgentClient::from_tcp_stream(name, s)?;
         c.token = token.map(|t| Token(t.to_string()));
-        *lock(&c.closer) = Some(Box::new(move || {
-            let _ = s.shutdown(Shutdown::Both);
-        }));
         Ok(c)
     }
 
