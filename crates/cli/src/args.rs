@@ -22,6 +22,11 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Run one stressor (an aggressor) until the duration ends or Ctrl-C, then print ops/s.
     Stress(StressArgs),
+    /// Report, for each platform and control, whether it works here and why not.
+    Doctor(DoctorArgs),
+    /// Remove what crashed or killed runs left behind (cgroups, namespaces, links,
+    /// processes, files) and list it.
+    Cleanup(CleanupArgs),
     /// Run as an agent: execute workloads on a controller's command (JSON lines; see
     /// docs/agent-protocol.md). Speaks on stdin/stdout unless --unix or --tcp is given.
     Agent(AgentArgs),
@@ -61,6 +66,13 @@ pub struct ProbeArgs {
     /// Repeat the whole probe this many times and report each run and the median.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeat: u32,
+    /// Run inside a fresh tenant on this platform (`host` or `cgroup`) through an agent,
+    /// instead of in this process.
+    #[arg(long, value_name = "PLATFORM")]
+    pub platform: Option<String>,
+    /// Limits of that tenant, e.g. `cpus=1,memory=1G,pids=64,cpuset=0,io_write_bps=50M`.
+    #[arg(long, value_name = "K=V,...", requires = "platform")]
+    pub limits: Option<String>,
 }
 
 /// `isobench stress`.
@@ -90,6 +102,13 @@ pub struct StressArgs {
     /// tenant. They are then capped (64 tasks, a quarter of usable memory, 1 GiB of files).
     #[arg(long)]
     pub allow_unsafe_host: bool,
+    /// Run inside a fresh tenant on this platform (`host` or `cgroup`) through an agent,
+    /// instead of in this process.
+    #[arg(long, value_name = "PLATFORM")]
+    pub platform: Option<String>,
+    /// Limits of that tenant, e.g. `cpus=1,memory=1G,pids=64,cpuset=0,io_write_bps=50M`.
+    #[arg(long, value_name = "K=V,...", requires = "platform")]
+    pub limits: Option<String>,
 }
 
 /// `isobench agent`.
@@ -110,4 +129,23 @@ pub struct AgentArgs {
         value_name = "TOKEN"
     )]
     pub token: Option<String>,
+}
+
+/// `isobench doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `isobench cleanup`.
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// Also remove objects of runs that are still alive.
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }

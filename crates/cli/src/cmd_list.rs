@@ -46,14 +46,29 @@ pub fn run(a: &ListArgs) -> anyhow::Result<ExitCode> {
     }
     println!("PROBES");
     for p in PROBES {
-        print_entry(p.name(), p.class().as_str(), p.help(), p.params(), p.supported(&env));
-        let metrics: Vec<String> =
-            p.metrics().iter().map(|m| format!("{} [{}]", m.name, m.unit)).collect();
+        print_entry(
+            p.name(),
+            p.class().as_str(),
+            p.help(),
+            p.params(),
+            p.supported(&env),
+        );
+        let metrics: Vec<String> = p
+            .metrics()
+            .iter()
+            .map(|m| format!("{} [{}]", m.name, m.unit))
+            .collect();
         println!("      metrics: {}", metrics.join(", "));
     }
     println!("\nSTRESSORS");
     for s in STRESSORS {
-        print_entry(s.name(), s.class().as_str(), s.help(), s.params(), s.supported(&env));
+        print_entry(
+            s.name(),
+            s.class().as_str(),
+            s.help(),
+            s.params(),
+            s.supported(&env),
+        );
         println!("      intensity: {}", s.intensity_knob());
     }
     Ok(ExitCode::SUCCESS)
@@ -97,8 +112,17 @@ fn print_entry(
     println!("  {name:<16} {class:<8}{status}");
     println!("      {}", wrap(help, 88, "      "));
     for p in params {
-        let d = if p.default.is_empty() { "auto" } else { p.default };
-        println!("      --set {}=<{}> (default {d}): {}", p.name, p.range_text(), p.help);
+        let d = if p.default.is_empty() {
+            "auto"
+        } else {
+            p.default
+        };
+        println!(
+            "      --set {}=<{}> (default {d}): {}",
+            p.name,
+            p.range_text(),
+            p.help
+        );
     }
 }
 

@@ -3,6 +3,8 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use isobench_agent::ProbeOpts;
+use isobench_platform::Role;
 use isobench_workloads::{Metric, ParamValues, ProbeCtx};
 use serde_json::{json, Value};
 
@@ -36,16 +38,43 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
             )));
         }
     }
-    probe
-        .supported(&ctx.env)
-        .map_err(|e| unsupported(format!("probe {} cannot run here: {}", probe.name(), e.reason)))?;
+    probe.supported(&ctx.env).map_err(|e| {
+        unsupported(format!(
+            "probe {} cannot run here: {}",
+            probe.name(),
+            e.reason
+        ))
+    })?;
 
-    // Execute.
+    // Execute: here, or inside a fresh tenant through its agent.
+    let mut tenant_doc = Value::Null;
     let mut runs: Vec<(f64, Vec<Metric>)> = Vec::new();
-    for _ in 0..a.repeat.max(1) {
-        let t0 = Instant::now();
-        let metrics = probe.run(&ctx, &params)?;
-        runs.push((t0.elapsed().as_secs_f64(), metrics));
+    if let Some(platform) = &a.platform {
+        let req = crate::tenant::parse_request(platform, a.limits.as_deref())?;
+        let session = crate::tenant::Session::open(&req, "probe", Role::Victim, false, None)?;
+        let opts = ProbeOpts {
+            pin: a.pin,
+            pin_peer: a.pin_peer,
+            budget: Some(ctx.budget),
+            workdir: a.dir.clone(),
+            deadline: None,
+        };
+        for _ in 0..a.repeat.max(1) {
+            let r = session.client.run_probe(probe.name(), &params, &opts)?;
+            runs.push((r.elapsed_s, r.metrics));
+        }
+        tenant_doc = json!({
+            "platform": req.kind,
+            "info": session.tenant.info(),
+            "usage": session.tenant.usage().ok(),
+        });
+        session.close()?;
+    } else {
+        for _ in 0..a.repeat.max(1) {
+            let t0 = Instant::now();
+            let metrics = probe.run(&ctx, &params)?;
+            runs.push((t0.elapsed().as_secs_f64(), metrics));
+        }
     }
 
     // Render.
@@ -61,6 +90,9 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
         );
         doc.insert("pin".into(), json!({"cpu": a.pin, "peer": a.pin_peer}));
         doc.insert("timer_overhead_ns".into(), json!(ctx.timer_overhead_ns));
+        if !tenant_doc.is_null() {
+            doc.insert("tenant".into(), tenant_doc);
+        }
         doc.insert(
             "runs".into(),
             Value::Array(
@@ -69,7 +101,10 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
                     .collect(),
             ),
         );
-        doc.insert("metrics".into(), serde_json::to_value(median_metrics(&runs))?);
+        doc.insert(
+            "metrics".into(),
+            serde_json::to_value(median_metrics(&runs))?,
+        );
         print_json(&Value::Object(doc));
     } else {
         let shown = median_metrics(&runs);
@@ -85,7 +120,12 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
                 isobench_workloads::Direction::Higher => "higher is better",
                 isobench_workloads::Direction::Lower => "lower is better",
             };
-            println!("  {:<w$}  {:>14} {:<8} ({better})", m.name, fmt_value(m.value), m.unit);
+            println!(
+                "  {:<w$}  {:>14} {:<8} ({better})",
+                m.name,
+                fmt_value(m.value),
+                m.unit
+            );
         }
         if runs.len() > 1 {
             for m in &shown {
@@ -103,7 +143,9 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
 
 /// One metric list whose values are the median over runs (first run's metadata).
 fn median_metrics(runs: &[(f64, Vec<Metric>)]) -> Vec<Metric> {
-    let Some((_, first)) = runs.first() else { return Vec::new() };
+    let Some((_, first)) = runs.first() else {
+        return Vec::new();
+    };
     first
         .iter()
         .map(|m| {
@@ -113,8 +155,15 @@ fn median_metrics(runs: &[(f64, Vec<Metric>)]) -> Vec<Metric> {
                 .collect();
             vals.sort_by(f64::total_cmp);
             let n = vals.len();
-            let med = if n % 2 == 1 { vals[n / 2] } else { (vals[n / 2 - 1] + vals[n / 2]) / 2.0 };
-            Metric { value: med, ..m.clone() }
+            let med = if n % 2 == 1 {
+                vals[n / 2]
+            } else {
+                (vals[n / 2 - 1] + vals[n / 2]) / 2.0
+            };
+            Metric {
+                value: med,
+                ..m.clone()
+            }
         })
         .collect()
 }

@@ -4,8 +4,10 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use isobench_agent::{Caps, StressOpts};
+use isobench_platform::Role;
 use isobench_workloads::ctx::StressCaps;
-use isobench_workloads::{Env, ParamValues, StressCtx};
+use isobench_workloads::{Env, ParamValues, StressCtx, StressReport, Stressor};
 use serde_json::{json, Value};
 
 use crate::args::StressArgs;
@@ -14,18 +16,26 @@ use crate::output::{envelope, find_stressor, fmt_value, parse_cpu_list, print_js
 
 /// Caps for aggressive stressors on the unisolated host (`--allow-unsafe-host`).
 pub fn host_caps(env: &Env) -> StressCaps {
-    StressCaps { max_tasks: Some(64), max_bytes: Some((env.mem_usable / 4).min(1 << 30)) }
+    StressCaps {
+        max_tasks: Some(64),
+        max_bytes: Some((env.mem_usable / 4).min(1 << 30)),
+    }
 }
 
 pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
     let stressor = find_stressor(&a.name)?;
     if a.intensity > 100 {
-        return Err(bad_input(format!("--intensity {} is out of range: allowed 0..=100", a.intensity)));
+        return Err(bad_input(format!(
+            "--intensity {} is out of range: allowed 0..=100",
+            a.intensity
+        )));
     }
     let params = ParamValues::from_settings(stressor.name(), stressor.params(), &a.set)?;
     let duration = match a.duration {
         Some(d) if !(d > 0.0 && d.is_finite()) => {
-            return Err(bad_input(format!("--duration {d} is not a positive number of seconds")))
+            return Err(bad_input(format!(
+                "--duration {d} is not a positive number of seconds"
+            )))
         }
         d => d.map(Duration::from_secs_f64),
     };
@@ -34,6 +44,7 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
         env.workdir = d.clone();
     }
     let mut ctx = StressCtx::new(env, a.intensity);
+    ctx.workdir = ctx.env.workdir.clone();
     if let Some(p) = &a.pin {
         let cpus = parse_cpu_list(p)?;
         if let Some(c) = cpus.iter().find(|c| !ctx.env.cpus.contains(c)) {
@@ -43,6 +54,10 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
             )));
         }
         ctx.pin = Some(cpus);
+    }
+    if let Some(platform) = &a.platform {
+        let req = crate::tenant::parse_request(platform, a.limits.as_deref())?;
+        return run_in_tenant(a, stressor, &params, duration, ctx, &req);
     }
     if stressor.aggressive() {
         if !a.allow_unsafe_host {
@@ -56,7 +71,11 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
         ctx.caps = host_caps(&ctx.env);
     }
     stressor.supported(&ctx.env).map_err(|e| {
-        unsupported(format!("stressor {} cannot run here: {}", stressor.name(), e.reason))
+        unsupported(format!(
+            "stressor {} cannot run here: {}",
+            stressor.name(),
+            e.reason
+        ))
     })?;
 
     let stop = ctx.stop.clone();
@@ -81,13 +100,134 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let report = stressor.run(&ctx, &params)?;
+    render(a, stressor, &params, &report, Value::Null)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the stressor inside a fresh tenant through its agent, until the duration ends or
+/// Ctrl-C; prints the live rate each second.
+fn run_in_tenant(
+    a: &StressArgs,
+    stressor: &dyn Stressor,
+    params: &ParamValues,
+    duration: Option<Duration>,
+    ctx: StressCtx,
+    req: &crate::tenant::TenantRequest,
+) -> anyhow::Result<ExitCode> {
+    let aggressive = stressor.aggressive();
+    if aggressive && req.kind == isobench_platform::PlatformKind::Host && !a.allow_unsafe_host {
+        return Err(bad_input(format!(
+            "stressor {} can take the whole host down and the host platform contains nothing: \
+             use `--platform cgroup`, or pass --allow-unsafe-host to run it capped",
+            stressor.name()
+        )));
+    }
+    // The watchdog kills the tenant a little after the planned end, whatever happens here.
+    let deadline = duration.map(|d| d + Duration::from_secs(30));
+    let session =
+        crate::tenant::Session::open(req, "stress", Role::Aggressor, aggressive, deadline)?;
+    if !session.filled.is_empty() && !a.json {
+        eprintln!(
+            "isobench: containment limits filled in for {}: {}",
+            stressor.name(),
+            session.filled.join(", ")
+        );
+    }
+    let contained = session.tenant.info().limits.pids.is_some()
+        && req.kind != isobench_platform::PlatformKind::Host;
+    let opts = StressOpts {
+        pin: ctx.pin.clone(),
+        caps: if contained || !aggressive {
+            Caps::default()
+        } else {
+            let c = host_caps(&ctx.env);
+            Caps {
+                max_tasks: c.max_tasks,
+                max_bytes: c.max_bytes,
+            }
+        },
+        contained,
+        workdir: a.dir.clone(),
+        sample_interval: Some(Duration::from_secs(1)),
+    };
+    let stop = ctx.stop.clone();
+    ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))?;
+    session
+        .client
+        .start_stressor("s1", stressor.name(), a.intensity, params, &opts)?;
+    if !a.json {
+        let until = duration.map_or("Ctrl-C".into(), |d| format!("{:.1} s", d.as_secs_f64()));
+        eprintln!(
+            "isobench: stressor {} at intensity {} in tenant {} ({}) until {until}",
+            stressor.name(),
+            a.intensity,
+            session.tenant.info().object_name,
+            req.kind
+        );
+    }
+    let t0 = Instant::now();
+    let mut died = None;
+    while !ctx.stop.load(Ordering::Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) {
+        if let Some(s) = session.client.next_sample(Duration::from_millis(100)) {
+            if !a.json {
+                eprintln!(
+                    "  {:6.1} s  {} ops/s",
+                    s.elapsed_s,
+                    fmt_value(s.ops_per_sec)
+                );
+            }
+        }
+        if let Some(exit) = session.client.take_exits().into_iter().next() {
+            died = Some(exit);
+            break;
+        }
+        if session.tenant.expired() {
+            break;
+        }
+    }
+    let report = session.client.stop_stressor("s1");
+    let usage = session.tenant.usage().ok();
+    let tenant_doc = json!({
+        "platform": req.kind,
+        "info": session.tenant.info(),
+        "filled_limits": session.filled,
+        "usage": usage,
+        "stressor_exit": died,
+    });
+    session.close()?;
+    let report = report?;
+    render(a, stressor, params, &report, tenant_doc.clone())?;
+    if !a.json {
+        if let Some(u) = usage {
+            let oom = u.oom_kills.unwrap_or(0);
+            let hits = u.pids_limit_hits.unwrap_or(0);
+            println!(
+                "  tenant: cpu {:.2} s, memory peak {} MiB, oom kills {oom}, pids limit hits {hits}",
+                u.cpu_time_ns.unwrap_or(0) as f64 / 1e9,
+                u.memory_peak.unwrap_or(0) >> 20
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(
+    a: &StressArgs,
+    stressor: &dyn Stressor,
+    params: &ParamValues,
+    report: &StressReport,
+    tenant: Value,
+) -> anyhow::Result<()> {
     if a.json {
         let mut doc = envelope("stress");
         doc.insert("workload".into(), json!(stressor.name()));
         doc.insert("class".into(), json!(stressor.class()));
         doc.insert("intensity".into(), json!(a.intensity));
-        doc.insert("params".into(), serde_json::to_value(&params)?);
-        doc.insert("report".into(), serde_json::to_value(&report)?);
+        doc.insert("params".into(), serde_json::to_value(params)?);
+        doc.insert("report".into(), serde_json::to_value(report)?);
+        if !tenant.is_null() {
+            doc.insert("tenant".into(), tenant);
+        }
         print_json(&Value::Object(doc));
     } else {
         println!(
@@ -99,7 +239,10 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
             report.elapsed_s,
             report.workers,
             if report.bytes > 0 {
-                format!(", {:.1} MB/s", report.bytes as f64 / report.elapsed_s.max(1e-9) / 1e6)
+                format!(
+                    ", {:.1} MB/s",
+                    report.bytes as f64 / report.elapsed_s.max(1e-9) / 1e6
+                )
             } else {
                 String::new()
             }
@@ -108,5 +251,5 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
             println!("  note: {n}");
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -28,12 +28,20 @@ pub struct CodedError {
 
 /// A bad-input error.
 pub fn bad_input(message: impl Into<String>) -> anyhow::Error {
-    CodedError { code: BAD_INPUT, message: message.into() }.into()
+    CodedError {
+        code: BAD_INPUT,
+        message: message.into(),
+    }
+    .into()
 }
 
 /// An unsupported-here error.
 pub fn unsupported(message: impl Into<String>) -> anyhow::Error {
-    CodedError { code: UNSUPPORTED, message: message.into() }.into()
+    CodedError {
+        code: UNSUPPORTED,
+        message: message.into(),
+    }
+    .into()
 }
 
 /// The exit code for an error.
@@ -41,7 +49,10 @@ pub fn code_for(err: &anyhow::Error) -> ExitCode {
     if let Some(c) = err.downcast_ref::<CodedError>() {
         return ExitCode::from(c.code);
     }
-    if err.downcast_ref::<isobench_workloads::ParamError>().is_some() {
+    if err
+        .downcast_ref::<isobench_workloads::ParamError>()
+        .is_some()
+    {
         return ExitCode::from(BAD_INPUT);
     }
     ExitCode::from(FAILURE)

@@ -5,11 +5,13 @@
 
 mod args;
 mod cmd_agent;
+mod cmd_doctor;
 mod cmd_list;
 mod cmd_probe;
 mod cmd_stress;
 mod exit;
 mod output;
+mod tenant;
 
 use std::process::ExitCode;
 
@@ -32,5 +34,7 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Probe(a) => cmd_probe::run(&a),
         args::Command::Stress(a) => cmd_stress::run(&a),
         args::Command::Agent(a) => cmd_agent::run(&a),
+        args::Command::Doctor(a) => cmd_doctor::doctor(&a),
+        args::Command::Cleanup(a) => cmd_doctor::cleanup(&a),
     }
 }

@@ -1,7 +1,9 @@
 //! Shared output pieces: the JSON envelope every document carries, workload lookup with
 //! "did you mean", number formatting.
 
-use isobench_workloads::{nearest_names, HostFacts, Probe, Stressor, PROBES, SCHEMA_VERSION, STRESSORS};
+use isobench_workloads::{
+    nearest_names, HostFacts, Probe, Stressor, PROBES, SCHEMA_VERSION, STRESSORS,
+};
 use serde_json::{json, Value};
 
 use crate::exit::bad_input;
@@ -13,13 +15,19 @@ pub fn envelope(kind: &str) -> serde_json::Map<String, Value> {
     m.insert("tool".into(), json!("isobench"));
     m.insert("tool_version".into(), json!(env!("CARGO_PKG_VERSION")));
     m.insert("kind".into(), json!(kind));
-    m.insert("host".into(), serde_json::to_value(HostFacts::detect()).unwrap_or(Value::Null));
+    m.insert(
+        "host".into(),
+        serde_json::to_value(HostFacts::detect()).unwrap_or(Value::Null),
+    );
     m
 }
 
 /// Prints a JSON value, pretty, to stdout.
 pub fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).expect("JSON values serialize"));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("JSON values serialize")
+    );
 }
 
 /// Finds a probe or explains the nearest names.
@@ -32,7 +40,11 @@ pub fn find_probe(name: &str) -> anyhow::Result<&'static dyn Probe> {
             "`{name}` is a stressor, not a probe: run `isobench stress {name}`"
         )));
     }
-    Err(bad_input(unknown("probe", name, PROBES.iter().map(|p| p.name()))))
+    Err(bad_input(unknown(
+        "probe",
+        name,
+        PROBES.iter().map(|p| p.name()),
+    )))
 }
 
 /// Finds a stressor or explains the nearest names.
@@ -45,7 +57,11 @@ pub fn find_stressor(name: &str) -> anyhow::Result<&'static dyn Stressor> {
             "`{name}` is a probe, not a stressor: run `isobench probe {name}`"
         )));
     }
-    Err(bad_input(unknown("stressor", name, STRESSORS.iter().map(|s| s.name()))))
+    Err(bad_input(unknown(
+        "stressor",
+        name,
+        STRESSORS.iter().map(|s| s.name()),
+    )))
 }
 
 fn unknown<'a>(what: &str, name: &str, all: impl Iterator<Item = &'a str> + Clone) -> String {
@@ -81,7 +97,11 @@ pub fn fmt_value(v: f64) -> String {
 pub fn parse_cpu_list(s: &str) -> anyhow::Result<Vec<usize>> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || bad_input(format!("`{s}` is not a CPU list: write it like 0, 0,2 or 0-3"));
+        let bad = || {
+            bad_input(format!(
+                "`{s}` is not a CPU list: write it like 0, 0,2 or 0-3"
+            ))
+        };
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (usize, usize) =
@@ -95,7 +115,9 @@ pub fn parse_cpu_list(s: &str) -> anyhow::Result<Vec<usize>> {
         }
     }
     if out.is_empty() {
-        return Err(bad_input(format!("`{s}` names no CPU: write it like 0, 0,2 or 0-3")));
+        return Err(bad_input(format!(
+            "`{s}` names no CPU: write it like 0, 0,2 or 0-3"
+        )));
     }
     Ok(out)
 }

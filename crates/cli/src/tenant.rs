@@ -1,0 +1,145 @@
+//! Running one workload inside a fresh tenant: the `--platform`/`--limits` path of
+//! `isobench probe` and `isobench stress`.
+//!
+//! Everything is checked before anything is created (platform name, limit keys and values,
+//! limits against the host). Then a run is started (sweeping dead runs), the tenant is
+//! created, `isobench agent` is started inside it and driven over its stdio. The run guard
+//! tears the tenant down on every exit path: normal end, error, Ctrl-C, panic.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use isobench_agent::AgentClient;
+use isobench_platform::{
+    platform, Limits, Platform, PlatformKind, PlatformOptions, Role, RunGuard, Tenant, TenantSpec,
+};
+
+use crate::exit::{bad_input, unsupported};
+
+/// What the user asked for, validated.
+pub struct TenantRequest {
+    pub kind: PlatformKind,
+    pub limits: Limits,
+}
+
+/// Parses `--platform` and `--limits` without creating anything.
+pub fn parse_request(platform: &str, limits: Option<&str>) -> anyhow::Result<TenantRequest> {
+    let kind: PlatformKind =
+        platform
+            .parse()
+            .map_err(|e: isobench_platform::PlatformError| match e {
+                isobench_platform::PlatformError::Unavailable { .. } => unsupported(e.to_string()),
+                _ => bad_input(format!("--platform: {e}")),
+            })?;
+    let limits = match limits {
+        Some(s) => Limits::parse(s).map_err(|e| bad_input(format!("--limits: {e}")))?,
+        None => Limits::none(),
+    };
+    Ok(TenantRequest { kind, limits })
+}
+
+/// A live tenant with an agent inside. Field order is drop order: the agent goes first,
+/// then the tenant, the platform, and last the run guard that removes whatever is left.
+pub struct Session {
+    pub client: AgentClient,
+    child: Child,
+    pub tenant: Box<dyn Tenant>,
+    platform: Box<dyn Platform>,
+    pub guard: RunGuard,
+    /// Containment limits filled in for an aggressive stressor, for the record.
+    pub filled: Vec<String>,
+}
+
+impl Session {
+    /// Creates the tenant and starts the agent in it.
+    ///
+    /// `aggressive`: the workload is a fork bomb, memory hog or disk flood: on `cgroup` the
+    /// missing containment limits are filled with safe defaults.
+    pub fn open(
+        req: &TenantRequest,
+        tenant_name: &str,
+        role: Role,
+        aggressive: bool,
+        deadline: Option<Duration>,
+    ) -> anyhow::Result<Session> {
+        let guard = RunGuard::start().context("starting a run")?;
+        for r in &guard.swept().removed {
+            eprintln!("isobench: removed a leftover of a dead run: {r}");
+        }
+        let mut platform =
+            platform(req.kind, PlatformOptions::new(guard.context())).map_err(|e| {
+                match e.downcast_ref::<isobench_platform::PlatformError>() {
+                    Some(pe) => unsupported(pe.to_string()),
+                    None => e,
+                }
+            })?;
+        req.limits
+            .validate(platform.host())
+            .map_err(|e| bad_input(format!("--limits: {e}")))?;
+        let mut limits = req.limits.clone();
+        let mut filled = Vec::new();
+        if aggressive && platform.enforces_limits() {
+            (limits, filled) = limits.with_safe_defaults(platform.host());
+        }
+        let mut spec = TenantSpec::new(tenant_name, role).with_limits(limits);
+        if let Some(d) = deadline {
+            spec = spec.with_deadline(d);
+        }
+        let tenant = platform
+            .create_tenant(&spec)
+            .with_context(|| format!("creating tenant {tenant_name} on {}", req.kind))?;
+        let exe = std::env::current_exe().context("locating the isobench binary")?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("agent")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = tenant
+            .spawn(cmd)
+            .context("starting the agent in the tenant")?;
+        let client = AgentClient::from_child(tenant_name, &mut child)?;
+        client.hello().context("greeting the agent")?;
+        Ok(Session {
+            client,
+            child,
+            tenant,
+            platform,
+            guard,
+            filled,
+        })
+    }
+
+    /// Says bye to the agent, tears the tenant down and removes the run's objects.
+    pub fn close(self) -> anyhow::Result<()> {
+        let Session {
+            client,
+            mut child,
+            tenant,
+            mut platform,
+            guard,
+            ..
+        } = self;
+        let _ = client.bye();
+        wait_or_kill(&mut child, Duration::from_secs(5));
+        tenant.teardown()?;
+        platform.teardown()?;
+        let report = guard.finish();
+        for f in &report.failed {
+            eprintln!("isobench: warning: could not remove {f}");
+        }
+        Ok(())
+    }
+}
+
+fn wait_or_kill(child: &mut Child, timeout: Duration) {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < timeout {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
