@@ -268,7 +268,10 @@ fn remove_v2_leftover(dir: &Path) -> anyhow::Result<Vec<i32>> {
     };
     let before = procs_of(dir);
     // Lift the io throttle so killed tasks waiting on throttled I/O can exit.
-    for line in fs::read_to_string(dir.join("io.max")).unwrap_or_default().lines() {
+    for line in fs::read_to_string(dir.join("io.max"))
+        .unwrap_or_default()
+        .lines()
+    {
         if let Some(dev) = line.split_whitespace().next() {
             let _ = tree.write(
                 &dir.join("io.max"),

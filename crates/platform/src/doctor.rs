@@ -35,6 +35,14 @@ pub struct Check {
     pub detail: String,
 }
 
+impl std::fmt::Display for Check {
+    /// `ok   name  detail` or `FAIL name  detail`, one line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = if self.ok { "ok" } else { "FAIL" };
+        write!(f, "{status:<4} {:<20} {}", self.name, self.detail)
+    }
+}
+
 impl Check {
     fn new(name: impl Into<String>, r: Result<String>) -> Check {
         match r {
