@@ -336,28 +336,69 @@ fn try_reap(pid: libc::pid_t) -> Option<Ended> {
     }
 }
 
-/// Kills the bomb's group until nothing in it answers (reaping any member that is our own
-/// child); false if something still answers after about a second. Only used when the leader
-/// did not finish its own cleanup: once a group is empty its id may be reused (pids wrap
-/// quickly under a fork bomb), so an empty group is never signalled twice.
-fn sweep_group(pgid: libc::pid_t) -> bool {
+/// Processes of group `pgid` that are still running (not zombies), and the zombies.
+fn group_members(pgid: libc::pid_t) -> (usize, usize) {
+    let (mut alive, mut zombies) = (0, 0);
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return (0, 0);
+    };
+    for e in dir.flatten() {
+        if !e
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name: state, ppid, pgrp, ...
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let (state, pgrp) = (f.next(), f.nth(1));
+        if pgrp.and_then(|g| g.parse::<libc::pid_t>().ok()) == Some(pgid) {
+            if matches!(state, Some("Z") | Some("X")) {
+                zombies += 1;
+            } else {
+                alive += 1;
+            }
+        }
+    }
+    (alive, zombies)
+}
+
+/// Kills the bomb's group until none of it runs (reaping members that are our own children);
+/// returns (still running, zombies) at the end. Used only when the leader did not finish its
+/// own cleanup: killed bomb processes whose parents are gone then belong to init, which reaps
+/// them in its own time. A group keeps its id while any member, zombies included, exists,
+/// so the signal never reaches a reused id.
+fn sweep_group(pgid: libc::pid_t) -> (usize, usize) {
     // SAFETY: getpgrp has no arguments.
     let own = unsafe { libc::getpgrp() };
     if pgid <= 1 || pgid == own {
-        return true;
+        return (0, 0);
     }
+    let mut last = (0, 0);
     for _ in 0..1000 {
         let mut status = 0;
         // SAFETY: plain kill/waitpid on the bomb's group only.
         unsafe {
             while libc::waitpid(-pgid, &mut status, libc::WNOHANG) > 0 {}
             if libc::killpg(pgid, libc::SIGKILL) != 0 {
-                return true;
+                return (0, 0);
             }
+        }
+        last = group_members(pgid);
+        if last.0 == 0 {
+            return last;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    false
+    last
 }
 
 impl Stressor for Forkbomb {
@@ -471,10 +512,18 @@ impl Stressor for Forkbomb {
             }
         };
         let pgid = sh.pgid.load(Ordering::SeqCst);
-        if !clean && !sweep_group(pgid) {
-            notes.push(format!(
-                "processes of group {pgid} still present after cleanup"
-            ));
+        if !clean {
+            let (alive, zombies) = sweep_group(pgid);
+            if alive > 0 {
+                notes.push(format!(
+                    "{alive} processes of group {pgid} still running after cleanup"
+                ));
+            }
+            if zombies > 0 {
+                notes.push(format!(
+                    "{zombies} killed bomb processes left for init to reap"
+                ));
+            }
         }
         let peak = sh.peak.load(Ordering::Relaxed);
         notes.push(format!(
