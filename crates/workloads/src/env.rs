@@ -96,9 +96,9 @@ impl Env {
     pub fn llc_size(&self) -> Option<u64> {
         self.caches
             .iter()
-            .filter(|c| c.kind != "Instruction")
+            .rev()
+            .find(|c| c.kind != "Instruction")
             .map(|c| c.size)
-            .last()
     }
 
     /// Cache line size (64 when unknown).

@@ -118,9 +118,12 @@ impl LatencyHistogram {
         LatencyHistogram(Histogram::new(3).expect("3 significant digits is valid"))
     }
 
-    /// Records one value (clamped to at least 1).
+    /// Records one value (clamped to at least 1). The histogram grows to hold any value.
     pub fn record(&mut self, v: u64) {
-        self.0.saturating_record(v.max(1));
+        let v = v.max(1);
+        if self.0.record(v).is_err() {
+            self.0.saturating_record(v);
+        }
     }
 
     /// Number of values recorded.
@@ -191,15 +194,13 @@ pub fn latency_metrics(prefix: &str, unit: &str, h: &LatencyHistogram) -> Vec<Me
             agg,
         )
     };
-    let mut out = vec![
+    vec![
         mk("mean", h.0.mean(), Aggregate::Mean),
         mk("p50", h.percentile(50.0) as f64, Aggregate::Mean).with_histogram(h.clone()),
         mk("p99", h.percentile(99.0) as f64, Aggregate::Mean),
         mk("p999", h.percentile(99.9) as f64, Aggregate::Mean),
         mk("max", h.0.max() as f64, Aggregate::Max),
-    ];
-    out.shrink_to_fit();
-    out
+    ]
 }
 
 #[cfg(test)]
@@ -209,14 +210,17 @@ mod tests {
     #[test]
     fn histogram_round_trips_through_json() {
         let mut h = LatencyHistogram::new();
-        for v in [10, 20, 30, 1000, 5000] {
+        for v in [10, 20, 30, 1000, 5_000_000_000] {
             h.record(v);
         }
         let m = Metric::new("rtt_p50_ns", "ns", 20.0, Direction::Lower, Aggregate::Mean)
             .with_histogram(h.clone());
         let json = serde_json::to_string(&m).unwrap();
         let back: Metric = serde_json::from_str(&json).unwrap();
-        assert_eq!(back.histogram.unwrap().len(), 5);
+        let back = back.histogram.unwrap();
+        assert_eq!(back.len(), 5);
+        // Large values are kept, not clamped to the initial bound.
+        assert!(back.0.max() >= 4_990_000_000, "max {}", back.0.max());
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! the result into its own `#[derive(Deserialize)]` options struct with
 //! [`ParamValues::decode`]. The same table drives `isobench list`.
 
+// Parameter errors carry everything the message needs (name, value, range, default); they
+// occur once, on the input path, so their size does not matter.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;

@@ -75,31 +75,6 @@ pub fn time_ns(overhead_ns: f64, f: impl FnOnce()) -> f64 {
     ((t1 - t0) as f64 - overhead_ns).max(0.0)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn monotonic_and_cheap() {
-        let a = now_ns();
-        let b = now_ns();
-        assert!(b >= a);
-        let o = timer_overhead_ns();
-        assert!(o < 100_000.0, "timer overhead {o} ns is absurd");
-    }
-
-    #[test]
-    fn calibration_reaches_min_time() {
-        let n = calibrate_iterations(Duration::from_millis(2), |n| {
-            let mut x = 0u64;
-            for i in 0..n {
-                x = std::hint::black_box(x.wrapping_add(i));
-            }
-        });
-        assert!(n > 1);
-    }
-}
-
 /// Per-operation times of repeated batches.
 ///
 /// Calibrates a batch size so that one batch lasts at least `min_batch`, then runs batches
@@ -140,5 +115,30 @@ pub fn median(v: &[f64]) -> f64 {
         s[n / 2]
     } else {
         (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monotonic_and_cheap() {
+        let a = now_ns();
+        let b = now_ns();
+        assert!(b >= a);
+        let o = timer_overhead_ns();
+        assert!(o < 100_000.0, "timer overhead {o} ns is absurd");
+    }
+
+    #[test]
+    fn calibration_reaches_min_time() {
+        let n = calibrate_iterations(Duration::from_millis(2), |n| {
+            let mut x = 0u64;
+            for i in 0..n {
+                x = std::hint::black_box(x.wrapping_add(i));
+            }
+        });
+        assert!(n > 1);
     }
 }
