@@ -51,7 +51,7 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut runs: Vec<(f64, Vec<Metric>)> = Vec::new();
     if let Some(platform) = &a.platform {
         let req = crate::tenant::parse_request(platform, a.limits.as_deref())?;
-        let session = crate::tenant::Session::open(&req, "probe", Role::Victim, false, None)?;
+        let session = crate::tenant::Session::open(&req, "probe", Role::Victim, false, None, None)?;
         let opts = ProbeOpts {
             pin: a.pin,
             pin_peer: a.pin_peer,

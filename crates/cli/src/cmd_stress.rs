@@ -124,8 +124,14 @@ fn run_in_tenant(
     }
     // The watchdog kills the tenant a little after the planned end, whatever happens here.
     let deadline = duration.map(|d| d + Duration::from_secs(30));
-    let session =
-        crate::tenant::Session::open(req, "stress", Role::Aggressor, aggressive, deadline)?;
+    let session = crate::tenant::Session::open(
+        req,
+        "stress",
+        Role::Aggressor,
+        aggressive,
+        deadline,
+        Some(ctx.stop.clone()),
+    )?;
     if !session.filled.is_empty() && !a.json {
         eprintln!(
             "isobench: containment limits filled in for {}: {}",

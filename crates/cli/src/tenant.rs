@@ -7,12 +7,15 @@
 //! tears the tenant down on every exit path: normal end, error, Ctrl-C, panic.
 
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use isobench_agent::AgentClient;
 use isobench_platform::{
-    platform, Limits, Platform, PlatformKind, PlatformOptions, Role, RunGuard, Tenant, TenantSpec,
+    platform, Limits, Platform, PlatformKind, PlatformOptions, Role, RunContext, RunGuard, Tenant,
+    TenantSpec,
 };
 
 use crate::exit::{bad_input, unsupported};
@@ -21,6 +24,36 @@ use crate::exit::{bad_input, unsupported};
 pub struct TenantRequest {
     pub kind: PlatformKind,
     pub limits: Limits,
+}
+
+/// Installs the Ctrl-C and panic handling of a run: the first Ctrl-C sets `stop` when there
+/// is one (the caller then ends the run normally); otherwise, or on a second Ctrl-C, every
+/// object of the run is removed at once and the process exits with 130. A panic removes
+/// everything too before the default panic report.
+pub fn install_interrupt(run: RunContext, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
+    let hits = AtomicUsize::new(0);
+    let on_int = run.clone();
+    ctrlc::set_handler(move || {
+        let n = hits.fetch_add(1, Ordering::SeqCst);
+        match (&stop, n) {
+            (Some(s), 0) => s.store(true, Ordering::SeqCst),
+            _ => {
+                eprintln!("isobench: interrupted; removing the run's tenants");
+                let r = on_int.cleanup_now();
+                for f in &r.failed {
+                    eprintln!("isobench: could not remove {f}");
+                }
+                std::process::exit(i32::from(crate::exit::INTERRUPTED));
+            }
+        }
+    })
+    .context("installing the Ctrl-C handler")?;
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = run.cleanup_now();
+        default_hook(info);
+    }));
+    Ok(())
 }
 
 /// Parses `--platform` and `--limits` without creating anything.
@@ -62,8 +95,10 @@ impl Session {
         role: Role,
         aggressive: bool,
         deadline: Option<Duration>,
+        stop: Option<Arc<AtomicBool>>,
     ) -> anyhow::Result<Session> {
         let guard = RunGuard::start().context("starting a run")?;
+        install_interrupt(guard.context(), stop)?;
         for r in &guard.swept().removed {
             eprintln!("isobench: removed a leftover of a dead run: {r}");
         }
