@@ -357,6 +357,32 @@ impl AgentClient {
         Ok(c)
     }
 
+    /// Connects to an agent listening on a unix socket or TCP (the token is taken from the
+    /// transport). `stdio` cannot be connected to: spawn the agent and use
+    /// [`AgentClient::from_child`].
+    pub fn connect(
+        name: impl Into<String>,
+        transport: &crate::transport::Transport,
+    ) -> Result<Self, AgentError> {
+        use crate::transport::Transport;
+        let name = name.into();
+        match transport {
+            Transport::Unix(p) => AgentClient::connect_unix(name, p),
+            Transport::Tcp { addr, token } => {
+                AgentClient::connect_tcp(name, addr.as_str(), token.as_ref().map(|t| t.0.as_str()))
+            }
+            Transport::Stdio => Err(AgentError::Io {
+                agent: name,
+                context: "connecting".into(),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "stdio is not connectable: spawn `isobench agent` with piped stdio and use \
+                     AgentClient::from_child",
+                ),
+            }),
+        }
+    }
+
     /// Sets the default deadline of every request.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;

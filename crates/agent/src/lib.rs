@@ -32,4 +32,7 @@ pub use protocol::{
 };
 pub use server::{serve_connection, AgentConfig, SessionEnd};
 pub use token::{generate_token, tokens_match};
-pub use transport::{serve_stdio, serve_stdio_with, serve_tcp, serve_unix, AgentListener};
+pub use transport::{
+    serve, serve_stdio, serve_stdio_with, serve_tcp, serve_unix, serve_with, AgentListener,
+    Transport, TOKEN_ENV,
+};

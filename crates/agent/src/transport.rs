@@ -33,6 +33,96 @@ use crate::protocol::{ErrorBody, ErrorCode, Token};
 use crate::server::{run_session, serve_connection, AgentConfig, Failure, SessionEnd};
 use crate::token::MIN_REMOTE_TOKEN_LEN;
 
+/// Environment variable the agent and the controller read the TCP token from, so it does
+/// not show in process listings.
+pub const TOKEN_ENV: &str = "ISOBENCH_AGENT_TOKEN";
+
+/// Where an agent listens (or a controller connects): `stdio`, `unix:<path>` or
+/// `tcp:<host:port>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// Standard input and output (the controller spawned the agent).
+    Stdio,
+    /// A unix socket at this path.
+    Unix(PathBuf),
+    /// TCP at `host:port`; the token is required unless the address is loopback.
+    Tcp {
+        /// `host:port`.
+        addr: String,
+        /// The shared secret.
+        token: Option<Token>,
+    },
+}
+
+impl std::str::FromStr for Transport {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "stdio" || s == "-" {
+            Ok(Transport::Stdio)
+        } else if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err("`unix:` needs a socket path, as in unix:/run/isobench/a.sock".into());
+            }
+            Ok(Transport::Unix(PathBuf::from(p)))
+        } else if let Some(a) = s.strip_prefix("tcp:") {
+            if !a.contains(':') {
+                return Err(format!("`{s}`: write the TCP address as tcp:host:port"));
+            }
+            Ok(Transport::Tcp {
+                addr: a.to_string(),
+                token: None,
+            })
+        } else {
+            Err(format!(
+                "`{s}` is not a transport: use stdio, unix:<path> or tcp:<host:port>"
+            ))
+        }
+    }
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::Stdio => f.write_str("stdio"),
+            Transport::Unix(p) => write!(f, "unix:{}", p.display()),
+            Transport::Tcp { addr, .. } => write!(f, "tcp:{addr}"),
+        }
+    }
+}
+
+impl Transport {
+    /// Sets the TCP token (no effect on other transports).
+    pub fn with_token(self, token: Option<String>) -> Self {
+        match self {
+            Transport::Tcp { addr, .. } => Transport::Tcp {
+                addr,
+                token: token.map(Token),
+            },
+            t => t,
+        }
+    }
+}
+
+/// Serves one session on `transport` with the built-in catalogue.
+pub fn serve(transport: &Transport) -> anyhow::Result<SessionEnd> {
+    serve_with(transport, AgentConfig::default())
+}
+
+/// Serves one session on `transport`. A TCP transport's token, when set, overrides
+/// `config.token`.
+pub fn serve_with(transport: &Transport, mut config: AgentConfig) -> anyhow::Result<SessionEnd> {
+    match transport {
+        Transport::Stdio => serve_stdio_with(&config),
+        Transport::Unix(p) => AgentListener::bind_unix(p, config)?.serve(),
+        Transport::Tcp { addr, token } => {
+            if token.is_some() {
+                config.token = token.clone();
+            }
+            AgentListener::bind_tcp(addr.as_str(), config)?.serve()
+        }
+    }
+}
+
 /// Serves one session on standard input and output with the built-in catalogue.
 pub fn serve_stdio() -> anyhow::Result<SessionEnd> {
     serve_stdio_with(&AgentConfig::default())
@@ -291,6 +381,27 @@ mod tests {
 
     fn addrs(s: &str) -> Vec<SocketAddr> {
         vec![s.parse().unwrap()]
+    }
+
+    #[test]
+    fn transports_parse_and_print() {
+        for t in [
+            "stdio",
+            "unix:/tmp/a.sock",
+            "tcp:127.0.0.1:7000",
+            "tcp:[::1]:7",
+        ] {
+            assert_eq!(t.parse::<Transport>().unwrap().to_string(), t);
+        }
+        assert!("tcp:7000".parse::<Transport>().is_err());
+        assert!("unix:".parse::<Transport>().is_err());
+        let e = "vsock:3:7000".parse::<Transport>().unwrap_err();
+        assert!(e.contains("stdio, unix:<path> or tcp:<host:port>"), "{e}");
+        let t = "tcp:127.0.0.1:1"
+            .parse::<Transport>()
+            .unwrap()
+            .with_token(Some("x".into()));
+        assert!(matches!(t, Transport::Tcp { token: Some(_), .. }));
     }
 
     #[test]

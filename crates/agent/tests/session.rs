@@ -84,10 +84,12 @@ fn another_major_is_refused_by_the_agent() {
 
 #[test]
 fn an_agent_of_another_major_is_refused_by_the_client() {
-    let mut config = AgentConfig::default();
-    config.protocol_version = ProtocolVersion {
-        major: PROTOCOL_VERSION.major + 1,
-        minor: 2,
+    let config = AgentConfig {
+        protocol_version: ProtocolVersion {
+            major: PROTOCOL_VERSION.major + 1,
+            minor: 2,
+        },
+        ..AgentConfig::default()
     };
     let p = pair_with(config);
     let e = p.client.hello().unwrap_err();
