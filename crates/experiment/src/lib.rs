@@ -1,19 +1,29 @@
 //! Experiments: scenario files, plans, the orchestrator that runs trials, and the analysis of
 //! what it stored.
 //!
-//! Why a crate of its own: this is where isobench's main question is answered end to end. It
-//! turns a scenario into a [`plan::Plan`] (two phases: parse and validate, then resolve against
-//! the host), drives tenants through the [`backend::Backend`] trait while a
-//! [`backend::Clock`] keeps time (both have fakes, so planning, interleaving and the stopping
-//! rule are tested deterministically), commits every trial to the store the moment it ends,
-//! and computes degradations with their confidence intervals only through `isobench-stats`.
+//! Why a crate of its own: this is where isobench's main question is answered end to end. A
+//! scenario is parsed and validated ([`scenario`]), then resolved against the host into a
+//! [`plan::Plan`] (two phases, so a file can be checked anywhere and sized where it runs).
+//! The [`orchestrator`] drives tenants through the [`backend::Backend`] trait while a
+//! [`backend::Clock`] keeps time (both have fakes in [`fake`], so planning, interleaving and
+//! the stopping rule are tested deterministically; [`real`] is the backend on
+//! `isobench-platform` and `isobench-agent`), commits every trial to the store the moment it
+//! ends, and decides how many rounds to run from [`analysis`], which computes every
+//! degradation and its confidence interval only through `isobench-stats`, from the store.
 #![deny(missing_docs)]
 
+pub mod analysis;
 pub mod backend;
+pub mod fake;
+pub mod memcheck;
+pub mod orchestrator;
 pub mod plan;
+pub mod progress;
 pub mod scenario;
 pub mod schedule;
 pub mod source;
 
+pub use analysis::{analyze, Results};
+pub use plan::{HostView, Plan, PlanOptions};
 pub use scenario::{Kind, PlatformChoice, Role, Scenario};
 pub use source::{ScenarioError, ScenarioErrors, Source, Span};

@@ -77,6 +77,39 @@ impl HostView {
         })
     }
 
+    /// A made-up host for tests and the fake backend: `cpus` CPUs, `memory` bytes of RAM
+    /// (all available), 48K/1M/32M caches, cgroups usable when `cgroup` is true.
+    pub fn synthetic(cpus: usize, memory: u64, cgroup: bool) -> HostView {
+        use isobench_platform::CpuList;
+        use isobench_workloads::CacheInfo;
+        let cache = |level, size| CacheInfo {
+            level,
+            kind: if level == 1 { "Data" } else { "Unified" }.into(),
+            size,
+            line: 64,
+            shared_cpus: format!("0-{}", cpus - 1),
+        };
+        HostView {
+            info: HostInfo {
+                cpus: CpuList::from_cpus(0..cpus as u32),
+                mems: CpuList::from_cpus([0]),
+                memory_bytes: memory,
+            },
+            env: Env {
+                cpus: (0..cpus).collect(),
+                host_cpus: cpus,
+                mem_usable: memory,
+                mem_limit: None,
+                caches: vec![cache(1, 48 << 10), cache(2, 1 << 20), cache(3, 32 << 20)],
+                page_size: 4096,
+                is_root: cgroup,
+                workdir: std::env::temp_dir(),
+            },
+            cgroup_unavailable: (!cgroup)
+                .then(|| "isobench runs as uid 1000 and creating cgroups needs root".to_string()),
+        }
+    }
+
     /// Host CPUs as plain numbers.
     pub fn cpus(&self) -> Vec<usize> {
         self.info.cpus.iter().map(|c| c as usize).collect()
@@ -297,29 +330,37 @@ impl Plan {
         let host_cpus = host.cpus();
         let host_avail = host.env.mem_usable.min(host.info.memory_bytes.max(1));
         let mut tenants = Vec::new();
-        for t in &sc.tenants {
-            let field = |k: &str| format!("tenant `{}`: limits.{k}", t.name);
-            let mut bad = false;
-            // Each key alone first, so each error points at its own line.
+        for (ti, t) in sc.tenants.iter().enumerate() {
+            let field = |k: &str| format!("tenant[{ti}].limits.{k}");
+            // Each key alone first, so each error points at its own line; the keys that
+            // parse are then combined and checked against the host.
+            let mut good: Vec<&crate::scenario::LimitEntry> = Vec::new();
             for e in &t.limits {
-                if let Err(err) = Limits::from_pairs([(e.key.as_str(), e.value.as_str())]) {
-                    bad = true;
-                    errors.push(limit_error(sc, e.key_span, e.value_span, &field(&e.key), &err));
+                match Limits::from_pairs([(e.key.as_str(), e.value.as_str())]) {
+                    Ok(_) => good.push(e),
+                    Err(err) => errors.push(limit_error(
+                        sc,
+                        e.key_span,
+                        e.value_span,
+                        &field(&e.key),
+                        &err,
+                    )),
                 }
             }
-            let limits = if bad {
-                Limits::default()
-            } else {
-                match Limits::from_pairs(t.limits.iter().map(|e| (&e.key, &e.value))) {
-                    Ok(l) => l,
-                    Err(err) => {
-                        let s = t.limits.last().map_or(t.span, |e| e.key_span);
-                        errors.push(limit_error(sc, s, s, &field("*"), &err));
-                        Limits::default()
-                    }
+            let mut limits = match Limits::from_pairs(good.iter().map(|e| (&e.key, &e.value))) {
+                Ok(l) => l,
+                Err(err) => {
+                    let s = good.last().map_or(t.span, |e| e.key_span);
+                    errors.push(limit_error(sc, s, s, &field("*"), &err));
+                    good.clear();
+                    Limits::default()
                 }
             };
-            if let Err(err) = limits.validate(&host.info) {
+            // Every key that does not fit the host, not only the first.
+            for _ in 0..t.limits.len() {
+                let Err(err) = limits.validate(&host.info) else {
+                    break;
+                };
                 let key = match &err {
                     LimitError::NotOnHost { key, .. } => *key,
                     _ => "",
@@ -330,6 +371,12 @@ impl Plan {
                     .find(|e| e.key == key)
                     .map_or((t.span, t.span), |e| (e.key_span, e.value_span));
                 errors.push(limit_error(sc, ks, vs, &field(key), &err));
+                good.retain(|e| e.key != key);
+                limits =
+                    Limits::from_pairs(good.iter().map(|e| (&e.key, &e.value))).unwrap_or_default();
+                if key.is_empty() {
+                    break;
+                }
             }
             let cpus: Vec<usize> = match &limits.cpuset {
                 Some(set) => set.iter().map(|c| c as usize).collect(),
@@ -396,7 +443,7 @@ impl Plan {
         let victims: Vec<&PlannedTenant> =
             tenants.iter().filter(|t| t.role == Role::Victim).collect();
         let mut probes = Vec::new();
-        for p in &sc.probes {
+        for (pi, p) in sc.probes.iter().enumerate() {
             let probe = isobench_workloads::probe(&p.name).expect("validated name");
             let env = victims
                 .first()
@@ -407,8 +454,8 @@ impl Plan {
                     continue;
                 }
                 errors.push(src.error(
-                    p.span,
-                    format!("probe `{}`", p.id),
+                    p.name_span,
+                    format!("probe[{pi}].name"),
                     format!("{} cannot run here: {u}", p.name),
                     "probes that `isobench list` shows as supported",
                     "remove this [[probe]] table, or fix what the reason names",
@@ -434,7 +481,7 @@ impl Plan {
         // Conditions.
         let mut conditions = Vec::new();
         let mut skipped = Vec::new();
-        for s in &sc.stressors {
+        for (si, s) in sc.stressors.iter().enumerate() {
             let st = isobench_workloads::stressor(&s.name).expect("validated name");
             if let Err(u) = st.supported(&host.env) {
                 if opts.skip_unsupported {
@@ -442,8 +489,8 @@ impl Plan {
                     continue;
                 }
                 errors.push(src.error(
-                    s.span,
-                    format!("stressor `{}`", s.id),
+                    s.name_span,
+                    format!("stressor[{si}].name"),
                     format!("{} cannot run here: {u}", s.name),
                     "stressors that `isobench list` shows as supported",
                     "remove this [[stressor]] table, or fix what the reason names",
@@ -460,8 +507,8 @@ impl Plan {
                     }
                     UnsafeOnHost::Refuse => {
                         errors.push(src.error(
-                            s.span,
-                            format!("stressor `{}`", s.id),
+                            s.name_span,
+                            format!("stressor[{si}].name"),
                             format!(
                                 "{} can take the whole machine down, and on the host platform \
                                  nothing contains it",
@@ -537,7 +584,12 @@ impl Plan {
             };
             t.mem_need = need + AGENT_OVERHEAD;
             if t.mem_need > t.memory {
-                let spec = sc.tenants.iter().find(|s| s.name == t.name).expect("same tenants");
+                let ti = sc
+                    .tenants
+                    .iter()
+                    .position(|s| s.name == t.name)
+                    .expect("same tenants");
+                let spec = &sc.tenants[ti];
                 let at = spec
                     .limits
                     .iter()
@@ -545,7 +597,7 @@ impl Plan {
                     .map_or(spec.span, |e| e.value_span);
                 errors.push(src.error(
                     at,
-                    format!("tenant `{}`: limits.memory", t.name),
+                    format!("tenant[{ti}].limits.memory"),
                     format!(
                         "the tenant may use {} but `{what}` needs about {} (with the agent): it \
                          would measure paging, not isolation",
@@ -591,15 +643,19 @@ impl Plan {
         Ok(plan)
     }
 
-    /// Metric names a probe reports in this plan, given what it returned: the scenario's
-    /// list, or every metric except run facts (sizes and counts that do not change between
-    /// conditions).
-    pub fn tracks_metric(&self, probe: usize, metric: &isobench_workloads::Metric) -> bool {
-        let p = &self.probes[probe];
+    /// Whether the results report metric `metric` of probe `probe_id`: the scenario's
+    /// list when it gives one, else every metric except run facts (sizes and counts that do
+    /// not change between conditions). Metrics are stored either way.
+    pub fn tracks(&self, probe_id: &str, metric: &str) -> bool {
+        let Some(p) = self.probes.iter().find(|p| p.id == probe_id) else {
+            return true;
+        };
         if !p.metrics.is_empty() {
-            return p.metrics.iter().any(|m| m == &metric.name);
+            return p.metrics.iter().any(|m| m == metric);
         }
-        !is_run_fact(metric.direction, metric.aggregate)
+        isobench_workloads::probe(&p.name)
+            .and_then(|w| w.metrics().iter().find(|m| m.name == metric))
+            .map_or(true, |m| !is_run_fact(m.direction, m.aggregate))
     }
 
     /// One paragraph describing the plan, shown before the run starts.
@@ -624,11 +680,19 @@ impl Plan {
         }
         s.push_str(&format!(
             "  probes:     {}\n",
-            self.probes.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")
+            self.probes
+                .iter()
+                .map(|p| p.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
         s.push_str(&format!(
             "  conditions: baseline, {}\n",
-            self.conditions.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(", ")
+            self.conditions
+                .iter()
+                .map(|c| c.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
         s.push_str(&format!(
             "  trials of {}, warm-up {}, aggressor alone {}; {}..{} rounds until every CI is \
@@ -651,9 +715,11 @@ impl Plan {
 
 /// Whether a metric with this shape is a run fact (a size used, a count) rather than a
 /// measurement: the workloads declare facts as higher-is-better maxima.
-pub fn is_run_fact(direction: isobench_workloads::Direction, agg: isobench_workloads::Aggregate) -> bool {
-    direction == isobench_workloads::Direction::Higher
-        && agg == isobench_workloads::Aggregate::Max
+pub fn is_run_fact(
+    direction: isobench_workloads::Direction,
+    agg: isobench_workloads::Aggregate,
+) -> bool {
+    direction == isobench_workloads::Direction::Higher && agg == isobench_workloads::Aggregate::Max
 }
 
 fn cpu_list(cpus: &[usize]) -> String {
@@ -668,7 +734,11 @@ fn limit_error(
     err: &LimitError,
 ) -> ScenarioError {
     use isobench_platform::limits::LIMIT_KEYS;
-    let keys = LIMIT_KEYS.iter().map(|k| k.key).collect::<Vec<_>>().join(", ");
+    let keys = LIMIT_KEYS
+        .iter()
+        .map(|k| k.key)
+        .collect::<Vec<_>>()
+        .join(", ");
     let (span, allowed, fix) = match err {
         LimitError::UnknownKey { suggestion, .. } => (
             key_span,
@@ -763,13 +833,24 @@ fn resolve_probe_sizes(
                 block /= 2;
             }
             params.set("size", Value::from(block));
-            Some(format!("block size {} from tenant memory {}", fmt_bytes(block), fmt_bytes(env.mem_usable)))
+            Some(format!(
+                "block size {} from tenant memory {}",
+                fmt_bytes(block),
+                fmt_bytes(env.mem_usable)
+            ))
         }
         "mem-latency" if size_param(params, "size").is_none() => {
             // max(8 x LLC, 64M), at most 1G and a quarter of the memory.
-            let size = (8 * llc(&env)).max(64 * MIB).min(1 << 30).min(usable / 4).max(MIB);
+            let size = (8 * llc(&env))
+                .clamp(64 * MIB, 1 << 30)
+                .min(usable / 4)
+                .max(MIB);
             params.set("size", Value::from(size));
-            Some(format!("buffer {} from tenant memory {}", fmt_bytes(size), fmt_bytes(env.mem_usable)))
+            Some(format!(
+                "buffer {} from tenant memory {}",
+                fmt_bytes(size),
+                fmt_bytes(env.mem_usable)
+            ))
         }
         _ => None,
     }
@@ -796,7 +877,11 @@ pub fn workload_memory(name: &str, params: &ParamValues, env: &Env, intensity: u
         }
         "cache" => {
             let threads = int_param(params, "threads").unwrap_or(auto_threads).max(1);
-            let factor = params.0.get("factor").and_then(Value::as_f64).unwrap_or(1.25);
+            let factor = params
+                .0
+                .get("factor")
+                .and_then(Value::as_f64)
+                .unwrap_or(1.25);
             let ring = size_param(params, "size").unwrap_or((llc(env) as f64 * factor) as u64);
             threads * ring
         }

@@ -223,6 +223,8 @@ pub struct ProbeSpec {
     pub metrics: Vec<String>,
     /// Where the probe is declared.
     pub span: Span,
+    /// Where its name is.
+    pub name_span: Span,
 }
 
 /// A stressor as the scenario declares it.
@@ -238,6 +240,8 @@ pub struct StressorSpec {
     pub params: ParamValues,
     /// Where the stressor is declared.
     pub span: Span,
+    /// Where its name is.
+    pub name_span: Span,
 }
 
 /// A validated scenario. Host-independent: see [`crate::plan::Plan::resolve`].
@@ -389,7 +393,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         "m" | "min" => v * 60.0,
         _ => return None,
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 86_400.0 {
+    if !secs.is_finite() || !(0.0..=86_400.0).contains(&secs) {
         return None;
     }
     Some(Duration::from_secs_f64(secs))
@@ -426,6 +430,15 @@ fn value_text(v: &Value) -> Option<String> {
             .map(|v| v.join(",")),
         Value::Datetime(d) => Some(d.to_string()),
         Value::Table(_) => None,
+    }
+}
+
+/// A value as it would be written in TOML: numbers and booleans bare, the rest quoted.
+fn toml_value(text: &str) -> String {
+    if text.parse::<f64>().is_ok() || text == "true" || text == "false" {
+        text.to_string()
+    } else {
+        format!("\"{text}\"")
     }
 }
 
@@ -562,7 +575,13 @@ impl Checker<'_> {
                 Some(n) => format!("did you mean {key} = \"{n}\"?"),
                 None => format!("write {key} = \"{}\"", words[0]),
             };
-            self.err(span_of(v), field, format!("unknown value `{s}`"), &allowed, fix);
+            self.err(
+                span_of(v),
+                field,
+                format!("unknown value `{s}`"),
+                &allowed,
+                fix,
+            );
         }
         None
     }
@@ -674,10 +693,7 @@ fn decode_error(src: &Source, e: &toml::de::Error) -> ScenarioError {
 
 fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
     let src = c.src;
-    let eof = Span {
-        start: 0,
-        end: 0,
-    };
+    let eof = Span { start: 0, end: 0 };
 
     let name = match &raw.name {
         Some(n) if valid_id(n.get_ref()) => n.get_ref().clone(),
@@ -797,7 +813,7 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
                     "a number of CPUs greater than 0, such as 0.25",
                     d.max_outside_load,
                 ),
-                max_retries: c.int(&t.max_retries, "trial.max_retries", (0, 10), 2) as u32,
+                max_retries: c.int(&t.max_retries, "trial.max_retries", (0, 3), 2) as u32,
                 baseline_every: c.int(&t.baseline_every, "trial.baseline_every", (1, 100), 1)
                     as u32,
             }
@@ -1007,10 +1023,7 @@ fn check_tenants(
             span,
         });
     }
-    let whole = Span {
-        start: 0,
-        end: 0,
-    };
+    let whole = Span { start: 0, end: 0 };
     if raw.is_empty() {
         c.err(
             whole,
@@ -1026,7 +1039,9 @@ fn check_tenants(
                 c.err(
                     last,
                     "tenant",
-                    format!("no tenant has role = \"{role}\"; a matrix needs one to run the {other}"),
+                    format!(
+                        "no tenant has role = \"{role}\"; a matrix needs one to run the {other}"
+                    ),
                     "at least one victim and one aggressor",
                     format!("add a [[tenant]] with role = \"{role}\""),
                 );
@@ -1082,11 +1097,20 @@ fn check_params(
                     | ParamError::OutOfRange { range, default, .. } => (
                         span_of(v),
                         range.clone(),
-                        format!("write {key} = \"{default}\" (the default) or a value in {range}"),
+                        format!(
+                            "write {key} = {} (the default) or a value in {range}",
+                            toml_value(default)
+                        ),
                     ),
                     _ => (span_of(v), String::new(), "see `isobench list`".into()),
                 };
-                c.err(span, &format!("{field}.{key}"), e.to_string(), &allowed, fix);
+                c.err(
+                    span,
+                    &format!("{field}.{key}"),
+                    e.to_string(),
+                    &allowed,
+                    fix,
+                );
             }
         }
     }
@@ -1132,7 +1156,13 @@ fn check_probes(c: &mut Checker<'_>, raw: &[Spanned<RawProbe>]) -> Vec<ProbeSpec
             continue;
         };
         let id = label(c, &p.label, name, &field, &mut ids, "probe");
-        let params = check_params(c, probe.name(), probe.params(), &p.params, &format!("{field}.params"));
+        let params = check_params(
+            c,
+            probe.name(),
+            probe.params(),
+            &p.params,
+            &format!("{field}.params"),
+        );
         let mut metrics = Vec::new();
         if let Some(ms) = &p.metrics {
             let declared: Vec<&str> = probe.metrics().iter().map(|m| m.name).collect();
@@ -1153,7 +1183,11 @@ fn check_probes(c: &mut Checker<'_>, raw: &[Spanned<RawProbe>]) -> Vec<ProbeSpec
                     c.err(
                         span_of(m),
                         &format!("{field}.metrics"),
-                        format!("{} does not report a metric `{}`", probe.name(), m.get_ref()),
+                        format!(
+                            "{} does not report a metric `{}`",
+                            probe.name(),
+                            m.get_ref()
+                        ),
                         &declared.join(", "),
                         match near.first() {
                             Some(n) => format!("did you mean \"{n}\"?"),
@@ -1169,6 +1203,7 @@ fn check_probes(c: &mut Checker<'_>, raw: &[Spanned<RawProbe>]) -> Vec<ProbeSpec
             params,
             metrics,
             span,
+            name_span: span_of(name),
         });
     }
     if raw.is_empty() {
@@ -1299,7 +1334,8 @@ fn check_stressors(c: &mut Checker<'_>, raw: &[Spanned<RawStressor>]) -> Vec<Str
                                 value_text(other).map_or("this".into(), |t| format!("`{t}`"))
                             ),
                             allowed,
-                            format!("write intensity = 100 ({})", stressor.intensity_knob()),
+                            "write intensity = 100 (`isobench list` says what it sets for this stressor)"
+                                .to_string(),
                         ),
                     }
                 }
@@ -1318,6 +1354,7 @@ fn check_stressors(c: &mut Checker<'_>, raw: &[Spanned<RawStressor>]) -> Vec<Str
             intensities,
             params,
             span,
+            name_span: span_of(name),
         });
     }
     if raw.is_empty() {
@@ -1345,7 +1382,9 @@ pub(crate) mod secs {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let v = f64::deserialize(d)?;
         if !v.is_finite() || v < 0.0 {
-            return Err(serde::de::Error::custom("a duration is a non-negative number"));
+            return Err(serde::de::Error::custom(
+                "a duration is a non-negative number",
+            ));
         }
         Ok(Duration::from_secs_f64(v))
     }

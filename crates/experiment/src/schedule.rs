@@ -16,8 +16,7 @@
 
 use std::collections::BTreeSet;
 
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +44,59 @@ impl std::fmt::Display for TrialKey {
             write!(f, "a{}", self.attempt)?;
         }
         Ok(())
+    }
+}
+
+/// Limits of the trial-key encoding ([`TrialKey::seq`]).
+pub mod limits {
+    /// Most rounds.
+    pub const ROUNDS: u32 = 1 << 10;
+    /// Most blocks in a round.
+    pub const BLOCKS: u32 = 1 << 8;
+    /// Most trials in a block.
+    pub const SLOTS: u32 = 1 << 8;
+    /// Most attempts of one trial (the first plus retries).
+    pub const ATTEMPTS: u32 = 1 << 2;
+    /// Most tenants in a run.
+    pub const TENANTS: u32 = 1 << 4;
+}
+
+impl TrialKey {
+    /// The store's `plan_seq` of this trial's record for tenant number `tenant`: round, block,
+    /// slot, attempt and tenant packed into 32 bits (10, 8, 8, 2 and 4), so the order of
+    /// `plan_seq` is the order trials run in, and every record of a run has its own.
+    pub fn seq(&self, tenant: usize) -> u32 {
+        debug_assert!(self.round < limits::ROUNDS);
+        debug_assert!(self.block < limits::BLOCKS);
+        debug_assert!(self.slot < limits::SLOTS);
+        debug_assert!(self.attempt < limits::ATTEMPTS);
+        debug_assert!((tenant as u32) < limits::TENANTS);
+        (self.round << 22)
+            | (self.block << 14)
+            | (self.slot << 6)
+            | (self.attempt << 4)
+            | (tenant as u32 & 0xF)
+    }
+
+    /// The key and tenant number of a `plan_seq`.
+    pub fn from_seq(seq: u32) -> (TrialKey, usize) {
+        (
+            TrialKey {
+                round: seq >> 22,
+                block: (seq >> 14) & 0xFF,
+                slot: (seq >> 6) & 0xFF,
+                attempt: (seq >> 4) & 0x3,
+            },
+            (seq & 0xF) as usize,
+        )
+    }
+
+    /// The same trial's next attempt.
+    pub fn retry(&self) -> TrialKey {
+        TrialKey {
+            attempt: self.attempt + 1,
+            ..*self
+        }
     }
 }
 
@@ -122,6 +174,14 @@ impl Needs {
     }
 }
 
+/// Fisher-Yates with indices drawn as `u64`, so a seed gives the same order on every platform.
+fn shuffle<T>(rng: &mut ChaCha8Rng, xs: &mut [T]) {
+    for i in (1..xs.len()).rev() {
+        let j = rng.gen_range(0..=i as u64) as usize;
+        xs.swap(i, j);
+    }
+}
+
 fn round_rng(seed: u64, round: u32) -> ChaCha8Rng {
     // SplitMix64 of (seed, round): nearby seeds and rounds give unrelated streams.
     let mut z = seed ^ (round as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -136,7 +196,7 @@ pub fn round_blocks(plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
     let mut conds: Vec<usize> = (0..plan.conditions.len())
         .filter(|c| needs.solo.contains(c) || needs.cells.iter().any(|&(_, cc)| cc == *c))
         .collect();
-    conds.shuffle(&mut rng);
+    shuffle(&mut rng, &mut conds);
     let baseline_probes: BTreeSet<usize> = needs.cells.iter().map(|&(p, _)| p).collect();
     let k = plan.trial.baseline_every.max(1) as usize;
     let mut blocks = Vec::new();
@@ -159,8 +219,12 @@ pub fn round_blocks(plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
     for (i, &c) in conds.iter().enumerate() {
         if i % k == 0 && !baseline_probes.is_empty() {
             let mut ps: Vec<usize> = baseline_probes.iter().copied().collect();
-            ps.shuffle(&mut rng);
-            push(None, ps.into_iter().map(TrialWhat::Probe).collect(), &mut blocks);
+            shuffle(&mut rng, &mut ps);
+            push(
+                None,
+                ps.into_iter().map(TrialWhat::Probe).collect(),
+                &mut blocks,
+            );
         }
         let mut ps: Vec<usize> = needs
             .cells
@@ -168,7 +232,7 @@ pub fn round_blocks(plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
             .filter(|&&(_, cc)| cc == c)
             .map(|&(p, _)| p)
             .collect();
-        ps.shuffle(&mut rng);
+        shuffle(&mut rng, &mut ps);
         let mut trials = Vec::new();
         if needs.solo.contains(&c) {
             trials.push(TrialWhat::Solo);

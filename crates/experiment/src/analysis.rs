@@ -1,0 +1,773 @@
+//! From what the store holds to what isobench reports: [`analyze`] turns a stored run into
+//! [`Results`], every degradation with its confidence interval, significance and trust
+//! flags, computed only through `isobench-stats`.
+//!
+//! Everything rendered (the table at the end of `isobench run`, `isobench show`, the exports)
+//! comes from here, and this reads only the store, so a run shows the same whenever and
+//! wherever it is shown. The same function feeds the stopping rule while the run is going.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use isobench_stats::{
+    compare, BootstrapConfig, CiMethod, CompareConfig, Comparison, Direction, Estimator, Sample,
+};
+use isobench_store::{
+    Condition as StoreCondition, LoadedRun, RunStatus, StressorMode, TrialRecord, TrialStatus,
+};
+use isobench_workloads::Class;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Plan;
+use crate::schedule::{Needs, TrialKey};
+
+/// Version of the [`Results`] document (JSON export). Bumped on incompatible changes.
+pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+
+/// Probe name recorded for a trial in which the aggressor ran alone (no probe).
+pub const SOLO_PROBE: &str = "(alone)";
+
+/// Fact scope and key under which the plan of a run is stored.
+pub const PLAN_FACT: (&str, &str) = ("run", "plan");
+
+/// The run as a whole, for headers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Run id.
+    pub id: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// `running`, `complete`, `interrupted`, `failed`.
+    pub status: String,
+    /// Why it ended so.
+    pub status_reason: Option<String>,
+    /// Seed.
+    pub seed: u64,
+    /// isobench version that ran it.
+    pub tool_version: String,
+    /// Store schema version when it was created.
+    pub store_schema_version: u32,
+    /// Start time, RFC 3339.
+    pub started_at: String,
+    /// End time, RFC 3339.
+    pub ended_at: Option<String>,
+    /// Platform.
+    pub platform: String,
+    /// Platform version / description.
+    pub platform_version: String,
+    /// Host facts.
+    pub host: serde_json::Value,
+}
+
+/// A tenant as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantInfo {
+    /// Name.
+    pub name: String,
+    /// `victim` or `aggressor`.
+    pub role: String,
+    /// Limits as recorded (JSON).
+    pub limits: serde_json::Value,
+}
+
+/// Why a cell has no usable figure, or what it must say beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dnr {
+    /// Trials that did not respond.
+    pub count: u32,
+    /// Trials in all.
+    pub of: u32,
+    /// The first reason given.
+    pub reason: String,
+}
+
+/// One degradation: a metric of a tenant under a condition against its baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// Tenant measured.
+    pub tenant: String,
+    /// Probe id (for the aggressor: [`SOLO_PROBE`]-relative rates of its stressor).
+    pub probe: String,
+    /// Resource class of the probe (victims) or of the stressor (aggressor).
+    pub probe_class: Option<Class>,
+    /// Metric name.
+    pub metric: String,
+    /// Unit.
+    pub unit: String,
+    /// Better direction.
+    pub direction: Direction,
+    /// `stressor@intensity`.
+    pub condition: String,
+    /// Resource class the stressor contends for.
+    pub stressor_class: Option<Class>,
+    /// Baseline values (raw, in trial order).
+    pub baseline: Vec<f64>,
+    /// Contended values (raw, in trial order).
+    pub contended: Vec<f64>,
+    /// Statistics, when both sides have values.
+    pub comparison: Option<Comparison>,
+    /// Why there are no statistics.
+    pub problem: Option<String>,
+    /// Trials that did not respond, when any.
+    pub dnr: Option<Dnr>,
+    /// True once the interval is within the target (or nothing more can be learned: DNR).
+    pub settled: bool,
+}
+
+impl Cell {
+    /// Degradation estimate, percent.
+    pub fn estimate(&self) -> Option<f64> {
+        self.comparison.as_ref().map(|c| c.degradation.estimate)
+    }
+
+    /// Interval half-width, points.
+    pub fn half_width(&self) -> Option<f64> {
+        self.comparison.as_ref().map(|c| c.degradation.half_width())
+    }
+
+    /// True when every trial of the cell did not respond.
+    pub fn all_dnr(&self) -> bool {
+        self.dnr.as_ref().is_some_and(|d| d.count >= d.of)
+            || (self.comparison.is_none() && self.dnr.is_some())
+    }
+}
+
+/// For one resource class: the worst victim degradation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassSummary {
+    /// Resource class the stressors contend for.
+    pub class: Class,
+    /// Conditions of that class.
+    pub conditions: Vec<String>,
+    /// The worst victim cell: tenant, probe, metric, condition.
+    pub worst: Option<WorstCell>,
+    /// Victim cells of that class that did not respond.
+    pub dnr_cells: u32,
+}
+
+/// A reference to the worst cell of a class, with its figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorstCell {
+    /// Tenant.
+    pub tenant: String,
+    /// Probe id.
+    pub probe: String,
+    /// Metric.
+    pub metric: String,
+    /// Condition.
+    pub condition: String,
+    /// Degradation, percent.
+    pub estimate: f64,
+    /// Interval lower bound.
+    pub lower: f64,
+    /// Interval upper bound.
+    pub upper: f64,
+    /// Significant.
+    pub significant: bool,
+}
+
+/// How far to trust the run as a whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Trust {
+    /// Trials (one per probe run or aggressor-alone window; tenants counted once).
+    pub trials: u32,
+    /// Of which measured normally.
+    pub ok: u32,
+    /// Marked disturbed by load from outside the run.
+    pub disturbed: u32,
+    /// Repeated because they were disturbed.
+    pub repeated: u32,
+    /// With a tenant that did not respond.
+    pub dnr: u32,
+    /// Failed (a workload error).
+    pub failed: u32,
+    /// Largest load from outside the run seen during a trial, CPUs.
+    pub outside_load_max: Option<f64>,
+    /// Median load from outside the run, CPUs.
+    pub outside_load_median: Option<f64>,
+    /// Median coefficient of variation of the victims' baselines (noise of the machine).
+    pub baseline_cv_median: Option<f64>,
+    /// Cells whose interval is wider than the target.
+    pub wide: u32,
+    /// Cells flagged untrustworthy (wide interval, too few values, too noisy).
+    pub untrustworthy: u32,
+    /// Cells where contention improved the metric (negative degradation, significant).
+    pub improved: u32,
+    /// Rounds run.
+    pub rounds: u32,
+}
+
+/// Everything reported about a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    /// [`RESULTS_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The run.
+    pub run: RunInfo,
+    /// The plan it followed, when stored.
+    pub plan: Option<Plan>,
+    /// Tenants.
+    pub tenants: Vec<TenantInfo>,
+    /// Victim degradations: per victim, probe, metric and condition.
+    pub cells: Vec<Cell>,
+    /// Aggressor degradations: per aggressor and condition (its own rate alone vs. beside
+    /// the probes).
+    pub aggressor: Vec<Cell>,
+    /// Per resource class, the worst victim degradation.
+    pub classes: Vec<ClassSummary>,
+    /// Trust in the run as a whole.
+    pub trust: Trust,
+    /// Target interval half-width, points.
+    pub target_half_width: f64,
+    /// Confidence level.
+    pub confidence: f64,
+}
+
+impl Results {
+    /// Conditions in plan order (or order of appearance).
+    pub fn conditions(&self) -> Vec<String> {
+        if let Some(p) = &self.plan {
+            return p.conditions.iter().map(|c| c.id.clone()).collect();
+        }
+        let mut seen = Vec::new();
+        for c in self.cells.iter().chain(&self.aggressor) {
+            if !seen.contains(&c.condition) {
+                seen.push(c.condition.clone());
+            }
+        }
+        seen
+    }
+}
+
+/// Settings of the statistics, taken from the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatsSettings {
+    /// Seed of the bootstraps.
+    pub seed: u64,
+    /// Confidence level.
+    pub confidence: f64,
+    /// Target half-width, points.
+    pub target: f64,
+    /// Values per side below which a result is flagged.
+    pub min_samples: usize,
+    /// Bootstrap replicates.
+    pub resamples: usize,
+}
+
+impl StatsSettings {
+    /// From a plan.
+    pub fn from_plan(plan: &Plan) -> Self {
+        StatsSettings {
+            seed: plan.seed,
+            confidence: plan.repetitions.confidence,
+            target: plan.repetitions.ci_half_width,
+            min_samples: plan.repetitions.min as usize,
+            resamples: 2000,
+        }
+    }
+
+    fn config(&self, label: &str) -> CompareConfig {
+        CompareConfig {
+            bootstrap: BootstrapConfig {
+                estimator: Estimator::Median,
+                method: CiMethod::Percentile,
+                level: self.confidence,
+                resamples: self.resamples,
+                seed: self.seed ^ fnv1a(label),
+            },
+            alpha: 1.0 - self.confidence,
+            target_half_width: self.target,
+            min_samples: self.min_samples,
+            max_cv: 0.25,
+        }
+    }
+}
+
+/// FNV-1a of a label: a stable per-cell seed whatever the cell order.
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The plan stored with a run.
+pub fn stored_plan(run: &LoadedRun) -> Option<Plan> {
+    run.facts
+        .iter()
+        .find(|f| f.scope == PLAN_FACT.0 && f.key == PLAN_FACT.1)
+        .and_then(|f| serde_json::from_value(f.value.clone()).ok())
+}
+
+/// Parses the outside load out of a trial's load note (`outside load 0.031 CPUs ...`).
+pub fn outside_load(t: &TrialRecord) -> Option<f64> {
+    let note = t.load_note.as_deref()?;
+    let rest = note.strip_prefix("outside load ")?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+fn condition_text(c: &StoreCondition) -> String {
+    c.to_string()
+}
+
+/// Analyzes a whole stored run.
+pub fn analyze(run: &LoadedRun) -> Results {
+    let plan = stored_plan(run);
+    let settings = plan.as_ref().map_or(
+        StatsSettings {
+            seed: run.run.seed,
+            confidence: 0.95,
+            target: 2.0,
+            min_samples: 3,
+            resamples: 2000,
+        },
+        StatsSettings::from_plan,
+    );
+    analyze_trials(run, plan, &run.trials.iter().collect::<Vec<_>>(), &settings)
+}
+
+/// Analyzes the given trials of a run (the stopping rule looks only at finished rounds).
+pub fn analyze_trials(
+    run: &LoadedRun,
+    plan: Option<Plan>,
+    trials: &[&TrialRecord],
+    settings: &StatsSettings,
+) -> Results {
+    let role_of: BTreeMap<&str, &str> = run
+        .tenants
+        .iter()
+        .map(|t| (t.name.as_str(), t.role.as_str()))
+        .collect();
+    let is_victim = |t: &str| role_of.get(t).copied() == Some("victim");
+
+    let probe_class: BTreeMap<String, Class> = plan
+        .as_ref()
+        .map(|p| p.probes.iter().map(|x| (x.id.clone(), x.class)).collect())
+        .unwrap_or_default();
+    let stressor_class: BTreeMap<String, Class> = plan
+        .as_ref()
+        .map(|p| {
+            p.conditions
+                .iter()
+                .map(|c| (c.id.clone(), c.class))
+                .collect()
+        })
+        .unwrap_or_default();
+
+    // Conditions in plan order, else in order of appearance.
+    let mut conditions: Vec<String> = plan
+        .as_ref()
+        .map(|p| p.conditions.iter().map(|c| c.id.clone()).collect())
+        .unwrap_or_default();
+    for t in trials {
+        if t.condition != StoreCondition::Baseline {
+            let c = condition_text(&t.condition);
+            if !conditions.contains(&c) {
+                conditions.push(c);
+            }
+        }
+    }
+
+    // Victim cells: (tenant, probe, metric) seen in any ok trial.
+    let mut metrics: Vec<(String, String, String, String, Direction)> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let probe_order: Vec<String> = plan
+        .as_ref()
+        .map(|p| p.probes.iter().map(|x| x.id.clone()).collect())
+        .unwrap_or_default();
+    let mut victim_trials: Vec<&&TrialRecord> = trials
+        .iter()
+        .filter(|t| is_victim(&t.tenant) && t.probe != SOLO_PROBE)
+        .collect();
+    victim_trials.sort_by_key(|t| {
+        (
+            probe_order
+                .iter()
+                .position(|p| p == &t.probe)
+                .unwrap_or(usize::MAX),
+            t.plan_seq,
+        )
+    });
+    for t in &victim_trials {
+        for s in &t.samples {
+            if plan
+                .as_ref()
+                .is_some_and(|p| !p.tracks(&t.probe, &s.metric))
+            {
+                continue;
+            }
+            let key = (t.tenant.clone(), t.probe.clone(), s.metric.clone());
+            if seen.insert(key.clone()) {
+                metrics.push((key.0, key.1, key.2, s.unit.clone(), s.direction));
+            }
+        }
+    }
+    // Probes that never produced a value still get rows, so DNR shows.
+    for t in &victim_trials {
+        if !metrics.iter().any(|m| m.0 == t.tenant && m.1 == t.probe) {
+            let key = (t.tenant.clone(), t.probe.clone(), String::new());
+            if seen.insert(key.clone()) {
+                metrics.push((key.0, key.1, key.2, String::new(), Direction::Higher));
+            }
+        }
+    }
+
+    let values = |tenant: &str, probe: &str, cond: &str, metric: &str| -> Vec<f64> {
+        trials
+            .iter()
+            .filter(|t| {
+                t.status == TrialStatus::Ok
+                    && t.tenant == tenant
+                    && t.probe == probe
+                    && condition_text(&t.condition) == cond
+            })
+            .flat_map(|t| {
+                t.samples
+                    .iter()
+                    .filter(|s| s.metric == metric)
+                    .map(|s| s.value)
+            })
+            .collect()
+    };
+    let dnr_of = |tenant: &str, probe: &str, cond: &str| -> Option<Dnr> {
+        let ts: Vec<&&TrialRecord> = trials
+            .iter()
+            .filter(|t| {
+                t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
+            })
+            .filter(|t| !matches!(t.status, TrialStatus::Disturbed(_)))
+            .collect();
+        let dnr: Vec<&&&TrialRecord> = ts
+            .iter()
+            .filter(|t| matches!(t.status, TrialStatus::Dnr(_)))
+            .collect();
+        (!dnr.is_empty()).then(|| Dnr {
+            count: dnr.len() as u32,
+            of: ts.len() as u32,
+            reason: dnr[0].status.reason().unwrap_or("").to_string(),
+        })
+    };
+
+    let mut cells = Vec::new();
+    for (tenant, probe, metric, unit, direction) in &metrics {
+        for cond in &conditions {
+            let baseline = if metric.is_empty() {
+                Vec::new()
+            } else {
+                values(tenant, probe, "baseline", metric)
+            };
+            let contended = if metric.is_empty() {
+                Vec::new()
+            } else {
+                values(tenant, probe, cond, metric)
+            };
+            let label = format!("{tenant}/{probe}/{metric}@{cond}");
+            let dnr = dnr_of(tenant, probe, cond);
+            let no_values = metric.is_empty();
+            cells.push(make_cell(
+                tenant,
+                probe,
+                probe_class.get(probe).copied(),
+                metric,
+                unit,
+                *direction,
+                cond,
+                stressor_class.get(cond).copied(),
+                baseline,
+                contended,
+                dnr,
+                &label,
+                settings,
+            ));
+            if no_values {
+                // Nothing was ever measured (every trial failed): more trials will not help.
+                if let Some(c) = cells.last_mut() {
+                    c.settled = true;
+                    c.problem
+                        .get_or_insert_with(|| "no values were measured".into());
+                }
+            }
+        }
+    }
+
+    // Aggressor cells: its stressor's rate alone vs. beside the probes.
+    let mut aggressor = Vec::new();
+    for t in run
+        .tenants
+        .iter()
+        .filter(|t| t.role.as_str() == "aggressor")
+    {
+        for cond in &conditions {
+            let rate = |mode: StressorMode| -> Vec<f64> {
+                trials
+                    .iter()
+                    .filter(|r| {
+                        r.status == TrialStatus::Ok && condition_text(&r.condition) == *cond
+                    })
+                    .flat_map(|r| {
+                        r.stressor_reports
+                            .iter()
+                            .filter(|s| s.tenant == t.name && s.mode == mode)
+                            .map(|s| s.ops_per_sec)
+                    })
+                    .collect()
+            };
+            let alone = rate(StressorMode::Alone);
+            let contended = rate(StressorMode::Contended);
+            let dnr_trials: Vec<&&TrialRecord> = trials
+                .iter()
+                .filter(|r| r.tenant == t.name && condition_text(&r.condition) == *cond)
+                .filter(|r| matches!(r.status, TrialStatus::Dnr(_)))
+                .collect();
+            if alone.is_empty() && contended.is_empty() && dnr_trials.is_empty() {
+                continue;
+            }
+            let dnr = (!dnr_trials.is_empty()).then(|| Dnr {
+                count: dnr_trials.len() as u32,
+                of: (dnr_trials.len() + alone.len() + contended.len()) as u32,
+                reason: dnr_trials[0].status.reason().unwrap_or("").to_string(),
+            });
+            let label = format!("{}/ops_per_sec@{cond}", t.name);
+            aggressor.push(make_cell(
+                &t.name,
+                SOLO_PROBE,
+                stressor_class.get(cond).copied(),
+                "ops_per_sec",
+                "ops/s",
+                Direction::Higher,
+                cond,
+                stressor_class.get(cond).copied(),
+                alone,
+                contended,
+                dnr,
+                &label,
+                settings,
+            ));
+        }
+    }
+
+    // Per resource class: the worst victim degradation.
+    let mut classes: Vec<ClassSummary> = Vec::new();
+    if let Some(p) = &plan {
+        let mut seen_classes: Vec<Class> = Vec::new();
+        for c in &p.conditions {
+            if !seen_classes.contains(&c.class) {
+                seen_classes.push(c.class);
+            }
+        }
+        for class in seen_classes {
+            let conds: Vec<String> = p
+                .conditions
+                .iter()
+                .filter(|c| c.class == class)
+                .map(|c| c.id.clone())
+                .collect();
+            let of_class: Vec<&Cell> = cells
+                .iter()
+                .filter(|c| conds.contains(&c.condition))
+                .collect();
+            let worst = of_class
+                .iter()
+                .filter_map(|c| c.comparison.as_ref().map(|cmp| (c, cmp)))
+                .max_by(|a, b| {
+                    a.1.degradation
+                        .estimate
+                        .total_cmp(&b.1.degradation.estimate)
+                })
+                .map(|(c, cmp)| WorstCell {
+                    tenant: c.tenant.clone(),
+                    probe: c.probe.clone(),
+                    metric: c.metric.clone(),
+                    condition: c.condition.clone(),
+                    estimate: cmp.degradation.estimate,
+                    lower: cmp.degradation.lower,
+                    upper: cmp.degradation.upper,
+                    significant: cmp.significant,
+                });
+            classes.push(ClassSummary {
+                class,
+                conditions: conds,
+                worst,
+                dnr_cells: of_class.iter().filter(|c| c.dnr.is_some()).count() as u32,
+            });
+        }
+    }
+
+    // Trust.
+    let mut trust = Trust::default();
+    let mut trial_keys: BTreeMap<(u32, u32, u32, u32), Vec<&TrialRecord>> = BTreeMap::new();
+    for t in trials {
+        let (k, _) = TrialKey::from_seq(t.plan_seq);
+        trial_keys
+            .entry((k.round, k.block, k.slot, k.attempt))
+            .or_default()
+            .push(t);
+    }
+    let mut loads = Vec::new();
+    for ((round, _, _, attempt), recs) in &trial_keys {
+        trust.trials += 1;
+        trust.rounds = trust.rounds.max(round + 1);
+        if *attempt > 0 {
+            trust.repeated += 1;
+        }
+        let any = |f: &dyn Fn(&TrialStatus) -> bool| recs.iter().any(|r| f(&r.status));
+        if any(&|s| matches!(s, TrialStatus::Disturbed(_))) {
+            trust.disturbed += 1;
+        } else if any(&|s| matches!(s, TrialStatus::Dnr(_))) {
+            trust.dnr += 1;
+        } else if any(&|s| matches!(s, TrialStatus::Failed(_))) {
+            trust.failed += 1;
+        } else {
+            trust.ok += 1;
+        }
+        if let Some(l) = recs.iter().find_map(|r| outside_load(r)) {
+            loads.push(l);
+        }
+    }
+    if !loads.is_empty() {
+        trust.outside_load_max = loads.iter().copied().reduce(f64::max);
+        trust.outside_load_median = Sample::new(loads).ok().map(|s| s.median());
+    }
+    let mut cvs: Vec<f64> = Vec::new();
+    let mut seen_baselines = BTreeSet::new();
+    for c in &cells {
+        if seen_baselines.insert((&c.tenant, &c.probe, &c.metric)) {
+            if let Some(cv) = c.comparison.as_ref().and_then(|x| x.baseline.cv) {
+                cvs.push(cv);
+            }
+        }
+    }
+    trust.baseline_cv_median = Sample::new(cvs).ok().map(|s| s.median());
+    for c in cells.iter().chain(&aggressor) {
+        if let Some(cmp) = &c.comparison {
+            if cmp.degradation.half_width() > settings.target {
+                trust.wide += 1;
+            }
+            if !cmp.trustworthy {
+                trust.untrustworthy += 1;
+            }
+            if cmp.significant && cmp.degradation.estimate < 0.0 {
+                trust.improved += 1;
+            }
+        }
+    }
+
+    Results {
+        schema_version: RESULTS_SCHEMA_VERSION,
+        run: RunInfo {
+            id: run.run.id.to_string(),
+            scenario: run.run.scenario_name.clone(),
+            status: run.run.status.as_str().to_string(),
+            status_reason: run.run.status_reason.clone(),
+            seed: run.run.seed,
+            tool_version: run.run.tool_version.clone(),
+            store_schema_version: run.run.schema_version,
+            started_at: run.run.started_at.to_rfc3339(),
+            ended_at: run.run.ended_at.map(|t| t.to_rfc3339()),
+            platform: run.run.platform.clone(),
+            platform_version: run.run.platform_version.clone(),
+            host: run.run.host_facts.clone(),
+        },
+        plan,
+        tenants: run
+            .tenants
+            .iter()
+            .map(|t| TenantInfo {
+                name: t.name.clone(),
+                role: t.role.as_str().to_string(),
+                limits: t.limits.clone(),
+            })
+            .collect(),
+        cells,
+        aggressor,
+        classes,
+        trust,
+        target_half_width: settings.target,
+        confidence: settings.confidence,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn make_cell(
+    tenant: &str,
+    probe: &str,
+    probe_class: Option<Class>,
+    metric: &str,
+    unit: &str,
+    direction: Direction,
+    condition: &str,
+    stressor_class: Option<Class>,
+    baseline: Vec<f64>,
+    contended: Vec<f64>,
+    dnr: Option<Dnr>,
+    label: &str,
+    settings: &StatsSettings,
+) -> Cell {
+    let (comparison, problem) = match (
+        Sample::from_slice(&baseline),
+        Sample::from_slice(&contended),
+    ) {
+        (Ok(b), Ok(c)) if b.len() >= 2 && c.len() >= 2 => {
+            match compare(&b, &c, direction, &settings.config(label)) {
+                Ok(cmp) => (Some(cmp), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        }
+        (Ok(_), Ok(_)) => (None, Some("fewer than 2 values on a side".to_string())),
+        (Err(_), _) if baseline.is_empty() => (None, Some("no baseline values".to_string())),
+        (_, Err(_)) if contended.is_empty() => (None, Some("no contended values".to_string())),
+        (Err(e), _) | (_, Err(e)) => (None, Some(e.to_string())),
+    };
+    let settled = dnr.is_some()
+        || comparison
+            .as_ref()
+            .is_some_and(|c| c.degradation.half_width() <= settings.target);
+    Cell {
+        tenant: tenant.to_string(),
+        probe: probe.to_string(),
+        probe_class,
+        metric: metric.to_string(),
+        unit: unit.to_string(),
+        direction,
+        condition: condition.to_string(),
+        stressor_class,
+        baseline,
+        contended,
+        comparison,
+        problem,
+        dnr,
+        settled,
+    }
+}
+
+/// What still needs data after the given results: cells not settled, mapped back to plan
+/// indices.
+pub fn needs(plan: &Plan, results: &Results) -> Needs {
+    let mut n = Needs::default();
+    let cond_index = |id: &str| plan.conditions.iter().position(|c| c.id == id);
+    let probe_index = |id: &str| plan.probes.iter().position(|p| p.id == id);
+    for c in &results.cells {
+        if !c.settled {
+            if let (Some(p), Some(ci)) = (probe_index(&c.probe), cond_index(&c.condition)) {
+                n.cells.insert((p, ci));
+            }
+        }
+    }
+    // Probes that produced no tracked metric at all (every trial failed) settle as failed.
+    if plan.trial.solo > std::time::Duration::ZERO {
+        for c in &results.aggressor {
+            if !c.settled {
+                if let Some(ci) = cond_index(&c.condition) {
+                    n.solo.insert(ci);
+                }
+            }
+        }
+    }
+    n
+}
+
+/// True when the run's status says it can be resumed.
+pub fn resumable(status: RunStatus) -> bool {
+    matches!(
+        status,
+        RunStatus::Running | RunStatus::Interrupted | RunStatus::Failed
+    )
+}

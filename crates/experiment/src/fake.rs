@@ -1,0 +1,421 @@
+//! A fake platform and a fake clock, for deterministic tests of everything above the
+//! workloads: planning, the trial order, the stopping rule, DNR and disturbance handling,
+//! resume, and the rendered tables.
+//!
+//! Probes answer from a model: every metric the probe declares, a base value derived from
+//! its name, slowed down by the running stressor according to the resource classes, with
+//! seeded noise. Time passes only when the orchestrator sleeps or a probe "runs" (by exactly
+//! its budget), so two runs with the same seed produce the same database.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use isobench_workloads::{Class, Direction, Metric, StressReport};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::backend::{
+    Backend, Clock, CpuTimes, MemCheck, ProbeOutcome, ProbeRun, StressProgress, StressorRun,
+    TenantDriver, TenantFacts, TenantFailure,
+};
+use crate::plan::{is_run_fact, PlannedTenant};
+
+/// Relative slowdown of a probe of class `probe` beside a stressor of class `stressor` at
+/// `intensity` (0.3 = 30% worse; negative = better).
+pub type Effect = fn(probe: Class, stressor: Class, intensity: u8) -> f64;
+
+/// The default model: a stressor hurts its own resource class most, CPU hogs hurt a little
+/// everywhere, and network latency gets *better* beside a CPU hog (idle states avoided).
+pub fn default_effect(probe: Class, stressor: Class, intensity: u8) -> f64 {
+    let i = intensity as f64 / 100.0;
+    let s = match (probe, stressor) {
+        (Class::Net, Class::Cpu) => -0.2,
+        (p, s) if p == s => 0.3,
+        (Class::Cache, Class::Memory) | (Class::Memory, Class::Cache) => 0.15,
+        (_, Class::Cpu) => 0.08,
+        _ => 0.005,
+    };
+    s * i
+}
+
+/// What the fake platform does beyond the model.
+#[derive(Debug, Clone)]
+pub struct FakeScript {
+    /// Relative standard deviation of the noise on every value.
+    pub noise: f64,
+    /// `(tenant, stressor)`: the tenant stops answering while that stressor runs.
+    pub dnr_under: Vec<(String, String)>,
+    /// Probe runs (0-based, in the order they happen) during which load from outside the run
+    /// appears (one full CPU).
+    pub disturb: BTreeSet<usize>,
+    /// After this many probe runs, the stop flag is raised (as Ctrl-C would).
+    pub interrupt_after: Option<(usize, Arc<AtomicBool>)>,
+    /// `(tenant, bytes)`: the tenant's memory check jumps after this many bytes.
+    pub memory_short: Option<(String, u64)>,
+    /// Slowdown model.
+    pub effect: Effect,
+}
+
+impl Default for FakeScript {
+    fn default() -> Self {
+        FakeScript {
+            noise: 0.01,
+            dnr_under: Vec::new(),
+            disturb: BTreeSet::new(),
+            interrupt_after: None,
+            memory_short: None,
+            effect: default_effect,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Running {
+    name: String,
+    class: Class,
+    intensity: u8,
+    ops: f64,
+    elapsed: f64,
+}
+
+#[derive(Debug)]
+struct State {
+    now: Duration,
+    rng: ChaCha8Rng,
+    script: FakeScript,
+    /// Running stressor per aggressor tenant.
+    stressors: BTreeMap<String, Running>,
+    /// CPU ns per tenant.
+    cpu: BTreeMap<String, u64>,
+    outside_ns: u64,
+    probe_calls: usize,
+    /// Class of the probe running now, if one runs.
+    probe_class: Option<Class>,
+    /// Calls that were made, in order (for assertions).
+    log: Vec<String>,
+}
+
+impl State {
+    fn noise(&mut self) -> f64 {
+        // Sum of uniforms: close enough to normal, bounded, platform independent.
+        let u: f64 = (0..4).map(|_| self.rng.gen::<f64>() - 0.5).sum::<f64>();
+        1.0 + self.script.noise * u * 1.732
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        let secs = d.as_secs_f64();
+        let probe_class = self.probe_class;
+        let names: Vec<String> = self.stressors.keys().cloned().collect();
+        for t in names {
+            let n = self.noise();
+            let s = self.stressors.get_mut(&t).expect("listed");
+            let penalty = match probe_class {
+                Some(c) if c == s.class => 0.05,
+                Some(_) => 0.01,
+                None => 0.0,
+            };
+            let rate = 1000.0 * s.intensity.max(1) as f64 / 100.0 * (1.0 - penalty) * n;
+            s.ops += rate * secs;
+            s.elapsed += secs;
+            *self.cpu.entry(t).or_insert(0) += (secs * 1e9 * s.intensity as f64 / 100.0) as u64;
+        }
+    }
+}
+
+/// The fake clock: time moves only when something sleeps or a probe runs.
+#[derive(Debug, Clone)]
+pub struct FakeClock {
+    state: Arc<Mutex<State>>,
+}
+
+/// Fixed wall-clock start of every fake run: 2024-01-01T00:00:00Z.
+pub const FAKE_EPOCH_MS: i64 = 1_704_067_200_000;
+
+impl Clock for FakeClock {
+    fn now(&self) -> Duration {
+        self.state.lock().expect("fake state").now
+    }
+    fn sleep(&self, d: Duration) {
+        self.state.lock().expect("fake state").advance(d);
+    }
+    fn unix_ms(&self) -> i64 {
+        FAKE_EPOCH_MS + self.now().as_millis() as i64
+    }
+}
+
+/// The fake platform.
+#[derive(Debug)]
+pub struct FakeBackend {
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeBackend {
+    /// A fake platform and its clock, noise seeded with `seed`.
+    pub fn new(seed: u64, script: FakeScript) -> (FakeBackend, FakeClock) {
+        let state = Arc::new(Mutex::new(State {
+            now: Duration::ZERO,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            script,
+            stressors: BTreeMap::new(),
+            cpu: BTreeMap::new(),
+            outside_ns: 0,
+            probe_calls: 0,
+            probe_class: None,
+            log: Vec::new(),
+        }));
+        (
+            FakeBackend {
+                state: state.clone(),
+            },
+            FakeClock { state },
+        )
+    }
+
+    /// Every call the tenants received, in order.
+    pub fn log(&self) -> Vec<String> {
+        self.state.lock().expect("fake state").log.clone()
+    }
+}
+
+impl Backend for FakeBackend {
+    fn describe(&self) -> String {
+        "fake platform (tests)".into()
+    }
+    fn create_tenant(&mut self, t: &PlannedTenant) -> anyhow::Result<Box<dyn TenantDriver>> {
+        let mut st = self.state.lock().expect("fake state");
+        st.log.push(format!("create {}", t.name));
+        st.cpu.insert(t.name.clone(), 0);
+        Ok(Box::new(FakeTenant {
+            name: t.name.clone(),
+            limits: t.limits.to_string(),
+            memory: t.memory,
+            state: self.state.clone(),
+        }))
+    }
+    fn root_cpu(&mut self) -> Option<CpuTimes> {
+        let st = self.state.lock().expect("fake state");
+        let total = st.cpu.values().sum::<u64>() + st.outside_ns;
+        Some(CpuTimes {
+            total_ns: total,
+            user_ns: Some(total),
+        })
+    }
+    fn own_cpu(&mut self) -> CpuTimes {
+        CpuTimes {
+            total_ns: 0,
+            user_ns: Some(0),
+        }
+    }
+    fn teardown(&mut self) -> anyhow::Result<()> {
+        self.state
+            .lock()
+            .expect("fake state")
+            .log
+            .push("teardown platform".into());
+        Ok(())
+    }
+}
+
+/// A fake tenant.
+#[derive(Debug)]
+pub struct FakeTenant {
+    name: String,
+    limits: String,
+    memory: u64,
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeTenant {
+    fn unresponsive(&self, st: &State) -> Option<String> {
+        st.script.dnr_under.iter().find_map(|(tenant, stressor)| {
+            (tenant == &self.name && st.stressors.values().any(|s| &s.name == stressor))
+                .then(|| format!("no answer within the timeout while {stressor} ran"))
+        })
+    }
+}
+
+fn base_value(probe: &str, metric: &str) -> f64 {
+    let h = probe
+        .bytes()
+        .chain(metric.bytes())
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+        });
+    100.0 + (h % 900) as f64
+}
+
+impl TenantDriver for FakeTenant {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn facts(&self) -> TenantFacts {
+        TenantFacts {
+            name: self.name.clone(),
+            limits: self.limits.clone(),
+            notes: Vec::new(),
+            details: serde_json::json!({"fake": true}),
+        }
+    }
+    fn memory_check(&mut self, bytes: u64, _timeout: Duration) -> Result<MemCheck, TenantFailure> {
+        let mut st = self.state.lock().expect("fake state");
+        st.log.push(format!("memcheck {} {bytes}", self.name));
+        st.advance(Duration::from_millis(50));
+        let short = st
+            .script
+            .memory_short
+            .as_ref()
+            .filter(|(t, _)| t == &self.name)
+            .map(|(_, b)| *b);
+        Ok(match short {
+            Some(limit) if limit < bytes => MemCheck {
+                wanted: bytes,
+                touched: limit,
+                base_ns: 300.0,
+                jump_ns: Some(80_000.0),
+                knee: Some(limit),
+                stopped: None,
+            },
+            _ => MemCheck {
+                wanted: bytes,
+                touched: bytes.min(self.memory.max(bytes)),
+                base_ns: 300.0,
+                jump_ns: None,
+                knee: None,
+                stopped: None,
+            },
+        })
+    }
+    fn run_probe(&mut self, run: &ProbeRun) -> Result<ProbeOutcome, TenantFailure> {
+        let probe = isobench_workloads::probe(&run.name)
+            .ok_or_else(|| TenantFailure::Failed(format!("unknown probe {}", run.name)))?;
+        let mut st = self.state.lock().expect("fake state");
+        let call = st.probe_calls;
+        st.probe_calls += 1;
+        st.log.push(format!("probe {} {}", self.name, run.name));
+        if let Some((n, flag)) = &st.script.interrupt_after {
+            if call + 1 >= *n {
+                flag.store(true, Ordering::SeqCst);
+            }
+        }
+        if let Some(why) = self.unresponsive(&st) {
+            st.advance(run.timeout);
+            return Err(TenantFailure::NoResponse(why));
+        }
+        st.probe_class = Some(probe.class());
+        st.advance(run.budget);
+        st.probe_class = None;
+        *st.cpu.entry(self.name.clone()).or_insert(0) += run.budget.as_nanos() as u64;
+        if st.script.disturb.contains(&call) {
+            st.outside_ns += run.budget.as_nanos() as u64;
+        }
+        let slowdown: f64 = st
+            .stressors
+            .values()
+            .map(|s| (st.script.effect)(probe.class(), s.class, s.intensity))
+            .sum();
+        let mut metrics = Vec::new();
+        for spec in probe.metrics() {
+            let base = base_value(probe.name(), spec.name);
+            let value = if is_run_fact(spec.direction, spec.aggregate) {
+                base
+            } else {
+                let n = st.noise();
+                match spec.direction {
+                    Direction::Lower => base * (1.0 + slowdown) * n,
+                    Direction::Higher => base / (1.0 + slowdown) * n,
+                }
+            };
+            metrics.push(Metric::new(
+                spec.name,
+                spec.unit,
+                value,
+                spec.direction,
+                spec.aggregate,
+            ));
+        }
+        Ok(ProbeOutcome {
+            metrics,
+            params: run.params.clone(),
+            elapsed_s: run.budget.as_secs_f64(),
+        })
+    }
+    fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure> {
+        let st_class = isobench_workloads::stressor(&run.name)
+            .ok_or_else(|| TenantFailure::Failed(format!("unknown stressor {}", run.name)))?
+            .class();
+        let mut st = self.state.lock().expect("fake state");
+        st.log.push(format!(
+            "start {} {}@{}",
+            self.name, run.name, run.intensity
+        ));
+        st.stressors.insert(
+            self.name.clone(),
+            Running {
+                name: run.name.clone(),
+                class: st_class,
+                intensity: run.intensity,
+                ops: 0.0,
+                elapsed: 0.0,
+            },
+        );
+        Ok(())
+    }
+    fn stressor_progress(&mut self) -> Result<StressProgress, TenantFailure> {
+        let st = self.state.lock().expect("fake state");
+        if let Some(why) = self.unresponsive(&st) {
+            return Err(TenantFailure::NoResponse(why));
+        }
+        let s = st
+            .stressors
+            .get(&self.name)
+            .ok_or_else(|| TenantFailure::Failed("no stressor runs".into()))?;
+        Ok(StressProgress {
+            ops: s.ops as u64,
+            elapsed_s: s.elapsed,
+        })
+    }
+    fn stop_stressor(&mut self) -> Result<StressReport, TenantFailure> {
+        let mut st = self.state.lock().expect("fake state");
+        st.log.push(format!("stop {}", self.name));
+        let s = st
+            .stressors
+            .remove(&self.name)
+            .ok_or_else(|| TenantFailure::Failed("no stressor runs".into()))?;
+        Ok(StressReport {
+            ops: s.ops as u64,
+            elapsed_s: s.elapsed,
+            ops_per_sec: if s.elapsed > 0.0 {
+                s.ops / s.elapsed
+            } else {
+                0.0
+            },
+            op_unit: "op".into(),
+            workers: 1,
+            bytes: 0,
+            notes: Vec::new(),
+        })
+    }
+    fn cpu(&mut self) -> Option<CpuTimes> {
+        let st = self.state.lock().expect("fake state");
+        let ns = st.cpu.get(&self.name).copied().unwrap_or(0);
+        Some(CpuTimes {
+            total_ns: ns,
+            user_ns: Some(ns),
+        })
+    }
+    fn restart(&mut self) -> anyhow::Result<()> {
+        let mut st = self.state.lock().expect("fake state");
+        st.log.push(format!("restart {}", self.name));
+        st.stressors.remove(&self.name);
+        Ok(())
+    }
+    fn teardown(&mut self) -> anyhow::Result<()> {
+        let mut st = self.state.lock().expect("fake state");
+        st.log.push(format!("teardown {}", self.name));
+        st.stressors.remove(&self.name);
+        Ok(())
+    }
+}

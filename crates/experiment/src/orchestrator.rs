@@ -1,0 +1,1067 @@
+//! The orchestrator: runs a [`Plan`] and commits every trial to the store as it ends.
+//!
+//! Order of a run: create the tenants and start their agents, record them; check that each
+//! tenant really has the memory its workloads need ([`crate::memcheck`]); then rounds of
+//! blocks of trials ([`crate::schedule`]) until the stopping rule is met or the cap is hit.
+//! Each trial snapshots the machine's CPU time, the tenants' and the controller's own before
+//! and after, so load from outside the run is seen and the trial marked disturbed and
+//! repeated. A tenant that stops answering is recorded as DNR with the reason and its agent
+//! restarted; the run goes on. Ctrl-C (the stop flag) ends the run between trials as
+//! `interrupted`; `resume` continues it later without losing or repeating a trial. Whatever
+//! happens, the tenants are torn down.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use isobench_store::{
+    Condition as StoreCondition, Fact, HistogramRecord, LoadedRun, NewRun, RunId, RunStatus,
+    SampleRecord, Store, StoreError, StressorMode, StressorReport, TenantRecord, TenantRole,
+    Timestamp, TrialRecord, TrialStatus,
+};
+use serde_json::json;
+
+use crate::analysis::{self, StatsSettings, PLAN_FACT, SOLO_PROBE};
+use crate::backend::{
+    Backend, Clock, CpuTimes, ProbeOutcome, ProbeRun, StressProgress, StressorRun, TenantDriver,
+    TenantFacts, TenantFailure,
+};
+use crate::memcheck;
+use crate::plan::{Plan, Platform};
+use crate::progress::{Progress, TrialDone, TrialView};
+use crate::scenario::Role;
+use crate::schedule::{round_blocks, Block, Needs, ScheduledTrial, TrialKey, TrialWhat};
+
+/// Knobs of the orchestrator that are not part of a scenario.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Memory checks before giving up (the first plus retries).
+    pub memcheck_attempts: u32,
+    /// Wait between memory checks.
+    pub memcheck_wait: Duration,
+    /// Skip the memory check (tests with backends that cannot touch memory).
+    pub skip_memcheck: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            memcheck_attempts: 3,
+            memcheck_wait: Duration::from_secs(10),
+            skip_memcheck: false,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    /// Run id.
+    pub run: RunId,
+    /// Final status.
+    pub status: RunStatus,
+    /// Why (stopping rule met, cap reached, interrupted, error).
+    pub reason: String,
+    /// Trials run by this invocation (all attempts).
+    pub trials_run: usize,
+    /// Trials found already stored (resume).
+    pub trials_skipped: usize,
+}
+
+/// Creates a run in the store for `plan`: the run record and the plan itself (so a resume
+/// follows the same plan).
+pub fn create_run(
+    store: &mut Store,
+    plan: &Plan,
+    scenario_text: &str,
+    platform_version: &str,
+    host_facts: serde_json::Value,
+    started_unix_ms: i64,
+) -> Result<RunId, StoreError> {
+    let id = store.create_run(&NewRun {
+        scenario_name: plan.scenario.clone(),
+        scenario_text: scenario_text.to_string(),
+        seed: plan.seed,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: Timestamp::from_unix_millis(started_unix_ms),
+        host_facts,
+        platform: plan.platform.as_str().to_string(),
+        platform_version: platform_version.to_string(),
+    })?;
+    store.record_fact(
+        &id,
+        &Fact {
+            scope: PLAN_FACT.0.into(),
+            key: PLAN_FACT.1.into(),
+            value: serde_json::to_value(plan).expect("plans serialize"),
+        },
+    )?;
+    Ok(id)
+}
+
+/// Prepares an interrupted run for resuming: checks it can be resumed, marks it running
+/// again, and returns the plan it follows.
+pub fn prepare_resume(store: &mut Store, run: &RunId) -> Result<Plan> {
+    let loaded = store.load_run(run)?;
+    if loaded.run.status == RunStatus::Complete {
+        anyhow::bail!(
+            "run {run} is complete: every trial it planned is stored; `isobench show {run}` \
+             prints its results"
+        );
+    }
+    let plan = analysis::stored_plan(&loaded).ok_or_else(|| {
+        anyhow!(
+            "run {run} has no stored plan (it was written by another tool); it cannot be resumed"
+        )
+    })?;
+    store.resume_run(run)?;
+    Ok(plan)
+}
+
+/// One tenant of the run, with its driver once created.
+struct Slot {
+    index: usize,
+    name: String,
+    role: Role,
+    driver: Box<dyn TenantDriver>,
+    /// Why the tenant is down (its agent could not be restarted), when it is.
+    down: Option<String>,
+}
+
+/// Snapshot of CPU counters and stressor progress.
+struct Snap {
+    root: Option<CpuTimes>,
+    own: CpuTimes,
+    tenants: Vec<Option<CpuTimes>>,
+    stress: Vec<Option<Result<StressProgress, TenantFailure>>>,
+}
+
+/// Runs a plan against a backend, recording into a store.
+pub struct Engine<'a> {
+    plan: &'a Plan,
+    store: &'a mut Store,
+    backend: &'a mut dyn Backend,
+    clock: &'a dyn Clock,
+    progress: &'a mut dyn Progress,
+    stop: Arc<AtomicBool>,
+    options: EngineOptions,
+    run: RunId,
+    slots: Vec<Slot>,
+    /// plan_seq values stored, with their status word.
+    stored: BTreeMap<u32, &'static str>,
+    repetitions: BTreeMap<(String, String, String), u32>,
+    done: usize,
+    planned: usize,
+    ran: usize,
+    skipped: usize,
+    started: Duration,
+    /// The stressor of the current block, per aggressor slot: running or why not.
+    running: BTreeMap<usize, Result<(), String>>,
+}
+
+impl<'a> Engine<'a> {
+    /// An engine for run `run` (created with [`create_run`] or prepared with
+    /// [`prepare_resume`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        plan: &'a Plan,
+        run: RunId,
+        store: &'a mut Store,
+        backend: &'a mut dyn Backend,
+        clock: &'a dyn Clock,
+        progress: &'a mut dyn Progress,
+        stop: Arc<AtomicBool>,
+        options: EngineOptions,
+    ) -> Self {
+        Engine {
+            plan,
+            store,
+            backend,
+            clock,
+            progress,
+            stop,
+            options,
+            run,
+            slots: Vec::new(),
+            stored: BTreeMap::new(),
+            repetitions: BTreeMap::new(),
+            done: 0,
+            planned: 0,
+            ran: 0,
+            skipped: 0,
+            started: Duration::ZERO,
+            running: BTreeMap::new(),
+        }
+    }
+
+    /// Runs (or resumes) the run to its end, tears the tenants down and records the final
+    /// status. Errors only when the store fails or the tenants cannot be set up; the run is
+    /// then recorded as failed.
+    pub fn execute(mut self) -> Result<RunOutcome> {
+        let result = self.execute_inner();
+        // Teardown happens whatever the result.
+        let mut teardown_errors = Vec::new();
+        for s in &mut self.slots {
+            if let Err(e) = s.driver.teardown() {
+                teardown_errors.push(format!("{}: {e:#}", s.name));
+            }
+        }
+        if let Err(e) = self.backend.teardown() {
+            teardown_errors.push(format!("platform: {e:#}"));
+        }
+        for e in &teardown_errors {
+            self.progress.note(&format!("teardown: {e}"));
+        }
+        let end = Timestamp::from_unix_millis(self.clock.unix_ms());
+        let outcome = match result {
+            Ok((status, reason)) => {
+                self.store
+                    .finish_run(&self.run, status, Some(&reason), end)
+                    .context("recording the end of the run")?;
+                RunOutcome {
+                    run: self.run.clone(),
+                    status,
+                    reason,
+                    trials_run: self.ran,
+                    trials_skipped: self.skipped,
+                }
+            }
+            Err(e) => {
+                let reason = format!("{e:#}");
+                // Best effort: the error itself may be the store's.
+                let _ = self
+                    .store
+                    .finish_run(&self.run, RunStatus::Failed, Some(&reason), end);
+                self.progress.finished();
+                return Err(e);
+            }
+        };
+        self.progress.finished();
+        Ok(outcome)
+    }
+
+    fn execute_inner(&mut self) -> Result<(RunStatus, String)> {
+        let plan = self.plan;
+        self.started = self.clock.now();
+        let loaded = self.store.load_run(&self.run)?;
+        self.load_stored(&loaded);
+        self.progress
+            .planned(plan, self.run.as_str(), self.stored_trials());
+
+        self.create_tenants(&loaded)?;
+        if !self.options.skip_memcheck {
+            if let Some(refusal) = self.memory_check()? {
+                return Ok((RunStatus::Failed, refusal));
+            }
+        }
+
+        let min = plan.repetitions.min;
+        let max = plan.repetitions.max;
+        let per_round = plan.estimate.trials_per_round as usize;
+        let mut reason = String::new();
+        for round in 0..max {
+            let needs = if round < min {
+                Needs::all(plan)
+            } else {
+                let needs = self.needs_before(round)?;
+                if needs.is_empty() {
+                    reason = format!(
+                        "stopping rule met: every degradation's {:.0}% interval is within \
+                         +/-{} points after {round} rounds",
+                        plan.repetitions.confidence * 100.0,
+                        plan.repetitions.ci_half_width
+                    );
+                    break;
+                }
+                needs
+            };
+            let blocks = round_blocks(plan, round, &needs);
+            let this_round: usize = blocks.iter().map(|b| b.trials.len()).sum();
+            let later_min = min.saturating_sub(round + 1) as usize * per_round;
+            self.planned = self
+                .planned
+                .max(self.done + self.pending_in(&blocks) + later_min)
+                .max(self.done);
+            let _ = this_round;
+            for block in &blocks {
+                if self.stop.load(Ordering::SeqCst) {
+                    return Ok((RunStatus::Interrupted, self.interrupted_reason()));
+                }
+                self.run_block(block)?;
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return Ok((RunStatus::Interrupted, self.interrupted_reason()));
+            }
+            let open = if round + 1 >= min {
+                let n = self.needs_before(round + 1)?;
+                n.cells.len() + n.solo.len()
+            } else {
+                needs.cells.len() + needs.solo.len()
+            };
+            self.progress.round_finished(round, open);
+            if round + 1 == max {
+                reason = if open == 0 {
+                    format!(
+                        "stopping rule met: every degradation's interval is within +/-{} \
+                         points after {max} rounds",
+                        plan.repetitions.ci_half_width
+                    )
+                } else {
+                    format!(
+                        "repetition cap reached: {max} rounds, {open} result(s) still wider than \
+                         +/-{} points (flagged)",
+                        plan.repetitions.ci_half_width
+                    )
+                };
+            }
+        }
+        Ok((RunStatus::Complete, reason))
+    }
+
+    fn interrupted_reason(&self) -> String {
+        format!(
+            "interrupted after {} trials; `isobench run --resume {}` continues it",
+            self.done, self.run
+        )
+    }
+
+    fn stored_trials(&self) -> usize {
+        self.stored
+            .keys()
+            .map(|&s| {
+                let (k, _) = TrialKey::from_seq(s);
+                k
+            })
+            .collect::<BTreeSet<_>>()
+            .len()
+    }
+
+    fn load_stored(&mut self, loaded: &LoadedRun) {
+        for t in &loaded.trials {
+            self.stored.insert(t.plan_seq, t.status.as_str());
+            let key = (t.tenant.clone(), t.probe.clone(), t.condition.to_string());
+            let r = self.repetitions.entry(key).or_insert(0);
+            *r = (*r).max(t.repetition + 1);
+        }
+        self.done = self.stored_trials();
+    }
+
+    /// The latest stored attempt of a trial (any tenant's record) and whether it was
+    /// disturbed.
+    fn stored_attempt(&self, key: TrialKey) -> Option<(u32, bool)> {
+        use crate::schedule::limits::{ATTEMPTS, TENANTS};
+        let lo = TrialKey { attempt: 0, ..key }.seq(0);
+        let hi = TrialKey {
+            attempt: ATTEMPTS - 1,
+            ..key
+        }
+        .seq(TENANTS as usize - 1);
+        let mut best: Option<(u32, bool)> = None;
+        for (&seq, &status) in self.stored.range(lo..=hi) {
+            let (k, _) = TrialKey::from_seq(seq);
+            let d = status == "disturbed";
+            best = match best {
+                Some((a, bd)) if a == k.attempt => Some((a, bd || d)),
+                Some((a, bd)) if a > k.attempt => Some((a, bd)),
+                _ => Some((k.attempt, d)),
+            };
+        }
+        best
+    }
+
+    /// The attempt of a scheduled trial still to run, if any.
+    fn next_attempt(&self, key: TrialKey) -> Option<TrialKey> {
+        match self.stored_attempt(key) {
+            None => Some(key),
+            Some((a, true)) if a < self.plan.trial.max_retries => Some(TrialKey {
+                attempt: a + 1,
+                ..key
+            }),
+            Some(_) => None,
+        }
+    }
+
+    fn pending_in(&self, blocks: &[Block]) -> usize {
+        blocks
+            .iter()
+            .flat_map(|b| b.trials.iter().map(move |t| b.key(t)))
+            .filter(|k| self.next_attempt(*k).is_some())
+            .count()
+    }
+
+    fn needs_before(&mut self, round: u32) -> Result<Needs> {
+        let loaded = self.store.load_run(&self.run)?;
+        let trials: Vec<&TrialRecord> = loaded
+            .trials
+            .iter()
+            .filter(|t| TrialKey::from_seq(t.plan_seq).0.round < round)
+            .collect();
+        let results = analysis::analyze_trials(
+            &loaded,
+            Some(self.plan.clone()),
+            &trials,
+            &StatsSettings::from_plan(self.plan),
+        );
+        Ok(analysis::needs(self.plan, &results))
+    }
+
+    fn create_tenants(&mut self, loaded: &LoadedRun) -> Result<()> {
+        let plan = self.plan;
+        let mut facts = Vec::new();
+        for (index, t) in plan.tenants.iter().enumerate() {
+            let driver = self
+                .backend
+                .create_tenant(t)
+                .with_context(|| format!("creating tenant {}", t.name))?;
+            let f = driver.facts();
+            if !loaded.tenants.iter().any(|x| x.name == t.name) {
+                self.store.add_tenant(
+                    &self.run,
+                    &TenantRecord {
+                        name: t.name.clone(),
+                        role: match t.role {
+                            Role::Victim => TenantRole::Victim,
+                            Role::Aggressor => TenantRole::Aggressor,
+                        },
+                        platform: plan.platform.as_str().to_string(),
+                        limits: json!({
+                            "applied": f.limits,
+                            "requested": t.limits.to_string(),
+                            "notes": f.notes,
+                            "cpus": t.cpus,
+                            "pin": t.pin,
+                            "pin_peer": t.pin_peer,
+                            "memory_need": t.mem_need,
+                        }),
+                    },
+                )?;
+            }
+            self.store.record_fact(
+                &self.run,
+                &Fact {
+                    scope: t.name.clone(),
+                    key: "tenant".into(),
+                    value: serde_json::to_value(&f).unwrap_or_default(),
+                },
+            )?;
+            facts.push(f);
+            self.slots.push(Slot {
+                index,
+                name: t.name.clone(),
+                role: t.role,
+                driver,
+                down: None,
+            });
+        }
+        self.progress.tenants_ready(&facts);
+        Ok(())
+    }
+
+    /// Returns a refusal when a tenant cannot hold its workloads' memory.
+    fn memory_check(&mut self) -> Result<Option<String>> {
+        let timeout = self.plan.trial.timeout.max(Duration::from_secs(30));
+        for i in 0..self.slots.len() {
+            let need = self.plan.tenants[i].mem_need;
+            let name = self.slots[i].name.clone();
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let check = match self.slots[i].driver.memory_check(need, timeout) {
+                    Ok(c) => c,
+                    Err(e) => crate::backend::MemCheck {
+                        wanted: need,
+                        touched: 0,
+                        base_ns: 0.0,
+                        jump_ns: None,
+                        knee: None,
+                        stopped: Some(e.to_string()),
+                    },
+                };
+                self.progress.memory_checked(&name, &check);
+                self.store.record_fact(
+                    &self.run,
+                    &Fact {
+                        scope: name.clone(),
+                        key: "memory_check".into(),
+                        value: serde_json::to_value(&check).unwrap_or_default(),
+                    },
+                )?;
+                if check.ok() {
+                    break;
+                }
+                let why = memcheck::explain(&name, &check);
+                if attempt >= self.options.memcheck_attempts {
+                    return Ok(Some(format!("refused before the first trial: {why}")));
+                }
+                self.progress.waiting(&why, self.options.memcheck_wait);
+                self.clock.sleep(self.options.memcheck_wait);
+                if self.stop.load(Ordering::SeqCst) {
+                    return Ok(Some("interrupted during the memory check".into()));
+                }
+                if let Err(e) = self.slots[i].driver.restart() {
+                    return Ok(Some(format!(
+                        "tenant {name}: its agent did not come back after the memory check: {e:#}"
+                    )));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn condition_label(&self, c: Option<usize>) -> String {
+        c.map_or_else(
+            || "baseline".to_string(),
+            |c| self.plan.conditions[c].id.clone(),
+        )
+    }
+
+    fn store_condition(&self, c: Option<usize>) -> StoreCondition {
+        match c {
+            None => StoreCondition::Baseline,
+            Some(c) => {
+                let cond = &self.plan.conditions[c];
+                StoreCondition::stressor(cond.stressor_id.clone(), cond.intensity)
+            }
+        }
+    }
+
+    fn stressor_run(&self, c: usize, slot: usize) -> StressorRun {
+        let cond = &self.plan.conditions[c];
+        let t = &self.plan.tenants[slot];
+        StressorRun {
+            name: cond.name.clone(),
+            intensity: cond.intensity,
+            params: cond.params.clone(),
+            pin: t.limits.cpuset.as_ref().map(|_| t.cpus.clone()),
+            contained: self.plan.platform == Platform::Cgroup,
+            timeout: self.plan.trial.timeout,
+        }
+    }
+
+    fn start_stressors(&mut self, c: usize) {
+        self.running.clear();
+        for i in 0..self.slots.len() {
+            if self.slots[i].role != Role::Aggressor {
+                continue;
+            }
+            let run = self.stressor_run(c, i);
+            let r = self.start_one(i, &run);
+            self.running.insert(i, r);
+        }
+    }
+
+    fn start_one(&mut self, i: usize, run: &StressorRun) -> Result<(), String> {
+        if let Some(why) = self.revive(i) {
+            return Err(why);
+        }
+        match self.slots[i].driver.start_stressor(run) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let why = format!("{} did not start: {e}", run.name);
+                if matches!(e, TenantFailure::NoResponse(_)) {
+                    self.restart(i);
+                }
+                Err(why)
+            }
+        }
+    }
+
+    fn stop_stressors(&mut self) {
+        let running: Vec<usize> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(&i, _)| i)
+            .collect();
+        for i in running {
+            if let Err(e) = self.slots[i].driver.stop_stressor() {
+                let name = self.slots[i].name.clone();
+                self.progress
+                    .note(&format!("tenant {name}: stopping its stressor: {e}"));
+                if matches!(e, TenantFailure::NoResponse(_)) {
+                    self.restart(i);
+                }
+            }
+        }
+        self.running.clear();
+    }
+
+    /// Tries to bring a down tenant back; returns why it is still down.
+    fn revive(&mut self, i: usize) -> Option<String> {
+        self.slots[i].down.as_ref()?;
+        self.restart(i);
+        self.slots[i].down.clone()
+    }
+
+    fn restart(&mut self, i: usize) {
+        let name = self.slots[i].name.clone();
+        match self.slots[i].driver.restart() {
+            Ok(()) => {
+                self.slots[i].down = None;
+                self.progress.note(&format!(
+                    "tenant {name}: agent restarted after it stopped answering"
+                ));
+            }
+            Err(e) => {
+                let why = format!("tenant {name} is down: its agent could not be restarted: {e:#}");
+                self.progress.note(&why);
+                self.slots[i].down = Some(why);
+            }
+        }
+    }
+
+    fn run_block(&mut self, block: &Block) -> Result<()> {
+        let pending: Vec<(ScheduledTrial, TrialKey)> = block
+            .trials
+            .iter()
+            .filter_map(|t| self.next_attempt(block.key(t)).map(|k| (*t, k)))
+            .collect();
+        let all = block.trials.len();
+        self.skipped += all - pending.len();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let label = self.condition_label(block.condition);
+        self.progress.block_started(&label);
+        if let Some(c) = block.condition {
+            self.start_stressors(c);
+        }
+        self.clock.sleep(self.plan.trial.warmup);
+        let mut result = Ok(());
+        for (t, key) in pending {
+            if self.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let mut key = key;
+            loop {
+                match self.run_trial(block, &t, key) {
+                    Ok(true) if key.attempt < self.plan.trial.max_retries => {
+                        key = key.retry();
+                        self.planned += 1;
+                    }
+                    Ok(_) => break,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            if result.is_err() {
+                break;
+            }
+        }
+        if block.condition.is_some() {
+            self.stop_stressors();
+        }
+        result
+    }
+
+    fn snapshot(&mut self, contended: bool) -> Snap {
+        let root = self.backend.root_cpu();
+        let own = self.backend.own_cpu();
+        let tenants = self.slots.iter_mut().map(|s| s.driver.cpu()).collect();
+        let stress = (0..self.slots.len())
+            .map(|i| {
+                let running = contended && matches!(self.running.get(&i), Some(Ok(())));
+                running.then(|| self.slots[i].driver.stressor_progress())
+            })
+            .collect();
+        Snap {
+            root,
+            own,
+            tenants,
+            stress,
+        }
+    }
+
+    /// CPUs of load from outside the run between two snapshots, when measurable. User time
+    /// only when every source splits it (kernel threads working for the tenants, such as
+    /// writeback, show up as system time of no tenant).
+    fn outside_load(&self, a: &Snap, b: &Snap, secs: f64) -> Option<f64> {
+        let (ra, rb) = (a.root?, b.root?);
+        if secs <= 0.0 {
+            return None;
+        }
+        let tenants: Option<Vec<(CpuTimes, CpuTimes)>> = a
+            .tenants
+            .iter()
+            .zip(&b.tenants)
+            .map(|(x, y)| Some(((*x)?, (*y)?)))
+            .collect();
+        let tenants = tenants?;
+        let user_everywhere = ra.user_ns.is_some()
+            && rb.user_ns.is_some()
+            && a.own.user_ns.is_some()
+            && b.own.user_ns.is_some()
+            && tenants
+                .iter()
+                .all(|(x, y)| x.user_ns.is_some() && y.user_ns.is_some());
+        let pick = |c: &CpuTimes| {
+            if user_everywhere {
+                c.user_ns.unwrap_or(0)
+            } else {
+                c.total_ns
+            }
+        };
+        let root = pick(&rb).saturating_sub(pick(&ra)) as f64;
+        let own = pick(&b.own).saturating_sub(pick(&a.own)) as f64;
+        let ten: f64 = tenants
+            .iter()
+            .map(|(x, y)| pick(y).saturating_sub(pick(x)) as f64)
+            .sum();
+        Some(((root - own - ten) / 1e9 / secs).max(0.0))
+    }
+
+    fn next_repetition(&mut self, tenant: &str, probe: &str, cond: &StoreCondition) -> u32 {
+        let r = self
+            .repetitions
+            .entry((tenant.to_string(), probe.to_string(), cond.to_string()))
+            .or_insert(0);
+        let v = *r;
+        *r += 1;
+        v
+    }
+
+    fn eta(&self) -> Option<Duration> {
+        let ran = self.ran;
+        if ran < 3 {
+            return None;
+        }
+        let per = (self.clock.now() - self.started).as_secs_f64() / ran as f64;
+        let left = self.planned.saturating_sub(self.done);
+        Some(Duration::from_secs_f64(per * left as f64))
+    }
+
+    /// Runs one trial and records it. Returns true when it was disturbed.
+    fn run_trial(&mut self, block: &Block, t: &ScheduledTrial, key: TrialKey) -> Result<bool> {
+        let plan = self.plan;
+        let cond = block.condition;
+        let label = self.condition_label(cond);
+        let store_cond = self.store_condition(cond);
+        let what = match t.what {
+            TrialWhat::Probe(p) => plan.probes[p].id.clone(),
+            TrialWhat::Solo => "aggressor alone".to_string(),
+        };
+        let view = TrialView {
+            n: self.done + 1,
+            of: self.planned.max(self.done + 1),
+            round: block.round,
+            condition: label.clone(),
+            what: what.clone(),
+            eta: self.eta(),
+        };
+        self.progress.trial_started(&view);
+
+        // Aggressors that died since the block started get their stressor back.
+        if let Some(c) = cond {
+            let down: Vec<usize> = self
+                .running
+                .iter()
+                .filter(|(_, r)| r.is_err())
+                .map(|(&i, _)| i)
+                .collect();
+            for i in down {
+                if self.slots[i].down.is_none() {
+                    let run = self.stressor_run(c, i);
+                    let r = self.start_one(i, &run);
+                    if r.is_ok() {
+                        self.clock.sleep(plan.trial.warmup);
+                    }
+                    self.running.insert(i, r);
+                }
+            }
+        }
+
+        let started = self.clock.unix_ms();
+        let t0 = self.clock.now();
+        let before = self.snapshot(cond.is_some());
+        let mut outcomes: Vec<(usize, Result<ProbeOutcome, TenantFailure>)> = Vec::new();
+        match t.what {
+            TrialWhat::Solo => self.clock.sleep(plan.trial.solo),
+            TrialWhat::Probe(p) => {
+                let probe = &plan.probes[p];
+                let budget = plan.trial.duration;
+                let timeout = budget + plan.trial.timeout;
+                let victims: Vec<usize> = self
+                    .slots
+                    .iter()
+                    .filter(|s| s.role == Role::Victim)
+                    .map(|s| s.index)
+                    .collect();
+                for &v in &victims {
+                    if let Some(why) = self.revive(v) {
+                        outcomes.push((v, Err(TenantFailure::NoResponse(why))));
+                    }
+                }
+                let runs: Vec<(usize, ProbeRun)> = victims
+                    .iter()
+                    .filter(|&&v| self.slots[v].down.is_none())
+                    .map(|&v| {
+                        let pt = &plan.tenants[v];
+                        (
+                            v,
+                            ProbeRun {
+                                name: probe.name.clone(),
+                                params: probe.params.clone(),
+                                budget,
+                                pin: pt.pin,
+                                pin_peer: pt.pin_peer,
+                                timeout,
+                            },
+                        )
+                    })
+                    .collect();
+                let mut drivers: Vec<(usize, &mut Box<dyn TenantDriver>)> = self
+                    .slots
+                    .iter_mut()
+                    .filter(|s| runs.iter().any(|(v, _)| *v == s.index))
+                    .map(|s| (s.index, &mut s.driver))
+                    .collect();
+                if drivers.len() == 1 {
+                    let (v, d) = drivers.pop().expect("one driver");
+                    let run = &runs.iter().find(|(i, _)| *i == v).expect("its run").1;
+                    outcomes.push((v, d.run_probe(run)));
+                } else {
+                    let results: Vec<(usize, Result<ProbeOutcome, TenantFailure>)> =
+                        std::thread::scope(|scope| {
+                            let handles: Vec<_> = drivers
+                                .into_iter()
+                                .map(|(v, d)| {
+                                    let run = runs
+                                        .iter()
+                                        .find(|(i, _)| *i == v)
+                                        .expect("its run")
+                                        .1
+                                        .clone();
+                                    scope.spawn(move || (v, d.run_probe(&run)))
+                                })
+                                .collect();
+                            handles
+                                .into_iter()
+                                .map(|h| h.join().expect("probe threads do not panic"))
+                                .collect()
+                        });
+                    outcomes.extend(results);
+                }
+                outcomes.sort_by_key(|(v, _)| *v);
+            }
+        }
+        let after = self.snapshot(cond.is_some());
+        let elapsed = (self.clock.now() - t0).as_secs_f64();
+        let ended = self.clock.unix_ms();
+        let outside = self.outside_load(&before, &after, elapsed);
+        let disturbed = outside
+            .filter(|&l| l > plan.trial.max_outside_load)
+            .map(|l| {
+                format!(
+                    "load from outside the run: {l:.2} CPUs (limit {:.2})",
+                    plan.trial.max_outside_load
+                )
+            });
+        let load_note = outside.map(|l| format!("outside load {l:.3} CPUs"));
+
+        // Aggressors' own rates over the trial.
+        let mut reports: Vec<StressorReport> = Vec::new();
+        let mut aggressor_dnr: Vec<(usize, String)> = Vec::new();
+        if let Some(c) = cond {
+            let cnd = &plan.conditions[c];
+            for i in 0..self.slots.len() {
+                if self.slots[i].role != Role::Aggressor {
+                    continue;
+                }
+                match (&before.stress[i], &after.stress[i]) {
+                    (Some(Ok(a)), Some(Ok(b))) => {
+                        let rate = b.rate_since(a).unwrap_or(0.0);
+                        reports.push(StressorReport {
+                            tenant: self.slots[i].name.clone(),
+                            stressor: cnd.name.clone(),
+                            intensity: cnd.intensity,
+                            mode: if t.what == TrialWhat::Solo {
+                                StressorMode::Alone
+                            } else {
+                                StressorMode::Contended
+                            },
+                            ops: b.ops.saturating_sub(a.ops) as f64,
+                            ops_per_sec: rate,
+                        });
+                    }
+                    (Some(Err(e)), _) | (_, Some(Err(e))) => {
+                        aggressor_dnr.push((i, format!("{}: {e}", cnd.name)));
+                    }
+                    _ => {
+                        let why = match self.running.get(&i) {
+                            Some(Err(w)) => w.clone(),
+                            _ => "stressor not running".to_string(),
+                        };
+                        aggressor_dnr.push((i, why));
+                    }
+                }
+            }
+        }
+        for (i, why) in &aggressor_dnr {
+            self.running.insert(*i, Err(why.clone()));
+            self.restart(*i);
+        }
+
+        // Records: one per victim (the first carries the aggressors' reports), one per
+        // aggressor in a solo trial, and one per aggressor that did not respond.
+        let status_of = |fail: Option<&TenantFailure>| -> TrialStatus {
+            match fail {
+                Some(TenantFailure::NoResponse(r)) => TrialStatus::Dnr(r.clone()),
+                Some(TenantFailure::Failed(r)) => TrialStatus::Failed(r.clone()),
+                None => match &disturbed {
+                    Some(d) => TrialStatus::Disturbed(d.clone()),
+                    None => TrialStatus::Ok,
+                },
+            }
+        };
+        let mut records: Vec<TrialRecord> = Vec::new();
+        let mut first = true;
+        let mut victim_dnr = Vec::new();
+        for (v, outcome) in &outcomes {
+            let name = self.slots[*v].name.clone();
+            let (status, samples, histograms) = match outcome {
+                Ok(o) => {
+                    let mut samples = Vec::new();
+                    let mut hists = Vec::new();
+                    for m in &o.metrics {
+                        if !m.value.is_finite()
+                            || samples.iter().any(|s: &SampleRecord| s.metric == m.name)
+                        {
+                            continue;
+                        }
+                        samples.push(SampleRecord {
+                            metric: m.name.clone(),
+                            unit: if m.unit.is_empty() {
+                                "-".into()
+                            } else {
+                                m.unit.clone()
+                            },
+                            direction: match m.direction {
+                                isobench_workloads::Direction::Higher => {
+                                    isobench_stats::Direction::Higher
+                                }
+                                isobench_workloads::Direction::Lower => {
+                                    isobench_stats::Direction::Lower
+                                }
+                            },
+                            value: m.value,
+                        });
+                        if let Some(h) = &m.histogram {
+                            hists.push(HistogramRecord {
+                                metric: m.name.clone(),
+                                base64: h.to_base64(),
+                            });
+                        }
+                    }
+                    (status_of(None), samples, hists)
+                }
+                Err(e) => {
+                    if matches!(e, TenantFailure::NoResponse(_)) {
+                        victim_dnr.push(*v);
+                    }
+                    (status_of(Some(e)), Vec::new(), Vec::new())
+                }
+            };
+            let probe = what.clone();
+            let repetition = self.next_repetition(&name, &probe, &store_cond);
+            records.push(TrialRecord {
+                plan_seq: key.seq(*v),
+                probe,
+                tenant: name,
+                condition: store_cond.clone(),
+                repetition,
+                status,
+                started_at: Timestamp::from_unix_millis(started),
+                ended_at: Timestamp::from_unix_millis(ended),
+                load_note: load_note.clone(),
+                samples,
+                histograms,
+                stressor_reports: if first {
+                    std::mem::take(&mut reports)
+                } else {
+                    Vec::new()
+                },
+            });
+            first = false;
+        }
+        for i in 0..self.slots.len() {
+            if self.slots[i].role != Role::Aggressor {
+                continue;
+            }
+            let dnr = aggressor_dnr
+                .iter()
+                .find(|(a, _)| *a == i)
+                .map(|(_, w)| w.clone());
+            let solo = t.what == TrialWhat::Solo;
+            if !solo && dnr.is_none() {
+                continue;
+            }
+            let name = self.slots[i].name.clone();
+            let probe = if solo {
+                SOLO_PROBE.to_string()
+            } else {
+                what.clone()
+            };
+            let repetition = self.next_repetition(&name, &probe, &store_cond);
+            let mine: Vec<StressorReport> = if solo {
+                let (m, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut reports)
+                    .into_iter()
+                    .partition(|r| r.tenant == name);
+                reports = rest;
+                m
+            } else {
+                Vec::new()
+            };
+            records.push(TrialRecord {
+                plan_seq: key.seq(i),
+                probe,
+                tenant: name,
+                condition: store_cond.clone(),
+                repetition,
+                status: match dnr {
+                    Some(w) => TrialStatus::Dnr(w),
+                    None => status_of(None),
+                },
+                started_at: Timestamp::from_unix_millis(started),
+                ended_at: Timestamp::from_unix_millis(ended),
+                load_note: load_note.clone(),
+                samples: Vec::new(),
+                histograms: Vec::new(),
+                stressor_reports: mine,
+            });
+        }
+        let mut status_word = "ok";
+        let mut reason = None;
+        for r in &records {
+            if r.status != TrialStatus::Ok && status_word == "ok" {
+                status_word = r.status.as_str();
+                reason = r.status.reason().map(|s| format!("{}: {s}", r.tenant));
+            }
+        }
+        for r in &records {
+            self.store
+                .record_trial(&self.run, r)
+                .with_context(|| format!("recording trial {key} of run {}", self.run))?;
+            self.stored.insert(r.plan_seq, r.status.as_str());
+        }
+        self.ran += 1;
+        self.done += 1;
+        for v in victim_dnr {
+            self.restart(v);
+        }
+        self.progress.trial_finished(&TrialDone {
+            view,
+            status: status_word,
+            reason,
+        });
+        Ok(disturbed.is_some())
+    }
+}
+
+/// Facts of a tenant, for callers that only need the list.
+pub fn tenant_names(facts: &[TenantFacts]) -> Vec<String> {
+    facts.iter().map(|f| f.name.clone()).collect()
+}

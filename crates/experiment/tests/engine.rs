@@ -1,0 +1,452 @@
+//! The orchestrator end to end on the fake platform and the fake clock: deterministic, so the
+//! plan, the trial order, the stopping rule, DNR, disturbance, refusal and resume are checked
+//! exactly.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use isobench_experiment::analysis::{self, analyze};
+use isobench_experiment::fake::{FakeBackend, FakeScript};
+use isobench_experiment::orchestrator::{create_run, prepare_resume, Engine, EngineOptions};
+use isobench_experiment::progress::Transcript;
+use isobench_experiment::schedule::{round_blocks, Needs, TrialKey, TrialWhat};
+use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
+use isobench_store::{RunId, RunStatus, Store, TrialStatus};
+
+const SMALL: &str = r#"
+name = "small"
+kind = "matrix"
+seed = 7
+
+[trial]
+duration = "200ms"
+warmup = "100ms"
+solo = "200ms"
+baseline_every = 1
+
+[repetitions]
+min = 3
+max = 6
+ci_half_width = 2.0
+
+[[tenant]]
+name = "victim"
+role = "victim"
+limits = { memory = "512M", pids = 128 }
+
+[[tenant]]
+name = "aggressor"
+role = "aggressor"
+limits = { memory = "512M", pids = 64 }
+
+[[probe]]
+name = "cpu-int"
+
+[[probe]]
+name = "syscall"
+
+[[stressor]]
+name = "cpu"
+
+[[stressor]]
+name = "forkbomb"
+"#;
+
+fn plan_of(text: &str, cgroup: bool) -> Plan {
+    let sc = Scenario::parse(Source::new("small.toml", text)).expect("valid scenario");
+    let host = HostView::synthetic(2, 8 << 30, cgroup);
+    Plan::resolve(&sc, &host, &PlanOptions::default()).expect("plan resolves")
+}
+
+struct Ran {
+    store: Store,
+    run: RunId,
+    transcript: Vec<String>,
+    status: RunStatus,
+    reason: String,
+}
+
+fn run_with(plan: &Plan, script: FakeScript, stop: Arc<AtomicBool>) -> Ran {
+    let mut store = Store::open_in_memory().unwrap();
+    let (mut backend, clock) = FakeBackend::new(plan.seed, script);
+    let run = create_run(&mut store, plan, SMALL, "fake", serde_json::json!({}), 0).unwrap();
+    let mut t = Transcript::default();
+    let out = Engine::new(
+        plan,
+        run.clone(),
+        &mut store,
+        &mut backend,
+        &clock,
+        &mut t,
+        stop,
+        EngineOptions::default(),
+    )
+    .execute()
+    .unwrap();
+    Ran {
+        store,
+        run,
+        transcript: t.lines,
+        status: out.status,
+        reason: out.reason,
+    }
+}
+
+#[test]
+fn plan_and_estimate_are_deterministic() {
+    let plan = plan_of(SMALL, true);
+    assert_eq!(plan.seed, 7);
+    assert_eq!(plan.conditions.len(), 2);
+    // Per round: 2 contended blocks x 2 probes, 2 baseline blocks x 2 probes, 2 solo trials.
+    assert_eq!(plan.estimate.trials_per_round, 10);
+    assert_eq!(plan.estimate.trials_min, 30);
+    assert_eq!(plan.estimate.trials_max, 60);
+    insta::assert_snapshot!("small_plan_summary", plan.summary());
+}
+
+#[test]
+fn schedule_interleaves_baselines_and_is_seeded() {
+    let plan = plan_of(SMALL, true);
+    let mut text = String::new();
+    for round in 0..3 {
+        for b in round_blocks(&plan, round, &Needs::all(&plan)) {
+            let cond = b
+                .condition
+                .map_or("baseline".to_string(), |c| plan.conditions[c].id.clone());
+            let trials: Vec<String> = b
+                .trials
+                .iter()
+                .map(|t| match t.what {
+                    TrialWhat::Probe(p) => plan.probes[p].id.clone(),
+                    TrialWhat::Solo => "solo".into(),
+                })
+                .collect();
+            text.push_str(&format!(
+                "r{round} b{} {cond}: {}\n",
+                b.index,
+                trials.join(" ")
+            ));
+        }
+    }
+    insta::assert_snapshot!("small_schedule", text);
+    // ABAB: with baseline_every = 1 every contended block follows a baseline block.
+    let blocks = round_blocks(&plan, 0, &Needs::all(&plan));
+    for pair in blocks.chunks(2) {
+        assert!(pair[0].condition.is_none() && pair[1].condition.is_some());
+    }
+    // Another seed, another order (over a few rounds).
+    let mut other = plan.clone();
+    other.seed = 8;
+    let orders = |p: &Plan| {
+        (0..6)
+            .map(|r| {
+                round_blocks(p, r, &Needs::all(p))
+                    .iter()
+                    .map(|b| format!("{:?}{:?}", b.condition, b.trials))
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_ne!(orders(&plan), orders(&other));
+    assert_eq!(orders(&plan), orders(&plan.clone()));
+}
+
+#[test]
+fn trial_keys_round_trip() {
+    let k = TrialKey {
+        round: 999,
+        block: 200,
+        slot: 17,
+        attempt: 3,
+    };
+    assert_eq!(TrialKey::from_seq(k.seq(15)), (k, 15));
+    assert!(
+        k.seq(0)
+            < TrialKey {
+                slot: 18,
+                attempt: 0,
+                ..k
+            }
+            .seq(0)
+    );
+}
+
+#[test]
+fn full_run_is_deterministic_and_stops_by_the_rule() {
+    let plan = plan_of(SMALL, true);
+    let a = run_with(
+        &plan,
+        FakeScript::default(),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let b = run_with(
+        &plan,
+        FakeScript::default(),
+        Arc::new(AtomicBool::new(false)),
+    );
+    assert_eq!(a.status, RunStatus::Complete, "{}", a.reason);
+    assert_eq!(a.transcript, b.transcript);
+    insta::assert_snapshot!("small_transcript", a.transcript.join("\n"));
+    let loaded = a.store.load_run(&a.run).unwrap();
+    let results = analyze(&loaded);
+    // Every victim cell and the aggressor are within the target (the fake noise is 1%).
+    // The stopping rule asked for more rounds only where intervals were still wide: the
+    // later rounds hold fewer trials than the first.
+    assert!(a
+        .transcript
+        .iter()
+        .any(|l| l.starts_with("trial") && l.contains(" r3 ")));
+    assert!(
+        a.reason.contains("stopping rule met") || a.reason.contains("cap reached"),
+        "{}",
+        a.reason
+    );
+    let settled = results.cells.iter().filter(|c| c.settled).count();
+    assert!(
+        settled + 1 >= results.cells.len(),
+        "{settled} of {}",
+        results.cells.len()
+    );
+    // cpu-int under the cpu stressor: the default model slows a probe by 30% in its own class.
+    let c = results
+        .cells
+        .iter()
+        .find(|c| c.probe == "cpu-int" && c.condition == "cpu@100")
+        .expect("cell");
+    let d = c.estimate().unwrap();
+    assert!((20.0..35.0).contains(&d), "{d}");
+    assert!(c.comparison.as_ref().unwrap().significant);
+    // The aggressor's own degradation is measured (the fake slows it by 1-5% beside a probe).
+    assert_eq!(results.aggressor.len(), 2);
+    assert!(results.aggressor.iter().all(|c| c.comparison.is_some()));
+}
+
+#[test]
+fn dnr_is_recorded_with_the_reason_and_the_run_goes_on() {
+    let plan = plan_of(SMALL, true);
+    let script = FakeScript {
+        dnr_under: vec![
+            ("victim".into(), "forkbomb".into()),
+            ("aggressor".into(), "forkbomb".into()),
+        ],
+        ..FakeScript::default()
+    };
+    let r = run_with(&plan, script, Arc::new(AtomicBool::new(false)));
+    assert_eq!(r.status, RunStatus::Complete, "{}", r.reason);
+    let results = analyze(&r.store.load_run(&r.run).unwrap());
+    let cell = results
+        .cells
+        .iter()
+        .find(|c| c.probe == "cpu-int" && c.condition == "forkbomb@100")
+        .unwrap();
+    let dnr = cell.dnr.as_ref().expect("DNR recorded");
+    assert!(dnr.reason.contains("while forkbomb ran"), "{}", dnr.reason);
+    assert!(cell.settled);
+    let agg = results
+        .aggressor
+        .iter()
+        .find(|c| c.condition == "forkbomb@100")
+        .unwrap();
+    assert!(agg.dnr.is_some());
+    // The other cells are unaffected.
+    assert!(results
+        .cells
+        .iter()
+        .filter(|c| c.condition == "cpu@100")
+        .all(|c| c.dnr.is_none() && c.comparison.is_some()));
+    assert!(r.transcript.iter().any(|l| l.contains("agent restarted")));
+}
+
+#[test]
+fn disturbed_trials_are_marked_and_repeated() {
+    let plan = plan_of(SMALL, true);
+    let script = FakeScript {
+        disturb: [2, 5].into_iter().collect(),
+        ..FakeScript::default()
+    };
+    let r = run_with(&plan, script, Arc::new(AtomicBool::new(false)));
+    let loaded = r.store.load_run(&r.run).unwrap();
+    let disturbed: Vec<_> = loaded
+        .trials
+        .iter()
+        .filter(|t| matches!(t.status, TrialStatus::Disturbed(_)))
+        .collect();
+    assert_eq!(disturbed.len(), 2);
+    for d in &disturbed {
+        let (k, v) = TrialKey::from_seq(d.plan_seq);
+        assert_eq!(k.attempt, 0);
+        let retry = k.retry().seq(v);
+        let again = loaded
+            .trials
+            .iter()
+            .find(|t| t.plan_seq == retry)
+            .expect("repeated");
+        assert_eq!(again.status, TrialStatus::Ok);
+        assert!(d.status.reason().unwrap().contains("outside the run"));
+    }
+    let results = analyze(&loaded);
+    assert_eq!(results.trust.disturbed, 2);
+    assert_eq!(results.trust.repeated, 2);
+}
+
+#[test]
+fn short_memory_refuses_before_the_first_trial() {
+    let plan = plan_of(SMALL, true);
+    let script = FakeScript {
+        memory_short: Some(("victim".into(), 1 << 20)),
+        ..FakeScript::default()
+    };
+    let r = run_with(&plan, script, Arc::new(AtomicBool::new(false)));
+    assert_eq!(r.status, RunStatus::Failed);
+    assert!(r.reason.contains("page access time jumped"), "{}", r.reason);
+    let loaded = r.store.load_run(&r.run).unwrap();
+    assert!(loaded.trials.is_empty());
+    assert_eq!(
+        r.transcript
+            .iter()
+            .filter(|l| l.starts_with("memory check victim"))
+            .count(),
+        3
+    );
+}
+
+/// Every (round, block, slot) the schedule asks for, given what the store holds.
+fn expected_keys(plan: &Plan, store: &Store, run: &RunId) -> BTreeSet<(u32, u32, u32)> {
+    let loaded = store.load_run(run).unwrap();
+    let rounds = loaded
+        .trials
+        .iter()
+        .map(|t| TrialKey::from_seq(t.plan_seq).0.round)
+        .max()
+        .unwrap();
+    let mut keys = BTreeSet::new();
+    for round in 0..=rounds {
+        let needs = if round < plan.repetitions.min {
+            Needs::all(plan)
+        } else {
+            let trials: Vec<_> = loaded
+                .trials
+                .iter()
+                .filter(|t| TrialKey::from_seq(t.plan_seq).0.round < round)
+                .collect();
+            let res = analysis::analyze_trials(
+                &loaded,
+                Some(plan.clone()),
+                &trials,
+                &analysis::StatsSettings::from_plan(plan),
+            );
+            analysis::needs(plan, &res)
+        };
+        for b in round_blocks(plan, round, &needs) {
+            for t in &b.trials {
+                keys.insert((round, b.index, t.slot));
+            }
+        }
+    }
+    keys
+}
+
+#[test]
+fn interrupted_run_resumes_with_every_trial_exactly_once() {
+    let plan = plan_of(SMALL, true);
+    let stop = Arc::new(AtomicBool::new(false));
+    let script = FakeScript {
+        interrupt_after: Some((13, stop.clone())),
+        ..FakeScript::default()
+    };
+    let mut r = run_with(&plan, script, stop);
+    assert_eq!(r.status, RunStatus::Interrupted);
+    assert!(r.reason.contains("--resume"), "{}", r.reason);
+    let before: BTreeSet<u32> = r.store.completed_trial_keys(&r.run).unwrap();
+    assert!(!before.is_empty());
+
+    // Resume with a fresh platform, as a new process would.
+    let plan2 = prepare_resume(&mut r.store, &r.run).unwrap();
+    assert_eq!(plan2, plan);
+    let (mut backend, clock) = FakeBackend::new(99, FakeScript::default());
+    let mut t = Transcript::default();
+    let out = Engine::new(
+        &plan2,
+        r.run.clone(),
+        &mut r.store,
+        &mut backend,
+        &clock,
+        &mut t,
+        Arc::new(AtomicBool::new(false)),
+        EngineOptions::default(),
+    )
+    .execute()
+    .unwrap();
+    assert_eq!(out.status, RunStatus::Complete, "{}", out.reason);
+    assert!(out.trials_skipped > 0);
+    assert!(
+        t.lines[0].contains(&format!("{} done", before.len())),
+        "{}",
+        t.lines[0]
+    );
+
+    // Nothing lost: every record stored before is still there, unchanged.
+    let after = r.store.completed_trial_keys(&r.run).unwrap();
+    assert!(before.is_subset(&after));
+    // Nothing repeated and nothing missing: the stored trials are exactly the scheduled ones.
+    let loaded = r.store.load_run(&r.run).unwrap();
+    let mut stored = BTreeSet::new();
+    for tr in &loaded.trials {
+        let (k, _) = TrialKey::from_seq(tr.plan_seq);
+        assert_eq!(k.attempt, 0, "no disturbance was scripted");
+        stored.insert((k.round, k.block, k.slot));
+    }
+    assert_eq!(stored, expected_keys(&plan, &r.store, &r.run));
+    // Resuming a complete run is refused with a clear message.
+    let e = prepare_resume(&mut r.store, &r.run)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is complete"), "{e}");
+}
+
+#[test]
+fn host_platform_leaves_unsafe_stressors_out_or_refuses() {
+    // The small scenario says nothing about unsafe_on_host: refused, located.
+    let sc = Scenario::parse(Source::new("small.toml", SMALL)).unwrap();
+    let host = HostView::synthetic(2, 8 << 30, false);
+    let e = Plan::resolve(&sc, &host, &PlanOptions::default()).unwrap_err();
+    insta::assert_snapshot!("host_refuses_forkbomb", e.to_string());
+    // With "skip" it is left out, with a note.
+    let text = SMALL.replace("seed = 7", "seed = 7\nunsafe_on_host = \"skip\"");
+    let plan = plan_of(&text, false);
+    assert_eq!(plan.conditions.len(), 1);
+    assert!(
+        plan.notes.iter().any(|n| n.contains("forkbomb")),
+        "{:?}",
+        plan.notes
+    );
+}
+
+#[test]
+fn quick_scenario_fits_five_minutes_on_two_cores() {
+    let sc = Scenario::quick();
+    for cgroup in [true, false] {
+        let host = HostView::synthetic(2, 24 << 30, cgroup);
+        let plan = Plan::resolve(
+            &sc,
+            &host,
+            &PlanOptions {
+                skip_unsupported: true,
+                ..PlanOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            plan.estimate.secs_max < 300.0,
+            "cgroup={cgroup}: {}",
+            plan.estimate.text()
+        );
+        if !cgroup {
+            assert!(plan
+                .conditions
+                .iter()
+                .all(|c| !["forkbomb", "memhog", "disk"].contains(&c.name.as_str())));
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Bad scenario files: every error names the file, line and column, the field, the allowed
+//! values and the fix. Snapshots pin the exact text.
+
+use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
+
+fn parse_err(text: &str) -> String {
+    Scenario::parse(Source::new("bad.toml", text))
+        .expect_err("scenario should be refused")
+        .to_string()
+}
+
+fn plan_err(text: &str) -> String {
+    let sc = Scenario::parse(Source::new("bad.toml", text)).expect("parses");
+    let host = HostView::synthetic(2, 4 << 30, true);
+    Plan::resolve(&sc, &host, &PlanOptions::default())
+        .expect_err("plan should be refused")
+        .to_string()
+}
+
+const GOOD_TAIL: &str = r#"
+[[tenant]]
+name = "v"
+role = "victim"
+
+[[tenant]]
+name = "a"
+role = "aggressor"
+
+[[probe]]
+name = "syscall"
+
+[[stressor]]
+name = "cpu"
+"#;
+
+#[test]
+fn every_example_and_the_builtin_scenario_are_valid() {
+    let q = Scenario::quick();
+    assert_eq!(q.name, "quick");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            Scenario::parse(Source::new(p.display().to_string(), text))
+                .unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 2, "examples/ holds {n} scenarios");
+}
+
+#[test]
+fn malformed_toml() {
+    insta::assert_snapshot!(parse_err("kind = \"matrix\nseed = 1\n"));
+}
+
+#[test]
+fn unknown_field_suggests_the_right_one() {
+    insta::assert_snapshot!(parse_err(&format!(
+        "kind = \"matrix\"\n[repetitions]\nmin = 3\nci_halfwidth = 2.0\n{GOOD_TAIL}"
+    )));
+}
+
+#[test]
+fn wrong_type() {
+    insta::assert_snapshot!(parse_err(&format!(
+        "kind = \"matrix\"\nseed = true\n{GOOD_TAIL}"
+    )));
+}
+
+#[test]
+fn unknown_probe_and_stressor_in_probe_table() {
+    let text = format!(
+        "kind = \"matrix\"\n{GOOD_TAIL}\n[[probe]]\nname = \"cache-latncy\"\n\n[[probe]]\nname = \"membw\"\n"
+    );
+    insta::assert_snapshot!(parse_err(&text));
+}
+
+#[test]
+fn many_problems_are_reported_together() {
+    let text = r#"kind = "sweep"
+[trial]
+duration = "fast"
+warmup = "2x"
+
+[repetitions]
+min = 5
+max = 3
+confidence = 1.5
+
+[[tenant]]
+name = "Victim One"
+role = "bystander"
+
+[[probe]]
+name = "cpu-int"
+params = { threads = 0, kernal = "mix" }
+
+[[stressor]]
+name = "cpu"
+intensity = [50, 150]
+"#;
+    let e = parse_err(text);
+    for needle in [
+        "bad.toml:1:8: `kind`",
+        "not available in this version",
+        "`trial.duration`",
+        "`trial.warmup`",
+        "`repetitions.max`",
+        "`repetitions.confidence`",
+        "`tenant[0].name`",
+        "`tenant[0].role`",
+        "did you mean `kernel`",
+        "`stressor[0].intensity`",
+        "no tenant has role = \"aggressor\"",
+    ] {
+        assert!(e.contains(needle), "missing {needle:?} in:\n{e}");
+    }
+    insta::assert_snapshot!(e);
+}
+
+#[test]
+fn impossible_limits_are_refused_at_plan_time() {
+    let text = r#"kind = "matrix"
+[[tenant]]
+name = "v"
+role = "victim"
+limits = { cpus = 4, memory = "12Q" }
+
+[[tenant]]
+name = "a"
+role = "aggressor"
+limits = { cpuset = "0-7", memroy = "1G" }
+
+[[probe]]
+name = "syscall"
+
+[[stressor]]
+name = "cpu"
+"#;
+    insta::assert_snapshot!(plan_err(text));
+}
+
+#[test]
+fn memory_too_small_for_the_workloads() {
+    let text = r#"kind = "matrix"
+[[tenant]]
+name = "v"
+role = "victim"
+limits = { memory = "100M" }
+
+[[tenant]]
+name = "a"
+role = "aggressor"
+
+[[probe]]
+name = "mem-bandwidth"
+params = { size = "64M" }
+
+[[stressor]]
+name = "cpu"
+"#;
+    let e = plan_err(text);
+    assert!(e.contains("`tenant[0].limits.memory`"), "{e}");
+    assert!(e.contains("measure paging"), "{e}");
+    insta::assert_snapshot!(e);
+}
