@@ -418,7 +418,8 @@ pub enum Reply {
     },
     /// Answer to `bye`; the agent closes the connection after it.
     Bye {
-        /// Stressors still running at `bye`, stopped by it.
+        /// Stressors not yet stopped by `stop_stressor` (running, or ended on their own), in
+        /// id order, stopped by `bye`.
         stopped: Vec<StoppedStressor>,
     },
     /// A request failed.
