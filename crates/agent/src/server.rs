@@ -391,6 +391,13 @@ impl Session<'_> {
             Ok(p) => p,
             Err(e) => return self.out.error(Some(id), e),
         };
+        let pins: Vec<(&str, usize)> = [("pin", r.pin), ("pin_peer", r.pin_peer)]
+            .into_iter()
+            .filter_map(|(n, c)| c.map(|c| (n, c)))
+            .collect();
+        if let Err(e) = check_cpus(&pins) {
+            return self.out.error(Some(id), e);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let cancelled = Arc::new(AtomicBool::new(false));
         {
@@ -538,6 +545,10 @@ impl Session<'_> {
             return Err(e.into());
         }
         let params = resolve_params(stressor.name(), stressor.params(), &r.params)?;
+        if let Some(pin) = &r.pin {
+            let pins: Vec<(&str, usize)> = pin.iter().map(|&c| ("pin", c)).collect();
+            check_cpus(&pins)?;
+        }
         if stressor.aggressive() && !r.contained && r.caps.is_none() {
             return Err(ErrorBody::new(
                 ErrorCode::Refused,
@@ -821,6 +832,30 @@ fn panicked(what: &str, name: &str, p: Box<dyn std::any::Any + Send>) -> Failure
         ErrorCode::Internal,
         format!("{what} `{name}` panicked: {msg}"),
     ))
+}
+
+/// Checks that every pinned CPU is one this agent may run on.
+fn check_cpus(pins: &[(&str, usize)]) -> Result<(), Failure> {
+    if pins.is_empty() {
+        return Ok(());
+    }
+    let allowed = isobench_workloads::env::affinity_cpus();
+    for &(name, cpu) in pins {
+        if !allowed.contains(&cpu) {
+            let list: Vec<String> = allowed.iter().map(|c| c.to_string()).collect();
+            let mut e = ErrorBody::new(
+                ErrorCode::BadParameter,
+                format!(
+                    "`{name}={cpu}`: CPU {cpu} is not one this agent may use (its CPUs: {})",
+                    list.join(",")
+                ),
+            );
+            e.param = Some(name.to_string());
+            e.range = Some(list.join(","));
+            return Err(Box::new(e));
+        }
+    }
+    Ok(())
 }
 
 /// An `unknown_workload` error with the closest names.

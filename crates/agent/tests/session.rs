@@ -227,6 +227,38 @@ fn bad_parameter_names_range_and_default() {
     assert_eq!(error.code, ErrorCode::BadParameter);
     assert_eq!(error.suggestions, vec!["path".to_string()]);
 
+    // A CPU the agent may not use.
+    let e = p
+        .client
+        .run_probe(
+            "syscall",
+            Params::new(),
+            &ProbeOpts {
+                pin: Some(100_000),
+                ..ProbeOpts::default()
+            },
+        )
+        .unwrap_err();
+    let AgentError::Remote { error, .. } = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(error.code, ErrorCode::BadParameter);
+    assert_eq!(error.param.as_deref(), Some("pin"));
+    let e = p
+        .client
+        .start_stressor(
+            "s",
+            "spin",
+            10,
+            Params::new(),
+            &StressOpts {
+                pin: Some(vec![100_000]),
+                ..StressOpts::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(remote_code(&e), ErrorCode::BadParameter);
+
     // Intensity above 100.
     let e = p
         .client
