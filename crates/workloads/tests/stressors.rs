@@ -6,6 +6,7 @@
 //! and the memory test reads this process's resident size).
 
 use std::collections::HashSet;
+use std::io::Read as _;
 use std::net::UdpSocket;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -330,6 +331,8 @@ fn forkbomb_backs_off_at_a_pids_limit() {
         ])
         .arg("--nocapture")
         .env(PIDS_CHILD_ENV, &cg)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let t0 = Instant::now();
@@ -352,7 +355,28 @@ fn forkbomb_backs_off_at_a_pids_limit() {
         }
         thread::sleep(Duration::from_millis(10));
     }
-    assert!(status.success(), "the bomb's test process failed: {status}");
+    let mut output = String::new();
+    for pipe in [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let mut pipe = pipe;
+        let _ = pipe.read_to_string(&mut output);
+    }
+    eprintln!("{output}");
+    assert!(
+        status.success(),
+        "the bomb's test process failed: {status}\n{output}"
+    );
     assert!(left.trim().is_empty(), "left in the pids cgroup: {left}");
 }
 
