@@ -28,7 +28,8 @@ pub use catalog::{Catalog, RunningService, ServiceError, ServiceStarter};
 pub use client::{AgentClient, AgentError, ProbeOpts, StressOpts};
 pub use protocol::{
     Caps, ErrorBody, ErrorCode, Hello, Params, ProbeResult, ProtocolVersion, Reply, Request,
-    Sample, StoppedStressor, StressorExit, Token, MAX_LINE_BYTES, PROTOCOL_VERSION,
+    Sample, StoppedStressor, StressorExit, Token, MAX_HELLO_LINE_BYTES, MAX_LINE_BYTES,
+    PROTOCOL_VERSION,
 };
 pub use server::{serve_connection, AgentConfig, SessionEnd};
 pub use token::{generate_token, tokens_match};

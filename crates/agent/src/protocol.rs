@@ -27,6 +27,10 @@ pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion { major: 1, minor:
 /// histograms, so the limit is generous; a longer line is answered with `bad_request`.
 pub const MAX_LINE_BYTES: usize = 16 << 20;
 
+/// Longest line the agent accepts before a successful `hello`, so an unauthenticated peer
+/// cannot make it buffer much.
+pub const MAX_HELLO_LINE_BYTES: usize = 64 << 10;
+
 /// How often a running stressor is sampled unless the request says otherwise.
 pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_millis(250);
 

@@ -29,7 +29,7 @@ use crate::catalog::{Catalog, RunningService, ServiceError};
 use crate::protocol::{
     ErrorBody, ErrorCode, Hello, Params, ProbeResult, ProtocolVersion, Reply, Request, RunProbe,
     Sample, StartService, StartStressor, StoppedStressor, StressorExit, Token,
-    DEFAULT_SAMPLE_INTERVAL, MAX_LINE_BYTES, PROTOCOL_VERSION,
+    DEFAULT_SAMPLE_INTERVAL, MAX_HELLO_LINE_BYTES, MAX_LINE_BYTES, PROTOCOL_VERSION,
 };
 use crate::wire::{self, Line};
 
@@ -127,7 +127,12 @@ where
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut buf = Vec::new();
     let end = loop {
-        let line = match wire::read_line(&mut reader, &mut buf, MAX_LINE_BYTES) {
+        let max = if s.negotiated.is_none() {
+            MAX_HELLO_LINE_BYTES
+        } else {
+            MAX_LINE_BYTES
+        };
+        let line = match wire::read_line(&mut reader, &mut buf, max) {
             Ok(l) => l,
             Err(e) if s.negotiated.is_none() && is_timeout(&e) => {
                 break SessionEnd::Refused("no hello before the handshake timeout".into())
@@ -141,7 +146,7 @@ where
                     None,
                     &Reply::Error(ErrorBody::new(
                         ErrorCode::BadRequest,
-                        format!("line of {n} bytes is longer than the limit of {MAX_LINE_BYTES}"),
+                        format!("line of {n} bytes is longer than the limit of {max}"),
                     )),
                 );
                 if s.negotiated.is_none() && s.cfg.token.is_some() {

@@ -8,7 +8,9 @@ use std::os::unix::net::UnixStream;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use isobench_agent::{serve_connection, AgentConfig, SessionEnd, MAX_LINE_BYTES};
+use isobench_agent::{
+    serve_connection, AgentConfig, SessionEnd, MAX_HELLO_LINE_BYTES, MAX_LINE_BYTES,
+};
 use serde_json::{json, Value};
 
 struct Raw {
@@ -192,6 +194,13 @@ fn a_token_protected_agent_closes_on_anything_but_a_good_hello() {
         line.contains("unauthorized") && !line.contains("guess-guess"),
         "{line}"
     );
+    assert_eq!(a.recv_line(), None);
+
+    // An oversized first line (the limit before hello is 64 KiB).
+    let mut a = Raw::new(AgentConfig::default().with_token(token));
+    a.send(&"x".repeat(MAX_HELLO_LINE_BYTES + 1));
+    let e = a.recv();
+    assert_eq!(e["code"], "bad_request");
     assert_eq!(a.recv_line(), None);
 
     // Right token.
