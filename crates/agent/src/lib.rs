@@ -10,7 +10,10 @@
 //! - [`protocol`]: the messages as Rust types, the protocol version and error codes.
 //! - [`wire`]: framing (line length limit, `id` first).
 //! - [`server`]: the agent loop ([`serve_connection`]); [`transport`]: stdio, unix socket and
-//!   TCP entry points ([`serve_stdio`], [`serve_unix`], [`serve_tcp`]).
+//!   TCP entry points ([`serve`] with a [`Transport`] parsed from `stdio`, `unix:<path>` or
+//!   `tcp:<host:port>`; [`serve_stdio`], [`serve_unix`], [`serve_tcp`]; [`AgentListener`] to
+//!   bind first and learn the address).
+//! - [`services`]: the network services (server halves of the network probes).
 //! - [`client`]: [`AgentClient`], the controller side, with a deadline on every request.
 //! - [`catalog`]: what an agent can run (injectable, so tests can add their own workloads).
 #![deny(missing_docs)]
