@@ -638,25 +638,35 @@ impl Session<'_> {
             );
         };
         st.stop.store(true, Ordering::SeqCst);
-        let out = self.out.clone();
+        // Joining happens on a thread of its own so the session stays responsive. When no
+        // thread can be started (a fork bomb in this tenant has used every pid), it happens
+        // here instead: a stop must never fail for want of a thread.
+        let worker = Arc::new(Mutex::new(Some(st.worker)));
+        let finish = {
+            let out = self.out.clone();
+            move |worker: &Mutex<Option<_>>, stressor_id: String| {
+                let Some(w) = worker.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+                    return;
+                };
+                match join_worker(w, &stressor_id) {
+                    Ok(report) => out.send(
+                        Some(id),
+                        &Reply::StressorStopped {
+                            stressor_id,
+                            report,
+                        },
+                    ),
+                    Err(e) => out.error(Some(id), e),
+                }
+            }
+        };
+        let (w2, sid2, finish2) = (worker.clone(), stressor_id.clone(), finish.clone());
         let joiner = thread::Builder::new()
             .name(format!("stop-{stressor_id}"))
-            .spawn(move || match join_worker(st.worker, &stressor_id) {
-                Ok(report) => out.send(
-                    Some(id),
-                    &Reply::StressorStopped {
-                        stressor_id,
-                        report,
-                    },
-                ),
-                Err(e) => out.error(Some(id), e),
-            });
+            .spawn(move || finish2(&w2, sid2));
         match joiner {
             Ok(h) => self.stoppers.push(h),
-            Err(e) => self.out.error(
-                Some(id),
-                ErrorBody::new(ErrorCode::Internal, format!("cannot start a thread: {e}")),
-            ),
+            Err(_) => finish(&worker, stressor_id),
         }
         self.reap_stoppers();
     }

@@ -30,6 +30,19 @@ pub enum Command {
     /// Run as an agent: execute workloads on a controller's command (JSON lines; see
     /// docs/agent-protocol.md). Speaks on stdin/stdout unless --unix or --tcp is given.
     Agent(AgentArgs),
+    /// Run a scenario: probes in the victims while each stressor misbehaves in an aggressor,
+    /// against a baseline; report the degradation of both with confidence intervals. Without
+    /// a file: the built-in `quick` scenario.
+    Run(crate::cmd_run::RunArgs),
+    /// List the runs stored in the database.
+    Runs(crate::cmd_results::RunsArgs),
+    /// Print a stored run's results (the same report as the end of `isobench run`).
+    Show(crate::cmd_results::ShowArgs),
+    /// Export a stored run's results as JSON (with raw samples), CSV or Markdown.
+    Export(crate::cmd_results::ExportArgs),
+    /// Touch memory page by page and print the timings (run inside tenants by `run`).
+    #[command(hide = true)]
+    Memcheck(crate::cmd_run::MemcheckArgs),
 }
 
 /// `isobench list`.

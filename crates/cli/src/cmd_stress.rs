@@ -156,8 +156,6 @@ fn run_in_tenant(
         workdir: a.dir.clone(),
         sample_interval: Some(Duration::from_secs(1)),
     };
-    let stop = ctx.stop.clone();
-    ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))?;
     session
         .client
         .start_stressor("s1", stressor.name(), a.intensity, params, &opts)?;

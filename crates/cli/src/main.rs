@@ -8,6 +8,8 @@ mod cmd_agent;
 mod cmd_doctor;
 mod cmd_list;
 mod cmd_probe;
+mod cmd_results;
+mod cmd_run;
 mod cmd_stress;
 mod exit;
 mod output;
@@ -36,5 +38,10 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Agent(a) => cmd_agent::run(&a),
         args::Command::Doctor(a) => cmd_doctor::doctor(&a),
         args::Command::Cleanup(a) => cmd_doctor::cleanup(&a),
+        args::Command::Run(a) => cmd_run::run(&a),
+        args::Command::Runs(a) => cmd_results::runs(&a),
+        args::Command::Show(a) => cmd_results::show(&a),
+        args::Command::Export(a) => cmd_results::export(&a),
+        args::Command::Memcheck(a) => cmd_run::memcheck(&a),
     }
 }

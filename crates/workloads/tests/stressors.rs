@@ -149,15 +149,28 @@ fn threads() -> usize {
         .unwrap()
 }
 
+/// Resident memory of this process and its direct children (the memory hog runs in a child
+/// process of its own).
 fn vm_rss() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kb: u64 = s
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    kb * 1024
+    let rss_of = |pid: &str| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+            * 1024
+    };
+    let me = std::process::id() as i32;
+    let children: u64 = processes()
+        .into_iter()
+        .filter(|&(_, ppid, _)| ppid == me)
+        .map(|(pid, _, _)| rss_of(&pid.to_string()))
+        .sum();
+    rss_of("self") + children
 }
 
 const BRIEF: Duration = Duration::from_millis(300);

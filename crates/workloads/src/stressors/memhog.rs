@@ -9,18 +9,18 @@
 //! constantly, but does not initiate the memory") it only maps, and idles once the target is
 //! mapped: virtual size and commit charge grow, resident memory does not.
 //!
-//! Inside a tenant with a memory limit, the hog may be OOM-killed: that is the point of the
-//! test (the tenant contains it) and nothing here prevents it. A failed mapping stops the
-//! growth and is reported in the notes; the run goes on holding what it has.
+//! The hog is a child process of its own (oom_score_adj 1000). Inside a tenant with a memory
+//! limit it may be OOM-killed: that is the point of the test (the tenant contains it); the
+//! process driving it survives, counts the kill (`hog_killed` note) and starts a new hog so
+//! the pressure stays on. A failed mapping stops the growth and is reported in the notes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
+
+use anyhow::Context as _;
 
 use serde::Deserialize;
 
-use super::mapping::Mapping;
-use super::pool::{run_pool, Done, Shape};
 use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
 
@@ -66,95 +66,181 @@ const PARAMS: &[ParamSpec] = &[
 /// Bytes touched between two checks of the stop flag.
 const SLICE: usize = 1 << 20;
 
-struct Hog<'a> {
-    maps: Vec<Mapping>,
-    target: u64,
-    chunk: u64,
-    mapped: u64,
+/// Counters shared between the hog process and the stressor thread that watches it: a
+/// `MAP_SHARED` page, so the hog can update them without any system call.
+#[repr(C)]
+struct Shared {
+    stop: AtomicU64,
+    /// Pages written (touch) or mapped (no touch) so far.
+    pages: AtomicU64,
+    /// Bytes mapped.
+    mapped: AtomicU64,
+    /// Bytes touched for the first time.
+    touched: AtomicU64,
+    /// Completed rewrite passes.
+    passes: AtomicU64,
+    /// errno of a failed mapping (0 = none), and how much was held then.
+    failed_errno: AtomicU64,
+    failed_at: AtomicU64,
+}
+
+/// What the hog process does.
+#[derive(Clone, Copy)]
+struct Plan {
+    target: usize,
+    chunk: usize,
     touch: bool,
     stride: usize,
     page: usize,
-    /// Touch cursor: mapping index and offset within it.
-    cur: (usize, usize),
-    /// Completed passes over all held memory (the first pass is the growth).
-    passes: u64,
-    growing: bool,
-    held: &'a AtomicU64,
-    touched: &'a AtomicU64,
-    failure: &'a Mutex<Option<String>>,
 }
 
-impl Hog<'_> {
-    /// Maps the next chunk; false when the target is reached or mapping failed.
-    fn grow(&mut self) -> bool {
-        if !self.growing || self.mapped >= self.target {
-            self.growing = false;
-            return false;
+/// The hog itself. Runs in a forked child of a possibly multi-threaded process, so it uses
+/// nothing but system calls and plain memory writes: no allocation, no locks, no panics.
+///
+/// touch=true: one region of the target size is reserved and written chunk by chunk (the
+/// growth), then rewritten pass after pass. touch=false: chunks are mapped one after another
+/// and never written.
+fn hog(sh: &Shared, plan: Plan) -> ! {
+    // SAFETY: plain system calls on valid arguments; `_exit` never returns.
+    unsafe {
+        // The hog, not the agent beside it, is what the OOM killer should take.
+        let path = b"/proc/self/oom_score_adj\0";
+        let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY);
+        if fd >= 0 {
+            libc::write(fd, b"1000".as_ptr().cast(), 4);
+            libc::close(fd);
         }
-        let len = self.chunk.min(self.target - self.mapped) as usize;
-        match Mapping::new(len) {
-            Ok(m) => {
-                // Round down to whole pages so the mapped total never passes the target.
-                self.mapped += m.len() as u64;
-                self.maps.push(m);
-                self.held.store(self.mapped, Ordering::Relaxed);
-                true
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        let map = |len: usize, flags: i32| {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
+                -1,
+                0,
+            )
+        };
+        let fail = |mapped: usize| {
+            sh.failed_errno
+                .store(*libc::__errno_location() as u64, Ordering::Relaxed);
+            sh.failed_at.store(mapped as u64, Ordering::Relaxed);
+        };
+        let running = || sh.stop.load(Ordering::Relaxed) == 0;
+        if !plan.touch {
+            let mut mapped = 0;
+            while running() {
+                if mapped < plan.target {
+                    let len = plan.chunk.min(plan.target - mapped);
+                    if map(len, 0) == libc::MAP_FAILED {
+                        fail(mapped);
+                        mapped = plan.target;
+                    } else {
+                        mapped += len;
+                        sh.mapped.store(mapped as u64, Ordering::Relaxed);
+                        sh.pages
+                            .fetch_add((len / plan.page) as u64, Ordering::Relaxed);
+                    }
+                } else {
+                    libc::usleep(10_000);
+                }
             }
-            Err(e) => {
-                *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
-                    "allocation failed at {} held: {e:#}",
-                    fmt_size(self.mapped)
-                ));
-                self.growing = false;
-                false
-            }
+            libc::_exit(0);
         }
+        let base = map(plan.target, libc::MAP_NORESERVE);
+        if base == libc::MAP_FAILED {
+            fail(0);
+            while running() {
+                libc::usleep(10_000);
+            }
+            libc::_exit(0);
+        }
+        let base = base as *mut u8;
+        sh.mapped.store(plan.target as u64, Ordering::Relaxed);
+        let mut grown = 0usize;
+        let mut at = 0usize;
+        let mut pass = 0u64;
+        while running() {
+            if at >= grown {
+                if grown < plan.target {
+                    grown = (grown + plan.chunk).min(plan.target);
+                } else {
+                    pass += 1;
+                    sh.passes.store(pass, Ordering::Relaxed);
+                    at = 0;
+                }
+            }
+            let end = (at + SLICE).min(grown);
+            let mut off = at;
+            while off < end {
+                (base.add(off) as *mut u64).write_volatile(pass.wrapping_add(1));
+                off += plan.stride;
+            }
+            if pass == 0 {
+                sh.touched.fetch_add((end - at) as u64, Ordering::Relaxed);
+            }
+            sh.pages
+                .fetch_add(((end - at) / plan.page) as u64, Ordering::Relaxed);
+            at = end;
+        }
+        libc::_exit(0)
+    }
+}
+
+/// The shared counter page, unmapped on drop.
+struct SharedPage(*mut Shared);
+
+impl SharedPage {
+    fn new() -> anyhow::Result<Self> {
+        // SAFETY: an anonymous shared mapping; zeroed by the kernel, which is a valid
+        // `Shared` (all atomics at 0).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                std::mem::size_of::<Shared>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).context("mapping the hog's counters");
+        }
+        Ok(SharedPage(p.cast()))
     }
 
-    fn step(&mut self) -> Done {
-        if !self.touch {
-            let before = self.mapped;
-            if self.grow() {
-                return Done::new((self.mapped - before) / self.page as u64, 0);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-            return Done::NOTHING;
-        }
-        let (mi, off) = self.cur;
-        if mi >= self.maps.len() {
-            // End of what is held: grow, or start another pass over everything.
-            if !self.grow() {
-                if self.maps.is_empty() {
-                    std::thread::sleep(Duration::from_millis(10));
-                    return Done::NOTHING;
-                }
-                self.passes += 1;
-                self.cur = (0, 0);
-            }
-            return Done::NOTHING;
-        }
-        let m = &self.maps[mi];
-        let end = (off + SLICE).min(m.len());
-        let value = self.passes.wrapping_add(1);
-        let base = m.as_ptr();
-        let mut at = off;
-        while at < end {
-            // SAFETY: `at` is inside the mapping, 8-byte aligned (offsets are multiples of
-            // the stride, itself a multiple of 8 or the page size).
-            unsafe { (base.add(at) as *mut u64).write_volatile(value) };
-            at += self.stride;
-        }
-        let pages = ((end - off) / self.page) as u64;
-        if self.passes == 0 {
-            self.touched
-                .fetch_add((end - off) as u64, Ordering::Relaxed);
-        }
-        self.cur = if end == m.len() {
-            (mi + 1, 0)
-        } else {
-            (mi, end)
-        };
-        Done::new(pages, 0)
+    fn get(&self) -> &Shared {
+        // SAFETY: valid for the page's life, only accessed through atomics.
+        unsafe { &*self.0 }
+    }
+}
+
+impl Drop for SharedPage {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new` with this size.
+        unsafe { libc::munmap(self.0.cast(), std::mem::size_of::<Shared>()) };
+    }
+}
+
+/// Starts the hog process.
+fn spawn_hog(page: &SharedPage, plan: Plan) -> anyhow::Result<libc::pid_t> {
+    // SAFETY: the child runs only `hog`, which is async-signal-safe (see there).
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(std::io::Error::last_os_error()).context("starting the memory hog process"),
+        0 => hog(page.get(), plan),
+        pid => Ok(pid),
+    }
+}
+
+/// Kills and reaps the hog.
+fn reap(pid: libc::pid_t) {
+    // SAFETY: `pid` is our child; waiting reaps it.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        let mut st = 0;
+        libc::waitpid(pid, &mut st, 0);
     }
 }
 
@@ -202,70 +288,101 @@ impl Stressor for Memhog {
         if target == 0 {
             return Ok(super::pool::idle_report(ctx, unit));
         }
-        let chunk = (o.chunk / page * page).max(page);
-        let held = AtomicU64::new(0);
-        let touched = AtomicU64::new(0);
-        let failure = Mutex::new(None);
-        let passes = AtomicU64::new(0);
-        let stride = if o.write == "page" {
-            page as usize
-        } else {
-            (ctx.env.line_size() as usize).clamp(8, page as usize)
+        let plan = Plan {
+            target: target as usize,
+            chunk: ((o.chunk / page * page).max(page)) as usize,
+            touch: o.touch,
+            stride: if o.write == "page" {
+                page as usize
+            } else {
+                (ctx.env.line_size() as usize).clamp(8, page as usize)
+            },
+            page: page as usize,
         };
-        let out = run_pool(
-            ctx,
-            self.name(),
-            Shape::busy(1),
-            |_| {
-                Ok(Hog {
-                    maps: Vec::new(),
-                    target,
-                    chunk,
-                    mapped: 0,
-                    touch: o.touch,
-                    stride,
-                    page: page as usize,
-                    cur: (0, 0),
-                    passes: 0,
-                    growing: true,
-                    held: &held,
-                    touched: &touched,
-                    failure: &failure,
-                })
-            },
-            |h| {
-                let d = h.step();
-                passes.store(h.passes, Ordering::Relaxed);
-                Ok(d)
-            },
-        )?;
-        let held = held.load(Ordering::Relaxed);
-        let touched = touched.load(Ordering::Relaxed);
-        // Held: what is resident by the hog's doing (touched), or only mapped (no touch).
-        let held_bytes = if o.touch { touched } else { held };
+        // The hog runs in a child process of its own: when a memory limit makes the OOM
+        // killer act, it takes the hog (oom_score_adj 1000), not the process driving it, and
+        // the stressor starts a new hog so the pressure stays on.
+        let shared = SharedPage::new()?;
+        let t0 = crate::timer::now_ns();
+        let mut pid = spawn_hog(&shared, plan)?;
+        let (mut ops, mut counted, mut killed, mut touched, mut mapped) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
+        let mut passes = 0u64;
+        loop {
+            let sh = shared.get();
+            let now = sh.pages.load(Ordering::Relaxed);
+            ctx.add_ops(now - counted);
+            ops += now - counted;
+            counted = now;
+            if !ctx.running() {
+                sh.stop.store(1, Ordering::Relaxed);
+                reap(pid);
+                break;
+            }
+            let mut st = 0;
+            // SAFETY: `pid` is our child.
+            if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) } == pid {
+                // The hog died without being asked to: the OOM killer (or a signal from
+                // outside). Record it and start another.
+                killed += 1;
+                touched = touched.max(sh.touched.load(Ordering::Relaxed));
+                mapped = mapped.max(sh.mapped.load(Ordering::Relaxed));
+                passes += sh.passes.load(Ordering::Relaxed);
+                for c in [&sh.pages, &sh.touched, &sh.mapped, &sh.passes] {
+                    c.store(0, Ordering::Relaxed);
+                }
+                counted = 0;
+                std::thread::sleep(Duration::from_millis(50));
+                if !ctx.running() {
+                    break;
+                }
+                pid = spawn_hog(&shared, plan)?;
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let elapsed_s = (crate::timer::now_ns() - t0) as f64 / 1e9;
+        let sh = shared.get();
+        let touched = touched.max(sh.touched.load(Ordering::Relaxed));
+        let mapped = mapped.max(sh.mapped.load(Ordering::Relaxed));
+        let passes = passes + sh.passes.load(Ordering::Relaxed);
+        let held_bytes = if o.touch { touched } else { mapped };
         let mut notes = vec![
             format!("held_bytes={held_bytes} target_bytes={target}"),
             format!("held={} target={}", fmt_size(held_bytes), fmt_size(target)),
-            format!("mapped={}", fmt_size(held)),
+            format!("mapped={}", fmt_size(mapped)),
+            format!("hog_killed={killed}"),
         ];
         if o.touch {
             notes.push(format!("touched={}", fmt_size(touched)));
+            notes.push(format!("rewrite_passes={passes} write={}", o.write));
+        }
+        let errno = sh.failed_errno.load(Ordering::Relaxed);
+        if errno != 0 {
             notes.push(format!(
-                "rewrite_passes={} write={}",
-                passes.load(Ordering::Relaxed),
-                o.write
+                "allocation failed at {} held: {}",
+                fmt_size(sh.failed_at.load(Ordering::Relaxed)),
+                std::io::Error::from_raw_os_error(errno as i32)
             ));
         }
-        if let Some(f) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            notes.push(f);
-        }
-        let mut report = out.report(unit, notes);
         // Bytes of memory written by the touches: every line of a page, or one line of it.
-        report.bytes = match (o.touch, o.write.as_str()) {
+        let bytes = match (o.touch, o.write.as_str()) {
             (false, _) => 0,
-            (true, "page") => report.ops * ctx.env.line_size().clamp(8, page),
-            (true, _) => report.ops * page,
+            (true, "page") => ops * ctx.env.line_size().clamp(8, page),
+            (true, _) => ops * page,
         };
-        Ok(report)
+        Ok(StressReport {
+            ops,
+            elapsed_s,
+            ops_per_sec: if elapsed_s > 0.0 {
+                ops as f64 / elapsed_s
+            } else {
+                0.0
+            },
+            op_unit: unit.into(),
+            workers: 1,
+            bytes,
+            notes,
+        })
     }
 }

@@ -1,0 +1,106 @@
+//! Stored results: `isobench runs` (the list), `isobench show RUN_ID` (the same report as
+//! the end of `isobench run`) and `isobench export RUN_ID --format json|csv|md`. All read the
+//! database only; none creates one.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use isobench_experiment::analysis::analyze;
+use isobench_report::{render, render_runs, serialize, Format};
+use isobench_store::{RunId, Store};
+
+use crate::cmd_run::{open_store, store_error, style};
+use crate::exit::bad_input;
+
+/// `isobench runs`.
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Results database.
+    #[arg(long, env = "ISOBENCH_DB", default_value = "isobench.db", value_name = "FILE")]
+    pub db: PathBuf,
+}
+
+/// `isobench show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The run (see `isobench runs`).
+    pub run_id: String,
+    /// Results database.
+    #[arg(long, env = "ISOBENCH_DB", default_value = "isobench.db", value_name = "FILE")]
+    pub db: PathBuf,
+}
+
+/// `isobench export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The run (see `isobench runs`).
+    pub run_id: String,
+    /// json (everything, raw samples included), csv (one row per degradation) or md.
+    #[arg(long, short = 'f', default_value = "json", value_name = "FORMAT")]
+    pub format: String,
+    /// Write to this file instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Results database.
+    #[arg(long, env = "ISOBENCH_DB", default_value = "isobench.db", value_name = "FILE")]
+    pub db: PathBuf,
+}
+
+fn existing_store(path: &Path) -> anyhow::Result<Store> {
+    if !path.exists() {
+        return Err(bad_input(format!(
+            "there is no isobench database at {}; `isobench run` creates one, or pass --db FILE \
+             (or set ISOBENCH_DB)",
+            path.display()
+        )));
+    }
+    open_store(path)
+}
+
+fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
+    let store = existing_store(db)?;
+    let loaded = store.load_run(&RunId::new(id)).map_err(store_error)?;
+    Ok(analyze(&loaded))
+}
+
+/// `isobench runs`.
+pub fn runs(a: &RunsArgs) -> anyhow::Result<ExitCode> {
+    if !a.db.exists() {
+        println!(
+            "no runs: there is no database at {} yet; `isobench run` starts one",
+            a.db.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = open_store(&a.db)?;
+    let list = store.list_runs().map_err(store_error)?;
+    print!("{}", render_runs(&list));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `isobench show RUN_ID`.
+pub fn show(a: &ShowArgs) -> anyhow::Result<ExitCode> {
+    let r = load(&a.db, &a.run_id)?;
+    print!("{}", render(&r, style()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `isobench export RUN_ID`.
+pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
+    let format = Format::parse(&a.format).ok_or_else(|| {
+        bad_input(format!(
+            "--format {}: unknown format; use json, csv or md",
+            a.format
+        ))
+    })?;
+    let r = load(&a.db, &a.run_id)?;
+    let bytes = serialize(&r, format);
+    match &a.output {
+        Some(p) => std::fs::write(p, &bytes)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,
+        None => std::io::stdout().write_all(&bytes)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

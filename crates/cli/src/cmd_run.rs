@@ -1,0 +1,319 @@
+//! `isobench run`: the main question end to end. Parse and validate the scenario (the
+//! built-in `quick` one without a file), resolve the plan against this host, open the
+//! database, create the tenants, run the trials (committing each as it ends), then render the
+//! results from the database. `--resume RUN_ID` continues an interrupted run.
+//!
+//! Also the hidden `isobench memcheck BYTES` that the memory-availability check starts inside
+//! each tenant.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use clap::Args;
+use isobench_experiment::analysis::analyze;
+use isobench_experiment::backend::{Backend, Clock, SystemClock};
+use isobench_experiment::fake::{FakeBackend, FakeScript};
+use isobench_experiment::orchestrator::{create_run, prepare_resume, Engine, EngineOptions};
+use isobench_experiment::progress::{NoProgress, Progress};
+use isobench_experiment::real::RealBackend;
+use isobench_experiment::scenario::{QUICK_NAME, QUICK_TOML};
+use isobench_experiment::{memcheck, HostView, Plan, PlanOptions, PlatformChoice, Scenario, Source};
+use isobench_report::{render, LiveProgress, Style};
+use isobench_store::{RunId, RunStatus, Store, StoreError};
+
+use crate::exit::{self, bad_input, unsupported};
+
+/// `isobench run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Scenario file (TOML, see docs/scenario.md). Without one: the built-in `quick`
+    /// scenario (one victim, one aggressor, a quick probe set under every stressor).
+    #[arg(value_name = "FILE.toml")]
+    pub scenario: Option<PathBuf>,
+    /// Continue an interrupted run: the trials it stored are kept, the rest are run.
+    #[arg(long, value_name = "RUN_ID", conflicts_with = "scenario")]
+    pub resume: Option<String>,
+    /// Results database.
+    #[arg(long, env = "ISOBENCH_DB", default_value = "isobench.db", value_name = "FILE")]
+    pub db: PathBuf,
+    /// Platform instead of the scenario's: auto (cgroup as root, else host), host or cgroup.
+    #[arg(long, value_name = "PLATFORM", conflicts_with = "resume")]
+    pub platform: Option<String>,
+    /// Seed instead of the scenario's.
+    #[arg(long, value_name = "N", conflicts_with = "resume")]
+    pub seed: Option<u64>,
+    /// Check the scenario and print the plan, without running anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// No live progress (the results are still printed).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// `isobench memcheck` (internal).
+#[derive(Debug, Args)]
+pub struct MemcheckArgs {
+    /// Bytes to touch.
+    pub bytes: u64,
+}
+
+/// Hidden test mode: `ISOBENCH_DEBUG_FAKE=1` runs on the fake platform and clock (instant),
+/// `=slow` lets real time pass as well.
+fn fake_mode() -> Option<f64> {
+    match std::env::var("ISOBENCH_DEBUG_FAKE").ok()?.as_str() {
+        "" | "0" => None,
+        "slow" => Some(1.0),
+        _ => Some(0.0),
+    }
+}
+
+/// Whether to colour the output: a terminal, and `NO_COLOR` unset.
+pub fn color_enabled() -> bool {
+    std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+/// The report style for this terminal.
+pub fn style() -> Style {
+    let width = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .filter(|&w: &usize| w >= 40)
+        .unwrap_or(100);
+    Style {
+        width,
+        color: color_enabled(),
+    }
+}
+
+/// Opens the results database, turning its errors into exit codes: a newer schema or a file
+/// that is not a database is bad input; a lock held by another writer is a failure. Nothing
+/// is modified in either case.
+pub fn open_store(path: &Path) -> anyhow::Result<Store> {
+    Store::open(path).map_err(store_error)
+}
+
+/// Maps a store error to a coded error where the user has to act.
+pub fn store_error(e: StoreError) -> anyhow::Error {
+    match e {
+        StoreError::NewerSchema { .. } | StoreError::NotADatabase { .. } => {
+            bad_input(e.to_string())
+        }
+        StoreError::UnknownRun { .. } => bad_input(format!("{e}; `isobench runs` lists the runs")),
+        other => anyhow::Error::new(other),
+    }
+}
+
+fn platform_choice(s: &str) -> anyhow::Result<PlatformChoice> {
+    match s {
+        "auto" => Ok(PlatformChoice::Auto),
+        "host" => Ok(PlatformChoice::Host),
+        "cgroup" | "cgroups" => Ok(PlatformChoice::Cgroup),
+        other => {
+            // The platform crate knows the planned ones and the near misses.
+            let msg = match other.parse::<isobench_platform::PlatformKind>() {
+                Err(e) => e.to_string(),
+                Ok(_) => format!("unknown platform `{other}`"),
+            };
+            Err(bad_input(format!("--platform: {msg} (auto, host or cgroup)")))
+        }
+    }
+}
+
+fn now_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64 ^ std::process::id() as u64)
+}
+
+/// Reads, validates and resolves a scenario. Returns the plan and the scenario text.
+fn plan_new(a: &RunArgs, fake: bool) -> anyhow::Result<(Plan, String)> {
+    let (source, builtin) = match &a.scenario {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                bad_input(format!("cannot read scenario {}: {e}", p.display()))
+            })?;
+            (Source::new(p.display().to_string(), text), false)
+        }
+        None => (Source::new(QUICK_NAME, QUICK_TOML), true),
+    };
+    let sc = Scenario::parse(source).map_err(|e| bad_input(e.to_string().trim_end().to_string()))?;
+    let host = if fake {
+        HostView::synthetic(2, 8 << 30, true)
+    } else {
+        HostView::detect().context("reading this host's CPUs and memory")?
+    };
+    let opts = PlanOptions {
+        platform: a.platform.as_deref().map(platform_choice).transpose()?,
+        seed: a.seed,
+        random_seed: now_seed(),
+        skip_unsupported: builtin,
+    };
+    if opts.platform == Some(PlatformChoice::Cgroup) {
+        if let Some(why) = &host.cgroup_unavailable {
+            return Err(unsupported(format!(
+                "--platform cgroup: {why}; run as root, or use --platform host"
+            )));
+        }
+    }
+    let plan = Plan::resolve(&sc, &host, &opts)
+        .map_err(|e| bad_input(e.to_string().trim_end().to_string()))?;
+    Ok((plan, sc.source.text))
+}
+
+/// `isobench run`.
+pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
+    let fake = fake_mode();
+    if a.dry_run {
+        let (plan, _) = plan_new(a, fake.is_some())?;
+        print!("{}", plan.summary());
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The database first: a locked or newer database stops everything before a tenant exists.
+    let mut store = open_store(&a.db)?;
+    let (plan, text, resumed) = match &a.resume {
+        Some(id) => {
+            let id = RunId::new(id.clone());
+            let plan = prepare_resume(&mut store, &id).map_err(|e| {
+                match e.downcast::<StoreError>() {
+                    Ok(se) => store_error(se),
+                    Err(e) => bad_input(format!("{e:#}")),
+                }
+            })?;
+            (plan, None, Some(id))
+        }
+        None => {
+            let (plan, text) = plan_new(a, fake.is_some())?;
+            (plan, Some(text), None)
+        }
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut live;
+    let mut quiet = NoProgress;
+    let progress: &mut dyn Progress = if a.quiet {
+        &mut quiet
+    } else {
+        live = LiveProgress::new(color_enabled());
+        &mut live
+    };
+
+    let outcome = match fake {
+        Some(real_time) => {
+            let s = stop.clone();
+            let _ = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst));
+            let (mut backend, clock) = FakeBackend::new(
+                plan.seed,
+                FakeScript {
+                    real_time,
+                    ..FakeScript::default()
+                },
+            );
+            execute(
+                &plan,
+                text.as_deref(),
+                resumed,
+                &mut store,
+                &mut backend,
+                &clock,
+                progress,
+                stop,
+                serde_json::json!({"hostname": "fake", "cores": 2}),
+                EngineOptions::default(),
+            )?
+        }
+        None => {
+            let guard = isobench_platform::RunGuard::start().context("starting a run")?;
+            crate::tenant::install_interrupt(guard.context(), Some(stop.clone()))?;
+            for r in &guard.swept().removed {
+                progress.note(&format!("removed a leftover of a dead run: {r}"));
+            }
+            let exe = std::env::current_exe().context("locating the isobench binary")?;
+            let mut backend = RealBackend::new(&plan, guard.context(), exe).map_err(|e| {
+                match e.downcast_ref::<isobench_platform::PlatformError>() {
+                    Some(pe) => unsupported(pe.to_string()),
+                    None => e,
+                }
+            })?;
+            let clock = SystemClock::new();
+            let host = serde_json::to_value(isobench_workloads::HostFacts::detect())
+                .unwrap_or_default();
+            let out = execute(
+                &plan,
+                text.as_deref(),
+                resumed,
+                &mut store,
+                &mut backend,
+                &clock,
+                progress,
+                stop,
+                host,
+                EngineOptions::default(),
+            );
+            drop(backend);
+            let report = guard.finish();
+            for f in &report.failed {
+                eprintln!("isobench: warning: could not remove {f}");
+            }
+            out?
+        }
+    };
+
+    // Render from the database, exactly as `isobench show` does.
+    let loaded = store.load_run(&outcome.run).map_err(store_error)?;
+    let results = analyze(&loaded);
+    print!("{}", render(&results, style()));
+    match outcome.status {
+        RunStatus::Complete => {
+            let partial = results.trust.dnr > 0
+                || results.trust.failed > 0
+                || results.trust.untrustworthy > 0;
+            Ok(ExitCode::from(if partial { exit::PARTIAL } else { exit::OK }))
+        }
+        RunStatus::Interrupted => {
+            eprintln!("isobench: {}", outcome.reason);
+            Ok(ExitCode::from(exit::INTERRUPTED))
+        }
+        _ => Err(anyhow::anyhow!("run {} stopped: {}", outcome.run, outcome.reason)),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn execute(
+    plan: &Plan,
+    text: Option<&str>,
+    resumed: Option<RunId>,
+    store: &mut Store,
+    backend: &mut dyn Backend,
+    clock: &dyn Clock,
+    progress: &mut dyn Progress,
+    stop: Arc<AtomicBool>,
+    host: serde_json::Value,
+    options: EngineOptions,
+) -> anyhow::Result<isobench_experiment::orchestrator::RunOutcome> {
+    let run = match resumed {
+        Some(id) => id,
+        None => create_run(
+            store,
+            plan,
+            text.unwrap_or_default(),
+            &backend.describe(),
+            host,
+            clock.unix_ms(),
+        )
+        .map_err(store_error)?,
+    };
+    Engine::new(plan, run, store, backend, clock, progress, stop, options).execute()
+}
+
+/// `isobench memcheck BYTES`: touches the memory page by page and prints the timings as JSON
+/// (run by the memory-availability check inside each tenant).
+pub fn memcheck(a: &MemcheckArgs) -> anyhow::Result<ExitCode> {
+    let walk = memcheck::touch_and_time(a.bytes, memcheck::early_stop());
+    println!("{}", serde_json::to_string(&walk)?);
+    Ok(ExitCode::SUCCESS)
+}
