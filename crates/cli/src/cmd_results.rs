@@ -18,7 +18,12 @@ use crate::exit::bad_input;
 #[derive(Debug, Args)]
 pub struct RunsArgs {
     /// Results database.
-    #[arg(long, env = "ISOBENCH_DB", default_value = "isobench.db", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "ISOBENCH_DB",
+        default_value = "isobench.db",
+        value_name = "FILE"
+    )]
     pub db: PathBuf,
 }
 
@@ -28,7 +33,12 @@ pub struct ShowArgs {
     /// The run (see `isobench runs`).
     pub run_id: String,
     /// Results database.
-    #[arg(long, env = "ISOBENCH_DB", default_value = "isobench.db", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "ISOBENCH_DB",
+        default_value = "isobench.db",
+        value_name = "FILE"
+    )]
     pub db: PathBuf,
 }
 
@@ -44,7 +54,12 @@ pub struct ExportArgs {
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Results database.
-    #[arg(long, env = "ISOBENCH_DB", default_value = "isobench.db", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "ISOBENCH_DB",
+        default_value = "isobench.db",
+        value_name = "FILE"
+    )]
     pub db: PathBuf,
 }
 

@@ -22,7 +22,9 @@ use isobench_experiment::orchestrator::{create_run, prepare_resume, Engine, Engi
 use isobench_experiment::progress::{NoProgress, Progress};
 use isobench_experiment::real::RealBackend;
 use isobench_experiment::scenario::{QUICK_NAME, QUICK_TOML};
-use isobench_experiment::{memcheck, HostView, Plan, PlanOptions, PlatformChoice, Scenario, Source};
+use isobench_experiment::{
+    memcheck, HostView, Plan, PlanOptions, PlatformChoice, Scenario, Source,
+};
 use isobench_report::{render, LiveProgress, Style};
 use isobench_store::{RunId, RunStatus, Store, StoreError};
 
@@ -39,7 +41,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "RUN_ID", conflicts_with = "scenario")]
     pub resume: Option<String>,
     /// Results database.
-    #[arg(long, env = "ISOBENCH_DB", default_value = "isobench.db", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "ISOBENCH_DB",
+        default_value = "isobench.db",
+        value_name = "FILE"
+    )]
     pub db: PathBuf,
     /// Platform instead of the scenario's: auto (cgroup as root, else host), host or cgroup.
     #[arg(long, value_name = "PLATFORM", conflicts_with = "resume")]
@@ -119,7 +126,9 @@ fn platform_choice(s: &str) -> anyhow::Result<PlatformChoice> {
                 Err(e) => e.to_string(),
                 Ok(_) => format!("unknown platform `{other}`"),
             };
-            Err(bad_input(format!("--platform: {msg} (auto, host or cgroup)")))
+            Err(bad_input(format!(
+                "--platform: {msg} (auto, host or cgroup)"
+            )))
         }
     }
 }
@@ -134,14 +143,14 @@ fn now_seed() -> u64 {
 fn plan_new(a: &RunArgs, fake: bool) -> anyhow::Result<(Plan, String)> {
     let (source, builtin) = match &a.scenario {
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                bad_input(format!("cannot read scenario {}: {e}", p.display()))
-            })?;
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| bad_input(format!("cannot read scenario {}: {e}", p.display())))?;
             (Source::new(p.display().to_string(), text), false)
         }
         None => (Source::new(QUICK_NAME, QUICK_TOML), true),
     };
-    let sc = Scenario::parse(source).map_err(|e| bad_input(e.to_string().trim_end().to_string()))?;
+    let sc =
+        Scenario::parse(source).map_err(|e| bad_input(e.to_string().trim_end().to_string()))?;
     let host = if fake {
         HostView::synthetic(2, 8 << 30, true)
     } else {
@@ -178,12 +187,11 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let (plan, text, resumed) = match &a.resume {
         Some(id) => {
             let id = RunId::new(id.clone());
-            let plan = prepare_resume(&mut store, &id).map_err(|e| {
-                match e.downcast::<StoreError>() {
+            let plan =
+                prepare_resume(&mut store, &id).map_err(|e| match e.downcast::<StoreError>() {
                     Ok(se) => store_error(se),
                     Err(e) => bad_input(format!("{e:#}")),
-                }
-            })?;
+                })?;
             (plan, None, Some(id))
         }
         None => {
@@ -240,8 +248,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
                 }
             })?;
             let clock = SystemClock::new();
-            let host = serde_json::to_value(isobench_workloads::HostFacts::detect())
-                .unwrap_or_default();
+            let host =
+                serde_json::to_value(isobench_workloads::HostFacts::detect()).unwrap_or_default();
             let out = execute(
                 &plan,
                 text.as_deref(),
@@ -272,13 +280,21 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             let partial = results.trust.dnr > 0
                 || results.trust.failed > 0
                 || results.trust.untrustworthy > 0;
-            Ok(ExitCode::from(if partial { exit::PARTIAL } else { exit::OK }))
+            Ok(ExitCode::from(if partial {
+                exit::PARTIAL
+            } else {
+                exit::OK
+            }))
         }
         RunStatus::Interrupted => {
             eprintln!("isobench: {}", outcome.reason);
             Ok(ExitCode::from(exit::INTERRUPTED))
         }
-        _ => Err(anyhow::anyhow!("run {} stopped: {}", outcome.run, outcome.reason)),
+        _ => Err(anyhow::anyhow!(
+            "run {} stopped: {}",
+            outcome.run,
+            outcome.reason
+        )),
     }
 }
 

@@ -220,6 +220,10 @@ pub struct Results {
     pub target_half_width: f64,
     /// Confidence level.
     pub confidence: f64,
+    /// Every trial as stored, with its raw samples (filled by [`analyze`], for exports).
+    pub trials: Vec<TrialRecord>,
+    /// Facts recorded with the run (memory checks, tenants as created).
+    pub facts: Vec<isobench_store::Fact>,
 }
 
 impl Results {
@@ -321,7 +325,10 @@ pub fn analyze(run: &LoadedRun) -> Results {
         },
         StatsSettings::from_plan,
     );
-    analyze_trials(run, plan, &run.trials.iter().collect::<Vec<_>>(), &settings)
+    let mut r = analyze_trials(run, plan, &run.trials.iter().collect::<Vec<_>>(), &settings);
+    r.trials = run.trials.clone();
+    r.facts = run.facts.clone();
+    r
 }
 
 /// Analyzes the given trials of a run (the stopping rule looks only at finished rounds).
@@ -526,6 +533,12 @@ pub fn analyze_trials(
                 reason: dnr_trials[0].status.reason().unwrap_or("").to_string(),
             });
             let label = format!("{}/ops_per_sec@{cond}", t.name);
+            let victims_down = contended.is_empty()
+                && trials.iter().any(|r| {
+                    is_victim(&r.tenant)
+                        && condition_text(&r.condition) == *cond
+                        && matches!(r.status, TrialStatus::Dnr(_))
+                });
             aggressor.push(make_cell(
                 &t.name,
                 SOLO_PROBE,
@@ -541,6 +554,13 @@ pub fn analyze_trials(
                 &label,
                 settings,
             ));
+            if victims_down {
+                // Beside victims that do not answer there is no contended rate to measure.
+                if let Some(c) = aggressor.last_mut() {
+                    c.settled = true;
+                    c.problem = Some("no rate beside a responding victim (victims DNR)".into());
+                }
+            }
         }
     }
 
@@ -682,6 +702,8 @@ pub fn analyze_trials(
         trust,
         target_half_width: settings.target,
         confidence: settings.confidence,
+        trials: Vec::new(),
+        facts: Vec::new(),
     }
 }
 

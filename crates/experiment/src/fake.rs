@@ -56,6 +56,9 @@ pub struct FakeScript {
     pub memory_short: Option<(String, u64)>,
     /// Slowdown model.
     pub effect: Effect,
+    /// Let real time pass too (each fake second also sleeps this many real seconds), so a
+    /// test can interrupt a run from outside the process.
+    pub real_time: f64,
 }
 
 impl Default for FakeScript {
@@ -67,6 +70,7 @@ impl Default for FakeScript {
             interrupt_after: None,
             memory_short: None,
             effect: default_effect,
+            real_time: 0.0,
         }
     }
 }
@@ -105,6 +109,9 @@ impl State {
     }
 
     fn advance(&mut self, d: Duration) {
+        if self.script.real_time > 0.0 {
+            std::thread::sleep(d.mul_f64(self.script.real_time));
+        }
         self.now += d;
         let secs = d.as_secs_f64();
         let probe_class = self.probe_class;
@@ -418,4 +425,42 @@ impl TenantDriver for FakeTenant {
         st.stressors.remove(&self.name);
         Ok(())
     }
+}
+
+/// Runs `plan` on the fake platform into `store`: the whole pipeline of a real run (create,
+/// execute, record), deterministic. For tests and the hidden fake mode of the command line.
+pub fn run_fake(
+    store: &mut isobench_store::Store,
+    plan: &crate::plan::Plan,
+    scenario_text: &str,
+    script: FakeScript,
+    progress: &mut dyn crate::progress::Progress,
+) -> anyhow::Result<crate::orchestrator::RunOutcome> {
+    let (mut backend, clock) = FakeBackend::new(plan.seed, script);
+    let host = serde_json::json!({
+        "hostname": "fake",
+        "cpu_model": "Fake CPU @ 2.6GHz",
+        "cores": 2,
+        "kernel": "6.0.0-fake",
+        "cgroup_version": "1",
+    });
+    let run = crate::orchestrator::create_run(
+        store,
+        plan,
+        scenario_text,
+        &backend.describe(),
+        host,
+        FAKE_EPOCH_MS,
+    )?;
+    crate::orchestrator::Engine::new(
+        plan,
+        run,
+        store,
+        &mut backend,
+        &clock,
+        progress,
+        Arc::new(AtomicBool::new(false)),
+        crate::orchestrator::EngineOptions::default(),
+    )
+    .execute()
 }

@@ -19,6 +19,7 @@ pub mod memcheck;
 pub mod orchestrator;
 pub mod plan;
 pub mod progress;
+pub mod real;
 pub mod scenario;
 pub mod schedule;
 pub mod source;

@@ -310,8 +310,8 @@ impl<'a> Engine<'a> {
                     )
                 } else {
                     format!(
-                        "repetition cap reached: {max} rounds, {open} result(s) still wider than \
-                         +/-{} points (flagged)",
+                        "repetition cap reached: {max} rounds, {open} result(s) without an \
+                         interval within +/-{} points (flagged)",
                         plan.repetitions.ci_half_width
                     )
                 };

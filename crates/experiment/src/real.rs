@@ -1,0 +1,511 @@
+//! The real backend: tenants from `isobench-platform`, each with an `isobench agent` inside
+//! driven over its standard input and output with `isobench-agent`'s client.
+//!
+//! The memory-availability check runs `isobench memcheck` inside the tenant (a process of its
+//! own, so the kernel can kill it without killing the agent). Host-wide CPU time comes from
+//! the root cgroup (`cpuacct` on v1, `cpu.stat` on v2); the controller's own from
+//! `getrusage`.
+
+use std::fs::{self, File};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use isobench_agent::{AgentClient, AgentError, Caps, ProbeOpts, StressOpts};
+use isobench_platform::{
+    platform, NetSpec, Platform, PlatformKind, PlatformOptions, Role as PRole, RunContext, Tenant,
+    TenantSpec,
+};
+use isobench_workloads::StressReport;
+
+use crate::backend::{
+    Backend, CpuTimes, MemCheck, ProbeOutcome, ProbeRun, StressProgress, StressorRun, TenantDriver,
+    TenantFacts, TenantFailure,
+};
+use crate::memcheck::{self, Walk};
+use crate::plan::{Plan, PlannedTenant, Platform as PlanPlatform};
+use crate::scenario::Role;
+
+/// Interval of the stressors' progress samples.
+const SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Tenants on a real platform.
+pub struct RealBackend {
+    platform: Box<dyn Platform>,
+    exe: PathBuf,
+    deadline: Duration,
+    agent_timeout: Duration,
+}
+
+impl RealBackend {
+    /// The platform of `plan`, for run `run`; `exe` is the isobench binary started as the
+    /// agent inside each tenant.
+    pub fn new(plan: &Plan, run: RunContext, exe: PathBuf) -> Result<RealBackend> {
+        let kind = match plan.platform {
+            PlanPlatform::Host => PlatformKind::Host,
+            PlanPlatform::Cgroup => PlatformKind::Cgroup,
+        };
+        let platform = platform(kind, PlatformOptions::new(run))?;
+        // A watchdog deadline well past the longest the run can take.
+        let deadline = Duration::from_secs_f64(plan.estimate.secs_max * 3.0 + 900.0);
+        Ok(RealBackend {
+            platform,
+            exe,
+            deadline,
+            agent_timeout: plan.trial.timeout.max(Duration::from_secs(5)),
+        })
+    }
+}
+
+impl Backend for RealBackend {
+    fn describe(&self) -> String {
+        self.platform.describe()
+    }
+
+    fn create_tenant(&mut self, t: &PlannedTenant) -> Result<Box<dyn TenantDriver>> {
+        let role = match t.role {
+            Role::Victim => PRole::Victim,
+            Role::Aggressor => PRole::Aggressor,
+        };
+        let mut limits = t.limits.clone();
+        let mut notes = Vec::new();
+        if t.role == Role::Aggressor && self.platform.enforces_limits() {
+            let (l, filled) = limits.with_safe_defaults(self.platform.host());
+            limits = l;
+            for f in filled {
+                notes.push(format!("containment limit filled in: {f}"));
+            }
+        }
+        let mut spec = TenantSpec::new(&t.name, role)
+            .with_limits(limits)
+            .with_deadline(self.deadline);
+        if t.netns {
+            spec = spec.with_network(NetSpec::default());
+        }
+        let tenant = self
+            .platform
+            .create_tenant(&spec)
+            .with_context(|| format!("creating tenant {} on {}", t.name, self.platform.kind()))?;
+        notes.extend(tenant.info().notes.iter().cloned());
+        let mut driver = RealTenant {
+            name: t.name.clone(),
+            tenant,
+            exe: self.exe.clone(),
+            timeout: self.agent_timeout,
+            agent: None,
+            stressor: None,
+            seq: 0,
+            last: None,
+            notes,
+            hello: serde_json::Value::Null,
+            memory: t.memory,
+        };
+        driver.start_agent()?;
+        Ok(Box::new(driver))
+    }
+
+    fn root_cpu(&mut self) -> Option<CpuTimes> {
+        root_cpu()
+    }
+
+    fn own_cpu(&mut self) -> CpuTimes {
+        own_cpu()
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        self.platform.teardown()
+    }
+}
+
+/// CPU time of the whole machine from the root cgroup.
+pub fn root_cpu() -> Option<CpuTimes> {
+    let read = |p: &str| fs::read_to_string(p).ok();
+    for dir in ["/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct"] {
+        if let Some(total) = read(&format!("{dir}/cpuacct.usage")) {
+            let total: u64 = total.trim().parse().ok()?;
+            let user =
+                read(&format!("{dir}/cpuacct.usage_user")).and_then(|s| s.trim().parse().ok());
+            return Some(CpuTimes {
+                total_ns: total,
+                user_ns: user,
+            });
+        }
+    }
+    let stat = read("/sys/fs/cgroup/cpu.stat")?;
+    let field = |k: &str| {
+        stat.lines()
+            .find_map(|l| l.strip_prefix(k)?.trim().parse::<u64>().ok())
+    };
+    Some(CpuTimes {
+        total_ns: field("usage_usec ")? * 1000,
+        user_ns: field("user_usec ").map(|u| u * 1000),
+    })
+}
+
+/// CPU time of this process.
+pub fn own_cpu() -> CpuTimes {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    let user = ns(ru.ru_utime);
+    CpuTimes {
+        total_ns: user + ns(ru.ru_stime),
+        user_ns: Some(user),
+    }
+}
+
+struct Agent {
+    client: AgentClient,
+    child: Child,
+}
+
+/// A tenant with its agent.
+pub struct RealTenant {
+    name: String,
+    tenant: Box<dyn Tenant>,
+    exe: PathBuf,
+    timeout: Duration,
+    agent: Option<Agent>,
+    /// Id of the running stressor.
+    stressor: Option<String>,
+    seq: u32,
+    last: Option<StressProgress>,
+    notes: Vec<String>,
+    hello: serde_json::Value,
+    memory: u64,
+}
+
+fn log_path(workdir: &Path) -> PathBuf {
+    workdir.join("agent.log")
+}
+
+fn wait_or_kill(child: &mut Child, timeout: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+impl RealTenant {
+    fn start_agent(&mut self) -> Result<()> {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(log_path(self.tenant.workdir()))
+            .context("opening the agent's log")?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("agent")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        let mut child = self
+            .tenant
+            .spawn(cmd)
+            .with_context(|| format!("starting the agent in tenant {}", self.name))?;
+        let client = AgentClient::from_child(&self.name, &mut child)?.with_timeout(self.timeout);
+        let hello = client
+            .hello()
+            .with_context(|| format!("greeting the agent of tenant {}", self.name))?;
+        self.hello = serde_json::json!({
+            "agent_pid": hello.pid,
+            "agent_version": hello.tool_version,
+            "protocol": hello.protocol_version.to_string(),
+            "cpus": hello.env.cpus,
+            "mem_usable": hello.env.mem_usable,
+            "mem_limit": hello.env.mem_limit,
+            "workdir": self.tenant.workdir(),
+        });
+        self.agent = Some(Agent { client, child });
+        self.stressor = None;
+        self.last = None;
+        Ok(())
+    }
+
+    /// The tail of the agent's log, to explain why it went away.
+    fn log_tail(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = File::open(log_path(self.tenant.workdir())) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| format!(" (agent log: {})", l.trim()))
+            .unwrap_or_default()
+    }
+
+    fn fail(&self, e: AgentError) -> TenantFailure {
+        if e.is_unresponsive() {
+            let mut why = e.to_string();
+            if let Ok(u) = self.tenant.usage() {
+                if u.oom_kills.is_some_and(|k| k > 0) {
+                    why.push_str(&format!(
+                        " ({} process(es) of the tenant killed for lack of memory)",
+                        u.oom_kills.unwrap_or(0)
+                    ));
+                }
+            }
+            why.push_str(&self.log_tail());
+            TenantFailure::NoResponse(why)
+        } else {
+            TenantFailure::Failed(e.to_string())
+        }
+    }
+
+    fn client(&self) -> Result<&AgentClient, TenantFailure> {
+        self.agent
+            .as_ref()
+            .map(|a| &a.client)
+            .ok_or_else(|| TenantFailure::NoResponse(format!("tenant {} has no agent", self.name)))
+    }
+
+    fn latest_progress(&mut self) -> Result<StressProgress, TenantFailure> {
+        let id = self
+            .stressor
+            .clone()
+            .ok_or_else(|| TenantFailure::Failed("no stressor runs".into()))?;
+        let client = self.client()?;
+        if let Some(exit) = client
+            .take_exits()
+            .into_iter()
+            .find(|e| e.stressor_id == id)
+        {
+            let why = exit
+                .error
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "it ended on its own".into());
+            self.stressor = None;
+            return Err(TenantFailure::NoResponse(format!(
+                "the stressor stopped: {why}"
+            )));
+        }
+        if let Some(reason) = client.closed_reason() {
+            return Err(TenantFailure::NoResponse(format!(
+                "agent `{}` closed the connection ({reason}){}",
+                self.name,
+                self.log_tail()
+            )));
+        }
+        let mut latest = None;
+        for s in client.take_samples() {
+            if s.stressor_id == id {
+                latest = Some(s);
+            }
+        }
+        // A fresh sample, so the window edges are at most one interval off.
+        let deadline = Instant::now() + SAMPLE_INTERVAL * 4;
+        while Instant::now() < deadline {
+            match client.next_sample(deadline.saturating_duration_since(Instant::now())) {
+                Some(s) if s.stressor_id == id => {
+                    latest = Some(s);
+                    break;
+                }
+                Some(_) => continue,
+                None => break,
+            }
+        }
+        match latest {
+            Some(s) => {
+                let p = StressProgress {
+                    ops: s.ops,
+                    elapsed_s: s.elapsed_s,
+                };
+                self.last = Some(p);
+                Ok(p)
+            }
+            None => match self.last {
+                Some(p) => Ok(p),
+                None => Err(TenantFailure::NoResponse(format!(
+                    "no progress from the stressor of tenant {} within {} ms",
+                    self.name,
+                    (SAMPLE_INTERVAL * 4).as_millis()
+                ))),
+            },
+        }
+    }
+}
+
+impl TenantDriver for RealTenant {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn facts(&self) -> TenantFacts {
+        let info = self.tenant.info();
+        TenantFacts {
+            name: self.name.clone(),
+            limits: info.limits.to_string(),
+            notes: self.notes.clone(),
+            details: serde_json::json!({
+                "object_name": info.object_name,
+                "platform": info.platform,
+                "cgroups": info.cgroups,
+                "netns": info.netns,
+                "address": info.address,
+                "workdir": info.workdir,
+                "io_device": info.io_device.as_ref().map(|d| format!("{d:?}")),
+                "agent": self.hello,
+            }),
+        }
+    }
+
+    fn memory_check(&mut self, bytes: u64, timeout: Duration) -> Result<MemCheck, TenantFailure> {
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("memcheck")
+            .arg(bytes.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = self
+            .tenant
+            .spawn(cmd)
+            .map_err(|e| TenantFailure::Failed(format!("starting the memory check: {e:#}")))?;
+        let mut out = child.stdout.take().expect("piped");
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        let t0 = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Some(st),
+                Ok(None) if t0.elapsed() < timeout => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        let text = reader.join().unwrap_or_default();
+        let walk: Option<Walk> = serde_json::from_str(text.trim()).ok();
+        let stopped = match status {
+            None => Some(format!("no result within {} s", timeout.as_secs())),
+            Some(st) if !st.success() => {
+                use std::os::unix::process::ExitStatusExt;
+                Some(match st.signal() {
+                    Some(9) => "the kernel killed it (out of memory)".to_string(),
+                    Some(s) => format!("it died of signal {s}"),
+                    None => format!("it failed ({st})"),
+                })
+            }
+            _ => None,
+        };
+        let mut check = match walk {
+            Some(w) => memcheck::analyze(&w),
+            None => MemCheck {
+                wanted: bytes,
+                touched: 0,
+                base_ns: 0.0,
+                jump_ns: None,
+                knee: None,
+                stopped: Some("it printed no result".into()),
+            },
+        };
+        if check.stopped.is_none() {
+            check.stopped = stopped;
+        }
+        let _ = self.memory;
+        Ok(check)
+    }
+
+    fn run_probe(&mut self, run: &ProbeRun) -> Result<ProbeOutcome, TenantFailure> {
+        let client = self.client()?;
+        let opts = ProbeOpts {
+            pin: run.pin,
+            pin_peer: run.pin_peer,
+            budget: Some(run.budget),
+            workdir: None,
+            deadline: Some(run.timeout),
+        };
+        match client.run_probe(&run.name, &run.params, &opts) {
+            Ok(r) => Ok(ProbeOutcome {
+                metrics: r.metrics,
+                params: r.params,
+                elapsed_s: r.elapsed_s,
+            }),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure> {
+        self.seq += 1;
+        let id = format!("{}-{}", run.name, self.seq);
+        let caps = if run.contained {
+            Caps::default()
+        } else {
+            Caps {
+                max_tasks: Some(64),
+                max_bytes: Some((self.memory / 4).min(1 << 30)),
+            }
+        };
+        let opts = StressOpts {
+            pin: run.pin.clone(),
+            caps,
+            contained: run.contained,
+            workdir: None,
+            sample_interval: Some(SAMPLE_INTERVAL),
+        };
+        let client = self.client()?;
+        let _ = client.take_samples();
+        let _ = client.take_exits();
+        match client.start_stressor(&id, &run.name, run.intensity, &run.params, &opts) {
+            Ok(_) => {
+                self.stressor = Some(id);
+                self.last = None;
+                Ok(())
+            }
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    fn stressor_progress(&mut self) -> Result<StressProgress, TenantFailure> {
+        self.latest_progress()
+    }
+
+    fn stop_stressor(&mut self) -> Result<StressReport, TenantFailure> {
+        let id = self
+            .stressor
+            .take()
+            .ok_or_else(|| TenantFailure::Failed("no stressor runs".into()))?;
+        let client = self.client()?;
+        let r = client.stop_stressor(&id);
+        let _ = client.take_samples();
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn cpu(&mut self) -> Option<CpuTimes> {
+        let u = self.tenant.usage().ok()?;
+        Some(CpuTimes {
+            total_ns: u.cpu_time_ns?,
+            user_ns: u.cpu_user_ns,
+        })
+    }
+
+    fn restart(&mut self) -> Result<()> {
+        if let Some(mut a) = self.agent.take() {
+            let _ = a.child.kill();
+            wait_or_kill(&mut a.child, Duration::from_secs(5));
+        }
+        // Whatever the old agent left (stressor workers, a fork bomb's children) goes too.
+        let _ = self.tenant.killer().kill();
+        self.start_agent()
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        if let Some(Agent { client, mut child }) = self.agent.take() {
+            let _ = client.bye();
+            wait_or_kill(&mut child, Duration::from_secs(5));
+        }
+        self.tenant.teardown()
+    }
+}

@@ -1,0 +1,128 @@
+//! Live progress of a run on the terminal (indicatif): trial n of m, the condition and the
+//! probe, the estimated time left; anything unusual (DNR, a disturbed trial, a restarted
+//! agent) as a line above the bar. Writes to stderr, so results on stdout stay clean.
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use isobench_experiment::backend::{MemCheck, TenantFacts};
+use isobench_experiment::memcheck;
+use isobench_experiment::plan::{fmt_secs, Plan};
+use isobench_experiment::progress::{Progress, TrialDone, TrialView};
+
+/// The indicatif display.
+pub struct LiveProgress {
+    bar: ProgressBar,
+    color: bool,
+}
+
+impl LiveProgress {
+    /// A display on stderr; `color` false gives a plain bar (NO_COLOR).
+    pub fn new(color: bool) -> Self {
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        let template = if color {
+            "{prefix:.bold} [{bar:30.cyan/blue}] {pos}/{len} {msg}"
+        } else {
+            "{prefix} [{bar:30}] {pos}/{len} {msg}"
+        };
+        bar.set_style(
+            ProgressStyle::with_template(template)
+                .expect("the template is valid")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix("isobench");
+        LiveProgress { bar, color }
+    }
+
+    fn line(&self, s: &str) {
+        self.bar.println(s);
+    }
+}
+
+impl Progress for LiveProgress {
+    fn planned(&mut self, plan: &Plan, run_id: &str, done: usize) {
+        self.line(&format!("run {run_id}"));
+        for l in plan.summary().lines() {
+            self.line(l);
+        }
+        if done > 0 {
+            self.line(&format!("resuming: {done} trials already stored are kept"));
+        }
+        self.bar.set_length(plan.estimate.trials_min as u64);
+        self.bar.set_position(done as u64);
+        self.bar.set_message("creating tenants");
+    }
+    fn tenants_ready(&mut self, tenants: &[TenantFacts]) {
+        for t in tenants {
+            let limits = if t.limits.is_empty() {
+                "none"
+            } else {
+                &t.limits
+            };
+            self.line(&format!("tenant {} ready, limits: {limits}", t.name));
+            for n in &t.notes {
+                self.line(&format!("  {n}"));
+            }
+        }
+        self.bar.set_message("checking memory");
+    }
+    fn memory_checked(&mut self, tenant: &str, check: &MemCheck) {
+        self.line(&format!(
+            "memory check: {}",
+            memcheck::explain(tenant, check)
+        ));
+    }
+    fn waiting(&mut self, why: &str, d: Duration) {
+        self.line(&format!("waiting {}: {why}", fmt_secs(d.as_secs_f64())));
+    }
+    fn block_started(&mut self, condition: &str) {
+        self.bar.set_message(format!("{condition}: warm-up"));
+    }
+    fn trial_started(&mut self, t: &TrialView) {
+        self.bar.set_length(t.of as u64);
+        self.bar.set_position(t.n.saturating_sub(1) as u64);
+        let eta = t
+            .eta
+            .map(|d| format!(" · ETA {}", fmt_secs(d.as_secs_f64())))
+            .unwrap_or_default();
+        self.bar.set_message(format!(
+            "round {} · {} · {}{eta}",
+            t.round + 1,
+            t.condition,
+            t.what
+        ));
+    }
+    fn trial_finished(&mut self, t: &TrialDone) {
+        self.bar.set_position(t.view.n as u64);
+        if t.status != "ok" {
+            let word = if self.color {
+                format!("\x1b[33m{}\x1b[0m", t.status)
+            } else {
+                t.status.to_string()
+            };
+            self.line(&format!(
+                "trial {} ({} · {}): {word}{}",
+                t.view.n,
+                t.view.condition,
+                t.view.what,
+                t.reason
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(": {r}"))
+            ));
+        }
+    }
+    fn round_finished(&mut self, round: u32, open: usize) {
+        if open > 0 {
+            self.line(&format!(
+                "round {} done: {open} result(s) still wider than the target",
+                round + 1
+            ));
+        }
+    }
+    fn note(&mut self, text: &str) {
+        self.line(text);
+    }
+    fn finished(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}

@@ -1,0 +1,449 @@
+//! The terminal report of a run: degradation per probe metric and stressor with its
+//! confidence interval and marks, the aggressor's own row, DNR, the isolation summary per
+//! resource class and a line on how far to trust it all.
+
+use std::fmt::Write as _;
+
+use isobench_experiment::analysis::{Cell, ClassSummary, Results};
+
+/// How to render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    /// Terminal width; wide tables are split into column groups that fit.
+    pub width: usize,
+    /// ANSI colours (off when `NO_COLOR` is set or output is not a terminal).
+    pub color: bool,
+}
+
+impl Default for Style {
+    fn default() -> Self {
+        Style {
+            width: 100,
+            color: false,
+        }
+    }
+}
+
+const RED: &str = "\x1b[31m";
+const GREEN: &str = "\x1b[32m";
+const YELLOW: &str = "\x1b[33m";
+const BOLD: &str = "\x1b[1m";
+const DIM: &str = "\x1b[2m";
+const RESET: &str = "\x1b[0m";
+
+fn paint(s: &str, code: &str, style: Style) -> String {
+    if style.color && !code.is_empty() {
+        format!("{code}{s}{RESET}")
+    } else {
+        s.to_string()
+    }
+}
+
+/// Width of text as shown (ANSI escapes excluded, one column per char).
+fn visible_width(s: &str) -> usize {
+    let mut n = 0;
+    let mut esc = false;
+    for c in s.chars() {
+        match (esc, c) {
+            (false, '\x1b') => esc = true,
+            (true, 'm') => esc = false,
+            (true, _) => {}
+            (false, _) => n += 1,
+        }
+    }
+    n
+}
+
+fn pad_left(s: &str, w: usize) -> String {
+    format!("{}{s}", " ".repeat(w.saturating_sub(visible_width(s))))
+}
+
+fn pad_right(s: &str, w: usize) -> String {
+    format!("{s}{}", " ".repeat(w.saturating_sub(visible_width(s))))
+}
+
+/// `+12.3`, `-4.0`, `+0.0`.
+pub fn signed(v: f64) -> String {
+    if v.is_infinite() {
+        return if v > 0.0 {
+            "+inf".into()
+        } else {
+            "-inf".into()
+        };
+    }
+    let r = (v * 10.0).round() / 10.0;
+    if r == 0.0 {
+        "+0.0".into()
+    } else {
+        format!("{r:+.1}")
+    }
+}
+
+/// `2.3`, `inf`.
+pub fn half(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.1}")
+    } else {
+        "inf".into()
+    }
+}
+
+/// The marks of a cell: `*` significant, `?` untrustworthy, `v` improved under contention.
+pub fn marks(c: &Cell) -> String {
+    let Some(cmp) = &c.comparison else {
+        return String::new();
+    };
+    let mut m = String::new();
+    if cmp.significant {
+        m.push('*');
+    }
+    if cmp.significant && cmp.degradation.estimate < 0.0 {
+        m.push('v');
+    }
+    if !cmp.trustworthy {
+        m.push('?');
+    }
+    m
+}
+
+/// One cell as text, plain: `+23.3±0.7*`, `DNR 3/3`, `+2.0±1.1 DNR 1/4`, `n/a`.
+pub fn cell_text(c: &Cell) -> String {
+    let dnr = c.dnr.as_ref().map(|d| format!("DNR {}/{}", d.count, d.of));
+    match (&c.comparison, dnr) {
+        (Some(cmp), None) => format!(
+            "{}±{}{}",
+            signed(cmp.degradation.estimate),
+            half(cmp.degradation.half_width()),
+            marks(c)
+        ),
+        (Some(cmp), Some(d)) => format!(
+            "{}±{}{} {d}",
+            signed(cmp.degradation.estimate),
+            half(cmp.degradation.half_width()),
+            marks(c)
+        ),
+        (None, Some(d)) => d,
+        (None, None) => "n/a".into(),
+    }
+}
+
+fn cell_painted(c: &Cell, style: Style) -> String {
+    let text = cell_text(c);
+    let code = if c.dnr.is_some() {
+        YELLOW
+    } else if let Some(cmp) = &c.comparison {
+        if !cmp.trustworthy {
+            DIM
+        } else if cmp.significant && cmp.degradation.estimate < 0.0 {
+            GREEN
+        } else if cmp.significant && cmp.degradation.estimate >= 5.0 {
+            RED
+        } else {
+            ""
+        }
+    } else {
+        DIM
+    };
+    paint(&text, code, style)
+}
+
+struct Row {
+    label: String,
+    cells: Vec<String>,
+}
+
+fn render_grid(out: &mut String, head: &str, columns: &[String], rows: &[Row], style: Style) {
+    let label_w = rows
+        .iter()
+        .map(|r| visible_width(&r.label))
+        .chain([visible_width(head)])
+        .max()
+        .unwrap_or(0);
+    let col_w: Vec<usize> = (0..columns.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| visible_width(&r.cells[i]))
+                .chain([visible_width(&columns[i])])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    // Split the columns into groups that fit the width.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut cur: Vec<usize> = Vec::new();
+    let mut used = label_w;
+    for (i, w) in col_w.iter().enumerate() {
+        if !cur.is_empty() && used + 2 + w > style.width {
+            groups.push(std::mem::take(&mut cur));
+            used = label_w;
+        }
+        cur.push(i);
+        used += 2 + w;
+    }
+    if !cur.is_empty() {
+        groups.push(cur);
+    }
+    for (g, cols) in groups.iter().enumerate() {
+        if g > 0 {
+            out.push('\n');
+        }
+        let mut line = pad_right(head, label_w);
+        for &i in cols {
+            line.push_str("  ");
+            line.push_str(&pad_left(&columns[i], col_w[i]));
+        }
+        let _ = writeln!(out, "{}", paint(line.trim_end(), BOLD, style));
+        for r in rows {
+            let mut line = pad_right(&r.label, label_w);
+            for &i in cols {
+                line.push_str("  ");
+                line.push_str(&pad_left(&r.cells[i], col_w[i]));
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
+}
+
+fn host_line(r: &Results) -> String {
+    let h = &r.run.host;
+    let get = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+    let cores = h.get("cores").and_then(|v| v.as_u64());
+    let mut parts = Vec::new();
+    if !get("cpu_model").is_empty() {
+        parts.push(get("cpu_model"));
+    }
+    if let Some(c) = cores {
+        parts.push(format!("{c} cores"));
+    }
+    if !get("kernel").is_empty() {
+        parts.push(format!("kernel {}", get("kernel")));
+    }
+    if !get("cgroup_version").is_empty() {
+        parts.push(format!("cgroup {}", get("cgroup_version")));
+    }
+    parts.join(" · ")
+}
+
+fn class_line(c: &ClassSummary) -> String {
+    let name = c.class.as_str();
+    match &c.worst {
+        Some(w) => {
+            let mut s = format!(
+                "  {name:<8} {:>7}%  [{}, {}]  {}/{} under {}{}",
+                signed(w.estimate),
+                signed(w.lower),
+                signed(w.upper),
+                w.probe,
+                w.metric,
+                w.condition,
+                if w.significant {
+                    ""
+                } else {
+                    "  (not significant)"
+                }
+            );
+            if c.dnr_cells > 0 {
+                let _ = write!(s, "; {} result(s) DNR", c.dnr_cells);
+            }
+            s
+        }
+        None if c.dnr_cells > 0 => format!("  {name:<8} DNR ({} result(s))", c.dnr_cells),
+        None => format!("  {name:<8} no result"),
+    }
+}
+
+/// The whole terminal report.
+pub fn render(r: &Results, style: Style) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}",
+        paint(
+            &format!(
+                "run {} · scenario {} · platform {} · seed {} · {}",
+                r.run.id, r.run.scenario, r.run.platform, r.run.seed, r.run.status
+            ),
+            BOLD,
+            style
+        )
+    );
+    let host = host_line(r);
+    if !host.is_empty() {
+        let _ = writeln!(out, "host: {host}");
+    }
+    if let Some(reason) = &r.run.status_reason {
+        let _ = writeln!(out, "{reason}");
+    }
+    let conditions = r.conditions();
+    let level = (r.confidence * 100.0).round();
+    let victims: Vec<&str> = {
+        let mut v: Vec<&str> = Vec::new();
+        for c in &r.cells {
+            if !v.contains(&c.tenant.as_str()) {
+                v.push(&c.tenant);
+            }
+        }
+        v
+    };
+    if r.cells.is_empty() {
+        let _ = writeln!(out, "\nno trial has produced a result yet");
+    }
+    for victim in &victims {
+        let _ = writeln!(
+            out,
+            "\nDegradation of victim {victim}, % (positive = worse), median with {level}% CI half-width"
+        );
+        let mut rows: Vec<Row> = Vec::new();
+        let mut seen: Vec<(String, String)> = Vec::new();
+        for c in r.cells.iter().filter(|c| c.tenant == *victim) {
+            let key = (c.probe.clone(), c.metric.clone());
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            let label = if c.metric.is_empty() {
+                c.probe.clone()
+            } else {
+                format!("{} {}", c.probe, c.metric)
+            };
+            let cells = conditions
+                .iter()
+                .map(|cond| {
+                    r.cells
+                        .iter()
+                        .find(|x| {
+                            x.tenant == *victim
+                                && x.probe == c.probe
+                                && x.metric == c.metric
+                                && &x.condition == cond
+                        })
+                        .map_or_else(|| "-".to_string(), |x| cell_painted(x, style))
+                })
+                .collect();
+            rows.push(Row { label, cells });
+        }
+        let mut aggressors: Vec<&str> = Vec::new();
+        for c in &r.aggressor {
+            if !aggressors.contains(&c.tenant.as_str()) {
+                aggressors.push(&c.tenant);
+            }
+        }
+        for a in &aggressors {
+            let cells = conditions
+                .iter()
+                .map(|cond| {
+                    r.aggressor
+                        .iter()
+                        .find(|x| x.tenant == *a && &x.condition == cond)
+                        .map_or_else(|| "-".to_string(), |x| cell_painted(x, style))
+                })
+                .collect();
+            rows.push(Row {
+                label: if *a == "aggressor" {
+                    "aggressor (own rate)".to_string()
+                } else {
+                    format!("aggressor {a} (own rate)")
+                },
+                cells,
+            });
+        }
+        render_grid(&mut out, "probe metric", &conditions, &rows, style);
+    }
+    let _ = writeln!(
+        out,
+        "\n* significant (Mann-Whitney, p < {:.2})  ? untrustworthy (see below)  v better under \
+         contention (kept, not clipped)  DNR k/n: k of n trials did not respond",
+        1.0 - r.confidence
+    );
+
+    if !r.classes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nIsolation by resource (worst victim degradation, {level}% CI):"
+        );
+        for c in &r.classes {
+            let _ = writeln!(out, "{}", class_line(c));
+        }
+    }
+
+    let _ = writeln!(out, "\n{}", trust_line(r));
+    let notes = notes(r, 8);
+    if !notes.is_empty() {
+        let _ = writeln!(out, "Notes:");
+        for n in notes {
+            let _ = writeln!(out, "  {n}");
+        }
+    }
+    out
+}
+
+/// One line on how far to trust the run: trials, noise seen, trials repeated.
+pub fn trust_line(r: &Results) -> String {
+    let t = &r.trust;
+    let mut s = format!(
+        "Trust: {} trials in {} rounds ({} ok, {} disturbed and repeated, {} DNR, {} failed)",
+        t.trials, t.rounds, t.ok, t.disturbed, t.dnr, t.failed
+    );
+    match (t.outside_load_max, t.outside_load_median) {
+        (Some(max), Some(med)) => {
+            let _ = write!(
+                s,
+                "; load from outside the run: median {med:.2}, max {max:.2} CPUs"
+            );
+        }
+        _ => s.push_str("; load from outside the run: not measured"),
+    }
+    if let Some(cv) = t.baseline_cv_median {
+        let _ = write!(s, "; baseline noise (median CV) {:.1}%", cv * 100.0);
+    }
+    let _ = write!(
+        s,
+        "; {} result(s) wider than +/-{} points, {} untrustworthy",
+        t.wide, r.target_half_width, t.untrustworthy
+    );
+    if t.improved > 0 {
+        let _ = write!(s, ", {} better under contention", t.improved);
+    }
+    s.push('.');
+    s
+}
+
+/// Reasons behind `?` and DNR marks, at most `max` lines.
+pub fn notes(r: &Results, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut more = 0;
+    for c in r.cells.iter().chain(&r.aggressor) {
+        let who = if c.probe == isobench_experiment::analysis::SOLO_PROBE {
+            format!("aggressor {} @ {}", c.tenant, c.condition)
+        } else {
+            format!("{} {} @ {}", c.probe, c.metric, c.condition)
+        };
+        let mut reasons: Vec<String> = Vec::new();
+        if let Some(cmp) = &c.comparison {
+            reasons.extend(cmp.untrustworthy_reasons());
+        }
+        if let Some(d) = &c.dnr {
+            reasons.push(format!("DNR {}/{}: {}", d.count, d.of, d.reason));
+        }
+        if c.comparison.is_none() && c.dnr.is_none() {
+            if let Some(p) = &c.problem {
+                reasons.push(p.clone());
+            }
+        }
+        if reasons.is_empty() {
+            continue;
+        }
+        if out.len() < max {
+            out.push(format!("{who}: {}", reasons.join("; ")));
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        out.push(format!(
+            "... and {more} more (`isobench export {} --format json` has every flag)",
+            r.run.id
+        ));
+    }
+    out
+}
