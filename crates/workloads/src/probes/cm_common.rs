@@ -177,9 +177,10 @@ fn done_at(log: &[(u64, f64)], t: f64) -> f64 {
 }
 
 /// Calibrates how many units of `f(units)` make one chunk of at least `min`, with `f` doing
-/// the work and returning nothing.
+/// the work and returning nothing. One calibration is enough: a chunk that comes out too
+/// short only adds timer reads to a window, it does not bias the window's rate.
 pub(super) fn chunk_size(min: Duration, f: impl FnMut(u64)) -> u64 {
-    batch_iters(min, f)
+    crate::timer::calibrate_iterations(min, f).max(1)
 }
 
 /// Iterations of `f(iterations)` that last at least `min`: one calibration as warm-up, then
