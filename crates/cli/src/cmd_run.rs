@@ -81,7 +81,8 @@ fn fake_mode() -> Option<f64> {
 
 /// Whether to colour the output: a terminal, and `NO_COLOR` unset.
 pub fn color_enabled() -> bool {
-    std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty()) && std::io::stdout().is_terminal()
+    let no_color = matches!(std::env::var_os("NO_COLOR"), Some(v) if !v.is_empty());
+    !no_color && std::io::stdout().is_terminal()
 }
 
 /// The report style for this terminal.

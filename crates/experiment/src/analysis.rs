@@ -111,6 +111,10 @@ pub struct Cell {
     pub dnr: Option<Dnr>,
     /// True once the interval is within the target (or nothing more can be learned: DNR).
     pub settled: bool,
+    /// Values (either side) from trials kept although load from outside the run disturbed
+    /// them (their repeats were used up, or the load persisted).
+    #[serde(default)]
+    pub disturbed: u32,
 }
 
 impl Cell {
@@ -176,6 +180,9 @@ pub struct Trust {
     pub disturbed: u32,
     /// Repeated because they were disturbed.
     pub repeated: u32,
+    /// Disturbed and kept (flagged): repeats used up, or the load persisted.
+    #[serde(default)]
+    pub disturbed_kept: u32,
     /// With a tenant that did not respond.
     pub dnr: u32,
     /// Failed (a workload error).
@@ -417,11 +424,25 @@ pub fn analyze_trials(
         }
     }
 
+    // A disturbed trial whose repeats were used up (or not attempted, because the load
+    // persisted) is kept, flagged: its values count, and the cell says so.
+    let mut last_attempt: BTreeMap<(u32, u32, u32), u32> = BTreeMap::new();
+    for t in trials {
+        let (k, _) = TrialKey::from_seq(t.plan_seq);
+        let e = last_attempt.entry((k.round, k.block, k.slot)).or_insert(0);
+        *e = (*e).max(k.attempt);
+    }
+    let kept_disturbed = |t: &TrialRecord| -> bool {
+        let (k, _) = TrialKey::from_seq(t.plan_seq);
+        matches!(t.status, TrialStatus::Disturbed(_))
+            && last_attempt.get(&(k.round, k.block, k.slot)) == Some(&k.attempt)
+    };
+    let usable = |t: &TrialRecord| t.status == TrialStatus::Ok || kept_disturbed(t);
     let values = |tenant: &str, probe: &str, cond: &str, metric: &str| -> Vec<f64> {
         trials
             .iter()
             .filter(|t| {
-                t.status == TrialStatus::Ok
+                usable(t)
                     && t.tenant == tenant
                     && t.probe == probe
                     && condition_text(&t.condition) == cond
@@ -440,7 +461,7 @@ pub fn analyze_trials(
             .filter(|t| {
                 t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
             })
-            .filter(|t| !matches!(t.status, TrialStatus::Disturbed(_)))
+            .filter(|t| !matches!(t.status, TrialStatus::Disturbed(_)) || kept_disturbed(t))
             .collect();
         let dnr: Vec<&&&TrialRecord> = ts
             .iter()
@@ -469,6 +490,15 @@ pub fn analyze_trials(
             let label = format!("{tenant}/{probe}/{metric}@{cond}");
             let dnr = dnr_of(tenant, probe, cond);
             let no_values = metric.is_empty();
+            let disturbed = trials
+                .iter()
+                .filter(|t| {
+                    kept_disturbed(t) && t.tenant == *tenant && t.probe == *probe && {
+                        let c = condition_text(&t.condition);
+                        c == *cond || c == "baseline"
+                    }
+                })
+                .count() as u32;
             cells.push(make_cell(
                 tenant,
                 probe,
@@ -484,6 +514,9 @@ pub fn analyze_trials(
                 &label,
                 settings,
             ));
+            if let Some(c) = cells.last_mut() {
+                c.disturbed = disturbed;
+            }
             if no_values {
                 // Nothing was ever measured (every trial failed): more trials will not help.
                 if let Some(c) = cells.last_mut() {
@@ -506,9 +539,7 @@ pub fn analyze_trials(
             let rate = |mode: StressorMode| -> Vec<f64> {
                 trials
                     .iter()
-                    .filter(|r| {
-                        r.status == TrialStatus::Ok && condition_text(&r.condition) == *cond
-                    })
+                    .filter(|r| usable(r) && condition_text(&r.condition) == *cond)
                     .flat_map(|r| {
                         r.stressor_reports
                             .iter()
@@ -631,6 +662,9 @@ pub fn analyze_trials(
         let any = |f: &dyn Fn(&TrialStatus) -> bool| recs.iter().any(|r| f(&r.status));
         if any(&|s| matches!(s, TrialStatus::Disturbed(_))) {
             trust.disturbed += 1;
+            if recs.iter().any(|r| kept_disturbed(r)) {
+                trust.disturbed_kept += 1;
+            }
         } else if any(&|s| matches!(s, TrialStatus::Dnr(_))) {
             trust.dnr += 1;
         } else if any(&|s| matches!(s, TrialStatus::Failed(_))) {
@@ -757,6 +791,7 @@ fn make_cell(
         problem,
         dnr,
         settled,
+        disturbed: 0,
     }
 }
 

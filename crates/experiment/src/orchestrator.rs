@@ -159,6 +159,10 @@ pub struct Engine<'a> {
     started: Duration,
     /// The stressor of the current block, per aggressor slot: running or why not.
     running: BTreeMap<usize, Result<(), String>>,
+    /// Whether each of the last trials was disturbed, newest last.
+    recent: std::collections::VecDeque<bool>,
+    /// Load from outside the run persists: disturbed trials are kept without repeats.
+    persistent: bool,
 }
 
 impl<'a> Engine<'a> {
@@ -193,6 +197,8 @@ impl<'a> Engine<'a> {
             skipped: 0,
             started: Duration::ZERO,
             running: BTreeMap::new(),
+            recent: std::collections::VecDeque::new(),
+            persistent: false,
         }
     }
 
@@ -636,8 +642,12 @@ impl<'a> Engine<'a> {
             }
             let mut key = key;
             loop {
-                match self.run_trial(block, &t, key) {
-                    Ok(true) if key.attempt < self.plan.trial.max_retries => {
+                let r = self.run_trial(block, &t, key);
+                if let Ok(d) = r {
+                    self.note_disturbance(d);
+                }
+                match r {
+                    Ok(true) if key.attempt < self.plan.trial.max_retries && !self.persistent => {
                         key = key.retry();
                         self.planned += 1;
                     }
@@ -656,6 +666,29 @@ impl<'a> Engine<'a> {
             self.stop_stressors();
         }
         result
+    }
+
+    /// Tracks disturbed trials: when most of the recent ones were disturbed, the load from
+    /// outside the run is persistent and repeating trials at once would only triple the run;
+    /// they are then kept, flagged, until trials run clean again.
+    fn note_disturbance(&mut self, disturbed: bool) {
+        const WINDOW: usize = 6;
+        self.recent.push_back(disturbed);
+        while self.recent.len() > WINDOW {
+            self.recent.pop_front();
+        }
+        let n = self.recent.iter().filter(|&&d| d).count();
+        if !self.persistent && self.recent.len() == WINDOW && n * 3 >= WINDOW * 2 {
+            self.persistent = true;
+            self.progress.note(
+                "load from outside the run persists: disturbed trials are now kept, flagged, \
+                 without repeats (see the trust line)",
+            );
+        } else if self.persistent && n == 0 {
+            self.persistent = false;
+            self.progress
+                .note("the load from outside the run is gone: disturbed trials are repeated again");
+        }
     }
 
     fn snapshot(&mut self, contended: bool) -> Snap {

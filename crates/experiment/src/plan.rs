@@ -63,17 +63,26 @@ pub struct HostView {
     pub env: Env,
     /// Why the cgroup platform cannot be used here, when it cannot.
     pub cgroup_unavailable: Option<String>,
+    /// Usable last-level cache, bytes: measured by a latency sweep (sysfs can lie on virtual
+    /// machines), sysfs when the sweep cannot tell.
+    pub llc: u64,
+    /// The last-level cache as sysfs reports it, bytes.
+    pub llc_sysfs: Option<u64>,
 }
 
 impl HostView {
     /// Reads this host.
     pub fn detect() -> anyhow::Result<HostView> {
+        let env = Env::detect();
+        let caches = isobench_workloads::cachesize::cache_sizes(&env);
         Ok(HostView {
             info: HostInfo::detect()?,
-            env: Env::detect(),
             cgroup_unavailable: isobench_platform::detect_cgroup_platform()
                 .err()
                 .map(|e| e.to_string()),
+            llc: caches.llc,
+            llc_sysfs: caches.llc_sysfs,
+            env,
         })
     }
 
@@ -107,6 +116,8 @@ impl HostView {
             },
             cgroup_unavailable: (!cgroup)
                 .then(|| "isobench runs as uid 1000 and creating cgroups needs root".to_string()),
+            llc: 32 << 20,
+            llc_sysfs: Some(32 << 20),
         }
     }
 
@@ -562,20 +573,33 @@ impl Plan {
             ));
         }
 
+        if host.llc_sysfs.is_some_and(|s| s != host.llc) {
+            notes.push(format!(
+                "last-level cache: {} usable as measured ({} per sysfs); sizes use the measured one",
+                fmt_bytes(host.llc),
+                host.llc_sysfs.map_or("?".into(), fmt_bytes)
+            ));
+        }
+
         // Memory each tenant's workloads need, and whether its limit allows it.
         for t in tenants.iter_mut() {
             let env = tenant_env(host, t);
             let (need, what) = match t.role {
                 Role::Victim => probes
                     .iter()
-                    .map(|p| (workload_memory(&p.name, &p.params, &env, 100), p.id.clone()))
+                    .map(|p| {
+                        (
+                            workload_memory(&p.name, &p.params, &env, 100, host.llc),
+                            p.id.clone(),
+                        )
+                    })
                     .max_by_key(|x| x.0)
                     .unwrap_or((0, String::new())),
                 Role::Aggressor => conditions
                     .iter()
                     .map(|c| {
                         (
-                            workload_memory(&c.name, &c.params, &env, c.intensity),
+                            workload_memory(&c.name, &c.params, &env, c.intensity, host.llc),
                             c.id.clone(),
                         )
                     })
@@ -653,9 +677,9 @@ impl Plan {
         if !p.metrics.is_empty() {
             return p.metrics.iter().any(|m| m == metric);
         }
-        isobench_workloads::probe(&p.name)
+        !isobench_workloads::probe(&p.name)
             .and_then(|w| w.metrics().iter().find(|m| m.name == metric))
-            .map_or(true, |m| !is_run_fact(m.direction, m.aggregate))
+            .is_some_and(|m| is_run_fact(m.direction, m.aggregate))
     }
 
     /// One paragraph describing the plan, shown before the run starts.
@@ -810,10 +834,6 @@ fn int_param(params: &ParamValues, name: &str) -> Option<u64> {
     params.0.get(name).and_then(Value::as_u64)
 }
 
-fn llc(env: &Env) -> u64 {
-    env.llc_size().unwrap_or(32 * MIB)
-}
-
 /// Fills in memory-derived sizes the way the probe documents them, from the victim's own
 /// limit, so they are recorded in the plan. Returns a note when something was derived.
 fn resolve_probe_sizes(
@@ -841,7 +861,7 @@ fn resolve_probe_sizes(
         }
         "mem-latency" if size_param(params, "size").is_none() => {
             // max(8 x LLC, 64M), at most 1G and a quarter of the memory.
-            let size = (8 * llc(&env))
+            let size = (8 * host.llc)
                 .clamp(64 * MIB, 1 << 30)
                 .min(usable / 4)
                 .max(MIB);
@@ -858,7 +878,13 @@ fn resolve_probe_sizes(
 
 /// Estimated memory a workload touches in a tenant with environment `env`, bytes. Workloads
 /// whose job is to exhaust memory (memhog) count as zero: the tenant's limit contains them.
-pub fn workload_memory(name: &str, params: &ParamValues, env: &Env, intensity: u8) -> u64 {
+pub fn workload_memory(
+    name: &str,
+    params: &ParamValues,
+    env: &Env,
+    intensity: u8,
+    llc: u64,
+) -> u64 {
     let cpus = env.cpus.len().max(1) as u64;
     let auto_threads = ((cpus * intensity as u64).div_ceil(100)).max(1);
     match name {
@@ -867,7 +893,7 @@ pub fn workload_memory(name: &str, params: &ParamValues, env: &Env, intensity: u
             2 * threads * size_param(params, "size").unwrap_or(64 * MIB)
         }
         "mem-latency" => size_param(params, "size").unwrap_or(64 * MIB),
-        "cache-latency" => 2 * llc(env),
+        "cache-latency" => 2 * llc,
         "context-switch" => 8 * size_param(params, "footprint").unwrap_or(0),
         "local-comm" => 4 * size_param(params, "size").unwrap_or(64 << 10),
         "membw" => {
@@ -882,7 +908,7 @@ pub fn workload_memory(name: &str, params: &ParamValues, env: &Env, intensity: u
                 .get("factor")
                 .and_then(Value::as_f64)
                 .unwrap_or(1.25);
-            let ring = size_param(params, "size").unwrap_or((llc(env) as f64 * factor) as u64);
+            let ring = size_param(params, "size").unwrap_or((llc as f64 * factor) as u64);
             threads * ring
         }
         _ => 0,

@@ -263,7 +263,7 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
     let _ = writeln!(
         s,
         "`*` significant (Mann-Whitney, p < {:.2}), `?` untrustworthy, `v` better under \
-         contention (kept, not clipped), `DNR k/n` k of n trials did not respond.\n",
+         contention (kept, not clipped), `~` includes trials disturbed by outside load, `DNR k/n` k of n trials did not respond.\n",
         1.0 - r.confidence
     );
     if !r.classes.is_empty() {

@@ -103,6 +103,9 @@ pub fn marks(c: &Cell) -> String {
     if !cmp.trustworthy {
         m.push('?');
     }
+    if c.disturbed > 0 {
+        m.push('~');
+    }
     m
 }
 
@@ -352,7 +355,7 @@ pub fn render(r: &Results, style: Style) -> String {
     let _ = writeln!(
         out,
         "\n* significant (Mann-Whitney, p < {:.2})  ? untrustworthy (see below)  v better under \
-         contention (kept, not clipped)  DNR k/n: k of n trials did not respond",
+         contention (kept, not clipped)  ~ includes trials disturbed by outside load  DNR k/n: k of n trials did not respond",
         1.0 - r.confidence
     );
 
@@ -381,8 +384,9 @@ pub fn render(r: &Results, style: Style) -> String {
 pub fn trust_line(r: &Results) -> String {
     let t = &r.trust;
     let mut s = format!(
-        "Trust: {} trials in {} rounds ({} ok, {} disturbed and repeated, {} DNR, {} failed)",
-        t.trials, t.rounds, t.ok, t.disturbed, t.dnr, t.failed
+        "Trust: {} trials in {} rounds ({} ok, {} disturbed by load from outside the run: {} \
+         repeated, {} kept and flagged; {} DNR, {} failed)",
+        t.trials, t.rounds, t.ok, t.disturbed, t.repeated, t.disturbed_kept, t.dnr, t.failed
     );
     match (t.outside_load_max, t.outside_load_median) {
         (Some(max), Some(med)) => {
@@ -424,6 +428,12 @@ pub fn notes(r: &Results, max: usize) -> Vec<String> {
         }
         if let Some(d) = &c.dnr {
             reasons.push(format!("DNR {}/{}: {}", d.count, d.of, d.reason));
+        }
+        if c.disturbed > 0 {
+            reasons.push(format!(
+                "{} value(s) from trials disturbed by load from outside the run",
+                c.disturbed
+            ));
         }
         if c.comparison.is_none() && c.dnr.is_none() {
             if let Some(p) = &c.problem {
