@@ -183,21 +183,22 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         print!("{}", plan.summary());
         return Ok(ExitCode::SUCCESS);
     }
-    // The database first: a locked or newer database stops everything before a tenant exists.
-    let mut store = open_store(&a.db)?;
-    let (plan, text, resumed) = match &a.resume {
+    // The scenario is checked before the database is touched; the database is opened before
+    // any tenant exists, so a locked or newer database stops everything early.
+    let (plan, text, resumed, mut store) = match &a.resume {
         Some(id) => {
+            let mut store = open_store(&a.db)?;
             let id = RunId::new(id.clone());
             let plan =
                 prepare_resume(&mut store, &id).map_err(|e| match e.downcast::<StoreError>() {
                     Ok(se) => store_error(se),
                     Err(e) => bad_input(format!("{e:#}")),
                 })?;
-            (plan, None, Some(id))
+            (plan, None, Some(id), store)
         }
         None => {
             let (plan, text) = plan_new(a, fake.is_some())?;
-            (plan, Some(text), None)
+            (plan, Some(text), None, open_store(&a.db)?)
         }
     };
 

@@ -1,0 +1,384 @@
+//! `isobench run`, `runs`, `show` and `export` as a user meets them: on the fake platform
+//! (the hidden `ISOBENCH_DEBUG_FAKE` mode) for exact behaviour, and for real on cgroup tenants
+//! when the tests run as root.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use isobench_store::{RunId, RunStatus, Store, TrialStatus};
+
+fn isobench() -> Command {
+    let mut c = Command::cargo_bin("isobench").expect("binary built");
+    c.env_remove("ISOBENCH_DB").env("NO_COLOR", "1");
+    c
+}
+
+fn fake() -> Command {
+    let mut c = isobench();
+    c.env("ISOBENCH_DEBUG_FAKE", "1");
+    c
+}
+
+const SMALL: &str = r#"
+name = "small"
+kind = "matrix"
+seed = 11
+
+[trial]
+duration = "100ms"
+warmup = "50ms"
+solo = "100ms"
+
+[repetitions]
+min = 3
+max = 4
+
+[[tenant]]
+name = "victim"
+role = "victim"
+limits = { memory = "256M", pids = 64 }
+
+[[tenant]]
+name = "aggressor"
+role = "aggressor"
+limits = { memory = "256M", pids = 64 }
+
+[[probe]]
+name = "cpu-int"
+metrics = ["ops_per_sec"]
+
+[[probe]]
+name = "syscall"
+metrics = ["getppid_ns"]
+
+[[stressor]]
+name = "cpu"
+
+[[stressor]]
+name = "cache"
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn code(out: &std::process::Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn dry_run_of_the_builtin_scenario_prints_the_plan() {
+    let out = fake().args(["run", "--dry-run"]).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("scenario quick (matrix)"), "{s}");
+    assert!(s.contains("estimate:"), "{s}");
+}
+
+#[test]
+fn malformed_scenario_is_refused_with_location_and_nothing_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "bad.toml", "kind = \"matrix\"\n[[probe]]\nname = \"cpu-itn\"\n");
+    let db = dir.path().join("r.db");
+    let out = fake()
+        .args(["run", &f, "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    let e = text(&out.stderr);
+    assert!(e.contains("bad.toml:3:8: `probe[0].name`: unknown probe `cpu-itn`"), "{e}");
+    assert!(e.contains("did you mean name = \"cpu-int\""), "{e}");
+    assert!(e.contains("nothing was run"), "{e}");
+    // The database is opened after the scenario is checked.
+    assert!(!db.exists());
+}
+
+#[test]
+fn run_then_runs_show_and_export_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "small.toml", SMALL);
+    let db = dir.path().join("r.db");
+    let out = fake().args(["run", &f, "-q", "--db"]).arg(&db).output().unwrap();
+    assert!([0, 4].contains(&code(&out)), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("Degradation of victim victim"), "{table}");
+    assert!(table.contains("aggressor (own rate)"), "{table}");
+    assert!(table.contains("Isolation by resource"), "{table}");
+    assert!(table.contains("Trust:"), "{table}");
+
+    // ISOBENCH_DB names the database too.
+    let runs = isobench()
+        .arg("runs")
+        .env("ISOBENCH_DB", &db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&runs), 0);
+    let list = text(&runs.stdout);
+    let id = list
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    assert!(list.contains("small") && list.contains("complete"), "{list}");
+
+    let show = isobench().args(["show", &id, "--db"]).arg(&db).output().unwrap();
+    assert_eq!(code(&show), 0);
+    assert_eq!(text(&show.stdout), table, "show prints what run printed");
+
+    for (format, check) in [
+        ("json", "\"schema_version\": 1"),
+        ("csv", "run,tenant,role,probe,metric"),
+        ("md", "## Degradation of victim `victim`"),
+    ] {
+        let out = isobench()
+            .args(["export", &id, "--format", format, "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{format}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains(check), "{format}");
+    }
+    let bad = isobench()
+        .args(["export", &id, "--format", "xml", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&bad), 2);
+    let missing = isobench()
+        .args(["show", "20990101-000000-000000", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&missing), 2);
+    assert!(text(&missing.stderr).contains("isobench runs"));
+}
+
+#[test]
+fn a_killed_run_resumes_with_every_trial_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "small.toml", SMALL);
+    let db = dir.path().join("r.db");
+    // Real time passes in the slow fake mode, so the process can be killed mid-run.
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"))
+        .args(["run", &f, "-q", "--db"])
+        .arg(&db)
+        .env("ISOBENCH_DEBUG_FAKE", "slow")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let run = loop {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no trials stored in time");
+        std::thread::sleep(Duration::from_millis(100));
+        let Ok(store) = Store::open(&db) else { continue };
+        let Ok(runs) = store.list_runs() else { continue };
+        if let Some(r) = runs.first() {
+            if r.trials >= 8 {
+                break r.id.clone();
+            }
+        }
+    };
+    // SIGKILL: no chance to record anything more.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let before: Vec<(u32, String)> = {
+        let store = Store::open(&db).unwrap();
+        let loaded = store.load_run(&run).unwrap();
+        assert_eq!(loaded.run.status, RunStatus::Running, "killed mid-run");
+        loaded
+            .trials
+            .iter()
+            .map(|t| (t.plan_seq, format!("{:?}", t.samples)))
+            .collect()
+    };
+
+    let out = fake()
+        .args(["run", "-q", "--resume", run.as_str(), "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!([0, 4].contains(&code(&out)), "{}", text(&out.stderr));
+
+    let store = Store::open(&db).unwrap();
+    let loaded = store.load_run(&run).unwrap();
+    assert_eq!(loaded.run.status, RunStatus::Complete);
+    // Nothing lost: every record from before the kill is there, unchanged.
+    for (seq, samples) in &before {
+        let t = loaded.trials.iter().find(|t| t.plan_seq == *seq).expect("kept");
+        assert_eq!(&format!("{:?}", t.samples), samples);
+    }
+    // Nothing repeated: one record per (trial, tenant), and every round complete.
+    let seqs: Vec<u32> = loaded.trials.iter().map(|t| t.plan_seq).collect();
+    let unique: BTreeSet<u32> = seqs.iter().copied().collect();
+    assert_eq!(seqs.len(), unique.len());
+    let keys: BTreeSet<(u32, u32, u32)> = seqs
+        .iter()
+        .map(|&s| (s >> 22, (s >> 14) & 0xff, (s >> 6) & 0xff))
+        .collect();
+    // Round 0 of this plan: 2 baseline blocks of 2 probes, 2 contended blocks of solo + 2.
+    let round0: BTreeSet<(u32, u32, u32)> =
+        keys.iter().copied().filter(|k| k.0 == 0).collect();
+    assert_eq!(round0.len(), 10, "{round0:?}");
+    assert!(loaded
+        .trials
+        .iter()
+        .all(|t| t.status == TrialStatus::Ok));
+    // A complete run cannot be resumed again.
+    let again = fake()
+        .args(["run", "-q", "--resume", run.as_str(), "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&again), 2);
+    assert!(text(&again.stderr).contains("is complete"));
+}
+
+#[test]
+fn a_database_from_a_newer_isobench_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("new.db");
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch("CREATE TABLE t (x); PRAGMA user_version = 999;").unwrap();
+    }
+    let before = std::fs::read(&db).unwrap();
+    let f = write(dir.path(), "small.toml", SMALL);
+    for args in [vec!["run", f.as_str(), "-q"], vec!["runs"]] {
+        let out = fake().args(&args).arg("--db").arg(&db).output().unwrap();
+        assert_eq!(code(&out), 2, "{args:?}");
+        let e = text(&out.stderr);
+        assert!(e.contains("schema version 999") && e.contains("upgrade isobench"), "{e}");
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}
+
+#[test]
+fn a_locked_database_fails_clearly_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "small.toml", SMALL);
+    let db = dir.path().join("r.db");
+    let first = fake().args(["run", &f, "-q", "--db"]).arg(&db).output().unwrap();
+    assert!([0, 4].contains(&code(&first)));
+    let runs_before = Store::open(&db).unwrap().list_runs().unwrap();
+
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE;").unwrap();
+    let out = fake().args(["run", &f, "-q", "--db"]).arg(&db).output().unwrap();
+    holder.execute_batch("ROLLBACK;").unwrap();
+    assert_eq!(code(&out), 1, "{}", text(&out.stderr));
+    let e = text(&out.stderr);
+    assert!(e.contains("locked by another writer"), "{e}");
+    let runs_after = Store::open(&db).unwrap().list_runs().unwrap();
+    assert_eq!(runs_before, runs_after);
+}
+
+fn cgroup_available() -> Result<(), String> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not root: cgroup tenants need root".into());
+    }
+    if !Path::new("/sys/fs/cgroup/cpu").exists() && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+    {
+        return Err("no cgroup cpu controller mounted".into());
+    }
+    Ok(())
+}
+
+/// Real, on cgroup: a tiny matrix (one probe, two stressors, short trials) runs end to end
+/// and lands in SQLite.
+#[test]
+fn tiny_matrix_on_cgroup_lands_in_sqlite() {
+    if let Err(why) = cgroup_available() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "tiny.toml",
+        r#"
+name = "tiny"
+kind = "matrix"
+seed = 2
+platform = "cgroup"
+
+[trial]
+duration = "150ms"
+warmup = "100ms"
+solo = "150ms"
+max_retries = 0
+
+[repetitions]
+min = 2
+max = 2
+
+[[tenant]]
+name = "victim"
+role = "victim"
+limits = { memory = "256M", pids = 128 }
+
+[[tenant]]
+name = "aggressor"
+role = "aggressor"
+limits = { memory = "256M", pids = 128 }
+
+[[probe]]
+name = "syscall"
+metrics = ["getppid_ns"]
+
+[[stressor]]
+name = "cpu"
+
+[[stressor]]
+name = "net-tx"
+"#,
+    );
+    let db = dir.path().join("real.db");
+    let out = isobench()
+        .args(["run", &f, "-q", "--db"])
+        .arg(&db)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    // 4 = ran, but some results are untrustworthy (a shared machine is noisy).
+    assert!([0, 4].contains(&code(&out)), "{}", text(&out.stderr));
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    let loaded = store.load_run(&RunId::new(runs[0].id.as_str())).unwrap();
+    assert_eq!(loaded.run.status, RunStatus::Complete, "{:?}", loaded.run.status_reason);
+    assert_eq!(loaded.run.platform, "cgroup");
+    assert_eq!(loaded.tenants.len(), 2);
+    // 2 rounds x (2 baseline + 2 contended probe trials + 2 solo trials).
+    let keys: BTreeSet<u32> = loaded.trials.iter().map(|t| t.plan_seq >> 6).collect();
+    assert_eq!(keys.len(), 12, "{:#?}", loaded.trials);
+    let probe_values: Vec<f64> = loaded
+        .trials
+        .iter()
+        .filter(|t| t.probe == "syscall")
+        .flat_map(|t| t.samples.iter().filter(|s| s.metric == "getppid_ns").map(|s| s.value))
+        .collect();
+    assert_eq!(probe_values.len(), 8);
+    assert!(probe_values.iter().all(|v| *v > 0.0 && v.is_finite()));
+    // The aggressor's own rate, alone and beside the probe.
+    let modes: BTreeSet<String> = loaded
+        .trials
+        .iter()
+        .flat_map(|t| t.stressor_reports.iter().map(|r| r.mode.to_string()))
+        .collect();
+    assert_eq!(modes, ["alone", "contended"].iter().map(|s| s.to_string()).collect());
+    assert!(loaded.facts.iter().any(|f| f.key == "memory_check"));
+    // The table was rendered from the database.
+    assert!(text(&out.stdout).contains("syscall getppid_ns"));
+}
