@@ -87,16 +87,19 @@ fn dry_run_of_the_builtin_scenario_prints_the_plan() {
 #[test]
 fn malformed_scenario_is_refused_with_location_and_nothing_is_created() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "bad.toml", "kind = \"matrix\"\n[[probe]]\nname = \"cpu-itn\"\n");
+    let f = write(
+        dir.path(),
+        "bad.toml",
+        "kind = \"matrix\"\n[[probe]]\nname = \"cpu-itn\"\n",
+    );
     let db = dir.path().join("r.db");
-    let out = fake()
-        .args(["run", &f, "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
+    let out = fake().args(["run", &f, "--db"]).arg(&db).output().unwrap();
     assert_eq!(code(&out), 2);
     let e = text(&out.stderr);
-    assert!(e.contains("bad.toml:3:8: `probe[0].name`: unknown probe `cpu-itn`"), "{e}");
+    assert!(
+        e.contains("bad.toml:3:8: `probe[0].name`: unknown probe `cpu-itn`"),
+        "{e}"
+    );
     assert!(e.contains("did you mean name = \"cpu-int\""), "{e}");
     assert!(e.contains("nothing was run"), "{e}");
     // The database is opened after the scenario is checked.
@@ -108,7 +111,11 @@ fn run_then_runs_show_and_export_agree() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "small.toml", SMALL);
     let db = dir.path().join("r.db");
-    let out = fake().args(["run", &f, "-q", "--db"]).arg(&db).output().unwrap();
+    let out = fake()
+        .args(["run", &f, "-q", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     assert!([0, 4].contains(&code(&out)), "{}", text(&out.stderr));
     let table = text(&out.stdout);
     assert!(table.contains("Degradation of victim victim"), "{table}");
@@ -130,9 +137,16 @@ fn run_then_runs_show_and_export_agree() {
         .and_then(|l| l.split_whitespace().next())
         .unwrap()
         .to_string();
-    assert!(list.contains("small") && list.contains("complete"), "{list}");
+    assert!(
+        list.contains("small") && list.contains("complete"),
+        "{list}"
+    );
 
-    let show = isobench().args(["show", &id, "--db"]).arg(&db).output().unwrap();
+    let show = isobench()
+        .args(["show", &id, "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     assert_eq!(code(&show), 0);
     assert_eq!(text(&show.stdout), table, "show prints what run printed");
 
@@ -180,10 +194,17 @@ fn a_killed_run_resumes_with_every_trial_exactly_once() {
         .unwrap();
     let t0 = Instant::now();
     let run = loop {
-        assert!(t0.elapsed() < Duration::from_secs(60), "no trials stored in time");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no trials stored in time"
+        );
         std::thread::sleep(Duration::from_millis(100));
-        let Ok(store) = Store::open(&db) else { continue };
-        let Ok(runs) = store.list_runs() else { continue };
+        let Ok(store) = Store::open(&db) else {
+            continue;
+        };
+        let Ok(runs) = store.list_runs() else {
+            continue;
+        };
         if let Some(r) = runs.first() {
             if r.trials >= 8 {
                 break r.id.clone();
@@ -216,7 +237,11 @@ fn a_killed_run_resumes_with_every_trial_exactly_once() {
     assert_eq!(loaded.run.status, RunStatus::Complete);
     // Nothing lost: every record from before the kill is there, unchanged.
     for (seq, samples) in &before {
-        let t = loaded.trials.iter().find(|t| t.plan_seq == *seq).expect("kept");
+        let t = loaded
+            .trials
+            .iter()
+            .find(|t| t.plan_seq == *seq)
+            .expect("kept");
         assert_eq!(&format!("{:?}", t.samples), samples);
     }
     // Nothing repeated: one record per (trial, tenant), and every round complete.
@@ -228,13 +253,9 @@ fn a_killed_run_resumes_with_every_trial_exactly_once() {
         .map(|&s| (s >> 22, (s >> 14) & 0xff, (s >> 6) & 0xff))
         .collect();
     // Round 0 of this plan: 2 baseline blocks of 2 probes, 2 contended blocks of solo + 2.
-    let round0: BTreeSet<(u32, u32, u32)> =
-        keys.iter().copied().filter(|k| k.0 == 0).collect();
+    let round0: BTreeSet<(u32, u32, u32)> = keys.iter().copied().filter(|k| k.0 == 0).collect();
     assert_eq!(round0.len(), 10, "{round0:?}");
-    assert!(loaded
-        .trials
-        .iter()
-        .all(|t| t.status == TrialStatus::Ok));
+    assert!(loaded.trials.iter().all(|t| t.status == TrialStatus::Ok));
     // A complete run cannot be resumed again.
     let again = fake()
         .args(["run", "-q", "--resume", run.as_str(), "--db"])
@@ -251,7 +272,8 @@ fn a_database_from_a_newer_isobench_is_refused_untouched() {
     let db = dir.path().join("new.db");
     {
         let c = rusqlite::Connection::open(&db).unwrap();
-        c.execute_batch("CREATE TABLE t (x); PRAGMA user_version = 999;").unwrap();
+        c.execute_batch("CREATE TABLE t (x); PRAGMA user_version = 999;")
+            .unwrap();
     }
     let before = std::fs::read(&db).unwrap();
     let f = write(dir.path(), "small.toml", SMALL);
@@ -259,7 +281,10 @@ fn a_database_from_a_newer_isobench_is_refused_untouched() {
         let out = fake().args(&args).arg("--db").arg(&db).output().unwrap();
         assert_eq!(code(&out), 2, "{args:?}");
         let e = text(&out.stderr);
-        assert!(e.contains("schema version 999") && e.contains("upgrade isobench"), "{e}");
+        assert!(
+            e.contains("schema version 999") && e.contains("upgrade isobench"),
+            "{e}"
+        );
     }
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
@@ -269,13 +294,21 @@ fn a_locked_database_fails_clearly_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "small.toml", SMALL);
     let db = dir.path().join("r.db");
-    let first = fake().args(["run", &f, "-q", "--db"]).arg(&db).output().unwrap();
+    let first = fake()
+        .args(["run", &f, "-q", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     assert!([0, 4].contains(&code(&first)));
     let runs_before = Store::open(&db).unwrap().list_runs().unwrap();
 
     let holder = rusqlite::Connection::open(&db).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE;").unwrap();
-    let out = fake().args(["run", &f, "-q", "--db"]).arg(&db).output().unwrap();
+    let out = fake()
+        .args(["run", &f, "-q", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     holder.execute_batch("ROLLBACK;").unwrap();
     assert_eq!(code(&out), 1, "{}", text(&out.stderr));
     let e = text(&out.stderr);
@@ -288,7 +321,8 @@ fn cgroup_available() -> Result<(), String> {
     if unsafe { libc::geteuid() } != 0 {
         return Err("not root: cgroup tenants need root".into());
     }
-    if !Path::new("/sys/fs/cgroup/cpu").exists() && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+    if !Path::new("/sys/fs/cgroup/cpu").exists()
+        && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
     {
         return Err("no cgroup cpu controller mounted".into());
     }
@@ -357,7 +391,12 @@ name = "net-tx"
     let runs = store.list_runs().unwrap();
     assert_eq!(runs.len(), 1);
     let loaded = store.load_run(&RunId::new(runs[0].id.as_str())).unwrap();
-    assert_eq!(loaded.run.status, RunStatus::Complete, "{:?}", loaded.run.status_reason);
+    assert_eq!(
+        loaded.run.status,
+        RunStatus::Complete,
+        "{:?}",
+        loaded.run.status_reason
+    );
     assert_eq!(loaded.run.platform, "cgroup");
     assert_eq!(loaded.tenants.len(), 2);
     // 2 rounds x (2 baseline + 2 contended probe trials + 2 solo trials).
@@ -367,7 +406,12 @@ name = "net-tx"
         .trials
         .iter()
         .filter(|t| t.probe == "syscall")
-        .flat_map(|t| t.samples.iter().filter(|s| s.metric == "getppid_ns").map(|s| s.value))
+        .flat_map(|t| {
+            t.samples
+                .iter()
+                .filter(|s| s.metric == "getppid_ns")
+                .map(|s| s.value)
+        })
         .collect();
     assert_eq!(probe_values.len(), 8);
     assert!(probe_values.iter().all(|v| *v > 0.0 && v.is_finite()));
@@ -377,7 +421,13 @@ name = "net-tx"
         .iter()
         .flat_map(|t| t.stressor_reports.iter().map(|r| r.mode.to_string()))
         .collect();
-    assert_eq!(modes, ["alone", "contended"].iter().map(|s| s.to_string()).collect());
+    assert_eq!(
+        modes,
+        ["alone", "contended"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    );
     assert!(loaded.facts.iter().any(|f| f.key == "memory_check"));
     // The table was rendered from the database.
     assert!(text(&out.stdout).contains("syscall getppid_ns"));

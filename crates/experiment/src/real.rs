@@ -71,6 +71,14 @@ impl Backend for RealBackend {
         };
         let mut limits = t.limits.clone();
         let mut notes = Vec::new();
+        if !self.platform.enforces_limits() && !limits.is_empty() {
+            // The plan still sizes the workloads from these limits; nothing enforces them.
+            notes.push(format!(
+                "limits {limits} used for sizing only: the {} platform does not enforce them",
+                self.platform.kind()
+            ));
+            limits = isobench_platform::Limits::none();
+        }
         if t.role == Role::Aggressor && self.platform.enforces_limits() {
             let (l, filled) = limits.with_safe_defaults(self.platform.host());
             limits = l;

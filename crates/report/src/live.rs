@@ -2,6 +2,7 @@
 //! probe, the estimated time left; anything unusual (DNR, a disturbed trial, a restarted
 //! agent) as a line above the bar. Writes to stderr, so results on stdout stay clean.
 
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -10,10 +11,13 @@ use isobench_experiment::memcheck;
 use isobench_experiment::plan::{fmt_secs, Plan};
 use isobench_experiment::progress::{Progress, TrialDone, TrialView};
 
-/// The indicatif display.
+/// The indicatif display. When stderr is not a terminal there is no bar: the same lines are
+/// written plainly, with one line per round.
 pub struct LiveProgress {
     bar: ProgressBar,
     color: bool,
+    plain: bool,
+    last: Option<TrialView>,
 }
 
 impl LiveProgress {
@@ -31,11 +35,24 @@ impl LiveProgress {
                 .progress_chars("=> "),
         );
         bar.set_prefix("isobench");
-        LiveProgress { bar, color }
+        let plain = !std::io::stderr().is_terminal();
+        if plain {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        LiveProgress {
+            bar,
+            color,
+            plain,
+            last: None,
+        }
     }
 
     fn line(&self, s: &str) {
-        self.bar.println(s);
+        if self.plain {
+            eprintln!("{s}");
+        } else {
+            self.bar.println(s);
+        }
     }
 }
 
@@ -79,6 +96,7 @@ impl Progress for LiveProgress {
         self.bar.set_message(format!("{condition}: warm-up"));
     }
     fn trial_started(&mut self, t: &TrialView) {
+        self.last = Some(t.clone());
         self.bar.set_length(t.of as u64);
         self.bar.set_position(t.n.saturating_sub(1) as u64);
         let eta = t
@@ -112,6 +130,20 @@ impl Progress for LiveProgress {
         }
     }
     fn round_finished(&mut self, round: u32, open: usize) {
+        if self.plain {
+            if let Some(t) = &self.last {
+                let eta = t
+                    .eta
+                    .map(|d| format!(", ETA {}", fmt_secs(d.as_secs_f64())))
+                    .unwrap_or_default();
+                self.line(&format!(
+                    "round {}: trial {} of {}{eta}",
+                    round + 1,
+                    t.n,
+                    t.of
+                ));
+            }
+        }
         if open > 0 {
             self.line(&format!(
                 "round {} done: {open} result(s) still wider than the target",
