@@ -262,6 +262,8 @@ pub struct StatsSettings {
     pub min_samples: usize,
     /// Bootstrap replicates.
     pub resamples: usize,
+    /// Statistic compared.
+    pub estimator: Estimator,
 }
 
 impl StatsSettings {
@@ -273,13 +275,14 @@ impl StatsSettings {
             target: plan.repetitions.ci_half_width,
             min_samples: plan.repetitions.min as usize,
             resamples: 2000,
+            estimator: plan.repetitions.estimator,
         }
     }
 
     fn config(&self, label: &str) -> CompareConfig {
         CompareConfig {
             bootstrap: BootstrapConfig {
-                estimator: Estimator::Median,
+                estimator: self.estimator,
                 method: CiMethod::Percentile,
                 level: self.confidence,
                 resamples: self.resamples,
@@ -329,6 +332,7 @@ pub fn analyze(run: &LoadedRun) -> Results {
             target: 2.0,
             min_samples: 3,
             resamples: 2000,
+            estimator: Estimator::Median,
         },
         StatsSettings::from_plan,
     );

@@ -111,9 +111,21 @@ pub fn prepare_resume(store: &mut Store, run: &RunId) -> Result<Plan> {
              prints its results"
         );
     }
-    let plan = analysis::stored_plan(&loaded).ok_or_else(|| {
+    let fact = loaded
+        .facts
+        .iter()
+        .find(|f| f.scope == PLAN_FACT.0 && f.key == PLAN_FACT.1)
+        .ok_or_else(|| {
+            anyhow!(
+                "run {run} has no stored plan (it was not started by `isobench run`); it cannot \
+                 be resumed"
+            )
+        })?;
+    let plan: Plan = serde_json::from_value(fact.value.clone()).map_err(|e| {
         anyhow!(
-            "run {run} has no stored plan (it was written by another tool); it cannot be resumed"
+            "run {run} was planned by isobench {} and its plan does not read in this version \
+             ({e}); resume it with that version",
+            loaded.run.tool_version
         )
     })?;
     store.resume_run(run)?;

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
+use isobench_stats::Estimator;
 use isobench_workloads::{nearest_names, ParamError, ParamValues, PROBES, STRESSORS};
 use serde::{Deserialize, Serialize};
 use toml::{Spanned, Value};
@@ -167,6 +168,13 @@ pub struct RepetitionPolicy {
     pub ci_half_width: f64,
     /// Confidence level of the intervals (0.95).
     pub confidence: f64,
+    /// Statistic the degradation compares: the median (robust, the default) or the mean.
+    #[serde(default = "median")]
+    pub estimator: Estimator,
+}
+
+fn median() -> Estimator {
+    Estimator::Median
 }
 
 impl Default for RepetitionPolicy {
@@ -176,6 +184,7 @@ impl Default for RepetitionPolicy {
             max: 10,
             ci_half_width: 2.0,
             confidence: 0.95,
+            estimator: Estimator::Median,
         }
     }
 }
@@ -315,6 +324,7 @@ struct RawRepetitions {
     max: Option<Spanned<Value>>,
     ci_half_width: Option<Spanned<Value>>,
     confidence: Option<Spanned<Value>>,
+    estimator: Option<Spanned<String>>,
 }
 
 type RawTable = BTreeMap<Spanned<String>, Spanned<Value>>;
@@ -855,6 +865,18 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
                     "a level from 0.5 up to (not including) 1, such as 0.95",
                     dr.confidence,
                 ),
+                estimator: r
+                    .estimator
+                    .as_ref()
+                    .and_then(|e| {
+                        c.word(
+                            e,
+                            "repetitions.estimator",
+                            &[("median", Estimator::Median), ("mean", Estimator::Mean)],
+                            &[],
+                        )
+                    })
+                    .unwrap_or(Estimator::Median),
             }
         }
     };

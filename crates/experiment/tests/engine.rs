@@ -450,3 +450,61 @@ fn quick_scenario_fits_five_minutes_on_two_cores() {
         }
     }
 }
+
+#[test]
+fn two_victims_run_each_probe_at_once_and_get_their_own_rows() {
+    let text = SMALL.replace(
+        "[[tenant]]\nname = \"aggressor\"",
+        "[[tenant]]\nname = \"victim2\"\nrole = \"victim\"\n\n[[tenant]]\nname = \"aggressor\"",
+    );
+    let plan = plan_of(&text, true);
+    assert_eq!(plan.tenants.len(), 3);
+    let r = run_with(
+        &plan,
+        FakeScript::default(),
+        Arc::new(AtomicBool::new(false)),
+    );
+    assert_eq!(r.status, RunStatus::Complete, "{}", r.reason);
+    let loaded = r.store.load_run(&r.run).unwrap();
+    // Every probe trial has one record per victim, with the same key but its own tenant.
+    for t in loaded.trials.iter().filter(|t| t.tenant == "victim") {
+        let (k, _) = TrialKey::from_seq(t.plan_seq);
+        let twin = TrialKey::from_seq(t.plan_seq + 1);
+        assert_eq!(twin.0, k);
+        let other = loaded
+            .trials
+            .iter()
+            .find(|x| x.plan_seq == t.plan_seq + 1)
+            .unwrap();
+        assert_eq!(other.tenant, "victim2");
+        assert_eq!(other.probe, t.probe);
+    }
+    let results = analyze(&loaded);
+    let tenants: BTreeSet<&str> = results.cells.iter().map(|c| c.tenant.as_str()).collect();
+    assert_eq!(tenants, ["victim", "victim2"].into_iter().collect());
+}
+
+#[test]
+fn the_mean_can_replace_the_median() {
+    let text = SMALL.replace(
+        "ci_half_width = 2.0",
+        "ci_half_width = 2.0\nestimator = \"mean\"",
+    );
+    let plan = plan_of(&text, true);
+    assert_eq!(plan.repetitions.estimator, isobench_stats::Estimator::Mean);
+    let r = run_with(
+        &plan,
+        FakeScript::default(),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let results = analyze(&r.store.load_run(&r.run).unwrap());
+    let c = results
+        .cells
+        .iter()
+        .find(|c| c.comparison.is_some())
+        .unwrap();
+    assert_eq!(
+        c.comparison.as_ref().unwrap().degradation.estimator,
+        isobench_stats::Estimator::Mean
+    );
+}

@@ -198,8 +198,9 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
     for v in &victims {
         let _ = writeln!(
             s,
-            "## Degradation of victim `{v}`\n\nPercent, positive = worse; median with {level}% \
-             confidence-interval half-width.\n"
+            "## Degradation of victim `{v}`\n\nPercent, positive = worse; {} with {level}% \
+             confidence-interval half-width.\n",
+            crate::table::estimator(r)
         );
         let _ = writeln!(s, "| probe | metric | {} |", conditions.join(" | "));
         let _ = writeln!(

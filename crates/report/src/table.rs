@@ -255,6 +255,13 @@ fn class_line(c: &ClassSummary) -> String {
     }
 }
 
+/// What the degradations compare: `median` or `mean`.
+pub fn estimator(r: &Results) -> &'static str {
+    r.plan
+        .as_ref()
+        .map_or("median", |p| p.repetitions.estimator.as_str())
+}
+
 /// The whole terminal report.
 pub fn render(r: &Results, style: Style) -> String {
     let mut out = String::new();
@@ -294,7 +301,8 @@ pub fn render(r: &Results, style: Style) -> String {
     for victim in &victims {
         let _ = writeln!(
             out,
-            "\nDegradation of victim {victim}, % (positive = worse), median with {level}% CI half-width"
+            "\nDegradation of victim {victim}, % (positive = worse), {} with {level}% CI half-width",
+            estimator(r)
         );
         let mut rows: Vec<Row> = Vec::new();
         let mut seen: Vec<(String, String)> = Vec::new();
