@@ -5,10 +5,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use isobench_agent::{Caps, StressOpts};
-use isobench_platform::Role;
+use isobench_platform::{Role, Sentinel, SentinelConfig};
 use isobench_workloads::ctx::StressCaps;
 use isobench_workloads::{Env, ParamValues, StressCtx, StressReport, Stressor};
 use serde_json::{json, Value};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use crate::args::StressArgs;
 use crate::exit::{bad_input, unsupported};
@@ -156,6 +158,23 @@ fn run_in_tenant(
         workdir: a.dir.clone(),
         sample_interval: Some(Duration::from_secs(1)),
     };
+    // The host sentinel: when even a real-time heartbeat in this process wakes more than a
+    // second late, the host has stopped responding and the aggressor tenant is killed.
+    let killer = session.tenant.killer();
+    let stalled = Arc::new(AtomicBool::new(false));
+    let sentinel = {
+        let (stalled, stop) = (stalled.clone(), ctx.stop.clone());
+        Sentinel::start(SentinelConfig::default(), move |stall| {
+            if !stalled.swap(true, Ordering::SeqCst) {
+                eprintln!(
+                    "isobench: host stopped responding (heartbeat {} ms late): killing the aggressor",
+                    stall.late_by.as_millis()
+                );
+                let _ = killer.kill();
+                stop.store(true, Ordering::SeqCst);
+            }
+        })?
+    };
     session
         .client
         .start_stressor("s1", stressor.name(), a.intensity, params, &opts)?;
@@ -188,6 +207,14 @@ fn run_in_tenant(
         if session.tenant.expired() {
             break;
         }
+    }
+    sentinel.stop();
+    if stalled.load(Ordering::SeqCst) {
+        let _ = session.close();
+        return Err(anyhow::anyhow!(
+            "the host stopped responding while {} ran; its tenant was killed by the sentinel",
+            stressor.name()
+        ));
     }
     let report = session.client.stop_stressor("s1");
     let usage = session.tenant.usage().ok();
