@@ -23,7 +23,7 @@ pub struct LiveProgress {
 impl LiveProgress {
     /// A display on stderr; `color` false gives a plain bar (NO_COLOR).
     pub fn new(color: bool) -> Self {
-        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
         let template = if color {
             "{prefix:.bold} [{bar:30.cyan/blue}] {pos}/{len} {msg}"
         } else {
@@ -58,6 +58,8 @@ impl LiveProgress {
 
 impl Progress for LiveProgress {
     fn planned(&mut self, plan: &Plan, run_id: &str, done: usize) {
+        self.bar.set_length(plan.estimate.trials_min.max(1) as u64);
+        self.bar.set_position(done as u64);
         self.line(&format!("run {run_id}"));
         for l in plan.summary().lines() {
             self.line(l);
@@ -65,8 +67,6 @@ impl Progress for LiveProgress {
         if done > 0 {
             self.line(&format!("resuming: {done} trials already stored are kept"));
         }
-        self.bar.set_length(plan.estimate.trials_min as u64);
-        self.bar.set_position(done as u64);
         self.bar.set_message("creating tenants");
     }
     fn tenants_ready(&mut self, tenants: &[TenantFacts]) {
