@@ -34,6 +34,12 @@ use crate::progress::{Progress, TrialDone, TrialView};
 use crate::scenario::Role;
 use crate::schedule::{round_blocks, Block, Needs, ScheduledTrial, TrialKey, TrialWhat};
 
+/// Window in which the machine's quiet is checked before a baseline block.
+pub const SETTLE_WINDOW: Duration = Duration::from_millis(100);
+
+/// Longest wait for the machine to settle before a baseline block.
+pub const SETTLE_MAX: Duration = Duration::from_secs(2);
+
 /// Knobs of the orchestrator that are not part of a scenario.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
@@ -647,6 +653,9 @@ impl<'a> Engine<'a> {
             self.start_stressors(c);
         }
         self.clock.sleep(self.plan.trial.warmup);
+        if block.condition.is_none() {
+            self.settle();
+        }
         let mut result = Ok(());
         for (t, key) in pending {
             if self.stop.load(Ordering::SeqCst) {
@@ -678,6 +687,39 @@ impl<'a> Engine<'a> {
             self.stop_stressors();
         }
         result
+    }
+
+    /// Before a baseline block: waits (in windows of [`SETTLE_WINDOW`], at most
+    /// [`SETTLE_MAX`]) until the machine is quiet, counting kernel time too, so the previous
+    /// stressor's after-effects (dirty pages being written back, reclaim) do not leak into
+    /// the baseline.
+    fn settle(&mut self) {
+        let limit = self.plan.trial.max_outside_load;
+        let t0 = self.clock.now();
+        loop {
+            let a = self.snapshot(false);
+            self.clock.sleep(SETTLE_WINDOW);
+            let b = self.snapshot(false);
+            let total = |s: &Snap| Snap {
+                root: s.root.map(|c| CpuTimes { user_ns: None, ..c }),
+                own: s.own,
+                tenants: s.tenants.clone(),
+                stress: Vec::new(),
+            };
+            let load = self.outside_load(&total(&a), &total(&b), SETTLE_WINDOW.as_secs_f64());
+            match load {
+                Some(l) if l > limit && self.clock.now() - t0 < SETTLE_MAX => continue,
+                Some(l) if l > limit => {
+                    self.progress.note(&format!(
+                        "the machine did not settle before a baseline block ({l:.2} CPUs busy \
+                         outside the run after {:.1} s); measuring anyway",
+                        SETTLE_MAX.as_secs_f64()
+                    ));
+                    break;
+                }
+                _ => break,
+            }
+        }
     }
 
     /// Tracks disturbed trials: when most of the recent ones were disturbed, the load from

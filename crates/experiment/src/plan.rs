@@ -967,7 +967,9 @@ pub fn estimate(plan: &Plan) -> Estimate {
     let trials_per_round = s * p + baseline_blocks * p + if solo { s } else { 0 };
     let per_trial = plan.trial.duration.as_secs_f64() + TRIAL_OVERHEAD_S;
     let warm = plan.trial.warmup.as_secs_f64();
+    let settle = crate::orchestrator::SETTLE_WINDOW.as_secs_f64();
     let round_secs = (s + baseline_blocks) as f64 * warm
+        + baseline_blocks as f64 * settle
         + (s * p + baseline_blocks * p) as f64 * per_trial
         + if solo {
             s as f64 * (plan.trial.solo.as_secs_f64() + TRIAL_OVERHEAD_S)
@@ -979,7 +981,8 @@ pub fn estimate(plan: &Plan) -> Estimate {
         trials_per_round,
         trials_min: trials_per_round * plan.repetitions.min,
         trials_max: trials_per_round * plan.repetitions.max,
-        secs_min: setup + round_secs * plan.repetitions.min as f64,
-        secs_max: setup + round_secs * plan.repetitions.max as f64,
+        // Whole tenths of a second: an estimate, and one that reads back from JSON exactly.
+        secs_min: ((setup + round_secs * plan.repetitions.min as f64) * 10.0).round() / 10.0,
+        secs_max: ((setup + round_secs * plan.repetitions.max as f64) * 10.0).round() / 10.0,
     }
 }
