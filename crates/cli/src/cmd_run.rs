@@ -243,12 +243,24 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
                 progress.note(&format!("removed a leftover of a dead run: {r}"));
             }
             let exe = std::env::current_exe().context("locating the isobench binary")?;
-            let mut backend = RealBackend::new(&plan, guard.context(), exe).map_err(|e| {
-                match e.downcast_ref::<isobench_platform::PlatformError>() {
-                    Some(pe) => unsupported(pe.to_string()),
-                    None => e,
+            let mut backend = match RealBackend::new(&plan, guard.context(), exe) {
+                Ok(b) => b,
+                Err(e) => {
+                    // A resumed run goes back to `interrupted`, ready for another attempt.
+                    if let Some(id) = &resumed {
+                        let _ = store.finish_run(
+                            id,
+                            RunStatus::Interrupted,
+                            Some(&format!("could not resume here: {e:#}")),
+                            isobench_store::Timestamp::now(),
+                        );
+                    }
+                    return Err(match e.downcast_ref::<isobench_platform::PlatformError>() {
+                        Some(pe) => unsupported(pe.to_string()),
+                        None => e,
+                    });
                 }
-            })?;
+            };
             let clock = SystemClock::new();
             let host =
                 serde_json::to_value(isobench_workloads::HostFacts::detect()).unwrap_or_default();
