@@ -280,6 +280,7 @@ impl<'a> Engine<'a> {
                 return Ok((RunStatus::Failed, refusal));
             }
         }
+        self.calibrate()?;
 
         let min = plan.repetitions.min;
         let max = plan.repetitions.max;
@@ -532,6 +533,60 @@ impl<'a> Engine<'a> {
             }
         }
         Ok(None)
+    }
+
+    /// One discarded run of every probe in every victim before the first trial: first runs
+    /// pay for things later runs do not (the cache-size sweep, page faults on fresh buffers,
+    /// files created), and a probe that cannot run at all shows up now, not in every trial.
+    fn calibrate(&mut self) -> Result<()> {
+        let plan = self.plan;
+        let mut facts = Vec::new();
+        for probe in &plan.probes {
+            for i in 0..self.slots.len() {
+                if self.slots[i].role != Role::Victim {
+                    continue;
+                }
+                let pt = &plan.tenants[i];
+                let run = ProbeRun {
+                    name: probe.name.clone(),
+                    params: probe.params.clone(),
+                    budget: plan.trial.duration,
+                    pin: pt.pin,
+                    pin_peer: pt.pin_peer,
+                    timeout: plan.trial.duration + plan.trial.timeout,
+                };
+                let t0 = self.clock.now();
+                let r = self.slots[i].driver.run_probe(&run);
+                let secs = (self.clock.now() - t0).as_secs_f64();
+                let name = self.slots[i].name.clone();
+                match r {
+                    Ok(o) => facts.push(json!({
+                        "tenant": name, "probe": probe.id, "secs": secs, "params": o.params,
+                    })),
+                    Err(e) => {
+                        self.progress.note(&format!(
+                            "calibration: probe {} in tenant {name}: {e}",
+                            probe.id
+                        ));
+                        facts.push(json!({
+                            "tenant": name, "probe": probe.id, "secs": secs, "error": e.to_string(),
+                        }));
+                        if matches!(e, TenantFailure::NoResponse(_)) {
+                            self.restart(i);
+                        }
+                    }
+                }
+            }
+        }
+        self.store.record_fact(
+            &self.run,
+            &Fact {
+                scope: "run".into(),
+                key: "calibration".into(),
+                value: json!(facts),
+            },
+        )?;
+        Ok(())
     }
 
     fn condition_label(&self, c: Option<usize>) -> String {

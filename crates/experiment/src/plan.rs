@@ -976,7 +976,8 @@ pub fn estimate(plan: &Plan) -> Estimate {
         } else {
             0.0
         };
-    let setup = 5.0;
+    // Tenants, agents, the memory check, and one discarded run of every probe.
+    let setup = 5.0 + p as f64 * per_trial;
     Estimate {
         trials_per_round,
         trials_min: trials_per_round * plan.repetitions.min,

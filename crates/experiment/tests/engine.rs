@@ -262,7 +262,8 @@ fn dnr_is_recorded_with_the_reason_and_the_run_goes_on() {
 fn disturbed_trials_are_marked_and_repeated() {
     let plan = plan_of(SMALL, true);
     let script = FakeScript {
-        disturb: [2, 5].into_iter().collect(),
+        // Calls 0 and 1 are the calibration runs of the two probes.
+        disturb: [4, 7].into_iter().collect(),
         ..FakeScript::default()
     };
     let r = run_with(&plan, script, Arc::new(AtomicBool::new(false)));

@@ -71,7 +71,7 @@ fn results(script: FakeScript) -> (Results, Store) {
 fn script() -> FakeScript {
     FakeScript {
         dnr_under: vec![("victim".into(), "forkbomb".into())],
-        disturb: [4].into_iter().collect(),
+        disturb: [7].into_iter().collect(),
         ..FakeScript::default()
     }
 }
