@@ -3,20 +3,21 @@
 //! Each thread owns a source and a destination block of `size` bytes (default 64 MiB, the
 //! block size of RAMspeed in the Hyper-V study and of `mbw`'s default runs), faulted in and
 //! filled before timing. One operation is one pass over the block:
-//! - copy: `memcpy(dst, src, size)` (the C library's memcpy, as `mbw` MEMCPY does);
+//! - copy: `memcpy(dst, src, size)` (the C library's memcpy, as `mbw`'s memcpy test does);
 //! - read: load every 64-bit word of `src` and sum them (vectorised, eight accumulators);
 //! - write: store a 64-bit pattern to every word of `dst` with ordinary (cached) stores.
 //!
 //! Every figure counts the bytes *of the block* once per operation: `copy_gbps` is
 //! `size / seconds per memcpy / 1e9`, although memcpy moves 2 x size bytes across the bus
-//! (STREAM would report twice that). This is the quantity `mbw` reports for MEMCPY, in MiB/s:
-//! `copy_gbps = mbw_MiB_per_s * 1048576 / 1e9`. Two differences remain, both deliberate:
-//! blocks start on a page boundary (`offset=0`) while mbw's calloc'd blocks start 16 bytes
-//! into a page, which sends glibc's large-copy path (`rep movsb`) down a slower road on some
-//! CPUs (`offset=16` reproduces mbw's layout exactly); and the figure is the median of
-//! wall-clock windows where mbw's is total bytes over total time (the two agree on a quiet
-//! machine). With `threads` > 1 the threads copy their own blocks at once and the figures
-//! are totals.
+//! (STREAM would report twice that). This is the quantity `mbw` reports for its memcpy test,
+//! in MiB/s: `copy_gbps = mbw_MiB_per_s * 1048576 / 1e9`. Beware of mbw 1.2.2 (Debian 12):
+//! its labels are swapped, the row printed as `MEMCPY` (`-t0`) runs the 8-byte assignment
+//! loop and the row printed as `DUMB` (`-t1`) runs memcpy, so compare with `mbw -t1` there
+//! (mbw 1.4 and later fixed this). Two smaller differences remain: blocks start on a page
+//! boundary here, while mbw's calloc'd blocks start 16 bytes into a page (`offset=16`
+//! reproduces that layout); and the figure is the median of wall-clock windows, while mbw's
+//! is total bytes over total time (they agree on a quiet machine). With `threads` > 1 the
+//! threads copy their own blocks at once and the figures are totals.
 
 use std::time::Duration;
 
@@ -68,8 +69,7 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "offset",
         help: "bytes from a page boundary to the start of each block (multiple of 8); 16 \
-               reproduces the layout of calloc'd blocks (mbw), on which the C library's \
-               large-copy path can be slower",
+               reproduces the layout of mbw's calloc'd blocks",
         kind: ParamKind::Int { min: 0, max: 4088 },
         default: "0",
     },
@@ -92,8 +92,9 @@ impl Probe for MemBandwidth {
     fn help(&self) -> &'static str {
         "Memory bandwidth over blocks of `size` (default 64 MiB) per thread. copy_gbps: bytes \
          of the block copied per second by the C library memcpy, / 1e9 (the block counted \
-         once, as mbw MEMCPY reports it: copy_gbps = mbw MiB/s x 1.048576e-3). read_gbps: \
-         bytes of the block loaded and summed per second / 1e9. write_gbps: bytes of the \
+         once, as mbw's memcpy test reports it: copy_gbps = mbw MiB/s x 1.048576e-3; mbw \
+         1.2.2 prints that test as DUMB, -t1). read_gbps: bytes of the block loaded and \
+         summed per second / 1e9. write_gbps: bytes of the \
          block stored (ordinary stores) per second / 1e9. Totals over `threads`. Blocks \
          start on a page boundary; offset=16 reproduces mbw's calloc'd layout. Rate = median \
          of ~20 wall-clock windows (time spent descheduled counts) after a warm-up tenth of \
