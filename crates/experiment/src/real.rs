@@ -492,6 +492,23 @@ impl TenantDriver for RealTenant {
     }
 
     fn cpu(&mut self) -> Option<CpuTimes> {
+        // On cgroup v1, read the same counters as the root's (`cpuacct.usage` and
+        // `cpuacct.usage_user`), so the user/system split is made the same way on both sides
+        // of the subtraction (`cpuacct.stat` splits by ticks, which drifts for fault-heavy
+        // workloads).
+        for dir in &self.tenant.info().cgroups {
+            let read = |f: &str| {
+                fs::read_to_string(dir.join(f))
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+            };
+            if let (Some(total), Some(user)) = (read("cpuacct.usage"), read("cpuacct.usage_user")) {
+                return Some(CpuTimes {
+                    total_ns: total,
+                    user_ns: Some(user),
+                });
+            }
+        }
         let u = self.tenant.usage().ok()?;
         Some(CpuTimes {
             total_ns: u.cpu_time_ns?,
