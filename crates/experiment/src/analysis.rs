@@ -135,7 +135,8 @@ impl Cell {
     }
 }
 
-/// For one resource class: the worst victim degradation.
+/// For one resource class: the worst victim degradation (the largest significant one; the
+/// largest estimate when none is significant).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassSummary {
     /// Resource class the stressors contend for.
@@ -619,9 +620,24 @@ pub fn analyze_trials(
                 .iter()
                 .filter(|c| conds.contains(&c.condition))
                 .collect();
-            let worst = of_class
+            // The worst significant degradation; only when none is significant, the largest
+            // estimate (then marked not significant).
+            let with_stats: Vec<(&&Cell, &Comparison)> = of_class
                 .iter()
                 .filter_map(|c| c.comparison.as_ref().map(|cmp| (c, cmp)))
+                .collect();
+            let significant: Vec<(&&Cell, &Comparison)> = with_stats
+                .iter()
+                .copied()
+                .filter(|(_, cmp)| cmp.significant)
+                .collect();
+            let pool = if significant.is_empty() {
+                with_stats
+            } else {
+                significant
+            };
+            let worst = pool
+                .into_iter()
                 .max_by(|a, b| {
                     a.1.degradation
                         .estimate
