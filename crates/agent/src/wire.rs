@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn long_lines_are_skipped_not_fatal() {
         let mut input = Vec::new();
-        input.extend(std::iter::repeat(b'x').take(100));
+        input.extend(std::iter::repeat_n(b'x', 100));
         input.extend_from_slice(b"\nshort\r\nlast");
         let mut r = io::BufReader::with_capacity(8, &input[..]);
         let mut buf = Vec::new();

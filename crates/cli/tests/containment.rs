@@ -127,11 +127,8 @@ fn memhog_beyond_its_limit_is_oom_killed_inside_its_tenant_only() {
     );
     neighbour.kill().unwrap();
     let _ = neighbour.wait();
-    assert!(
-        isobench_objects().is_empty(),
-        "left behind: {:?}",
-        isobench_objects()
-    );
+    let left = left_of(&run_prefix(&doc));
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]
@@ -163,11 +160,8 @@ fn forkbomb_is_held_at_its_pids_limit_and_leaves_nothing() {
         doc["tenant"]["usage"]
     );
     assert!(doc["report"]["ops"].as_u64().unwrap() > 0);
-    assert!(
-        isobench_objects().is_empty(),
-        "left behind: {:?}",
-        isobench_objects()
-    );
+    let left = left_of(&run_prefix(&doc));
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]
@@ -192,11 +186,8 @@ fn a_probe_runs_inside_a_limited_cgroup_tenant() {
         "cpus=1,memory=256M,pids=64"
     );
     assert!(doc["metrics"][0]["value"].as_f64().unwrap() > 0.0);
-    assert!(
-        isobench_objects().is_empty(),
-        "left behind: {:?}",
-        isobench_objects()
-    );
+    let left = left_of(&run_prefix(&doc));
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]

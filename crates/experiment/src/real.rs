@@ -10,13 +10,14 @@ use std::fs::{self, File};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use isobench_agent::{AgentClient, AgentError, Caps, ProbeOpts, StressOpts};
 use isobench_platform::{
-    platform, NetSpec, Platform, PlatformKind, PlatformOptions, Role as PRole, RunContext, Tenant,
-    TenantSpec,
+    platform, Killer, NetSpec, Platform, PlatformKind, PlatformOptions, Role as PRole, RunContext,
+    Sentinel, SentinelConfig, Tenant, TenantSpec,
 };
 use isobench_workloads::StressReport;
 
@@ -37,6 +38,11 @@ pub struct RealBackend {
     exe: PathBuf,
     deadline: Duration,
     agent_timeout: Duration,
+    /// Kill switches of the aggressor tenants, for the sentinel.
+    aggressors: Arc<Mutex<Vec<Killer>>>,
+    /// The host sentinel: a high-priority heartbeat that kills every aggressor when the host
+    /// stops responding (the trials then end as DNR with the reason, and the run goes on).
+    sentinel: Option<Sentinel>,
 }
 
 impl RealBackend {
@@ -50,11 +56,28 @@ impl RealBackend {
         let platform = platform(kind, PlatformOptions::new(run))?;
         // A watchdog deadline well past the longest the run can take.
         let deadline = Duration::from_secs_f64(plan.estimate.secs_max * 3.0 + 900.0);
+        let aggressors: Arc<Mutex<Vec<Killer>>> = Arc::new(Mutex::new(Vec::new()));
+        let sentinel = {
+            let aggressors = aggressors.clone();
+            Sentinel::start(SentinelConfig::default(), move |stall| {
+                eprintln!(
+                    "isobench: the host stopped responding (heartbeat {} ms late): killing the \
+                     aggressor tenants",
+                    stall.late_by.as_millis()
+                );
+                for k in aggressors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                    let _ = k.kill();
+                }
+            })
+            .context("starting the host sentinel")?
+        };
         Ok(RealBackend {
             platform,
             exe,
             deadline,
             agent_timeout: plan.trial.timeout.max(Duration::from_secs(5)),
+            aggressors,
+            sentinel: Some(sentinel),
         })
     }
 }
@@ -97,6 +120,12 @@ impl Backend for RealBackend {
             .create_tenant(&spec)
             .with_context(|| format!("creating tenant {} on {}", t.name, self.platform.kind()))?;
         notes.extend(tenant.info().notes.iter().cloned());
+        if t.role == Role::Aggressor {
+            self.aggressors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(tenant.killer());
+        }
         let mut driver = RealTenant {
             name: t.name.clone(),
             tenant,
@@ -123,6 +152,9 @@ impl Backend for RealBackend {
     }
 
     fn teardown(&mut self) -> Result<()> {
+        if let Some(s) = self.sentinel.take() {
+            s.stop();
+        }
         self.platform.teardown()
     }
 }

@@ -160,7 +160,7 @@ proptest! {
         // Far beyond the spread of the values, whatever they are.
         let spread = (s.max() - s.min()).max(s.median().abs()).max(1.0);
         let mut with = xs;
-        with.extend(std::iter::repeat(s.median()).take(with.len()));
+        with.extend(std::iter::repeat_n(s.median(), with.len()));
         with.push(s.median() + k * spread);
         let t = Sample::new(with).unwrap();
         // Padding with the median shrinks the MAD, so other values may be flagged too; the
