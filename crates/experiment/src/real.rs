@@ -19,7 +19,7 @@ use isobench_platform::{
     platform, Killer, NetSpec, Platform, PlatformKind, PlatformOptions, Role as PRole, RunContext,
     Sentinel, SentinelConfig, Tenant, TenantSpec,
 };
-use isobench_workloads::StressReport;
+use isobench_workloads::{ParamValues, StressReport};
 
 use crate::backend::{
     Backend, CpuTimes, MemCheck, ProbeOutcome, ProbeRun, StressProgress, StressorRun, TenantDriver,
@@ -40,6 +40,9 @@ pub struct RealBackend {
     agent_timeout: Duration,
     /// Kill switches of the aggressor tenants, for the sentinel.
     aggressors: Arc<Mutex<Vec<Killer>>>,
+    /// Addresses of the tenants with their own network namespace, for `@tenant` in
+    /// workload parameters.
+    addresses: Addresses,
     /// The host sentinel: a high-priority heartbeat that kills every aggressor when the host
     /// stops responding (the trials then end as DNR with the reason, and the run goes on).
     sentinel: Option<Sentinel>,
@@ -77,6 +80,7 @@ impl RealBackend {
             deadline,
             agent_timeout: plan.trial.timeout.max(Duration::from_secs(5)),
             aggressors,
+            addresses: Addresses::default(),
             sentinel: Some(sentinel),
         })
     }
@@ -120,6 +124,13 @@ impl Backend for RealBackend {
             .create_tenant(&spec)
             .with_context(|| format!("creating tenant {} on {}", t.name, self.platform.kind()))?;
         notes.extend(tenant.info().notes.iter().cloned());
+        if let Some(ip) = tenant.address() {
+            self.addresses
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(t.name.clone(), ip);
+        }
         if t.role == Role::Aggressor {
             self.aggressors
                 .lock()
@@ -138,6 +149,7 @@ impl Backend for RealBackend {
             notes,
             hello: serde_json::Value::Null,
             memory: t.memory,
+            addresses: self.addresses.clone(),
         };
         driver.start_agent()?;
         Ok(Box::new(driver))
@@ -216,6 +228,47 @@ pub struct RealTenant {
     notes: Vec<String>,
     hello: serde_json::Value,
     memory: u64,
+    addresses: Addresses,
+}
+
+/// Tenant addresses by tenant name (tenants with their own network namespace).
+#[derive(Debug, Clone, Default)]
+pub struct Addresses(Arc<Mutex<std::collections::BTreeMap<String, std::net::IpAddr>>>);
+
+impl Addresses {
+    /// Replaces `@tenant` and `@tenant:port` in text parameters by that tenant's address, so
+    /// that network workloads can run between tenants (`target = "@victim:9"` sends a
+    /// neighbour's datagrams into the victim's namespace over the shared bridge).
+    pub fn resolve(&self, params: &ParamValues) -> Result<ParamValues, String> {
+        let known = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = params.clone();
+        for (key, v) in out.0.iter_mut() {
+            let Some(text) = v.as_str() else { continue };
+            let Some(rest) = text.strip_prefix('@') else {
+                continue;
+            };
+            let (name, port) = match rest.split_once(':') {
+                Some((n, p)) => (n, Some(p)),
+                None => (rest, None),
+            };
+            let ip = known.get(name).ok_or_else(|| {
+                format!(
+                    "parameter `{key}={text}`: tenant `{name}` has no address of its own; give it \
+                     `network = {{ namespace = true }}` (tenants with one: {})",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.keys().cloned().collect::<Vec<_>>().join(", ")
+                    }
+                )
+            })?;
+            *v = serde_json::Value::from(match port {
+                Some(p) => format!("{ip}:{p}"),
+                None => ip.to_string(),
+            });
+        }
+        Ok(out)
+    }
 }
 
 fn log_path(workdir: &Path) -> PathBuf {
@@ -467,7 +520,11 @@ impl TenantDriver for RealTenant {
             workdir: None,
             deadline: Some(run.timeout),
         };
-        match client.run_probe(&run.name, &run.params, &opts) {
+        let params = self
+            .addresses
+            .resolve(&run.params)
+            .map_err(TenantFailure::Failed)?;
+        match client.run_probe(&run.name, &params, &opts) {
             Ok(r) => Ok(ProbeOutcome {
                 metrics: r.metrics,
                 params: r.params,
@@ -498,7 +555,11 @@ impl TenantDriver for RealTenant {
         let client = self.client()?;
         let _ = client.take_samples();
         let _ = client.take_exits();
-        match client.start_stressor(&id, &run.name, run.intensity, &run.params, &opts) {
+        let params = self
+            .addresses
+            .resolve(&run.params)
+            .map_err(TenantFailure::Failed)?;
+        match client.start_stressor(&id, &run.name, run.intensity, &params, &opts) {
             Ok(_) => {
                 self.stressor = Some(id);
                 self.last = None;
@@ -564,5 +625,30 @@ impl TenantDriver for RealTenant {
             wait_or_kill(&mut child, Duration::from_secs(5));
         }
         self.tenant.teardown()
+    }
+}
+
+#[cfg(test)]
+mod address_tests {
+    use super::*;
+
+    #[test]
+    fn tenant_references_become_addresses() {
+        let a = Addresses::default();
+        a.0.lock()
+            .unwrap()
+            .insert("victim".into(), "10.213.5.2".parse().unwrap());
+        let mut p = ParamValues::default();
+        p.set("target", serde_json::Value::from("@victim:9"));
+        p.set("addr", serde_json::Value::from("@victim"));
+        p.set("size", serde_json::Value::from(100));
+        let r = a.resolve(&p).unwrap();
+        assert_eq!(r.0["target"], "10.213.5.2:9");
+        assert_eq!(r.0["addr"], "10.213.5.2");
+        assert_eq!(r.0["size"], 100);
+        p.set("target", serde_json::Value::from("@nobody:9"));
+        let e = a.resolve(&p).unwrap_err();
+        assert!(e.contains("tenant `nobody` has no address"), "{e}");
+        assert!(e.contains("namespace = true"), "{e}");
     }
 }
