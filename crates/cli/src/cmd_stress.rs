@@ -1,7 +1,8 @@
 //! `isobench stress NAME`: run one stressor until the duration ends or Ctrl-C.
 
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use isobench_agent::{Caps, StressOpts};
@@ -9,20 +10,10 @@ use isobench_platform::{Role, Sentinel, SentinelConfig};
 use isobench_workloads::ctx::StressCaps;
 use isobench_workloads::{Env, ParamValues, StressCtx, StressReport, Stressor};
 use serde_json::{json, Value};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use crate::args::StressArgs;
 use crate::exit::{bad_input, unsupported};
 use crate::output::{envelope, find_stressor, fmt_value, parse_cpu_list, print_json};
-
-/// Caps for aggressive stressors on the unisolated host (`--allow-unsafe-host`).
-pub fn host_caps(env: &Env) -> StressCaps {
-    StressCaps {
-        max_tasks: Some(64),
-        max_bytes: Some((env.mem_usable / 4).min(1 << 30)),
-    }
-}
 
 pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
     let stressor = find_stressor(&a.name)?;
@@ -70,7 +61,7 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
                 stressor.name()
             )));
         }
-        ctx.caps = host_caps(&ctx.env);
+        ctx.caps = StressCaps::uncontained(ctx.env.mem_usable);
     }
     stressor.supported(&ctx.env).map_err(|e| {
         unsupported(format!(
@@ -148,7 +139,7 @@ fn run_in_tenant(
         caps: if contained || !aggressive {
             Caps::default()
         } else {
-            let c = host_caps(&ctx.env);
+            let c = StressCaps::uncontained(ctx.env.mem_usable);
             Caps {
                 max_tasks: c.max_tasks,
                 max_bytes: c.max_bytes,

@@ -93,31 +93,17 @@ pub fn fmt_value(v: f64) -> String {
     }
 }
 
-/// Parses a CPU list: `0`, `0,2`, `0-3`, `0-1,4`.
+/// Parses a CPU list (`0`, `0,2`, `0-3`, `0-1,4`) with the platform's parser.
 pub fn parse_cpu_list(s: &str) -> anyhow::Result<Vec<usize>> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || {
-            bad_input(format!(
-                "`{s}` is not a CPU list: write it like 0, 0,2 or 0-3"
-            ))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) =
-                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                if a > b {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    if out.is_empty() {
+    let list = isobench_platform::CpuList::parse(s).map_err(|e| {
+        bad_input(format!(
+            "`{s}` is not a CPU list ({e}): write it like 0, 0,2 or 0-3"
+        ))
+    })?;
+    if list.is_empty() {
         return Err(bad_input(format!(
             "`{s}` names no CPU: write it like 0, 0,2 or 0-3"
         )));
     }
-    Ok(out)
+    Ok(list.iter().map(|c| c as usize).collect())
 }

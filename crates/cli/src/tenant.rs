@@ -156,7 +156,7 @@ impl Session {
             ..
         } = self;
         let _ = client.bye();
-        wait_or_kill(&mut child, Duration::from_secs(5));
+        isobench_platform::procs::wait_or_kill(&mut child, Duration::from_secs(5));
         tenant.teardown()?;
         platform.teardown()?;
         let report = guard.finish();
@@ -165,16 +165,4 @@ impl Session {
         }
         Ok(())
     }
-}
-
-fn wait_or_kill(child: &mut Child, timeout: Duration) {
-    let t0 = std::time::Instant::now();
-    while t0.elapsed() < timeout {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }

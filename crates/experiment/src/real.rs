@@ -275,18 +275,6 @@ fn log_path(workdir: &Path) -> PathBuf {
     workdir.join("agent.log")
 }
 
-fn wait_or_kill(child: &mut Child, timeout: Duration) {
-    let t0 = Instant::now();
-    while t0.elapsed() < timeout {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
 impl RealTenant {
     fn start_agent(&mut self) -> Result<()> {
         let log = File::options()
@@ -540,9 +528,12 @@ impl TenantDriver for RealTenant {
         let caps = if run.contained {
             Caps::default()
         } else {
-            Caps {
-                max_tasks: Some(64),
-                max_bytes: Some((self.memory / 4).min(1 << 30)),
+            {
+                let c = isobench_workloads::ctx::StressCaps::uncontained(self.memory);
+                Caps {
+                    max_tasks: c.max_tasks,
+                    max_bytes: c.max_bytes,
+                }
             }
         };
         let opts = StressOpts {
@@ -612,7 +603,7 @@ impl TenantDriver for RealTenant {
     fn restart(&mut self) -> Result<()> {
         if let Some(mut a) = self.agent.take() {
             let _ = a.child.kill();
-            wait_or_kill(&mut a.child, Duration::from_secs(5));
+            isobench_platform::procs::wait_or_kill(&mut a.child, Duration::from_secs(5));
         }
         // Whatever the old agent left (stressor workers, a fork bomb's children) goes too.
         let _ = self.tenant.killer().kill();
@@ -622,7 +613,7 @@ impl TenantDriver for RealTenant {
     fn teardown(&mut self) -> Result<()> {
         if let Some(Agent { client, mut child }) = self.agent.take() {
             let _ = client.bye();
-            wait_or_kill(&mut child, Duration::from_secs(5));
+            isobench_platform::procs::wait_or_kill(&mut child, Duration::from_secs(5));
         }
         self.tenant.teardown()
     }

@@ -113,6 +113,19 @@ pub(crate) fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Waits up to `timeout` for `child` to exit, then kills and reaps it.
+pub fn wait_or_kill(child: &mut std::process::Child, timeout: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,6 +67,17 @@ pub struct StressCaps {
     pub max_bytes: Option<u64>,
 }
 
+impl StressCaps {
+    /// The caps of an aggressive stressor with no containing tenant (`--allow-unsafe-host`):
+    /// 64 tasks, a quarter of `mem_usable` bytes and at most 1 GiB.
+    pub fn uncontained(mem_usable: u64) -> Self {
+        StressCaps {
+            max_tasks: Some(64),
+            max_bytes: Some((mem_usable / 4).min(1 << 30)),
+        }
+    }
+}
+
 /// Context of one stressor run.
 #[derive(Debug, Clone)]
 pub struct StressCtx {
