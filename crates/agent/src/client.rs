@@ -138,6 +138,8 @@ pub struct ProbeOpts {
     pub workdir: Option<std::path::PathBuf>,
     /// Client-side deadline for the answer (default: the client's timeout plus ten budgets).
     pub deadline: Option<Duration>,
+    /// Window length of the series a windowed probe returns (the on/off design).
+    pub window: Option<Duration>,
 }
 
 /// Options of one stressor.
@@ -476,6 +478,7 @@ impl AgentClient {
             pin_peer: opts.pin_peer,
             budget_ms: opts.budget.map(|b| b.as_millis().max(1) as u64),
             workdir: opts.workdir.clone(),
+            window_ms: opts.window.map(|w| w.as_secs_f64() * 1e3),
         });
         match self.request(&req, deadline) {
             Ok(Reply::ProbeResult(r)) => Ok(r),

@@ -187,6 +187,10 @@ pub struct RunProbe {
     /// Directory for files (agent default: its working directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<PathBuf>,
+    /// Window length, milliseconds: a windowed probe also returns its main metrics as a
+    /// series of windows of about this length (the on/off design). Fractions allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_ms: Option<f64>,
 }
 
 /// `start_stressor`: start a stressor that runs until `stop_stressor`.

@@ -438,6 +438,10 @@ impl Session<'_> {
                     if let Some(ms) = r.budget_ms {
                         ctx.budget = Duration::from_millis(ms.max(1));
                     }
+                    ctx.window = r
+                        .window_ms
+                        .filter(|ms| ms.is_finite() && *ms > 0.0)
+                        .map(|ms| Duration::from_secs_f64(ms / 1e3));
                     if let Some(w) = r.workdir {
                         ctx.workdir = w;
                     }

@@ -79,6 +79,10 @@ pub struct ProbeArgs {
     /// Repeat the whole probe this many times and report each run and the median.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeat: u32,
+    /// Also return the main metrics as a series of windows of this many milliseconds
+    /// (probes that support it; shown with --json).
+    #[arg(long, value_name = "MS")]
+    pub window: Option<f64>,
     /// Run inside a fresh tenant on this platform (`host` or `cgroup`) through an agent,
     /// instead of in this process.
     #[arg(long, value_name = "PLATFORM")]

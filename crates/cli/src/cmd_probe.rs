@@ -26,6 +26,14 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
     ctx.pin = a.pin;
     ctx.pin_peer = a.pin_peer;
     ctx.budget = Duration::from_secs_f64(a.budget);
+    if let Some(ms) = a.window {
+        if !(ms.is_finite() && ms > 0.0) {
+            return Err(crate::exit::bad_input(format!(
+                "--window {ms} is not a positive number of milliseconds"
+            )));
+        }
+        ctx.window = Some(Duration::from_secs_f64(ms / 1e3));
+    }
     if let Some(d) = &a.dir {
         ctx.workdir = d.clone();
         ctx.env.workdir = d.clone();
@@ -58,6 +66,7 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
             budget: Some(ctx.budget),
             workdir: a.dir.clone(),
             deadline: None,
+            window: ctx.window,
         };
         for _ in 0..a.repeat.max(1) {
             let r = session.client.run_probe(probe.name(), &params, &opts)?;

@@ -81,6 +81,9 @@ pub struct ProbeRun {
     pub pin_peer: Option<usize>,
     /// Give up and call the tenant unresponsive after this long.
     pub timeout: Duration,
+    /// Window length of the series a windowed probe returns (on/off design), when wanted.
+    #[serde(default)]
+    pub window: Option<Duration>,
 }
 
 /// What a probe run returned.

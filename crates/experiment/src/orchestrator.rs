@@ -554,6 +554,7 @@ impl<'a> Engine<'a> {
                     pin: pt.pin,
                     pin_peer: pt.pin_peer,
                     timeout: plan.trial.duration + plan.trial.timeout,
+                    window: None,
                 };
                 let t0 = self.clock.now();
                 let r = self.slots[i].driver.run_probe(&run);
@@ -951,6 +952,7 @@ impl<'a> Engine<'a> {
                                 pin: pt.pin,
                                 pin_peer: pt.pin_peer,
                                 timeout,
+                                window: None,
                             },
                         )
                     })

@@ -507,6 +507,7 @@ impl TenantDriver for RealTenant {
             budget: Some(run.budget),
             workdir: None,
             deadline: Some(run.timeout),
+            window: run.window,
         };
         let params = self
             .addresses

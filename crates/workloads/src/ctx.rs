@@ -26,6 +26,11 @@ pub struct ProbeCtx {
     pub workdir: PathBuf,
     /// Set to abort early.
     pub stop: Arc<AtomicBool>,
+    /// When set, a probe that can ([`crate::Probe::windowed`]) also returns its main metrics
+    /// as a series of consecutive windows of about this length ([`crate::metric::Window`])
+    /// covering the whole budget, warm-up excluded, so a neighbour switched on and off during
+    /// the run can be compared window by window (the on/off design).
+    pub window: Option<Duration>,
 }
 
 impl ProbeCtx {
@@ -40,6 +45,7 @@ impl ProbeCtx {
             pin_peer: None,
             budget: Duration::from_secs(1),
             stop: Arc::new(AtomicBool::new(false)),
+            window: None,
         }
     }
 

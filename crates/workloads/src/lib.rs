@@ -22,7 +22,7 @@ pub mod util;
 
 pub use ctx::{ProbeCtx, StressCtx};
 pub use env::{CacheInfo, Env, HostFacts, Unsupported};
-pub use metric::{Aggregate, Direction, LatencyHistogram, Metric, MetricSpec};
+pub use metric::{Aggregate, Direction, LatencyHistogram, Metric, MetricSpec, Window};
 pub use params::{ParamError, ParamKind, ParamSpec, ParamValues};
 pub use probes::PROBES;
 pub use stressors::STRESSORS;
@@ -85,6 +85,12 @@ pub trait Probe: Sync {
     fn supported(&self, env: &Env) -> Result<(), Unsupported>;
     /// Runs the probe once with validated parameters.
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>>;
+    /// True when `run` returns a window series ([`Metric::series`]) for its main metrics
+    /// whenever [`ProbeCtx::window`] is set. Such a probe can be measured with the on/off
+    /// design; the others only with paired trials.
+    fn windowed(&self) -> bool {
+        false
+    }
 }
 
 /// What a stressor did while it ran.
@@ -128,6 +134,13 @@ pub trait Stressor: Sync {
     fn supported(&self, env: &Env) -> Result<(), Unsupported>;
     /// Runs the stress loop until `ctx.running()` turns false; counts work with `ctx.add_ops`.
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport>;
+    /// What of the stressor's effect outlasts a freeze of its tenant (memory it holds, pids
+    /// it keeps, dirty page cache being written back), when something does. Such a stressor
+    /// is measured with paired trials (stopped, then started), never with the on/off design,
+    /// which freezes and thaws it.
+    fn lingering_effect(&self, _params: &ParamValues) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Finds a probe by name.

@@ -53,6 +53,7 @@ impl MetricSpec {
             direction: self.direction,
             aggregate: self.aggregate,
             histogram: None,
+            series: None,
         }
     }
 }
@@ -73,6 +74,25 @@ pub struct Metric {
     /// For latency metrics: the distribution of the individual events, in the metric's unit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub histogram: Option<LatencyHistogram>,
+    /// When the probe ran with a window length ([`crate::ProbeCtx::window`]): the metric's
+    /// value in consecutive windows of the run, in time order, so a controller can compare
+    /// windows in which a neighbour was running against windows in which it was frozen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<Vec<Window>>,
+}
+
+/// The value of a metric over one stretch of a probe run.
+///
+/// Times are `CLOCK_MONOTONIC` nanoseconds ([`crate::timer::now_ns`]), the clock every
+/// process of the machine shares, so windows line up with events a controller records.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// Start of the window, ns.
+    pub start_ns: u64,
+    /// End of the window, ns.
+    pub end_ns: u64,
+    /// The metric's value over the window, in the metric's unit.
+    pub value: f64,
 }
 
 impl Metric {
@@ -91,7 +111,14 @@ impl Metric {
             direction,
             aggregate,
             histogram: None,
+            series: None,
         }
+    }
+
+    /// Attaches a window series.
+    pub fn with_series(mut self, series: Vec<Window>) -> Self {
+        self.series = Some(series);
+        self
     }
 
     /// Attaches a histogram.
