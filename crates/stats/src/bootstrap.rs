@@ -21,14 +21,24 @@ pub enum CiMethod {
     /// interval for median bias and skewness; second-order accurate for smooth statistics such
     /// as the mean. The acceleration comes from the jackknife (see [`bootstrap_degradation`]).
     Bca,
+    /// Student t interval on the mean of the log ratios `ln(contended / baseline)` of paired,
+    /// time-adjacent units (see [`crate::paired_degradation`]).
+    #[serde(rename = "paired_log_t")]
+    PairedLogT,
+    /// Moving-block bootstrap (Kuensch 1989) over time-ordered paired units (see
+    /// [`crate::paired_degradation`]).
+    #[serde(rename = "block_bootstrap")]
+    BlockBootstrap,
 }
 
 impl CiMethod {
-    /// `"percentile"` or `"bca"`.
+    /// `"percentile"`, `"bca"`, `"paired_log_t"` or `"block_bootstrap"`, as serialized.
     pub fn as_str(self) -> &'static str {
         match self {
             CiMethod::Percentile => "percentile",
             CiMethod::Bca => "bca",
+            CiMethod::PairedLogT => "paired_log_t",
+            CiMethod::BlockBootstrap => "block_bootstrap",
         }
     }
 }
@@ -62,9 +72,17 @@ impl Default for BootstrapConfig {
 }
 
 impl BootstrapConfig {
-    /// Checks the level and the number of resamples.
+    /// Checks the level, the number of resamples and that the method is a two-sample one.
     pub fn validate(&self) -> Result<(), StatsError> {
         check_level(self.level)?;
+        if matches!(self.method, CiMethod::PairedLogT | CiMethod::BlockBootstrap) {
+            return Err(invalid(
+                "method",
+                self.method.as_str(),
+                "\"percentile\" or \"bca\" for two independent samples \
+                 (paired methods take paired units: see paired_degradation)",
+            ));
+        }
         if self.resamples < 100 {
             return Err(invalid(
                 "resamples",
@@ -165,6 +183,8 @@ pub fn bootstrap_degradation(
     let alpha = 1.0 - config.level;
     let (q_lo, q_hi) = match config.method {
         CiMethod::Percentile => (alpha / 2.0, 1.0 - alpha / 2.0),
+        // Rejected by `validate` above.
+        CiMethod::PairedLogT | CiMethod::BlockBootstrap => (alpha / 2.0, 1.0 - alpha / 2.0),
         CiMethod::Bca => {
             let z0 = bias_correction(&replicates, estimate);
             let a = acceleration(baseline.sorted(), contended.sorted(), direction, est);

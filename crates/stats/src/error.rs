@@ -33,6 +33,31 @@ pub enum StatsError {
         /// What would have been valid.
         expected: &'static str,
     },
+    /// A paired unit holds a value whose logarithm is undefined.
+    #[error(
+        "unit #{index}: the {side} value is {value}; a paired comparison takes the log of \
+         contended/baseline, so both values must be finite and greater than 0 \
+         (check the probe's output for that trial or cycle)"
+    )]
+    NonPositivePair {
+        /// Position of the offending unit in the input.
+        index: usize,
+        /// `"baseline"` or `"contended"`.
+        side: &'static str,
+        /// The offending value.
+        value: f64,
+    },
+    /// Too few paired units to estimate a spread.
+    #[error(
+        "a paired comparison needs at least {min} units (pairs of trials or on/off cycles), \
+         got {n}; run more repetitions or cycles"
+    )]
+    TooFewUnits {
+        /// Units given.
+        n: usize,
+        /// Units needed.
+        min: usize,
+    },
     /// The stopping rule was asked to decide with nothing to decide on.
     #[error("the stopping rule needs at least one condition to compare, got none")]
     NoConditions,

@@ -1,5 +1,6 @@
 //! Pure statistics for isobench: sample summaries, outliers, degradation with bootstrap
-//! confidence intervals, rank and permutation tests, and the stopping rule that decides how many
+//! confidence intervals, paired (time-adjacent) degradation estimates, rank and permutation
+//! tests, multiple-comparison corrections, and the stopping rule that decides how many
 //! repetitions a run needs.
 //!
 //! Why a crate of its own: the numbers isobench prints are only as good as the statistics
@@ -21,7 +22,9 @@ mod compare;
 mod degradation;
 mod error;
 mod float_serde;
+mod multiple;
 mod normal;
+mod paired;
 mod rng;
 mod sample;
 mod significance;
@@ -32,7 +35,11 @@ pub use bootstrap::{bootstrap_degradation, BootstrapConfig, CiMethod, Degradatio
 pub use compare::{compare, CompareConfig, Comparison, Flag, Side};
 pub use degradation::{degradation_pct, Direction, Estimator};
 pub use error::StatsError;
+pub use multiple::{adjust_p_values, Correction};
 pub use normal::{normal_cdf, normal_quantile};
+pub use paired::{
+    auto_block_length, paired_degradation, Pair, PairedConfig, PairedEstimate, PairedMethod,
+};
 pub use sample::{Outliers, Sample, MODIFIED_Z_THRESHOLD};
 pub use significance::{mann_whitney_u, permutation_test, MannWhitney, PermutationTest};
 pub use stopping::{ConditionSamples, ConditionStatus, Decision, StopReport, StoppingRule};

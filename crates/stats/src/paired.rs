@@ -1,0 +1,566 @@
+//! Degradation from time-adjacent paired units: a baseline and a contended trial run next to
+//! each other, or one cycle of the on/off design (the mean of a probe's windows while the
+//! aggressor is frozen, and while it runs).
+//!
+//! Why: this machine's speed drifts and its noise is correlated in time, so two independent
+//! samples of baseline and contended trials mix the drift into the comparison and give wide
+//! intervals. The ratio `contended / baseline` of two measurements taken close together cancels
+//! a slow speed factor that multiplies both, so intervals are built on the log ratios of units.
+//! Units are in time order; adjacent on/off cycles are correlated, which the moving-block
+//! bootstrap allows for.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bootstrap::{CiMethod, DegradationCi};
+use crate::degradation::{Direction, Estimator};
+use crate::error::{check_level, invalid, StatsError};
+use crate::normal::{student_t_quantile, student_t_two_sided_p};
+use crate::rng;
+use crate::sample::quantile_sorted;
+
+/// Fewest units a paired estimate accepts.
+const MIN_UNITS: usize = 2;
+
+/// One time-adjacent comparison unit: a pair of trials, or one on/off cycle.
+///
+/// Both values must be finite and greater than 0 (they are compared through
+/// `ln(contended / baseline)`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Pair {
+    /// The metric without contention (the baseline trial, or the cycle's off-window mean).
+    pub baseline: f64,
+    /// The metric under contention (the contended trial, or the cycle's on-window mean).
+    pub contended: f64,
+}
+
+impl Pair {
+    /// A unit from its two values.
+    pub fn new(baseline: f64, contended: f64) -> Self {
+        Pair {
+            baseline,
+            contended,
+        }
+    }
+
+    /// `ln(contended / baseline)`. The ratio is formed first, so units whose ratios are equal
+    /// give equal log ratios; the difference of logarithms is used only if the ratio would
+    /// overflow or underflow.
+    pub fn log_ratio(&self) -> f64 {
+        let r = self.contended / self.baseline;
+        if r.is_finite() && r > 0.0 {
+            r.ln()
+        } else {
+            self.contended.ln() - self.baseline.ln()
+        }
+    }
+}
+
+/// How the interval of a paired degradation is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum PairedMethod {
+    /// Student t interval on the mean of `ln(contended / baseline)`, treating units as
+    /// independent: the paired analysis of Kalibera & Jones, *Rigorous Benchmarking in
+    /// Reasonable Time* (ISMM 2013), and of Bulej et al., *Duet Benchmarking: Improving
+    /// Measurement Accuracy in the Cloud* (ICPE 2020), on log ratios so the effect is
+    /// multiplicative. Right for pairs of trials whose pairs are far enough apart in time to be
+    /// independent.
+    LogT,
+    /// Moving-block bootstrap (Kuensch 1989, *The Jackknife and the Bootstrap for General
+    /// Stationary Observations*, Ann. Statist. 17) of the mean log ratio over the units in
+    /// time order, with blocks of `block` consecutive units; `block = 0` chooses the length
+    /// automatically (see [`auto_block_length`]). Right for on/off cycles, whose neighbours are
+    /// correlated.
+    BlockBootstrap {
+        /// Block length in units; 0 chooses it from the data.
+        block: usize,
+    },
+}
+
+/// Settings of [`paired_degradation`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PairedConfig {
+    /// Interval construction (default: block bootstrap, automatic block length).
+    pub method: PairedMethod,
+    /// Two-sided confidence level, strictly between 0 and 1 (default: 0.95).
+    pub level: f64,
+    /// Bootstrap replicates, at least 100 when bootstrapping (default: 2000; unused by
+    /// [`PairedMethod::LogT`]).
+    pub resamples: usize,
+    /// Seed of the ChaCha8 generator (default: 0; unused by [`PairedMethod::LogT`]).
+    pub seed: u64,
+}
+
+impl Default for PairedConfig {
+    fn default() -> Self {
+        PairedConfig {
+            method: PairedMethod::BlockBootstrap { block: 0 },
+            level: 0.95,
+            resamples: 2000,
+            seed: 0,
+        }
+    }
+}
+
+impl PairedConfig {
+    /// Checks the level and, for the bootstrap, the number of resamples.
+    pub fn validate(&self) -> Result<(), StatsError> {
+        check_level(self.level)?;
+        if matches!(self.method, PairedMethod::BlockBootstrap { .. }) && self.resamples < 100 {
+            return Err(invalid(
+                "resamples",
+                self.resamples,
+                "at least 100 bootstrap replicates (2000 or more for a 95% interval)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A degradation estimated from paired, time-adjacent units.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedEstimate {
+    /// Degradation (percent, positive = worse) of the geometric mean ratio
+    /// `exp(mean ln(contended / baseline))`, with its interval. Its `estimator` is
+    /// [`Estimator::Mean`] (the mean of the log ratios), its `method` is
+    /// [`CiMethod::PairedLogT`] or [`CiMethod::BlockBootstrap`], and `resamples` is 0 for the
+    /// t interval.
+    pub degradation: DegradationCi,
+    /// Two-sided p-value of H0 "no degradation" (mean log ratio = 0); see
+    /// [`paired_degradation`] for how each method computes it.
+    pub p_value: f64,
+    /// Units used.
+    pub n: usize,
+    /// Block length used by the bootstrap; `None` for the t interval.
+    pub block: Option<usize>,
+    /// Mean of the log ratios `ln(contended / baseline)`.
+    pub log_ratio_mean: f64,
+    /// Sample standard deviation (divisor `n - 1`) of the log ratios.
+    pub log_ratio_sd: f64,
+    /// Lag-1 autocorrelation of the log ratios in time order; `None` below 3 units or when
+    /// the log ratios do not vary.
+    pub lag1_autocorrelation: Option<f64>,
+}
+
+/// Degradation of `contended` relative to `baseline` estimated from time-adjacent units, with
+/// its confidence interval and p-value.
+///
+/// With `r_i = contended_i / baseline_i` and `m` the mean of `ln r_i`, the estimate is the
+/// degradation of the geometric mean ratio `R = exp(m)`: `(1 - R) * 100` when higher is
+/// better, `(R - 1) * 100` when lower is better (positive = worse, never clipped). The interval
+/// is the interval of `m` mapped through the same monotone function, bounds swapped where it
+/// is decreasing so that `lower <= upper`.
+///
+/// - [`PairedMethod::LogT`]: `m +/- t_(1 - alpha/2, n - 1) * s / sqrt(n)` (Student t on the
+///   log ratios; Kalibera & Jones 2013, Bulej et al. 2020), with the t test's two-sided
+///   p-value `P(|T_(n-1)| >= |m| sqrt(n) / s)`. Assumes independent units.
+/// - [`PairedMethod::BlockBootstrap`]: the moving-block bootstrap of Kuensch (1989). Each
+///   replicate joins `ceil(n / b)` blocks of `b` consecutive log ratios, drawn uniformly from
+///   the `n - b + 1` overlapping blocks, cut to `n` values, and takes their mean `m*`. The
+///   replicates are centred on the exact bootstrap expectation `E*[m*]` (the moving-block
+///   mean is biased toward the middle units; Lahiri 2003, *Resampling Methods for Dependent
+///   Data*, section 2.7), giving `T* = m* - E*[m*]`, whose quantiles give the basic interval
+///   `[m - q_(1 - alpha/2)(T*), m - q_(alpha/2)(T*)]` (Davison & Hinkley 1997, eq. 5.6). The
+///   p-value is the share of replicates at least as far from 0 as the observed mean,
+///   `(1 + #{|T*| >= |m|}) / (B + 1)` (Davison & Hinkley 1997, section 4.4), so it is
+///   below `1 - level` about when the interval excludes 0. Like all block bootstraps it is a
+///   large-sample method: with strongly correlated units and fewer than about 50 units it
+///   undercovers a little (the block estimate of the long-run variance is biased low).
+///
+/// When every log ratio is the same the interval has zero width (and the p-value is 0 or 1
+/// for the t interval, `1 / (B + 1)` or 1 for the bootstrap), never NaN.
+///
+/// Errors with fewer than 2 units, a value that is not finite or not greater than 0, or an
+/// invalid configuration.
+pub fn paired_degradation(
+    units: &[Pair],
+    direction: Direction,
+    config: &PairedConfig,
+) -> Result<PairedEstimate, StatsError> {
+    config.validate()?;
+    let logs = log_ratios(units)?;
+    let n = logs.len();
+    let nf = n as f64;
+    let mean = logs.iter().sum::<f64>() / nf;
+    let sd = if is_constant(&logs) {
+        0.0
+    } else {
+        (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (nf - 1.0)).sqrt()
+    };
+    let lag1 = lag1_autocorrelation(&logs);
+    let alpha = 1.0 - config.level;
+
+    let (lo, hi, p_value, block, method, resamples) = match config.method {
+        PairedMethod::LogT => {
+            let se = sd / nf.sqrt();
+            let (lo, hi, p) = if se > 0.0 {
+                let t = student_t_quantile(1.0 - alpha / 2.0, nf - 1.0);
+                (
+                    mean - t * se,
+                    mean + t * se,
+                    student_t_two_sided_p(mean / se, nf - 1.0),
+                )
+            } else {
+                (mean, mean, if mean == 0.0 { 1.0 } else { 0.0 })
+            };
+            (lo, hi, p, None, CiMethod::PairedLogT, 0)
+        }
+        PairedMethod::BlockBootstrap { block } => {
+            let b = if block == 0 {
+                auto_block_length(n, lag1)
+            } else {
+                block.min(n)
+            };
+            let mut centred = block_bootstrap_centred(&logs, b, config.resamples, config.seed);
+            centred.sort_by(f64::total_cmp);
+            let lo = mean - quantile_sorted(&centred, 1.0 - alpha / 2.0);
+            let hi = mean - quantile_sorted(&centred, alpha / 2.0);
+            let far = centred.iter().filter(|t| t.abs() >= mean.abs()).count();
+            let p = ((1 + far) as f64 / (centred.len() + 1) as f64).min(1.0);
+            (
+                lo.min(mean),
+                hi.max(mean),
+                p,
+                Some(b),
+                CiMethod::BlockBootstrap,
+                config.resamples,
+            )
+        }
+    };
+
+    let to_pct = |l: f64| log_ratio_to_degradation(l, direction);
+    let (a, b) = (to_pct(lo), to_pct(hi));
+    Ok(PairedEstimate {
+        degradation: DegradationCi {
+            estimate: to_pct(mean),
+            lower: a.min(b),
+            upper: a.max(b),
+            level: config.level,
+            estimator: Estimator::Mean,
+            method,
+            resamples,
+            seed: config.seed,
+        },
+        p_value,
+        n,
+        block,
+        log_ratio_mean: mean,
+        log_ratio_sd: sd,
+        lag1_autocorrelation: lag1,
+    })
+}
+
+/// The block length [`PairedMethod::BlockBootstrap`] uses when given 0, for `n` units whose
+/// log ratios have lag-1 autocorrelation `rho` (`None` when unknown).
+///
+/// Rule: the larger of `round(n^(1/3))` (the order that minimises the error of the
+/// block-bootstrap variance, Hall, Horowitz & Jing 1995, Biometrika 82) and the AR(1) plug-in
+/// of the optimal moving-block length for the variance of the mean,
+/// `(3n/2)^(1/3) * (2|rho| / (1 - rho^2))^(2/3)` (Carlstein 1986, Ann. Statist. 14; Politis &
+/// White 2004, Econometric Reviews 23, with `G / sigma^2 = 2 rho / (1 - rho^2)` for AR(1)),
+/// rounded up, with `|rho|` capped at 0.9; the result is kept between 1 and `max(1, n / 3)` so
+/// that a replicate is made of at least three blocks.
+pub fn auto_block_length(n: usize, rho: Option<f64>) -> usize {
+    if n < 2 {
+        return 1;
+    }
+    let nf = n as f64;
+    let floor = nf.cbrt().round();
+    let plug_in = match rho {
+        Some(r) if r.is_finite() => {
+            let r = r.abs().min(0.9);
+            ((1.5 * nf).cbrt() * (2.0 * r / (1.0 - r * r)).powf(2.0 / 3.0)).ceil()
+        }
+        _ => 0.0,
+    };
+    let cap = (n / 3).max(1);
+    (floor.max(plug_in) as usize).clamp(1, cap)
+}
+
+/// The log ratios of `units`, checked.
+fn log_ratios(units: &[Pair]) -> Result<Vec<f64>, StatsError> {
+    if units.len() < MIN_UNITS {
+        return Err(StatsError::TooFewUnits {
+            n: units.len(),
+            min: MIN_UNITS,
+        });
+    }
+    units
+        .iter()
+        .enumerate()
+        .map(|(index, u)| {
+            for (side, value) in [("baseline", u.baseline), ("contended", u.contended)] {
+                if !(value.is_finite() && value > 0.0) {
+                    return Err(StatsError::NonPositivePair { index, side, value });
+                }
+            }
+            Ok(u.log_ratio())
+        })
+        .collect()
+}
+
+/// True when the values differ by no more than rounding: ratios that are equal on paper, such
+/// as 12/10 and 24/20, can differ in the last bits of their logarithms.
+fn is_constant(xs: &[f64]) -> bool {
+    let (lo, hi) = xs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        });
+    hi - lo <= 8.0 * f64::EPSILON * lo.abs().max(hi.abs()).max(f64::MIN_POSITIVE)
+}
+
+/// Lag-1 autocorrelation `sum (x_t - m)(x_(t+1) - m) / sum (x_t - m)^2` (Box & Jenkins 1976,
+/// eq. 2.1.12); `None` below 3 values or without variation.
+fn lag1_autocorrelation(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 3 || is_constant(xs) {
+        return None;
+    }
+    let m = xs.iter().sum::<f64>() / xs.len() as f64;
+    let den: f64 = xs.iter().map(|x| (x - m).powi(2)).sum();
+    if den <= 0.0 || !den.is_finite() {
+        return None;
+    }
+    let num: f64 = xs.windows(2).map(|w| (w[0] - m) * (w[1] - m)).sum();
+    Some(num / den)
+}
+
+/// `resamples` moving-block bootstrap replicates of the mean of `xs` (blocks of `b`),
+/// each minus the exact bootstrap expectation of that mean.
+fn block_bootstrap_centred(xs: &[f64], b: usize, resamples: usize, seed: u64) -> Vec<f64> {
+    let n = xs.len();
+    let b = b.clamp(1, n);
+    let starts = n - b + 1;
+    let blocks = n.div_ceil(b);
+    let last_len = n - (blocks - 1) * b;
+    // prefix[i] = sum of xs[..i], so a block sum is one subtraction.
+    let mut prefix = Vec::with_capacity(n + 1);
+    prefix.push(0.0);
+    for x in xs {
+        prefix.push(prefix.last().copied().unwrap_or(0.0) + x);
+    }
+    let block_sum = |s: usize, len: usize| prefix[s + len] - prefix[s];
+    // E*[m*]: every block start is equally likely; the last block keeps `last_len` values.
+    let full: f64 = (0..starts).map(|s| block_sum(s, b)).sum::<f64>() / starts as f64;
+    let part: f64 = (0..starts).map(|s| block_sum(s, last_len)).sum::<f64>() / starts as f64;
+    let expected = ((blocks - 1) as f64 * full + part) / n as f64;
+
+    let mut rng = rng::seeded(seed);
+    (0..resamples)
+        .map(|_| {
+            let mut sum = 0.0;
+            for k in 0..blocks {
+                let len = if k + 1 == blocks { last_len } else { b };
+                sum += block_sum(rng::index(&mut rng, starts), len);
+            }
+            sum / n as f64 - expected
+        })
+        .collect()
+}
+
+/// Degradation in percent of a mean log ratio `l`: `(1 - e^l) * 100` when higher is better,
+/// `(e^l - 1) * 100` when lower is better.
+fn log_ratio_to_degradation(l: f64, direction: Direction) -> f64 {
+    match direction {
+        Direction::Higher => -l.exp_m1() * 100.0,
+        Direction::Lower => l.exp_m1() * 100.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(v: &[(f64, f64)]) -> Vec<Pair> {
+        v.iter().map(|&(b, c)| Pair::new(b, c)).collect()
+    }
+
+    fn log_t() -> PairedConfig {
+        PairedConfig {
+            method: PairedMethod::LogT,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sign_convention_follows_direction() {
+        // Contended is 80% of baseline in every pair, whatever the speed.
+        let u = pairs(&[(100.0, 80.0), (50.0, 40.0), (200.0, 160.0)]);
+        let higher = paired_degradation(&u, Direction::Higher, &log_t()).unwrap();
+        assert!(
+            (higher.degradation.estimate - 20.0).abs() < 1e-9,
+            "{higher:?}"
+        );
+        let lower = paired_degradation(&u, Direction::Lower, &log_t()).unwrap();
+        assert!(
+            (lower.degradation.estimate + 20.0).abs() < 1e-9,
+            "{lower:?}"
+        );
+    }
+
+    #[test]
+    fn all_equal_ratios_give_zero_width_not_nan() {
+        let u = pairs(&[(10.0, 12.0), (20.0, 24.0), (5.0, 6.0), (1.0, 1.2)]);
+        for config in [log_t(), PairedConfig::default()] {
+            let e = paired_degradation(&u, Direction::Lower, &config).unwrap();
+            let d = &e.degradation;
+            assert!((d.estimate - 20.0).abs() < 1e-9, "{e:?}");
+            assert!((d.upper - d.lower).abs() < 1e-9, "{e:?}");
+            assert!(d.lower.is_finite() && d.upper.is_finite(), "{e:?}");
+            assert!(e.p_value < 0.01, "{e:?}");
+            assert_eq!(e.lag1_autocorrelation, None);
+        }
+        let same = pairs(&[(3.0, 3.0), (4.0, 4.0)]);
+        let e = paired_degradation(&same, Direction::Higher, &log_t()).unwrap();
+        assert_eq!((e.degradation.lower, e.degradation.upper), (0.0, 0.0));
+        assert_eq!(e.p_value, 1.0);
+    }
+
+    #[test]
+    fn rejects_non_positive_values_and_single_unit() {
+        let cfg = log_t();
+        let err = paired_degradation(&pairs(&[(1.0, 2.0)]), Direction::Higher, &cfg);
+        assert_eq!(err.unwrap_err(), StatsError::TooFewUnits { n: 1, min: 2 });
+        let err = paired_degradation(&[], Direction::Higher, &cfg).unwrap_err();
+        assert!(err.to_string().contains("at least 2 units"), "{err}");
+        let zero = pairs(&[(1.0, 2.0), (0.0, 2.0)]);
+        let err = paired_degradation(&zero, Direction::Higher, &cfg).unwrap_err();
+        assert_eq!(
+            err,
+            StatsError::NonPositivePair {
+                index: 1,
+                side: "baseline",
+                value: 0.0
+            }
+        );
+        assert!(err.to_string().contains("greater than 0"), "{err}");
+        let neg = pairs(&[(1.0, -2.0), (1.0, 2.0)]);
+        assert!(matches!(
+            paired_degradation(&neg, Direction::Lower, &PairedConfig::default()),
+            Err(StatsError::NonPositivePair {
+                index: 0,
+                side: "contended",
+                ..
+            })
+        ));
+        let nan = pairs(&[(1.0, 2.0), (f64::NAN, 2.0)]);
+        assert!(paired_degradation(&nan, Direction::Lower, &cfg).is_err());
+        let few = PairedConfig {
+            resamples: 10,
+            ..Default::default()
+        };
+        let ok = pairs(&[(1.0, 2.0), (1.0, 2.1)]);
+        assert!(paired_degradation(&ok, Direction::Lower, &few).is_err());
+    }
+
+    #[test]
+    fn log_t_matches_hand_computation() {
+        // Log ratios ln 1.1, ln 1.2, ln 1.3: mean and sd by hand, t_(0.975, 2) = 4.302653.
+        let u = pairs(&[(1.0, 1.1), (1.0, 1.2), (1.0, 1.3)]);
+        let e = paired_degradation(&u, Direction::Lower, &log_t()).unwrap();
+        let l = [1.1f64.ln(), 1.2f64.ln(), 1.3f64.ln()];
+        let m = l.iter().sum::<f64>() / 3.0;
+        let sd = (l.iter().map(|x| (x - m).powi(2)).sum::<f64>() / 2.0).sqrt();
+        assert!((e.log_ratio_mean - m).abs() < 1e-12);
+        assert!((e.log_ratio_sd - sd).abs() < 1e-12);
+        let half = 4.302_653 * sd / 3f64.sqrt();
+        assert!((e.degradation.lower - ((m - half).exp() - 1.0) * 100.0).abs() < 1e-4);
+        assert!((e.degradation.upper - ((m + half).exp() - 1.0) * 100.0).abs() < 1e-4);
+        assert_eq!(e.degradation.method, CiMethod::PairedLogT);
+        assert_eq!(e.block, None);
+        // The interval just includes 0, so the t test is just not significant at 5%.
+        assert!(
+            e.degradation.lower < 0.0 && e.p_value > 0.05 && e.p_value < 0.1,
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn block_bootstrap_is_seeded_and_reports_its_block() {
+        let u: Vec<Pair> = (0..40)
+            .map(|i| Pair::new(100.0, 110.0 + (i as f64 * 0.7).sin() * 3.0))
+            .collect();
+        let cfg = PairedConfig {
+            seed: 7,
+            ..Default::default()
+        };
+        let a = paired_degradation(&u, Direction::Lower, &cfg).unwrap();
+        let b = paired_degradation(&u, Direction::Lower, &cfg).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.degradation.method, CiMethod::BlockBootstrap);
+        assert!(a.block.unwrap() >= 3, "{a:?}");
+        assert!(a.degradation.lower <= a.degradation.estimate);
+        assert!(a.degradation.estimate <= a.degradation.upper);
+        assert!(a.p_value < 0.01);
+        let fixed = PairedConfig {
+            method: PairedMethod::BlockBootstrap { block: 5 },
+            ..cfg
+        };
+        assert_eq!(
+            paired_degradation(&u, Direction::Lower, &fixed)
+                .unwrap()
+                .block,
+            Some(5)
+        );
+    }
+
+    #[test]
+    fn centring_uses_the_exact_bootstrap_expectation() {
+        // With one block start (b = n) every replicate is the sample itself.
+        let xs = [0.1, 0.5, -0.2, 0.3];
+        let c = block_bootstrap_centred(&xs, 4, 50, 1);
+        assert!(c.iter().all(|t| t.abs() < 1e-12), "{c:?}");
+        // Averaged over many replicates, the centred mean is close to 0.
+        let ys: Vec<f64> = (0..23).map(|i| (i as f64).sqrt()).collect();
+        let c = block_bootstrap_centred(&ys, 4, 20_000, 2);
+        let avg = c.iter().sum::<f64>() / c.len() as f64;
+        assert!(avg.abs() < 0.01, "{avg}");
+    }
+
+    #[test]
+    fn auto_block_length_rule() {
+        assert_eq!(auto_block_length(1, None), 1);
+        assert_eq!(auto_block_length(2, Some(0.5)), 1);
+        assert_eq!(auto_block_length(125, None), 5);
+        assert_eq!(auto_block_length(125, Some(0.0)), 5);
+        // rho = 0.5: (187.5)^(1/3) * (4/3)^(2/3) = 6.92 -> 7.
+        assert_eq!(auto_block_length(125, Some(0.5)), 7);
+        assert_eq!(auto_block_length(125, Some(-0.5)), 7);
+        // Capped at n / 3.
+        assert_eq!(auto_block_length(30, Some(0.99)), 10);
+    }
+
+    #[test]
+    fn method_and_config_json() {
+        let cfg = PairedConfig {
+            method: PairedMethod::BlockBootstrap { block: 4 },
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&cfg).unwrap();
+        assert!(
+            json.contains(r#""method":{"kind":"block_bootstrap","block":4}"#),
+            "{json}"
+        );
+        let back: PairedConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, cfg);
+        let t: PairedMethod = serde_json::from_str(r#"{"kind":"log_t"}"#).unwrap();
+        assert_eq!(t, PairedMethod::LogT);
+        let partial: PairedConfig = serde_json::from_str(r#"{"level":0.9}"#).unwrap();
+        assert_eq!(partial.resamples, 2000);
+    }
+
+    #[test]
+    fn ci_method_json_keeps_old_names_and_adds_new() {
+        for (m, text) in [
+            (CiMethod::Percentile, "\"percentile\""),
+            (CiMethod::Bca, "\"bca\""),
+            (CiMethod::PairedLogT, "\"paired_log_t\""),
+            (CiMethod::BlockBootstrap, "\"block_bootstrap\""),
+        ] {
+            assert_eq!(serde_json::to_string(&m).unwrap(), text);
+            assert_eq!(serde_json::from_str::<CiMethod>(text).unwrap(), m);
+            assert_eq!(format!("\"{}\"", m.as_str()), text);
+        }
+    }
+}
