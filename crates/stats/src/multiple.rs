@@ -64,7 +64,9 @@ pub fn adjust_p_values(p: &[f64], correction: Correction) -> Vec<f64> {
         Correction::BenjaminiHochberg => {
             let mut running = 1.0f64;
             for (rank, &i) in order.iter().enumerate().rev() {
-                let scaled = (m * p[i] / (rank + 1) as f64).min(1.0);
+                // `p * (m / j)`: exact at j = m and j = 1, where it must equal the raw value and
+                // Holm's factor, so rounding never puts BH above Holm or below the raw value.
+                let scaled = (p[i] * (m / (rank + 1) as f64)).max(p[i]).min(1.0);
                 running = running.min(scaled);
                 out[i] = running;
             }
