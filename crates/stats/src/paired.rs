@@ -165,8 +165,12 @@ pub struct PairedEstimate {
 ///   p-value is the share of replicates at least as far from 0 as the observed mean,
 ///   `(1 + #{|T*| >= |m|}) / (B + 1)` (Davison & Hinkley 1997, section 4.4), so it is
 ///   below `1 - level` about when the interval excludes 0. Like all block bootstraps it is a
-///   large-sample method: with strongly correlated units and fewer than about 50 units it
-///   undercovers a little (the block estimate of the long-run variance is biased low).
+///   large-sample method and its intervals are a little narrow: the block estimate of the
+///   long-run variance is biased low by about `sum |k| gamma_k / (b sum gamma_k)`, and the
+///   bootstrap has no t correction. Measured on synthetic data (`tests/paired_coverage.rs`),
+///   a nominal 95% interval covers about 92% for 60 independent units and about 89% for 120
+///   units with AR(1) log ratios at `phi = 0.5`, where an interval that treats the units as
+///   independent (the t interval) covers about 74%.
 ///
 /// When every log ratio is the same the interval has zero width (and the p-value is 0 or 1
 /// for the t interval, `1 / (B + 1)` or 1 for the bootstrap), never NaN.
