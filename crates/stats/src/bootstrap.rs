@@ -403,6 +403,19 @@ mod tests {
     }
 
     #[test]
+    fn paired_methods_are_refused_for_independent_samples() {
+        let x = s(&[1.0, 2.0, 3.0]);
+        for method in [CiMethod::PairedLogT, CiMethod::BlockBootstrap] {
+            let cfg = BootstrapConfig {
+                method,
+                ..Default::default()
+            };
+            let err = bootstrap_degradation(&x, &x, Direction::Higher, &cfg).unwrap_err();
+            assert!(err.to_string().contains("paired_degradation"), "{err}");
+        }
+    }
+
+    #[test]
     fn zero_baseline_resamples_give_infinite_not_nan_bounds() {
         // Median 1 but many zeros: some replicates have a zero baseline median.
         let base = s(&[0.0, 0.0, 1.0, 1.0, 1.0]);
