@@ -9,7 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use isobench_stats::{
-    compare, BootstrapConfig, CiMethod, CompareConfig, Comparison, Direction, Estimator, Sample,
+    adjust_p_values, compare, paired_degradation, BootstrapConfig, CiMethod, CompareConfig,
+    Comparison, Correction, Direction, Estimator, Flag, Pair, PairedConfig, PairedEstimate,
+    PairedMethod, Sample, Side,
 };
 use isobench_store::{
     Condition as StoreCondition, LoadedRun, RunStatus, StressorMode, TrialRecord, TrialStatus,
@@ -17,8 +19,8 @@ use isobench_store::{
 use isobench_workloads::Class;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Plan;
-use crate::schedule::{Needs, TrialKey};
+use crate::plan::{Design, Plan};
+use crate::schedule::{paired_baseline_block, Needs, TrialKey};
 
 /// Version of the [`Results`] document (JSON export). Bumped on incompatible changes.
 pub const RESULTS_SCHEMA_VERSION: u32 = 1;
@@ -115,6 +117,21 @@ pub struct Cell {
     /// them (their repeats were used up, or the load persisted).
     #[serde(default)]
     pub disturbed: u32,
+    /// How the reported degradation was measured (on/off cycles or paired trials); `None` for
+    /// the aggressor's own rate and for runs stored before designs existed (independent
+    /// samples).
+    #[serde(default)]
+    pub design: Option<Design>,
+    /// The time-adjacent estimate behind `comparison` (cycles or pairs), with its p-value.
+    #[serde(default)]
+    pub paired: Option<PairedEstimate>,
+    /// p-value corrected for multiple comparisons across the victim cells of the run.
+    #[serde(default)]
+    pub p_adjusted: Option<f64>,
+    /// The independent two-sample estimate on the same values (baseline and contended as two
+    /// samples, ignoring which were measured together), kept for comparison.
+    #[serde(default)]
+    pub independent: Option<Comparison>,
 }
 
 impl Cell {
@@ -265,6 +282,8 @@ pub struct StatsSettings {
     pub resamples: usize,
     /// Statistic compared.
     pub estimator: Estimator,
+    /// Correction of significance for multiple comparisons.
+    pub correction: Correction,
 }
 
 impl StatsSettings {
@@ -277,6 +296,7 @@ impl StatsSettings {
             min_samples: plan.repetitions.min as usize,
             resamples: 2000,
             estimator: plan.repetitions.estimator,
+            correction: plan.repetitions.correction,
         }
     }
 
@@ -334,6 +354,7 @@ pub fn analyze(run: &LoadedRun) -> Results {
             min_samples: 3,
             resamples: 2000,
             estimator: Estimator::Median,
+            correction: Correction::Holm,
         },
         StatsSettings::from_plan,
     );
@@ -521,6 +542,16 @@ pub fn analyze_trials(
             ));
             if let Some(c) = cells.last_mut() {
                 c.disturbed = disturbed;
+                if !no_values {
+                    let design = cell_design(plan.as_ref(), probe, cond, trials);
+                    let units = match design {
+                        Design::OnOff => onoff_units(trials, &usable, tenant, probe, cond, metric),
+                        Design::Paired => {
+                            paired_units(trials, &usable, tenant, probe, cond, metric)
+                        }
+                    };
+                    apply_design(c, design, &units, &label, settings);
+                }
             }
             if no_values {
                 // Nothing was ever measured (every trial failed): more trials will not help.
@@ -532,6 +563,8 @@ pub fn analyze_trials(
             }
         }
     }
+
+    correct_significance(&mut cells, settings);
 
     // Aggressor cells: its stressor's rate alone vs. beside the probes.
     let mut aggressor = Vec::new();
@@ -812,6 +845,10 @@ fn make_cell(
         dnr,
         settled,
         disturbed: 0,
+        design: None,
+        paired: None,
+        p_adjusted: None,
+        independent: None,
     }
 }
 
@@ -847,4 +884,216 @@ pub fn resumable(status: RunStatus) -> bool {
         status,
         RunStatus::Running | RunStatus::Interrupted | RunStatus::Failed
     )
+}
+
+/// Which design measured a cell: the plan's, else (runs without a plan) on/off when its
+/// contended trials were modulated.
+fn cell_design(plan: Option<&Plan>, probe: &str, cond: &str, trials: &[&TrialRecord]) -> Design {
+    if let Some(p) = plan {
+        let pi = p.probes.iter().position(|x| x.id == probe);
+        let ci = p.conditions.iter().position(|x| x.id == cond);
+        if let (Some(pi), Some(ci)) = (pi, ci) {
+            return p.design(pi, ci);
+        }
+    }
+    let modulated = trials
+        .iter()
+        .any(|t| t.probe == probe && condition_text(&t.condition) == cond && t.modulation.is_some());
+    if modulated {
+        Design::OnOff
+    } else {
+        Design::Paired
+    }
+}
+
+/// The cycles of every usable on/off trial of a cell, in time order.
+fn onoff_units(
+    trials: &[&TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+    tenant: &str,
+    probe: &str,
+    cond: &str,
+    metric: &str,
+) -> Vec<Pair> {
+    let mut out = Vec::new();
+    for t in trials.iter().filter(|t| {
+        usable(t) && t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
+    }) {
+        let (Some(m), Some(s)) = (
+            t.modulation.as_ref(),
+            t.series.iter().find(|s| s.metric == metric),
+        ) else {
+            continue;
+        };
+        out.extend(crate::onoff::cycles(&s.windows, m));
+    }
+    out
+}
+
+/// Each usable contended trial of a cell with the baseline trial of the same probe in the
+/// block paired with its block ([`paired_baseline_block`]), in time order.
+fn paired_units(
+    trials: &[&TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+    tenant: &str,
+    probe: &str,
+    cond: &str,
+    metric: &str,
+) -> Vec<Pair> {
+    let value = |t: &TrialRecord| {
+        t.samples
+            .iter()
+            .find(|s| s.metric == metric)
+            .map(|s| s.value)
+            .filter(|v| v.is_finite() && *v > 0.0)
+    };
+    let mut out = Vec::new();
+    for t in trials.iter().filter(|t| {
+        usable(t) && t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
+    }) {
+        let (k, _) = TrialKey::from_seq(t.plan_seq);
+        let Some(b) = paired_baseline_block(k.round, k.block) else {
+            continue;
+        };
+        let base = trials
+            .iter()
+            .filter(|x| {
+                let (kx, _) = TrialKey::from_seq(x.plan_seq);
+                usable(x)
+                    && kx.round == k.round
+                    && kx.block == b
+                    && x.tenant == tenant
+                    && x.probe == probe
+                    && x.condition == StoreCondition::Baseline
+            })
+            .filter_map(|x| value(x))
+            .last();
+        if let (Some(b), Some(c)) = (base, value(t)) {
+            out.push(Pair {
+                baseline: b,
+                contended: c,
+            });
+        }
+    }
+    out
+}
+
+/// Fewest units (cycles or pairs) for a trustworthy time-adjacent estimate.
+fn min_units(design: Design, settings: &StatsSettings) -> usize {
+    match design {
+        Design::OnOff => 6,
+        Design::Paired => settings.min_samples.max(3),
+    }
+}
+
+/// Replaces a cell's reported comparison by the time-adjacent estimate of its design, keeping
+/// the independent two-sample one beside it. The baseline and contended sides become the
+/// units' values (cycle means, or the paired trials).
+fn apply_design(cell: &mut Cell, design: Design, units: &[Pair], label: &str, settings: &StatsSettings) {
+    cell.design = Some(design);
+    cell.independent = cell.comparison.take();
+    let baseline: Vec<f64> = units.iter().map(|u| u.baseline).collect();
+    let contended: Vec<f64> = units.iter().map(|u| u.contended).collect();
+    if design == Design::OnOff {
+        // The independent estimate on the same data: off-phases against on-phases as two
+        // samples.
+        cell.independent = match (Sample::from_slice(&baseline), Sample::from_slice(&contended)) {
+            (Ok(b), Ok(c)) if b.len() >= 2 && c.len() >= 2 => {
+                compare(&b, &c, cell.direction, &settings.config(label)).ok()
+            }
+            _ => None,
+        };
+    }
+    cell.baseline = baseline;
+    cell.contended = contended;
+    let config = PairedConfig {
+        method: match design {
+            Design::OnOff => PairedMethod::BlockBootstrap { block: 0 },
+            Design::Paired => PairedMethod::LogT,
+        },
+        level: settings.confidence,
+        resamples: settings.resamples,
+        seed: settings.seed ^ fnv1a(label),
+    };
+    let need = min_units(design, settings);
+    match paired_degradation(units, cell.direction, &config) {
+        Ok(est) => {
+            let mut flags: Vec<Flag> = Vec::new();
+            if est.n < need {
+                flags.push(Flag::TooFewSamples {
+                    side: Side::Contended,
+                    n: est.n,
+                    min: need,
+                });
+            }
+            let hw = est.degradation.half_width();
+            if hw > settings.target {
+                flags.push(Flag::WideInterval {
+                    half_width: hw,
+                    target: settings.target,
+                });
+            }
+            let significant = est.p_value < 1.0 - settings.confidence;
+            if significant && est.degradation.estimate < 0.0 {
+                flags.push(Flag::Improved);
+            }
+            let trustworthy = !flags.iter().any(Flag::is_untrustworthy);
+            let (bs, cs) = (
+                Sample::from_slice(&cell.baseline).map(|s| s.summary()),
+                Sample::from_slice(&cell.contended).map(|s| s.summary()),
+            );
+            cell.comparison = match (bs, cs, &cell.independent) {
+                (Ok(bs), Ok(cs), Some(ind)) => Some(Comparison {
+                    direction: cell.direction,
+                    baseline: bs,
+                    contended: cs,
+                    degradation: est.degradation.clone(),
+                    mann_whitney: ind.mann_whitney.clone(),
+                    significant,
+                    flags,
+                    trustworthy,
+                }),
+                _ => None,
+            };
+            if cell.comparison.is_none() {
+                cell.problem
+                    .get_or_insert_with(|| "too few units for a comparison".to_string());
+            }
+            cell.settled = cell.dnr.is_some() || hw <= settings.target;
+            cell.paired = Some(est);
+        }
+        Err(e) => {
+            cell.comparison = None;
+            cell.problem = Some(match design {
+                Design::OnOff => format!("no usable on/off cycles yet ({e})"),
+                Design::Paired => format!("no usable pairs yet ({e})"),
+            });
+            cell.settled = cell.dnr.is_some();
+        }
+    }
+}
+
+/// Significance of the victim cells corrected for multiple comparisons (the run's family of
+/// time-adjacent estimates; [`Correction`]).
+fn correct_significance(cells: &mut [Cell], settings: &StatsSettings) {
+    let idx: Vec<usize> = (0..cells.len())
+        .filter(|&i| cells[i].paired.is_some() && cells[i].comparison.is_some())
+        .collect();
+    let raw: Vec<f64> = idx
+        .iter()
+        .map(|&i| cells[i].paired.as_ref().map_or(f64::NAN, |p| p.p_value))
+        .collect();
+    let adj = adjust_p_values(&raw, settings.correction);
+    let alpha = 1.0 - settings.confidence;
+    for (k, &i) in idx.iter().enumerate() {
+        let c = &mut cells[i];
+        c.p_adjusted = Some(adj[k]);
+        if let Some(cmp) = c.comparison.as_mut() {
+            cmp.significant = adj[k] < alpha;
+            cmp.flags.retain(|f| *f != Flag::Improved);
+            if cmp.significant && cmp.degradation.estimate < 0.0 {
+                cmp.flags.push(Flag::Improved);
+            }
+        }
+    }
 }

@@ -20,6 +20,9 @@ pub trait Clock: Send + Sync {
     fn sleep(&self, d: Duration);
     /// Wall-clock time, milliseconds since the Unix epoch (for the record).
     fn unix_ms(&self) -> i64;
+    /// `CLOCK_MONOTONIC` nanoseconds: the clock probes stamp their windows with, so the
+    /// aggressors' switches line up with the windows.
+    fn mono_ns(&self) -> u64;
 }
 
 /// The machine's clock.
@@ -54,6 +57,9 @@ impl Clock for SystemClock {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64)
+    }
+    fn mono_ns(&self) -> u64 {
+        isobench_workloads::timer::now_ns()
     }
 }
 
@@ -203,6 +209,15 @@ pub trait TenantDriver: Send {
     fn memory_check(&mut self, bytes: u64, timeout: Duration) -> Result<MemCheck, TenantFailure>;
     /// Runs one probe.
     fn run_probe(&mut self, run: &ProbeRun) -> Result<ProbeOutcome, TenantFailure>;
+    /// Starts one probe and returns at once ([`TenantDriver::end_probe`] collects it), so the
+    /// caller can switch other tenants on and off while it measures.
+    fn begin_probe(&mut self, run: &ProbeRun) -> Result<(), TenantFailure>;
+    /// Whether the probe started by `begin_probe` has finished.
+    fn probe_finished(&mut self) -> bool;
+    /// Waits for the probe started by `begin_probe` and returns its outcome.
+    fn end_probe(&mut self) -> Result<ProbeOutcome, TenantFailure>;
+    /// Freezes (`true`) or thaws (`false`) every process of the tenant; returns once done.
+    fn set_frozen(&mut self, frozen: bool) -> Result<(), TenantFailure>;
     /// Starts a stressor (one at a time per tenant).
     fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure>;
     /// Latest progress of the running stressor.

@@ -77,6 +77,7 @@ impl Default for FakeScript {
 
 #[derive(Debug)]
 struct Running {
+    frozen: bool,
     name: String,
     class: Class,
     intensity: u8,
@@ -99,6 +100,8 @@ struct State {
     probe_class: Option<Class>,
     /// Calls that were made, in order (for assertions).
     log: Vec<String>,
+    /// Freezes and thaws: (time, tenant, frozen after).
+    switches: Vec<(Duration, String, bool)>,
 }
 
 impl State {
@@ -117,6 +120,9 @@ impl State {
         let probe_class = self.probe_class;
         let names: Vec<String> = self.stressors.keys().cloned().collect();
         for t in names {
+            if self.stressors.get(&t).is_some_and(|s| s.frozen) {
+                continue;
+            }
             let n = self.noise();
             let s = self.stressors.get_mut(&t).expect("listed");
             let penalty = match probe_class {
@@ -151,7 +157,13 @@ impl Clock for FakeClock {
     fn unix_ms(&self) -> i64 {
         FAKE_EPOCH_MS + self.now().as_millis() as i64
     }
+    fn mono_ns(&self) -> u64 {
+        FAKE_MONO_NS + self.now().as_nanos() as u64
+    }
 }
+
+/// `CLOCK_MONOTONIC` of the fake clock at its time zero.
+pub const FAKE_MONO_NS: u64 = 1_000_000_000_000;
 
 /// The fake platform.
 #[derive(Debug)]
@@ -172,6 +184,7 @@ impl FakeBackend {
             probe_calls: 0,
             probe_class: None,
             log: Vec::new(),
+            switches: Vec::new(),
         }));
         (
             FakeBackend {
@@ -200,6 +213,7 @@ impl Backend for FakeBackend {
             limits: t.limits.to_string(),
             memory: t.memory,
             state: self.state.clone(),
+            pending: None,
         }))
     }
     fn root_cpu(&mut self) -> Option<CpuTimes> {
@@ -233,6 +247,8 @@ pub struct FakeTenant {
     limits: String,
     memory: u64,
     state: Arc<Mutex<State>>,
+    /// The probe started by `begin_probe`: run, start time, call number.
+    pending: Option<(ProbeRun, Duration, usize)>,
 }
 
 impl FakeTenant {
@@ -296,6 +312,10 @@ impl TenantDriver for FakeTenant {
         })
     }
     fn run_probe(&mut self, run: &ProbeRun) -> Result<ProbeOutcome, TenantFailure> {
+        self.begin_probe(run)?;
+        self.end_probe()
+    }
+    fn begin_probe(&mut self, run: &ProbeRun) -> Result<(), TenantFailure> {
         let probe = isobench_workloads::probe(&run.name)
             .ok_or_else(|| TenantFailure::Failed(format!("unknown probe {}", run.name)))?;
         let mut st = self.state.lock().expect("fake state");
@@ -312,42 +332,112 @@ impl TenantDriver for FakeTenant {
             return Err(TenantFailure::NoResponse(why));
         }
         st.probe_class = Some(probe.class());
-        st.advance(run.budget);
+        self.pending = Some((run.clone(), st.now, call));
+        Ok(())
+    }
+    fn probe_finished(&mut self) -> bool {
+        let st = self.state.lock().expect("fake state");
+        self.pending
+            .as_ref()
+            .is_none_or(|(run, t0, _)| st.now >= *t0 + run.budget)
+    }
+    fn end_probe(&mut self) -> Result<ProbeOutcome, TenantFailure> {
+        let (run, t0, call) = self
+            .pending
+            .take()
+            .ok_or_else(|| TenantFailure::Failed("no probe was started".into()))?;
+        let probe = isobench_workloads::probe(&run.name).expect("checked at the start");
+        let mut st = self.state.lock().expect("fake state");
+        let end = t0 + run.budget;
+        if st.now < end {
+            let d = end - st.now;
+            st.advance(d);
+        }
         st.probe_class = None;
         *st.cpu.entry(self.name.clone()).or_insert(0) += run.budget.as_nanos() as u64;
         if st.script.disturb.contains(&call) {
             st.outside_ns += run.budget.as_nanos() as u64;
         }
-        let slowdown: f64 = st
-            .stressors
-            .values()
-            .map(|s| (st.script.effect)(probe.class(), s.class, s.intensity))
-            .sum();
+        // The slowdown at an instant: every stressor not frozen then.
+        let slowdown_at = |st: &State, t: Duration| -> f64 {
+            st.stressors
+                .iter()
+                .filter(|(tenant, _)| {
+                    !st.switches
+                        .iter()
+                        .rev()
+                        .find(|(at, who, _)| *at <= t && who == *tenant)
+                        .is_some_and(|(_, _, frozen)| *frozen)
+                })
+                .map(|(_, s)| (st.script.effect)(probe.class(), s.class, s.intensity))
+                .sum()
+        };
+        let window = run.window.filter(|w| !w.is_zero());
         let mut metrics = Vec::new();
         for spec in probe.metrics() {
             let base = base_value(probe.name(), spec.name);
-            let value = if is_run_fact(spec.direction, spec.aggregate) {
-                base
-            } else {
+            if is_run_fact(spec.direction, spec.aggregate) {
+                metrics.push(Metric::new(
+                    spec.name,
+                    spec.unit,
+                    base,
+                    spec.direction,
+                    spec.aggregate,
+                ));
+                continue;
+            }
+            let value_at = |st: &mut State, t: Duration| -> f64 {
+                let slowdown = slowdown_at(st, t);
                 let n = st.noise();
                 match spec.direction {
                     Direction::Lower => base * (1.0 + slowdown) * n,
                     Direction::Higher => base / (1.0 + slowdown) * n,
                 }
             };
-            metrics.push(Metric::new(
-                spec.name,
-                spec.unit,
-                value,
-                spec.direction,
-                spec.aggregate,
-            ));
+            let metric = match window {
+                None => {
+                    let v = value_at(&mut st, t0 + run.budget / 2);
+                    Metric::new(spec.name, spec.unit, v, spec.direction, spec.aggregate)
+                }
+                Some(w) => {
+                    let count = (run.budget.as_nanos() / w.as_nanos()).max(1) as u32;
+                    let mut series = Vec::new();
+                    for k in 0..count {
+                        let a = t0 + w * k;
+                        let v = value_at(&mut st, a + w / 2);
+                        series.push(isobench_workloads::Window {
+                            start_ns: FAKE_MONO_NS + a.as_nanos() as u64,
+                            end_ns: FAKE_MONO_NS + (a + w).as_nanos() as u64,
+                            value: v,
+                        });
+                    }
+                    let mean = series.iter().map(|x| x.value).sum::<f64>() / series.len() as f64;
+                    Metric::new(spec.name, spec.unit, mean, spec.direction, spec.aggregate)
+                        .with_series(series)
+                }
+            };
+            metrics.push(metric);
         }
         Ok(ProbeOutcome {
             metrics,
             params: run.params.clone(),
             elapsed_s: run.budget.as_secs_f64(),
         })
+    }
+    fn set_frozen(&mut self, frozen: bool) -> Result<(), TenantFailure> {
+        let mut st = self.state.lock().expect("fake state");
+        st.log.push(format!(
+            "{} {}",
+            if frozen { "freeze" } else { "thaw" },
+            self.name
+        ));
+        let now = st.now;
+        st.switches.push((now, self.name.clone(), frozen));
+        if let Some(s) = st.stressors.get_mut(&self.name) {
+            s.frozen = frozen;
+        }
+        st.advance(Duration::from_micros(500));
+        Ok(())
     }
     fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure> {
         let st_class = isobench_workloads::stressor(&run.name)
@@ -366,6 +456,7 @@ impl TenantDriver for FakeTenant {
                 intensity: run.intensity,
                 ops: 0.0,
                 elapsed: 0.0,
+                frozen: false,
             },
         );
         Ok(())

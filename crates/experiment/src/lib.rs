@@ -16,6 +16,7 @@ pub mod analysis;
 pub mod backend;
 pub mod fake;
 pub mod memcheck;
+pub mod onoff;
 pub mod orchestrator;
 pub mod plan;
 pub mod progress;

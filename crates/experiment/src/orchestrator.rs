@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use isobench_store::{
-    Condition as StoreCondition, Fact, HistogramRecord, LoadedRun, NewRun, RunId, RunStatus,
-    SampleRecord, Store, StoreError, StressorMode, StressorReport, TenantRecord, TenantRole,
-    Timestamp, TrialRecord, TrialStatus,
+    Condition as StoreCondition, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId,
+    RunStatus, SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport,
+    Switch, TenantRecord, TenantRole, Timestamp, TrialRecord, TrialStatus, WindowRecord,
 };
 use serde_json::json;
 
@@ -29,13 +29,20 @@ use crate::backend::{
     TenantFacts, TenantFailure,
 };
 use crate::memcheck;
-use crate::plan::{Plan, Platform};
+use crate::onoff::{Tuning, TuningLimits};
+use crate::plan::{Design, Plan, Platform};
 use crate::progress::{Progress, TrialDone, TrialView};
 use crate::scenario::Role;
 use crate::schedule::{round_blocks, Block, Needs, ScheduledTrial, TrialKey, TrialWhat};
 
 /// Window in which the machine's quiet is checked before a baseline block.
 pub const SETTLE_WINDOW: Duration = Duration::from_millis(100);
+
+/// Window length of the pilot runs (short, so longer windows can be formed from them).
+pub const PILOT_WINDOW: Duration = Duration::from_millis(5);
+
+/// Fact key (scope `run`) of the on/off sizes chosen by the pilot.
+pub const TUNING_FACT: &str = "onoff_tuning";
 
 /// Longest wait for the machine to settle before a baseline block.
 pub const SETTLE_MAX: Duration = Duration::from_secs(2);
@@ -181,6 +188,8 @@ pub struct Engine<'a> {
     recent: std::collections::VecDeque<bool>,
     /// Load from outside the run persists: disturbed trials are kept without repeats.
     persistent: bool,
+    /// Window, period and trial length of the on/off design, per probe index.
+    tuning: BTreeMap<usize, Tuning>,
 }
 
 impl<'a> Engine<'a> {
@@ -217,6 +226,7 @@ impl<'a> Engine<'a> {
             running: BTreeMap::new(),
             recent: std::collections::VecDeque::new(),
             persistent: false,
+            tuning: BTreeMap::new(),
         }
     }
 
@@ -281,6 +291,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.calibrate()?;
+        self.pilot(&loaded)?;
 
         let min = plan.repetitions.min;
         let max = plan.repetitions.max;
@@ -588,6 +599,259 @@ impl<'a> Engine<'a> {
             },
         )?;
         Ok(())
+    }
+
+    /// Sizes the on/off design of every windowed probe from a pilot run with the neighbours
+    /// idle ([`crate::onoff::tune`]), or reads the sizes back from the run's facts on resume,
+    /// so a resumed run measures as it started.
+    fn pilot(&mut self, loaded: &LoadedRun) -> Result<()> {
+        let plan = self.plan;
+        let wanted: Vec<usize> = (0..plan.probes.len())
+            .filter(|&p| (0..plan.conditions.len()).any(|c| plan.design(p, c) == Design::OnOff))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        if let Some(f) = loaded
+            .facts
+            .iter()
+            .find(|f| f.scope == "run" && f.key == TUNING_FACT)
+        {
+            if let Ok(ts) = serde_json::from_value::<Vec<Tuning>>(f.value.clone()) {
+                for t in ts {
+                    if let Some(p) = plan.probes.iter().position(|x| x.id == t.probe) {
+                        self.tuning.insert(p, t);
+                    }
+                }
+            }
+        }
+        let limits = TuningLimits {
+            target: plan.repetitions.ci_half_width,
+            z: isobench_stats::normal_quantile(0.5 + plan.repetitions.confidence / 2.0),
+            min_trial: Duration::from_secs(1).min(plan.trial.onoff_max),
+            max_trial: plan.trial.onoff_max,
+            ..TuningLimits::default()
+        };
+        let fallback = (
+            plan.trial.window.unwrap_or(Duration::from_millis(20)),
+            plan.trial.period.unwrap_or(Duration::from_millis(200)),
+        );
+        let victim = self.slots.iter().position(|s| s.role == Role::Victim);
+        for p in wanted {
+            if self.tuning.contains_key(&p) {
+                continue;
+            }
+            let probe = &plan.probes[p];
+            let mut series: Vec<Vec<WindowRecord>> = Vec::new();
+            if let (Some(v), true) = (victim, plan.trial.pilot > Duration::ZERO) {
+                let pt = &plan.tenants[v];
+                let run = ProbeRun {
+                    name: probe.name.clone(),
+                    params: probe.params.clone(),
+                    budget: plan.trial.pilot,
+                    pin: pt.pin,
+                    pin_peer: pt.pin_peer,
+                    timeout: plan.trial.pilot + plan.trial.timeout,
+                    window: Some(PILOT_WINDOW),
+                };
+                self.progress
+                    .note(&format!("pilot: {} (noise and its correlation time)", probe.id));
+                match self.slots[v].driver.run_probe(&run) {
+                    Ok(o) => {
+                        for m in &o.metrics {
+                            if !plan.tracks(&probe.id, &m.name) {
+                                continue;
+                            }
+                            if let Some(ws) = &m.series {
+                                series.push(
+                                    ws.iter()
+                                        .map(|w| WindowRecord {
+                                            start_ns: w.start_ns,
+                                            end_ns: w.end_ns,
+                                            value: w.value,
+                                        })
+                                        .collect(),
+                                );
+                            }
+                        }
+                    }
+                    Err(e) => self
+                        .progress
+                        .note(&format!("pilot of {} failed ({e}); defaults used", probe.id)),
+                }
+            }
+            // The metric that needs the longest trial decides.
+            let mut best: Option<Tuning> = None;
+            for s in &series {
+                let t = crate::onoff::tune(&probe.id, s, &limits, fallback);
+                if best.as_ref().is_none_or(|b| {
+                    (t.trial, t.cycles_needed) > (b.trial, b.cycles_needed)
+                }) {
+                    best = Some(t);
+                }
+            }
+            let mut t = best.unwrap_or_else(|| {
+                crate::onoff::tune(&probe.id, &[], &limits, fallback)
+            });
+            if let Some(w) = plan.trial.window {
+                t.window = w;
+                t.guard = w.max(limits.min_guard);
+                t.why.push_str("; window set by the scenario");
+            }
+            if let Some(per) = plan.trial.period {
+                t.period = per;
+                t.why.push_str("; period set by the scenario");
+            }
+            self.progress.note(&format!(
+                "on/off {}: windows of {} ms, cycles of {} ms, trials of {:.1} s ({})",
+                probe.id,
+                t.window.as_millis(),
+                t.period.as_millis(),
+                t.trial.as_secs_f64(),
+                t.why
+            ));
+            self.tuning.insert(p, t);
+        }
+        let all: Vec<&Tuning> = self.tuning.values().collect();
+        self.store.record_fact(
+            &self.run,
+            &Fact {
+                scope: "run".into(),
+                key: TUNING_FACT.into(),
+                value: serde_json::to_value(&all).unwrap_or_default(),
+            },
+        )?;
+        Ok(())
+    }
+
+    /// One on/off trial of probe `p`: the victims measure in windows while every aggressor is
+    /// frozen and thawed with the tuned period; returns the outcomes and the switches.
+    #[allow(clippy::type_complexity)]
+    fn modulated_probe(
+        &mut self,
+        p: usize,
+    ) -> Result<(
+        Vec<(usize, Result<ProbeOutcome, TenantFailure>)>,
+        Option<Modulation>,
+    )> {
+        let plan = self.plan;
+        let probe = &plan.probes[p];
+        let t = self.tuning.get(&p).cloned().unwrap_or_else(|| Tuning {
+            probe: probe.id.clone(),
+            window: Duration::from_millis(20),
+            period: Duration::from_millis(200),
+            guard: Duration::from_millis(20),
+            trial: plan.trial.onoff_max.min(Duration::from_secs(3)),
+            window_cv: None,
+            lag1: None,
+            cycle_sd: None,
+            cycles_needed: None,
+            why: "no pilot".into(),
+        });
+        let mut outcomes = Vec::new();
+        let victims: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|s| s.role == Role::Victim)
+            .map(|s| s.index)
+            .collect();
+        let mut started = Vec::new();
+        for &v in &victims {
+            if let Some(why) = self.revive(v) {
+                outcomes.push((v, Err(TenantFailure::NoResponse(why))));
+                continue;
+            }
+            let pt = &plan.tenants[v];
+            let run = ProbeRun {
+                name: probe.name.clone(),
+                params: probe.params.clone(),
+                budget: t.trial,
+                pin: pt.pin,
+                pin_peer: pt.pin_peer,
+                timeout: t.trial + plan.trial.timeout,
+                window: Some(t.window),
+            };
+            match self.slots[v].driver.begin_probe(&run) {
+                Ok(()) => started.push(v),
+                Err(e) => outcomes.push((v, Err(e))),
+            }
+        }
+        let aggressors: Vec<usize> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(&i, _)| i)
+            .collect();
+        let start_ns = self.clock.mono_ns();
+        let half = t.period / 2;
+        let mut next = self.clock.now() + half;
+        let mut on = true;
+        let mut switches = Vec::new();
+        let mut failure: Option<String> = None;
+        let deadline = self.clock.now() + t.trial + plan.trial.timeout;
+        loop {
+            if started.iter().all(|&v| self.slots[v].driver.probe_finished())
+                || self.clock.now() > deadline
+            {
+                break;
+            }
+            let now = self.clock.now();
+            if now >= next && failure.is_none() {
+                let requested_ns = self.clock.mono_ns();
+                for &a in &aggressors {
+                    if let Err(e) = self.slots[a].driver.set_frozen(on) {
+                        failure = Some(e.to_string());
+                    }
+                }
+                on = !on;
+                switches.push(Switch {
+                    requested_ns,
+                    done_ns: self.clock.mono_ns(),
+                    on,
+                });
+                next += half;
+                continue;
+            }
+            let wait = if failure.is_none() {
+                next.saturating_sub(now)
+            } else {
+                Duration::from_millis(5)
+            };
+            self.clock.sleep(wait.min(Duration::from_millis(2)));
+        }
+        if !on {
+            let requested_ns = self.clock.mono_ns();
+            for &a in &aggressors {
+                if let Err(e) = self.slots[a].driver.set_frozen(false) {
+                    failure.get_or_insert(e.to_string());
+                }
+            }
+            switches.push(Switch {
+                requested_ns,
+                done_ns: self.clock.mono_ns(),
+                on: true,
+            });
+        }
+        for v in started {
+            let r = self.slots[v].driver.end_probe();
+            let r = match (&failure, r) {
+                (Some(f), Ok(_)) => Err(TenantFailure::Failed(format!(
+                    "the aggressors could not be switched: {f}"
+                ))),
+                (_, r) => r,
+            };
+            outcomes.push((v, r));
+        }
+        outcomes.sort_by_key(|(v, _)| *v);
+        let modulation = Modulation {
+            period_ns: t.period.as_nanos() as u64,
+            guard_ns: t.guard.as_nanos() as u64,
+            initially_on: true,
+            start_ns,
+            end_ns: self.clock.mono_ns(),
+            switches,
+        };
+        Ok((outcomes, Some(modulation)))
     }
 
     fn condition_label(&self, c: Option<usize>) -> String {
@@ -921,8 +1185,14 @@ impl<'a> Engine<'a> {
         let t0 = self.clock.now();
         let before = self.snapshot(cond.is_some());
         let mut outcomes: Vec<(usize, Result<ProbeOutcome, TenantFailure>)> = Vec::new();
+        let mut modulation: Option<Modulation> = None;
         match t.what {
             TrialWhat::Solo => self.clock.sleep(plan.trial.solo),
+            TrialWhat::Probe(p) if cond.is_some_and(|c| plan.design(p, c) == Design::OnOff) => {
+                let (o, m) = self.modulated_probe(p)?;
+                outcomes = o;
+                modulation = m;
+            }
             TrialWhat::Probe(p) => {
                 let probe = &plan.probes[p];
                 let budget = plan.trial.duration;
@@ -1028,7 +1298,11 @@ impl<'a> Engine<'a> {
                                 StressorMode::Contended
                             },
                             ops: b.ops.saturating_sub(a.ops) as f64,
-                            ops_per_sec: rate,
+                            // Frozen time is no time to work: the rate counts the on-time.
+                            ops_per_sec: match &modulation {
+                                Some(m) => rate / crate::onoff::on_share(m).max(0.05),
+                                None => rate,
+                            },
                         });
                     }
                     (Some(Err(e)), _) | (_, Some(Err(e))) => {
@@ -1066,10 +1340,27 @@ impl<'a> Engine<'a> {
         let mut victim_dnr = Vec::new();
         for (v, outcome) in &outcomes {
             let name = self.slots[*v].name.clone();
-            let (status, samples, histograms) = match outcome {
+            let (status, samples, histograms, series) = match outcome {
                 Ok(o) => {
                     let mut samples = Vec::new();
                     let mut hists = Vec::new();
+                    let series: Vec<SeriesRecord> = o
+                        .metrics
+                        .iter()
+                        .filter_map(|m| {
+                            m.series.as_ref().map(|ws| SeriesRecord {
+                                metric: m.name.clone(),
+                                windows: ws
+                                    .iter()
+                                    .map(|w| WindowRecord {
+                                        start_ns: w.start_ns,
+                                        end_ns: w.end_ns,
+                                        value: w.value,
+                                    })
+                                    .collect(),
+                            })
+                        })
+                        .collect();
                     for m in &o.metrics {
                         if !m.value.is_finite()
                             || samples.iter().any(|s: &SampleRecord| s.metric == m.name)
@@ -1100,13 +1391,13 @@ impl<'a> Engine<'a> {
                             });
                         }
                     }
-                    (status_of(None), samples, hists)
+                    (status_of(None), samples, hists, series)
                 }
                 Err(e) => {
                     if matches!(e, TenantFailure::NoResponse(_)) {
                         victim_dnr.push(*v);
                     }
-                    (status_of(Some(e)), Vec::new(), Vec::new())
+                    (status_of(Some(e)), Vec::new(), Vec::new(), Vec::new())
                 }
             };
             let probe = what.clone();
@@ -1128,6 +1419,9 @@ impl<'a> Engine<'a> {
                 } else {
                     Vec::new()
                 },
+                series,
+                modulation: modulation.clone(),
+                noise: None,
             });
             first = false;
         }
@@ -1175,6 +1469,9 @@ impl<'a> Engine<'a> {
                 samples: Vec::new(),
                 histograms: Vec::new(),
                 stressor_reports: mine,
+                series: Vec::new(),
+                modulation: modulation.clone(),
+                noise: None,
             });
         }
         let mut status_word = "ok";

@@ -178,6 +178,31 @@ pub struct PlannedProbe {
     pub params: ParamValues,
     /// Metrics reported; empty means every metric except run facts.
     pub metrics: Vec<String>,
+    /// Whether the probe returns window series (it can be measured with the on/off design).
+    #[serde(default)]
+    pub windowed: bool,
+}
+
+/// How one degradation is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Design {
+    /// The probe measures in short windows while the aggressors are frozen and thawed with a
+    /// fixed period; on-windows are compared with the neighbouring off-windows, cycle by
+    /// cycle.
+    OnOff,
+    /// Each contended trial is compared with the baseline trial next to it in time.
+    Paired,
+}
+
+impl Design {
+    /// `onoff` or `paired`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Design::OnOff => "onoff",
+            Design::Paired => "paired",
+        }
+    }
 }
 
 /// A contended condition: one stressor at one intensity.
@@ -197,6 +222,12 @@ pub struct Condition {
     pub params: ParamValues,
     /// A stressor that can take a host down (fork bomb, memory hog, disk flood).
     pub aggressive: bool,
+    /// How its degradations are measured (windowed probes; the others are always paired).
+    #[serde(default = "paired")]
+    pub design: Design,
+    /// Why that design.
+    #[serde(default)]
+    pub design_reason: String,
     /// Runs on the unisolated host with caps (`unsafe_on_host = "allow"`).
     pub capped: bool,
 }
@@ -486,6 +517,7 @@ impl Plan {
                 class: probe.class(),
                 params,
                 metrics: p.metrics.clone(),
+                windowed: probe.windowed(),
             });
         }
 
@@ -534,6 +566,7 @@ impl Plan {
                     UnsafeOnHost::Allow => capped = true,
                 }
             }
+            let (design, design_reason) = choose_design(sc.trial.design, st, &s.params);
             for &i in &s.intensities {
                 conditions.push(Condition {
                     id: format!("{}@{i}", s.id),
@@ -544,6 +577,8 @@ impl Plan {
                     params: s.params.clone(),
                     aggressive,
                     capped,
+                    design,
+                    design_reason: design_reason.clone(),
                 });
             }
         }
@@ -704,6 +739,20 @@ impl Plan {
         Ok(plan)
     }
 
+    /// How the degradation of probe `p` under condition `c` is measured: the condition's
+    /// design when the probe measures in windows, paired trials otherwise.
+    pub fn design(&self, p: usize, c: usize) -> Design {
+        match self.conditions[c].design {
+            Design::OnOff if self.probes[p].windowed => Design::OnOff,
+            _ => Design::Paired,
+        }
+    }
+
+    /// Whether any probe under condition `c` is measured with paired trials.
+    pub fn has_paired(&self, c: usize) -> bool {
+        (0..self.probes.len()).any(|p| self.design(p, c) == Design::Paired)
+    }
+
     /// Whether the results report metric `metric` of probe `probe_id`: the scenario's
     /// list when it gives one, else every metric except run facts (sizes and counts that do
     /// not change between conditions). Metrics are stored either way.
@@ -755,6 +804,33 @@ impl Plan {
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
+        let onoff: Vec<&str> = self
+            .conditions
+            .iter()
+            .filter(|c| c.design == Design::OnOff)
+            .map(|c| c.id.as_str())
+            .collect();
+        if !onoff.is_empty() {
+            s.push_str(&format!(
+                "  design: on/off (aggressor frozen and thawed, windows compared) for {}\n",
+                onoff.join(", ")
+            ));
+        }
+        for c in self.conditions.iter().filter(|c| c.design == Design::Paired) {
+            s.push_str(&format!("  design: {} {}\n", c.id, c.design_reason));
+        }
+        let unwindowed: Vec<&str> = self
+            .probes
+            .iter()
+            .filter(|p| !p.windowed)
+            .map(|p| p.id.as_str())
+            .collect();
+        if !unwindowed.is_empty() && !onoff.is_empty() {
+            s.push_str(&format!(
+                "  design: paired for {} (no window series)\n",
+                unwindowed.join(", ")
+            ));
+        }
         s.push_str(&format!(
             "  trials of {}, warm-up {}, aggressor alone {}; {}..{} rounds until every CI is \
              within +/-{} points at {}%\n",
@@ -771,6 +847,38 @@ impl Plan {
             s.push_str(&format!("  note: {n}\n"));
         }
         s
+    }
+}
+
+fn paired() -> Design {
+    Design::Paired
+}
+
+/// The design of a stressor's conditions, and why: on/off when its effect stops while its
+/// tenant is frozen, paired trials when something outlasts the freeze (memory held, dirty
+/// pages being written back), unless the scenario forces one.
+fn choose_design(
+    choice: crate::scenario::DesignChoice,
+    st: &dyn isobench_workloads::Stressor,
+    params: &ParamValues,
+) -> (Design, String) {
+    use crate::scenario::DesignChoice;
+    let lingering = st.lingering_effect(params);
+    match (choice, lingering) {
+        (DesignChoice::Paired, _) => (Design::Paired, "paired design asked for".into()),
+        (DesignChoice::OnOff, Some(l)) => (
+            Design::OnOff,
+            format!("on/off asked for, although {l} while it is frozen"),
+        ),
+        (DesignChoice::OnOff, None) => (Design::OnOff, "on/off asked for".into()),
+        (DesignChoice::Auto, Some(l)) => (
+            Design::Paired,
+            format!("paired: {l} while it is frozen, so on/off would miss it"),
+        ),
+        (DesignChoice::Auto, None) => (
+            Design::OnOff,
+            "on/off: its effect stops while its tenant is frozen".into(),
+        ),
     }
 }
 

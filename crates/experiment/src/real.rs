@@ -150,6 +150,7 @@ impl Backend for RealBackend {
             hello: serde_json::Value::Null,
             memory: t.memory,
             addresses: self.addresses.clone(),
+            pending: None,
         };
         driver.start_agent()?;
         Ok(Box::new(driver))
@@ -210,9 +211,12 @@ pub fn own_cpu() -> CpuTimes {
 }
 
 struct Agent {
-    client: AgentClient,
+    client: Arc<AgentClient>,
     child: Child,
 }
+
+/// A probe started with `begin_probe`, measuring on a thread of its own.
+type PendingProbe = std::thread::JoinHandle<Result<ProbeOutcome, AgentError>>;
 
 /// A tenant with its agent.
 pub struct RealTenant {
@@ -229,6 +233,8 @@ pub struct RealTenant {
     hello: serde_json::Value,
     memory: u64,
     addresses: Addresses,
+    /// The probe started by `begin_probe`.
+    pending: Option<PendingProbe>,
 }
 
 /// Tenant addresses by tenant name (tenants with their own network namespace).
@@ -304,7 +310,10 @@ impl RealTenant {
             "mem_limit": hello.env.mem_limit,
             "workdir": self.tenant.workdir(),
         });
-        self.agent = Some(Agent { client, child });
+        self.agent = Some(Agent {
+            client: Arc::new(client),
+            child,
+        });
         self.stressor = None;
         self.last = None;
         Ok(())
@@ -341,7 +350,7 @@ impl RealTenant {
         }
     }
 
-    fn client(&self) -> Result<&AgentClient, TenantFailure> {
+    fn client(&self) -> Result<&Arc<AgentClient>, TenantFailure> {
         self.agent
             .as_ref()
             .map(|a| &a.client)
@@ -500,7 +509,12 @@ impl TenantDriver for RealTenant {
     }
 
     fn run_probe(&mut self, run: &ProbeRun) -> Result<ProbeOutcome, TenantFailure> {
-        let client = self.client()?;
+        self.begin_probe(run)?;
+        self.end_probe()
+    }
+
+    fn begin_probe(&mut self, run: &ProbeRun) -> Result<(), TenantFailure> {
+        let client = self.client()?.clone();
         let opts = ProbeOpts {
             pin: run.pin,
             pin_peer: run.pin_peer,
@@ -513,14 +527,47 @@ impl TenantDriver for RealTenant {
             .addresses
             .resolve(&run.params)
             .map_err(TenantFailure::Failed)?;
-        match client.run_probe(&run.name, &params, &opts) {
-            Ok(r) => Ok(ProbeOutcome {
-                metrics: r.metrics,
-                params: r.params,
-                elapsed_s: r.elapsed_s,
-            }),
-            Err(e) => Err(self.fail(e)),
+        let name = run.name.clone();
+        let h = std::thread::Builder::new()
+            .name("probe-client".into())
+            .spawn(move || {
+                client
+                    .run_probe(&name, &params, &opts)
+                    .map(|r| ProbeOutcome {
+                        metrics: r.metrics,
+                        params: r.params,
+                        elapsed_s: r.elapsed_s,
+                    })
+            })
+            .map_err(|e| TenantFailure::Failed(format!("cannot start a thread: {e}")))?;
+        self.pending = Some(h);
+        Ok(())
+    }
+
+    fn probe_finished(&mut self) -> bool {
+        self.pending.as_ref().is_none_or(|h| h.is_finished())
+    }
+
+    fn end_probe(&mut self) -> Result<ProbeOutcome, TenantFailure> {
+        let h = self
+            .pending
+            .take()
+            .ok_or_else(|| TenantFailure::Failed("no probe was started".into()))?;
+        match h.join() {
+            Ok(Ok(o)) => Ok(o),
+            Ok(Err(e)) => Err(self.fail(e)),
+            Err(_) => Err(TenantFailure::Failed("the probe's client thread panicked".into())),
         }
+    }
+
+    fn set_frozen(&mut self, frozen: bool) -> Result<(), TenantFailure> {
+        self.tenant.set_frozen(frozen).map_err(|e| {
+            TenantFailure::Failed(format!(
+                "{} tenant {}: {e:#}",
+                if frozen { "freezing" } else { "thawing" },
+                self.name
+            ))
+        })
     }
 
     fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure> {
@@ -613,7 +660,13 @@ impl TenantDriver for RealTenant {
 
     fn teardown(&mut self) -> Result<()> {
         if let Some(Agent { client, mut child }) = self.agent.take() {
-            let _ = client.bye();
+            // A probe thread still holding the client is waited for (its deadline bounds it).
+            if let Some(h) = self.pending.take() {
+                let _ = h.join();
+            }
+            if let Ok(client) = Arc::try_unwrap(client) {
+                let _ = client.bye();
+            }
             isobench_platform::procs::wait_or_kill(&mut child, Duration::from_secs(5));
         }
         self.tenant.teardown()

@@ -141,6 +141,56 @@ pub struct TrialSettings {
     pub max_retries: u32,
     /// A baseline block is placed before every `baseline_every` contended blocks.
     pub baseline_every: u32,
+    /// How each degradation is measured (see [`DesignChoice`]).
+    #[serde(default)]
+    pub design: DesignChoice,
+    /// Full on+off cycle of the on/off design; `None` = chosen by the pilot.
+    #[serde(default)]
+    pub period: Option<Duration>,
+    /// Window length of the on/off design; `None` = chosen by the pilot.
+    #[serde(default)]
+    pub window: Option<Duration>,
+    /// Length of the pilot run of each probe (noise and its correlation time, measured
+    /// before the first trial with the neighbours idle); zero skips the pilot.
+    #[serde(default = "default_pilot", with = "secs")]
+    pub pilot: Duration,
+    /// Longest on/off trial; the pilot sizes each probe's trial up to this.
+    #[serde(default = "default_onoff_max", with = "secs")]
+    pub onoff_max: Duration,
+}
+
+fn default_onoff_max() -> Duration {
+    Duration::from_secs(4)
+}
+
+fn default_pilot() -> Duration {
+    Duration::from_millis(1500)
+}
+
+/// How the degradations of a run are measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum DesignChoice {
+    /// The on/off design where the stressor's effect stops when its tenant is frozen and the
+    /// probe measures in windows; paired trials everywhere else.
+    #[default]
+    Auto,
+    /// The on/off design wherever the probe measures in windows, even for stressors whose
+    /// effect outlasts a freeze (the result then says so).
+    OnOff,
+    /// Paired trials everywhere: each contended trial next to a baseline trial.
+    Paired,
+}
+
+impl DesignChoice {
+    /// The word used in scenario files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DesignChoice::Auto => "auto",
+            DesignChoice::OnOff => "onoff",
+            DesignChoice::Paired => "paired",
+        }
+    }
 }
 
 impl Default for TrialSettings {
@@ -153,6 +203,11 @@ impl Default for TrialSettings {
             max_outside_load: 0.25,
             max_retries: 2,
             baseline_every: 1,
+            design: DesignChoice::Auto,
+            period: None,
+            window: None,
+            pilot: default_pilot(),
+            onoff_max: default_onoff_max(),
         }
     }
 }
@@ -171,6 +226,9 @@ pub struct RepetitionPolicy {
     /// Statistic the degradation compares: the median (robust, the default) or the mean.
     #[serde(default = "median")]
     pub estimator: Estimator,
+    /// Correction of significance for multiple comparisons across the matrix.
+    #[serde(default)]
+    pub correction: isobench_stats::Correction,
 }
 
 fn median() -> Estimator {
@@ -185,6 +243,7 @@ impl Default for RepetitionPolicy {
             ci_half_width: 2.0,
             confidence: 0.95,
             estimator: Estimator::Median,
+            correction: isobench_stats::Correction::Holm,
         }
     }
 }
@@ -315,6 +374,11 @@ struct RawTrial {
     max_outside_load: Option<Spanned<Value>>,
     max_retries: Option<Spanned<Value>>,
     baseline_every: Option<Spanned<Value>>,
+    design: Option<Spanned<String>>,
+    period: Option<Spanned<Value>>,
+    window: Option<Spanned<Value>>,
+    pilot: Option<Spanned<Value>>,
+    onoff_max: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -325,6 +389,7 @@ struct RawRepetitions {
     ci_half_width: Option<Spanned<Value>>,
     confidence: Option<Spanned<Value>>,
     estimator: Option<Spanned<String>>,
+    correction: Option<Spanned<String>>,
 }
 
 type RawTable = BTreeMap<Spanned<String>, Spanned<Value>>;
@@ -493,6 +558,36 @@ impl Checker<'_> {
                 default
             }
         }
+    }
+
+    /// A duration or `"auto"` (`None`), within `range`.
+    fn auto_duration(
+        &mut self,
+        v: &Option<Spanned<Value>>,
+        field: &str,
+        range: (Duration, Duration),
+    ) -> Option<Duration> {
+        let v = v.as_ref()?;
+        if matches!(v.get_ref(), Value::String(s) if s == "auto") {
+            return None;
+        }
+        let d = self.duration(&Some(v.clone()), field, range.0);
+        if d < range.0 || d > range.1 {
+            let key = field.rsplit('.').next().unwrap_or(field);
+            self.err(
+                span_of(v),
+                field,
+                format!("{} is out of range", fmt_duration(d)),
+                &format!(
+                    "\"auto\" or a duration from {} to {}",
+                    fmt_duration(range.0),
+                    fmt_duration(range.1)
+                ),
+                format!("write {key} = \"auto\""),
+            );
+            return None;
+        }
+        Some(d)
     }
 
     fn int(
@@ -826,6 +921,34 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
                 max_retries: c.int(&t.max_retries, "trial.max_retries", (0, 3), 2) as u32,
                 baseline_every: c.int(&t.baseline_every, "trial.baseline_every", (1, 100), 1)
                     as u32,
+                design: t
+                    .design
+                    .as_ref()
+                    .and_then(|e| {
+                        c.word(
+                            e,
+                            "trial.design",
+                            &[
+                                ("auto", DesignChoice::Auto),
+                                ("onoff", DesignChoice::OnOff),
+                                ("paired", DesignChoice::Paired),
+                            ],
+                            &[],
+                        )
+                    })
+                    .unwrap_or_default(),
+                period: c.auto_duration(
+                    &t.period,
+                    "trial.period",
+                    (Duration::from_millis(20), Duration::from_secs(10)),
+                ),
+                window: c.auto_duration(
+                    &t.window,
+                    "trial.window",
+                    (Duration::from_millis(1), Duration::from_secs(1)),
+                ),
+                pilot: c.duration(&t.pilot, "trial.pilot", d.pilot),
+                onoff_max: c.duration(&t.onoff_max, "trial.onoff_max", d.onoff_max),
             }
         }
     };
@@ -877,6 +1000,22 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
                         )
                     })
                     .unwrap_or(Estimator::Median),
+                correction: r
+                    .correction
+                    .as_ref()
+                    .and_then(|e| {
+                        c.word(
+                            e,
+                            "repetitions.correction",
+                            &[
+                                ("holm", isobench_stats::Correction::Holm),
+                                ("bh", isobench_stats::Correction::BenjaminiHochberg),
+                                ("none", isobench_stats::Correction::None),
+                            ],
+                            &[],
+                        )
+                    })
+                    .unwrap_or(isobench_stats::Correction::Holm),
             }
         }
     };

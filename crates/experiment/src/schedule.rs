@@ -191,14 +191,20 @@ fn round_rng(seed: u64, round: u32) -> ChaCha8Rng {
 }
 
 /// The blocks of round `round`, given what still needs data.
+///
+/// Every condition that needs data gets one contended block (the aggressor alone first, when
+/// its own rate needs data, then each probe once). Probes measured with the on/off design need
+/// nothing more: their baseline is the off-windows of the same trial. Probes measured with
+/// paired trials get a baseline block right next to the contended one, with the same probes in
+/// the same order, so each pair is one block apart; the order of the two blocks alternates
+/// (baseline first in even rounds, contended first in odd ones) so a linear drift cancels, and
+/// [`paired_baseline_block`] finds a contended block's partner.
 pub fn round_blocks(plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
     let mut rng = round_rng(plan.seed, round);
     let mut conds: Vec<usize> = (0..plan.conditions.len())
         .filter(|c| needs.solo.contains(c) || needs.cells.iter().any(|&(_, cc)| cc == *c))
         .collect();
     shuffle(&mut rng, &mut conds);
-    let baseline_probes: BTreeSet<usize> = needs.cells.iter().map(|&(p, _)| p).collect();
-    let k = plan.trial.baseline_every.max(1) as usize;
     let mut blocks = Vec::new();
     let push = |condition: Option<usize>, trials: Vec<TrialWhat>, blocks: &mut Vec<Block>| {
         let index = blocks.len() as u32;
@@ -216,16 +222,7 @@ pub fn round_blocks(plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
                 .collect(),
         });
     };
-    for (i, &c) in conds.iter().enumerate() {
-        if i % k == 0 && !baseline_probes.is_empty() {
-            let mut ps: Vec<usize> = baseline_probes.iter().copied().collect();
-            shuffle(&mut rng, &mut ps);
-            push(
-                None,
-                ps.into_iter().map(TrialWhat::Probe).collect(),
-                &mut blocks,
-            );
-        }
+    for &c in &conds {
         let mut ps: Vec<usize> = needs
             .cells
             .iter()
@@ -233,14 +230,43 @@ pub fn round_blocks(plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
             .map(|&(p, _)| p)
             .collect();
         shuffle(&mut rng, &mut ps);
+        let paired: Vec<TrialWhat> = ps
+            .iter()
+            .filter(|&&p| plan.design(p, c) == crate::plan::Design::Paired)
+            .map(|&p| TrialWhat::Probe(p))
+            .collect();
         let mut trials = Vec::new();
         if needs.solo.contains(&c) {
             trials.push(TrialWhat::Solo);
         }
         trials.extend(ps.into_iter().map(TrialWhat::Probe));
-        push(Some(c), trials, &mut blocks);
+        if paired.is_empty() {
+            push(Some(c), trials, &mut blocks);
+        } else if baseline_first(round) {
+            push(None, paired, &mut blocks);
+            push(Some(c), trials, &mut blocks);
+        } else {
+            push(Some(c), trials, &mut blocks);
+            push(None, paired, &mut blocks);
+        }
     }
     blocks
+}
+
+/// The block holding the baseline trials paired with contended block `block` of round
+/// `round`: the block before it in even rounds, the block after it in odd rounds (see
+/// [`round_blocks`]). The caller checks that block is a baseline block.
+pub fn paired_baseline_block(round: u32, block: u32) -> Option<u32> {
+    if baseline_first(round) {
+        block.checked_sub(1)
+    } else {
+        Some(block + 1)
+    }
+}
+
+/// Whether paired baseline blocks come before their contended block in round `round`.
+pub fn baseline_first(round: u32) -> bool {
+    round % 2 == 0
 }
 
 /// Number of trials in a list of blocks.

@@ -264,6 +264,12 @@ pub trait Tenant: Send + Sync {
     /// A handle that kills every process of the tenant.
     fn killer(&self) -> Killer;
 
+    /// Freezes (`true`) or thaws (`false`) every process of the tenant, returning once the
+    /// change has taken effect. A cgroup tenant uses the freezer; a host tenant sends
+    /// `SIGSTOP`/`SIGCONT` to its process groups. The on/off design switches an aggressor
+    /// this way.
+    fn set_frozen(&self, frozen: bool) -> Result<()>;
+
     /// Whether the deadline passed and the watchdog killed the tenant.
     fn expired(&self) -> bool;
 
@@ -556,6 +562,30 @@ impl Tenant for LocalTenant {
 
     fn expired(&self) -> bool {
         self.expired.load(Ordering::SeqCst)
+    }
+
+    fn set_frozen(&self, frozen: bool) -> Result<()> {
+        match &self.inner.jail {
+            Jail::Cgroup(cg) => cg.set_frozen(frozen, Duration::from_secs(2)),
+            Jail::Host { pgids, .. } => {
+                let recorded = pgids.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let live: std::collections::BTreeSet<i32> = procs::tagged(procs::ENV_TENANT)
+                    .into_iter()
+                    .filter(|(_, v)| *v == self.inner.info.object_name)
+                    .filter_map(|(p, _)| procs::pgrp(p))
+                    .filter(|g| recorded.contains(g))
+                    .collect();
+                let sig = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+                for g in live {
+                    // SAFETY: signals a process group this tenant started and still owns.
+                    if unsafe { libc::killpg(g, sig) } != 0 {
+                        let e = std::io::Error::last_os_error();
+                        anyhow::bail!("signalling process group {g}: {e}");
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     fn teardown(&self) -> Result<()> {

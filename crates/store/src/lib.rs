@@ -24,9 +24,9 @@ mod time;
 pub use error::StoreError;
 pub use isobench_stats::Direction;
 pub use model::{
-    Condition, Fact, HistogramRecord, LoadedRun, NewRun, RunId, RunRecord, RunStatus, RunSummary,
-    SampleRecord, StressorMode, StressorReport, TenantRecord, TenantRole, TrialRecord, TrialStatus,
-    HISTOGRAM_ENCODING,
+    Condition, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId, RunRecord, RunStatus,
+    RunSummary, SampleRecord, SeriesRecord, StressorMode, StressorReport, Switch, TenantRecord,
+    TenantRole, TrialRecord, TrialStatus, WindowRecord, HISTOGRAM_ENCODING,
 };
 pub use schema::SCHEMA_VERSION;
 pub use store::{OpenOptions, Store};

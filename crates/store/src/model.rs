@@ -405,6 +405,64 @@ pub struct TrialRecord {
     pub histograms: Vec<HistogramRecord>,
     /// Aggressors' own work rates.
     pub stressor_reports: Vec<StressorReport>,
+    /// Window series of metrics (on/off design), one per metric that has one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<SeriesRecord>,
+    /// When the aggressors were switched on and off during the trial (on/off design).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modulation: Option<Modulation>,
+    /// What the machine did around the trial that could disturb it (steal time, load from
+    /// outside the run, pressure stalls, throttling, the canary's speed), as measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<serde_json::Value>,
+}
+
+/// The value of a metric over one window of a probe run (`CLOCK_MONOTONIC` ns).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WindowRecord {
+    /// Start, ns.
+    pub start_ns: u64,
+    /// End, ns.
+    pub end_ns: u64,
+    /// Value in the metric's unit.
+    pub value: f64,
+}
+
+/// A metric's window series within one trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesRecord {
+    /// Metric name.
+    pub metric: String,
+    /// Windows in time order.
+    pub windows: Vec<WindowRecord>,
+}
+
+/// One switch of the aggressors during an on/off trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Switch {
+    /// When the switch was asked for, `CLOCK_MONOTONIC` ns.
+    pub requested_ns: u64,
+    /// When every aggressor had switched, ns.
+    pub done_ns: u64,
+    /// The state after the switch: true = running (thawed), false = frozen.
+    pub on: bool,
+}
+
+/// How the aggressors were modulated during an on/off trial.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Modulation {
+    /// Full on+off cycle, ns.
+    pub period_ns: u64,
+    /// Time after each switch during which windows are dropped (the effect settling), ns.
+    pub guard_ns: u64,
+    /// State before the first switch (true = running).
+    pub initially_on: bool,
+    /// Start of the trial, ns.
+    pub start_ns: u64,
+    /// End of the trial, ns.
+    pub end_ns: u64,
+    /// The switches, in time order.
+    pub switches: Vec<Switch>,
 }
 
 /// A fact about the run's host, platform or a tenant, recorded as it is learned (measured LLC

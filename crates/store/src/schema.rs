@@ -97,7 +97,16 @@ CREATE TABLE facts (
 "#;
 
 /// Every migration, in order.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+/// Version 2: per-trial details of the on/off design and of noise attribution (window
+/// series, the aggressors' switches, what disturbed the machine), one JSON document per trial.
+const V2: &str = r#"
+CREATE TABLE trial_details (
+    trial_id INTEGER PRIMARY KEY REFERENCES trials (id),
+    data     TEXT NOT NULL CHECK (json_valid(data))
+) STRICT;
+"#;
+
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this build writes and understands: the number of migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -1,6 +1,6 @@
 //! [`Store`]: the typed API over the SQLite file.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -370,6 +370,18 @@ impl Store {
                 ])
                 .map_err(|e| db.err("recording a stressor report", e))?;
             }
+            if !trial.series.is_empty() || trial.modulation.is_some() || trial.noise.is_some() {
+                let details = serde_json::json!({
+                    "series": trial.series,
+                    "modulation": trial.modulation,
+                    "noise": trial.noise,
+                });
+                tx.execute(
+                    "INSERT INTO trial_details (trial_id, data) VALUES (?1, ?2)",
+                    params![trial_id, details.to_string()],
+                )
+                .map_err(|e| db.err("recording trial details", e))?;
+            }
         }
         tx.commit().map_err(|e| db.err("committing a trial", e))
     }
@@ -625,6 +637,28 @@ impl Store {
             }
         }
 
+        let mut details: BTreeMap<i64, TrialDetails> = BTreeMap::new();
+        {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT d.trial_id, d.data
+                     FROM trial_details d JOIN trials t ON t.id = d.trial_id
+                     WHERE t.run_id = ?1",
+                )
+                .map_err(|e| db.err("loading trial details", e))?;
+            let rows = stmt
+                .query_map([run.as_str()], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                })
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| db.err("loading trial details", e))?;
+            for (trial_id, data) in rows {
+                let d: TrialDetails = serde_json::from_str(&data)
+                    .map_err(|e| db.corrupt(format!("details of trial {trial_id}: {e}")))?;
+                details.insert(trial_id, d);
+            }
+        }
+
         let trials = {
             let mut stmt = tx
                 .prepare(
@@ -680,7 +714,11 @@ impl Store {
                             samples: samples.remove(&id).unwrap_or_default(),
                             histograms: histograms.remove(&id).unwrap_or_default(),
                             stressor_reports: reports.remove(&id).unwrap_or_default(),
-                        })
+                            series: Vec::new(),
+                            modulation: None,
+                            noise: None,
+                        }
+                        .with_details(details.remove(&id)))
                     },
                 )
                 .collect::<Result<Vec<_>, StoreError>>()?
@@ -886,4 +924,26 @@ fn validate_trial(t: &TrialRecord) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// What `trial_details` holds for one trial.
+#[derive(Debug, Default, serde::Deserialize)]
+struct TrialDetails {
+    #[serde(default)]
+    series: Vec<crate::model::SeriesRecord>,
+    #[serde(default)]
+    modulation: Option<crate::model::Modulation>,
+    #[serde(default)]
+    noise: Option<serde_json::Value>,
+}
+
+impl TrialRecord {
+    fn with_details(mut self, d: Option<TrialDetails>) -> TrialRecord {
+        if let Some(d) = d {
+            self.series = d.series;
+            self.modulation = d.modulation;
+            self.noise = d.noise.filter(|n| !n.is_null());
+        }
+        self
+    }
 }

@@ -4,9 +4,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use isobench_store::{
-    Condition, Direction, Fact, HistogramRecord, NewRun, OpenOptions, RunId, RunStatus,
-    SampleRecord, Store, StoreError, StressorMode, StressorReport, TenantRecord, TenantRole,
-    Timestamp, TrialRecord, TrialStatus, SCHEMA_VERSION,
+    Condition, Direction, Fact, HistogramRecord, Modulation, NewRun, OpenOptions, RunId, RunStatus,
+    SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport, Switch,
+    TenantRecord, TenantRole, Timestamp, TrialRecord, TrialStatus, WindowRecord, SCHEMA_VERSION,
 };
 use serde_json::json;
 
@@ -82,6 +82,38 @@ fn trial(plan_seq: u32, condition: Condition, value: f64) -> TrialRecord {
         } else {
             vec![]
         },
+        series: if contended {
+            vec![SeriesRecord {
+                metric: "l2_ns".into(),
+                windows: vec![
+                    WindowRecord {
+                        start_ns: 1_000,
+                        end_ns: 21_000,
+                        value,
+                    },
+                    WindowRecord {
+                        start_ns: 21_000,
+                        end_ns: 41_000,
+                        value: value * 1.5,
+                    },
+                ],
+            }]
+        } else {
+            Vec::new()
+        },
+        modulation: contended.then(|| Modulation {
+            period_ns: 40_000,
+            guard_ns: 5_000,
+            initially_on: true,
+            start_ns: 0,
+            end_ns: 41_000,
+            switches: vec![Switch {
+                requested_ns: 20_000,
+                done_ns: 20_500,
+                on: false,
+            }],
+        }),
+        noise: contended.then(|| serde_json::json!({"steal_cpus": 0.01, "canary_speed": 0.98})),
     }
 }
 
@@ -222,6 +254,7 @@ fn migrates_an_empty_database_and_reopens_without_migrating_again() {
             "samples",
             "stressor_reports",
             "tenants",
+            "trial_details",
             "trials"
         ]
     );

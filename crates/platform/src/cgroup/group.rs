@@ -410,6 +410,53 @@ impl TenantCgroup {
         }
     }
 
+    /// Freezes (`true`) or thaws (`false`) every task of the cgroup and waits, polling every
+    /// 200 us up to `timeout`, until the kernel reports the new state. v1 uses the freezer
+    /// controller (`freezer.state`), v2 the core `cgroup.freeze` and `cgroup.events`.
+    pub fn set_frozen(&self, frozen: bool, timeout: Duration) -> Result<()> {
+        let tree = self.fs.tree();
+        let (file, value, state_file, want) = match self.fs.version() {
+            CgroupVersion::V2 => {
+                let dir = &self.dirs[0].0;
+                (
+                    dir.join("cgroup.freeze"),
+                    if frozen { "1" } else { "0" },
+                    dir.join("cgroup.events"),
+                    if frozen { "frozen 1" } else { "frozen 0" },
+                )
+            }
+            CgroupVersion::V1 => {
+                let dir = self
+                    .dir_of(Controller::Freezer)
+                    .ok_or_else(|| anyhow::anyhow!("the tenant has no freezer cgroup"))?;
+                let state = dir.join("freezer.state");
+                let want = if frozen { "FROZEN" } else { "THAWED" };
+                (state.clone(), want, state, want)
+            }
+        };
+        tree.write(&file, value)
+            .with_context(|| format!("writing {value} to {}", file.display()))?;
+        if !tree.is_real() {
+            return Ok(());
+        }
+        let end = Instant::now() + timeout;
+        loop {
+            if let Ok(t) = tree.read(&state_file) {
+                if t.lines().any(|l| l.trim() == want) {
+                    return Ok(());
+                }
+            }
+            if Instant::now() >= end {
+                anyhow::bail!(
+                    "{} did not reach `{want}` within {} ms",
+                    state_file.display(),
+                    timeout.as_millis()
+                );
+            }
+            thread::sleep(Duration::from_micros(200));
+        }
+    }
+
     /// Stops every process of the cgroup: freeze (so a fork bomb cannot outrun the kill),
     /// SIGKILL each task, thaw, and wait until the cgroup is empty. Uses `cgroup.kill` where
     /// the kernel has it. Returns the processes that were signalled.
