@@ -14,7 +14,7 @@
 use std::sync::Barrier;
 use std::time::Duration;
 
-use super::series::{done_at, rate_series};
+use super::series::{done_at, latency_series, rate_series, Event, Stat};
 use crate::metric::{Aggregate, Direction, Metric, MetricSpec, Window};
 use crate::timer::{median, now_ns};
 use crate::ProbeCtx;
@@ -215,25 +215,77 @@ pub(super) fn batch_iters(min: Duration, mut f: impl FnMut(u64)) -> u64 {
 }
 
 /// Times batches of `iters` iterations of `f` until `budget` is spent (at least `min_count`
-/// batches, at most 10,000) or the context is stopped; returns ns per iteration of each
-/// batch, timer overhead subtracted.
+/// batches, at most 10,000 unless a window length is set) or the context is stopped;
+/// returns ns per iteration of each batch, timer overhead subtracted.
 pub(super) fn time_batches(
     ctx: &ProbeCtx,
     iters: u64,
     budget: Duration,
     min_count: usize,
-    mut f: impl FnMut(u64),
+    f: impl FnMut(u64),
 ) -> Vec<f64> {
+    time_batches_at(ctx, iters, budget, min_count, f)
+        .into_iter()
+        .map(|e| e.value)
+        .collect()
+}
+
+/// [`time_batches`], with each batch stamped at its midpoint (for window series). With a
+/// window length there is no cap on the count, so the batches cover the whole budget.
+pub(super) fn time_batches_at(
+    ctx: &ProbeCtx,
+    iters: u64,
+    budget: Duration,
+    min_count: usize,
+    mut f: impl FnMut(u64),
+) -> Vec<Event> {
+    let cap = if ctx.window.is_some() {
+        usize::MAX
+    } else {
+        10_000
+    };
     let deadline = now_ns() + budget.as_nanos() as u64;
     let mut out = Vec::new();
-    while out.len() < 10_000 {
-        let dt = crate::timer::time_ns(ctx.timer_overhead_ns, || f(iters));
-        out.push(dt / iters as f64);
-        if out.len() >= min_count && (now_ns() >= deadline || ctx.stopped()) {
+    while out.len() < cap {
+        let t0 = now_ns();
+        f(iters);
+        let t1 = now_ns();
+        let dt = ((t1 - t0) as f64 - ctx.timer_overhead_ns).max(0.0);
+        out.push(Event {
+            t_ns: t0 + (t1 - t0) / 2,
+            value: dt / iters as f64,
+        });
+        if out.len() >= min_count && (t1 >= deadline || ctx.stopped()) {
             break;
         }
     }
     out
+}
+
+/// The median series of batch events over the interval they cover (first batch's midpoint
+/// to the last one's), when `ctx.window` is set.
+pub(super) fn batch_series(
+    ctx: &ProbeCtx,
+    events: &[Event],
+    f: impl Fn(f64) -> f64,
+) -> Option<Vec<Window>> {
+    let w = ctx.window?;
+    let begin = events.iter().map(|e| e.t_ns).min()?;
+    let end = events.iter().map(|e| e.t_ns).max()?;
+    let mapped: Vec<Event> = events
+        .iter()
+        .map(|e| Event {
+            t_ns: e.t_ns,
+            value: f(e.value),
+        })
+        .collect();
+    latency_series(
+        &mapped,
+        begin,
+        end.max(begin + 1),
+        w.as_nanos() as u64,
+        Stat::Median,
+    )
 }
 
 /// Median ns per iteration of `f(iterations)` over batches of at least `min_batch` for
