@@ -54,14 +54,23 @@ fn median(v: &mut [f64]) -> f64 {
 /// the metric's value: the windows' median for a metric that is a median, their mean for
 /// one that is a mean (a mean latency, or bytes over the whole time).
 fn check_series(ms: &BTreeMap<String, Metric>, metric: &str, parts: u64) {
-    check_series_by(ms, metric, parts, false)
+    check_series_by(ms, metric, parts, Some(false))
 }
 
+/// Like [`check_series`] for a mean latency, without the closeness check: windows hold
+/// different numbers of events (an open-loop backlog drains in a burst), so the plain mean
+/// of window means need not be near the mean of all events on a busy machine.
+fn check_series_shape(ms: &BTreeMap<String, Metric>, metric: &str, parts: u64) {
+    check_series_by(ms, metric, parts, None)
+}
+
+/// Like [`check_series`] for a rate over the whole time (bytes / seconds): equal windows
+/// tiling the interval average to it.
 fn check_series_mean(ms: &BTreeMap<String, Metric>, metric: &str, parts: u64) {
-    check_series_by(ms, metric, parts, true)
+    check_series_by(ms, metric, parts, Some(true))
 }
 
-fn check_series_by(ms: &BTreeMap<String, Metric>, metric: &str, parts: u64, by_mean: bool) {
+fn check_series_by(ms: &BTreeMap<String, Metric>, metric: &str, parts: u64, by_mean: Option<bool>) {
     let m = ms
         .get(metric)
         .unwrap_or_else(|| panic!("metric {metric} missing; have {:?}", ms.keys()));
@@ -89,6 +98,9 @@ fn check_series_by(ms: &BTreeMap<String, Metric>, metric: &str, parts: u64, by_m
         n <= full.round() + 1.0 && n >= (full / 3.0).floor().max(1.0),
         "{metric}: {n} windows over {span_ms:.0} ms"
     );
+    let Some(by_mean) = by_mean else {
+        return;
+    };
     let mut vals: Vec<f64> = s.iter().map(|w| w.value).collect();
     let med = if by_mean {
         vals.iter().sum::<f64>() / n
@@ -139,7 +151,7 @@ fn mem_bandwidth_series() {
 fn fork_latency_series() {
     let ms = run("fork-latency", &["mode=fork"], Some(WINDOW_MS));
     check_series(&ms, "fork_p50_ns", 1);
-    check_series_mean(&ms, "fork_mean_ns", 1);
+    check_series_shape(&ms, "fork_mean_ns", 1);
     // A few hundred forks in 20 ms windows are far too few for a per-window p99.
     assert!(ms["fork_p99_ns"].series.is_none());
     no_series(&run("fork-latency", &["mode=fork"], None));
@@ -154,7 +166,7 @@ fn net_rtt_series_open_loop() {
             Some(WINDOW_MS),
         );
         check_series(&ms, &format!("{proto}_rtt_p50_ns"), 1);
-        check_series_mean(&ms, &format!("{proto}_rtt_mean_ns"), 1);
+        check_series_shape(&ms, &format!("{proto}_rtt_mean_ns"), 1);
     }
     no_series(&run("net-rtt", &["proto=udp", "rate=1000"], None));
 }

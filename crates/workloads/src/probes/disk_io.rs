@@ -184,7 +184,10 @@ impl Probe for DiskIo {
          cold read (the file's pages dropped first), reread, O_DIRECT read and write, O_DIRECT \
          random read (4K-aligned, seeded) and write+fsync per block: MB/s per op and \
          per-request latency (us, p50/p99/p99.9 with the histogram). The file is removed at \
-         the end."
+         the end. \
+         With a window length the budget decides how long each op runs (its share, going \
+         round the file again as needed) and MB/s, mean and p50 latency also come as window \
+         series"
     }
     fn windowed(&self) -> bool {
         true

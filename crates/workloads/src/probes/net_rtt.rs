@@ -147,7 +147,9 @@ impl Probe for NetRtt {
          against an echo server (our own on loopback, or one in another tenant): mean, p50, \
          p99, p99.9, max in ns with the histogram, achieved round trips per second, UDP loss. \
          rate>0 runs open loop, timing each message from its intended send time so stalls \
-         are not hidden. sockperf reports half of these figures (one-way)."
+         are not hidden. sockperf reports half of these figures (one-way). With a window \
+         length each protocol runs for its whole duration (count ignored) and mean and p50 \
+         also come as window series of the round trips ending in each window."
     }
     fn windowed(&self) -> bool {
         true
