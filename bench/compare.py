@@ -305,51 +305,159 @@ def cmp_stressors(only=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# baseline coefficient of variation
+# baseline coefficient of variation, side by side with the reference tools' own
 
-CV_PROBES = [
-    ("cpu-int", [], "ops_per_sec"),
-    ("cpu-float", [], "mflops"),
-    ("cache-latency", [], "l1_ns"),
-    ("cache-latency", [], "l2_ns"),
-    ("cache-latency", [], "llc_ns"),
-    ("mem-latency", [], "rand_ns"),
-    ("mem-latency", [], "seq_ns"),
-    ("mem-bandwidth", [], "copy_gbps"),
-]
+def iso_value(name, sets, mname, budget=1.0, pin=0, pin_peer=None):
+    v, _ = metric(iso_probe(name, sets, budget=budget, pin=pin, pin_peer=pin_peer), mname)
+    return v
 
 
-def iso_probe_repeat(name, sets, runs, budget=1.0, pin=0):
-    """Runs a probe `runs` times in one process (as an agent does within a run)."""
-    cmd = [ISO, "probe", name, "--json", "--budget", str(budget), "--repeat", str(runs), "--pin", str(pin)]
-    for s_ in sets:
-        cmd += ["--set", s_]
-    doc = json.loads(sh(cmd))
-    return [{m["name"]: m for m in r["metrics"]} for r in doc["runs"]]
+def ref_sysbench():
+    out = sh(["taskset", "-c", "0", "sysbench", "cpu", "--threads=1", "--time=1",
+              "--cpu-max-prime=10000", "run"])
+    return float(re.search(r"events per second:\s+([\d.]+)", out).group(1))
 
 
-def cv_pct(vals):
-    mean = statistics.mean(vals)
-    return 100 * statistics.stdev(vals) / mean
+def ref_mbw():
+    out = sh(["taskset", "-c", "0", "mbw", "-q", "-n", "10", "-t1", "64"])
+    its = [float(x) for x in re.findall(r"^\d+\s+Method: \w+.*?Copy:\s+([\d.]+) MiB/s", out, re.M)]
+    return statistics.median(its)
+
+
+def disk_dir():
+    d = os.path.abspath(os.path.join(OUT, "disk"))
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def ref_fio_randread():
+    path = os.path.join(disk_dir(), "fio-cv.dat")
+    if not os.path.exists(path):
+        fio_job(path, "write", 1, "1M", 20000 * 8192)
+    return fio_job(path, "randread", 1, "8k", 20000 * 8192)
+
+
+def qperf_value(test, cpu, size=None):
+    """qperf client on `cpu` against the server on loopback: latency in us or bandwidth in MB/s."""
+    cmd = ["taskset", "-c", str(cpu), "qperf", "127.0.0.1", "-t", "1"]
+    if size:
+        cmd += ["-m", str(size)]
+    out = sh(cmd + [test])
+    m = re.search(r"(latency|bw)\s*=\s*([\d.]+)\s*(\S+)", out)
+    v, unit = float(m.group(2)), m.group(3)
+    scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6, "KB/sec": 1e-3, "MB/sec": 1.0,
+             "GB/sec": 1e3}
+    return v * scale[unit]
+
+
+def sockperf_p50(cpu, port, tcp, size=64, secs=1):
+    cmd = ["taskset", "-c", str(cpu), "sockperf", "ping-pong", "-i", "127.0.0.1", "-p", str(port),
+           "-m", str(size), "-t", str(secs)]
+    if tcp:
+        cmd.append("--tcp")
+    out = sh(cmd)
+    # sockperf reports one-way latency (RTT/2) in usec.
+    return float(re.search(r"percentile 50\.000 =\s+([\d.]+)", out).group(1)) * 2.0
+
+
+def iperf3_mbps(cpu, port=5299):
+    doc = json.loads(sh(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "1", "-l", "128K",
+                         "-A", str(cpu), "-J"]))
+    return doc["end"]["sum_received"]["bits_per_second"] / 1e6
+
+
+# Placements of the two-process probes: (label, client CPU, server CPU).
+PLACEMENTS = [("same CPU", 0, 0), ("split CPUs", 0, 1)]
+
+
+def cv_cases():
+    """(probe label, placement, iso(), reference label or None, ref(), servers) for each case.
+
+    Servers are the reference tool's, started (pinned like the probe's own peer) for the case.
+    """
+    cases = [
+        ("cpu-int primes events_per_sec", "pinned",
+         lambda: iso_value("cpu-int", ["kernel=primes"], "events_per_sec"),
+         "sysbench cpu --cpu-max-prime=10000", ref_sysbench, []),
+        ("cpu-int mix ops_per_sec", "pinned", lambda: iso_value("cpu-int", [], "ops_per_sec"),
+         None, None, []),
+        ("cpu-float mflops", "pinned", lambda: iso_value("cpu-float", [], "mflops"), None, None, []),
+        ("mem-bandwidth copy_gbps", "pinned",
+         lambda: iso_value("mem-bandwidth", ["op=copy", "size=64M"], "copy_gbps"),
+         "mbw -t1 64 (memcpy)", ref_mbw, []),
+        ("cache-latency llc_ns", "pinned", lambda: iso_value("cache-latency", [], "llc_ns"),
+         None, None, []),
+        ("mem-latency rand_ns", "pinned", lambda: iso_value("mem-latency", [], "rand_ns"),
+         None, None, []),
+        ("disk-io randread_mbps", "pinned",
+         lambda: iso_value("disk-io", ["ops=randread", "blocks=20000", "block_size=8K",
+                                       f"dir={disk_dir()}"], "randread_mbps", budget=5),
+         "fio randread direct=1 bs=8k QD1", ref_fio_randread, []),
+    ]
+    for label, c, srv in PLACEMENTS:
+        cases += [
+            ("net-throughput tcp_mbps", label,
+             lambda c=c, srv=srv: iso_value("net-throughput", ["proto=tcp", "msg_size=128K"],
+                                            "tcp_mbps", pin=c, pin_peer=srv),
+             "iperf3 -l 128K", lambda c=c: iperf3_mbps(c),
+             [["iperf3", "-s", "-p", "5299", "-A", str(srv)]]),
+            ("net-throughput tcp_mbps", label,
+             lambda c=c, srv=srv: iso_value("net-throughput", ["proto=tcp", "msg_size=128K"],
+                                            "tcp_mbps", pin=c, pin_peer=srv),
+             "qperf tcp_bw (MB/s)", lambda c=c: qperf_value("tcp_bw", c),
+             [["taskset", "-c", str(srv), "qperf"]]),
+        ]
+        for proto in ("udp", "tcp"):
+            iso = (lambda c=c, srv=srv, proto=proto:
+                   iso_value("net-rtt", [f"proto={proto}", "size=64"], f"{proto}_rtt_p50_ns",
+                             pin=c, pin_peer=srv))
+            cases += [
+                (f"net-rtt {proto}_rtt_p50_ns", label, iso,
+                 f"sockperf ping-pong{' --tcp' if proto == 'tcp' else ''} -m 64 (2 x p50)",
+                 lambda c=c, proto=proto: sockperf_p50(c, 11111, proto == "tcp"),
+                 [["taskset", "-c", str(srv), "sockperf", "server", "-i", "127.0.0.1", "-p", "11111"]
+                  + (["--tcp"] if proto == "tcp" else [])]),
+                (f"net-rtt {proto}_rtt_p50_ns", label, iso,
+                 f"qperf -m 64 {proto}_lat (mean one-way)",
+                 lambda c=c, proto=proto: qperf_value(f"{proto}_lat", c, size=64),
+                 [["taskset", "-c", str(srv), "qperf"]]),
+            ]
+        for mode in ("pipe", "unix"):
+            cases.append((f"local-comm {mode}_gbps", label,
+                          lambda c=c, srv=srv, mode=mode:
+                          iso_value("local-comm", [f"mode={mode}"], f"{mode}_gbps", pin=c, pin_peer=srv),
+                          None, None, []))
+    return cases
 
 
 def cmp_cv(runs=10):
-    """CV of the main metric over `runs` runs, two ways: in separate processes (each measures
-    the caches anew) and within one process (as the agent of a run measures every trial)."""
+    """Baseline CV of each probe's main metric over `runs` runs in separate processes, and
+    the CV of its reference tool measured in the same loop (probe and tool alternated,
+    A B A B, so both see the same drift); ratio = probe CV / tool CV (target <= 2). Two-process
+    probes are measured with both ends on one CPU and on different CPUs, the tools pinned the
+    same way."""
     rows = []
-    sep, one = {}, {}
-    for probe, sets, mname in CV_PROBES:
-        key = (probe, tuple(sets))
-        if key not in sep:
-            sep[key] = [iso_probe(probe, sets, budget=1, pin=0) for _ in range(runs)]
-            one[key] = iso_probe_repeat(probe, sets, runs)
-        a = [ms[mname]["value"] for ms in sep[key] if mname in ms]
-        b = [ms[mname]["value"] for ms in one[key] if mname in ms]
-        if len(a) < 2 or len(b) < 2:
-            rows.append({"probe": f"{probe} {mname}", "error": "metric missing"})
-            continue
-        rows.append({"probe": f"{probe} {mname}", "runs": len(a), "mean": statistics.mean(b),
-                     "cv_pct": cv_pct(a), "cv_one_process_pct": cv_pct(b)})
+    for probe, placement, iso, ref_label, ref, servers in cv_cases():
+        r = {"probe": probe, "placement": placement, "reference": ref_label or "-"}
+        try:
+            procs = [Server(cmd) for cmd in servers]
+            try:
+                xs, ys = [], []
+                for _ in range(runs):
+                    xs.append(iso())
+                    if ref:
+                        ys.append(ref())
+            finally:
+                for p in procs:
+                    p.__exit__()
+            r.update({"runs": len(xs), "mean": statistics.mean(xs), "cv_pct": cv_pct(xs)})
+            if ys:
+                r.update({"ref_mean": statistics.mean(ys), "ref_cv_pct": cv_pct(ys),
+                          "cv_ratio": cv_pct(xs) / cv_pct(ys) if cv_pct(ys) else float("nan")})
+        except Exception as e:  # noqa: BLE001
+            r["error"] = str(e)[-300:]
+        rows.append(r)
+        print_partial(r)
     return rows
 
 
@@ -408,10 +516,12 @@ def main():
     if what & {"all", "cv"}:
         rows = cmp_cv()
         results["cv"] = rows
-        md += ["## Baseline coefficient of variation (10 runs, pinned; target <= 2%)", "",
-               table(rows, [("probe", "probe"), ("runs", "runs"), ("mean", "mean"),
-                            ("CV % within one process", "cv_one_process_pct"),
-                            ("CV % separate processes", "cv_pct")]), ""]
+        md += ["## Baseline CV, probe vs its reference tool in the same run (10 alternated runs; "
+               "target: CV ratio <= 2)", "",
+               table(rows, [("probe metric", "probe"), ("placement", "placement"),
+                            ("reference", "reference"), ("runs", "runs"), ("mean", "mean"),
+                            ("CV %", "cv_pct"), ("reference mean", "ref_mean"),
+                            ("reference CV %", "ref_cv_pct"), ("CV ratio", "cv_ratio")]), ""]
     text = "\n".join(md)
     print()
     print(text)

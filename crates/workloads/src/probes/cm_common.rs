@@ -14,7 +14,8 @@
 use std::sync::Barrier;
 use std::time::Duration;
 
-use crate::metric::{Aggregate, Direction, MetricSpec};
+use super::series::{done_at, latency_series, rate_series, Event, Stat};
+use crate::metric::{Aggregate, Direction, Metric, MetricSpec, Window};
 use crate::timer::{median, now_ns};
 use crate::ProbeCtx;
 
@@ -70,15 +71,43 @@ pub(super) fn worker_cpus(ctx: &ProbeCtx, n: usize) -> Vec<Option<usize>> {
 pub(super) type Chunk<'a> = Box<dyn FnMut() -> f64 + Send + 'a>;
 
 /// The outcome of [`measure_rate`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Rate {
     /// Units per second, all threads together (median sample).
     pub total: f64,
+    /// With a window length ([`ProbeCtx::window`]): units per second, all threads together,
+    /// in windows of that length tiling the measured interval (warm-up excluded), with the
+    /// same overhead correction as `total`.
+    pub series: Option<Vec<Window>>,
+}
+
+impl Rate {
+    /// The series with every value multiplied by `k` (a unit change), if any.
+    pub fn series_scaled(&self, k: f64) -> Option<Vec<Window>> {
+        self.series.as_ref().map(|s| {
+            s.iter()
+                .map(|w| Window {
+                    value: w.value * k,
+                    ..*w
+                })
+                .collect()
+        })
+    }
+
+    /// `spec`'s metric of `total * k`, with the series scaled alike.
+    pub fn metric(&self, spec: &MetricSpec, k: f64) -> Metric {
+        let m = spec.value(self.total * k);
+        match self.series_scaled(k) {
+            Some(s) => m.with_series(s),
+            None => m,
+        }
+    }
 }
 
 /// Runs each chunk function on its own thread (pinned as given) for `budget`, all starting
-/// together, and returns the median total rate. Stops early when `ctx.stop` is set (after at
-/// least three chunks per thread). Timer overhead is taken out of every chunk's time.
+/// together, and returns the median total rate (and, with `ctx.window`, the window series).
+/// Stops early when `ctx.stop` is set (after at least three chunks per thread). Timer
+/// overhead is taken out of every chunk's time.
 pub(super) fn measure_rate(
     ctx: &ProbeCtx,
     budget: Duration,
@@ -123,14 +152,17 @@ pub(super) fn measure_rate(
             .collect()
     });
     let logs = logs.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
-    rate_from_logs(&logs, budget_ns / 10, ctx.timer_overhead_ns)
+    let window_ns = ctx.window.map(|w| w.as_nanos() as u64);
+    rate_from_logs(&logs, budget_ns / 10, ctx.timer_overhead_ns, window_ns)
 }
 
-/// Median rate from per-thread logs of (time ns, cumulative units). Pure, for tests.
+/// Median rate from per-thread logs of (time ns, cumulative units), and with `window_ns` the
+/// series of windows of about that length over the same interval. Pure, for tests.
 pub(super) fn rate_from_logs(
     logs: &[Vec<(u64, f64)>],
     warmup_ns: u64,
     overhead_ns: f64,
+    window_ns: Option<u64>,
 ) -> anyhow::Result<Rate> {
     let chunk_ns: Vec<f64> = logs
         .iter()
@@ -159,21 +191,8 @@ pub(super) fn rate_from_logs(
     anyhow::ensure!(!samples.is_empty(), "no samples after warm-up");
     Ok(Rate {
         total: median(&samples),
+        series: window_ns.map(|w| rate_series(logs, begin, end, w, correction)),
     })
-}
-
-/// Cumulative units done by time `t`, linear between logged points.
-fn done_at(log: &[(u64, f64)], t: f64) -> f64 {
-    let i = log.partition_point(|&(ts, _)| (ts as f64) <= t);
-    if i == 0 {
-        return log[0].1;
-    }
-    if i == log.len() {
-        return log[i - 1].1;
-    }
-    let (t0, d0) = log[i - 1];
-    let (t1, d1) = log[i];
-    d0 + (d1 - d0) * (t - t0 as f64) / (t1 - t0) as f64
 }
 
 /// Calibrates how many units of `f(units)` make one chunk of at least `min`, with `f` doing
@@ -196,25 +215,77 @@ pub(super) fn batch_iters(min: Duration, mut f: impl FnMut(u64)) -> u64 {
 }
 
 /// Times batches of `iters` iterations of `f` until `budget` is spent (at least `min_count`
-/// batches, at most 10,000) or the context is stopped; returns ns per iteration of each
-/// batch, timer overhead subtracted.
+/// batches, at most 10,000 unless a window length is set) or the context is stopped;
+/// returns ns per iteration of each batch, timer overhead subtracted.
 pub(super) fn time_batches(
     ctx: &ProbeCtx,
     iters: u64,
     budget: Duration,
     min_count: usize,
-    mut f: impl FnMut(u64),
+    f: impl FnMut(u64),
 ) -> Vec<f64> {
+    time_batches_at(ctx, iters, budget, min_count, f)
+        .into_iter()
+        .map(|e| e.value)
+        .collect()
+}
+
+/// [`time_batches`], with each batch stamped at its midpoint (for window series). With a
+/// window length there is no cap on the count, so the batches cover the whole budget.
+pub(super) fn time_batches_at(
+    ctx: &ProbeCtx,
+    iters: u64,
+    budget: Duration,
+    min_count: usize,
+    mut f: impl FnMut(u64),
+) -> Vec<Event> {
+    let cap = if ctx.window.is_some() {
+        usize::MAX
+    } else {
+        10_000
+    };
     let deadline = now_ns() + budget.as_nanos() as u64;
     let mut out = Vec::new();
-    while out.len() < 10_000 {
-        let dt = crate::timer::time_ns(ctx.timer_overhead_ns, || f(iters));
-        out.push(dt / iters as f64);
-        if out.len() >= min_count && (now_ns() >= deadline || ctx.stopped()) {
+    while out.len() < cap {
+        let t0 = now_ns();
+        f(iters);
+        let t1 = now_ns();
+        let dt = ((t1 - t0) as f64 - ctx.timer_overhead_ns).max(0.0);
+        out.push(Event {
+            t_ns: t0 + (t1 - t0) / 2,
+            value: dt / iters as f64,
+        });
+        if out.len() >= min_count && (t1 >= deadline || ctx.stopped()) {
             break;
         }
     }
     out
+}
+
+/// The median series of batch events over the interval they cover (first batch's midpoint
+/// to the last one's), when `ctx.window` is set.
+pub(super) fn batch_series(
+    ctx: &ProbeCtx,
+    events: &[Event],
+    f: impl Fn(f64) -> f64,
+) -> Option<Vec<Window>> {
+    let w = ctx.window?;
+    let begin = events.iter().map(|e| e.t_ns).min()?;
+    let end = events.iter().map(|e| e.t_ns).max()?;
+    let mapped: Vec<Event> = events
+        .iter()
+        .map(|e| Event {
+            t_ns: e.t_ns,
+            value: f(e.value),
+        })
+        .collect();
+    latency_series(
+        &mapped,
+        begin,
+        end.max(begin + 1),
+        w.as_nanos() as u64,
+        Stat::Median,
+    )
 }
 
 /// Median ns per iteration of `f(iterations)` over batches of at least `min_batch` for
@@ -243,7 +314,7 @@ mod tests {
             let t = log.last().unwrap().0 + dt;
             log.push((t, i as f64 * 1000.0));
         }
-        let r = rate_from_logs(&[log], 0, 0.0).unwrap();
+        let r = rate_from_logs(&[log], 0, 0.0, None).unwrap();
         let want = 1e6 / 1.1;
         assert!((r.total - want).abs() / want < 0.02, "{r:?}");
     }
@@ -258,7 +329,7 @@ mod tests {
             }
             log
         };
-        let r = rate_from_logs(&[mk(0), mk(400_000)], 0, 0.0).unwrap();
+        let r = rate_from_logs(&[mk(0), mk(400_000)], 0, 0.0, None).unwrap();
         assert!((r.total - 2e6).abs() / 2e6 < 1e-6, "{r:?}");
     }
 }

@@ -28,9 +28,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::cm_common::{batch_iters, lower, time_batches};
+use super::cm_common::{batch_iters, batch_series, lower, time_batches, time_batches_at};
 use super::cm_proc::{close_except, pin_raw, pipe, read_exact, write_all, Child};
-use crate::metric::{Metric, MetricSpec};
+use super::series::Event;
+use crate::metric::{Metric, MetricSpec, Window};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::timer::median;
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
@@ -92,6 +93,9 @@ impl Probe for ContextSwitch {
          overhead subtracted. placement=spread puts the processes on different CPUs and \
          measures cross-CPU wake-ups instead."
     }
+    fn windowed(&self) -> bool {
+        true
+    }
     fn class(&self) -> Class {
         Class::Process
     }
@@ -122,8 +126,8 @@ impl Probe for ContextSwitch {
         };
         let footprint = o.footprint as usize;
         // On a thread of its own, so pinning it does not change the caller's affinity.
-        let (overhead, round_trip) = std::thread::scope(|s| {
-            s.spawn(|| -> anyhow::Result<(f64, f64)> {
+        let (overhead, round_trip, trips) = std::thread::scope(|s| {
+            s.spawn(|| -> anyhow::Result<(f64, f64, Vec<Event>)> {
                 crate::util::pin_to_cpu(cpus[0])
                     .map_err(|e| anyhow::anyhow!("pinning to cpu {}: {e}", cpus[0]))?;
                 measure(ctx, &cpus, footprint, ctx.budget)
@@ -132,10 +136,21 @@ impl Probe for ContextSwitch {
             .unwrap_or_else(|_| Err(anyhow::anyhow!("context-switch thread panicked")))
         })?;
         let switch = (round_trip / n as f64 - overhead).max(0.0);
+        let with = |m: Metric, s: Option<Vec<Window>>| match s {
+            Some(s) => m.with_series(s),
+            None => m,
+        };
+        let per_switch = |t: f64| (t / n as f64 - overhead).max(0.0);
         Ok(vec![
-            METRICS[0].value(switch),
+            with(
+                METRICS[0].value(switch),
+                batch_series(ctx, &trips, per_switch),
+            ),
             METRICS[1].value(overhead),
-            METRICS[2].value(round_trip),
+            with(
+                METRICS[2].value(round_trip),
+                batch_series(ctx, &trips, |t| t),
+            ),
         ])
     }
 }
@@ -146,17 +161,20 @@ fn touch(w: &[u64]) -> u64 {
     w.iter().fold(0u64, |a, &b| a.wrapping_add(b))
 }
 
-/// Returns (ns per hop without a switch, ns per trip of the token around the ring).
+/// Returns (ns per hop without a switch, ns per trip of the token around the ring, the
+/// trip batches).
 ///
 /// The ring has `cpus.len()` processes, this one first. The two are measured in four
-/// alternating rounds, so a burst of interference weighs on both alike.
+/// alternating rounds, so a burst of interference weighs on both alike; with a window
+/// length in one round (hops first, then trips for the rest of the budget), so the trips
+/// cover one unbroken interval for the window series.
 fn measure(
     ctx: &ProbeCtx,
     cpus: &[usize],
     footprint: usize,
     budget: Duration,
-) -> anyhow::Result<(f64, f64)> {
-    const ROUNDS: u32 = 4;
+) -> anyhow::Result<(f64, f64, Vec<Event>)> {
+    let rounds: u32 = if ctx.window.is_some() { 1 } else { 4 };
     let n = cpus.len();
     // pipes[i] carries the token into process i.
     let pipes: Vec<(OwnedFd, OwnedFd)> = (0..n).map(|_| pipe()).collect::<Result<_, _>>()?;
@@ -238,18 +256,18 @@ fn measure(
     let hop_iters = batch_iters(min_batch, &mut hop);
     let trip_iters = batch_iters(min_batch, &mut trip);
     let (mut hops, mut trips) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         hops.extend(time_batches(
             ctx,
             hop_iters,
-            budget / (4 * ROUNDS),
+            budget / (4 * rounds),
             3,
             &mut hop,
         ));
-        trips.extend(time_batches(
+        trips.extend(time_batches_at(
             ctx,
             trip_iters,
-            budget * 3 / (4 * ROUNDS),
+            budget * 3 / (4 * rounds),
             3,
             &mut trip,
         ));
@@ -267,5 +285,6 @@ fn measure(
             "token ring broke (did a process die?): {e}"
         ));
     }
-    Ok((median(&hops), median(&trips)))
+    let trip_ns: Vec<f64> = trips.iter().map(|e| e.value).collect();
+    Ok((median(&hops), median(&trip_ns), trips))
 }

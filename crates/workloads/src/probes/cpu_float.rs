@@ -55,10 +55,15 @@ impl Probe for CpuFloat {
          Each + - * / and each sin/cos/atan/ln/exp/sqrt counts as one operation (352 per \
          pass); mflops = counted operations per second / 1e6, total over `threads`; \
          mflops_per_thread = total / threads. Rate = median of ~20 wall-clock \
-         windows (time spent descheduled counts) after a warm-up tenth of the budget."
+         windows (time spent descheduled counts) after a warm-up tenth of the budget. With a \
+         window length, both rates also come as a series of wall-clock windows of that \
+         length over the measured interval."
     }
     fn class(&self) -> Class {
         Class::Cpu
+    }
+    fn windowed(&self) -> bool {
+        true
     }
     fn params(&self) -> &'static [ParamSpec] {
         PARAMS
@@ -86,10 +91,9 @@ impl Probe for CpuFloat {
             })
             .collect();
         let r = measure_rate(ctx, ctx.budget, workers)?;
-        let mflops = r.total / 1e6;
         Ok(vec![
-            METRICS[0].value(mflops),
-            METRICS[1].value(mflops / threads as f64),
+            r.metric(&METRICS[0], 1e-6),
+            r.metric(&METRICS[1], 1e-6 / threads as f64),
         ])
     }
 }

@@ -87,10 +87,14 @@ impl Probe for CpuInt {
          `sysbench cpu --cpu-max-prime=M --threads=N` events per second. Rates are totals over \
          `threads`; *_per_thread is the total divided by the threads. Rate = median of \
          ~20 wall-clock windows (time spent descheduled counts, as in sysbench) after a \
-         warm-up tenth of the budget."
+         warm-up tenth of the budget. With a window length, every rate also comes as a series \
+         of wall-clock windows of that length over the measured interval."
     }
     fn class(&self) -> Class {
         Class::Cpu
+    }
+    fn windowed(&self) -> bool {
+        true
     }
     fn params(&self) -> &'static [ParamSpec] {
         PARAMS
@@ -144,8 +148,8 @@ impl Probe for CpuInt {
             (measure_rate(ctx, ctx.budget, workers)?, &METRICS[0..2])
         };
         Ok(vec![
-            specs[0].value(total.total),
-            specs[1].value(total.total / threads as f64),
+            total.metric(&specs[0], 1.0),
+            total.metric(&specs[1], 1.0 / threads as f64),
         ])
     }
 }

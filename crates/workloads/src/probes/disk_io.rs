@@ -24,6 +24,16 @@
 //!
 //! The counts, not the run's budget, decide how long this probe runs (about 1-3 s here at
 //! the defaults); `ctx.stop` aborts it.
+//!
+//! With a window length (`ctx.window`) the budget decides instead: each op runs for its
+//! share of the budget, going round its `blocks` (or `sync_blocks`) requests again as often
+//! as needed (a cold `read` drops the file's pages before each new round; `write` becomes
+//! an overwrite after the first round), and its MB/s, latency mean and p50 also come as
+//! window series over the op (MB/s from the requests completed in each window, with
+//! `write`'s and `rewrite`'s closing fsync in the last windows; p50 the window's median
+//! request; p99 and p99.9 only when every window holds enough requests, see `series`).
+//! Filling the file for a read op, and warming the cache for `reread`, happen before the
+//! op's measured interval.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -37,6 +47,7 @@ use serde::Deserialize;
 use crate::metric::{latency_metrics, LatencyHistogram, Metric, MetricSpec};
 use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
 use crate::probes::io_net::{hist_record, metric_table};
+use crate::probes::series::{attach_latency, rate_series, Event};
 use crate::timer::now_ns;
 use crate::util::{AlignedBuf, SplitMix64};
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
@@ -173,7 +184,13 @@ impl Probe for DiskIo {
          cold read (the file's pages dropped first), reread, O_DIRECT read and write, O_DIRECT \
          random read (4K-aligned, seeded) and write+fsync per block: MB/s per op and \
          per-request latency (us, p50/p99/p99.9 with the histogram). The file is removed at \
-         the end."
+         the end. \
+         With a window length the budget decides how long each op runs (its share, going \
+         round the file again as needed) and MB/s, mean and p50 latency also come as window \
+         series"
+    }
+    fn windowed(&self) -> bool {
+        true
     }
     fn class(&self) -> Class {
         Class::Disk
@@ -402,6 +419,8 @@ struct Runner<'a> {
     /// The file's pages are in the page cache (a buffered read just ran).
     cached: bool,
     bytes_written: u64,
+    /// How many ops share the budget (with a window length, each op runs for its share).
+    parts: usize,
     out: Vec<Metric>,
 }
 
@@ -425,11 +444,13 @@ impl<'a> Runner<'a> {
             filled: false,
             cached: false,
             bytes_written: 0,
+            parts: 1,
             out: Vec::new(),
         })
     }
 
     fn run_all(&mut self, ops: &[&'static str]) -> anyhow::Result<Vec<Metric>> {
+        self.parts = ops.len();
         for &op in ops {
             self.run_op(op)
                 .with_context(|| format!("disk-io {op} in {}", self.file.path.display()))?;
@@ -455,20 +476,22 @@ impl<'a> Runner<'a> {
         if op != "write" && !self.filled {
             self.fill()?;
         }
-        let (bytes, h, secs) = match op {
+        let (bs_done, r) = match op {
             "write" | "rewrite" => {
                 let f = &self.file.file;
                 let buf = self.buf.as_slice();
                 let r = timed(
                     self.ctx,
                     n,
+                    self.parts,
                     |i| f.write_all_at(buf, i * bs),
+                    || Ok(()),
                     || f.sync_all(),
                 )?;
-                self.bytes_written += n * bs;
+                self.bytes_written += r.ops * bs;
                 self.filled = true;
                 self.cached = false;
-                (n * bs, r.0, r.1)
+                (bs, r)
             }
             "read" | "reread" => {
                 if op == "read" {
@@ -479,9 +502,18 @@ impl<'a> Runner<'a> {
                 }
                 let f = &self.file.file;
                 let buf = self.buf.as_mut_slice();
-                let r = timed(self.ctx, n, |i| f.read_exact_at(buf, i * bs), || Ok(()))?;
+                // Going round again, a cold read drops the pages it read first.
+                let cold = op == "read";
+                let r = timed(
+                    self.ctx,
+                    n,
+                    self.parts,
+                    |i| f.read_exact_at(buf, i * bs),
+                    || if cold { drop_cache_io(f) } else { Ok(()) },
+                    || Ok(()),
+                )?;
                 self.cached = true;
-                (n * bs, r.0, r.1)
+                (bs, r)
             }
             "dioread" | "randread" => {
                 let seed = self.o.seed;
@@ -495,6 +527,7 @@ impl<'a> Runner<'a> {
                 let r = timed(
                     ctx,
                     n,
+                    self.parts,
                     |i| {
                         let off = if rand {
                             rng.below(slots) * ALIGN
@@ -504,17 +537,25 @@ impl<'a> Runner<'a> {
                         f.read_exact_at(buf.as_mut_slice(), off)
                     },
                     || Ok(()),
+                    || Ok(()),
                 )?;
-                (n * bs, r.0, r.1)
+                (bs, r)
             }
             "diowrite" => {
                 self.direct()?;
                 let f = self.direct.as_ref().expect("opened");
                 let buf = self.buf.as_slice();
-                let r = timed(self.ctx, n, |i| f.write_all_at(buf, i * bs), || Ok(()))?;
-                self.bytes_written += n * bs;
+                let r = timed(
+                    self.ctx,
+                    n,
+                    self.parts,
+                    |i| f.write_all_at(buf, i * bs),
+                    || Ok(()),
+                    || Ok(()),
+                )?;
+                self.bytes_written += r.ops * bs;
                 self.cached = false;
-                (n * bs, r.0, r.1)
+                (bs, r)
             }
             "fsyncwrite" => {
                 let m = self.o.sync_blocks.min(n);
@@ -524,6 +565,7 @@ impl<'a> Runner<'a> {
                 let r = timed(
                     self.ctx,
                     m,
+                    self.parts,
                     |i| {
                         f.write_all_at(buf, i * bs)?;
                         if datasync {
@@ -533,17 +575,27 @@ impl<'a> Runner<'a> {
                         }
                     },
                     || Ok(()),
+                    || Ok(()),
                 )?;
-                self.bytes_written += m * bs;
+                self.bytes_written += r.ops * bs;
                 self.cached = false;
-                (m * bs, r.0, r.1)
+                (bs, r)
             }
             _ => unreachable!("ops are validated"),
         };
-        self.out
-            .push(spec(&format!("{op}_mbps")).value(bytes as f64 / secs.max(1e-9) / 1e6));
-        self.out
-            .extend(latency_metrics(&format!("{op}_lat"), "us", &h));
+        let bytes = r.ops * bs_done;
+        let mut mbps = spec(&format!("{op}_mbps")).value(bytes as f64 / r.secs.max(1e-9) / 1e6);
+        let prefix = format!("{op}_lat");
+        let mut lat = latency_metrics(&prefix, "us", &r.h);
+        if let (Some(w), Some(&(begin, _)), Some(&(end, _))) =
+            (self.ctx.window, r.log.first(), r.log.last())
+        {
+            let w = w.as_nanos() as u64;
+            mbps = mbps.with_series(rate_series(&[r.log], begin, end, w, bs_done as f64 / 1e6));
+            attach_latency(&mut lat, &prefix, "us", &r.events, begin, end, w);
+        }
+        self.out.push(mbps);
+        self.out.extend(lat);
         Ok(())
     }
 
@@ -576,6 +628,11 @@ impl<'a> Runner<'a> {
     }
 }
 
+/// [`drop_cache`] with an `io::Error`.
+fn drop_cache_io(f: &File) -> io::Result<()> {
+    drop_cache(f).map_err(io::Error::other)
+}
+
 /// Drops this file's pages from the page cache (dirty pages are written first, or
 /// `DONTNEED` would keep them).
 fn drop_cache(f: &File) -> anyhow::Result<()> {
@@ -591,31 +648,80 @@ fn drop_cache(f: &File) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What [`timed`] measured.
+struct Timed {
+    h: LatencyHistogram,
+    /// Seconds the whole loop and `finish` took.
+    secs: f64,
+    /// Operations done.
+    ops: u64,
+    /// With a window length: each request's end and latency (us).
+    events: Vec<Event>,
+    /// With a window length: (time, requests done), from the start to the end of `finish`.
+    log: Vec<(u64, f64)>,
+}
+
 /// Runs `op(i)` for `i in 0..n`, timing each call (in us, timer overhead subtracted), then
-/// `finish()` (a closing fsync). Returns the histogram and the seconds the whole loop and
-/// `finish` took.
+/// `finish()` (a closing fsync). With a window length (`ctx.window`) it runs instead until
+/// `ctx.budget / parts` has passed, going round the `n` requests again as often as needed
+/// (calling `wrap()` before each new round), and keeps every request for the window series.
 fn timed(
     ctx: &ProbeCtx,
     n: u64,
+    parts: usize,
     mut op: impl FnMut(u64) -> io::Result<()>,
+    mut wrap: impl FnMut() -> io::Result<()>,
     finish: impl FnOnce() -> io::Result<()>,
-) -> anyhow::Result<(LatencyHistogram, f64)> {
+) -> anyhow::Result<Timed> {
     let over = ctx.timer_overhead_ns;
+    let windowed = ctx.window.is_some();
     let mut h = LatencyHistogram::new();
+    let mut events = Vec::new();
     let start = now_ns();
-    for i in 0..n {
-        if i % 256 == 0 && ctx.stopped() {
+    let mut log = vec![(start, 0.0)];
+    let deadline = start + (ctx.budget / parts.max(1) as u32).as_nanos() as u64;
+    let mut k = 0u64;
+    loop {
+        if windowed {
+            if k > 0 && now_ns() >= deadline {
+                break;
+            }
+        } else if k >= n {
+            break;
+        }
+        let i = k % n.max(1);
+        if k % 256 == 0 && ctx.stopped() {
             bail!("stopped");
+        }
+        if k > 0 && i == 0 {
+            wrap()?;
         }
         let t0 = now_ns();
         op(i)?;
         let t1 = now_ns();
         let us = (((t1 - t0) as f64 - over) / 1000.0).round().max(1.0);
         hist_record(&mut h, us as u64);
+        k += 1;
+        if windowed {
+            events.push(Event {
+                t_ns: t1,
+                value: us,
+            });
+            log.push((t1, k as f64));
+        }
     }
     finish()?;
-    let secs = (now_ns() - start) as f64 / 1e9;
-    Ok((h, secs))
+    let end = now_ns();
+    if windowed {
+        log.push((end, k as f64));
+    }
+    Ok(Timed {
+        h,
+        secs: (end - start) as f64 / 1e9,
+        ops: k,
+        events,
+        log,
+    })
 }
 
 #[cfg(test)]

@@ -11,6 +11,10 @@
 //! histogram rides on the p50 metric). The cost depends on the parent's size (page tables
 //! are copied), so it is measured from the probe's own process as the agent runs it.
 //! Every child is waited for before the next fork: none is ever left behind.
+//!
+//! With a window length the probe runs for its whole budget and each mode's mean and p50
+//! also come as window series over its timed operations (p99 and p99.9 only when every
+//! window holds enough operations; see `series`).
 
 use std::ffi::CString;
 
@@ -18,6 +22,7 @@ use serde::Deserialize;
 
 use super::cm_common::lower;
 use super::cm_proc::wait_pid;
+use super::series::{attach_latency, Event};
 use crate::metric::{latency_metrics, LatencyHistogram, Metric, MetricSpec};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::timer::now_ns;
@@ -80,6 +85,9 @@ impl Probe for ForkLatency {
          from an HdrHistogram of every operation after 5 warm-up ones. Depends on the size of \
          the forking process."
     }
+    fn windowed(&self) -> bool {
+        true
+    }
     fn class(&self) -> Class {
         Class::Process
     }
@@ -118,20 +126,43 @@ impl Probe for ForkLatency {
         let budget_ns = (ctx.budget / modes.len() as u32).as_nanos() as u64;
         let mut out = Vec::new();
         for exec in modes {
-            let h = time_ops(ctx, exec.then_some(&path), budget_ns)?;
+            let (h, timed) = time_ops(ctx, exec.then_some(&path), budget_ns)?;
             let prefix = if exec { "exec" } else { "fork" };
-            out.extend(latency_metrics(prefix, "ns", &h));
+            let mut ms = latency_metrics(prefix, "ns", &h);
+            if let Some(w) = ctx.window.filter(|_| !timed.events.is_empty()) {
+                attach_latency(
+                    &mut ms,
+                    prefix,
+                    "ns",
+                    &timed.events,
+                    timed.begin,
+                    timed.end,
+                    w.as_nanos() as u64,
+                );
+            }
+            out.extend(ms);
         }
         Ok(out)
     }
 }
 
-/// Times fork(+exec)+wait operations for `budget_ns` (at least `MIN_OPS` after warm-up).
+/// The timed operations of one mode, for window series.
+struct Timed {
+    /// Each timed operation: its end and its latency, ns.
+    events: Vec<Event>,
+    /// Start of the first timed operation (after the warm-up).
+    begin: u64,
+    /// End of the last one.
+    end: u64,
+}
+
+/// Times fork(+exec)+wait operations for `budget_ns` (at least `MIN_OPS` after warm-up);
+/// with a window length, also keeps each timed operation.
 fn time_ops(
     ctx: &ProbeCtx,
     exec: Option<&CString>,
     budget_ns: u64,
-) -> anyhow::Result<LatencyHistogram> {
+) -> anyhow::Result<(LatencyHistogram, Timed)> {
     // Everything the child touches is prepared before fork.
     let argv: Vec<*const libc::c_char> = exec
         .map(|p| vec![p.as_ptr(), std::ptr::null()])
@@ -140,6 +171,11 @@ fn time_ops(
     let mut h = LatencyHistogram::new();
     let deadline = now_ns() + budget_ns;
     let mut done = 0u32;
+    let mut timed = Timed {
+        events: Vec::new(),
+        begin: 0,
+        end: 0,
+    };
     loop {
         let t0 = now_ns();
         // SAFETY: the child only calls execve and _exit, both async-signal-safe, on data
@@ -159,7 +195,8 @@ fn time_ops(
             return Err(std::io::Error::last_os_error().into());
         }
         let status = wait_pid(pid)?;
-        let dt = (now_ns() - t0) as f64 - ctx.timer_overhead_ns;
+        let t1 = now_ns();
+        let dt = (t1 - t0) as f64 - ctx.timer_overhead_ns;
         if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
             anyhow::bail!(
                 "fork-latency: child {} (wait status {status:#x})",
@@ -175,12 +212,22 @@ fn time_ops(
             // (saturating) would clamp to the histogram's current highest value.
             h.0.record(dt.max(1.0) as u64)
                 .map_err(|e| anyhow::anyhow!("fork-latency: histogram: {e:?}"))?;
+            if ctx.window.is_some() {
+                if timed.events.is_empty() {
+                    timed.begin = t0;
+                }
+                timed.events.push(Event {
+                    t_ns: t1,
+                    value: dt.max(1.0),
+                });
+                timed.end = t1;
+            }
         }
         if h.len() >= MIN_OPS && (now_ns() >= deadline || ctx.stopped()) {
             break;
         }
     }
-    Ok(h)
+    Ok((h, timed))
 }
 
 fn is_executable(path: &str) -> bool {

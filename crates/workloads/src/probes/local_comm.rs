@@ -11,14 +11,19 @@
 //! (1e9 bytes per second). The pipe keeps the kernel's default capacity (64 KiB on Linux) and
 //! the socket its default buffers. The reader is killed and reaped when the probe ends,
 //! whatever happens.
+//!
+//! With a window length, each mode's GB/s also comes as a series: the median GB/s of the
+//! rounds whose midpoint falls in each window (sparse windows merged, see `series`), like
+//! the figure itself a median of rounds.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::cm_common::rate;
+use super::cm_common::{batch_series, rate};
 use super::cm_proc::{close_except, pin_raw, pipe, raw, read_exact, socketpair, write_all, Child};
+use super::series::Event;
 use crate::metric::{Metric, MetricSpec};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::timer::{median, now_ns};
@@ -77,6 +82,9 @@ impl Probe for LocalComm {
          socket pair): median over rounds of total bytes / round time, in 1e9 bytes per \
          second; first round is warm-up. Writer on ctx.pin, reader on ctx.pin_peer when set."
     }
+    fn windowed(&self) -> bool {
+        true
+    }
     fn class(&self) -> Class {
         Class::Memory
     }
@@ -103,15 +111,19 @@ impl Probe for LocalComm {
             let (a, b) = if m == 0 { pipe()? } else { socketpair()? };
             // a pipe is (read end, write end); for sockets either end does both.
             let (rx, tx) = (a, b);
-            let gbps = transfer(ctx, rx, tx, m == 1, o.size as usize, o.total, budget)?;
-            out.push(METRICS[m].value(gbps));
+            let (gbps, rounds) = transfer(ctx, rx, tx, m == 1, o.size as usize, o.total, budget)?;
+            let metric = METRICS[m].value(gbps);
+            out.push(match batch_series(ctx, &rounds, |v| v) {
+                Some(s) => metric.with_series(s),
+                None => metric,
+            });
         }
         Ok(out)
     }
 }
 
 /// Times rounds of `total` bytes from this process (writing `tx`) to a forked reader
-/// (reading `rx`); returns the median GB/s.
+/// (reading `rx`); returns the median GB/s and each timed round (its midpoint and GB/s).
 fn transfer(
     ctx: &ProbeCtx,
     rx: OwnedFd,
@@ -120,7 +132,7 @@ fn transfer(
     msg: usize,
     total: u64,
     budget: Duration,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<(f64, Vec<Event>)> {
     let (ack_r, ack_w) = pipe()?;
     let all = raw(&[&rx, &tx, &ack_r, &ack_w]);
     let (rx_fd, ack_w_fd) = (rx.as_raw_fd(), ack_w.as_raw_fd());
@@ -165,6 +177,7 @@ fn transfer(
     let mut rates = Vec::new();
     let mut ack = [0u8; 1];
     let mut rounds = 0u32;
+    let mut log = Vec::new();
     loop {
         let t0 = now_ns();
         let mut sent = 0u64;
@@ -174,15 +187,23 @@ fn transfer(
             sent += n as u64;
         }
         read_exact(ack_r.as_raw_fd(), &mut ack)?;
-        let dt = (now_ns() - t0) as f64 - ctx.timer_overhead_ns;
+        let t1 = now_ns();
+        let dt = (t1 - t0) as f64 - ctx.timer_overhead_ns;
         rounds += 1;
         if rounds > 1 {
-            rates.push(total as f64 / dt.max(1.0));
+            let gbps = total as f64 / dt.max(1.0);
+            rates.push(gbps);
+            if ctx.window.is_some() {
+                log.push(Event {
+                    t_ns: t0 + (t1 - t0) / 2,
+                    value: gbps,
+                });
+            }
         }
         if rates.len() >= 3 && (now_ns() >= deadline || ctx.stopped()) {
             break;
         }
     }
     drop(child);
-    Ok(median(&rates))
+    Ok((median(&rates), log))
 }

@@ -98,10 +98,15 @@ impl Probe for MemBandwidth {
          block stored (ordinary stores) per second / 1e9. Totals over `threads`. Blocks \
          start on a page boundary; offset=16 reproduces mbw's calloc'd layout. Rate = median \
          of ~20 wall-clock windows (time spent descheduled counts) after a warm-up tenth of \
-         the budget. block_bytes records the block size used."
+         the budget. block_bytes records the block size used. With a window length, each \
+         op's rate also comes as a series of wall-clock windows over that op's share of the \
+         budget (pick one op for an on/off run, so its series covers the whole run)."
     }
     fn class(&self) -> Class {
         Class::Memory
+    }
+    fn windowed(&self) -> bool {
+        true
     }
     fn params(&self) -> &'static [ParamSpec] {
         PARAMS
@@ -198,7 +203,7 @@ impl Probe for MemBandwidth {
                 })
                 .collect();
             let r = measure_rate(ctx, budget, workers)?;
-            out.push(METRICS[op].value(r.total / 1e9));
+            out.push(r.metric(&METRICS[op], 1e-9));
         }
         out.push(METRICS[3].value(size as f64));
         Ok(out)

@@ -18,6 +18,7 @@ mod mem_latency;
 mod net_rtt;
 mod net_throughput;
 mod relay_ring;
+mod series;
 mod syscall;
 
 /// Every probe, in catalogue order.

@@ -13,6 +13,11 @@
 //! does not come within `timeout_ms` counts as lost and is not in the histogram.
 //!
 //! sockperf prints one-way latency (RTT / 2); this probe reports the full round trip.
+//!
+//! With a window length, each protocol runs for its whole duration (`count` is ignored) and
+//! its RTT mean and p50 also come as window series (per-window mean and median of the round
+//! trips that ended in the window); p99 and p99.9 series only when every window holds
+//! enough round trips (see `series`).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -27,6 +32,7 @@ use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::probes::io_net::{
     connect_tcp, hist_record, metric_table, part_duration, wait_until, Peer, TightTimerSlack,
 };
+use crate::probes::series::{attach_latency, Event};
 use crate::timer::now_ns;
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
@@ -141,7 +147,12 @@ impl Probe for NetRtt {
          against an echo server (our own on loopback, or one in another tenant): mean, p50, \
          p99, p99.9, max in ns with the histogram, achieved round trips per second, UDP loss. \
          rate>0 runs open loop, timing each message from its intended send time so stalls \
-         are not hidden. sockperf reports half of these figures (one-way)."
+         are not hidden. sockperf reports half of these figures (one-way). With a window \
+         length each protocol runs for its whole duration (count ignored) and mean and p50 \
+         also come as window series of the round trips ending in each window."
+    }
+    fn windowed(&self) -> bool {
+        true
     }
     fn class(&self) -> Class {
         Class::Net
@@ -295,7 +306,10 @@ fn measure(
         }
     }
 
-    let limit_ns = if o.count > 0 && o.duration.is_none() {
+    // With a window length the run lasts its whole duration, whatever `count` says, so the
+    // series covers it.
+    let count = if ctx.window.is_some() { 0 } else { o.count };
+    let limit_ns = if count > 0 && o.duration.is_none() {
         u64::MAX
     } else {
         part_duration(o.duration, ctx, parts).as_nanos() as u64
@@ -305,11 +319,12 @@ fn measure(
     let over = ctx.timer_overhead_ns;
     let mut h = LatencyHistogram::new();
     let (mut done, mut lost) = (0u64, 0u64);
+    let mut events = Vec::new();
     let start = now_ns();
     let end = start.saturating_add(limit_ns);
     let mut i = 0u64;
     loop {
-        if (o.count > 0 && i >= o.count) || ctx.stopped() {
+        if (count > 0 && i >= count) || ctx.stopped() {
             break;
         }
         let t0 = if o.rate > 0 {
@@ -329,7 +344,14 @@ fn measure(
         let s = next(&mut msg);
         if conn.round_trip(&msg, &mut reply, s)? {
             let t1 = now_ns();
-            hist_record(&mut h, ((t1 - t0) as f64 - over).max(1.0) as u64);
+            let rtt = ((t1 - t0) as f64 - over).max(1.0);
+            hist_record(&mut h, rtt as u64);
+            if ctx.window.is_some() {
+                events.push(Event {
+                    t_ns: t1,
+                    value: rtt,
+                });
+            }
             done += 1;
         } else {
             lost += 1;
@@ -342,11 +364,24 @@ fn measure(
         }
         i += 1;
     }
-    let elapsed_s = (now_ns() - start) as f64 / 1e9;
+    let stop = now_ns();
+    let elapsed_s = (stop - start) as f64 / 1e9;
     if h.is_empty() {
         bail!("no round trip completed (stopped, or duration too short)");
     }
-    let mut out = latency_metrics(&format!("{proto}_rtt"), "ns", &h);
+    let prefix = format!("{proto}_rtt");
+    let mut out = latency_metrics(&prefix, "ns", &h);
+    if let Some(w) = ctx.window {
+        attach_latency(
+            &mut out,
+            &prefix,
+            "ns",
+            &events,
+            start,
+            stop,
+            w.as_nanos() as u64,
+        );
+    }
     let spec = |name: &str| {
         METRICS
             .iter()

@@ -15,6 +15,13 @@
 //!
 //! The server is our own on `addr` (port 0, pinned to `ctx.pin_peer`), or an external
 //! `tcp-sink` / `udp-sink` started in another tenant with `netserve::start_server`.
+//!
+//! With a window length, `tcp_mbps` and `udp_send_mbps` also come as window series of the
+//! bytes the streams handed to the kernel in each window (send side: the sink counts
+//! arrivals only once, at the end), over the interval in which every stream was sending,
+//! after a warm-up tenth. On TCP the sender can only run ahead of the receiver by the
+//! socket buffers, so the send rate per window tracks delivery; `udp_mbps` (arrivals) has
+//! no series.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, UdpSocket};
@@ -28,6 +35,7 @@ use crate::metric::{Metric, MetricSpec};
 use crate::netserve::{is_timeout, le_u64, set_buffer, ServerKind, UDP_HEADER, UDP_STATS_REQUEST};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::probes::io_net::{connect_tcp, fresh_seed, metric_table, part_duration, Peer};
+use crate::probes::series::rate_series;
 use crate::timer::now_ns;
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
@@ -144,6 +152,9 @@ impl Probe for NetThroughput {
          the received rate and the loss. The server is our own on loopback (port=0) or one \
          started in another tenant."
     }
+    fn windowed(&self) -> bool {
+        true
+    }
     fn class(&self) -> Class {
         Class::Net
     }
@@ -219,19 +230,32 @@ fn tcp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Res
     let barrier = Barrier::new(conns.len() + 1);
     let dur_ns = dur.as_nanos() as u64;
     let mut start = 0u64;
-    let results: Vec<anyhow::Result<(u64, u64, u64)>> = std::thread::scope(|sc| {
+    let windowed = ctx.window.is_some();
+    type Sent = (u64, u64, u64, Vec<(u64, f64)>);
+    let results: Vec<anyhow::Result<Sent>> = std::thread::scope(|sc| {
         let handles: Vec<_> = conns
             .into_iter()
             .map(|mut s| {
                 let barrier = &barrier;
-                sc.spawn(move || -> anyhow::Result<(u64, u64, u64)> {
+                sc.spawn(move || -> anyhow::Result<Sent> {
                     pin_worker(ctx);
                     let buf = vec![0x5Au8; size];
                     barrier.wait();
                     let t0 = now_ns();
                     let end = t0 + dur_ns;
                     let mut sent = 0u64;
-                    while now_ns() < end && !ctx.stopped() {
+                    let mut log = Vec::new();
+                    if windowed {
+                        log.push((t0, 0.0));
+                    }
+                    loop {
+                        let now = now_ns();
+                        if windowed {
+                            log.push((now, sent as f64));
+                        }
+                        if now >= end || ctx.stopped() {
+                            break;
+                        }
                         s.write_all(&buf).context("sending")?;
                         sent += size as u64;
                     }
@@ -247,7 +271,7 @@ fn tcp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Res
                             anyhow::Error::from(e).context("reading the server's byte count")
                         }
                     })?;
-                    Ok((sent, u64::from_le_bytes(b), now_ns()))
+                    Ok((sent, u64::from_le_bytes(b), now_ns(), log))
                 })
             })
             .collect();
@@ -262,11 +286,13 @@ fn tcp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Res
             .collect()
     });
     let (mut sent, mut received, mut last) = (0u64, 0u64, start);
+    let mut logs = Vec::new();
     for r in results {
-        let (s, r, t) = r?;
+        let (s, r, t, log) = r?;
         sent += s;
         received += r;
         last = last.max(t);
+        logs.push(log);
     }
     if received != sent {
         bail!("the server counted {received} bytes but {sent} were sent");
@@ -275,9 +301,8 @@ fn tcp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Res
         bail!("stopped");
     }
     let secs = (last - start) as f64 / 1e9;
-    Ok(vec![
-        spec("tcp_mbps").value(received as f64 * 8.0 / secs / 1e6)
-    ])
+    let m = spec("tcp_mbps").value(received as f64 * 8.0 / secs / 1e6);
+    Ok(vec![with_send_series(ctx, m, &logs, dur_ns)])
 }
 
 fn udp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Result<Vec<Metric>> {
@@ -303,12 +328,14 @@ fn udp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Res
     let barrier = Barrier::new(socks.len() + 1);
     let dur_ns = dur.as_nanos() as u64;
     let mut start = 0u64;
-    let results: Vec<anyhow::Result<(u64, u64)>> = std::thread::scope(|sc| {
+    let windowed = ctx.window.is_some();
+    type Sent = (u64, u64, Vec<(u64, f64)>);
+    let results: Vec<anyhow::Result<Sent>> = std::thread::scope(|sc| {
         let handles: Vec<_> = socks
             .iter()
             .map(|(s, session)| {
                 let barrier = &barrier;
-                sc.spawn(move || -> anyhow::Result<(u64, u64)> {
+                sc.spawn(move || -> anyhow::Result<Sent> {
                     pin_worker(ctx);
                     let mut buf = vec![0x3Cu8; size];
                     buf[0..8].copy_from_slice(&session.to_le_bytes());
@@ -317,6 +344,10 @@ fn udp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Res
                     let end = t0 + dur_ns;
                     let mut seq = 0u64;
                     let mut now = t0;
+                    let mut log = Vec::new();
+                    if windowed {
+                        log.push((t0, 0.0));
+                    }
                     while now < end && !ctx.stopped() {
                         if let Some(p) = pace {
                             let due = t0 + ((seq * size as u64) as f64 / p) as u64;
@@ -328,7 +359,12 @@ fn udp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Res
                         }
                         buf[8..16].copy_from_slice(&seq.to_le_bytes());
                         match s.send(&buf) {
-                            Ok(_) => seq += 1,
+                            Ok(_) => {
+                                seq += 1;
+                                if windowed && seq % 16 == 0 {
+                                    log.push((now_ns(), (seq * size as u64) as f64));
+                                }
+                            }
                             // The local queue is full: the datagram was not sent; try again.
                             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
                             Err(e) if is_timeout(&e) => {}
@@ -339,7 +375,10 @@ fn udp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Res
                         }
                         now = now_ns();
                     }
-                    Ok((seq, now))
+                    if windowed {
+                        log.push((now, (seq * size as u64) as f64));
+                    }
+                    Ok((seq, now, log))
                 })
             })
             .collect();
@@ -356,11 +395,13 @@ fn udp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Res
     let mut sent = 0u64;
     let mut last = start;
     let mut per_stream = Vec::new();
+    let mut logs = Vec::new();
     for r in results {
-        let (n, t) = r?;
+        let (n, t, log) = r?;
         sent += n;
         per_stream.push(n);
         last = last.max(t);
+        logs.push(log);
     }
     if ctx.stopped() {
         bail!("stopped");
@@ -378,9 +419,27 @@ fn udp(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, dur: Duration) -> anyhow::Res
     };
     Ok(vec![
         spec("udp_mbps").value(mbps(received)),
-        spec("udp_send_mbps").value(mbps(sent)),
+        with_send_series(ctx, spec("udp_send_mbps").value(mbps(sent)), &logs, dur_ns),
         spec("udp_loss_pct").value(loss),
     ])
+}
+
+/// With a window length: attaches the send-side series to `m`, Mbit/s in windows over the
+/// interval in which every stream was sending, after a warm-up tenth of `dur_ns`, from the
+/// streams' logs of (time, bytes sent).
+fn with_send_series(ctx: &ProbeCtx, m: Metric, logs: &[Vec<(u64, f64)>], dur_ns: u64) -> Metric {
+    let Some(w) = ctx.window else {
+        return m;
+    };
+    let begin = logs.iter().filter_map(|l| l.first()).map(|p| p.0).max();
+    let end = logs.iter().filter_map(|l| l.last()).map(|p| p.0).min();
+    match (begin, end) {
+        (Some(b), Some(e)) if e > b => {
+            let b = b + (dur_ns / 10).min((e - b) / 2);
+            m.with_series(rate_series(logs, b, e, w.as_nanos() as u64, 8e-6))
+        }
+        _ => m,
+    }
 }
 
 /// Asks the sink how many datagrams of `session` arrived, until the count settles (the sink

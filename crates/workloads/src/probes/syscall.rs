@@ -3,7 +3,9 @@
 //! Three paths, lmbench-style: a raw `getppid` system call (no glibc caching, the minimal
 //! kernel round trip), a 1-byte `read` of `/dev/zero` and a 1-byte `write` to `/dev/null`
 //! (the file-descriptor path). Each is timed in batches of at least 100 us, repeated over
-//! the budget; the reported figure is the median ns per call.
+//! the budget; the reported figure is the median ns per call. With a window length, each
+//! path's figure also comes as a series: the median ns per call of the batches whose
+//! midpoint falls in each window (see `series`), over that path's share of the budget.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -11,9 +13,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::cm_common::{batch_iters, batch_series, time_batches_at};
 use crate::metric::{Aggregate, Direction, Metric, MetricSpec};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
-use crate::timer::{median, per_op_batches};
+use crate::timer::median;
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
 /// The `syscall` probe.
@@ -63,6 +66,9 @@ impl Probe for Syscall {
         "Cost of one system call: raw getppid (kernel entry/exit), 1-byte read of /dev/zero and \
          1-byte write to /dev/null; median ns per call over batches of at least 100 us."
     }
+    fn windowed(&self) -> bool {
+        true
+    }
     fn class(&self) -> Class {
         Class::Process
     }
@@ -93,8 +99,15 @@ impl Probe for Syscall {
         let min_batch = Duration::from_micros(100);
         let mut out = Vec::new();
         let mut run = |spec: &MetricSpec, f: &mut dyn FnMut(u64)| {
-            let per_op = per_op_batches(budget, min_batch, ctx.timer_overhead_ns, &ctx.stop, f);
-            out.push(spec.value(median(&per_op)));
+            // The first calibration is warm-up (as `batch_iters` does).
+            let iters = batch_iters(min_batch, &mut *f);
+            let batches = time_batches_at(ctx, iters, budget, 5, f);
+            let per_op: Vec<f64> = batches.iter().map(|e| e.value).collect();
+            let m = spec.value(median(&per_op));
+            out.push(match batch_series(ctx, &batches, |v| v) {
+                Some(s) => m.with_series(s),
+                None => m,
+            });
         };
         if which("getppid") {
             run(&METRICS[0], &mut |n| {
