@@ -130,10 +130,37 @@ fn schedule_interleaves_baselines_and_is_seeded() {
         }
     }
     insta::assert_snapshot!("small_schedule", text);
-    // ABAB: with baseline_every = 1 every contended block follows a baseline block.
+    // On/off conditions need no baseline blocks: the off-windows are the baseline.
     let blocks = round_blocks(&plan, 0, &Needs::all(&plan));
-    for pair in blocks.chunks(2) {
-        assert!(pair[0].condition.is_none() && pair[1].condition.is_some());
+    assert!(blocks.iter().all(|b| b.condition.is_some()));
+    // Paired trials: each contended block has its baseline block right next to it, with the
+    // same probes in the same order, before it in even rounds and after it in odd ones.
+    let mut paired = plan.clone();
+    for c in &mut paired.conditions {
+        c.design = isobench_experiment::plan::Design::Paired;
+    }
+    for round in 0..2 {
+        let blocks = round_blocks(&paired, round, &Needs::all(&paired));
+        for pair in blocks.chunks(2) {
+            let (b, c) = if round % 2 == 0 {
+                (&pair[0], &pair[1])
+            } else {
+                (&pair[1], &pair[0])
+            };
+            assert!(b.condition.is_none() && c.condition.is_some(), "{blocks:?}");
+            let probes = |x: &isobench_experiment::schedule::Block| {
+                x.trials
+                    .iter()
+                    .filter(|t| t.what != TrialWhat::Solo)
+                    .map(|t| t.what)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(probes(b), probes(c));
+            assert_eq!(
+                isobench_experiment::schedule::paired_baseline_block(round, c.index),
+                Some(b.index)
+            );
+        }
     }
     // Another seed, another order (over a few rounds).
     let mut other = plan.clone();
