@@ -168,7 +168,9 @@ impl Stressor for Disk {
         "N threads (default 10, as iozone -t 10) each alternating a sequential write pass and \
          a sequential read pass over its own file (iozone -i0 -i1), buffered or O_DIRECT, \
          requests of 1..16 x 8 KiB. Files are unlinked as soon as they are created. One \
-         operation is one read or write request."
+         operation is one read or write request. Pressure: bytes_per_sec and iops (requests \
+         issued; buffered requests may be served by the page cache). Buffered writes leave \
+         dirty pages that are written back even while the tenant is frozen (lingering)."
     }
     fn class(&self) -> Class {
         Class::Disk
@@ -193,6 +195,17 @@ impl Stressor for Disk {
                     env.workdir.display()
                 ))
             })
+    }
+    fn lingering_effect(&self, params: &ParamValues) -> Option<&'static str> {
+        // Undecodable parameters fail in `run`; until then assume the default (buffered).
+        let direct = params
+            .decode::<Opts>(self.name())
+            .map(|o| o.direct)
+            .unwrap_or(false);
+        (!direct).then_some(
+            "buffered writes leave dirty page cache, which the kernel writes back while the \
+             tenant is frozen",
+        )
     }
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
         let o: Opts = params.decode(self.name())?;
@@ -258,13 +271,32 @@ impl Stressor for Disk {
             },
             Worker::step,
         )?;
-        Ok(out.report(unit, notes))
+        let pressure = vec![out.bytes_per_sec(), out.ops_rate("iops", "IO/s")];
+        let mut r = out.report(unit, notes);
+        r.pressure = pressure;
+        Ok(r)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn params(settings: &[&str]) -> ParamValues {
+        ParamValues::from_settings("disk", PARAMS, settings).unwrap()
+    }
+
+    #[test]
+    fn buffered_writes_linger_direct_io_does_not() {
+        assert!(
+            Disk.lingering_effect(&params(&[])).is_some(),
+            "default is buffered"
+        );
+        assert!(Disk
+            .lingering_effect(&params(&["direct=false", "fsync=true"]))
+            .is_some());
+        assert_eq!(Disk.lingering_effect(&params(&["direct=true"])), None);
+    }
 
     #[test]
     fn request_size_follows_intensity() {

@@ -162,6 +162,9 @@ impl Stressor for Membw {
                 Ok(Done::new(blocks, bytes))
             },
         )?;
-        Ok(out.report(format!("copy of one {} block", fmt_size(block)), notes))
+        let pressure = vec![out.bytes_per_sec(), out.cpu_threads()];
+        let mut r = out.report(format!("copy of one {} block", fmt_size(block)), notes);
+        r.pressure = pressure;
+        Ok(r)
     }
 }
