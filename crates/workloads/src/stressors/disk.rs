@@ -6,10 +6,17 @@
 //! unlinks it at once, keeping only the open descriptor: the space comes back when the run
 //! ends, and nothing is left behind even if the process is killed. The file is written
 //! first (the read pass needs data), then read, then rewritten, and so on. Buffered mode goes
-//! through the page cache like iozone without `-I` (reads of a file that fits in memory are
-//! mostly cache hits, writes reach the disk by writeback; `fsync=true` flushes after every
-//! write pass, which also makes cgroup v1 blkio attribute the writes); direct mode
-//! (`O_DIRECT`, aligned buffers) puts every request on the device.
+//! through the page cache like iozone without `-I`; with `cache=drop` (default) every pass
+//! still reaches the device, as iozone's passes do over a file larger than memory: a write
+//! pass ends by pushing the file to the disk (`sync_file_range`: writeback in large merged
+//! requests at a deep queue, the flood a buffered writer causes) and dropping its pages
+//! (`posix_fadvise(DONTNEED)`), so the read pass reads from the device through readahead.
+//! Without that, a file that fits in memory is read from the cache and rewritten in it, and
+//! only the writeback of what happens to be dirty ever reaches the disk (`cache=keep`, about
+//! half the effect of stress-ng's `hdd` on a victim's direct reads here). `fsync=true`
+//! flushes after every write pass, which also makes cgroup v1 blkio attribute the writes;
+//! direct mode (`O_DIRECT`, aligned buffers) puts every request on the device, one at a time
+//! per thread.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -35,6 +42,7 @@ struct Opts {
     file_size: u64,
     direct: bool,
     fsync: bool,
+    cache: String,
 }
 
 /// One block: requests are 1..=16 of these.
@@ -74,6 +82,16 @@ const PARAMS: &[ParamSpec] = &[
         help: "fdatasync after every write pass",
         kind: ParamKind::Bool,
         default: "false",
+    },
+    ParamSpec {
+        name: "cache",
+        help: "buffered mode only: drop (push each write pass to the device and drop the \
+               file's cached pages, so every pass reaches the disk) or keep (leave the file in \
+               the page cache: reads are cache hits)",
+        kind: ParamKind::Choice {
+            options: &["drop", "keep"],
+        },
+        default: "drop",
     },
 ];
 
@@ -125,6 +143,24 @@ fn anonymous_file(dir: &Path, name: &str, direct: bool) -> anyhow::Result<File> 
     Ok(f)
 }
 
+/// Writes the whole file back to the device and waits for it, then drops its cached pages, so
+/// the next read pass reads from the device.
+fn flush_and_drop(file: &File) -> anyhow::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+        | libc::SYNC_FILE_RANGE_WRITE
+        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    // SAFETY: plain system calls on our own open descriptor; length 0 means "to the end".
+    unsafe {
+        if libc::sync_file_range(fd, 0, 0, flags) != 0 {
+            return Err(std::io::Error::last_os_error()).context("disk: sync_file_range");
+        }
+        libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
+    }
+    Ok(())
+}
+
 struct Worker {
     file: File,
     buf: AlignedBuf,
@@ -132,6 +168,8 @@ struct Worker {
     pos: u64,
     writing: bool,
     fsync: bool,
+    /// Buffered mode with cache=drop: flush and drop the file after each write pass.
+    drop_cache: bool,
 }
 
 impl Worker {
@@ -152,6 +190,9 @@ impl Worker {
         if n == 0 || self.pos + req > self.size {
             if self.writing && self.fsync {
                 self.file.sync_data().context("disk: fdatasync")?;
+            }
+            if self.writing && self.drop_cache {
+                flush_and_drop(&self.file)?;
             }
             self.pos = 0;
             self.writing = !self.writing;
@@ -216,10 +257,17 @@ impl Stressor for Disk {
         }
         let threads = o.threads.min(ctx.caps.max_tasks.unwrap_or(u32::MAX)).max(1);
         let mut notes = vec![format!(
-            "request={} mode={}{}",
+            "request={} mode={}{}{}",
             fmt_size(req),
             if o.direct { "direct" } else { "buffered" },
-            if o.fsync { "+fsync" } else { "" }
+            if o.fsync { "+fsync" } else { "" },
+            if o.direct {
+                ""
+            } else if o.cache == "drop" {
+                " cache=drop"
+            } else {
+                " cache=keep"
+            }
         )];
         // All files together under the caps and half the free space.
         let mut total = o.file_size.saturating_mul(u64::from(threads));
@@ -267,6 +315,7 @@ impl Stressor for Disk {
                     pos: 0,
                     writing: true,
                     fsync: o.fsync,
+                    drop_cache: !o.direct && o.cache == "drop",
                 })
             },
             Worker::step,
