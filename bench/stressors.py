@@ -169,7 +169,7 @@ PAIRS = [
     ("net-tx", ["--intensity", "100", "--set", "threads=2"], ["--udp", "1"],
      [("net-throughput", ["proto=udp", "duration=1"], 1, ["udp_mbps"]),
       ("net-rtt", ["proto=udp", "duration=1"], 1, ["udp_rtt_p99_ns"])]),
-    ("forkbomb", ["--intensity", "100", "--set", "max_procs=64"], ["--fork", "1"],
+    ("forkbomb", ["--intensity", "100", "--set", "max_procs=2"], ["--fork", "1"],
      [("fork-latency", ["mode=fork"], 1, ["fork_p50_ns", "fork_p99_ns"])]),
 ]
 

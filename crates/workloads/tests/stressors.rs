@@ -463,10 +463,10 @@ fn forkbomb_in_pids_cgroup(cg: &Path) {
 fn disk_runs_and_removes_its_files() {
     let _g = serial();
     let (c, d) = ctx(50);
-    for direct in ["false", "true"] {
-        let settings = ["threads=2", "file_size=1M", &format!("direct={direct}")];
+    for mode in ["direct=false", "direct=true", "cache=drop"] {
+        let settings = ["threads=2", "file_size=1M", mode];
         let (r, lat) = run("disk", &c, &settings, BRIEF).unwrap();
-        assert_worked(&format!("disk direct={direct}"), &r, lat);
+        assert_worked(&format!("disk {mode}"), &r, lat);
         assert!(
             r.op_unit.contains("64K"),
             "intensity 50 is 8 x 8 KiB: {}",

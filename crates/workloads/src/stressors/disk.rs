@@ -6,14 +6,13 @@
 //! unlinks it at once, keeping only the open descriptor: the space comes back when the run
 //! ends, and nothing is left behind even if the process is killed. The file is written
 //! first (the read pass needs data), then read, then rewritten, and so on. Buffered mode goes
-//! through the page cache like iozone without `-I`; with `cache=drop` (default) every pass
-//! still reaches the device, as iozone's passes do over a file larger than memory: a write
-//! pass ends by pushing the file to the disk (`sync_file_range`: writeback in large merged
-//! requests at a deep queue, the flood a buffered writer causes) and dropping its pages
-//! (`posix_fadvise(DONTNEED)`), so the read pass reads from the device through readahead.
-//! Without that, a file that fits in memory is read from the cache and rewritten in it, and
-//! only the writeback of what happens to be dirty ever reaches the disk (`cache=keep`, about
-//! half the effect of stress-ng's `hdd` on a victim's direct reads here). `fsync=true`
+//! through the page cache like iozone without `-I` (`cache=keep`, default): a file that fits
+//! in memory is read from the cache and rewritten in it, and writes reach the disk by the
+//! kernel's writeback. With `cache=drop` every pass reaches the device, as iozone's passes
+//! do over a file larger than memory: a write pass ends by writing the file back and waiting
+//! (`sync_file_range`) and dropping its pages (`posix_fadvise(DONTNEED)`), so the read pass
+//! reads from the device through readahead. The wait serialises the passes: in two short
+//! runs here `drop` degraded a neighbour's direct reads less than `keep`, not more. `fsync=true`
 //! flushes after every write pass, which also makes cgroup v1 blkio attribute the writes;
 //! direct mode (`O_DIRECT`, aligned buffers) puts every request on the device, one at a time
 //! per thread.
@@ -85,13 +84,14 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         name: "cache",
-        help: "buffered mode only: drop (push each write pass to the device and drop the \
-               file's cached pages, so every pass reaches the disk) or keep (leave the file in \
-               the page cache: reads are cache hits)",
+        help: "buffered mode only: keep (leave the file in the page cache: reads are cache \
+               hits, dirty pages are written back when the kernel decides) or drop (write each \
+               pass back, wait, and drop the file's pages, so the read pass reads from the \
+               device)",
         kind: ParamKind::Choice {
-            options: &["drop", "keep"],
+            options: &["keep", "drop"],
         },
-        default: "drop",
+        default: "keep",
     },
 ];
 

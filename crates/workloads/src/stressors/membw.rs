@@ -238,31 +238,6 @@ impl Copier {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_store_kind_copies_exactly() {
-        let mut kinds = vec![Store::Cached, Store::detect(true)];
-        if cfg!(target_arch = "x86_64") {
-            kinds.push(Store::NtSse2);
-        }
-        for store in kinds {
-            // Aligned with a ragged tail, and unaligned (the memcpy path).
-            for (off, len) in [(0, 4096 + 100), (0, 128), (8, 1000), (0, 50)] {
-                let src: Vec<u8> = (0..len + 64).map(|i| (i * 7 + 3) as u8).collect();
-                let mut m = Mapping::new(len + 64).unwrap();
-                let dst = &mut m.as_mut_slice()[off..off + len];
-                let mut s = Mapping::new(len + 64).unwrap();
-                s.as_mut_slice()[off..off + len].copy_from_slice(&src[..len]);
-                store.copy(dst, &s.as_slice()[off..off + len]);
-                assert_eq!(dst, &src[..len], "{store:?} off={off} len={len}");
-            }
-        }
-    }
-}
-
 impl Stressor for Membw {
     fn name(&self) -> &'static str {
         "membw"
@@ -339,5 +314,30 @@ impl Stressor for Membw {
         let mut r = out.report(format!("copy of one {} block", fmt_size(block)), notes);
         r.pressure = pressure;
         Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_store_kind_copies_exactly() {
+        let mut kinds = vec![Store::Cached, Store::detect(true)];
+        if cfg!(target_arch = "x86_64") {
+            kinds.push(Store::NtSse2);
+        }
+        for store in kinds {
+            // Aligned with a ragged tail, and unaligned (the memcpy path).
+            for (off, len) in [(0, 4096 + 100), (0, 128), (8, 1000), (0, 50)] {
+                let src: Vec<u8> = (0..len + 64).map(|i| (i * 7 + 3) as u8).collect();
+                let mut m = Mapping::new(len + 64).unwrap();
+                let dst = &mut m.as_mut_slice()[off..off + len];
+                let mut s = Mapping::new(len + 64).unwrap();
+                s.as_mut_slice()[off..off + len].copy_from_slice(&src[..len]);
+                store.copy(dst, &s.as_slice()[off..off + len]);
+                assert_eq!(dst, &src[..len], "{store:?} off={off} len={len}");
+            }
+        }
     }
 }
