@@ -394,6 +394,13 @@ fn stressor_starts_streams_samples_and_stops_with_a_report() {
     let report = p.client.stop_stressor("hog").unwrap();
     assert!(report.ops > 0);
     assert_eq!(report.notes, vec!["intensity=40".to_string()]);
+    // The physical pressure crosses the wire unchanged.
+    assert_eq!(
+        report
+            .pressure("bytes_per_sec")
+            .map(|p| (p.unit.as_str(), p.value)),
+        Some(("B/s", 1234.5))
+    );
     // No sample of it follows the report.
     let after: Vec<_> = p.client.take_samples();
     let last_ops = after.last().map_or(0, |s| s.ops);

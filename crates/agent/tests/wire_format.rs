@@ -110,6 +110,10 @@ fn documented_session_round_trip() {
     assert_eq!(r["id"], 5);
     assert_eq!(r["type"], "stressor_stopped");
     assert!(r["report"]["ops"].is_u64());
+    assert_eq!(
+        r["report"]["pressure"],
+        json!([{"name": "bytes_per_sec", "unit": "B/s", "value": 1234.5}])
+    );
 
     a.send(r#"{"id":6,"type":"bye"}"#);
     assert_eq!(a.recv(), json!({"id":6,"type":"bye","stopped":[]}));

@@ -494,6 +494,7 @@ impl TenantDriver for FakeTenant {
             workers: 1,
             bytes: 0,
             notes: Vec::new(),
+            pressure: Vec::new(),
         })
     }
     fn cpu(&mut self) -> Option<CpuTimes> {

@@ -110,6 +110,55 @@ pub struct StressReport {
     pub bytes: u64,
     /// Extra facts worth recording (e.g. `oom_survived`, `fork_failures`).
     pub notes: Vec<String>,
+    /// What the stressor actually delivered, in physical units (bytes/s, IOPS, datagrams/s,
+    /// forks/s, resident bytes, busy CPUs), so intensities compare across platforms and
+    /// machines where ops/s ("bogo-ops") do not. Empty for an idle run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pressure: Vec<Pressure>,
+}
+
+impl StressReport {
+    /// The pressure named `name`, if the stressor reported it.
+    pub fn pressure(&self, name: &str) -> Option<&Pressure> {
+        self.pressure.iter().find(|p| p.name == name)
+    }
+}
+
+/// One physical quantity a stressor delivered over its whole run.
+///
+/// Rates (`*_per_sec`, `cpu_threads`) are totals over all workers divided by the run loop's
+/// wall time (`StressReport::elapsed_s`): they aggregate across tenants by summing. Levels
+/// (`resident_bytes`, `ring_bytes`) are the amount held at the end of the run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Pressure {
+    /// What is measured: `bytes_per_sec`, `iops`, `datagrams_per_sec`, `forks_per_sec`,
+    /// `resident_bytes`, `ring_bytes` or `cpu_threads` (CPU-seconds per second).
+    pub name: String,
+    /// Unit of `value` (`B/s`, `IO/s`, `datagrams/s`, `forks/s`, `B`, `CPUs`).
+    pub unit: String,
+    /// The amount.
+    pub value: f64,
+}
+
+impl Pressure {
+    /// A pressure of `value` `unit`.
+    pub fn new(name: &str, unit: &str, value: f64) -> Self {
+        Pressure {
+            name: name.into(),
+            unit: unit.into(),
+            value: if value.is_finite() { value } else { 0.0 },
+        }
+    }
+
+    /// `amount` spread over `elapsed_s` seconds (0 when no time passed).
+    pub fn rate(name: &str, unit: &str, amount: f64, elapsed_s: f64) -> Self {
+        let v = if elapsed_s > 0.0 && elapsed_s.is_finite() {
+            amount / elapsed_s
+        } else {
+            0.0
+        };
+        Self::new(name, unit, v)
+    }
 }
 
 /// An aggressor: misbehaves at an intensity until its context's stop flag is set.
@@ -173,4 +222,41 @@ pub fn nearest_names<'a>(
         .collect();
     scored.sort();
     scored.into_iter().take(3).map(|(_, c)| c).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(pressure: Vec<Pressure>) -> StressReport {
+        StressReport {
+            ops: 10,
+            elapsed_s: 2.0,
+            ops_per_sec: 5.0,
+            op_unit: "op".into(),
+            workers: 1,
+            bytes: 0,
+            notes: vec![],
+            pressure,
+        }
+    }
+
+    #[test]
+    fn pressure_round_trips_and_is_optional_on_the_wire() {
+        let r = report(vec![Pressure::rate("iops", "IO/s", 10.0, 2.0)]);
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains(r#""pressure":[{"name":"iops","unit":"IO/s","value":5.0}]"#));
+        assert_eq!(serde_json::from_str::<StressReport>(&text).unwrap(), r);
+        // A report without pressure (an idle run, or an older agent) omits and accepts it.
+        let idle = report(vec![]);
+        let text = serde_json::to_string(&idle).unwrap();
+        assert!(!text.contains("pressure"), "{text}");
+        assert_eq!(serde_json::from_str::<StressReport>(&text).unwrap(), idle);
+    }
+
+    #[test]
+    fn pressure_rates_are_never_nan() {
+        assert_eq!(Pressure::rate("x", "u", 5.0, 0.0).value, 0.0);
+        assert_eq!(Pressure::new("x", "u", f64::NAN).value, 0.0);
+    }
 }

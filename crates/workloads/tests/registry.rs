@@ -46,7 +46,7 @@ fn catalogue_is_complete() {
     }
     let stressors: HashSet<_> = STRESSORS.iter().map(|s| s.name()).collect();
     for want in [
-        "cpu", "cache", "membw", "memhog", "forkbomb", "disk", "net-tx", "net-rx",
+        "cpu", "cache", "membw", "memhog", "forkbomb", "disk", "net-tx", "net-rx", "null",
     ] {
         assert!(stressors.contains(want), "stressor {want} missing");
     }

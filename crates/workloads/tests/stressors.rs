@@ -95,6 +95,14 @@ fn assert_worked(name: &str, r: &StressReport, stop_latency: Duration) {
     );
     assert!(r.workers >= 1, "{name}: {r:?}");
     assert!(!r.op_unit.is_empty(), "{name}: {r:?}");
+    // Every working stressor says what it delivered, in physical units.
+    assert!(!r.pressure.is_empty(), "{name} reports no pressure: {r:?}");
+    let mut seen = HashSet::new();
+    for p in &r.pressure {
+        assert!(seen.insert(p.name.as_str()), "{name}: {} twice", p.name);
+        assert!(!p.unit.is_empty(), "{name}: {} has no unit", p.name);
+        assert!(p.value.is_finite() && p.value >= 0.0, "{name}: {p:?}");
+    }
     // Generous: catches a stressor that ignores the flag, not a slow machine.
     assert!(
         stop_latency < Duration::from_secs(3),
@@ -131,6 +139,20 @@ fn processes() -> Vec<(i32, i32, i32)> {
         }
     }
     out
+}
+
+/// The value of pressure `key`, which must be reported.
+fn pressure(r: &StressReport, key: &str) -> f64 {
+    r.pressure(key)
+        .unwrap_or_else(|| panic!("no pressure {key} in {:?}", r.pressure))
+        .value
+}
+
+/// `bytes_per_sec` is the report's own bytes over its own elapsed time.
+fn assert_bytes_rate(r: &StressReport) {
+    let want = r.bytes as f64 / r.elapsed_s;
+    let got = pressure(r, "bytes_per_sec");
+    assert!((got - want).abs() <= want * 1e-9 + 1e-9, "{got} vs {want}");
 }
 
 fn note_value(r: &StressReport, key: &str) -> Option<String> {
@@ -182,6 +204,9 @@ fn cpu_runs_and_stops() {
     let (r, lat) = run("cpu", &c, &[], BRIEF).unwrap();
     assert_worked("cpu", &r, lat);
     assert_eq!(c.ops(), r.ops, "the shared counter saw every operation");
+    // CPU-seconds per second: some, and never more than the workers could get.
+    let busy = pressure(&r, "cpu_threads");
+    assert!(busy > 0.0 && busy <= f64::from(r.workers) * 1.05, "{busy}");
 }
 
 #[test]
@@ -202,6 +227,8 @@ fn cache_runs_and_stops() {
     let (r, lat) = run("cache", &c, &["size=2M"], BRIEF).unwrap();
     assert_worked("cache", &r, lat);
     assert_eq!(note_value(&r, "ring").as_deref(), Some("2M"));
+    assert_eq!(pressure(&r, "ring_bytes"), f64::from(2u32 << 20));
+    assert_bytes_rate(&r);
     let (r, lat) = run("cache", &c, &["size=2M", "order=rand", "threads=2"], BRIEF).unwrap();
     assert_worked("cache rand", &r, lat);
     assert_eq!(r.workers, 2);
@@ -217,6 +244,8 @@ fn membw_runs_and_stops() {
         r.bytes >= r.ops * (4 << 20),
         "bytes count every block copied: {r:?}"
     );
+    assert_bytes_rate(&r);
+    assert!(pressure(&r, "cpu_threads") > 0.0);
 }
 
 #[test]
@@ -249,6 +278,12 @@ fn memhog_touch_keeps_to_max_bytes() {
     assert_worked("memhog", &r, lat);
     let held: u64 = note_value(&r, "held_bytes").unwrap().parse().unwrap();
     assert!(held > 0 && held <= cap, "held {held} > cap {cap}");
+    let resident = pressure(&r, "resident_bytes") as u64;
+    assert!(
+        resident >= held / 2 && resident <= cap + (16 << 20),
+        "resident {resident}, held {held}, cap {cap}"
+    );
+    assert!(pressure(&r, "bytes_per_sec") > 0.0);
     let grew = peak.lock().unwrap().saturating_sub(base);
     eprintln!(
         "memhog: resident grew by {} MiB (cap {} MiB)",
@@ -279,6 +314,11 @@ fn memhog_without_touch_maps_but_stays_out_of_memory() {
     let held: u64 = note_value(&r, "held_bytes").unwrap().parse().unwrap();
     assert!(held > 0 && held <= cap, "{r:?}");
     assert_eq!(r.bytes, 0, "nothing is written");
+    assert!(
+        pressure(&r, "resident_bytes") < (16 << 20) as f64,
+        "mapped, not resident: {:?}",
+        r.pressure
+    );
     assert!(r.op_unit.contains("without being touched"), "{r:?}");
     assert!(
         vm_rss() < base + (16 << 20),
@@ -302,6 +342,11 @@ fn forkbomb_keeps_to_max_tasks_and_leaves_no_process() {
     let leader: i32 = note_value(&r, "leader_pid").unwrap().parse().unwrap();
     let pgid: i32 = note_value(&r, "bomb_pgid").unwrap().parse().unwrap();
     assert!(leader > 1 && pgid > 1, "{:?}", r.notes);
+    let rate = pressure(&r, "forks_per_sec");
+    assert!(
+        (rate - r.ops_per_sec).abs() <= 1e-9 * rate.max(1.0),
+        "{rate}"
+    );
     let left: Vec<_> = processes()
         .into_iter()
         .filter(|&(pid, ppid, pgrp)| pid == leader || pgrp == pgid || pgrp == leader || ppid == me)
@@ -418,16 +463,18 @@ fn forkbomb_in_pids_cgroup(cg: &Path) {
 fn disk_runs_and_removes_its_files() {
     let _g = serial();
     let (c, d) = ctx(50);
-    for direct in ["false", "true"] {
-        let settings = ["threads=2", "file_size=1M", &format!("direct={direct}")];
+    for mode in ["direct=false", "direct=true", "cache=drop"] {
+        let settings = ["threads=2", "file_size=1M", mode];
         let (r, lat) = run("disk", &c, &settings, BRIEF).unwrap();
-        assert_worked(&format!("disk direct={direct}"), &r, lat);
+        assert_worked(&format!("disk {mode}"), &r, lat);
         assert!(
             r.op_unit.contains("64K"),
             "intensity 50 is 8 x 8 KiB: {}",
             r.op_unit
         );
         assert!(r.bytes > 0);
+        assert_bytes_rate(&r);
+        assert_eq!(pressure(&r, "iops"), r.ops_per_sec);
         assert!(isobench_files(d.path()).is_empty());
     }
 }
@@ -461,6 +508,8 @@ fn net_tx_runs_and_stops() {
     assert_worked("net-tx", &r, lat);
     assert!(r.op_unit.contains("30720"), "{}", r.op_unit);
     assert_eq!(r.bytes, r.ops * 30720);
+    assert_bytes_rate(&r);
+    assert_eq!(pressure(&r, "datagrams_per_sec"), r.ops_per_sec);
     let e = run("net-tx", &c, &["target=nowhere"], Duration::from_millis(50)).unwrap_err();
     assert!(e.to_string().contains("nowhere"), "{e:#}");
 }
@@ -472,6 +521,8 @@ fn net_rx_with_its_own_sender() {
     let (r, lat) = run("net-rx", &c, &["threads=2", "senders=1"], BRIEF).unwrap();
     assert_worked("net-rx", &r, lat);
     assert_eq!(r.workers, 3);
+    assert_bytes_rate(&r);
+    assert_eq!(pressure(&r, "datagrams_per_sec"), r.ops_per_sec);
 }
 
 #[test]
@@ -541,6 +592,7 @@ fn intensity_zero_is_idle() {
         assert_eq!(c.ops(), 0, "{}", s.name());
         assert_eq!(r.ops_per_sec, 0.0, "{}", s.name());
         assert_eq!(r.workers, 0, "{}", s.name());
+        assert!(r.pressure.is_empty(), "{}: {:?}", s.name(), r.pressure);
         assert!(lat < Duration::from_secs(3));
         assert!(isobench_files(d.path()).is_empty());
         // No worker thread (only the test's timer and watcher) and no child process.
@@ -619,4 +671,43 @@ fn every_stressor_is_documented_and_supported_here() {
         .map(|s| s.name())
         .collect();
     assert_eq!(aggressive, ["memhog", "forkbomb", "disk"]);
+}
+
+#[test]
+fn null_runs_nothing_until_stopped() {
+    let _g = serial();
+    let (c, d) = ctx(100);
+    let me = std::process::id() as i32;
+    let before = threads();
+    let (r, lat) = run("null", &c, &[], Duration::from_millis(200)).unwrap();
+    eprintln!("null: {r:?}");
+    assert_eq!((r.ops, r.workers, r.bytes), (0, 0, 0));
+    assert_eq!(r.ops_per_sec, 0.0);
+    assert!(r.pressure.is_empty());
+    // It waited for the stop flag rather than returning at once.
+    assert!(r.elapsed_s >= 0.15, "{r:?}");
+    assert!(lat < Duration::from_secs(1));
+    assert!(threads() <= before);
+    assert!(processes().iter().all(|p| p.1 != me));
+    assert!(isobench_files(d.path()).is_empty());
+}
+
+/// What outlasts a freeze decides between the on/off design and paired trials.
+#[test]
+fn lingering_effects_are_declared_where_freezing_cannot_stop_them() {
+    let linger = |name: &str, settings: &[&str]| {
+        let s = stressor(name).unwrap();
+        s.lingering_effect(&ParamValues::from_settings(name, s.params(), settings).unwrap())
+    };
+    assert_eq!(
+        linger("memhog", &[]),
+        Some("the memory it holds stays resident")
+    );
+    assert!(linger("disk", &[]).is_some(), "buffered by default");
+    assert!(linger("disk", &["direct=true"]).is_none());
+    for name in [
+        "null", "cpu", "cache", "membw", "forkbomb", "net-tx", "net-rx",
+    ] {
+        assert_eq!(linger(name, &[]), None, "{name}");
+    }
 }

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use isobench_agent::{serve_connection, AgentClient, AgentConfig, Catalog, SessionEnd};
 use isobench_workloads::{
-    Class, Env, Metric, MetricSpec, ParamKind, ParamSpec, ParamValues, Probe, ProbeCtx, StressCtx,
-    StressReport, Stressor, Unsupported,
+    Class, Env, Metric, MetricSpec, ParamKind, ParamSpec, ParamValues, Pressure, Probe, ProbeCtx,
+    StressCtx, StressReport, Stressor, Unsupported,
 };
 
 /// A running in-process agent and a client talking to it.
@@ -193,6 +193,7 @@ impl Stressor for Spin {
             workers: 1,
             bytes: 0,
             notes: vec![format!("intensity={}", ctx.intensity)],
+            pressure: vec![Pressure::new("bytes_per_sec", "B/s", 1234.5)],
         })
     }
 }
@@ -263,6 +264,7 @@ impl Stressor for Bomb {
             workers: ctx.caps.max_tasks.unwrap_or(0),
             bytes: 0,
             notes: vec![],
+            pressure: vec![],
         })
     }
 }

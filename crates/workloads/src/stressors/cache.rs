@@ -22,7 +22,7 @@ use super::pool::{cpu_share, run_pool, Done};
 use crate::cachesize::cache_sizes;
 use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
 use crate::util::SplitMix64;
-use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
+use crate::{Class, Env, Pressure, StressCtx, StressReport, Stressor, Unsupported};
 
 /// The `cache` stressor.
 pub struct Cache;
@@ -151,7 +151,8 @@ impl Stressor for Cache {
         "Circular linked list a little larger than the last-level cache (factor x LLC, default \
          1.25), one cache line per element, walked continuously by N threads sharing one ring: \
          every lap evicts the whole LLC. One operation is one hop (a dependent load of one \
-         cache line)."
+         cache line). Pressure: bytes_per_sec (cache lines touched x line size), ring_bytes, \
+         cpu_threads."
     }
     fn class(&self) -> Class {
         Class::Cache
@@ -218,10 +219,17 @@ impl Stressor for Cache {
             },
         )?;
         drop(ring);
-        Ok(out.report(
+        let pressure = vec![
+            out.bytes_per_sec(),
+            Pressure::new("ring_bytes", "B", bytes as f64),
+            out.cpu_threads(),
+        ];
+        let mut r = out.report(
             format!("ring hop (dependent load of one {line}-byte line)"),
             notes,
-        ))
+        );
+        r.pressure = pressure;
+        Ok(r)
     }
 }
 

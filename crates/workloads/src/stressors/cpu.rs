@@ -86,7 +86,8 @@ impl Stressor for Cpu {
     }
     fn help(&self) -> &'static str {
         "Tight integer + floating-point loop on N threads, all in registers: contends for CPU \
-         time only. One operation is a block of 10,000 loop iterations."
+         time only. One operation is a block of 10,000 loop iterations. Pressure: cpu_threads \
+         (CPU-seconds per second the workers actually got)."
     }
     fn class(&self) -> Class {
         Class::Cpu
@@ -120,9 +121,9 @@ impl Stressor for Cpu {
             },
         )?;
         let notes = vec![format!("duty={:.0}%", shape.duty * 100.0)];
-        Ok(out.report(
-            format!("block of {ITERS} integer+float loop iterations"),
-            notes,
-        ))
+        let pressure = vec![out.cpu_threads()];
+        let mut r = out.report(unit, notes);
+        r.pressure = pressure;
+        Ok(r)
     }
 }

@@ -6,10 +6,16 @@
 //! unlinks it at once, keeping only the open descriptor: the space comes back when the run
 //! ends, and nothing is left behind even if the process is killed. The file is written
 //! first (the read pass needs data), then read, then rewritten, and so on. Buffered mode goes
-//! through the page cache like iozone without `-I` (reads of a file that fits in memory are
-//! mostly cache hits, writes reach the disk by writeback; `fsync=true` flushes after every
-//! write pass, which also makes cgroup v1 blkio attribute the writes); direct mode
-//! (`O_DIRECT`, aligned buffers) puts every request on the device.
+//! through the page cache like iozone without `-I` (`cache=keep`, default): a file that fits
+//! in memory is read from the cache and rewritten in it, and writes reach the disk by the
+//! kernel's writeback. With `cache=drop` every pass reaches the device, as iozone's passes
+//! do over a file larger than memory: a write pass ends by writing the file back and waiting
+//! (`sync_file_range`) and dropping its pages (`posix_fadvise(DONTNEED)`), so the read pass
+//! reads from the device through readahead. The wait serialises the passes: in two short
+//! runs here `drop` degraded a neighbour's direct reads less than `keep`, not more. `fsync=true`
+//! flushes after every write pass, which also makes cgroup v1 blkio attribute the writes;
+//! direct mode (`O_DIRECT`, aligned buffers) puts every request on the device, one at a time
+//! per thread.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -35,6 +41,7 @@ struct Opts {
     file_size: u64,
     direct: bool,
     fsync: bool,
+    cache: String,
 }
 
 /// One block: requests are 1..=16 of these.
@@ -74,6 +81,17 @@ const PARAMS: &[ParamSpec] = &[
         help: "fdatasync after every write pass",
         kind: ParamKind::Bool,
         default: "false",
+    },
+    ParamSpec {
+        name: "cache",
+        help: "buffered mode only: keep (leave the file in the page cache: reads are cache \
+               hits, dirty pages are written back when the kernel decides) or drop (write each \
+               pass back, wait, and drop the file's pages, so the read pass reads from the \
+               device)",
+        kind: ParamKind::Choice {
+            options: &["keep", "drop"],
+        },
+        default: "keep",
     },
 ];
 
@@ -125,6 +143,24 @@ fn anonymous_file(dir: &Path, name: &str, direct: bool) -> anyhow::Result<File> 
     Ok(f)
 }
 
+/// Writes the whole file back to the device and waits for it, then drops its cached pages, so
+/// the next read pass reads from the device.
+fn flush_and_drop(file: &File) -> anyhow::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+        | libc::SYNC_FILE_RANGE_WRITE
+        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    // SAFETY: plain system calls on our own open descriptor; length 0 means "to the end".
+    unsafe {
+        if libc::sync_file_range(fd, 0, 0, flags) != 0 {
+            return Err(std::io::Error::last_os_error()).context("disk: sync_file_range");
+        }
+        libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
+    }
+    Ok(())
+}
+
 struct Worker {
     file: File,
     buf: AlignedBuf,
@@ -132,6 +168,8 @@ struct Worker {
     pos: u64,
     writing: bool,
     fsync: bool,
+    /// Buffered mode with cache=drop: flush and drop the file after each write pass.
+    drop_cache: bool,
 }
 
 impl Worker {
@@ -153,6 +191,9 @@ impl Worker {
             if self.writing && self.fsync {
                 self.file.sync_data().context("disk: fdatasync")?;
             }
+            if self.writing && self.drop_cache {
+                flush_and_drop(&self.file)?;
+            }
             self.pos = 0;
             self.writing = !self.writing;
         }
@@ -168,7 +209,9 @@ impl Stressor for Disk {
         "N threads (default 10, as iozone -t 10) each alternating a sequential write pass and \
          a sequential read pass over its own file (iozone -i0 -i1), buffered or O_DIRECT, \
          requests of 1..16 x 8 KiB. Files are unlinked as soon as they are created. One \
-         operation is one read or write request."
+         operation is one read or write request. Pressure: bytes_per_sec and iops (requests \
+         issued; buffered requests may be served by the page cache). Buffered writes leave \
+         dirty pages that are written back even while the tenant is frozen (lingering)."
     }
     fn class(&self) -> Class {
         Class::Disk
@@ -194,6 +237,17 @@ impl Stressor for Disk {
                 ))
             })
     }
+    fn lingering_effect(&self, params: &ParamValues) -> Option<&'static str> {
+        // Undecodable parameters fail in `run`; until then assume the default (buffered).
+        let direct = params
+            .decode::<Opts>(self.name())
+            .map(|o| o.direct)
+            .unwrap_or(false);
+        (!direct).then_some(
+            "buffered writes leave dirty page cache, which the kernel writes back while the \
+             tenant is frozen",
+        )
+    }
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
         let o: Opts = params.decode(self.name())?;
         let req = o.blocks.map_or(blocks_for(ctx.intensity), u64::from) * BLOCK;
@@ -203,10 +257,17 @@ impl Stressor for Disk {
         }
         let threads = o.threads.min(ctx.caps.max_tasks.unwrap_or(u32::MAX)).max(1);
         let mut notes = vec![format!(
-            "request={} mode={}{}",
+            "request={} mode={}{}{}",
             fmt_size(req),
             if o.direct { "direct" } else { "buffered" },
-            if o.fsync { "+fsync" } else { "" }
+            if o.fsync { "+fsync" } else { "" },
+            if o.direct {
+                ""
+            } else if o.cache == "drop" {
+                " cache=drop"
+            } else {
+                " cache=keep"
+            }
         )];
         // All files together under the caps and half the free space.
         let mut total = o.file_size.saturating_mul(u64::from(threads));
@@ -254,17 +315,37 @@ impl Stressor for Disk {
                     pos: 0,
                     writing: true,
                     fsync: o.fsync,
+                    drop_cache: !o.direct && o.cache == "drop",
                 })
             },
             Worker::step,
         )?;
-        Ok(out.report(unit, notes))
+        let pressure = vec![out.bytes_per_sec(), out.ops_rate("iops", "IO/s")];
+        let mut r = out.report(unit, notes);
+        r.pressure = pressure;
+        Ok(r)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn params(settings: &[&str]) -> ParamValues {
+        ParamValues::from_settings("disk", PARAMS, settings).unwrap()
+    }
+
+    #[test]
+    fn buffered_writes_linger_direct_io_does_not() {
+        assert!(
+            Disk.lingering_effect(&params(&[])).is_some(),
+            "default is buffered"
+        );
+        assert!(Disk
+            .lingering_effect(&params(&["direct=false", "fsync=true"]))
+            .is_some());
+        assert_eq!(Disk.lingering_effect(&params(&["direct=true"])), None);
+    }
 
     #[test]
     fn request_size_follows_intensity() {

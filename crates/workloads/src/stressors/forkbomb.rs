@@ -411,7 +411,11 @@ impl Stressor for Forkbomb {
          wait for a child to end (at the limit) or nap 1 ms (on EAGAIN from a pids limit), so \
          forking never stops. Runs in \
          its own session and process group, every process dies with its parent, and all are \
-         killed and reaped on stop. One operation is one successful fork."
+         killed and reaped on stop. One operation is one successful fork. Pressure: \
+         forks_per_sec. Frozen, it stops forking but keeps its processes: the pids stay taken \
+         in its own tenant (up to the population limit) until it is stopped. Its effect on \
+         other tenants (fork, exit and scheduler work) stops with it, so it has no lingering \
+         effect."
     }
     fn class(&self) -> Class {
         Class::Process
@@ -534,6 +538,12 @@ impl Stressor for Forkbomb {
         ));
         notes.push(format!("leader_pid={leader} bomb_pgid={pgid}"));
         drop(page);
+        let pressure = vec![crate::Pressure::rate(
+            "forks_per_sec",
+            "forks/s",
+            forks as f64,
+            elapsed_s,
+        )];
         Ok(StressReport {
             ops: forks,
             elapsed_s,
@@ -543,6 +553,7 @@ impl Stressor for Forkbomb {
             workers: peak + 1,
             bytes: 0,
             notes,
+            pressure,
         })
     }
 }

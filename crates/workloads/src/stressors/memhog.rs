@@ -22,7 +22,7 @@ use anyhow::Context as _;
 use serde::Deserialize;
 
 use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
-use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
+use crate::{Class, Env, Pressure, StressCtx, StressReport, Stressor, Unsupported};
 
 /// The `memhog` stressor.
 pub struct Memhog;
@@ -234,6 +234,13 @@ fn spawn_hog(page: &SharedPage, plan: Plan) -> anyhow::Result<libc::pid_t> {
     }
 }
 
+/// Resident bytes of process `pid` (its `statm`), None when it cannot be read.
+fn resident_bytes(pid: libc::pid_t, page: u64) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * page)
+}
+
 /// Kills and reaps the hog.
 fn reap(pid: libc::pid_t) {
     // SAFETY: `pid` is our child; waiting reaps it.
@@ -253,7 +260,9 @@ impl Stressor for Memhog {
          the tenant may use (never above the caps). touch=true writes each chunk and then \
          keeps rewriting all held memory; touch=false only allocates (the VITS variant). One \
          operation is one page written (touch) or mapped (no touch); bytes counts the \
-         memory written by touches; the held_bytes note gives the memory held at the end."
+         memory written by touches; the held_bytes note gives the memory held at the end. \
+         Pressure: resident_bytes (the hog's resident size at the stop) and, with touch, \
+         bytes_per_sec rewritten. Frozen, the hog keeps what it holds (lingering)."
     }
     fn class(&self) -> Class {
         Class::Memory
@@ -270,6 +279,17 @@ impl Stressor for Memhog {
     }
     fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
         Ok(())
+    }
+    fn lingering_effect(&self, params: &ParamValues) -> Option<&'static str> {
+        let touch = params
+            .decode::<Opts>(self.name())
+            .map(|o| o.touch)
+            .unwrap_or(true);
+        Some(if touch {
+            "the memory it holds stays resident"
+        } else {
+            "the memory it maps stays committed (virtual size and commit charge)"
+        })
     }
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
         let o: Opts = params.decode(self.name())?;
@@ -308,6 +328,7 @@ impl Stressor for Memhog {
         let (mut ops, mut counted, mut killed, mut touched, mut mapped) =
             (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut passes = 0u64;
+        let mut resident: Option<u64> = None;
         loop {
             let sh = shared.get();
             let now = sh.pages.load(Ordering::Relaxed);
@@ -315,6 +336,8 @@ impl Stressor for Memhog {
             ops += now - counted;
             counted = now;
             if !ctx.running() {
+                // What the hog holds at the end, read before it is asked to stop.
+                resident = resident_bytes(pid, ctx.env.page_size.max(4096));
                 sh.stop.store(1, Ordering::Relaxed);
                 reap(pid);
                 break;
@@ -371,6 +394,23 @@ impl Stressor for Memhog {
             (true, "page") => ops * ctx.env.line_size().clamp(8, page),
             (true, _) => ops * page,
         };
+        let mut pressure = vec![Pressure::new(
+            "resident_bytes",
+            "B",
+            resident.unwrap_or(if o.touch { held_bytes } else { 0 }) as f64,
+        )];
+        if o.touch {
+            pressure.push(Pressure::rate(
+                "bytes_per_sec",
+                "B/s",
+                bytes as f64,
+                elapsed_s,
+            ));
+        }
+        notes.push(match resident {
+            Some(r) => format!("resident_bytes={r} (hog's statm at the stop)"),
+            None => "resident_bytes from the bytes touched (hog's statm unreadable)".into(),
+        });
         Ok(StressReport {
             ops,
             elapsed_s,
@@ -383,6 +423,31 @@ impl Stressor for Memhog {
             workers: 1,
             bytes,
             notes,
+            pressure,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_memory_lingers_through_a_freeze() {
+        let p = |s: &[&str]| ParamValues::from_settings("memhog", PARAMS, s).unwrap();
+        assert_eq!(
+            Memhog.lingering_effect(&p(&[])),
+            Some("the memory it holds stays resident")
+        );
+        assert!(Memhog
+            .lingering_effect(&p(&["touch=false"]))
+            .is_some_and(|e| e.contains("committed")));
+    }
+
+    #[test]
+    fn resident_size_of_this_process_is_read() {
+        let r = resident_bytes(std::process::id() as libc::pid_t, 4096).unwrap();
+        assert!(r > 0);
+        assert_eq!(resident_bytes(-5, 4096), None);
     }
 }

@@ -14,6 +14,7 @@ mod membw;
 mod memhog;
 mod net_rx;
 mod net_tx;
+mod null;
 mod pool;
 mod udp;
 
@@ -27,4 +28,5 @@ pub const STRESSORS: &[&dyn Stressor] = &[
     &disk::Disk,
     &net_tx::NetTx,
     &net_rx::NetRx,
+    &null::Null,
 ];

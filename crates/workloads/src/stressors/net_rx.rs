@@ -104,7 +104,8 @@ impl Stressor for NetRx {
     fn help(&self) -> &'static str {
         "N threads (default 4) constantly receiving UDP datagrams (default 60 KiB) on one \
          socket; with sender=self it also sends them to itself over loopback, with \
-         sender=external it only receives. One operation is one datagram received."
+         sender=external it only receives. One operation is one datagram received. Pressure: \
+         datagrams_per_sec and bytes_per_sec (payload) received."
     }
     fn class(&self) -> Class {
         Class::Net
@@ -187,8 +188,14 @@ impl Stressor for NetRx {
         } else {
             notes.push("sender=external".into());
         }
+        // Receivers count operations and bytes; the senders' work is only in the notes.
+        let pressure = vec![
+            out.ops_rate("datagrams_per_sec", "datagrams/s"),
+            out.bytes_per_sec(),
+        ];
         let mut report = out.report(unit, notes);
         report.workers = receivers + senders;
+        report.pressure = pressure;
         Ok(report)
     }
 }

@@ -57,7 +57,8 @@ impl Stressor for NetTx {
     fn help(&self) -> &'static str {
         "N threads (default 4) constantly sending UDP datagrams (default 60 KiB) to a target, \
          by default a loopback sink socket of the stressor's own that is never read (the \
-         kernel drops at its full buffer). One operation is one datagram sent."
+         kernel drops at its full buffer). One operation is one datagram sent. Pressure: \
+         datagrams_per_sec and bytes_per_sec (payload) sent."
     }
     fn class(&self) -> Class {
         Class::Net
@@ -123,6 +124,12 @@ impl Stressor for NetTx {
             ),
             format!("send_errors={}", errors.load(Ordering::Relaxed)),
         ];
-        Ok(out.report(unit, notes))
+        let pressure = vec![
+            out.ops_rate("datagrams_per_sec", "datagrams/s"),
+            out.bytes_per_sec(),
+        ];
+        let mut r = out.report(unit, notes);
+        r.pressure = pressure;
+        Ok(r)
     }
 }

@@ -19,7 +19,7 @@ use anyhow::Context as _;
 
 use crate::timer::now_ns;
 use crate::util::pin_to_cpu;
-use crate::{StressCtx, StressReport};
+use crate::{Pressure, StressCtx, StressReport};
 
 /// What one call of a worker's work function did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -119,10 +119,13 @@ pub(crate) struct Outcome {
     pub elapsed_s: f64,
     /// Workers that ran.
     pub workers: u32,
+    /// CPU time the workers spent in their run loops (user + system), seconds.
+    pub cpu_s: f64,
 }
 
 impl Outcome {
-    /// The report for this outcome.
+    /// The report for this outcome, with no pressure yet (see [`Outcome::cpu_threads`] and
+    /// [`Outcome::bytes_per_sec`]).
     pub fn report(self, op_unit: impl Into<String>, notes: Vec<String>) -> StressReport {
         StressReport {
             ops: self.ops,
@@ -132,8 +135,37 @@ impl Outcome {
             workers: self.workers,
             bytes: self.bytes,
             notes,
+            pressure: Vec::new(),
         }
     }
+
+    /// CPUs kept busy: the workers' CPU-seconds per second of wall time.
+    pub fn cpu_threads(&self) -> Pressure {
+        Pressure::rate("cpu_threads", "CPUs", self.cpu_s, self.elapsed_s)
+    }
+
+    /// Bytes moved per second over all workers.
+    pub fn bytes_per_sec(&self) -> Pressure {
+        Pressure::rate("bytes_per_sec", "B/s", self.bytes as f64, self.elapsed_s)
+    }
+
+    /// Operations per second over all workers, as the pressure `name` in `unit`.
+    pub fn ops_rate(&self, name: &str, unit: &str) -> Pressure {
+        Pressure::rate(name, unit, self.ops as f64, self.elapsed_s)
+    }
+}
+
+/// CPU time of the calling thread (user + system), nanoseconds.
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills a valid timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// `ops / elapsed_s`, 0 when no time passed (never NaN or infinite).
@@ -162,6 +194,7 @@ pub(crate) fn idle_report(ctx: &StressCtx, op_unit: impl Into<String>) -> Stress
         bytes: 0,
         elapsed_s,
         workers: 0,
+        cpu_s: 0.0,
     }
     .report(op_unit, vec!["intensity 0: idle".into()])
 }
@@ -223,6 +256,7 @@ pub(crate) fn run_pool<S>(
             bytes: 0,
             elapsed_s,
             workers: 0,
+            cpu_s: 0.0,
         });
     }
     let duty = if shape.duty.is_finite() {
@@ -242,7 +276,7 @@ pub(crate) fn run_pool<S>(
     };
     let keep_going = || ctx.running() && !abort.load(Ordering::Relaxed);
 
-    let worker = |i: usize| -> (u64, u64, Option<Instant>) {
+    let worker = |i: usize| -> (u64, u64, u64, Option<Instant>) {
         let state = catch_unwind(AssertUnwindSafe(|| {
             if let Some(cpu) = ctx.cpu_for_worker(i) {
                 pin_to_cpu(cpu)
@@ -260,9 +294,10 @@ pub(crate) fn run_pool<S>(
         };
         gate.arrive_and_wait();
         let Some(mut state) = state else {
-            return (0, 0, None);
+            return (0, 0, 0, None);
         };
         let (mut ops, mut bytes) = (0u64, 0u64);
+        let cpu0 = thread_cpu_ns();
         let looped = catch_unwind(AssertUnwindSafe(|| -> anyhow::Result<()> {
             let mut period_start = now_ns();
             let busy_ns = (duty * DUTY_PERIOD_NS as f64) as u64;
@@ -285,6 +320,7 @@ pub(crate) fn run_pool<S>(
             Ok(())
         }));
         let loop_end = Instant::now();
+        let cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
         match looped {
             Ok(Ok(())) => {}
             Ok(Err(e)) => fail(e),
@@ -293,7 +329,7 @@ pub(crate) fn run_pool<S>(
         // Dropping the state here (buffers, files, sockets) happens on the worker thread,
         // before the pool returns.
         drop(state);
-        (ops, bytes, Some(loop_end))
+        (ops, bytes, cpu_ns, Some(loop_end))
     };
 
     let (t_start, totals) = std::thread::scope(|scope| {
@@ -315,20 +351,21 @@ pub(crate) fn run_pool<S>(
         gate.wait_for(handles.len());
         let t_start = Instant::now();
         gate.open();
-        let mut totals = (0u64, 0u64, t_start);
+        let mut totals = (0u64, 0u64, 0u64, t_start);
         for h in handles {
             match h.join() {
-                Ok((o, b, end)) => {
+                Ok((o, b, c, end)) => {
                     totals.0 += o;
                     totals.1 += b;
-                    totals.2 = totals.2.max(end.unwrap_or(t_start));
+                    totals.2 += c;
+                    totals.3 = totals.3.max(end.unwrap_or(t_start));
                 }
                 Err(_) => fail(anyhow::anyhow!("{name}: a worker thread panicked")),
             }
         }
         (t_start, totals)
     });
-    let elapsed_s = totals.2.saturating_duration_since(t_start).as_secs_f64();
+    let elapsed_s = totals.3.saturating_duration_since(t_start).as_secs_f64();
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
@@ -337,6 +374,7 @@ pub(crate) fn run_pool<S>(
         bytes: totals.1,
         elapsed_s,
         workers,
+        cpu_s: totals.2 as f64 / 1e9,
     })
 }
 

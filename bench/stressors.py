@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""How strong isobench's stressors are: against stress-ng, and membw against the machine's peak.
+
+Run by hand, as root, on a cgroup v1 machine, after `cargo build --release -p isobench`:
+
+    python3 bench/stressors.py                 # both parts
+    python3 bench/stressors.py membw           # membw bytes/s vs likwid-bench copy_mem_avx
+    python3 bench/stressors.py effect --only disk,net-rx --reps 5
+
+`effect`: each stressor's effect on its matching victim probe divided by stress-ng's effect at
+the same number of workers, on the victim's throughput and on its p99 latency where the probe
+has one. Victim and aggressor run in separate cgroups placed as `isobench run` places them:
+the victim in an isobench cgroup tenant, the aggressor in another (isobench: `stress
+--platform cgroup`; stress-ng: a cgroup this script makes), both on CPUs 0-1 with equal CPU
+shares. Each repetition measures baseline, isobench-contended and stress-ng-contended within
+a few seconds of each other, in a seeded shuffled order, and the degradation of each
+contended measurement is taken against the baseline of its own repetition (the machine's
+speed drifts over seconds); the table gives medians over repetitions.
+
+`membw`: `isobench stress membw --intensity 100 --duration 5 --json` bytes copied/s (x2 for
+DRAM traffic: one read and one write per byte copied) alternating with `likwid-bench -t
+copy_mem_avx -w S0:1GB:T` (non-temporal AVX copy; its MByte/s counts reads plus writes) for
+T = 1 and 2 threads; the peak is the best likwid figure of the session.
+
+Writes bench/out/stressors.json and bench/out/stressors.md. The machine is shared and noisy:
+read the per-repetition figures in the JSON before trusting a ratio.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+ISO = "target/release/isobench"
+OUT = "bench/out"
+CPUS = "0-1"
+CG_ROOT = "/sys/fs/cgroup"
+
+
+def sh(cmd, timeout=600):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-400:]}")
+    return p.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# tenants
+
+def victim(probe, sets, workdir, budget):
+    """One probe run in a fresh isobench cgroup tenant on CPUS: {metric: (value, direction)}."""
+    cmd = [ISO, "probe", probe, "--json", "--budget", str(budget), "--platform", "cgroup",
+           "--limits", f"cpuset={CPUS}", "--dir", workdir]
+    for s in sets:
+        cmd += ["--set", s]
+    doc = json.loads(sh(cmd))
+    return {m["name"]: (m["value"], m["direction"]) for m in doc["metrics"]}
+
+
+class Background:
+    """A process group in the background for the duration of a with-block."""
+
+    settle = 1.5
+
+    def __init__(self, cmd):
+        self.cmd = cmd
+
+    def __enter__(self):
+        self.p = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  start_new_session=True)
+        time.sleep(self.settle)
+        if self.p.poll() is not None:
+            err = self.p.stderr.read().decode(errors="replace")[-400:]
+            raise RuntimeError(f"{' '.join(self.cmd)} exited early ({self.p.returncode}): {err}")
+        return self
+
+    def __exit__(self, *a):
+        try:
+            os.killpg(self.p.pid, signal.SIGINT)
+            self.p.wait(15)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.p.wait()
+
+
+def iso_aggressor(name, args, workdir):
+    return Background([ISO, "stress", name, "--platform", "cgroup", "--limits",
+                       f"cpuset={CPUS},memory=4G,pids=4096", "--dir", workdir] + args)
+
+
+class SngAggressor(Background):
+    """stress-ng in a cgroup of its own (cpu, cpuset, memory, pids), like an isobench tenant.
+
+    Not named `isobench-...`: `isobench cleanup` kills the tasks of every cgroup with that
+    prefix."""
+
+    CONTROLLERS = ("cpu", "cpuset", "memory", "pids", "blkio")
+
+    def __init__(self, args, workdir):
+        self.name = f"sngbench-{os.getpid()}"
+        self.dirs = [os.path.join(CG_ROOT, c, self.name) for c in self.CONTROLLERS]
+        for d in self.dirs:
+            os.makedirs(d, exist_ok=True)
+        cs = os.path.join(CG_ROOT, "cpuset", self.name)
+        with open(os.path.join(cs, "cpuset.cpus"), "w") as f:
+            f.write(CPUS)
+        with open(os.path.join(CG_ROOT, "cpuset", "cpuset.mems")) as f:
+            mems = f.read().strip()
+        with open(os.path.join(cs, "cpuset.mems"), "w") as f:
+            f.write(mems)
+        with open(os.path.join(CG_ROOT, "memory", self.name, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(4 << 30))
+        with open(os.path.join(CG_ROOT, "pids", self.name, "pids.max"), "w") as f:
+            f.write("4096")
+        join = " ".join(f"echo $$ > {d}/cgroup.procs;" for d in self.dirs)
+        sng = " ".join(["exec", "stress-ng", "--temp-path", workdir] + args + ["--timeout", "600"])
+        super().__init__(["sh", "-c", f"{join} {sng}"])
+
+    def __exit__(self, *a):
+        super().__exit__(*a)
+        procs = os.path.join(self.dirs[0], "cgroup.procs")
+        for _ in range(200):
+            with open(procs) as f:
+                left = [int(x) for x in f.read().split()]
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        for d in self.dirs:
+            for _ in range(100):
+                try:
+                    os.rmdir(d)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# effect vs stress-ng
+
+# Equal workers: stress-ng --udp 1 is two processes (client and server), so net-rx runs one
+# receiver and one sender, net-tx two senders; the other pairs run the same thread count.
+PAIRS = [
+    # stressor, isobench args, stress-ng args, victim probes: [(probe, sets, budget, metrics)]
+    ("cpu", ["--intensity", "100"], ["--cpu", "2"],
+     [("cpu-int", ["kernel=primes", "threads=2"], 1, ["events_per_sec"])]),
+    ("cache", ["--intensity", "100"], ["--cache", "2"],
+     [("cache-latency", ["level=llc"], 1, ["llc_ns"])]),
+    ("membw", ["--intensity", "100"], ["--stream", "2"],
+     [("mem-bandwidth", ["op=copy"], 1, ["copy_gbps"])]),
+    ("disk", ["--intensity", "100", "--set", "threads=1"], ["--hdd", "1"],
+     [("disk-io", ["ops=dioread,randread", "blocks=5000"], 2,
+       ["dioread_mbps", "dioread_lat_p99_us", "randread_mbps", "randread_lat_p99_us"])]),
+    ("net-rx", ["--intensity", "100", "--set", "threads=1", "--set", "senders=1"], ["--udp", "1"],
+     [("net-throughput", ["proto=udp", "duration=1"], 1, ["udp_mbps"]),
+      ("net-rtt", ["proto=udp", "duration=1"], 1, ["udp_rtt_p99_ns"])]),
+    ("net-tx", ["--intensity", "100", "--set", "threads=2"], ["--udp", "1"],
+     [("net-throughput", ["proto=udp", "duration=1"], 1, ["udp_mbps"]),
+      ("net-rtt", ["proto=udp", "duration=1"], 1, ["udp_rtt_p99_ns"])]),
+    ("forkbomb", ["--intensity", "100", "--set", "max_procs=2"], ["--fork", "1"],
+     [("fork-latency", ["mode=fork"], 1, ["fork_p50_ns", "fork_p99_ns"])]),
+]
+
+
+def degradation(base, cont, direction):
+    d = (base - cont) / base if direction == "higher" else (cont - base) / base
+    return 100.0 * d
+
+
+def measure_all(probes, workdir):
+    out = {}
+    for probe, sets, budget, metrics in probes:
+        ms = victim(probe, sets, workdir, budget)
+        for m in metrics:
+            out[m] = ms[m]
+    return out
+
+
+def effect(only, reps, seed):
+    rng = random.Random(seed)
+    workdir = os.path.abspath(os.path.join(OUT, "stressdir"))
+    os.makedirs(workdir, exist_ok=True)
+    rows = []
+    for name, iso_args, sng_args, probes in PAIRS:
+        if only and name not in only:
+            continue
+        runs = []
+        try:
+            for _ in range(reps):
+                order = ["base", "isobench", "stress-ng"]
+                rng.shuffle(order)
+                rep = {}
+                for cond in order:
+                    if cond == "base":
+                        rep[cond] = measure_all(probes, workdir)
+                    elif cond == "isobench":
+                        with iso_aggressor(name, iso_args, workdir):
+                            rep[cond] = measure_all(probes, workdir)
+                    else:
+                        with SngAggressor(sng_args, workdir):
+                            rep[cond] = measure_all(probes, workdir)
+                runs.append(rep)
+                print(f"  {name}: {json.dumps({c: {m: v[0] for m, v in r.items()} for c, r in rep.items()})}",
+                      file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - one failing pair must not lose the others
+            rows.append({"stressor": name, "error": str(e)})
+            print(f"{name}: {e}", file=sys.stderr)
+            continue
+        for metric in runs[0]["base"]:
+            direction = runs[0]["base"][metric][1]
+            di = [degradation(r["base"][metric][0], r["isobench"][metric][0], direction) for r in runs]
+            ds = [degradation(r["base"][metric][0], r["stress-ng"][metric][0], direction) for r in runs]
+            mi, ms = statistics.median(di), statistics.median(ds)
+            rows.append({"stressor": name, "isobench": " ".join(iso_args), "stress-ng": " ".join(sng_args),
+                         "metric": metric, "direction": direction,
+                         "baseline": statistics.median(r["base"][metric][0] for r in runs),
+                         "isobench_degr_pct": mi, "stressng_degr_pct": ms,
+                         # A ratio only means something when stress-ng degrades the probe.
+                         "ratio": mi / ms if ms > 1.0 else None,
+                         "isobench_degr_runs": di, "stressng_degr_runs": ds})
+            print(fmt_effect(rows[-1]), file=sys.stderr)
+    return rows
+
+
+def fmt_effect(r):
+    if "error" in r:
+        return f"| {r['stressor']} | error: {r['error'][:120]} | | | | |"
+    ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
+    return (f"| {r['stressor']} | {r['stress-ng']} | {r['metric']} | {r['isobench_degr_pct']:.1f} | "
+            f"{r['stressng_degr_pct']:.1f} | {ratio} |")
+
+
+# ---------------------------------------------------------------------------------------------
+# membw vs peak copy bandwidth
+
+def likwid_copy(threads):
+    out = sh(["likwid-bench", "-t", "copy_mem_avx", "-w", f"S0:1GB:{threads}"])
+    return float(re.search(r"MByte/s:\s+([\d.]+)", out).group(1)) * 1e6
+
+
+def iso_membw():
+    doc = json.loads(sh([ISO, "stress", "membw", "--intensity", "100", "--duration", "5", "--json"]))
+    rep = doc["report"]
+    copied = next(p["value"] for p in rep["pressure"] if p["name"] == "bytes_per_sec")
+    return 2.0 * copied, rep["notes"]
+
+
+def membw(reps):
+    iso, peak1, peak2, notes = [], [], [], None
+    for _ in range(reps):
+        peak1.append(likwid_copy(1))
+        v, notes = iso_membw()
+        iso.append(v)
+        peak2.append(likwid_copy(2))
+    peak = max(peak1 + peak2)
+    res = {"isobench_traffic_Bps": iso, "likwid_1t_Bps": peak1, "likwid_2t_Bps": peak2,
+           "peak_Bps": peak, "isobench_best_Bps": max(iso), "isobench_median_Bps": statistics.median(iso),
+           "ratio_best": max(iso) / peak, "ratio_median": statistics.median(iso) / peak, "notes": notes}
+    print(json.dumps(res, indent=1), file=sys.stderr)
+    return res
+
+
+def main():
+    global ISO, OUT
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", nargs="?", default="all", choices=["all", "effect", "membw"])
+    ap.add_argument("--isobench", default=ISO)
+    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only", default="", help="comma-separated stressors (effect)")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    ISO, OUT = a.isobench, a.out
+    os.makedirs(OUT, exist_ok=True)
+    results, md = {}, ["# Stressor strength", ""]
+    if a.what in ("all", "membw"):
+        r = membw(a.reps)
+        results["membw"] = r
+        md += ["## membw vs peak copy bandwidth (DRAM traffic, read + write)", "",
+               "| isobench membw 100 (median / best) | likwid copy_mem_avx peak | ratio (median / best) |",
+               "|---|---|---|",
+               f"| {r['isobench_median_Bps'] / 1e9:.2f} / {r['isobench_best_Bps'] / 1e9:.2f} GB/s | "
+               f"{r['peak_Bps'] / 1e9:.2f} GB/s | {r['ratio_median']:.2f} / {r['ratio_best']:.2f} |", ""]
+    if a.what in ("all", "effect"):
+        rows = effect([x for x in a.only.split(",") if x], a.reps, a.seed)
+        results["effect"] = rows
+        md += ["## Effect on the victim vs stress-ng (ratio = isobench degradation / stress-ng degradation)",
+               "", "| stressor | stress-ng | victim metric | isobench degr. % | stress-ng degr. % | ratio |",
+               "|---|---|---|---|---|---|"] + [fmt_effect(r) for r in rows] + [""]
+    with open(os.path.join(OUT, "stressors.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(OUT, "stressors.md"), "w") as f:
+        f.write("\n".join(md))
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
