@@ -15,11 +15,14 @@
 //!   bind first and learn the address).
 //! - [`services`]: the network services (server halves of the network probes).
 //! - [`client`]: [`AgentClient`], the controller side, with a deadline on every request.
+//! - [`mechanism`]: scheduler and interrupt statistics around each probe run, returned as the
+//!   result's [`ProbeContext`].
 //! - [`catalog`]: what an agent can run (injectable, so tests can add their own workloads).
 #![deny(missing_docs)]
 
 pub mod catalog;
 pub mod client;
+pub mod mechanism;
 pub mod protocol;
 pub mod server;
 pub mod services;
@@ -30,8 +33,8 @@ pub mod wire;
 pub use catalog::{Catalog, RunningService, ServiceError, ServiceStarter};
 pub use client::{AgentClient, AgentError, ProbeOpts, StressOpts};
 pub use protocol::{
-    Caps, ErrorBody, ErrorCode, Hello, Params, ProbeResult, ProtocolVersion, Reply, Request,
-    Sample, StoppedStressor, StressorExit, Token, MAX_HELLO_LINE_BYTES, MAX_LINE_BYTES,
+    Caps, ErrorBody, ErrorCode, Hello, Params, ProbeContext, ProbeResult, ProtocolVersion, Reply,
+    Request, Sample, StoppedStressor, StressorExit, Token, MAX_HELLO_LINE_BYTES, MAX_LINE_BYTES,
     PROTOCOL_VERSION,
 };
 pub use server::{serve_connection, AgentConfig, SessionEnd};

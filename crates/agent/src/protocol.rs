@@ -333,6 +333,48 @@ pub struct ProbeResult {
     pub elapsed_s: f64,
     /// Measured cost of one timer read, ns (already subtracted by the probe).
     pub timer_overhead_ns: f64,
+    /// What the agent's threads and the host's CPUs did during the run (absent from agents
+    /// that do not measure it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ProbeContext>,
+}
+
+/// The mechanism behind one probe run, read by the agent around `run`: scheduler statistics
+/// of its own threads and the host's per-CPU interrupt time. Times are seconds over the run,
+/// not rates. Threads that exit during the run are missing from `run_s`, `runq_wait_s` and
+/// `timeslices` (their context switches are counted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeContext {
+    /// Wall time between the two readings, seconds.
+    pub interval_s: f64,
+    /// CPU time of the agent's threads (`/proc/self/task/*/schedstat`), seconds.
+    pub run_s: f64,
+    /// Time those threads were runnable but waited on a run queue, seconds.
+    pub runq_wait_s: f64,
+    /// Timeslices those threads ran.
+    pub timeslices: u64,
+    /// Voluntary context switches of the agent process (blocking: I/O, sleep, wake-ups).
+    pub voluntary_switches: u64,
+    /// Involuntary context switches (preemptions).
+    pub involuntary_switches: u64,
+    /// Threads that ran during the run.
+    pub threads_ran: u32,
+    /// CPUs the threads that ran were last seen on, sorted.
+    pub cpus_used: Vec<u32>,
+    /// The CPU the measuring thread was pinned to (`pin`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_cpu: Option<u32>,
+    /// Softirq time on the pinned CPU during the run, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub softirq_s_on_pinned_cpu: Option<f64>,
+    /// Softirq time on `cpus_used`, added up, seconds.
+    pub softirq_s_on_cpus_used: f64,
+    /// Softirq time per CPU (`/proc/stat`, clock-tick resolution), seconds.
+    pub softirq_s_per_cpu: Vec<f64>,
+    /// Hard-irq time per CPU, seconds (zero when the kernel does not account it apart).
+    pub irq_s_per_cpu: Vec<f64>,
+    /// Steal time per CPU, seconds.
+    pub steal_s_per_cpu: Vec<f64>,
 }
 
 /// A periodic progress report of a running stressor.

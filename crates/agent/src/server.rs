@@ -26,6 +26,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::catalog::{Catalog, RunningService, ServiceError};
+use crate::mechanism;
 use crate::protocol::{
     ErrorBody, ErrorCode, Hello, Params, ProbeResult, ProtocolVersion, Reply, Request, RunProbe,
     Sample, StartService, StartStressor, StoppedStressor, StressorExit, Token,
@@ -453,6 +454,7 @@ impl Session<'_> {
                         )
                         .into());
                     }
+                    let before = mechanism::Snapshot::read();
                     let t0 = Instant::now();
                     let metrics = probe.run(&ctx, &params).map_err(|e| {
                         ErrorBody::new(
@@ -466,6 +468,11 @@ impl Session<'_> {
                         params,
                         elapsed_s: t0.elapsed().as_secs_f64(),
                         timer_overhead_ns: ctx.timer_overhead_ns,
+                        context: Some(mechanism::context_between(
+                            &before,
+                            &mechanism::Snapshot::read(),
+                            ctx.pin,
+                        )),
                     })
                 }));
                 let result = match result {

@@ -541,3 +541,43 @@ fn unknown_service_kind_gives_suggestions() {
         "{error:?}"
     );
 }
+
+#[test]
+fn probe_result_carries_the_scheduler_and_interrupt_context_of_the_run() {
+    let p = pair();
+    // The first CPU this test may use, so the pin is valid under any affinity mask.
+    let cpu = (0..1024)
+        .find(|&c| {
+            // SAFETY: an all-zero cpu_set_t is valid; sched_getaffinity only writes to it.
+            let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            // SAFETY: valid pointer and size.
+            let ok = unsafe {
+                libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
+            } == 0;
+            // SAFETY: c < CPU_SETSIZE.
+            ok && unsafe { libc::CPU_ISSET(c, &set) }
+        })
+        .unwrap();
+    let opts = ProbeOpts {
+        pin: Some(cpu),
+        budget: Some(Duration::from_millis(50)),
+        ..ProbeOpts::default()
+    };
+    let r = p
+        .client
+        .run_probe("syscall", Params::new().set("path", "getppid"), &opts)
+        .unwrap();
+    let c = r.context.expect("the agent fills the context");
+    assert!(c.interval_s > 0.0, "{c:?}");
+    assert!(c.run_s > 0.0, "the probe's thread ran: {c:?}");
+    assert!(c.runq_wait_s >= 0.0);
+    assert!(c.threads_ran >= 1);
+    assert!(
+        c.cpus_used.contains(&(cpu as u32)),
+        "pinned to cpu{cpu}: {c:?}"
+    );
+    assert_eq!(c.pinned_cpu, Some(cpu as u32));
+    assert!(c.softirq_s_on_pinned_cpu.is_some_and(|s| s >= 0.0));
+    assert!(!c.softirq_s_per_cpu.is_empty());
+    assert_eq!(c.softirq_s_per_cpu.len(), c.irq_s_per_cpu.len());
+}

@@ -226,3 +226,39 @@ fn version_mismatch_is_answered_with_the_agent_version_then_closed() {
     assert_eq!(e["protocol_version"], "1.0");
     assert_eq!(a.recv_line(), None);
 }
+
+#[test]
+fn probe_context_is_optional_on_the_wire() {
+    use isobench_agent::{ProbeContext, ProbeResult};
+    // A result from an agent that predates the context still reads.
+    let old = r#"{"name":"syscall","metrics":[],"params":{"path":"getppid"},"elapsed_s":0.2,"timer_overhead_ns":22.0}"#;
+    let r: ProbeResult = serde_json::from_str(old).unwrap();
+    assert_eq!(r.context, None);
+    // And without a context none is written.
+    let back = serde_json::to_value(&r).unwrap();
+    assert!(back.get("context").is_none(), "{back}");
+
+    let ctx = ProbeContext {
+        interval_s: 0.5,
+        run_s: 0.25,
+        runq_wait_s: 0.125,
+        timeslices: 40,
+        voluntary_switches: 12,
+        involuntary_switches: 3,
+        threads_ran: 1,
+        cpus_used: vec![1],
+        pinned_cpu: Some(1),
+        softirq_s_on_pinned_cpu: Some(0.25),
+        softirq_s_on_cpus_used: 0.25,
+        softirq_s_per_cpu: vec![0.0, 0.25],
+        irq_s_per_cpu: vec![0.0, 0.0],
+        steal_s_per_cpu: vec![0.0, 0.0],
+    };
+    let with = ProbeResult {
+        context: Some(ctx),
+        ..r
+    };
+    let text = serde_json::to_string(&with).unwrap();
+    assert!(text.contains(r#""runq_wait_s":0.125"#), "{text}");
+    assert_eq!(serde_json::from_str::<ProbeResult>(&text).unwrap(), with);
+}

@@ -28,6 +28,7 @@ pub mod hostinfo;
 pub mod limits;
 mod local;
 pub mod net;
+pub mod noise;
 pub mod procs;
 pub mod run;
 pub mod sentinel;

@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod cachesize;
+pub mod canary;
 pub mod ctx;
 pub mod env;
 pub mod metric;

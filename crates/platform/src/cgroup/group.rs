@@ -774,7 +774,7 @@ fn quota_us(cpus: f64) -> u64 {
 }
 
 /// The value of `key` in a "key value" per line file.
-fn keyed(text: &str, key: &str) -> Option<u64> {
+pub(crate) fn keyed(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let mut it = l.split_whitespace();
         (it.next()? == key).then(|| it.next()?.parse().ok())?

@@ -6,7 +6,7 @@
 //! in a new cgroup, `cgroup.subtree_control` merging) in a temporary directory, so the v2 code
 //! is tested on hosts that only have v1.
 
-mod group;
+pub(crate) mod group;
 
 pub(crate) use group::remove_tree;
 pub use group::TenantCgroup;
