@@ -959,8 +959,8 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
         Some(r) => {
             let rs = span_of(r);
             let r = r.get_ref();
-            let min = c.int(&r.min, "repetitions.min", (2, 1000), dr.min as i64) as u32;
-            let max = c.int(&r.max, "repetitions.max", (2, 1000), dr.max.max(min) as i64) as u32;
+            let min = c.int(&r.min, "repetitions.min", (1, 1000), dr.min as i64) as u32;
+            let max = c.int(&r.max, "repetitions.max", (1, 1000), dr.max.max(min) as i64) as u32;
             if max < min {
                 let s = r.max.as_ref().map(span_of).unwrap_or(rs);
                 c.err(
