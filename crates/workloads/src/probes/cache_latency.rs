@@ -19,8 +19,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::cm_common::{info, lower, per_op_median};
-use crate::cachesize::{build_ring, cache_sizes, chase, ChaseBuf, Order, LINE};
-use crate::metric::{Metric, MetricSpec};
+use crate::cachesize::{build_ring, cache_sizes, chase, chase_windowed, ChaseBuf, Order, LINE};
+use crate::metric::{Metric, MetricSpec, Window};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
@@ -112,6 +112,9 @@ impl Probe for CacheLatency {
     fn metrics(&self) -> &'static [MetricSpec] {
         METRICS
     }
+    fn windowed(&self) -> bool {
+        true
+    }
     fn supported(&self, env: &Env) -> Result<(), Unsupported> {
         if env.mem_usable < 64 << 20 {
             return Err(Unsupported::new(format!(
@@ -156,9 +159,13 @@ impl Probe for CacheLatency {
         let mut out = Vec::new();
         let mut huge_min: f64 = 100.0;
         for &l in &levels {
-            let (ns, huge) = ring_latency(ctx, sizes[l], o.pages == "huge", budget, l as u64)?;
-            huge_min = huge_min.min(huge);
-            out.push(METRICS[l].value(ns));
+            let r = ring_latency(ctx, sizes[l], o.pages == "huge", budget, l as u64)?;
+            huge_min = huge_min.min(r.huge_pct);
+            let m = METRICS[l].value(r.ns);
+            out.push(match r.series {
+                Some(series) => m.with_series(series),
+                None => m,
+            });
         }
         for &l in &levels {
             out.push(METRICS[3 + l].value(sizes[l] as f64));
@@ -177,14 +184,25 @@ pub(crate) fn ring_sizes(s: crate::cachesize::CacheSizes) -> [u64; 3] {
     [l1, l2, llc].map(|b| b.next_multiple_of(line))
 }
 
-/// Median ns per dependent load on a random ring of `bytes`, and the huge-page share (%).
+/// What [`ring_latency`] measured.
+struct RingLatency {
+    /// Median ns per dependent load over the timed batches.
+    ns: f64,
+    /// Share of the ring on 2 MiB pages, %.
+    huge_pct: f64,
+    /// Mean ns per load in each window, when the context asks for windows.
+    series: Option<Vec<Window>>,
+}
+
+/// Median ns per dependent load on a random ring of `bytes`, the huge-page share, and the
+/// window series when `ctx.window` is set.
 fn ring_latency(
     ctx: &ProbeCtx,
     bytes: u64,
     huge: bool,
     budget: Duration,
     seed: u64,
-) -> anyhow::Result<(f64, f64)> {
+) -> anyhow::Result<RingLatency> {
     let n = (bytes as usize / LINE).max(2);
     let mut buf = ChaseBuf::new(n * LINE, huge)?;
     buf.touch();
@@ -193,15 +211,29 @@ fn ring_latency(
     let huge_pct = buf.huge_fraction().unwrap_or(0.0) * 100.0;
     // SAFETY: as above.
     p = unsafe { chase(p, (2 * n as u64).min(1 << 24)) };
-    let ns = per_op_median(
-        ctx,
-        budget,
-        Duration::from_micros(500),
+    let (ns, series) = match ctx.window {
         // SAFETY: as above.
-        |steps| p = unsafe { chase(p, steps) },
-    );
+        Some(w) => {
+            let (ns, series) = unsafe { chase_windowed(ctx, &mut p, budget, w) };
+            (ns, Some(series))
+        }
+        None => {
+            let ns = per_op_median(
+                ctx,
+                budget,
+                Duration::from_micros(500),
+                // SAFETY: as above.
+                |steps| p = unsafe { chase(p, steps) },
+            );
+            (ns, None)
+        }
+    };
     std::hint::black_box(p);
-    Ok((ns, huge_pct))
+    Ok(RingLatency {
+        ns,
+        huge_pct,
+        series,
+    })
 }
 
 #[cfg(test)]
