@@ -7,17 +7,21 @@
 //! Ring sizes must be the same in every process on the same machine, or the figure follows
 //! the ring rather than the cache: on a VM the LLC edge the latency-vs-size sweep
 //! ([`crate::cachesize`]) finds moves with the other tenants' use of the host's L3 (1.4 to
-//! 8.5 MiB from one process to the next on the Zen 5 VM, and sysfs' 32 MiB when a sweep
+//! 17 MiB from one process to the next on the Zen 5 VM, and sysfs' 32 MiB when a sweep
 //! found no LLC), and a ring of half that LLC measured 15 ns in one process and memory
 //! latency (130+ ns) in the next. L1 and L2 come out of the sweep within a few tens of
 //! percent, so the rings are sized from them, with the sysfs size used when the sweep
 //! confirms it (within a factor of two):
 //! - L1: half of L1;
-//! - L2: half of L2 (at least twice L1, so it misses L1);
+//! - L2: a quarter of L2 (at least twice L1, so it misses L1): a ring of half of L2 measured
+//!   3.8 to 5.7 ns from process to process (conflict misses that depend on which physical
+//!   pages back it), a quarter 3.8 to 4.3 ns;
 //! - LLC: 4x L2 (so at most about a quarter of the loads hit L2), lowered to a power of two
 //!   under 3/4 of the measured LLC when the sweep found the LLC that small (never below 2x
-//!   L2). On the Zen 5 VM that is 16 KiB, 256 KiB and 2 MiB, in the middle of the 1-4 MiB
-//!   stretch where the LLC latency is flat.
+//!   L2).
+//!
+//! On the Zen 5 VM that is 16 KiB, 128 KiB and 2 MiB, the last in the middle of the 1-4 MiB
+//! stretch where the LLC latency is flat (about 15 ns).
 //!
 //! Rings live on 2 MiB huge pages by default so the figure is the cache's, not the TLB's
 //! (`pages=normal` keeps 4 KiB pages; `huge_pages_pct` records the share the kernel really
@@ -75,7 +79,7 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         name: "l2_size",
-        help: "ring size for L2 (auto: half of L2, at least twice L1)",
+        help: "ring size for L2 (auto: a quarter of L2, at least twice L1)",
         kind: SIZE,
         default: "",
     },
@@ -114,7 +118,7 @@ impl Probe for CacheLatency {
         "Load-to-use latency of L1, L2 and the LLC: a dependent pointer chase over a ring of \
          64-byte-spaced elements in random order. Ring sizes follow the measured L1 and L2 \
          (sysfs when the sweep confirms it), not the measured LLC edge, which other tenants \
-         move: L1 ring = L1/2; L2 ring = L2/2 (>= 2x L1); LLC ring = 4x L2, lowered to a \
+         move: L1 ring = L1/2; L2 ring = L2/4 (>= 2x L1); LLC ring = 4x L2, lowered to a \
          power of two under 3/4 of the measured LLC when that is smaller (>= 2x L2). l1_ns, \
          l2_ns, llc_ns: median ns per load over batches of >= 0.5 ms after two warm-up \
          passes; with --window, also the mean ns per load of each window. *_ring_bytes \
@@ -202,7 +206,7 @@ pub(crate) fn ring_sizes(measured: CacheSizes, sysfs: CacheSizes) -> [u64; 3] {
     let l1 = confirmed(measured.l1, sysfs.l1);
     let l2 = confirmed(measured.l2, sysfs.l2).max(2 * l1);
     let l1_ring = (l1 / 2).max(4 << 10);
-    let l2_ring = (l2 / 2).max(2 * l1).max(l1_ring);
+    let l2_ring = (l2 / 4).max(2 * l1).max(l1_ring);
     // The LLC ring: 4x L2, so at most about a quarter of its loads can hit L2, lowered to a
     // power of two under 3/4 of the measured LLC when the sweep found a smaller one (never
     // below 2x L2). The sysfs LLC is not used: on a VM it can be far larger than the share
@@ -304,12 +308,12 @@ mod tests {
     fn rings_fit_their_level_and_miss_the_one_below() {
         let sysfs = sizes(48 << 10, 1536 << 10, None);
         let [l1, l2, llc] = ring_sizes(sizes(50 << 10, 1400 << 10, Some(20 << 20)), sysfs);
-        assert_eq!([l1, l2, llc], [24 << 10, 768 << 10, 6 << 20]);
+        assert_eq!([l1, l2, llc], [24 << 10, 384 << 10, 6 << 20]);
         // A small measured LLC lowers the LLC ring, never below 2x L2.
         let [_, _, llc] = ring_sizes(sizes(50 << 10, 1400 << 10, Some(5 << 20)), sysfs);
         assert_eq!(llc, 3 << 20);
         let big = sizes(32 << 10, 1 << 20, Some(32 << 20));
-        assert_eq!(ring_sizes(big, big), [16 << 10, 512 << 10, 4 << 20]);
+        assert_eq!(ring_sizes(big, big), [16 << 10, 256 << 10, 4 << 20]);
     }
 
     /// Regression: the LLC ring was half the LLC measured by each process's sweep, which
@@ -333,7 +337,7 @@ mod tests {
             let m = sizes(l1 << 10, l2 << 10, llc.map(|k: u64| k << 10));
             assert_eq!(
                 ring_sizes(m, sysfs),
-                [16 << 10, 256 << 10, 2 << 20],
+                [16 << 10, 128 << 10, 2 << 20],
                 "{l1}K {l2}K {llc:?}"
             );
         }
