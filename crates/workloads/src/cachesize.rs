@@ -591,11 +591,13 @@ pub(crate) unsafe fn chase_batches(
     stop: &std::sync::atomic::AtomicBool,
 ) -> Vec<Batch> {
     let steps = steps.max(1);
-    let deadline = now_ns() + budget.as_nanos() as u64;
     let mut out = Vec::with_capacity(1024);
     let mut switches = involuntary_switches();
+    let mut deadline = None;
     loop {
         let t = now_ns();
+        // The budget counts from the first batch's own clock read, so the batches span it.
+        let deadline = *deadline.get_or_insert(t + budget.as_nanos() as u64);
         *p = chase(*p, steps);
         let e = now_ns();
         let now_switches = involuntary_switches();

@@ -32,8 +32,8 @@ fn metric<'a>(ms: &'a [Metric], name: &str) -> &'a Metric {
 }
 
 /// Checks a window series: present, in time order, tiling one interval with no gap or
-/// overlap, each window at least `window_ms` long (the last at least half), covering about `span_ms`, and its median
-/// close to the metric's value.
+/// overlap, each window at least `window_ms` long (the last at least half), covering about
+/// `span_ms`, and its median close to the metric's value.
 fn check_series(m: &Metric, window_ms: u64, span_ms: u64) {
     let s = m
         .series

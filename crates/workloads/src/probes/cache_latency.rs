@@ -317,7 +317,7 @@ mod tests {
     }
 
     /// Regression: the LLC ring was half the LLC measured by each process's sweep, which
-    /// wandered from 1.4 to 8.5 MiB (and fell back to sysfs' 32 MiB when the sweep found no
+    /// wandered from 1.4 to 17 MiB (and fell back to sysfs' 32 MiB when the sweep found no
     /// LLC), so llc_ns varied 84% across processes. The sweeps seen on the Zen 5 VM (sysfs:
     /// L1 32K, L2 512K, L3 32M) must all give the same rings.
     #[test]
