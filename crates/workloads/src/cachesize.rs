@@ -26,6 +26,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+use crate::metric::Window;
 use crate::timer::now_ns;
 use crate::util::SplitMix64;
 use crate::Env;
@@ -551,6 +552,188 @@ pub(crate) unsafe fn chase(mut p: *const usize, steps: u64) -> *const usize {
     p
 }
 
+/// One timed batch of a pointer chase: `steps` dependent loads between two clock reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Batch {
+    /// Clock read before the batch, ns ([`now_ns`]).
+    pub start_ns: u64,
+    /// Clock read after the batch, ns.
+    pub end_ns: u64,
+    /// Loads in the batch.
+    pub steps: u64,
+    /// The thread was switched out (involuntarily) during the batch: its time is not the
+    /// loads' alone.
+    pub preempted: bool,
+}
+
+/// Involuntary context switches of the calling thread so far (0 when unknown).
+fn involuntary_switches() -> i64 {
+    // SAFETY: an all-zero rusage is valid, and getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return 0;
+    }
+    ru.ru_nivcsw
+}
+
+/// Follows the ring from `*p` in batches of `steps` loads until `budget` has passed (or
+/// `stop` is set, after at least one batch) and returns every batch, in time order, each
+/// marked when the thread was preempted during it (one `getrusage` between batches, outside
+/// the timed region).
+///
+/// # Safety
+/// `*p` must point into a ring built by [`build_ring`] whose buffer is still alive.
+pub(crate) unsafe fn chase_batches(
+    p: &mut *const usize,
+    steps: u64,
+    budget: std::time::Duration,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Vec<Batch> {
+    let steps = steps.max(1);
+    let mut out = Vec::with_capacity(1024);
+    let mut switches = involuntary_switches();
+    let mut deadline = None;
+    loop {
+        let t = now_ns();
+        // The budget counts from the first batch's own clock read, so the batches span it.
+        let deadline = *deadline.get_or_insert(t + budget.as_nanos() as u64);
+        *p = chase(*p, steps);
+        let e = now_ns();
+        let now_switches = involuntary_switches();
+        out.push(Batch {
+            start_ns: t,
+            end_ns: e,
+            steps,
+            preempted: now_switches != switches,
+        });
+        switches = now_switches;
+        if e >= deadline || stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return out;
+        }
+    }
+}
+
+/// Nanoseconds per load of each batch, `overhead_ns` (one clock read) taken out.
+pub(crate) fn batch_ns(batches: &[Batch], overhead_ns: f64) -> Vec<f64> {
+    batches.iter().map(|b| b.ns_per_load(overhead_ns)).collect()
+}
+
+impl Batch {
+    fn busy_ns(&self, overhead_ns: f64) -> f64 {
+        ((self.end_ns - self.start_ns) as f64 - overhead_ns).max(0.0)
+    }
+    fn ns_per_load(&self, overhead_ns: f64) -> f64 {
+        self.busy_ns(overhead_ns) / self.steps as f64
+    }
+}
+
+/// Cuts the interval from the first batch's start to the last batch's end into consecutive
+/// windows of at least `window_ns` (a window closes at the end of the first batch that ends
+/// `window_ns` or more after it opened; the next opens there), and returns each window's
+/// mean ns per load: its batches' time (one clock read per batch taken out) over their
+/// loads. Batches during which the thread was preempted are left out of the mean (time
+/// spent switched out is not load latency), unless every batch of the window was. The
+/// windows tile the interval with no gap or overlap; a last window shorter than half of
+/// `window_ns` is merged into the one before it.
+pub(crate) fn tile_windows(batches: &[Batch], window_ns: u64, overhead_ns: f64) -> Vec<Window> {
+    struct Open {
+        start: u64,
+        end: u64,
+        /// (ns, loads) of the batches run undisturbed, and of all batches.
+        clean: (f64, u64),
+        all: (f64, u64),
+    }
+    impl Open {
+        fn value(&self) -> f64 {
+            let (ns, steps) = if self.clean.1 > 0 {
+                self.clean
+            } else {
+                self.all
+            };
+            ns / steps as f64
+        }
+    }
+    let window_ns = window_ns.max(1);
+    let mut done: Vec<Open> = Vec::new();
+    let mut open: Option<Open> = None;
+    for b in batches {
+        let start = done.last().map_or(b.start_ns, |w| w.end);
+        let w = open.get_or_insert(Open {
+            start,
+            end: start,
+            clean: (0.0, 0),
+            all: (0.0, 0),
+        });
+        w.end = b.end_ns;
+        let ns = b.busy_ns(overhead_ns);
+        w.all = (w.all.0 + ns, w.all.1 + b.steps);
+        if !b.preempted {
+            w.clean = (w.clean.0 + ns, w.clean.1 + b.steps);
+        }
+        if w.end - w.start >= window_ns {
+            done.extend(open.take());
+        }
+    }
+    if let Some(last) = open {
+        match done.last_mut() {
+            Some(prev) if last.end - last.start < window_ns / 2 => {
+                prev.end = last.end;
+                prev.clean = (prev.clean.0 + last.clean.0, prev.clean.1 + last.clean.1);
+                prev.all = (prev.all.0 + last.all.0, prev.all.1 + last.all.1);
+            }
+            _ => done.push(last),
+        }
+    }
+    done.into_iter()
+        .filter(|w| w.all.1 > 0 && w.end > w.start)
+        .map(|w| Window {
+            start_ns: w.start,
+            end_ns: w.end,
+            value: w.value(),
+        })
+        .collect()
+}
+
+/// Loads per batch for a windowed chase: batches of about a twentieth of a window, between
+/// 20 us and 500 us (never a single short event: a batch is thousands of dependent loads),
+/// from a calibration on the ring itself.
+///
+/// # Safety
+/// `*p` must point into a ring built by [`build_ring`] whose buffer is still alive.
+pub(crate) unsafe fn window_batch_steps(p: &mut *const usize, window: std::time::Duration) -> u64 {
+    let target = (window / 20).clamp(
+        std::time::Duration::from_micros(20),
+        std::time::Duration::from_micros(500),
+    );
+    let mut best = 0;
+    for _ in 0..3 {
+        best = best.max(crate::timer::calibrate_iterations(target, |n| {
+            *p = chase(*p, n)
+        }));
+    }
+    best.max(16)
+}
+
+/// Times a ring for `budget` in batches sized for `window` and returns the median ns per
+/// load over the batches and the window series ([`tile_windows`]). Calibrating the batch
+/// size is warm-up and is not in the series.
+///
+/// # Safety
+/// `*p` must point into a ring built by [`build_ring`] whose buffer is still alive.
+pub(crate) unsafe fn chase_windowed(
+    ctx: &crate::ProbeCtx,
+    p: &mut *const usize,
+    budget: std::time::Duration,
+    window: std::time::Duration,
+) -> (f64, Vec<Window>) {
+    let steps = window_batch_steps(p, window);
+    let b = chase_batches(p, steps, budget, &ctx.stop);
+    let ns = crate::timer::median(&batch_ns(&b, ctx.timer_overhead_ns));
+    let series = tile_windows(&b, window.as_nanos() as u64, ctx.timer_overhead_ns);
+    (ns, series)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -747,6 +930,116 @@ mod tests {
             (128, 2.0),
         ]);
         assert_eq!(find_levels(&pts), (Vec::new(), None));
+    }
+
+    fn batches(ns_per_load: &[f64], steps: u64) -> Vec<Batch> {
+        let mut t = 1_000;
+        ns_per_load
+            .iter()
+            .map(|&ns| {
+                let start = t;
+                t += (ns * steps as f64) as u64;
+                Batch {
+                    start_ns: start,
+                    end_ns: t,
+                    steps,
+                    preempted: false,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn windows_tile_the_batches_and_average_them() {
+        // 100 batches of 1000 loads at 10 ns (10 us each), then 100 at 20 ns (20 us each).
+        let mut ns = vec![10.0; 100];
+        ns.extend(vec![20.0; 100]);
+        let b = batches(&ns, 1000);
+        let w = tile_windows(&b, 100_000, 0.0);
+        assert_eq!(w.first().unwrap().start_ns, b[0].start_ns);
+        assert_eq!(w.last().unwrap().end_ns, b.last().unwrap().end_ns);
+        for pair in w.windows(2) {
+            assert_eq!(pair[0].end_ns, pair[1].start_ns, "{w:?}");
+        }
+        assert!(w
+            .iter()
+            .all(|x| x.start_ns < x.end_ns && x.end_ns - x.start_ns >= 100_000));
+        assert_eq!(w.len(), 10 + 20, "{w:?}");
+        assert!(
+            w[..10].iter().all(|x| (x.value - 10.0).abs() < 1e-9),
+            "{w:?}"
+        );
+        assert!(
+            w[10..].iter().all(|x| (x.value - 20.0).abs() < 1e-9),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn a_short_last_window_is_merged_and_overhead_is_taken_out() {
+        // 25 batches of 10 us in windows of 100 us: two full windows, and 5 batches (50 us,
+        // half a window) left, which stand alone; with 24 batches the 40 us tail is merged.
+        let b = batches(&[10.0; 25], 1000);
+        assert_eq!(tile_windows(&b, 100_000, 0.0).len(), 3);
+        let w = tile_windows(&b[..24], 100_000, 500.0);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert_eq!(w[1].end_ns, b[23].end_ns);
+        assert!((w[0].value - 9.5).abs() < 1e-9, "{w:?}");
+        assert!(tile_windows(&[], 100_000, 0.0).is_empty());
+    }
+
+    #[test]
+    fn preempted_batches_stay_out_of_the_window_mean() {
+        // One window of 10 batches at 10 ns per load; one batch was switched out for 1 ms.
+        let mut b = batches(&[10.0; 10], 1000);
+        b[4].end_ns += 1_000_000;
+        for x in &mut b[5..] {
+            x.start_ns += 1_000_000;
+            x.end_ns += 1_000_000;
+        }
+        b[4].preempted = true;
+        let w = tile_windows(&b, 50_000, 0.0);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w.iter().all(|x| (x.value - 10.0).abs() < 1e-9), "{w:?}");
+        // Every batch preempted: the window keeps them all rather than report nothing.
+        for x in &mut b {
+            x.preempted = true;
+        }
+        let w = tile_windows(&b, 10_000_000, 0.0);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].value > 100.0, "{w:?}");
+    }
+
+    #[test]
+    fn windows_tile_batches_with_gaps_between_them() {
+        // Batches 10 us long with 1 us between them (the preemption check).
+        let b: Vec<Batch> = (0..100u64)
+            .map(|i| Batch {
+                start_ns: i * 11_000,
+                end_ns: i * 11_000 + 10_000,
+                steps: 1000,
+                preempted: false,
+            })
+            .collect();
+        let w = tile_windows(&b, 100_000, 0.0);
+        assert_eq!(w[0].start_ns, 0);
+        assert!(w.windows(2).all(|p| p[0].end_ns == p[1].start_ns), "{w:?}");
+        assert!(w.iter().all(|x| (x.value - 10.0).abs() < 1e-9), "{w:?}");
+    }
+
+    #[test]
+    fn chase_batches_are_in_order_and_fill_the_budget() {
+        let mut buf = ChaseBuf::new(64 << 10, true).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        // SAFETY: 1024 * 64 bytes fit in the buffer; the ring lives in buf.
+        let b = unsafe {
+            let mut p = build_ring(&mut buf, 1024, LINE, Order::Random(1));
+            chase_batches(&mut p, 4096, std::time::Duration::from_millis(20), &stop)
+        };
+        assert!(b.len() >= 2);
+        assert!(b.iter().all(|x| x.start_ns < x.end_ns));
+        assert!(b.windows(2).all(|w| w[0].end_ns <= w[1].start_ns));
+        assert!(b.last().unwrap().end_ns - b[0].start_ns >= 20_000_000);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::cm_common::{info, lower, per_op_median};
-use crate::cachesize::{build_ring, cache_sizes, chase, ChaseBuf, Order};
+use crate::cachesize::{build_ring, cache_sizes, chase, chase_windowed, ChaseBuf, Order};
 use crate::metric::{Metric, MetricSpec};
 use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
@@ -124,6 +124,9 @@ impl Probe for MemLatency {
     fn metrics(&self) -> &'static [MetricSpec] {
         METRICS
     }
+    fn windowed(&self) -> bool {
+        true
+    }
     fn supported(&self, env: &Env) -> Result<(), Unsupported> {
         if env.mem_usable < 32 << 20 {
             return Err(Unsupported::new(format!(
@@ -185,15 +188,22 @@ impl Probe for MemLatency {
             // Warm-up: enough loads to flush the caches of anything but this walk.
             // SAFETY: as above.
             p = unsafe { chase(p, (n as u64).min(1 << 16)) };
-            let ns = per_op_median(
-                ctx,
-                budget,
-                Duration::from_millis(1),
-                // SAFETY: as above.
-                |steps| p = unsafe { chase(p, steps) },
-            );
+            let m = match ctx.window {
+                Some(w) => {
+                    // SAFETY: as above.
+                    let (ns, series) = unsafe { chase_windowed(ctx, &mut p, budget, w) };
+                    spec.value(ns).with_series(series)
+                }
+                None => spec.value(per_op_median(
+                    ctx,
+                    budget,
+                    Duration::from_millis(1),
+                    // SAFETY: as above.
+                    |steps| p = unsafe { chase(p, steps) },
+                )),
+            };
             std::hint::black_box(p);
-            out.push(spec.value(ns));
+            out.push(m);
         }
         out.push(METRICS[2].value(size as f64));
         out.push(METRICS[3].value(llc as f64));
