@@ -37,6 +37,10 @@ pub struct RunArgs {
     /// scenario (one victim, one aggressor, a quick probe set under every stressor).
     #[arg(value_name = "FILE.toml")]
     pub scenario: Option<PathBuf>,
+    /// A built-in scenario instead of a file: quick (the default), standard (+/-2 points) or
+    /// null (A/A: an aggressor that does nothing, for the false-positive rate).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["scenario", "resume"])]
+    pub preset: Option<String>,
     /// Continue an interrupted run: the trials it stored are kept, the rest are run.
     #[arg(long, value_name = "RUN_ID", conflicts_with = "scenario")]
     pub resume: Option<String>,
@@ -148,7 +152,22 @@ fn plan_new(a: &RunArgs, fake: bool) -> anyhow::Result<(Plan, String)> {
                 .map_err(|e| bad_input(format!("cannot read scenario {}: {e}", p.display())))?;
             (Source::new(p.display().to_string(), text), false)
         }
-        None => (Source::new(QUICK_NAME, QUICK_TOML), true),
+        None => match a.preset.as_deref() {
+            None => (Source::new(QUICK_NAME, QUICK_TOML), true),
+            Some(name) => {
+                let text = isobench_experiment::scenario::preset(name).ok_or_else(|| {
+                    let names: Vec<&str> = isobench_experiment::scenario::PRESETS
+                        .iter()
+                        .map(|p| p.0)
+                        .collect();
+                    bad_input(format!(
+                        "--preset {name}: no such preset; the presets are {}",
+                        names.join(", ")
+                    ))
+                })?;
+                (Source::new(format!("<builtin:{name}>"), text), true)
+            }
+        },
     };
     let sc =
         Scenario::parse(source).map_err(|e| bad_input(e.to_string().trim_end().to_string()))?;

@@ -219,6 +219,39 @@ pub struct Trust {
     pub improved: u32,
     /// Rounds run.
     pub rounds: u32,
+    /// Victim cells per design (`onoff`, `paired`).
+    #[serde(default)]
+    pub designs: BTreeMap<String, u32>,
+    /// Correction of significance across the victim cells.
+    #[serde(default)]
+    pub correction: String,
+    /// Victim cells with an estimate.
+    #[serde(default)]
+    pub victim_cells: u32,
+    /// Of which significant after the correction.
+    #[serde(default)]
+    pub significant: u32,
+    /// Of which the interval contains 0 (in an A/A run: the coverage of the intervals).
+    #[serde(default)]
+    pub covering_zero: u32,
+    /// Largest steal time seen during a trial, CPUs.
+    #[serde(default)]
+    pub steal_max: Option<f64>,
+    /// Median share of a trial in which some task waited for a CPU (pressure-stall
+    /// information), when the kernel has it.
+    #[serde(default)]
+    pub cpu_pressure_median: Option<f64>,
+    /// Slowest and median speed of the fixed-work canary relative to its calibration (the
+    /// machine's own drift; 1 = as calibrated).
+    #[serde(default)]
+    pub canary_speed_min: Option<f64>,
+    /// Median canary speed.
+    #[serde(default)]
+    pub canary_speed_median: Option<f64>,
+    /// Trials during which the host showed each kind of noise (steal, softirq on a CPU,
+    /// pressure, throttling), by kind.
+    #[serde(default)]
+    pub noise_causes: BTreeMap<String, u32>,
 }
 
 /// Everything reported about a run.
@@ -743,6 +776,46 @@ pub fn analyze_trials(
         }
     }
     trust.baseline_cv_median = Sample::new(cvs).ok().map(|s| s.median());
+    trust.correction = settings.correction.name().to_string();
+    for c in &cells {
+        if let Some(d) = c.design {
+            *trust.designs.entry(d.as_str().to_string()).or_insert(0) += 1;
+        }
+        if let Some(cmp) = &c.comparison {
+            trust.victim_cells += 1;
+            trust.significant += u32::from(cmp.significant);
+            trust.covering_zero +=
+                u32::from(cmp.degradation.lower <= 0.0 && cmp.degradation.upper >= 0.0);
+        }
+    }
+    let mut steal = Vec::new();
+    let mut psi = Vec::new();
+    let mut canary = Vec::new();
+    for t in trials {
+        let Some(n) = &t.noise else { continue };
+        if let Some(x) = n.get("steal_cpus").and_then(|v| v.as_f64()) {
+            steal.push(x);
+        }
+        if let Some(x) = n.get("cpu_pressure_some").and_then(|v| v.as_f64()) {
+            psi.push(x);
+        }
+        if let Some(a) = n.get("canary_speed").and_then(|v| v.as_array()) {
+            canary.extend(a.iter().filter_map(|v| v.as_f64()));
+        }
+        let mut kinds = BTreeSet::new();
+        for c in n.get("causes").and_then(|v| v.as_array()).into_iter().flatten() {
+            if let Some(text) = c.as_str() {
+                kinds.insert(cause_kind(text));
+            }
+        }
+        for k in kinds {
+            *trust.noise_causes.entry(k).or_insert(0) += 1;
+        }
+    }
+    trust.steal_max = steal.iter().copied().reduce(f64::max);
+    trust.cpu_pressure_median = Sample::new(psi).ok().map(|s| s.median());
+    trust.canary_speed_min = canary.iter().copied().reduce(f64::min);
+    trust.canary_speed_median = Sample::new(canary).ok().map(|s| s.median());
     for c in cells.iter().chain(&aggressor) {
         if let Some(cmp) = &c.comparison {
             if cmp.degradation.half_width() > settings.target {
@@ -1095,5 +1168,37 @@ fn correct_significance(cells: &mut [Cell], settings: &StatsSettings) {
                 cmp.flags.push(Flag::Improved);
             }
         }
+    }
+}
+
+/// The kind of a noise cause, its numbers taken out ("softirq 0.62 CPUs on cpu1" ->
+/// "softirq on cpu1").
+fn cause_kind(text: &str) -> String {
+    text.split_whitespace()
+        .filter(|w| {
+            !w.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '(')
+                && !matches!(*w, "CPUs" | "of" | "the" | "interval" | "periods" | "s)")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Results {
+    /// The legend of significance marks: the test, its correction and the designs.
+    pub fn significance_legend(&self) -> String {
+        let alpha = 1.0 - self.confidence;
+        if self.trust.designs.is_empty() {
+            return format!("significant (Mann-Whitney, p < {alpha:.2})");
+        }
+        format!(
+            "significant (p < {alpha:.2} after {} correction across {} victim cells; on/off \
+             cycles: moving-block bootstrap, paired trials: t on log ratios)",
+            if self.trust.correction.is_empty() {
+                "no"
+            } else {
+                &self.trust.correction
+            },
+            self.trust.victim_cells
+        )
     }
 }

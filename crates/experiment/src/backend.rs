@@ -197,6 +197,14 @@ pub trait Backend {
     fn own_cpu(&mut self) -> CpuTimes;
     /// Removes shared objects. Tenants are torn down through their drivers first.
     fn teardown(&mut self) -> anyhow::Result<()>;
+    /// Starts measuring what the machine does around a trial (steal time, pressure stalls,
+    /// throttling, interrupts, a fixed-work canary's speed).
+    fn noise_begin(&mut self) {}
+    /// What the machine did since [`Backend::noise_begin`], as a JSON document with a
+    /// `causes` list in words, when it can be measured.
+    fn noise_end(&mut self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// One tenant with its agent.

@@ -156,6 +156,9 @@ pub struct Tuning {
     pub why: String,
 }
 
+/// How much wider a cycle's spread is assumed to be under contention than in the idle pilot.
+pub const CONTENTION_SPREAD: f64 = 2.0;
+
 /// Limits of the pilot's choice.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TuningLimits {
@@ -247,7 +250,12 @@ pub fn tune(
                 continue;
             }
             let period = phase * 2;
-            let n = ((limits.z * sd / target).powi(2)).ceil().max(4.0);
+            // The pilot sees only the idle machine; a running neighbour adds its own
+            // variation (measured here: cycle spreads 1.5-3x the idle ones), so size for
+            // twice the idle spread.
+            let n = ((limits.z * CONTENTION_SPREAD * sd / target).powi(2))
+                .ceil()
+                .max(4.0);
             let secs = n * period.as_secs_f64();
             let trial = Duration::from_secs_f64(secs).clamp(limits.min_trial, limits.max_trial);
             let cycles = (trial.as_secs_f64() / period.as_secs_f64()).round().max(1.0);

@@ -190,6 +190,8 @@ pub struct Engine<'a> {
     persistent: bool,
     /// Window, period and trial length of the on/off design, per probe index.
     tuning: BTreeMap<usize, Tuning>,
+    /// Length of the next on/off trial of a (probe, condition) still too wide.
+    next_len: BTreeMap<(usize, usize), Duration>,
 }
 
 impl<'a> Engine<'a> {
@@ -227,6 +229,7 @@ impl<'a> Engine<'a> {
             recent: std::collections::VecDeque::new(),
             persistent: false,
             tuning: BTreeMap::new(),
+            next_len: BTreeMap::new(),
         }
     }
 
@@ -440,7 +443,43 @@ impl<'a> Engine<'a> {
             &trials,
             &StatsSettings::from_plan(self.plan),
         );
+        self.size_next_trials(&results);
         Ok(analysis::needs(self.plan, &results))
+    }
+
+    /// Sizes the next on/off trial of every cell still too wide from the spread of its cycles
+    /// so far: the cycles the target needs (`n = (z sd / target)^2`, the target taken in
+    /// log-ratio terms at the estimated ratio, 30% more for the bootstrap), less those it has,
+    /// at the tuned period; at least the tuned trial, at most three times `trial.onoff_max`.
+    /// A pure function of the stored trials, so a resumed run sizes as the original would.
+    fn size_next_trials(&mut self, results: &analysis::Results) {
+        let plan = self.plan;
+        self.next_len.clear();
+        let z = isobench_stats::normal_quantile(0.5 + plan.repetitions.confidence / 2.0);
+        for c in results.cells.iter().filter(|c| !c.settled) {
+            let (Some(est), Some(Design::OnOff)) = (&c.paired, c.design) else {
+                continue;
+            };
+            let (Some(pi), Some(ci)) = (
+                plan.probes.iter().position(|x| x.id == c.probe),
+                plan.conditions.iter().position(|x| x.id == c.condition),
+            ) else {
+                continue;
+            };
+            let Some(t) = self.tuning.get(&pi) else {
+                continue;
+            };
+            let ratio = est.log_ratio_mean.exp().max(0.05);
+            let target = plan.repetitions.ci_half_width / 100.0 / ratio;
+            let need = ((z * est.log_ratio_sd / target).powi(2) * 1.3).ceil();
+            let more = (need - est.n as f64).max(1.0);
+            let len = t
+                .period
+                .mul_f64(more)
+                .clamp(t.trial, plan.trial.onoff_max * 3);
+            let e = self.next_len.entry((pi, ci)).or_insert(len);
+            *e = (*e).max(len);
+        }
     }
 
     fn create_tenants(&mut self, loaded: &LoadedRun) -> Result<()> {
@@ -730,6 +769,7 @@ impl<'a> Engine<'a> {
     fn modulated_probe(
         &mut self,
         p: usize,
+        c: usize,
     ) -> Result<(
         Vec<(usize, Result<ProbeOutcome, TenantFailure>)>,
         Option<Modulation>,
@@ -748,6 +788,10 @@ impl<'a> Engine<'a> {
             cycles_needed: None,
             why: "no pilot".into(),
         });
+        let mut t = t;
+        if let Some(len) = self.next_len.get(&(p, c)) {
+            t.trial = *len;
+        }
         let mut outcomes = Vec::new();
         let victims: Vec<usize> = self
             .slots
@@ -1183,13 +1227,14 @@ impl<'a> Engine<'a> {
 
         let started = self.clock.unix_ms();
         let t0 = self.clock.now();
+        self.backend.noise_begin();
         let before = self.snapshot(cond.is_some());
         let mut outcomes: Vec<(usize, Result<ProbeOutcome, TenantFailure>)> = Vec::new();
         let mut modulation: Option<Modulation> = None;
         match t.what {
             TrialWhat::Solo => self.clock.sleep(plan.trial.solo),
             TrialWhat::Probe(p) if cond.is_some_and(|c| plan.design(p, c) == Design::OnOff) => {
-                let (o, m) = self.modulated_probe(p)?;
+                let (o, m) = self.modulated_probe(p, cond.expect("contended"))?;
                 outcomes = o;
                 modulation = m;
             }
@@ -1263,6 +1308,7 @@ impl<'a> Engine<'a> {
             }
         }
         let after = self.snapshot(cond.is_some());
+        let noise = self.backend.noise_end();
         let elapsed = (self.clock.now() - t0).as_secs_f64();
         let ended = self.clock.unix_ms();
         let outside = self.outside_load(&before, &after, elapsed);
@@ -1421,7 +1467,7 @@ impl<'a> Engine<'a> {
                 },
                 series,
                 modulation: modulation.clone(),
-                noise: None,
+                noise: noise.clone(),
             });
             first = false;
         }
@@ -1471,7 +1517,7 @@ impl<'a> Engine<'a> {
                 stressor_reports: mine,
                 series: Vec::new(),
                 modulation: modulation.clone(),
-                noise: None,
+                noise: noise.clone(),
             });
         }
         let mut status_word = "ok";

@@ -1068,24 +1068,30 @@ pub const TRIAL_OVERHEAD_S: f64 = 0.15;
 /// the cap.
 pub fn estimate(plan: &Plan) -> Estimate {
     let s = plan.conditions.len() as u32;
-    let p = plan.probes.len() as u32;
-    let k = plan.trial.baseline_every.max(1);
-    let baseline_blocks = s.div_ceil(k);
+    let p = plan.probes.len();
     let solo = plan.trial.solo > Duration::ZERO;
-    let trials_per_round = s * p + baseline_blocks * p + if solo { s } else { 0 };
     let per_trial = plan.trial.duration.as_secs_f64() + TRIAL_OVERHEAD_S;
+    let per_onoff = plan.trial.onoff_max.as_secs_f64() + TRIAL_OVERHEAD_S;
     let warm = plan.trial.warmup.as_secs_f64();
     let settle = crate::orchestrator::SETTLE_WINDOW.as_secs_f64();
-    let round_secs = (s + baseline_blocks) as f64 * warm
-        + baseline_blocks as f64 * settle
-        + (s * p + baseline_blocks * p) as f64 * per_trial
-        + if solo {
-            s as f64 * (plan.trial.solo.as_secs_f64() + TRIAL_OVERHEAD_S)
-        } else {
-            0.0
-        };
-    // Tenants, agents, the memory check, and one discarded run of every probe.
-    let setup = 5.0 + p as f64 * per_trial;
+    let mut trials_per_round = 0u32;
+    let mut round_secs = 0.0;
+    for c in 0..plan.conditions.len() {
+        let paired = (0..p).filter(|&q| plan.design(q, c) == Design::Paired).count();
+        let onoff = p - paired;
+        // Contended block, and the paired baseline block next to it.
+        trials_per_round += (p + 2 * paired) as u32 + u32::from(solo);
+        round_secs += warm + onoff as f64 * per_onoff + paired as f64 * per_trial;
+        if paired > 0 {
+            round_secs += warm + settle + paired as f64 * per_trial;
+        }
+        if solo {
+            round_secs += plan.trial.solo.as_secs_f64() + TRIAL_OVERHEAD_S;
+        }
+    }
+    let _ = s;
+    // Tenants, agents, the memory check, one discarded run and a pilot of every probe.
+    let setup = 5.0 + p as f64 * (per_trial + plan.trial.pilot.as_secs_f64() + TRIAL_OVERHEAD_S);
     Estimate {
         trials_per_round,
         trials_min: trials_per_round * plan.repetitions.min,

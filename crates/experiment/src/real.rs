@@ -46,6 +46,12 @@ pub struct RealBackend {
     /// The host sentinel: a high-priority heartbeat that kills every aggressor when the host
     /// stops responding (the trials then end as DNR with the reason, and the run goes on).
     sentinel: Option<Sentinel>,
+    /// Tenants whose throttling and pressure are read around each trial.
+    watched: Vec<isobench_platform::noise::WatchedTenant>,
+    /// The fixed-work canary, calibrated when the backend starts.
+    canary: isobench_workloads::canary::Canary,
+    /// The snapshot and canary speed taken by `noise_begin`.
+    noise_start: Option<(isobench_platform::noise::HostNoise, f64)>,
 }
 
 impl RealBackend {
@@ -82,6 +88,9 @@ impl RealBackend {
             aggressors,
             addresses: Addresses::default(),
             sentinel: Some(sentinel),
+            watched: Vec::new(),
+            canary: isobench_workloads::canary::Canary::calibrate(),
+            noise_start: None,
         })
     }
 }
@@ -124,6 +133,10 @@ impl Backend for RealBackend {
             .create_tenant(&spec)
             .with_context(|| format!("creating tenant {} on {}", t.name, self.platform.kind()))?;
         notes.extend(tenant.info().notes.iter().cloned());
+        self.watched.push(isobench_platform::noise::WatchedTenant {
+            name: t.name.clone(),
+            cgroups: tenant.info().cgroups.clone(),
+        });
         if let Some(ip) = tenant.address() {
             self.addresses
                 .0
@@ -154,6 +167,54 @@ impl Backend for RealBackend {
         };
         driver.start_agent()?;
         Ok(Box::new(driver))
+    }
+
+    fn noise_begin(&mut self) {
+        let speed = self.canary.speed();
+        self.noise_start = isobench_platform::noise::HostNoise::read(&self.watched)
+            .ok()
+            .map(|n| (n, speed));
+    }
+
+    fn noise_end(&mut self) -> Option<serde_json::Value> {
+        use isobench_platform::noise;
+        let speed_after = self.canary.speed();
+        let (before, speed_before) = self.noise_start.take()?;
+        let after = noise::HostNoise::read(&self.watched).ok()?;
+        let d = noise::delta(&before, &after);
+        let causes: Vec<String> = noise::causes(&d, &noise::Thresholds::default())
+            .iter()
+            .map(|c| c.text.clone())
+            .collect();
+        let throttled: Vec<serde_json::Value> = d
+            .tenants
+            .iter()
+            .filter_map(|t| {
+                t.throttle.as_ref().map(|th| {
+                    serde_json::json!({
+                        "tenant": t.name,
+                        "periods": th.periods,
+                        "throttled_periods": th.throttled_periods,
+                        "throttled_s": th.throttled_s,
+                    })
+                })
+            })
+            .collect();
+        Some(serde_json::json!({
+            "interval_s": d.interval_s,
+            "steal_cpus": d.steal,
+            "irq_cpus": d.irq,
+            "softirq_cpus": d.softirq,
+            "iowait_cpus": d.iowait,
+            "idle_share": d.per_cpu.iter().map(|c| c.idle_share).collect::<Vec<_>>(),
+            "softirq_per_cpu": d.per_cpu.iter().map(|c| c.softirq).collect::<Vec<_>>(),
+            "cpu_pressure_some": d.pressure.cpu.map(|p| p.some),
+            "io_pressure_some": d.pressure.io.map(|p| p.some),
+            "memory_pressure_some": d.pressure.memory.map(|p| p.some),
+            "throttled": throttled,
+            "canary_speed": [speed_before, speed_after],
+            "causes": causes,
+        }))
     }
 
     fn root_cpu(&mut self) -> Option<CpuTimes> {

@@ -24,6 +24,30 @@ pub const QUICK_TOML: &str = include_str!("../../../examples/quick.toml");
 /// Name under which the built-in scenario is reported.
 pub const QUICK_NAME: &str = "<builtin:quick>";
 
+/// The built-in presets (`isobench run --preset NAME`): name, what it is for, scenario text.
+pub const PRESETS: &[(&str, &str, &str)] = &[
+    (
+        "quick",
+        "every stressor against a quick probe set, +/-5 points in about five minutes",
+        QUICK_TOML,
+    ),
+    (
+        "standard",
+        "the quick matrix to +/-2 points, in about fifteen minutes",
+        include_str!("../../../examples/standard.toml"),
+    ),
+    (
+        "null",
+        "A/A: the quick matrix against an aggressor that does nothing (false-positive rate)",
+        include_str!("../../../examples/null.toml"),
+    ),
+];
+
+/// The text of preset `name`.
+pub fn preset(name: &str) -> Option<&'static str> {
+    PRESETS.iter().find(|p| p.0 == name).map(|p| p.2)
+}
+
 /// What an experiment answers (see DESIGN.md, "Experiment kinds").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -263,9 +263,9 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
     }
     let _ = writeln!(
         s,
-        "`*` significant (Mann-Whitney, p < {:.2}), `?` untrustworthy, `v` better under \
-         contention (kept, not clipped), `~` includes trials disturbed by outside load, `DNR k/n` k of n trials did not respond.\n",
-        1.0 - r.confidence
+        "`*` {}, `?` untrustworthy, `v` better under contention (kept, not clipped), `~` \
+         includes trials disturbed by outside load, `DNR k/n` k of n trials did not respond.\n",
+        r.significance_legend()
     );
     if !r.classes.is_empty() {
         let _ = writeln!(

@@ -362,9 +362,9 @@ pub fn render(r: &Results, style: Style) -> String {
     }
     let _ = writeln!(
         out,
-        "\n* significant (Mann-Whitney, p < {:.2})  ? untrustworthy (see below)  v better under \
-         contention (kept, not clipped)  ~ includes trials disturbed by outside load  DNR k/n: k of n trials did not respond",
-        1.0 - r.confidence
+        "\n* {}  ? untrustworthy (see below)  v better under contention (kept, not clipped)  ~ \
+         includes trials disturbed by outside load  DNR k/n: k of n trials did not respond",
+        r.significance_legend()
     );
 
     if !r.classes.is_empty() {
@@ -408,6 +408,27 @@ pub fn trust_line(r: &Results) -> String {
     if let Some(cv) = t.baseline_cv_median {
         let _ = write!(s, "; baseline noise (median CV) {:.1}%", cv * 100.0);
     }
+    if !t.designs.is_empty() {
+        let d: Vec<String> = t.designs.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let _ = write!(s, "; designs: {}", d.join(", "));
+    }
+    if let Some(st) = t.steal_max {
+        let _ = write!(s, "; steal max {st:.2} CPUs");
+    }
+    if let Some(p) = t.cpu_pressure_median {
+        let _ = write!(s, "; CPU pressure median {:.0}%", p * 100.0);
+    }
+    if let (Some(min), Some(med)) = (t.canary_speed_min, t.canary_speed_median) {
+        let _ = write!(s, "; canary speed median {med:.2}, min {min:.2}");
+    }
+    if !t.noise_causes.is_empty() {
+        let d: Vec<String> = t
+            .noise_causes
+            .iter()
+            .map(|(k, v)| format!("{k} in {v}"))
+            .collect();
+        let _ = write!(s, "; host noise seen: {} trial(s)", d.join(", "));
+    }
     let _ = write!(
         s,
         "; {} result(s) wider than +/-{} points, {} untrustworthy",
@@ -415,6 +436,13 @@ pub fn trust_line(r: &Results) -> String {
     );
     if t.improved > 0 {
         let _ = write!(s, ", {} better under contention", t.improved);
+    }
+    if t.victim_cells > 0 {
+        let _ = write!(
+            s,
+            "; {} of {} victim cells significant, {} intervals contain 0",
+            t.significant, t.victim_cells, t.covering_zero
+        );
     }
     s.push('.');
     s
