@@ -407,7 +407,10 @@ name = "net-tx"
     let keys: BTreeSet<u32> = loaded.trials.iter().map(|t| t.plan_seq >> 6).collect();
     assert_eq!(keys.len(), 8, "{:#?}", loaded.trials);
     for t in loaded.trials.iter().filter(|t| t.probe == "syscall") {
-        let m = t.modulation.as_ref().expect("on/off trials record their switches");
+        let m = t
+            .modulation
+            .as_ref()
+            .expect("on/off trials record their switches");
         assert!(m.switches.len() >= 2, "{m:?}");
         assert!(m.switches.iter().all(|s| s.done_ns >= s.requested_ns));
         let s = t
@@ -462,7 +465,9 @@ fn null_preset_runs_and_reports_its_false_positive_share() {
     }
     let preset = isobench_experiment::scenario::preset("null").expect("built in");
     // The preset's probes and designs, with fewer conditions and shorter trials.
-    let (head, _) = preset.split_once("[[stressor]]").expect("stressors at the end");
+    let (head, _) = preset
+        .split_once("[[stressor]]")
+        .expect("stressors at the end");
     let text_ = format!(
         "{}\n[[stressor]]\nname = \"null\"\nlabel = \"a\"\n\n[[stressor]]\nname = \"null\"\nlabel = \"b\"\n",
         head.replace("onoff_max = \"4s\"", "onoff_max = \"1s\"")

@@ -803,7 +803,12 @@ pub fn analyze_trials(
             canary.extend(a.iter().filter_map(|v| v.as_f64()));
         }
         let mut kinds = BTreeSet::new();
-        for c in n.get("causes").and_then(|v| v.as_array()).into_iter().flatten() {
+        for c in n
+            .get("causes")
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+        {
             if let Some(text) = c.as_str() {
                 kinds.insert(cause_kind(text));
             }
@@ -969,9 +974,9 @@ fn cell_design(plan: Option<&Plan>, probe: &str, cond: &str, trials: &[&TrialRec
             return p.design(pi, ci);
         }
     }
-    let modulated = trials
-        .iter()
-        .any(|t| t.probe == probe && condition_text(&t.condition) == cond && t.modulation.is_some());
+    let modulated = trials.iter().any(|t| {
+        t.probe == probe && condition_text(&t.condition) == cond && t.modulation.is_some()
+    });
     if modulated {
         Design::OnOff
     } else {
@@ -1062,7 +1067,13 @@ fn min_units(design: Design, settings: &StatsSettings) -> usize {
 /// Replaces a cell's reported comparison by the time-adjacent estimate of its design, keeping
 /// the independent two-sample one beside it. The baseline and contended sides become the
 /// units' values (cycle means, or the paired trials).
-fn apply_design(cell: &mut Cell, design: Design, units: &[Pair], label: &str, settings: &StatsSettings) {
+fn apply_design(
+    cell: &mut Cell,
+    design: Design,
+    units: &[Pair],
+    label: &str,
+    settings: &StatsSettings,
+) {
     cell.design = Some(design);
     cell.independent = cell.comparison.take();
     let baseline: Vec<f64> = units.iter().map(|u| u.baseline).collect();
@@ -1070,7 +1081,10 @@ fn apply_design(cell: &mut Cell, design: Design, units: &[Pair], label: &str, se
     if design == Design::OnOff {
         // The independent estimate on the same data: off-phases against on-phases as two
         // samples.
-        cell.independent = match (Sample::from_slice(&baseline), Sample::from_slice(&contended)) {
+        cell.independent = match (
+            Sample::from_slice(&baseline),
+            Sample::from_slice(&contended),
+        ) {
             (Ok(b), Ok(c)) if b.len() >= 2 && c.len() >= 2 => {
                 compare(&b, &c, cell.direction, &settings.config(label)).ok()
             }
@@ -1176,7 +1190,9 @@ fn correct_significance(cells: &mut [Cell], settings: &StatsSettings) {
 fn cause_kind(text: &str) -> String {
     text.split_whitespace()
         .filter(|w| {
-            !w.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '(')
+            !w.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit() || c == '(')
                 && !matches!(*w, "CPUs" | "of" | "the" | "interval" | "periods" | "s)")
         })
         .collect::<Vec<_>>()

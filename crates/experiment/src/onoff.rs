@@ -258,7 +258,9 @@ pub fn tune(
                 .max(4.0);
             let secs = n * period.as_secs_f64();
             let trial = Duration::from_secs_f64(secs).clamp(limits.min_trial, limits.max_trial);
-            let cycles = (trial.as_secs_f64() / period.as_secs_f64()).round().max(1.0);
+            let cycles = (trial.as_secs_f64() / period.as_secs_f64())
+                .round()
+                .max(1.0);
             let trial = period.mul_f64(cycles);
             let t = Tuning {
                 probe: probe.to_string(),
@@ -321,9 +323,11 @@ fn aa_cycle_sd(xs: &[f64], m: usize) -> Option<(f64, usize)> {
         let mut count = 0;
         // Phases alternate off, on, off, ...: cycle j is on-phase 2j+1 between 2j and 2j+2.
         let mut j = 0;
-        while let (Some(a), Some(on), Some(b)) =
-            (phase_mean(2 * j), phase_mean(2 * j + 1), phase_mean(2 * j + 2))
-        {
+        while let (Some(a), Some(on), Some(b)) = (
+            phase_mean(2 * j),
+            phase_mean(2 * j + 1),
+            phase_mean(2 * j + 2),
+        ) {
             ratios.push((on / ((a + b) / 2.0)).ln());
             count += 1;
             j += 1;
@@ -358,10 +362,7 @@ fn lag1(xs: &[f64]) -> Option<f64> {
     if var <= 0.0 {
         return None;
     }
-    let cov: f64 = xs
-        .windows(2)
-        .map(|w| (w[0] - mean) * (w[1] - mean))
-        .sum();
+    let cov: f64 = xs.windows(2).map(|w| (w[0] - mean) * (w[1] - mean)).sum();
     Some(cov / var)
 }
 
@@ -477,7 +478,12 @@ mod tests {
         let n = tune("p", &noisy, &TuningLimits::default(), (ms(20), ms(200)));
         assert!(n.cycles_needed > t.cycles_needed, "{n:?} vs {t:?}");
         // Too short a pilot falls back.
-        let f = tune("p", &quiet[..10], &TuningLimits::default(), (ms(20), ms(200)));
+        let f = tune(
+            "p",
+            &quiet[..10],
+            &TuningLimits::default(),
+            (ms(20), ms(200)),
+        );
         assert_eq!((f.window, f.period), (ms(20), ms(200)));
         assert!(f.why.contains("too few"), "{}", f.why);
     }

@@ -18,8 +18,8 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use isobench_store::{
     Condition as StoreCondition, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId,
-    RunStatus, SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport,
-    Switch, TenantRecord, TenantRole, Timestamp, TrialRecord, TrialStatus, WindowRecord,
+    RunStatus, SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport, Switch,
+    TenantRecord, TenantRole, Timestamp, TrialRecord, TrialStatus, WindowRecord,
 };
 use serde_json::json;
 
@@ -693,8 +693,10 @@ impl<'a> Engine<'a> {
                     timeout: plan.trial.pilot + plan.trial.timeout,
                     window: Some(PILOT_WINDOW),
                 };
-                self.progress
-                    .note(&format!("pilot: {} (noise and its correlation time)", probe.id));
+                self.progress.note(&format!(
+                    "pilot: {} (noise and its correlation time)",
+                    probe.id
+                ));
                 match self.slots[v].driver.run_probe(&run) {
                     Ok(o) => {
                         for m in &o.metrics {
@@ -714,24 +716,25 @@ impl<'a> Engine<'a> {
                             }
                         }
                     }
-                    Err(e) => self
-                        .progress
-                        .note(&format!("pilot of {} failed ({e}); defaults used", probe.id)),
+                    Err(e) => self.progress.note(&format!(
+                        "pilot of {} failed ({e}); defaults used",
+                        probe.id
+                    )),
                 }
             }
             // The metric that needs the longest trial decides.
             let mut best: Option<Tuning> = None;
             for s in &series {
                 let t = crate::onoff::tune(&probe.id, s, &limits, fallback);
-                if best.as_ref().is_none_or(|b| {
-                    (t.trial, t.cycles_needed) > (b.trial, b.cycles_needed)
-                }) {
+                if best
+                    .as_ref()
+                    .is_none_or(|b| (t.trial, t.cycles_needed) > (b.trial, b.cycles_needed))
+                {
                     best = Some(t);
                 }
             }
-            let mut t = best.unwrap_or_else(|| {
-                crate::onoff::tune(&probe.id, &[], &limits, fallback)
-            });
+            let mut t =
+                best.unwrap_or_else(|| crate::onoff::tune(&probe.id, &[], &limits, fallback));
             if let Some(w) = plan.trial.window {
                 t.window = w;
                 t.guard = w.max(limits.min_guard);
@@ -834,7 +837,9 @@ impl<'a> Engine<'a> {
         let mut failure: Option<String> = None;
         let deadline = self.clock.now() + t.trial + plan.trial.timeout;
         loop {
-            if started.iter().all(|&v| self.slots[v].driver.probe_finished())
+            if started
+                .iter()
+                .all(|&v| self.slots[v].driver.probe_finished())
                 || self.clock.now() > deadline
             {
                 break;

@@ -816,7 +816,11 @@ impl Plan {
                 onoff.join(", ")
             ));
         }
-        for c in self.conditions.iter().filter(|c| c.design == Design::Paired) {
+        for c in self
+            .conditions
+            .iter()
+            .filter(|c| c.design == Design::Paired)
+        {
             s.push_str(&format!("  design: {} {}\n", c.id, c.design_reason));
         }
         let unwindowed: Vec<&str> = self
@@ -1077,7 +1081,9 @@ pub fn estimate(plan: &Plan) -> Estimate {
     let mut trials_per_round = 0u32;
     let mut round_secs = 0.0;
     for c in 0..plan.conditions.len() {
-        let paired = (0..p).filter(|&q| plan.design(q, c) == Design::Paired).count();
+        let paired = (0..p)
+            .filter(|&q| plan.design(q, c) == Design::Paired)
+            .count();
         let onoff = p - paired;
         // Contended block, and the paired baseline block next to it.
         trials_per_round += (p + 2 * paired) as u32 + u32::from(solo);

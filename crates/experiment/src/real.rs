@@ -617,7 +617,9 @@ impl TenantDriver for RealTenant {
         match h.join() {
             Ok(Ok(o)) => Ok(o),
             Ok(Err(e)) => Err(self.fail(e)),
-            Err(_) => Err(TenantFailure::Failed("the probe's client thread panicked".into())),
+            Err(_) => Err(TenantFailure::Failed(
+                "the probe's client thread panicked".into(),
+            )),
         }
     }
 
