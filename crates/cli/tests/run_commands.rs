@@ -252,9 +252,10 @@ fn a_killed_run_resumes_with_every_trial_exactly_once() {
         .iter()
         .map(|&s| (s >> 22, (s >> 14) & 0xff, (s >> 6) & 0xff))
         .collect();
-    // Round 0 of this plan: 2 baseline blocks of 2 probes, 2 contended blocks of solo + 2.
+    // Round 0 of this plan: 2 contended on/off blocks of solo + 2 probes (the off-windows are
+    // the baseline, so no baseline blocks).
     let round0: BTreeSet<(u32, u32, u32)> = keys.iter().copied().filter(|k| k.0 == 0).collect();
-    assert_eq!(round0.len(), 10, "{round0:?}");
+    assert_eq!(round0.len(), 6, "{round0:?}");
     assert!(loaded.trials.iter().all(|t| t.status == TrialStatus::Ok));
     // A complete run cannot be resumed again.
     let again = fake()
@@ -418,7 +419,7 @@ name = "net-tx"
             .iter()
             .find(|s| s.metric == "getppid_ns")
             .expect("a window series");
-        assert!(s.windows.len() >= 10, "{s:?}");
+        assert!(s.windows.len() >= 4, "{s:?}");
         assert!(s.windows.windows(2).all(|w| w[0].end_ns <= w[1].start_ns));
     }
     assert!(loaded.facts.iter().any(|f| f.key == "onoff_tuning"));
