@@ -120,7 +120,9 @@ impl State {
         let probe_class = self.probe_class;
         let names: Vec<String> = self.stressors.keys().cloned().collect();
         for t in names {
-            if self.stressors.get(&t).is_some_and(|s| s.frozen) {
+            if let Some(s) = self.stressors.get_mut(&t).filter(|s| s.frozen) {
+                // Frozen: time passes (the agent's clock runs on), no work is done.
+                s.elapsed += secs;
                 continue;
             }
             let n = self.noise();
