@@ -621,6 +621,7 @@ pub fn analyze_trials(
             };
             let alone = rate(StressorMode::Alone);
             let contended = rate(StressorMode::Contended);
+            let idle = !alone.is_empty() && alone.iter().chain(&contended).all(|&x| x == 0.0);
             let dnr_trials: Vec<&&TrialRecord> = trials
                 .iter()
                 .filter(|r| r.tenant == t.name && condition_text(&r.condition) == *cond)
@@ -656,6 +657,14 @@ pub fn analyze_trials(
                 &label,
                 settings,
             ));
+            if idle {
+                // A stressor that does no work (the null stressor of an A/A run) has no own
+                // rate to degrade; nothing more can be learned.
+                if let Some(c) = aggressor.last_mut() {
+                    c.settled = true;
+                    c.problem = Some("the stressor does no work (no own rate to compare)".into());
+                }
+            }
             if victims_down {
                 // Beside victims that do not answer there is no contended rate to measure.
                 if let Some(c) = aggressor.last_mut() {

@@ -300,10 +300,27 @@ impl<'a> Engine<'a> {
         let max = plan.repetitions.max;
         let per_round = plan.estimate.trials_per_round as usize;
         let mut reason = String::new();
+        let mut last_round = Duration::ZERO;
         for round in 0..max {
+            let round_start = self.clock.now();
             let needs = if round < min {
                 Needs::all(plan)
             } else {
+                if let Some(budget) = plan.repetitions.max_time {
+                    let spent = self.clock.now() - self.started;
+                    if spent + last_round > budget {
+                        let open = self.needs_before(round)?;
+                        let open = open.cells.len() + open.solo.len();
+                        reason = format!(
+                            "time budget reached: another round would end past {} ({} \
+                             result(s) without an interval within +/-{} points, flagged)",
+                            crate::scenario::fmt_duration(budget),
+                            open,
+                            plan.repetitions.ci_half_width
+                        );
+                        break;
+                    }
+                }
                 let needs = self.needs_before(round)?;
                 if needs.is_empty() {
                     reason = format!(
@@ -340,6 +357,7 @@ impl<'a> Engine<'a> {
                 needs.cells.len() + needs.solo.len()
             };
             self.progress.round_finished(round, open);
+            last_round = self.clock.now() - round_start;
             if round + 1 == max {
                 reason = if open == 0 {
                     format!(

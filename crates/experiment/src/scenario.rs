@@ -253,6 +253,10 @@ pub struct RepetitionPolicy {
     /// Correction of significance for multiple comparisons across the matrix.
     #[serde(default)]
     pub correction: isobench_stats::Correction,
+    /// Wall time after which no new round starts when the last one would overrun it (the
+    /// cells still wide are flagged); `None`: rounds run up to `max`.
+    #[serde(default)]
+    pub max_time: Option<Duration>,
 }
 
 fn median() -> Estimator {
@@ -268,6 +272,7 @@ impl Default for RepetitionPolicy {
             confidence: 0.95,
             estimator: Estimator::Median,
             correction: isobench_stats::Correction::Holm,
+            max_time: None,
         }
     }
 }
@@ -414,6 +419,7 @@ struct RawRepetitions {
     confidence: Option<Spanned<Value>>,
     estimator: Option<Spanned<String>>,
     correction: Option<Spanned<String>>,
+    max_time: Option<Spanned<Value>>,
 }
 
 type RawTable = BTreeMap<Spanned<String>, Spanned<Value>>;
@@ -1040,6 +1046,11 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
                         )
                     })
                     .unwrap_or(isobench_stats::Correction::Holm),
+                max_time: r
+                    .max_time
+                    .as_ref()
+                    .map(|_| c.duration(&r.max_time, "repetitions.max_time", Duration::ZERO))
+                    .filter(|d| !d.is_zero()),
             }
         }
     };
