@@ -722,15 +722,7 @@ impl<'a> Engine<'a> {
                                 continue;
                             }
                             if let Some(ws) = &m.series {
-                                series.push(
-                                    ws.iter()
-                                        .map(|w| WindowRecord {
-                                            start_ns: w.start_ns,
-                                            end_ns: w.end_ns,
-                                            value: w.value,
-                                        })
-                                        .collect(),
-                                );
+                                series.push(window_records(ws));
                             }
                         }
                     }
@@ -1419,14 +1411,7 @@ impl<'a> Engine<'a> {
                         .filter_map(|m| {
                             m.series.as_ref().map(|ws| SeriesRecord {
                                 metric: m.name.clone(),
-                                windows: ws
-                                    .iter()
-                                    .map(|w| WindowRecord {
-                                        start_ns: w.start_ns,
-                                        end_ns: w.end_ns,
-                                        value: w.value,
-                                    })
-                                    .collect(),
+                                windows: window_records(ws),
                             })
                         })
                         .collect();
@@ -1574,4 +1559,15 @@ impl<'a> Engine<'a> {
 /// Facts of a tenant, for callers that only need the list.
 pub fn tenant_names(facts: &[TenantFacts]) -> Vec<String> {
     facts.iter().map(|f| f.name.clone()).collect()
+}
+
+/// A probe's window series as the store records it.
+fn window_records(ws: &[isobench_workloads::Window]) -> Vec<WindowRecord> {
+    ws.iter()
+        .map(|w| WindowRecord {
+            start_ns: w.start_ns,
+            end_ns: w.end_ns,
+            value: w.value,
+        })
+        .collect()
 }
