@@ -28,7 +28,7 @@
 //! backed with huge pages). Each ring is warmed by two full passes, then timed in batches of
 //! at least 0.5 ms over the budget; the result is the median ns per load. With a window
 //! ([`ProbeCtx::window`]) the batches are shorter (a twentieth of a window, 20-500 us) and
-//! the metric also carries the mean ns per load of each window; with `level=all` each
+//! the metric also carries the median ns per load of each window's batches; with `level=all` each
 //! level's series covers its third of the budget, so pick one level for the on/off design.
 
 use std::time::Duration;
@@ -121,7 +121,7 @@ impl Probe for CacheLatency {
          move: L1 ring = L1/2; L2 ring = L2/4 (>= 2x L1); LLC ring = 4x L2, lowered to a \
          power of two under 3/4 of the measured LLC when that is smaller (>= 2x L2). l1_ns, \
          l2_ns, llc_ns: median ns per load over batches of >= 0.5 ms after two warm-up \
-         passes; with --window, also the mean ns per load of each window. *_ring_bytes \
+         passes; with --window, also the median ns per load of each window. *_ring_bytes \
          record the ring sizes used and huge_pages_pct the share of the rings on 2 MiB pages \
          (pages=huge, the default, keeps TLB misses out of the figure)."
     }
