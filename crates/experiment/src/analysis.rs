@@ -1104,7 +1104,7 @@ fn apply_design(
     cell.contended = contended;
     let config = PairedConfig {
         method: match design {
-            Design::OnOff => PairedMethod::BlockBootstrap { block: 0 },
+            Design::OnOff => PairedMethod::CycleT,
             Design::Paired => PairedMethod::LogT,
         },
         level: settings.confidence,
@@ -1217,7 +1217,8 @@ impl Results {
         }
         format!(
             "significant (p < {alpha:.2} after {} correction across {} victim cells; on/off \
-             cycles: moving-block bootstrap, paired trials: t on log ratios)",
+             cycles: t on log ratios allowing for neighbouring cycles, paired trials: t on \
+             log ratios)",
             if self.trust.correction.is_empty() {
                 "no"
             } else {

@@ -467,8 +467,9 @@ impl<'a> Engine<'a> {
 
     /// Sizes the next on/off trial of every cell still too wide from the spread of its cycles
     /// so far: the cycles the target needs (`n = (z sd / target)^2`, the target taken in
-    /// log-ratio terms at the estimated ratio, 30% more for the bootstrap), less those it has,
-    /// at the tuned period; at least the tuned trial, at most three times `trial.onoff_max`.
+    /// log-ratio terms at the estimated ratio, more by the neighbour correlation the interval
+    /// allows for), less those it has, at the tuned period; at least the tuned trial, at most
+    /// three times `trial.onoff_max`.
     /// A pure function of the stored trials, so a resumed run sizes as the original would.
     fn size_next_trials(&mut self, results: &analysis::Results) {
         let plan = self.plan;
@@ -489,7 +490,8 @@ impl<'a> Engine<'a> {
             };
             let ratio = est.log_ratio_mean.exp().max(0.05);
             let target = plan.repetitions.ci_half_width / 100.0 / ratio;
-            let need = ((z * est.log_ratio_sd / target).powi(2) * 1.3).ceil();
+            let rho = est.neighbour_correlation.unwrap_or(0.0);
+            let need = ((z * est.log_ratio_sd / target).powi(2) * (1.0 + 2.0 * rho)).ceil();
             let more = (need - est.n as f64).max(1.0);
             let len = t
                 .period

@@ -29,16 +29,22 @@ pub enum CiMethod {
     /// [`crate::paired_degradation`]).
     #[serde(rename = "block_bootstrap")]
     BlockBootstrap,
+    /// Student t interval on the mean log ratio of on/off cycles, allowing for neighbouring
+    /// cycles' correlation (see [`crate::PairedMethod::CycleT`]).
+    #[serde(rename = "cycle_t")]
+    CycleT,
 }
 
 impl CiMethod {
-    /// `"percentile"`, `"bca"`, `"paired_log_t"` or `"block_bootstrap"`, as serialized.
+    /// `"percentile"`, `"bca"`, `"paired_log_t"`, `"block_bootstrap"` or `"cycle_t"`, as
+    /// serialized.
     pub fn as_str(self) -> &'static str {
         match self {
             CiMethod::Percentile => "percentile",
             CiMethod::Bca => "bca",
             CiMethod::PairedLogT => "paired_log_t",
             CiMethod::BlockBootstrap => "block_bootstrap",
+            CiMethod::CycleT => "cycle_t",
         }
     }
 }
@@ -75,7 +81,10 @@ impl BootstrapConfig {
     /// Checks the level, the number of resamples and that the method is a two-sample one.
     pub fn validate(&self) -> Result<(), StatsError> {
         check_level(self.level)?;
-        if matches!(self.method, CiMethod::PairedLogT | CiMethod::BlockBootstrap) {
+        if matches!(
+            self.method,
+            CiMethod::PairedLogT | CiMethod::BlockBootstrap | CiMethod::CycleT
+        ) {
             return Err(invalid(
                 "method",
                 self.method.as_str(),
@@ -184,7 +193,9 @@ pub fn bootstrap_degradation(
     let (q_lo, q_hi) = match config.method {
         CiMethod::Percentile => (alpha / 2.0, 1.0 - alpha / 2.0),
         // Rejected by `validate` above.
-        CiMethod::PairedLogT | CiMethod::BlockBootstrap => (alpha / 2.0, 1.0 - alpha / 2.0),
+        CiMethod::PairedLogT | CiMethod::BlockBootstrap | CiMethod::CycleT => {
+            (alpha / 2.0, 1.0 - alpha / 2.0)
+        }
         CiMethod::Bca => {
             let z0 = bias_correction(&replicates, estimate);
             let a = acceleration(baseline.sorted(), contended.sorted(), direction, est);
@@ -405,7 +416,11 @@ mod tests {
     #[test]
     fn paired_methods_are_refused_for_independent_samples() {
         let x = s(&[1.0, 2.0, 3.0]);
-        for method in [CiMethod::PairedLogT, CiMethod::BlockBootstrap] {
+        for method in [
+            CiMethod::PairedLogT,
+            CiMethod::BlockBootstrap,
+            CiMethod::CycleT,
+        ] {
             let cfg = BootstrapConfig {
                 method,
                 ..Default::default()
