@@ -20,7 +20,9 @@ use isobench_workloads::Class;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{Design, Plan};
-use crate::schedule::{paired_baseline_block, Needs, TrialKey};
+use crate::schedule::{
+    paired_baseline_block, paired_only, Needs, TrialKey, FIRST_PAIRS, MAX_PAIRS,
+};
 
 /// Version of the [`Results`] document (JSON export). Bumped on incompatible changes.
 pub const RESULTS_SCHEMA_VERSION: u32 = 1;
@@ -952,6 +954,7 @@ pub fn needs(plan: &Plan, results: &Results) -> Needs {
             }
         }
     }
+    n.pairs = pairs_needed(plan, results, &n);
     // Probes that produced no tracked metric at all (every trial failed) settle as failed.
     if plan.trial.solo > std::time::Duration::ZERO {
         for c in &results.aggressor {
@@ -963,6 +966,36 @@ pub fn needs(plan: &Plan, results: &Results) -> Needs {
         }
     }
     n
+}
+
+/// Pairs of blocks the next round gives each condition measured with paired trials only that
+/// still needs data: enough for its widest cell to reach the target, from that cell's spread
+/// of log ratios so far (`n = (z s / target)^2`, the target in log-ratio terms at the
+/// estimated ratio, a fifth more for the t quantile), less the pairs it has; between 1 and
+/// [`MAX_PAIRS`], and [`FIRST_PAIRS`] while a cell has no spread yet.
+fn pairs_needed(plan: &Plan, results: &Results, needs: &Needs) -> BTreeMap<usize, u32> {
+    let z = isobench_stats::normal_quantile(0.5 + results.confidence / 2.0);
+    let mut out = BTreeMap::new();
+    for &(p, c) in &needs.cells {
+        if !paired_only(plan, c) {
+            continue;
+        }
+        let cell = results
+            .cells
+            .iter()
+            .find(|x| x.probe == plan.probes[p].id && x.condition == plan.conditions[c].id);
+        let want = match cell.and_then(|x| x.paired.as_ref()) {
+            Some(est) if est.n >= 2 && est.log_ratio_sd > 0.0 => {
+                let target = results.target_half_width / 100.0 / est.log_ratio_mean.exp().max(0.05);
+                let need = ((z * est.log_ratio_sd / target).powi(2) * 1.2).ceil();
+                (need - est.n as f64).clamp(1.0, MAX_PAIRS as f64) as u32
+            }
+            _ => FIRST_PAIRS,
+        };
+        let e = out.entry(c).or_insert(want);
+        *e = (*e).max(want);
+    }
+    out
 }
 
 /// True when the run's status says it can be resumed.
@@ -1039,7 +1072,16 @@ fn paired_units(
         usable(t) && t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
     }) {
         let (k, _) = TrialKey::from_seq(t.plan_seq);
-        let Some(b) = paired_baseline_block(k.round, k.block) else {
+        // The how-manieth contended block of this condition in the round it is.
+        let pair = trials
+            .iter()
+            .filter(|x| x.condition == t.condition)
+            .map(|x| TrialKey::from_seq(x.plan_seq).0)
+            .filter(|kx| kx.round == k.round && kx.block < k.block)
+            .map(|kx| kx.block)
+            .collect::<BTreeSet<u32>>()
+            .len() as u32;
+        let Some(b) = paired_baseline_block(k.round, pair, k.block) else {
             continue;
         };
         let base = trials

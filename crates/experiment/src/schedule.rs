@@ -14,7 +14,7 @@
 //! pure function of the plan, the round and what still needs data, so a resumed run derives
 //! the very same trial keys and skips those already stored.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -151,7 +151,19 @@ pub struct Needs {
     pub cells: BTreeSet<(usize, usize)>,
     /// Conditions whose aggressor degradation needs more trials.
     pub solo: BTreeSet<usize>,
+    /// Pairs of blocks this round for conditions measured with paired trials only (see
+    /// [`round_blocks`]); a condition not listed gets one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pairs: BTreeMap<usize, u32>,
 }
+
+/// Pairs of blocks in the first round of a condition measured with paired trials only: two
+/// give a first spread (one degree of freedom is not enough to size the next round), three
+/// a usable one.
+pub const FIRST_PAIRS: u32 = 3;
+
+/// Most pairs of blocks of one condition in one round.
+pub const MAX_PAIRS: u32 = 8;
 
 impl Needs {
     /// Everything: the first rounds measure every cell.
@@ -165,6 +177,10 @@ impl Needs {
         if plan.trial.solo > std::time::Duration::ZERO {
             n.solo = (0..plan.conditions.len()).collect();
         }
+        n.pairs = (0..plan.conditions.len())
+            .filter(|&c| paired_only(plan, c))
+            .map(|c| (c, FIRST_PAIRS))
+            .collect();
         n
     }
 
@@ -190,6 +206,13 @@ fn round_rng(seed: u64, round: u32) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(z ^ (z >> 31))
 }
 
+/// Whether every probe under condition `c` is measured with paired trials (a stressor whose
+/// effect outlasts a freeze), so its blocks can repeat in pairs within a round.
+pub fn paired_only(plan: &Plan, c: usize) -> bool {
+    !plan.probes.is_empty()
+        && (0..plan.probes.len()).all(|p| plan.design(p, c) == crate::plan::Design::Paired)
+}
+
 /// The blocks of round `round`, given what still needs data.
 ///
 /// Every condition that needs data gets one contended block (the aggressor alone first, when
@@ -198,7 +221,10 @@ fn round_rng(seed: u64, round: u32) -> ChaCha8Rng {
 /// paired trials get a baseline block right next to the contended one, with the same probes in
 /// the same order, so each pair is one block apart; the order of the two blocks alternates
 /// (baseline first in even rounds, contended first in odd ones) so a linear drift cancels, and
-/// [`paired_baseline_block`] finds a contended block's partner.
+/// [`paired_baseline_block`] finds a contended block's partner. A condition whose probes are
+/// all paired repeats its pair `needs.pairs` times in the round (ABBA order: the pair's order
+/// alternates within the round too); its pairs are cheap next to on/off trials, and one pair
+/// per round would leave it with a handful of pairs when the run's time is spent.
 pub fn round_blocks(plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
     let mut rng = round_rng(plan.seed, round);
     let mut conds: Vec<usize> = (0..plan.conditions.len())
@@ -242,31 +268,54 @@ pub fn round_blocks(plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
         trials.extend(ps.into_iter().map(TrialWhat::Probe));
         if paired.is_empty() {
             push(Some(c), trials, &mut blocks);
-        } else if baseline_first(round) {
-            push(None, paired, &mut blocks);
-            push(Some(c), trials, &mut blocks);
+            continue;
+        }
+        let pairs = if paired.len() + usize::from(needs.solo.contains(&c)) == trials.len() {
+            needs
+                .pairs
+                .get(&c)
+                .copied()
+                .unwrap_or(1)
+                .clamp(1, MAX_PAIRS)
         } else {
-            push(Some(c), trials, &mut blocks);
-            push(None, paired, &mut blocks);
+            1
+        };
+        for pair in 0..pairs {
+            // The aggressor's own rate is measured once per round.
+            let contended = if pair == 0 {
+                trials.clone()
+            } else {
+                paired.clone()
+            };
+            if baseline_first(round + pair) {
+                push(None, paired.clone(), &mut blocks);
+                push(Some(c), contended, &mut blocks);
+            } else {
+                push(Some(c), contended, &mut blocks);
+                push(None, paired.clone(), &mut blocks);
+            }
         }
     }
     blocks
 }
 
 /// The block holding the baseline trials paired with contended block `block` of round
-/// `round`: the block before it in even rounds, the block after it in odd rounds (see
-/// [`round_blocks`]). The caller checks that block is a baseline block.
-pub fn paired_baseline_block(round: u32, block: u32) -> Option<u32> {
-    if baseline_first(round) {
+/// `round`, the `pair`-th contended block of its condition in that round (from 0): the block
+/// before it when `round + pair` is even, the block after it when odd (see [`round_blocks`]).
+/// The caller checks that block is a baseline block.
+pub fn paired_baseline_block(round: u32, pair: u32, block: u32) -> Option<u32> {
+    if baseline_first(round + pair) {
         block.checked_sub(1)
     } else {
         Some(block + 1)
     }
 }
 
-/// Whether paired baseline blocks come before their contended block in round `round`.
-pub fn baseline_first(round: u32) -> bool {
-    round % 2 == 0
+/// Whether a paired baseline block comes before its contended block, for the pair with this
+/// parity: pairs alternate (ABBA), so a linear drift cancels within a round as well as across
+/// rounds.
+pub fn baseline_first(parity: u32) -> bool {
+    parity % 2 == 0
 }
 
 /// Number of trials in a list of blocks.

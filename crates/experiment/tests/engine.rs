@@ -135,19 +135,30 @@ fn schedule_interleaves_baselines_and_is_seeded() {
     let blocks = round_blocks(&plan, 0, &Needs::all(&plan));
     assert!(blocks.iter().all(|b| b.condition.is_some()));
     // Paired trials: each contended block has its baseline block right next to it, with the
-    // same probes in the same order, before it in even rounds and after it in odd ones.
+    // same probes in the same order. A condition measured only with paired trials repeats its
+    // pair (FIRST_PAIRS times in a first round), the order alternating pair by pair (ABBA) and
+    // round by round; the aggressor's own rate is measured in the first contended block only.
     let mut paired = plan.clone();
     for c in &mut paired.conditions {
         c.design = isobench_experiment::plan::Design::Paired;
     }
+    let first = isobench_experiment::schedule::FIRST_PAIRS;
     for round in 0..2 {
         let blocks = round_blocks(&paired, round, &Needs::all(&paired));
-        for pair in blocks.chunks(2) {
-            let (b, c) = if round % 2 == 0 {
+        assert_eq!(
+            blocks.len(),
+            2 * first as usize * paired.conditions.len(),
+            "{blocks:?}"
+        );
+        for (i, pair) in blocks.chunks(2).enumerate() {
+            let j = i as u32 % first;
+            let (b, c) = if (round + j) % 2 == 0 {
                 (&pair[0], &pair[1])
             } else {
                 (&pair[1], &pair[0])
             };
+            let solo = c.trials.iter().any(|t| t.what == TrialWhat::Solo);
+            assert_eq!(solo, j == 0, "{c:?}");
             assert!(b.condition.is_none() && c.condition.is_some(), "{blocks:?}");
             let probes = |x: &isobench_experiment::schedule::Block| {
                 x.trials
@@ -158,7 +169,7 @@ fn schedule_interleaves_baselines_and_is_seeded() {
             };
             assert_eq!(probes(b), probes(c));
             assert_eq!(
-                isobench_experiment::schedule::paired_baseline_block(round, c.index),
+                isobench_experiment::schedule::paired_baseline_block(round, j, c.index),
                 Some(b.index)
             );
         }
@@ -541,5 +552,53 @@ fn the_mean_can_replace_the_median() {
     assert_eq!(
         c.comparison.as_ref().unwrap().degradation.estimator,
         isobench_stats::Estimator::Mean
+    );
+}
+
+#[test]
+fn paired_conditions_repeat_their_pair_within_a_round() {
+    // Every condition forced to paired trials: each round repeats a condition's pair of blocks
+    // (three in the first round), so cells gather more pairs than the run has rounds, every
+    // pair matched with the baseline block next to it.
+    let text = SMALL.replace(
+        "baseline_every = 1",
+        "baseline_every = 1\ndesign = \"paired\"",
+    );
+    let plan = plan_of(&text, true);
+    let ran = run_with(
+        &plan,
+        FakeScript::default(),
+        Arc::new(AtomicBool::new(false)),
+    );
+    assert_eq!(ran.status, RunStatus::Complete, "{}", ran.reason);
+    let loaded = ran.store.load_run(&ran.run).unwrap();
+    let rounds = loaded
+        .trials
+        .iter()
+        .map(|t| TrialKey::from_seq(t.plan_seq).0.round)
+        .max()
+        .unwrap()
+        + 1;
+    let results = analyze(&loaded);
+    for c in &results.cells {
+        assert_eq!(c.design, Some(isobench_experiment::plan::Design::Paired));
+        let est = c.paired.as_ref().expect("paired estimate");
+        assert!(
+            est.n >= isobench_experiment::schedule::FIRST_PAIRS as usize && est.n as u32 > rounds,
+            "{} {}: {} pairs in {rounds} rounds",
+            c.probe,
+            c.condition,
+            est.n
+        );
+    }
+    // The aggressor's own rate: once per round and condition, not once per pair.
+    let solo = loaded
+        .trials
+        .iter()
+        .filter(|t| t.probe == "(alone)")
+        .count();
+    assert!(
+        solo as u32 <= rounds * plan.conditions.len() as u32,
+        "{solo}"
     );
 }
