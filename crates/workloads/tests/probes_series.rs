@@ -94,8 +94,16 @@ fn check_series_by(ms: &BTreeMap<String, Metric>, metric: &str, parts: u64, by_m
     );
     let full = span_ms / WINDOW_MS as f64;
     let n = s.len() as f64;
+    // Rate series tile the time exactly; latency windows with fewer than a handful of events
+    // are merged into their neighbours, which a slow moment of a shared machine can do to
+    // most of them (the merge rule has its own tests), so only the upper bound holds there.
+    let fewest = if by_mean == Some(true) {
+        (full / 3.0).floor().max(1.0)
+    } else {
+        1.0
+    };
     assert!(
-        n <= full.round() + 1.0 && n >= (full / 3.0).floor().max(1.0),
+        n <= full.round() + 1.0 && n >= fewest,
         "{metric}: {n} windows over {span_ms:.0} ms"
     );
     let Some(by_mean) = by_mean else {
