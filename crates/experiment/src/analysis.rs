@@ -968,10 +968,19 @@ pub fn needs(plan: &Plan, results: &Results) -> Needs {
     n
 }
 
+/// Units (pairs or cycles) a time-adjacent estimate needs in all for its interval to reach
+/// `target` points: `n = (z s / target)^2 (1 + 2 rho)`, with the target in log-ratio terms at
+/// the estimated ratio, `rho` the neighbour correlation the interval allows for, and a fifth
+/// more for the t quantile over the normal one `z`.
+pub fn units_to_target(est: &PairedEstimate, target: f64, z: f64) -> f64 {
+    let target = target / 100.0 / est.log_ratio_mean.exp().max(0.05);
+    let rho = est.neighbour_correlation.unwrap_or(0.0);
+    ((z * est.log_ratio_sd / target).powi(2) * (1.0 + 2.0 * rho) * 1.2).ceil()
+}
+
 /// Pairs of blocks the next round gives each condition measured with paired trials only that
 /// still needs data: enough for its widest cell to reach the target, from that cell's spread
-/// of log ratios so far (`n = (z s / target)^2`, the target in log-ratio terms at the
-/// estimated ratio, a fifth more for the t quantile), less the pairs it has; between 1 and
+/// of log ratios so far ([`units_to_target`]), less the pairs it has; between 1 and
 /// [`MAX_PAIRS`], and [`FIRST_PAIRS`] while a cell has no spread yet.
 fn pairs_needed(plan: &Plan, results: &Results, needs: &Needs) -> BTreeMap<usize, u32> {
     let z = isobench_stats::normal_quantile(0.5 + results.confidence / 2.0);
@@ -986,9 +995,8 @@ fn pairs_needed(plan: &Plan, results: &Results, needs: &Needs) -> BTreeMap<usize
             .find(|x| x.probe == plan.probes[p].id && x.condition == plan.conditions[c].id);
         let want = match cell.and_then(|x| x.paired.as_ref()) {
             Some(est) if est.n >= 2 && est.log_ratio_sd > 0.0 => {
-                let target = results.target_half_width / 100.0 / est.log_ratio_mean.exp().max(0.05);
-                let need = ((z * est.log_ratio_sd / target).powi(2) * 1.2).ceil();
-                (need - est.n as f64).clamp(1.0, MAX_PAIRS as f64) as u32
+                let more = units_to_target(est, results.target_half_width, z) - est.n as f64;
+                more.clamp(1.0, MAX_PAIRS as f64) as u32
             }
             _ => FIRST_PAIRS,
         };

@@ -192,6 +192,12 @@ pub struct Engine<'a> {
     tuning: BTreeMap<usize, Tuning>,
     /// Length of the next on/off trial of a (probe, condition) still too wide.
     next_len: BTreeMap<(usize, usize), Duration>,
+    /// Measuring time a (probe, condition) still too wide would need to reach the target,
+    /// uncapped: what a round under a time budget weighs cells by.
+    settle_cost: BTreeMap<(usize, usize), Duration>,
+    /// Wall time of the last round over the measuring time planned for it (warm-ups, stressor
+    /// starts, the controller's own work).
+    overhead: f64,
 }
 
 impl<'a> Engine<'a> {
@@ -230,6 +236,8 @@ impl<'a> Engine<'a> {
             persistent: false,
             tuning: BTreeMap::new(),
             next_len: BTreeMap::new(),
+            settle_cost: BTreeMap::new(),
+            overhead: 1.0,
         }
     }
 
@@ -300,19 +308,22 @@ impl<'a> Engine<'a> {
         let max = plan.repetitions.max;
         let per_round = plan.estimate.trials_per_round as usize;
         let mut reason = String::new();
-        let mut last_round = Duration::ZERO;
         for round in 0..max {
             let round_start = self.clock.now();
             let needs = if round < min {
                 Needs::all(plan)
             } else {
+                let mut needs = self.needs_before(round)?;
                 if let Some(budget) = plan.repetitions.max_time {
                     let spent = self.clock.now() - self.started;
-                    if spent + last_round > budget {
-                        let open = self.needs_before(round)?;
-                        let open = open.cells.len() + open.solo.len();
+                    let open = needs.cells.len() + needs.solo.len();
+                    let remaining = budget.saturating_sub(spent);
+                    self.fit_budget(&mut needs, remaining);
+                    let fits = !needs.is_empty()
+                        && self.planned_time(&needs).mul_f64(self.overhead) <= remaining;
+                    if open > 0 && !fits {
                         reason = format!(
-                            "time budget reached: another round would end past {} ({} \
+                            "time budget reached: no further round fits in {} ({} \
                              result(s) without an interval within +/-{} points, flagged)",
                             crate::scenario::fmt_duration(budget),
                             open,
@@ -321,7 +332,6 @@ impl<'a> Engine<'a> {
                         break;
                     }
                 }
-                let needs = self.needs_before(round)?;
                 if needs.is_empty() {
                     reason = format!(
                         "stopping rule met: every degradation's {:.0}% interval is within \
@@ -357,7 +367,11 @@ impl<'a> Engine<'a> {
                 needs.cells.len() + needs.solo.len()
             };
             self.progress.round_finished(round, open);
-            last_round = self.clock.now() - round_start;
+            let last_round = self.clock.now() - round_start;
+            let planned = self.planned_time(&needs);
+            if planned > Duration::ZERO {
+                self.overhead = (last_round.as_secs_f64() / planned.as_secs_f64()).max(1.0);
+            }
             if round + 1 == max {
                 reason = if open == 0 {
                     format!(
@@ -466,17 +480,18 @@ impl<'a> Engine<'a> {
     }
 
     /// Sizes the next on/off trial of every cell still too wide from the spread of its cycles
-    /// so far: the cycles the target needs (`n = (z sd / target)^2`, the target taken in
-    /// log-ratio terms at the estimated ratio, more by the neighbour correlation the interval
-    /// allows for), less those it has, at the tuned period; at least the tuned trial, at most
-    /// three times `trial.onoff_max`.
-    /// A pure function of the stored trials, so a resumed run sizes as the original would.
+    /// so far ([`analysis::units_to_target`], less the cycles it has, at the tuned period; at
+    /// least the tuned trial, at most three times `trial.onoff_max`), and records what every
+    /// cell still too wide would need to reach the target (on/off: those cycles; paired: the
+    /// pairs still needed, two trials each). A pure function of the stored trials, so a
+    /// resumed run sizes as the original would.
     fn size_next_trials(&mut self, results: &analysis::Results) {
         let plan = self.plan;
         self.next_len.clear();
+        self.settle_cost.clear();
         let z = isobench_stats::normal_quantile(0.5 + plan.repetitions.confidence / 2.0);
         for c in results.cells.iter().filter(|c| !c.settled) {
-            let (Some(est), Some(Design::OnOff)) = (&c.paired, c.design) else {
+            let (Some(est), Some(design)) = (&c.paired, c.design) else {
                 continue;
             };
             let (Some(pi), Some(ci)) = (
@@ -485,21 +500,73 @@ impl<'a> Engine<'a> {
             ) else {
                 continue;
             };
-            let Some(t) = self.tuning.get(&pi) else {
-                continue;
+            let more = (analysis::units_to_target(est, plan.repetitions.ci_half_width, z)
+                - est.n as f64)
+                .max(1.0);
+            let cost = match design {
+                Design::OnOff => {
+                    let Some(t) = self.tuning.get(&pi) else {
+                        continue;
+                    };
+                    let len = t
+                        .period
+                        .mul_f64(more)
+                        .clamp(t.trial, plan.trial.onoff_max * 3);
+                    let e = self.next_len.entry((pi, ci)).or_insert(len);
+                    *e = (*e).max(len);
+                    t.period.mul_f64(more)
+                }
+                Design::Paired => plan.trial.duration.mul_f64(2.0 * more),
             };
-            let ratio = est.log_ratio_mean.exp().max(0.05);
-            let target = plan.repetitions.ci_half_width / 100.0 / ratio;
-            let rho = est.neighbour_correlation.unwrap_or(0.0);
-            let need = ((z * est.log_ratio_sd / target).powi(2) * (1.0 + 2.0 * rho)).ceil();
-            let more = (need - est.n as f64).max(1.0);
-            let len = t
-                .period
-                .mul_f64(more)
-                .clamp(t.trial, plan.trial.onoff_max * 3);
-            let e = self.next_len.entry((pi, ci)).or_insert(len);
-            *e = (*e).max(len);
+            let e = self.settle_cost.entry((pi, ci)).or_insert(cost);
+            *e = (*e).max(cost);
         }
+    }
+
+    /// Measuring time the round for `needs` is planned to take: each on/off cell's trial, two
+    /// trials per pair of each paired cell, and the aggressors' solo trials.
+    fn planned_time(&self, needs: &Needs) -> Duration {
+        let plan = self.plan;
+        let cells: Duration = needs
+            .cells
+            .iter()
+            .map(|&(p, c)| match plan.design(p, c) {
+                Design::OnOff => self.next_len.get(&(p, c)).copied().unwrap_or_else(|| {
+                    self.tuning
+                        .get(&p)
+                        .map_or(plan.trial.onoff_max, |t| t.trial)
+                }),
+                Design::Paired => {
+                    plan.trial.duration * 2 * needs.pairs.get(&c).copied().unwrap_or(1)
+                }
+            })
+            .sum();
+        cells + plan.trial.solo * needs.solo.len() as u32
+    }
+
+    /// Keeps the round for `needs` within `remaining` wall time (its planned measuring time
+    /// times the last round's overhead): leaves out, one at a time, the cell that would still
+    /// need the most time to reach the target, so the budget goes to cells it can settle.
+    /// Returns the cells left out.
+    fn fit_budget(&self, needs: &mut Needs, remaining: Duration) -> usize {
+        let mut left = 0;
+        while !needs.cells.is_empty() && self.planned_time(needs).mul_f64(self.overhead) > remaining
+        {
+            let Some(&worst) = needs.cells.iter().max_by_key(|k| {
+                (
+                    self.settle_cost.get(k).copied().unwrap_or(Duration::MAX),
+                    std::cmp::Reverse(**k),
+                )
+            }) else {
+                break;
+            };
+            needs.cells.remove(&worst);
+            left += 1;
+        }
+        needs
+            .pairs
+            .retain(|c, _| needs.cells.iter().any(|&(_, cc)| cc == *c));
+        left
     }
 
     fn create_tenants(&mut self, loaded: &LoadedRun) -> Result<()> {

@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use isobench_experiment::analysis::{self, analyze};
+use isobench_experiment::backend::Clock;
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::orchestrator::{create_run, prepare_resume, Engine, EngineOptions};
 use isobench_experiment::progress::Transcript;
@@ -600,5 +601,64 @@ fn paired_conditions_repeat_their_pair_within_a_round() {
     assert!(
         solo as u32 <= rounds * plan.conditions.len() as u32,
         "{solo}"
+    );
+}
+
+#[test]
+fn a_time_budget_goes_to_the_cells_it_can_settle() {
+    // A target no cell can reach: with a budget the run stops before it would end past it,
+    // and its later rounds leave out the cells that would need the most time.
+    let text = SMALL
+        .replace(
+            "ci_half_width = 2.0",
+            "ci_half_width = 0.01\nmax_time = \"40s\"",
+        )
+        .replace("max = 6", "max = 50")
+        .replace("min = 3", "min = 1");
+    let plan = plan_of(&text, true);
+    let mut store = Store::open_in_memory().unwrap();
+    let (mut backend, clock) = FakeBackend::new(plan.seed, FakeScript::default());
+    let run = create_run(&mut store, &plan, &text, "fake", serde_json::json!({}), 0).unwrap();
+    let mut t = Transcript::default();
+    let out = Engine::new(
+        &plan,
+        run.clone(),
+        &mut store,
+        &mut backend,
+        &clock,
+        &mut t,
+        Arc::new(AtomicBool::new(false)),
+        EngineOptions::default(),
+    )
+    .execute()
+    .unwrap();
+    assert_eq!(out.status, RunStatus::Complete, "{}", out.reason);
+    assert!(out.reason.contains("time budget reached"), "{}", out.reason);
+    assert!(
+        clock.now() <= std::time::Duration::from_secs(40),
+        "ran {:?}",
+        clock.now()
+    );
+    // Later rounds measured fewer cells than the first.
+    let loaded = store.load_run(&run).unwrap();
+    let per_round = |r: u32| {
+        loaded
+            .trials
+            .iter()
+            .filter(|x| TrialKey::from_seq(x.plan_seq).0.round == r && x.tenant == "victim")
+            .count()
+    };
+    let last = loaded
+        .trials
+        .iter()
+        .map(|x| TrialKey::from_seq(x.plan_seq).0.round)
+        .max()
+        .unwrap();
+    assert!(last >= plan.repetitions.min, "only {last} rounds");
+    assert!(
+        per_round(last) < per_round(0),
+        "{} vs {}",
+        per_round(last),
+        per_round(0)
     );
 }
