@@ -717,7 +717,7 @@ pub(crate) unsafe fn window_batch_steps(p: &mut *const usize, window: std::time:
 }
 
 /// Times a ring for `budget` in batches sized for `window` and returns the median ns per
-/// load over the batches and the window series ([`tile_windows`]). Calibrating the batch
+/// load over the batches not preempted (all of them if every one was) and the window series ([`tile_windows`]). Calibrating the batch
 /// size is warm-up and is not in the series.
 ///
 /// # Safety
@@ -730,7 +730,12 @@ pub(crate) unsafe fn chase_windowed(
 ) -> (f64, Vec<Window>) {
     let steps = window_batch_steps(p, window);
     let b = chase_batches(p, steps, budget, &ctx.stop);
-    let ns = crate::timer::median(&batch_ns(&b, ctx.timer_overhead_ns));
+    // Batches during which the thread was switched out are left out, as in the windows.
+    let clean: Vec<Batch> = b.iter().filter(|x| !x.preempted).copied().collect();
+    let ns = crate::timer::median(&batch_ns(
+        if clean.is_empty() { &b } else { &clean },
+        ctx.timer_overhead_ns,
+    ));
     let series = tile_windows(&b, window.as_nanos() as u64, ctx.timer_overhead_ns);
     (ns, series)
 }
