@@ -63,6 +63,8 @@ fn plan_of(text: &str, cgroup: bool) -> Plan {
 struct Ran {
     store: Store,
     run: RunId,
+    /// The fake clock at the end of the run.
+    elapsed: std::time::Duration,
     transcript: Vec<String>,
     status: RunStatus,
     reason: String,
@@ -88,6 +90,7 @@ fn run_with(plan: &Plan, script: FakeScript, stop: Arc<AtomicBool>) -> Ran {
     Ran {
         store,
         run,
+        elapsed: clock.now(),
         transcript: t.lines,
         status: out.status,
         reason: out.reason,
@@ -616,29 +619,19 @@ fn a_time_budget_goes_to_the_cells_it_can_settle() {
         .replace("max = 6", "max = 50")
         .replace("min = 3", "min = 1");
     let plan = plan_of(&text, true);
-    let mut store = Store::open_in_memory().unwrap();
-    let (mut backend, clock) = FakeBackend::new(plan.seed, FakeScript::default());
-    let run = create_run(&mut store, &plan, &text, "fake", serde_json::json!({}), 0).unwrap();
-    let mut t = Transcript::default();
-    let out = Engine::new(
+    let ran = run_with(
         &plan,
-        run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut t,
+        FakeScript::default(),
         Arc::new(AtomicBool::new(false)),
-        EngineOptions::default(),
-    )
-    .execute()
-    .unwrap();
-    assert_eq!(out.status, RunStatus::Complete, "{}", out.reason);
-    assert!(out.reason.contains("time budget reached"), "{}", out.reason);
-    assert!(
-        clock.now() <= std::time::Duration::from_secs(40),
-        "ran {:?}",
-        clock.now()
     );
+    assert_eq!(ran.status, RunStatus::Complete, "{}", ran.reason);
+    assert!(ran.reason.contains("time budget reached"), "{}", ran.reason);
+    assert!(
+        ran.elapsed <= std::time::Duration::from_secs(40),
+        "ran {:?}",
+        ran.elapsed
+    );
+    let (store, run) = (ran.store, ran.run);
     // Later rounds measured fewer cells than the first.
     let loaded = store.load_run(&run).unwrap();
     let per_round = |r: u32| {
