@@ -436,7 +436,7 @@ def two_process_cases(label, c, s):
         iso = partial(iso_value, "local-comm", [f"mode={mode}"], f"{mode}_gbps", pin=c, pin_peer=s)
         if mode == "pipe":
             cases.append(Case("local-comm pipe 64K", label, "GB/s", iso,
-                              "dd if=/dev/zero bs=64K | dd of=/dev/null", partial(dd_pipe_gbps, c, s), []))
+                              "dd if=/dev/zero bs=64K, piped to dd of=/dev/null", partial(dd_pipe_gbps, c, s), []))
         else:
             cases.append(Case("local-comm unix 64K", label, "GB/s", iso, None, None, []))
     return cases
