@@ -6,6 +6,9 @@ reference tool (A B A B ...) so drift cancels, and reports the medians and their
 Called by bench/run, which installs the tools and builds isobench.
 """
 import argparse
+import collections
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -15,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 
 ISO = "target/release/isobench"
 OUT = "bench/out"
@@ -161,41 +165,25 @@ class Server:
 
 
 def cmp_net_throughput():
-    rows = []
-    with Server(["iperf3", "-s", "-p", "5299", "-A", "1"]):
+    with Server(["iperf3", "-s", "-B", "127.0.0.1", "-p", str(IPERF_PORT), "-A", "1"]):
         def iso():
             v, _ = metric(iso_probe("net-throughput", ["proto=tcp", "msg_size=128K", "duration=3"],
                                     budget=3, pin=0, pin_peer=1), "tcp_mbps")
             return v
 
-        def ref():
-            doc = json.loads(sh(["iperf3", "-c", "127.0.0.1", "-p", "5299", "-t", "3", "-l", "128K",
-                                 "-A", "0", "-J"]))
-            return doc["end"]["sum_received"]["bits_per_second"] / 1e6
-
-        rows.append(row("net-throughput tcp 128K", "iperf3 -l 128K", "Mbit/s", *alternate(iso, ref)))
-    return rows
-
-
-def sockperf_pp(size, secs):
-    out = sh(["taskset", "-c", "0", "sockperf", "ping-pong", "-i", "127.0.0.1", "-p", "11111",
-              "-m", str(size), "-t", str(secs)])
-    m = re.search(r"percentile 50\.000 =\s+([\d.]+)", out)
-    # sockperf reports one-way latency (RTT/2) in usec.
-    return float(m.group(1)) * 2.0
+        return [row("net-throughput tcp 128K", "iperf3 -l 128K", "Mbit/s",
+                    *alternate(iso, lambda: iperf3_mbps(0, secs=3)))]
 
 
 def cmp_net_rtt():
-    rows = []
-    with Server(["taskset", "-c", "1", "sockperf", "server", "-i", "127.0.0.1", "-p", "11111"]):
+    with Server(["taskset", "-c", "1", "sockperf", "server", "-i", "127.0.0.1", "-p", str(SOCKPERF_PORT)]):
         def iso():
-            ms = iso_probe("net-rtt", ["proto=udp", "size=64"], budget=3, pin=0, pin_peer=1)
-            v, u = metric(ms, "udp_rtt_p50_us") if "udp_rtt_p50_us" in ms else metric(ms, "udp_rtt_p50_ns")
-            return v if u == "us" else v / 1000.0
+            v, _ = metric(iso_probe("net-rtt", ["proto=udp", "size=64"], budget=3, pin=0, pin_peer=1),
+                          "udp_rtt_p50_ns")
+            return v / 1000.0
 
-        rows.append(row("net-rtt udp 64 B p50 (RTT)", "sockperf ping-pong -m 64 (2 x p50)", "us",
-                        *alternate(iso, lambda: sockperf_pp(64, 3))))
-    return rows
+        return [row("net-rtt udp 64 B p50 (RTT)", "sockperf ping-pong -m 64 (2 x p50)", "us",
+                    *alternate(iso, lambda: sockperf_p50(0, False, secs=3)))]
 
 
 def cmp_cpu_int():
@@ -305,11 +293,45 @@ def cmp_stressors(only=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# baseline coefficient of variation, side by side with the reference tools' own
+# baseline coefficient of variation beside the reference tools' own, and the two-process probes
+# with both ends on one CPU and on two
 
-def iso_value(name, sets, mname, budget=1.0, pin=0, pin_peer=None):
+LOCK = None  # a file held with an exclusive flock(2) while cases measure (shared machines)
+LOCK_HOLD_S = 240  # longest stretch of cases in one hold of LOCK, so others measure between
+IPERF_PORT, SOCKPERF_PORT, QPERF_PORT = 5911, 11911, 19911
+
+
+class Measuring:
+    """Holds LOCK (when set) across consecutive cases, handing it back between cases once it
+    has been held for LOCK_HOLD_S, so others sharing the machine measure in between."""
+
+    def __init__(self):
+        self.f, self.since = None, 0.0
+
+    def case(self):
+        if not LOCK:
+            return
+        if self.f and time.monotonic() - self.since > LOCK_HOLD_S:
+            self.release()
+        if not self.f:
+            self.f = open(LOCK, "a")
+            fcntl.flock(self.f, fcntl.LOCK_EX)
+            self.since = time.monotonic()
+
+    def release(self):
+        if self.f:
+            self.f.close()  # closing the file drops the lock
+            self.f = None
+
+
+def cv_pct(xs):
+    m = statistics.mean(xs)
+    return 100.0 * statistics.stdev(xs) / abs(m) if len(xs) > 1 and m else float("nan")
+
+
+def iso_value(name, sets, mname, budget=1.0, pin=0, pin_peer=None, scale=1.0):
     v, _ = metric(iso_probe(name, sets, budget=budget, pin=pin, pin_peer=pin_peer), mname)
-    return v
+    return v * scale
 
 
 def ref_sysbench():
@@ -337,12 +359,11 @@ def ref_fio_randread():
     return fio_job(path, "randread", 1, "8k", 20000 * 8192)
 
 
-def qperf_value(test, cpu, size=None):
-    """qperf client on `cpu` against the server on loopback: latency in us or bandwidth in MB/s."""
-    cmd = ["taskset", "-c", str(cpu), "qperf", "127.0.0.1", "-t", "1"]
-    if size:
-        cmd += ["-m", str(size)]
-    out = sh(cmd + [test])
+def qperf_value(test, cpu, size):
+    """qperf client on `cpu` against the server on loopback: latency in us (qperf's one-way
+    figure, half the mean round trip) or bandwidth in MB/s (1e6 bytes)."""
+    out = sh(["taskset", "-c", str(cpu), "qperf", "127.0.0.1", "-lp", str(QPERF_PORT), "-t", "1",
+              "-m", str(size), test])
     m = re.search(r"(latency|bw)\s*=\s*([\d.]+)\s*(\S+)", out)
     v, unit = float(m.group(2)), m.group(3)
     scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "sec": 1e6, "KB/sec": 1e-3, "MB/sec": 1.0,
@@ -350,114 +371,142 @@ def qperf_value(test, cpu, size=None):
     return v * scale[unit]
 
 
-def sockperf_p50(cpu, port, tcp, size=64, secs=1):
-    cmd = ["taskset", "-c", str(cpu), "sockperf", "ping-pong", "-i", "127.0.0.1", "-p", str(port),
-           "-m", str(size), "-t", str(secs)]
-    if tcp:
-        cmd.append("--tcp")
-    out = sh(cmd)
-    # sockperf reports one-way latency (RTT/2) in usec.
+def sockperf_p50(cpu, tcp, size=64, secs=1):
+    """sockperf ping-pong client on `cpu`: p50 round trip in us (2 x its one-way figure)."""
+    cmd = ["taskset", "-c", str(cpu), "sockperf", "ping-pong", "-i", "127.0.0.1",
+           "-p", str(SOCKPERF_PORT), "-m", str(size), "-t", str(secs)]
+    out = sh(cmd + (["--tcp"] if tcp else []))
     return float(re.search(r"percentile 50\.000 =\s+([\d.]+)", out).group(1)) * 2.0
 
 
-def iperf3_mbps(cpu, port=5299):
-    doc = json.loads(sh(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "1", "-l", "128K",
+def iperf3_mbps(cpu, secs=1):
+    doc = json.loads(sh(["iperf3", "-c", "127.0.0.1", "-p", str(IPERF_PORT), "-t", str(secs), "-l", "128K",
                          "-A", str(cpu), "-J"]))
     return doc["end"]["sum_received"]["bits_per_second"] / 1e6
 
 
+def dd_pipe_gbps(writer, reader, total=2 << 30, bs=65536):
+    """`dd if=/dev/zero | dd of=/dev/null` in 64 KiB writes, each end pinned: 1e9 bytes/s
+    through the pipe as the reader's dd reports it."""
+    cmd = (f"taskset -c {writer} dd if=/dev/zero bs={bs} count={total // bs} status=none | "
+           f"taskset -c {reader} dd of=/dev/null bs={bs}")
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, LC_ALL="C"))
+    m = re.search(r"^(\d+) bytes .* copied, ([\d.]+) s", p.stderr, re.M)
+    if p.returncode != 0 or not m:
+        raise RuntimeError(f"{cmd} failed ({p.returncode}): {p.stderr.strip()[-300:]}")
+    return int(m.group(1)) / float(m.group(2)) / 1e9
+
+
+# A case: `iso` and `ref` return values in `unit` (the same unit, so their ratio means
+# something); `servers` are the reference tool's, started for the case.
+Case = collections.namedtuple("Case", "probe placement unit iso reference ref servers")
+
 # Placements of the two-process probes: (label, client CPU, server CPU).
-PLACEMENTS = [("same CPU", 0, 0), ("split CPUs", 0, 1)]
+PLACEMENTS = [("one CPU", 0, 0), ("two CPUs", 0, 1)]
 
 
-def cv_cases():
-    """(probe label, placement, iso(), reference label or None, ref(), servers) for each case.
-
-    Servers are the reference tool's, started (pinned like the probe's own peer) for the case.
-    """
+def two_process_cases(label, c, s):
+    """The two-process probes with the client (writer) on CPU `c` and the server (reader) on
+    `s`, each beside a reference tool pinned the same way."""
+    qperf = [["taskset", "-c", str(s), "qperf", "-lp", str(QPERF_PORT)]]
+    tput = partial(iso_value, "net-throughput", ["proto=tcp", "msg_size=128K"], "tcp_mbps",
+                   pin=c, pin_peer=s)
     cases = [
-        ("cpu-int primes events_per_sec", "pinned",
-         lambda: iso_value("cpu-int", ["kernel=primes"], "events_per_sec"),
-         "sysbench cpu --cpu-max-prime=10000", ref_sysbench, []),
-        ("cpu-int mix ops_per_sec", "pinned", lambda: iso_value("cpu-int", [], "ops_per_sec"),
-         None, None, []),
-        ("cpu-float mflops", "pinned", lambda: iso_value("cpu-float", [], "mflops"), None, None, []),
-        ("mem-bandwidth copy_gbps", "pinned",
-         lambda: iso_value("mem-bandwidth", ["op=copy", "size=64M"], "copy_gbps"),
-         "mbw -t1 64 (memcpy)", ref_mbw, []),
-        ("cache-latency llc_ns", "pinned", lambda: iso_value("cache-latency", [], "llc_ns"),
-         None, None, []),
-        ("mem-latency rand_ns", "pinned", lambda: iso_value("mem-latency", [], "rand_ns"),
-         None, None, []),
-        ("disk-io randread_mbps", "pinned",
-         lambda: iso_value("disk-io", ["ops=randread", "blocks=20000", "block_size=8K",
-                                       f"dir={disk_dir()}"], "randread_mbps", budget=5),
-         "fio randread direct=1 bs=8k QD1", ref_fio_randread, []),
+        Case("net-throughput tcp 128K", label, "Mbit/s", tput, "iperf3 -l 128K",
+             partial(iperf3_mbps, c),
+             [["iperf3", "-s", "-B", "127.0.0.1", "-p", str(IPERF_PORT), "-A", str(s)]]),
+        Case("net-throughput tcp 128K", label, "Mbit/s", tput, "qperf -m 128K tcp_bw",
+             lambda: qperf_value("tcp_bw", c, 128 * 1024) * 8, qperf),
     ]
-    for label, c, srv in PLACEMENTS:
+    for proto in ("udp", "tcp"):
+        rtt = partial(iso_value, "net-rtt", [f"proto={proto}", "size=64"], pin=c, pin_peer=s,
+                      scale=1e-3)
+        sockperf = ["taskset", "-c", str(s), "sockperf", "server", "-i", "127.0.0.1",
+                    "-p", str(SOCKPERF_PORT)] + (["--tcp"] if proto == "tcp" else [])
         cases += [
-            ("net-throughput tcp_mbps", label,
-             lambda c=c, srv=srv: iso_value("net-throughput", ["proto=tcp", "msg_size=128K"],
-                                            "tcp_mbps", pin=c, pin_peer=srv),
-             "iperf3 -l 128K", lambda c=c: iperf3_mbps(c),
-             [["iperf3", "-s", "-p", "5299", "-A", str(srv)]]),
-            ("net-throughput tcp_mbps", label,
-             lambda c=c, srv=srv: iso_value("net-throughput", ["proto=tcp", "msg_size=128K"],
-                                            "tcp_mbps", pin=c, pin_peer=srv),
-             "qperf tcp_bw (MB/s)", lambda c=c: qperf_value("tcp_bw", c),
-             [["taskset", "-c", str(srv), "qperf"]]),
-        ]
-        for proto in ("udp", "tcp"):
-            iso = (lambda c=c, srv=srv, proto=proto:
-                   iso_value("net-rtt", [f"proto={proto}", "size=64"], f"{proto}_rtt_p50_ns",
-                             pin=c, pin_peer=srv))
-            cases += [
-                (f"net-rtt {proto}_rtt_p50_ns", label, iso,
+            Case(f"net-rtt {proto} 64 B p50 RTT", label, "us", partial(rtt, f"{proto}_rtt_p50_ns"),
                  f"sockperf ping-pong{' --tcp' if proto == 'tcp' else ''} -m 64 (2 x p50)",
-                 lambda c=c, proto=proto: sockperf_p50(c, 11111, proto == "tcp"),
-                 [["taskset", "-c", str(srv), "sockperf", "server", "-i", "127.0.0.1", "-p", "11111"]
-                  + (["--tcp"] if proto == "tcp" else [])]),
-                (f"net-rtt {proto}_rtt_p50_ns", label, iso,
-                 f"qperf -m 64 {proto}_lat (mean one-way)",
-                 lambda c=c, proto=proto: qperf_value(f"{proto}_lat", c, size=64),
-                 [["taskset", "-c", str(srv), "qperf"]]),
-            ]
-        for mode in ("pipe", "unix"):
-            cases.append((f"local-comm {mode}_gbps", label,
-                          lambda c=c, srv=srv, mode=mode:
-                          iso_value("local-comm", [f"mode={mode}"], f"{mode}_gbps", pin=c, pin_peer=srv),
-                          None, None, []))
+                 partial(sockperf_p50, c, proto == "tcp"), [sockperf]),
+            Case(f"net-rtt {proto} 64 B mean RTT", label, "us", partial(rtt, f"{proto}_rtt_mean_ns"),
+                 f"qperf -m 64 {proto}_lat (2 x latency)",
+                 lambda proto=proto: qperf_value(f"{proto}_lat", c, 64) * 2, qperf),
+        ]
+    for mode in ("pipe", "unix"):
+        iso = partial(iso_value, "local-comm", [f"mode={mode}"], f"{mode}_gbps", pin=c, pin_peer=s)
+        if mode == "pipe":
+            cases.append(Case("local-comm pipe 64K", label, "GB/s", iso,
+                              "dd if=/dev/zero bs=64K, piped to dd of=/dev/null", partial(dd_pipe_gbps, c, s), []))
+        else:
+            cases.append(Case("local-comm unix 64K", label, "GB/s", iso, None, None, []))
     return cases
 
 
-def cmp_cv(runs=10):
-    """Baseline CV of each probe's main metric over `runs` runs in separate processes, and
-    the CV of its reference tool measured in the same loop (probe and tool alternated,
-    A B A B, so both see the same drift); ratio = probe CV / tool CV (target <= 2). Two-process
-    probes are measured with both ends on one CPU and on different CPUs, the tools pinned the
-    same way."""
-    rows = []
-    for probe, placement, iso, ref_label, ref, servers in cv_cases():
-        r = {"probe": probe, "placement": placement, "reference": ref_label or "-"}
+def cv_cases():
+    """Every probe's main metric, pinned, beside its reference tool where there is one; the
+    two-process probes in each placement."""
+    pinned = [
+        Case("cpu-int primes", "pinned", "events/s",
+             partial(iso_value, "cpu-int", ["kernel=primes"], "events_per_sec"),
+             "sysbench cpu --cpu-max-prime=10000", ref_sysbench, []),
+        Case("cpu-int mix", "pinned", "ops/s", partial(iso_value, "cpu-int", [], "ops_per_sec"),
+             "sysbench cpu --cpu-max-prime=10000", ref_sysbench, []),
+        Case("cpu-float", "pinned", "MFLOP/s", partial(iso_value, "cpu-float", [], "mflops"),
+             None, None, []),
+        Case("mem-bandwidth copy 64 MiB", "pinned", "MiB/s",
+             lambda: to_mib_s(iso_value("mem-bandwidth", ["op=copy", "size=64M"], "copy_gbps"), "GB/s"),
+             "mbw -t1 64 (memcpy)", ref_mbw, []),
+        Case("cache-latency llc", "pinned", "ns", partial(iso_value, "cache-latency", ["level=llc"], "llc_ns"),
+             None, None, []),
+        Case("mem-latency rand", "pinned", "ns", partial(iso_value, "mem-latency", ["mode=rand"], "rand_ns"),
+             None, None, []),
+        Case("disk-io randread 8K", "pinned", "MB/s",
+             lambda: iso_value("disk-io", ["ops=randread", "blocks=20000", "block_size=8K",
+                                           f"dir={disk_dir()}"], "randread_mbps", budget=5),
+             "fio randread direct=1 bs=8k QD1", ref_fio_randread, []),
+    ]
+    return pinned + [c for label, cl, srv in PLACEMENTS for c in two_process_cases(label, cl, srv)]
+
+
+class Servers(contextlib.ExitStack):
+    """The reference servers of one case, each checked to be running."""
+
+    def __init__(self, cmds):
+        super().__init__()
+        for cmd in cmds:
+            srv = self.enter_context(Server(cmd))
+            if srv.p.poll() is not None:
+                self.close()
+                raise RuntimeError(f"{' '.join(cmd)} exited at once ({srv.p.returncode})")
+
+
+def cmp_cv(cases, runs=10):
+    """For each case, `runs` runs of the probe (each its own process) alternated with its
+    reference tool (A B A B, so both see the same drift): CV of each, CV ratio = probe CV /
+    tool CV (target <= 2), and the ratio of medians."""
+    rows, lock = [], Measuring()
+    for case in cases:
+        lock.case()
+        r = {"probe": case.probe, "placement": case.placement, "unit": case.unit,
+             "reference": case.reference or "-"}
         try:
-            procs = [Server(cmd) for cmd in servers]
-            try:
-                xs, ys = [], []
+            xs, ys = [], []
+            with Servers(case.servers):
                 for _ in range(runs):
-                    xs.append(iso())
-                    if ref:
-                        ys.append(ref())
-            finally:
-                for p in procs:
-                    p.__exit__()
-            r.update({"runs": len(xs), "mean": statistics.mean(xs), "cv_pct": cv_pct(xs)})
+                    xs.append(case.iso())
+                    if case.ref:
+                        ys.append(case.ref())
+            r.update({"n": len(xs), "values": xs, "median": statistics.median(xs), "cv_pct": cv_pct(xs)})
             if ys:
-                r.update({"ref_mean": statistics.mean(ys), "ref_cv_pct": cv_pct(ys),
-                          "cv_ratio": cv_pct(xs) / cv_pct(ys) if cv_pct(ys) else float("nan")})
-        except Exception as e:  # noqa: BLE001
+                cvr = cv_pct(xs) / cv_pct(ys) if cv_pct(ys) else float("nan")
+                r.update({"ref_values": ys, "ref_median": statistics.median(ys), "ref_cv_pct": cv_pct(ys),
+                          "cv_ratio": cvr, "within_2x": "yes" if cvr <= 2 else "**no**",
+                          "ratio": statistics.median(xs) / statistics.median(ys)})
+        except Exception as e:  # noqa: BLE001 - one failing case must not lose the others
             r["error"] = str(e)[-300:]
         rows.append(r)
         print_partial(r)
+    lock.release()
     return rows
 
 
@@ -478,17 +527,20 @@ def table(rows, cols):
 
 
 def print_partial(r):
-    print("  " + json.dumps({k: v for k, v in r.items() if k != "runs"}), flush=True)
+    print("  " + json.dumps({k: v for k, v in r.items() if not isinstance(v, list)}), flush=True)
 
 
 def main():
-    global ISO, OUT
+    global ISO, OUT, LOCK
     ap = argparse.ArgumentParser()
     ap.add_argument("--isobench", default=ISO)
     ap.add_argument("--out", default=OUT)
-    ap.add_argument("what", nargs="*", default=["all"])
+    ap.add_argument("--lock", help="file to hold an exclusive flock on while cv/placement cases measure")
+    ap.add_argument("--runs", type=int, default=10, help="cv/placement: runs of each side per case")
+    ap.add_argument("--only", action="append", help="cv/placement: cases whose probe or reference contains this")
+    ap.add_argument("what", nargs="*", default=["all"], help="all, probes, stressors, cv, placement")
     a = ap.parse_args()
-    ISO, OUT = a.isobench, a.out
+    ISO, OUT, LOCK = a.isobench, a.out, a.lock
     what = set(a.what)
     results = {"host": json.loads(sh([ISO, "list", "--json"]))["host"], "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
     md = []
@@ -513,15 +565,23 @@ def main():
                table(rows, [("stressor", "stressor"), ("stress-ng", "stress-ng"), ("probe", "probe"),
                             ("baseline", "baseline"), ("isobench degr %", "isobench_degr_pct"),
                             ("stress-ng degr %", "stressng_degr_pct"), ("ratio", "ratio")]), ""]
-    if what & {"all", "cv"}:
-        rows = cmp_cv()
+    if what & {"all", "cv", "placement"}:
+        cases = cv_cases() if what & {"all", "cv"} else [c for c in cv_cases() if c.placement != "pinned"]
+        cases = [c for c in cases if not a.only or any(o in f"{c.probe} {c.reference}" for o in a.only)]
+        rows = cmp_cv(cases, a.runs)
         results["cv"] = rows
-        md += ["## Baseline CV, probe vs its reference tool in the same run (10 alternated runs; "
-               "target: CV ratio <= 2)", "",
-               table(rows, [("probe metric", "probe"), ("placement", "placement"),
-                            ("reference", "reference"), ("runs", "runs"), ("mean", "mean"),
-                            ("CV %", "cv_pct"), ("reference mean", "ref_mean"),
-                            ("reference CV %", "ref_cv_pct"), ("CV ratio", "cv_ratio")]), ""]
+        if what & {"all", "cv"}:
+            md += [f"## Baseline CV, each probe beside its reference tool in the same loop ({a.runs} "
+                   "alternated runs, each its own process; target: CV ratio <= 2)", "",
+                   table(rows, [("probe", "probe"), ("placement", "placement"), ("reference", "reference"),
+                                ("isobench CV %", "cv_pct"), ("reference CV %", "ref_cv_pct"),
+                                ("CV ratio", "cv_ratio"), ("within 2x", "within_2x")]), ""]
+        md += ["## Two-process probes: one CPU and two CPUs (medians of the same runs; "
+               "ratio = isobench / reference)", "",
+               table([r for r in rows if r["placement"] != "pinned"],
+                     [("probe", "probe"), ("placement", "placement"), ("reference", "reference"),
+                      ("unit", "unit"), ("isobench", "median"), ("reference value", "ref_median"),
+                      ("ratio", "ratio")]), ""]
     text = "\n".join(md)
     print()
     print(text)
