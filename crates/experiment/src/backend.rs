@@ -130,10 +130,14 @@ pub struct StressProgress {
 }
 
 impl StressProgress {
-    /// Operations per second between two readings, when time passed.
-    pub fn rate_since(&self, earlier: &StressProgress) -> Option<f64> {
+    /// Operations per second of running time between two readings: the `frozen_s` of the
+    /// interval the stressor spent frozen does not count. `None` when less than a millisecond
+    /// (or less than a twentieth of the interval) was running time.
+    pub fn rate_since_running(&self, earlier: &StressProgress, frozen_s: f64) -> Option<f64> {
         let dt = self.elapsed_s - earlier.elapsed_s;
-        (dt > 1e-3).then(|| self.ops.saturating_sub(earlier.ops) as f64 / dt)
+        let running = dt - frozen_s.max(0.0);
+        (dt > 1e-3 && running > 1e-3 && running >= dt / 20.0)
+            .then(|| self.ops.saturating_sub(earlier.ops) as f64 / running)
     }
 }
 
@@ -238,4 +242,27 @@ pub trait TenantDriver: Send {
     fn restart(&mut self) -> anyhow::Result<()>;
     /// Stops the agent and removes the tenant.
     fn teardown(&mut self) -> anyhow::Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_counts_running_time_only() {
+        let a = StressProgress {
+            ops: 100,
+            elapsed_s: 1.0,
+        };
+        let b = StressProgress {
+            ops: 400,
+            elapsed_s: 4.0,
+        };
+        assert_eq!(b.rate_since_running(&a, 0.0), Some(100.0));
+        // Frozen for 1.5 of the 3 seconds: 300 ops in 1.5 s of running.
+        assert_eq!(b.rate_since_running(&a, 1.5), Some(200.0));
+        // Frozen (nearly) all the time, or no time passed: no rate.
+        assert_eq!(b.rate_since_running(&a, 2.99), None);
+        assert_eq!(a.rate_since_running(&a, 0.0), None);
+    }
 }

@@ -108,23 +108,21 @@ pub fn cycles(windows: &[WindowRecord], m: &Modulation) -> Vec<Pair> {
     out
 }
 
-/// Share of a modulated trial the aggressors were running, switches counted as half.
-pub fn on_share(m: &Modulation) -> f64 {
-    let total = m.end_ns.saturating_sub(m.start_ns) as f64;
-    if total <= 0.0 {
-        return 1.0;
-    }
-    let on: f64 = phases(m)
+/// Time the aggressors were frozen during a modulated trial: the off-phases, switches counted
+/// as half. An aggressor's own rate counts only the rest (its time to work) of the interval
+/// between two readings of its progress that enclose the trial.
+pub fn frozen_time(m: &Modulation) -> Duration {
+    let off: u64 = phases(m)
         .iter()
-        .filter(|p| p.on)
-        .map(|p| (p.end_ns - p.start_ns) as f64)
+        .filter(|p| !p.on)
+        .map(|p| p.end_ns - p.start_ns)
         .sum();
-    let switching: f64 = m
+    let switching: u64 = m
         .switches
         .iter()
-        .map(|s| s.done_ns.saturating_sub(s.requested_ns) as f64)
+        .map(|s| s.done_ns.saturating_sub(s.requested_ns))
         .sum();
-    ((on + switching / 2.0) / total).clamp(0.0, 1.0)
+    Duration::from_nanos(off + switching / 2)
 }
 
 /// Window, period and trial length of the on/off design for one probe, with the reasons.
@@ -458,7 +456,10 @@ mod tests {
             let r = c.contended / c.baseline;
             assert!((r - 0.5).abs() < 0.1, "{c:?}");
         }
-        assert!((on_share(&m) - 0.6).abs() < 0.01, "{}", on_share(&m));
+        // Frozen: 2 of the 5 phases, and half of the switching.
+        let total = Duration::from_nanos(m.end_ns - m.start_ns);
+        let share = frozen_time(&m).as_secs_f64() / total.as_secs_f64();
+        assert!((share - 0.4).abs() < 0.01, "{share}");
     }
 
     #[test]

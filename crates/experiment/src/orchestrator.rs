@@ -1417,7 +1417,12 @@ impl<'a> Engine<'a> {
                 }
                 match (&before.stress[i], &after.stress[i]) {
                     (Some(Ok(a)), Some(Ok(b))) => {
-                        let rate = b.rate_since(a).unwrap_or(0.0);
+                        // Frozen time is no time to work: the rate counts the running time
+                        // between the two readings (which enclose the trial and its set-up).
+                        let frozen = modulation
+                            .as_ref()
+                            .map_or(0.0, |m| crate::onoff::frozen_time(m).as_secs_f64());
+                        let rate = b.rate_since_running(a, frozen).unwrap_or(0.0);
                         reports.push(StressorReport {
                             tenant: self.slots[i].name.clone(),
                             stressor: cnd.name.clone(),
@@ -1428,11 +1433,7 @@ impl<'a> Engine<'a> {
                                 StressorMode::Contended
                             },
                             ops: b.ops.saturating_sub(a.ops) as f64,
-                            // Frozen time is no time to work: the rate counts the on-time.
-                            ops_per_sec: match &modulation {
-                                Some(m) => rate / crate::onoff::on_share(m).max(0.05),
-                                None => rate,
-                            },
+                            ops_per_sec: rate,
                         });
                     }
                     (Some(Err(e)), _) | (_, Some(Err(e))) => {
