@@ -97,6 +97,15 @@ fn run_with(plan: &Plan, script: FakeScript, stop: Arc<AtomicBool>) -> Ran {
     }
 }
 
+/// A run of `plan` on the fake backend with the default script, not interrupted.
+fn run_default(plan: &Plan) -> Ran {
+    run_with(
+        plan,
+        FakeScript::default(),
+        Arc::new(AtomicBool::new(false)),
+    )
+}
+
 #[test]
 fn plan_and_estimate_are_deterministic() {
     let plan = plan_of(SMALL, true);
@@ -218,16 +227,8 @@ fn trial_keys_round_trip() {
 #[test]
 fn full_run_is_deterministic_and_stops_by_the_rule() {
     let plan = plan_of(SMALL, true);
-    let a = run_with(
-        &plan,
-        FakeScript::default(),
-        Arc::new(AtomicBool::new(false)),
-    );
-    let b = run_with(
-        &plan,
-        FakeScript::default(),
-        Arc::new(AtomicBool::new(false)),
-    );
+    let a = run_default(&plan);
+    let b = run_default(&plan);
     assert_eq!(a.status, RunStatus::Complete, "{}", a.reason);
     assert_eq!(a.transcript, b.transcript);
     insta::assert_snapshot!("small_transcript", a.transcript.join("\n"));
@@ -509,11 +510,7 @@ fn two_victims_run_each_probe_at_once_and_get_their_own_rows() {
     );
     let plan = plan_of(&text, true);
     assert_eq!(plan.tenants.len(), 3);
-    let r = run_with(
-        &plan,
-        FakeScript::default(),
-        Arc::new(AtomicBool::new(false)),
-    );
+    let r = run_default(&plan);
     assert_eq!(r.status, RunStatus::Complete, "{}", r.reason);
     let loaded = r.store.load_run(&r.run).unwrap();
     // Every probe trial has one record per victim, with the same key but its own tenant.
@@ -542,11 +539,7 @@ fn the_mean_can_replace_the_median() {
     );
     let plan = plan_of(&text, true);
     assert_eq!(plan.repetitions.estimator, isobench_stats::Estimator::Mean);
-    let r = run_with(
-        &plan,
-        FakeScript::default(),
-        Arc::new(AtomicBool::new(false)),
-    );
+    let r = run_default(&plan);
     let results = analyze(&r.store.load_run(&r.run).unwrap());
     let c = results
         .cells
@@ -569,11 +562,7 @@ fn paired_conditions_repeat_their_pair_within_a_round() {
         "baseline_every = 1\ndesign = \"paired\"",
     );
     let plan = plan_of(&text, true);
-    let ran = run_with(
-        &plan,
-        FakeScript::default(),
-        Arc::new(AtomicBool::new(false)),
-    );
+    let ran = run_default(&plan);
     assert_eq!(ran.status, RunStatus::Complete, "{}", ran.reason);
     let loaded = ran.store.load_run(&ran.run).unwrap();
     let rounds = loaded
@@ -619,11 +608,7 @@ fn a_time_budget_goes_to_the_cells_it_can_settle() {
         .replace("max = 6", "max = 50")
         .replace("min = 3", "min = 1");
     let plan = plan_of(&text, true);
-    let ran = run_with(
-        &plan,
-        FakeScript::default(),
-        Arc::new(AtomicBool::new(false)),
-    );
+    let ran = run_default(&plan);
     assert_eq!(ran.status, RunStatus::Complete, "{}", ran.reason);
     assert!(ran.reason.contains("time budget reached"), "{}", ran.reason);
     assert!(
