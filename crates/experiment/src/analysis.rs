@@ -1249,6 +1249,7 @@ fn attach_causes(
             &Evidence {
                 estimate: cmp.degradation.estimate,
                 significant: true,
+                lower_is_better: c.direction == Direction::Lower,
                 disk_probe: c.probe_class == Some(Class::Disk),
                 victim_cpus: &victim_cpus,
                 aggressor_cpus: &aggressor_cpus,

@@ -18,8 +18,9 @@
 //!   something else, such as the disk itself).
 //! - `irq-cpu`: a disk probe, the host's one interrupting disk delivers its interrupts to a
 //!   CPU the aggressor uses, and the victim's waits rose as for `shared-cpus`.
-//! - `softirq`: softirq time on the victim's CPUs rose by `softirq_rise` CPUs and at least
-//!   `softirq_factor` times.
+//! - `softirq`: the result got worse, softirq time on the victim's CPUs rose by
+//!   `softirq_rise` CPUs and at least `softirq_factor` times, and that rise (as a share of
+//!   those CPUs) accounts for `wait_part` of the loss.
 //! - `idle-states`: the metric improved and the victim's CPUs were idle `idle_drop` less of
 //!   the time under the stressor: a busy neighbour kept them out of idle, so wake-ups were
 //!   faster. The host's cpuidle driver is named when recorded.
@@ -72,7 +73,8 @@ pub struct Rules {
     pub wait_factor: f64,
     /// Rise of the share of time the victim's threads waited on a run queue, at least.
     pub wait_share_rise: f64,
-    /// That rise, in points, over the degradation, in percent, at least.
+    /// That rise over the share of time the degradation lost, at least (a throughput that
+    /// fell by 30% lost 30% of the time; a latency 100% worse, half of it).
     pub wait_part: f64,
     /// Rise of the softirq time on the victim's CPUs, CPUs, at least.
     pub softirq_rise: f64,
@@ -116,6 +118,8 @@ pub struct Evidence<'a> {
     pub estimate: f64,
     /// Significant after correction.
     pub significant: bool,
+    /// Whether the metric is better lower (a latency: 100% worse is twice the time).
+    pub lower_is_better: bool,
     /// Whether the probe measures a disk.
     pub disk_probe: bool,
     /// The victim's CPUs.
@@ -165,6 +169,15 @@ fn cpus_word(cpus: &[usize]) -> String {
     }
 }
 
+/// Microseconds as text: one decimal below 10.
+fn us(v: f64) -> String {
+    if v < 9.95 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
 /// Run-queue wait per timeslice (us) and share of the time waiting.
 fn waits(t: &SchedTotals) -> Option<(f64, f64)> {
     (t.timeslices > 0 && t.interval_s > 0.0).then(|| {
@@ -186,6 +199,16 @@ fn over_cpus(v: &[f64], cpus: &[usize], interval_s: f64) -> Option<f64> {
         cpus.iter().filter_map(|&c| v.get(c)).sum()
     };
     Some(sum / interval_s)
+}
+
+/// The share of the time the degradation stands for.
+fn lost_time(e: &Evidence) -> f64 {
+    let d = e.estimate.max(0.0) / 100.0;
+    if e.lower_is_better {
+        d / (1.0 + d)
+    } else {
+        d
+    }
 }
 
 /// The causes the evidence shows, in [`CauseKind`] order; empty when it shows none.
@@ -211,7 +234,7 @@ pub fn attribute(e: &Evidence, rules: &Rules) -> Vec<Cause> {
         (Some((a_us, a_share)), Some((s_us, s_share)))
             if (s_us >= rules.wait_factor * a_us || s_share >= rules.wait_factor * a_share)
                 && s_share - a_share >= rules.wait_share_rise
-                && (s_share - a_share) * 100.0 >= rules.wait_part * e.estimate =>
+                && s_share - a_share >= rules.wait_part * lost_time(e) =>
         {
             Some((a_us, a_share, s_us, s_share))
         }
@@ -228,8 +251,10 @@ pub fn attribute(e: &Evidence, rules: &Rules) -> Vec<Cause> {
                 out.push(Cause {
                     kind: CauseKind::SharedCpus,
                     text: format!(
-                        "shared CPUs: run-queue wait {s_us:.0} us per timeslice under the \
-                         stressor vs {a_us:.0} us alone ({:.0}% vs {:.0}% of the time); {both}",
+                        "shared CPUs: run-queue wait {} us per timeslice under the stressor vs \
+                         {} us alone ({:.0}% vs {:.0}% of the time); {both}",
+                        us(s_us),
+                        us(a_us),
                         s_share * 100.0,
                         a_share * 100.0
                     ),
@@ -248,11 +273,13 @@ pub fn attribute(e: &Evidence, rules: &Rules) -> Vec<Cause> {
                         text: format!(
                             "disk IRQ CPU: {}'s interrupts ({}) are delivered to {}, which the \
                              aggressor uses; each I/O completion wakes the probe, which then \
-                             waited {s_us:.0} us per timeslice on the run queue under the \
-                             stressor vs {a_us:.0} us alone",
+                             waited {} us per timeslice on the run queue under the stressor \
+                             vs {} us alone",
                             irq.device,
                             irq.handlers.join(", "),
-                            cpus_word(&irq.cpus)
+                            cpus_word(&irq.cpus),
+                            us(s_us),
+                            us(a_us)
                         ),
                     });
                 }
@@ -263,7 +290,11 @@ pub fn attribute(e: &Evidence, rules: &Rules) -> Vec<Cause> {
             over_cpus(&e.stressed.softirq_s, &victim_cpus, e.stressed.interval_s),
         );
         if let (Some(a), Some(s)) = softirq {
-            if s - a >= rules.softirq_rise && s >= rules.softirq_factor * a {
+            let share_rise = (s - a) / victim_cpus.len().max(1) as f64;
+            if s - a >= rules.softirq_rise
+                && s >= rules.softirq_factor * a
+                && share_rise >= rules.wait_part * lost_time(e)
+            {
                 out.push(Cause {
                     kind: CauseKind::Softirq,
                     text: format!(
@@ -407,6 +438,7 @@ mod tests {
         Evidence {
             estimate,
             significant: true,
+            lower_is_better: false,
             disk_probe: irq.is_some(),
             victim_cpus: &[0, 1],
             aggressor_cpus: &[0, 1],
@@ -435,7 +467,7 @@ mod tests {
         assert_eq!(kinds(&c), vec![CauseKind::SharedCpus, CauseKind::IrqCpu]);
         assert_eq!(
             c[0].text,
-            "shared CPUs: run-queue wait 85 us per timeslice under the stressor vs 4 us alone \
+            "shared CPUs: run-queue wait 85 us per timeslice under the stressor vs 4.0 us alone \
              (42% vs 2% of the time); victim and aggressor both on cpus 0-1"
         );
         assert!(c[1].text.starts_with(
@@ -476,6 +508,16 @@ mod tests {
         assert_eq!(
             kinds(&attribute(&e, &Rules::default())),
             vec![CauseKind::SharedCpus, CauseKind::IrqCpu]
+        );
+        // A latency 157% worse lost 61% of the time: 36 points more waiting is enough.
+        let alone = totals(2.0, 0.06, 10_000, [0.0; 2], [0.0; 2]);
+        let stressed = totals(2.0, 0.78, 10_000, [0.0; 2], [0.0; 2]);
+        let mut e = evidence(157.0, &alone, &stressed, None);
+        assert!(attribute(&e, &Rules::default()).is_empty());
+        e.lower_is_better = true;
+        assert_eq!(
+            kinds(&attribute(&e, &Rules::default())),
+            vec![CauseKind::SharedCpus]
         );
     }
 
