@@ -281,8 +281,19 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
                 }
             };
             let clock = SystemClock::new();
-            let host =
+            let mut host =
                 serde_json::to_value(isobench_workloads::HostFacts::detect()).unwrap_or_default();
+            // Where the disks' and network devices' interrupts go: a result caused by the
+            // IRQ's CPU is named from this.
+            if let (Some(h), Ok(irqs)) = (
+                host.as_object_mut(),
+                isobench_platform::noise::irq_affinity(),
+            ) {
+                h.insert(
+                    "device_irqs".into(),
+                    serde_json::to_value(irqs).unwrap_or_default(),
+                );
+            }
             let out = execute(
                 &plan,
                 text.as_deref(),

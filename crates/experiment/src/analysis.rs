@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use isobench_platform::sched::{Phases, SchedTotals};
 use isobench_stats::{
     adjust_p_values, compare, paired_degradation, BootstrapConfig, CiMethod, CompareConfig,
     Comparison, Correction, Direction, Estimator, Flag, Pair, PairedConfig, PairedEstimate,
@@ -19,6 +20,7 @@ use isobench_store::{
 use isobench_workloads::Class;
 use serde::{Deserialize, Serialize};
 
+use crate::cause::{attribute, disk_irq, Cause, Evidence, Rules};
 use crate::plan::{Design, Plan};
 use crate::schedule::{
     paired_baseline_block, paired_only, Needs, TrialKey, FIRST_PAIRS, MAX_PAIRS,
@@ -134,6 +136,10 @@ pub struct Cell {
     /// samples, ignoring which were measured together), kept for comparison.
     #[serde(default)]
     pub independent: Option<Comparison>,
+    /// The placement that caused the result (shared CPUs, the disk's IRQ CPU, softirq work,
+    /// idle states), each with the measured numbers; empty when the evidence names none.
+    #[serde(default)]
+    pub causes: Vec<Cause>,
 }
 
 impl Cell {
@@ -600,6 +606,9 @@ pub fn analyze_trials(
     }
 
     correct_significance(&mut cells, settings);
+    if let Some(p) = &plan {
+        attach_causes(&mut cells, p, &run.run.host_facts, trials, &usable);
+    }
 
     // Aggressor cells: its stressor's rate alone vs. beside the probes.
     let mut aggressor = Vec::new();
@@ -938,6 +947,7 @@ fn make_cell(
         paired: None,
         p_adjusted: None,
         independent: None,
+        causes: Vec::new(),
     }
 }
 
@@ -1216,6 +1226,90 @@ fn apply_design(
             });
             cell.settled = cell.dnr.is_some();
         }
+    }
+}
+
+/// The mechanism of the usable trials that `pick` selects: the time with the aggressors
+/// running (`on`) or not, added up.
+fn phase_totals(
+    trials: &[&TrialRecord],
+    pick: &dyn Fn(&TrialRecord) -> bool,
+    on: bool,
+) -> Option<SchedTotals> {
+    let mut out: Option<SchedTotals> = None;
+    for t in trials.iter().filter(|t| pick(t)) {
+        let Some(p) = t
+            .mechanism
+            .as_ref()
+            .and_then(|m| serde_json::from_value::<Phases>(m.clone()).ok())
+        else {
+            continue;
+        };
+        if let Some(x) = if on { &p.on } else { &p.off } {
+            out.get_or_insert_with(SchedTotals::default).merge(x);
+        }
+    }
+    out
+}
+
+/// Names the cause of each significant victim cell from its trials' mechanism
+/// ([`crate::cause`]): under the stressor against alone (the off-phases of the same on/off
+/// trials, or the baseline trials of paired cells).
+fn attach_causes(
+    cells: &mut [Cell],
+    plan: &Plan,
+    host: &serde_json::Value,
+    trials: &[&TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+) {
+    let aggressor_cpus: Vec<usize> = plan
+        .tenants
+        .iter()
+        .filter(|t| t.role == crate::scenario::Role::Aggressor)
+        .flat_map(|t| t.cpus.iter().copied())
+        .collect();
+    let driver = host.get("cpuidle_driver").and_then(|v| v.as_str());
+    let irq = host.get("device_irqs").and_then(disk_irq);
+    for c in cells.iter_mut() {
+        let Some(cmp) = c.comparison.as_ref().filter(|x| x.significant) else {
+            continue;
+        };
+        let Some(design) = c.design else { continue };
+        let mine = |t: &TrialRecord| usable(t) && t.tenant == c.tenant && t.probe == c.probe;
+        let under = |t: &TrialRecord| mine(t) && condition_text(&t.condition) == c.condition;
+        let stressed = phase_totals(trials, &under, true);
+        let alone = match design {
+            Design::OnOff => phase_totals(trials, &under, false),
+            Design::Paired => phase_totals(
+                trials,
+                &|t| mine(t) && t.condition == StoreCondition::Baseline,
+                false,
+            ),
+        };
+        let (Some(alone), Some(stressed)) = (alone, stressed) else {
+            continue;
+        };
+        let victim_cpus = plan
+            .tenants
+            .iter()
+            .find(|t| t.name == c.tenant)
+            .map(|t| t.cpus.clone())
+            .unwrap_or_default();
+        c.causes = attribute(
+            &Evidence {
+                estimate: cmp.degradation.estimate,
+                significant: true,
+                lower_is_better: c.direction == Direction::Lower,
+                disk_probe: c.probe_class == Some(Class::Disk),
+                victim_cpus: &victim_cpus,
+                aggressor_cpus: &aggressor_cpus,
+                alone: &alone,
+                stressed: &stressed,
+                cpuidle_driver: driver,
+                disk_irq: irq.as_ref(),
+            },
+            &Rules::default(),
+        );
     }
 }
 

@@ -101,6 +101,10 @@ pub struct ProbeOutcome {
     pub params: ParamValues,
     /// Wall time of the probe, seconds.
     pub elapsed_s: f64,
+    /// What the agent's threads did during the run, measured by the agent (run-queue wait,
+    /// timeslices), when it measures it.
+    #[serde(default)]
+    pub context: Option<isobench_agent::ProbeContext>,
 }
 
 /// One stressor start, as asked of an aggressor.
@@ -238,6 +242,12 @@ pub trait TenantDriver: Send {
     fn stop_stressor(&mut self) -> Result<StressReport, TenantFailure>;
     /// CPU time used by the tenant so far, when the platform counts it.
     fn cpu(&mut self) -> Option<CpuTimes>;
+    /// The scheduler's view of the tenant's threads and of the host's CPUs now (run-queue
+    /// wait, softirq, idle time), read at the aggressors' switches so a result's cause can be
+    /// named; `None` where it cannot be read.
+    fn sched_mark(&mut self) -> Option<isobench_platform::sched::SchedMark> {
+        None
+    }
     /// After a DNR: kills whatever is left of the agent and starts a fresh one.
     fn restart(&mut self) -> anyhow::Result<()>;
     /// Stops the agent and removes the tenant.

@@ -59,6 +59,11 @@ pub struct FakeScript {
     /// Let real time pass too (each fake second also sleeps this many real seconds), so a
     /// test can interrupt a run from outside the process.
     pub real_time: f64,
+    /// The victims report scheduler marks on two CPUs shared with the aggressor: while a
+    /// stressor runs (not frozen) they wait on a run queue 40% of the time and the CPUs do
+    /// not idle, a network stressor adds 0.3 CPUs of softirq per CPU; alone they wait 1% and
+    /// the CPUs idle 80%.
+    pub placement: bool,
 }
 
 impl Default for FakeScript {
@@ -71,6 +76,7 @@ impl Default for FakeScript {
             memory_short: None,
             effect: default_effect,
             real_time: 0.0,
+            placement: false,
         }
     }
 }
@@ -102,6 +108,18 @@ struct State {
     log: Vec<String>,
     /// Freezes and thaws: (time, tenant, frozen after).
     switches: Vec<(Duration, String, bool)>,
+    /// The victims' scheduler counters so far ([`FakeScript::placement`]).
+    sched: FakeSched,
+}
+
+/// Scheduler counters of the fake victims and CPUs.
+#[derive(Debug, Default, Clone, Copy)]
+struct FakeSched {
+    run_ns: u64,
+    wait_ns: u64,
+    slices: u64,
+    idle_s: f64,
+    softirq_s: f64,
 }
 
 impl State {
@@ -117,6 +135,18 @@ impl State {
         }
         self.now += d;
         let secs = d.as_secs_f64();
+        if self.script.placement {
+            let busy = self.stressors.values().filter(|s| !s.frozen);
+            let net = busy.clone().any(|s| s.class == Class::Net);
+            let busy = busy.count() > 0;
+            let m = &mut self.sched;
+            let wait = if busy { 0.4 } else { 0.01 };
+            m.wait_ns += (secs * wait * 1e9) as u64;
+            m.run_ns += (secs * (1.0 - wait) * 1e9) as u64;
+            m.slices += (secs * 1000.0) as u64;
+            m.idle_s += if busy { 0.0 } else { 0.8 * secs };
+            m.softirq_s += if net { 0.3 * secs } else { 0.0 };
+        }
         let probe_class = self.probe_class;
         let names: Vec<String> = self.stressors.keys().cloned().collect();
         for t in names {
@@ -187,6 +217,7 @@ impl FakeBackend {
             probe_class: None,
             log: Vec::new(),
             switches: Vec::new(),
+            sched: FakeSched::default(),
         }));
         (
             FakeBackend {
@@ -424,6 +455,35 @@ impl TenantDriver for FakeTenant {
             metrics,
             params: run.params.clone(),
             elapsed_s: run.budget.as_secs_f64(),
+            context: None,
+        })
+    }
+    fn sched_mark(&mut self) -> Option<isobench_platform::sched::SchedMark> {
+        use isobench_platform::noise::CpuTimes as HostCpu;
+        use isobench_platform::sched::{SchedMark, ThreadSched};
+        let st = self.state.lock().expect("fake state");
+        if !st.script.placement {
+            return None;
+        }
+        let m = st.sched;
+        let cpu = HostCpu {
+            idle_s: m.idle_s,
+            softirq_s: m.softirq_s,
+            ..HostCpu::default()
+        };
+        Some(SchedMark {
+            at_ns: FAKE_MONO_NS + st.now.as_nanos() as u64,
+            threads: [(
+                1,
+                ThreadSched {
+                    run_ns: m.run_ns,
+                    wait_ns: m.wait_ns,
+                    slices: m.slices,
+                },
+            )]
+            .into_iter()
+            .collect(),
+            cpus: vec![cpu, cpu],
         })
     }
     fn set_frozen(&mut self, frozen: bool) -> Result<(), TenantFailure> {

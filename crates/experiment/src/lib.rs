@@ -14,6 +14,7 @@
 
 pub mod analysis;
 pub mod backend;
+pub mod cause;
 pub mod fake;
 pub mod memcheck;
 pub mod onoff;

@@ -34,6 +34,7 @@ use crate::plan::{Design, Plan, Platform};
 use crate::progress::{Progress, TrialDone, TrialView};
 use crate::scenario::Role;
 use crate::schedule::{round_blocks, Block, Needs, ScheduledTrial, TrialKey, TrialWhat};
+use isobench_platform::sched::{Phases, SchedMark};
 
 /// Window in which the machine's quiet is checked before a baseline block.
 pub const SETTLE_WINDOW: Duration = Duration::from_millis(100);
@@ -198,6 +199,9 @@ pub struct Engine<'a> {
     /// Wall time of the last round over the measuring time planned for it (warm-ups, stressor
     /// starts, the controller's own work).
     overhead: f64,
+    /// Scheduler marks of the current trial per victim slot, each with whether the
+    /// aggressors run until the next one.
+    marks: BTreeMap<usize, Vec<(bool, SchedMark)>>,
 }
 
 impl<'a> Engine<'a> {
@@ -238,6 +242,7 @@ impl<'a> Engine<'a> {
             next_len: BTreeMap::new(),
             settle_cost: BTreeMap::new(),
             overhead: 1.0,
+            marks: BTreeMap::new(),
         }
     }
 
@@ -909,6 +914,7 @@ impl<'a> Engine<'a> {
             .map(|(&i, _)| i)
             .collect();
         let start_ns = self.clock.mono_ns();
+        self.mark_victims(&started, true);
         let half = t.period / 2;
         let mut next = self.clock.now() + half;
         let mut on = true;
@@ -937,6 +943,7 @@ impl<'a> Engine<'a> {
                     done_ns: self.clock.mono_ns(),
                     on,
                 });
+                self.mark_victims(&started, on);
                 next += half;
                 continue;
             }
@@ -947,6 +954,7 @@ impl<'a> Engine<'a> {
             };
             self.clock.sleep(wait.min(Duration::from_millis(2)));
         }
+        self.mark_victims(&started, on);
         if !on {
             let requested_ns = self.clock.mono_ns();
             for &a in &aggressors {
@@ -980,6 +988,43 @@ impl<'a> Engine<'a> {
             switches,
         };
         Ok((outcomes, Some(modulation)))
+    }
+
+    /// The mechanism of victim slot `v` in the trial just run, for its record: the marks
+    /// split into the time with and without the aggressors. A probe run from end to end
+    /// (not modulated) runs in a thread that has exited by the closing mark, so its threads'
+    /// part is the agent's own measurement of the run, when it has one.
+    fn mechanism(
+        &self,
+        v: usize,
+        outcome: &Result<ProbeOutcome, TenantFailure>,
+        modulated: bool,
+    ) -> Option<serde_json::Value> {
+        let mut p = Phases::from_marks(self.marks.get(&v)?);
+        if !modulated {
+            let ctx = outcome.as_ref().ok().and_then(|o| o.context.as_ref());
+            for t in [&mut p.on, &mut p.off].into_iter().flatten() {
+                if let Some(c) = ctx {
+                    t.run_s = c.run_s;
+                    t.runq_wait_s = c.runq_wait_s;
+                    t.timeslices = c.timeslices;
+                }
+            }
+        }
+        if p.on.is_none() && p.off.is_none() {
+            return None;
+        }
+        serde_json::to_value(p).ok()
+    }
+
+    /// Takes a scheduler mark of each of `victims`; `on` says whether the aggressors run
+    /// until the next mark.
+    fn mark_victims(&mut self, victims: &[usize], on: bool) {
+        for &v in victims {
+            if let Some(m) = self.slots[v].driver.sched_mark() {
+                self.marks.entry(v).or_default().push((on, m));
+            }
+        }
     }
 
     fn condition_label(&self, c: Option<usize>) -> String {
@@ -1312,6 +1357,7 @@ impl<'a> Engine<'a> {
         let started = self.clock.unix_ms();
         let t0 = self.clock.now();
         self.backend.noise_begin();
+        self.marks.clear();
         let before = self.snapshot(cond.is_some());
         let mut outcomes: Vec<(usize, Result<ProbeOutcome, TenantFailure>)> = Vec::new();
         let mut modulation: Option<Modulation> = None;
@@ -1356,6 +1402,8 @@ impl<'a> Engine<'a> {
                         )
                     })
                     .collect();
+                let measured: Vec<usize> = runs.iter().map(|(v, _)| *v).collect();
+                self.mark_victims(&measured, cond.is_some());
                 let mut drivers: Vec<(usize, &mut Box<dyn TenantDriver>)> = self
                     .slots
                     .iter_mut()
@@ -1388,6 +1436,7 @@ impl<'a> Engine<'a> {
                         });
                     outcomes.extend(results);
                 }
+                self.mark_victims(&measured, false);
                 outcomes.sort_by_key(|(v, _)| *v);
             }
         }
@@ -1546,6 +1595,7 @@ impl<'a> Engine<'a> {
                 series,
                 modulation: modulation.clone(),
                 noise: noise.clone(),
+                mechanism: self.mechanism(*v, outcome, modulation.is_some()),
             });
             first = false;
         }
@@ -1596,6 +1646,7 @@ impl<'a> Engine<'a> {
                 series: Vec::new(),
                 modulation: modulation.clone(),
                 noise: noise.clone(),
+                mechanism: None,
             });
         }
         let mut status_word = "ok";

@@ -598,6 +598,7 @@ impl TenantDriver for RealTenant {
                         metrics: r.metrics,
                         params: r.params,
                         elapsed_s: r.elapsed_s,
+                        context: r.context,
                     })
             })
             .map_err(|e| TenantFailure::Failed(format!("cannot start a thread: {e}")))?;
@@ -684,6 +685,20 @@ impl TenantDriver for RealTenant {
         let r = client.stop_stressor(&id);
         let _ = client.take_samples();
         r.map_err(|e| self.fail(e))
+    }
+
+    fn sched_mark(&mut self) -> Option<isobench_platform::sched::SchedMark> {
+        use isobench_platform::sched::{SchedMark, TaskSource};
+        let source = TaskSource {
+            cgroups: self.tenant.info().cgroups.clone(),
+            pid: self
+                .hello
+                .get("agent_pid")
+                .and_then(|p| p.as_u64())
+                .and_then(|p| u32::try_from(p).ok()),
+        };
+        let m = SchedMark::read(&source);
+        (!m.threads.is_empty()).then_some(m)
     }
 
     fn cpu(&mut self) -> Option<CpuTimes> {

@@ -640,3 +640,116 @@ fn a_time_budget_goes_to_the_cells_it_can_settle() {
         per_round(0)
     );
 }
+
+const PLACEMENT: &str = r#"
+name = "placement"
+kind = "matrix"
+seed = 5
+
+[trial]
+duration = "200ms"
+warmup = "100ms"
+solo = "200ms"
+
+[repetitions]
+min = 3
+max = 4
+
+[[tenant]]
+name = "victim"
+role = "victim"
+limits = { memory = "512M", pids = 128 }
+
+[[tenant]]
+name = "aggressor"
+role = "aggressor"
+limits = { memory = "512M", pids = 64 }
+
+[[probe]]
+name = "cpu-int"
+metrics = ["ops_per_sec"]
+
+[[probe]]
+name = "net-rtt"
+metrics = ["udp_rtt_p50_ns"]
+
+[[probe]]
+name = "disk-io"
+params = { ops = "dioread" }
+metrics = ["dioread_mbps"]
+
+[[stressor]]
+name = "cpu"
+
+[[stressor]]
+name = "net-tx"
+"#;
+
+#[test]
+fn placement_causes_are_named_from_the_trials_mechanism() {
+    let plan = plan_of(PLACEMENT, true);
+    let host = serde_json::json!({
+        "cpuidle_driver": "none",
+        "device_irqs": [{"device": "vda", "kind": "disk", "irqs": [
+            {"irq": "36", "per_cpu": [0, 9865996], "desc": "PCI-MSIX-0000:00:02.0 1-edge virtio1-req.0"}
+        ]}],
+    });
+    let cell_causes = |placement: bool| {
+        let mut store = Store::open_in_memory().unwrap();
+        let (mut backend, clock) = FakeBackend::new(
+            plan.seed,
+            FakeScript {
+                placement,
+                ..FakeScript::default()
+            },
+        );
+        let run = create_run(&mut store, &plan, PLACEMENT, "fake", host.clone(), 0).unwrap();
+        let mut t = Transcript::default();
+        Engine::new(
+            &plan,
+            run.clone(),
+            &mut store,
+            &mut backend,
+            &clock,
+            &mut t,
+            Arc::new(AtomicBool::new(false)),
+            EngineOptions::default(),
+        )
+        .execute()
+        .unwrap();
+        let loaded = store.load_run(&run).unwrap();
+        assert_eq!(
+            loaded.trials.iter().any(|t| t.mechanism.is_some()),
+            placement
+        );
+        analyze(&loaded)
+    };
+    let r = cell_causes(true);
+    let kinds = |probe: &str, cond: &str| -> Vec<&str> {
+        let c = r
+            .cells
+            .iter()
+            .find(|c| c.probe == probe && c.condition == cond)
+            .unwrap();
+        c.causes.iter().map(|x| x.kind.as_str()).collect()
+    };
+    assert_eq!(kinds("cpu-int", "cpu@100"), ["shared-cpus"]);
+    assert_eq!(kinds("disk-io", "cpu@100"), ["shared-cpus", "irq-cpu"]);
+    assert_eq!(kinds("net-rtt", "cpu@100"), ["idle-states"]);
+    assert_eq!(kinds("net-rtt", "net-tx@100"), ["shared-cpus", "softirq"]);
+    let c = r
+        .cells
+        .iter()
+        .find(|c| c.probe == "cpu-int" && c.condition == "cpu@100")
+        .unwrap();
+    assert!(
+        c.causes[0].text.starts_with("shared CPUs: run-queue wait ")
+            && c.causes[0].text.contains("(40% vs 1% of the time)"),
+        "{}",
+        c.causes[0].text
+    );
+    // The victim's own rows only: the aggressor's rate has no cause.
+    assert!(r.aggressor.iter().all(|c| c.causes.is_empty()));
+    // Without the evidence, no cause is named.
+    assert!(cell_causes(false).cells.iter().all(|c| c.causes.is_empty()));
+}

@@ -31,6 +31,7 @@ pub mod net;
 pub mod noise;
 pub mod procs;
 pub mod run;
+pub mod sched;
 pub mod sentinel;
 pub mod tenant;
 pub mod watchdog;

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use isobench_experiment::analysis::{Cell, Results, SOLO_PROBE};
 use serde_json::json;
 
-use crate::table::{cell_text, notes, signed, trust_line};
+use crate::table::{cell_text, notes, signed, trust_line, Footnotes};
 
 /// Export formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +100,7 @@ const CSV_HEADER: &[&str] = &[
     "dnr",
     "dnr_of",
     "dnr_reason",
+    "causes",
 ];
 
 fn csv_row(r: &Results, c: &Cell, role: &str) -> String {
@@ -147,6 +148,11 @@ fn csv_row(r: &Results, c: &Cell, role: &str) -> String {
             .unwrap_or_default(),
         c.dnr.as_ref().map(|d| d.of.to_string()).unwrap_or_default(),
         c.dnr.as_ref().map(|d| d.reason.clone()).unwrap_or_default(),
+        c.causes
+            .iter()
+            .map(|x| format!("{}: {}", x.kind.as_str(), x.text))
+            .collect::<Vec<_>>()
+            .join("; "),
     ];
     fields
         .iter()
@@ -189,6 +195,7 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
         let _ = writeln!(s, "{}\n", md_escape(reason));
     }
     let conditions = r.conditions();
+    let footnotes = Footnotes::of(r);
     let mut victims: Vec<&str> = Vec::new();
     for c in &r.cells {
         if !victims.contains(&c.tenant.as_str()) {
@@ -230,7 +237,10 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
                                 && x.metric == c.metric
                                 && &x.condition == cond
                         })
-                        .map_or_else(|| "-".to_string(), |x| md_escape(&cell_text(x)))
+                        .map_or_else(
+                            || "-".to_string(),
+                            |x| md_escape(&format!("{}{}", cell_text(x), footnotes.marker(x))),
+                        )
                 })
                 .collect();
             let _ = writeln!(
@@ -267,6 +277,16 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
          includes trials disturbed by outside load, `DNR k/n` k of n trials did not respond.\n",
         r.significance_legend()
     );
+    if !footnotes.is_empty() {
+        let _ = writeln!(
+            s,
+            "`[n]` caused by placement, as measured (victim alone vs under the stressor):\n"
+        );
+        for line in footnotes.lines() {
+            let _ = writeln!(s, "- {}", md_escape(&line));
+        }
+        s.push('\n');
+    }
     if !r.classes.is_empty() {
         let _ = writeln!(
             s,

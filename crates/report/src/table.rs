@@ -150,6 +150,90 @@ fn cell_painted(c: &Cell, style: Style) -> String {
     paint(&text, code, style)
 }
 
+/// The causes of the victim cells as numbered footnotes: each distinct set of causes once,
+/// with the cells it explains (the metrics of one probe run under one stressor share their
+/// trials' evidence, so usually their causes too).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Footnotes {
+    /// Per footnote: the cells and the causes' text.
+    entries: Vec<(Vec<CellKey>, String)>,
+}
+
+/// A cell by probe, metric and condition.
+type CellKey = (String, String, String);
+
+impl Footnotes {
+    /// The footnotes of a run's victim cells.
+    pub fn of(r: &Results) -> Footnotes {
+        let mut f = Footnotes::default();
+        for c in r.cells.iter().filter(|c| !c.causes.is_empty()) {
+            let text = Self::text(c);
+            let cell = (c.probe.clone(), c.metric.clone(), c.condition.clone());
+            match f.entries.iter_mut().find(|(_, t)| *t == text) {
+                Some((cells, _)) => cells.push(cell),
+                None => f.entries.push((vec![cell], text)),
+            }
+        }
+        f
+    }
+
+    fn text(c: &Cell) -> String {
+        let kinds: Vec<&str> = c.causes.iter().map(|x| x.kind.as_str()).collect();
+        let texts: Vec<&str> = c.causes.iter().map(|x| x.text.as_str()).collect();
+        format!("({}) {}", kinds.join(", "), texts.join("; "))
+    }
+
+    /// The footnote number of a cell (from 1), when it has causes.
+    pub fn number(&self, c: &Cell) -> Option<usize> {
+        if c.causes.is_empty() {
+            return None;
+        }
+        let text = Self::text(c);
+        self.entries
+            .iter()
+            .position(|(_, t)| *t == text)
+            .map(|i| i + 1)
+    }
+
+    /// The marker appended to a cell: `[2]`, or nothing.
+    pub fn marker(&self, c: &Cell) -> String {
+        self.number(c)
+            .map_or_else(String::new, |n| format!("[{n}]"))
+    }
+
+    /// True when no cell has a cause.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// One line per footnote: `[1] disk-io dioread_mbps, diowrite_mbps @ cpu@100: (kinds)
+    /// sentences`.
+    pub fn lines(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .enumerate()
+            .map(|(i, (cells, text))| {
+                let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+                for (probe, metric, cond) in cells {
+                    let key = format!("{probe} @ {cond}");
+                    match groups.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, m)) => m.push(metric.clone()),
+                        None => groups.push((key, vec![metric.clone()])),
+                    }
+                }
+                let who: Vec<String> = groups
+                    .iter()
+                    .map(|(k, m)| {
+                        let (probe, cond) = k.split_once(" @ ").unwrap_or((k, ""));
+                        format!("{probe} {} @ {cond}", m.join(", "))
+                    })
+                    .collect();
+                format!("[{}] {}: {text}", i + 1, who.join("; "))
+            })
+            .collect()
+    }
+}
+
 struct Row {
     label: String,
     cells: Vec<String>,
@@ -298,6 +382,7 @@ pub fn render(r: &Results, style: Style) -> String {
     if r.cells.is_empty() {
         let _ = writeln!(out, "\nno trial has produced a result yet");
     }
+    let footnotes = Footnotes::of(r);
     for victim in &victims {
         let _ = writeln!(
             out,
@@ -328,7 +413,10 @@ pub fn render(r: &Results, style: Style) -> String {
                                 && x.metric == c.metric
                                 && &x.condition == cond
                         })
-                        .map_or_else(|| "-".to_string(), |x| cell_painted(x, style))
+                        .map_or_else(
+                            || "-".to_string(),
+                            |x| format!("{}{}", cell_painted(x, style), footnotes.marker(x)),
+                        )
                 })
                 .collect();
             rows.push(Row { label, cells });
@@ -366,6 +454,15 @@ pub fn render(r: &Results, style: Style) -> String {
          includes trials disturbed by outside load  DNR k/n: k of n trials did not respond",
         r.significance_legend()
     );
+    if !footnotes.is_empty() {
+        let _ = writeln!(
+            out,
+            "[n] caused by placement, as measured (victim alone vs under the stressor):"
+        );
+        for line in footnotes.lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
 
     if !r.classes.is_empty() {
         let _ = writeln!(

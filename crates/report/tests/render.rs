@@ -190,3 +190,47 @@ fn json_export_has_schema_version_and_raw_samples() {
     let back: Results = serde_json::from_value(res.clone()).unwrap();
     assert_eq!(back.cells.len(), r.cells.len());
 }
+
+#[test]
+fn a_cause_is_marked_in_the_table_and_carried_by_the_exports() {
+    use isobench_experiment::cause::{Cause, CauseKind};
+    let (mut r, _) = results(script());
+    let text = "shared CPUs: run-queue wait 85 us per timeslice under the stressor vs 4 us \
+                alone (42% vs 2% of the time); victim and aggressor both on cpus 0-1";
+    let i = r
+        .cells
+        .iter()
+        .position(|c| c.probe == "cpu-int" && c.condition == "cpu@100")
+        .unwrap();
+    r.cells[i].causes = vec![Cause {
+        kind: CauseKind::SharedCpus,
+        text: text.into(),
+    }];
+    let table = render(&r, Style::default());
+    let row = table.lines().find(|l| l.starts_with("cpu-int")).unwrap();
+    assert!(row.contains("[1]"), "{row}");
+    let legend: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("[n]"))
+        .take(2)
+        .collect();
+    insta::assert_snapshot!(legend.join("\n"), @r"
+    [n] caused by placement, as measured (victim alone vs under the stressor):
+      [1] cpu-int ops_per_sec @ cpu@100: (shared-cpus) shared CPUs: run-queue wait 85 us per timeslice under the stressor vs 4 us alone (42% vs 2% of the time); victim and aggressor both on cpus 0-1
+    ");
+    let md = String::from_utf8(serialize(&r, Format::Markdown)).unwrap();
+    assert!(md
+        .lines()
+        .any(|l| l.starts_with("| cpu-int |") && l.contains("[1]")));
+    assert!(md.contains(&format!(
+        "- [1] cpu-int ops_per_sec @ cpu@100: (shared-cpus) {text}"
+    )));
+    let csv = String::from_utf8(serialize(&r, Format::Csv)).unwrap();
+    assert!(csv.contains(&format!("shared-cpus: {text}")));
+    let v: serde_json::Value = serde_json::from_slice(&serialize(&r, Format::Json)).unwrap();
+    let cell = &v["results"]["cells"][i];
+    assert_eq!(cell["causes"][0]["kind"], "shared-cpus");
+    assert_eq!(cell["causes"][0]["text"], text);
+    let back: Results = serde_json::from_value(v["results"].clone()).unwrap();
+    assert_eq!(back.cells[i].causes, r.cells[i].causes);
+}

@@ -415,6 +415,11 @@ pub struct TrialRecord {
     /// outside the run, pressure stalls, throttling, the canary's speed), as measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<serde_json::Value>,
+    /// What the victim's threads and the host's CPUs did while the aggressors ran and while
+    /// they did not (run-queue wait, softirq, idle time), as measured: the evidence the
+    /// analysis names a result's cause from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<serde_json::Value>,
 }
 
 /// The value of a metric over one window of a probe run (`CLOCK_MONOTONIC` ns).

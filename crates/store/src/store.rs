@@ -370,12 +370,19 @@ impl Store {
                 ])
                 .map_err(|e| db.err("recording a stressor report", e))?;
             }
-            if !trial.series.is_empty() || trial.modulation.is_some() || trial.noise.is_some() {
-                let details = serde_json::json!({
+            if !trial.series.is_empty()
+                || trial.modulation.is_some()
+                || trial.noise.is_some()
+                || trial.mechanism.is_some()
+            {
+                let mut details = serde_json::json!({
                     "series": trial.series,
                     "modulation": trial.modulation,
                     "noise": trial.noise,
                 });
+                if let Some(m) = &trial.mechanism {
+                    details["mechanism"] = m.clone();
+                }
                 tx.execute(
                     "INSERT INTO trial_details (trial_id, data) VALUES (?1, ?2)",
                     params![trial_id, details.to_string()],
@@ -717,6 +724,7 @@ impl Store {
                             series: Vec::new(),
                             modulation: None,
                             noise: None,
+                            mechanism: None,
                         }
                         .with_details(details.remove(&id)))
                     },
@@ -935,6 +943,8 @@ struct TrialDetails {
     modulation: Option<crate::model::Modulation>,
     #[serde(default)]
     noise: Option<serde_json::Value>,
+    #[serde(default)]
+    mechanism: Option<serde_json::Value>,
 }
 
 impl TrialRecord {
@@ -943,6 +953,7 @@ impl TrialRecord {
             self.series = d.series;
             self.modulation = d.modulation;
             self.noise = d.noise.filter(|n| !n.is_null());
+            self.mechanism = d.mechanism.filter(|n| !n.is_null());
         }
         self
     }

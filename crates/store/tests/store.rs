@@ -114,6 +114,9 @@ fn trial(plan_seq: u32, condition: Condition, value: f64) -> TrialRecord {
             }],
         }),
         noise: contended.then(|| serde_json::json!({"steal_cpus": 0.01, "canary_speed": 0.98})),
+        mechanism: Some(
+            serde_json::json!({"on": {"runq_wait_s": 0.02}, "off": {"runq_wait_s": 0.001}}),
+        ),
     }
 }
 

@@ -130,6 +130,10 @@ pub struct HostFacts {
     pub invariant_tsc: bool,
     /// Active cpuidle governor, when cpuidle is present.
     pub cpuidle_governor: Option<String>,
+    /// Active cpuidle driver (`none` when the kernel has none: an idle CPU just halts),
+    /// when cpuidle is present.
+    #[serde(default)]
+    pub cpuidle_driver: Option<String>,
     /// CPU frequency governor of CPU 0, when cpufreq is present.
     pub cpufreq_governor: Option<String>,
 }
@@ -159,6 +163,7 @@ impl HostFacts {
             invariant_tsc: has("constant_tsc") && has("nonstop_tsc"),
             cpuidle_governor: read_trim("/sys/devices/system/cpu/cpuidle/current_governor")
                 .or_else(|| read_trim("/sys/devices/system/cpu/cpuidle/current_governor_ro")),
+            cpuidle_driver: read_trim("/sys/devices/system/cpu/cpuidle/current_driver"),
             cpufreq_governor: read_trim("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         }
     }
