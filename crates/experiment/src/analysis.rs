@@ -585,13 +585,17 @@ pub fn analyze_trials(
                 c.disturbed = disturbed;
                 if !no_values {
                     let design = cell_design(plan.as_ref(), probe, cond, trials);
-                    let units = match design {
-                        Design::OnOff => onoff_units(trials, &usable, tenant, probe, cond, metric),
-                        Design::Paired => {
-                            paired_units(trials, &usable, tenant, probe, cond, metric)
+                    let (units, per_trial) = match design {
+                        Design::OnOff => {
+                            let g = onoff_units(trials, &usable, tenant, probe, cond, metric);
+                            (g.concat(), g)
                         }
+                        Design::Paired => (
+                            paired_units(trials, &usable, tenant, probe, cond, metric),
+                            Vec::new(),
+                        ),
                     };
-                    apply_design(c, design, &units, &label, settings);
+                    apply_design(c, design, &units, &per_trial, &label, settings);
                 }
             }
             if no_values {
@@ -1044,7 +1048,7 @@ fn cell_design(plan: Option<&Plan>, probe: &str, cond: &str, trials: &[&TrialRec
     }
 }
 
-/// The cycles of every usable on/off trial of a cell, in time order.
+/// The cycles of every usable on/off trial of a cell, trial by trial in time order.
 fn onoff_units(
     trials: &[&TrialRecord],
     usable: &dyn Fn(&TrialRecord) -> bool,
@@ -1052,7 +1056,7 @@ fn onoff_units(
     probe: &str,
     cond: &str,
     metric: &str,
-) -> Vec<Pair> {
+) -> Vec<Vec<Pair>> {
     let mut out = Vec::new();
     for t in trials.iter().filter(|t| {
         usable(t) && t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
@@ -1063,9 +1067,41 @@ fn onoff_units(
         ) else {
             continue;
         };
-        out.extend(crate::onoff::cycles(&s.windows, m));
+        out.push(crate::onoff::cycles(&s.windows, m));
     }
     out
+}
+
+/// p-value below which a result's trials are flagged as differing
+/// ([`Flag::VariesBetweenTrials`]): strict, as every cell with two trials or more is tested.
+const TRIALS_DIFFER_P: f64 = 0.001;
+
+/// The flag of a result whose on/off trials differ by more than the noise within them allows
+/// ([`isobench_stats::between_groups_p`] on the trials' cycles); `None` when they do not, or
+/// with fewer than two trials of two cycles.
+fn trials_differ(per_trial: &[Vec<Pair>], direction: Direction) -> Option<Flag> {
+    let used: Vec<&[Pair]> = per_trial
+        .iter()
+        .filter(|g| g.len() >= 2)
+        .map(Vec::as_slice)
+        .collect();
+    let p_value = isobench_stats::between_groups_p(&used)?;
+    if p_value >= TRIALS_DIFFER_P {
+        return None;
+    }
+    let each: Vec<f64> = used
+        .iter()
+        .map(|g| {
+            let mean = g.iter().map(Pair::log_ratio).sum::<f64>() / g.len() as f64;
+            isobench_stats::log_ratio_to_degradation(mean, direction)
+        })
+        .collect();
+    Some(Flag::VariesBetweenTrials {
+        trials: used.len(),
+        lowest: each.iter().copied().fold(f64::INFINITY, f64::min),
+        highest: each.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        p_value,
+    })
 }
 
 /// Each usable contended trial of a cell with the baseline trial of the same probe in the
@@ -1140,6 +1176,7 @@ fn apply_design(
     cell: &mut Cell,
     design: Design,
     units: &[Pair],
+    per_trial: &[Vec<Pair>],
     label: &str,
     settings: &StatsSettings,
 ) {
@@ -1175,6 +1212,7 @@ fn apply_design(
     match paired_degradation(units, cell.direction, &config) {
         Ok(est) => {
             let mut flags: Vec<Flag> = Vec::new();
+            flags.extend(trials_differ(per_trial, cell.direction));
             if est.n < need {
                 flags.push(Flag::TooFewSamples {
                     side: Side::Contended,
@@ -1370,5 +1408,51 @@ impl Results {
             },
             self.trust.victim_cells
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cycles(ratios: &[f64]) -> Vec<Pair> {
+        ratios
+            .iter()
+            .map(|&r| Pair::new(100.0, 100.0 * r))
+            .collect()
+    }
+
+    #[test]
+    fn trials_that_differ_are_flagged_with_each_trials_effect() {
+        // Throughput 40% lower in one trial's on-phases, unchanged in the next.
+        let a = cycles(&[0.60, 0.61, 0.59, 0.60, 0.62, 0.58]);
+        let b = cycles(&[1.00, 0.99, 1.01, 1.00, 0.98, 1.02]);
+        let Some(Flag::VariesBetweenTrials {
+            trials,
+            lowest,
+            highest,
+            p_value,
+        }) = trials_differ(&[a.clone(), b], Direction::Higher)
+        else {
+            panic!("not flagged");
+        };
+        assert_eq!(trials, 2);
+        assert!(
+            lowest.abs() < 1.0 && (highest - 40.0).abs() < 1.0,
+            "{lowest} {highest}"
+        );
+        assert!(p_value < TRIALS_DIFFER_P);
+        assert!(Flag::VariesBetweenTrials {
+            trials,
+            lowest,
+            highest,
+            p_value
+        }
+        .is_untrustworthy());
+        // The same effect in both trials, one trial alone, or a trial of one cycle: no flag.
+        let c = cycles(&[0.61, 0.59, 0.60, 0.62, 0.58, 0.60]);
+        assert!(trials_differ(&[a.clone(), c], Direction::Higher).is_none());
+        assert!(trials_differ(std::slice::from_ref(&a), Direction::Higher).is_none());
+        assert!(trials_differ(&[a, cycles(&[1.0])], Direction::Higher).is_none());
     }
 }

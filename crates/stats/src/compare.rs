@@ -61,6 +61,20 @@ pub enum Flag {
     /// Contention made the metric significantly *better*; informational (for example, a busy
     /// neighbour keeps CPUs out of deep idle states). The negative degradation is kept.
     Improved,
+    /// The effect differs between the trials of a result by more than the noise within them
+    /// allows (one-way analysis of variance of the cycles' log ratios): it depends on
+    /// something that changes from trial to trial, such as where the scheduler placed the
+    /// tenants' threads, and the interval describes their mix, not one effect: untrustworthy.
+    VariesBetweenTrials {
+        /// Trials compared.
+        trials: usize,
+        /// Lowest and highest degradation of a single trial, percent.
+        lowest: f64,
+        /// See `lowest`.
+        highest: f64,
+        /// p-value of the F test.
+        p_value: f64,
+    },
 }
 
 impl Flag {
@@ -68,7 +82,10 @@ impl Flag {
     pub fn is_untrustworthy(&self) -> bool {
         matches!(
             self,
-            Flag::TooFewSamples { .. } | Flag::WideInterval { .. } | Flag::HighVariation { .. }
+            Flag::TooFewSamples { .. }
+                | Flag::WideInterval { .. }
+                | Flag::HighVariation { .. }
+                | Flag::VariesBetweenTrials { .. }
         )
     }
 
@@ -95,6 +112,16 @@ impl Flag {
                 format!("{count} outlier(s) among the {} values", side(s))
             }
             Flag::Improved => "contention improved this metric (negative degradation)".to_string(),
+            Flag::VariesBetweenTrials {
+                trials,
+                lowest,
+                highest,
+                p_value,
+            } => format!(
+                "the effect differs between its {trials} trials ({lowest:+.1}% to {highest:+.1}%, \
+                 F test p = {p_value:.1e}): it depends on something that changes from trial to \
+                 trial, such as where the tenants' threads were placed; the interval is of their mix"
+            ),
         }
     }
 }

@@ -425,7 +425,43 @@ fn block_bootstrap_centred(xs: &[f64], b: usize, resamples: usize, seed: u64) ->
 
 /// Degradation in percent of a mean log ratio `l`: `(1 - e^l) * 100` when higher is better,
 /// `(e^l - 1) * 100` when lower is better.
-fn log_ratio_to_degradation(l: f64, direction: Direction) -> f64 {
+/// Whether groups of units (the cycles of separate trials) differ in their mean log ratio by
+/// more than their spread within groups allows: the p-value of the one-way analysis of
+/// variance F test (Fisher 1925, *Statistical Methods for Research Workers*) on the log ratios
+/// `ln(contended / baseline)`, with `k - 1` and `N - k` degrees of freedom. `None` with fewer
+/// than two groups of at least two units (smaller groups are left out), or with a unit that is
+/// not positive. Groups that differ while nothing varies within them give 0; no variation at
+/// all gives 1.
+pub fn between_groups_p(groups: &[&[Pair]]) -> Option<f64> {
+    use statrs::distribution::{ContinuousCDF, FisherSnedecor};
+    let logs: Vec<Vec<f64>> = groups
+        .iter()
+        .filter(|g| g.len() >= 2)
+        .map(|g| log_ratios(g).ok())
+        .collect::<Option<_>>()?;
+    let k = logs.len();
+    if k < 2 {
+        return None;
+    }
+    let n: usize = logs.iter().map(Vec::len).sum();
+    let grand = logs.iter().flatten().sum::<f64>() / n as f64;
+    let (mut between, mut within) = (0.0, 0.0);
+    for g in &logs {
+        let m = g.iter().sum::<f64>() / g.len() as f64;
+        between += g.len() as f64 * (m - grand).powi(2);
+        within += g.iter().map(|x| (x - m).powi(2)).sum::<f64>();
+    }
+    let (df1, df2) = ((k - 1) as f64, (n - k) as f64);
+    if within <= 0.0 || df2 <= 0.0 {
+        return Some(if between > 0.0 { 0.0 } else { 1.0 });
+    }
+    let f = (between / df1) / (within / df2);
+    let dist = FisherSnedecor::new(df1, df2).ok()?;
+    Some(dist.sf(f).clamp(0.0, 1.0))
+}
+
+/// The degradation (percent, positive = worse) of a mean log ratio.
+pub fn log_ratio_to_degradation(l: f64, direction: Direction) -> f64 {
     match direction {
         Direction::Higher => -l.exp_m1() * 100.0,
         Direction::Lower => l.exp_m1() * 100.0,
@@ -584,6 +620,33 @@ mod tests {
         let t = student_t_quantile(0.975, n - 1.0);
         let want_upper = ((c.log_ratio_mean + t * se).exp() - 1.0) * 100.0;
         assert!((c.degradation.upper - want_upper).abs() < 1e-9, "{c:?}");
+    }
+
+    #[test]
+    fn between_groups_p_tells_trials_that_differ_from_noise() {
+        // Two trials with the same effect and some noise: no evidence of a difference.
+        let a = pairs(&[(1.0, 1.10), (1.0, 1.12), (1.0, 1.09), (1.0, 1.11)]);
+        let b = pairs(&[(1.0, 1.11), (1.0, 1.09), (1.0, 1.12), (1.0, 1.10)]);
+        assert!(between_groups_p(&[&a, &b]).unwrap() > 0.5);
+        // One trial slowed by 10%, the next not at all.
+        let c = pairs(&[(1.0, 1.00), (1.0, 1.01), (1.0, 0.99), (1.0, 1.00)]);
+        let p = between_groups_p(&[&a, &c]).unwrap();
+        assert!(p < 1e-4, "{p}");
+        // By hand for two groups of two: F = between / within with 1 and 2 df.
+        let g1 = pairs(&[(1.0, 1.0), (1.0, std::f64::consts::E)]);
+        let g2 = pairs(&[
+            (1.0, std::f64::consts::E.powi(2)),
+            (1.0, std::f64::consts::E.powi(3)),
+        ]);
+        // Log ratios 0, 1 | 2, 3: means 0.5, 2.5, grand 1.5; between = 4, within = 1, F = 8.
+        // P(F(1, 2) > 8) = P(|T_2| > sqrt 8) = 1 - sqrt(8 / 10) = 0.105573.
+        let p = between_groups_p(&[&g1, &g2]).unwrap();
+        assert!((p - 0.105_573).abs() < 1e-5, "{p}");
+        // Too few groups, or groups too small: nothing to test.
+        assert_eq!(between_groups_p(&[&a]), None);
+        assert_eq!(between_groups_p(&[&a, &a[..1]]), None);
+        // The same trial twice: no difference at all between them.
+        assert!((between_groups_p(&[&a, &a]).unwrap() - 1.0).abs() < 1e-12);
     }
 
     #[test]
