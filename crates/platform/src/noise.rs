@@ -248,15 +248,20 @@ pub struct HostNoise {
     pub tenants: Vec<TenantNoise>,
 }
 
-/// `CLOCK_MONOTONIC`, seconds.
-fn monotonic_s() -> f64 {
+/// `CLOCK_MONOTONIC`, nanoseconds (the clock of window series and switches).
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `CLOCK_MONOTONIC`, seconds.
+fn monotonic_s() -> f64 {
+    monotonic_ns() as f64 * 1e-9
 }
 
 impl HostNoise {

@@ -88,16 +88,6 @@ pub struct SchedMark {
     pub cpus: Vec<CpuTimes>,
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 impl SchedMark {
     /// Reads the threads of `source` and the host's CPUs now. Anything unreadable is left
     /// out: a mark is for the record and never fails a trial.
@@ -116,7 +106,7 @@ impl SchedMark {
             .map(|(_, per_cpu)| per_cpu)
             .unwrap_or_default();
         SchedMark {
-            at_ns: monotonic_ns(),
+            at_ns: crate::noise::monotonic_ns(),
             threads,
             cpus,
         }
