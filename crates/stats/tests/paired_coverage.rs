@@ -201,6 +201,14 @@ fn paired_intervals_cover_under_sinusoidal_drift() {
     );
 }
 
+/// 1 when the paired interval of `units` contains `want`, else 0.
+fn covers(units: &[Pair], direction: Direction, cfg: &PairedConfig, want: f64) -> u32 {
+    paired_degradation(units, direction, cfg)
+        .unwrap()
+        .degradation
+        .contains(want) as u32
+}
+
 /// Log ratios `mu + u_t` with AR(1) errors `u_t = phi u_(t-1) + e_t`, started stationary.
 fn ar1_units(r: &mut ChaCha8Rng, n: usize, mu: f64, phi: f64, sd: f64) -> Vec<Pair> {
     let mut u = sd / (1.0 - phi * phi).sqrt() * std_normal(r);
@@ -222,15 +230,13 @@ fn ar1_coverage(phi: f64, n: usize, datasets: u64, seed: u64) -> (f64, f64) {
     for k in 0..datasets {
         let units = ar1_units(&mut r, n, mu, phi, 0.05);
         let cfg = config(PairedMethod::BlockBootstrap { block: 0 }, seed ^ k);
-        block += paired_degradation(&units, Direction::Lower, &cfg)
-            .unwrap()
-            .degradation
-            .contains(want) as u32;
-        let cfg = config(PairedMethod::LogT, 0);
-        iid += paired_degradation(&units, Direction::Lower, &cfg)
-            .unwrap()
-            .degradation
-            .contains(want) as u32;
+        block += covers(&units, Direction::Lower, &cfg, want);
+        iid += covers(
+            &units,
+            Direction::Lower,
+            &config(PairedMethod::LogT, 0),
+            want,
+        );
     }
     (block as f64 / datasets as f64, iid as f64 / datasets as f64)
 }
@@ -294,10 +300,7 @@ fn onoff_coverage(n: usize, sd_on: f64, sd_off: f64, datasets: u64, seed: u64) -
             (PairedMethod::CycleT, &mut cycle),
             (PairedMethod::LogT, &mut iid),
         ] {
-            *count += paired_degradation(&units, Direction::Higher, &config(method, 0))
-                .unwrap()
-                .degradation
-                .contains(want) as u32;
+            *count += covers(&units, Direction::Higher, &config(method, 0), want);
         }
     }
     (cycle as f64 / datasets as f64, iid as f64 / datasets as f64)
