@@ -267,7 +267,7 @@ pub fn tune(
                 guard: window.max(limits.min_guard),
                 trial,
                 window_cv: cv(&agg),
-                lag1: lag1(&agg),
+                lag1: isobench_stats::lag1_autocorrelation(&agg),
                 cycle_sd: Some(sd),
                 cycles_needed: Some(n as u32),
                 why: format!(
@@ -277,7 +277,7 @@ pub fn tune(
                     agg.len(),
                     window.as_millis(),
                     cv(&agg).unwrap_or(f64::NAN) * 100.0,
-                    lag1(&agg).unwrap_or(f64::NAN),
+                    isobench_stats::lag1_autocorrelation(&agg).unwrap_or(f64::NAN),
                     phase.as_millis(),
                     sd,
                     n as u32,
@@ -342,26 +342,12 @@ fn aa_cycle_sd(xs: &[f64], m: usize) -> Option<(f64, usize)> {
     Some((var.sqrt(), per_offset))
 }
 
+/// Coefficient of variation of positive values; `None` below two values.
 fn cv(xs: &[f64]) -> Option<f64> {
-    if xs.len() < 2 {
-        return None;
-    }
-    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (xs.len() - 1) as f64;
-    (mean > 0.0).then(|| var.sqrt() / mean)
-}
-
-fn lag1(xs: &[f64]) -> Option<f64> {
-    if xs.len() < 3 {
-        return None;
-    }
-    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-    let var: f64 = xs.iter().map(|x| (x - mean).powi(2)).sum();
-    if var <= 0.0 {
-        return None;
-    }
-    let cov: f64 = xs.windows(2).map(|w| (w[0] - mean) * (w[1] - mean)).sum();
-    Some(cov / var)
+    isobench_stats::Sample::from_slice(xs)
+        .ok()
+        .filter(|s| s.len() >= 2)
+        .and_then(|s| s.cv())
 }
 
 #[cfg(test)]

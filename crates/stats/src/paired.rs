@@ -377,7 +377,7 @@ fn is_constant(xs: &[f64]) -> bool {
 
 /// Lag-1 autocorrelation `sum (x_t - m)(x_(t+1) - m) / sum (x_t - m)^2` (Box & Jenkins 1976,
 /// eq. 2.1.12); `None` below 3 values or without variation.
-fn lag1_autocorrelation(xs: &[f64]) -> Option<f64> {
+pub fn lag1_autocorrelation(xs: &[f64]) -> Option<f64> {
     if xs.len() < 3 || is_constant(xs) {
         return None;
     }
