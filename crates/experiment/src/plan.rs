@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::scenario::{
-    fmt_duration, Kind, PlatformChoice, RepetitionPolicy, Role, Scenario, TrialSettings,
+    fmt_duration, Kind, Placement, PlatformChoice, RepetitionPolicy, Role, Scenario, TrialSettings,
     UnsafeOnHost,
 };
 use crate::source::{ScenarioError, ScenarioErrors, Span};
@@ -68,6 +68,9 @@ pub struct HostView {
     pub llc: u64,
     /// The last-level cache as sysfs reports it, bytes.
     pub llc_sysfs: Option<u64>,
+    /// The disk whose interrupts the host delivers to some CPUs only, and those CPUs (when
+    /// exactly one disk raises interrupts); `placement = "split"` gives them to the victims.
+    pub disk_irq: Option<crate::cause::DiskIrq>,
 }
 
 impl HostView {
@@ -82,6 +85,10 @@ impl HostView {
                 .map(|e| e.to_string()),
             llc: caches.llc,
             llc_sysfs: caches.llc_sysfs,
+            disk_irq: isobench_platform::noise::irq_affinity()
+                .ok()
+                .and_then(|irqs| serde_json::to_value(irqs).ok())
+                .and_then(|v| crate::cause::disk_irq(&v)),
             env,
         })
     }
@@ -118,6 +125,7 @@ impl HostView {
                 .then(|| "isobench runs as uid 1000 and creating cgroups needs root".to_string()),
             llc: 32 << 20,
             llc_sysfs: Some(32 << 20),
+            disk_irq: None,
         }
     }
 
@@ -372,6 +380,14 @@ impl Plan {
         let host_cpus = host.cpus();
         let host_avail = host.env.mem_usable.min(host.info.memory_bytes.max(1));
         let mut tenants = Vec::new();
+        let placed = match sc.placement {
+            Placement::Shared => vec![None; sc.tenants.len()],
+            Placement::Split => {
+                let (placed, note) = split_placement(sc, &host_cpus, host.disk_irq.as_ref());
+                notes.push(note);
+                placed
+            }
+        };
         for (ti, t) in sc.tenants.iter().enumerate() {
             let field = |k: &str| format!("tenant[{ti}].limits.{k}");
             // Each key alone first, so each error points at its own line; the keys that
@@ -419,6 +435,11 @@ impl Plan {
                 if key.is_empty() {
                     break;
                 }
+            }
+            if let (None, Some(own)) = (&limits.cpuset, &placed[ti]) {
+                limits.cpuset = Some(isobench_platform::CpuList::from_cpus(
+                    own.iter().map(|&c| c as u32),
+                ));
             }
             let cpus: Vec<usize> = match &limits.cpuset {
                 Some(set) => set.iter().map(|c| c as usize).collect(),
@@ -985,6 +1006,127 @@ fn int_param(params: &ParamValues, name: &str) -> Option<u64> {
 
 /// Fills in memory-derived sizes the way the probe documents them, from the victim's own
 /// limit, so they are recorded in the plan. Returns a note when something was derived.
+/// CPUs of each tenant under `placement = "split"` (`None` for a tenant with a cpuset of its
+/// own, which it keeps), and the plan's note saying what was chosen and why.
+///
+/// The victims as a group get the larger half of the host's CPUs, the CPUs that take the
+/// disk's interrupts first: an I/O completion then wakes the victim's probe on its own CPU,
+/// not across from a busy aggressor (on this kind of virtual machine a completion for a
+/// sleeping task on the other vCPU stalls for milliseconds). The aggressors get the rest.
+/// CPUs claimed by a tenant's own cpuset are left out. Within a group each tenant gets an
+/// even contiguous share; a group with more tenants than CPUs shares them round robin; a
+/// group with nobody to place leaves the other every CPU. With a single free CPU nothing can
+/// be split.
+fn split_placement(
+    sc: &Scenario,
+    host_cpus: &[usize],
+    disk_irq: Option<&crate::cause::DiskIrq>,
+) -> (Vec<Option<Vec<usize>>>, String) {
+    let cpuset_of = |t: &crate::scenario::TenantSpec| {
+        t.limits
+            .iter()
+            .find(|e| e.key == "cpuset")
+            .map(|e| Limits::from_pairs([(e.key.as_str(), e.value.as_str())]))
+    };
+    let own = |t: &crate::scenario::TenantSpec| cpuset_of(t).is_some();
+    let mut placed = vec![None; sc.tenants.len()];
+    // CPUs a tenant claimed with a cpuset of its own are left to it.
+    let claimed: Vec<usize> = sc
+        .tenants
+        .iter()
+        .filter_map(|t| cpuset_of(t)?.ok()?.cpuset)
+        .flat_map(|c| c.iter().map(|c| c as usize).collect::<Vec<_>>())
+        .collect();
+    let mut pool: Vec<usize> = host_cpus
+        .iter()
+        .copied()
+        .filter(|c| !claimed.contains(c))
+        .collect();
+    if pool.is_empty() {
+        pool = host_cpus.to_vec();
+    }
+    let to_place = |role: Role| {
+        sc.tenants
+            .iter()
+            .filter(|t| t.role == role && !own(t))
+            .count()
+    };
+    let (victims, aggressors) = (to_place(Role::Victim), to_place(Role::Aggressor));
+    if victims > 0 && aggressors > 0 && pool.len() < 2 {
+        return (
+            placed,
+            format!(
+                "placement split: only cpu {} is free to place tenants on, so they share it",
+                cpu_list(&pool)
+            ),
+        );
+    }
+    let irq: Vec<usize> = disk_irq
+        .map(|d| d.cpus.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| pool.contains(c))
+        .collect();
+    // The IRQ CPUs first, unless they are all of them.
+    let mut order: Vec<usize> = if irq.len() < pool.len() {
+        irq.clone()
+    } else {
+        Vec::new()
+    };
+    let rest: Vec<usize> = pool
+        .iter()
+        .copied()
+        .filter(|c| !order.contains(c))
+        .collect();
+    order.extend(rest);
+    let n_victims = match (victims, aggressors) {
+        (_, 0) => order.len(),
+        (0, _) => 0,
+        _ => order.len() - order.len() / 2,
+    };
+    let groups = [
+        (Role::Victim, &order[..n_victims]),
+        (Role::Aggressor, &order[n_victims..]),
+    ];
+    let mut said = Vec::new();
+    for (role, cpus) in groups {
+        let mut cpus = cpus.to_vec();
+        cpus.sort_unstable();
+        let members: Vec<usize> = (0..sc.tenants.len())
+            .filter(|&i| sc.tenants[i].role == role && !own(&sc.tenants[i]))
+            .collect();
+        let k = members.len();
+        let mut group = Vec::new();
+        for (j, &i) in members.iter().enumerate() {
+            let mine = if k <= cpus.len() {
+                // Even contiguous shares, the first tenants taking one more.
+                let (base, extra) = (cpus.len() / k, cpus.len() % k);
+                let from = j * base + j.min(extra);
+                cpus[from..from + base + usize::from(j < extra)].to_vec()
+            } else {
+                vec![cpus[j % cpus.len()]]
+            };
+            group.push(format!("{} on cpu {}", sc.tenants[i].name, cpu_list(&mine)));
+            placed[i] = Some(mine);
+        }
+        if k > cpus.len() {
+            group.push(format!("{k} {role}s sharing {} CPU(s)", cpus.len()));
+        }
+        if !group.is_empty() {
+            said.push(format!("{role}s: {}", group.join(", ")));
+        }
+    }
+    let why = match disk_irq {
+        Some(d) if !irq.is_empty() && irq.len() < pool.len() && victims > 0 => format!(
+            " ({}'s interrupts are delivered to cpu {}, so the victims take it)",
+            d.device,
+            cpu_list(&irq)
+        ),
+        _ => String::new(),
+    };
+    (placed, format!("placement split: {}{why}", said.join("; ")))
+}
+
 fn resolve_probe_sizes(
     name: &str,
     params: &mut ParamValues,

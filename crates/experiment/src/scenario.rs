@@ -141,6 +141,17 @@ pub enum UnsafeOnHost {
     Allow,
 }
 
+/// Where tenants without a `cpuset` of their own run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// On every CPU of the host, where the scheduler puts them (the default).
+    Shared,
+    /// Each on CPUs of its own: the victims first, on the CPUs that take the disk's
+    /// interrupts when the host says which, the aggressors on the rest.
+    Split,
+}
+
 /// Timing of trials and the rules for disturbed ones.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialSettings {
@@ -359,6 +370,8 @@ pub struct Scenario {
     pub platform: PlatformChoice,
     /// Policy for aggressive stressors on the host platform.
     pub unsafe_on_host: UnsafeOnHost,
+    /// Where tenants without a cpuset run.
+    pub placement: Placement,
     /// Trial timing.
     pub trial: TrialSettings,
     /// Repetition policy.
@@ -383,6 +396,7 @@ struct RawScenario {
     seed: Option<Spanned<Value>>,
     platform: Option<Spanned<String>>,
     unsafe_on_host: Option<Spanned<String>>,
+    placement: Option<Spanned<String>>,
     trial: Option<RawTrial>,
     repetitions: Option<Spanned<RawRepetitions>>,
     #[serde(default)]
@@ -921,6 +935,19 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
         })
         .unwrap_or(UnsafeOnHost::Refuse);
 
+    let placement = raw
+        .placement
+        .as_ref()
+        .and_then(|p| {
+            c.word(
+                p,
+                "placement",
+                &[("shared", Placement::Shared), ("split", Placement::Split)],
+                &[],
+            )
+        })
+        .unwrap_or(Placement::Shared);
+
     let d = TrialSettings::default();
     let trial = match &raw.trial {
         None => d,
@@ -1071,6 +1098,7 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
         seed,
         platform,
         unsafe_on_host,
+        placement,
         trial,
         repetitions,
         tenants,
