@@ -672,6 +672,50 @@ pub fn analyze_trials(
                 &label,
                 settings,
             ));
+            // The design the victims of this condition were measured with.
+            let design = plan
+                .as_ref()
+                .and_then(|p| p.conditions.iter().find(|c| c.id == *cond))
+                .map(|c| c.design)
+                .unwrap_or_else(|| {
+                    if trials.iter().any(|r| {
+                        condition_text(&r.condition) == *cond && r.modulation.is_some()
+                    }) {
+                        Design::OnOff
+                    } else {
+                        Design::Paired
+                    }
+                });
+            let io_limit = t
+                .limits
+                .get("applied")
+                .and_then(|v| v.as_str())
+                .and_then(|a| a.split(',').find(|kv| kv.starts_with("io_")))
+                .map(str::to_string);
+            let throttled_burst = design == Design::OnOff
+                && stressor_class.get(cond) == Some(&Class::Disk)
+                && io_limit.is_some();
+            if let Some(c) = aggressor.last_mut() {
+                if throttled_burst {
+                    // Measured here: a disk stressor held to io_write_bps=256M ran at its
+                    // limit alone (2043 requests/s in six blocks) and at 2.5 times that per
+                    // running second under on/off: the throttle measures its budget over wall
+                    // time, so the time frozen is made up in bursts after each thaw.
+                    c.comparison = None;
+                    c.settled = true;
+                    c.problem = Some(format!(
+                        "not comparable under on/off: its io limit ({}) holds its rate over \
+                         wall time, so after each freeze it bursts to make up the time \
+                         frozen; its rate per running second says nothing about the victims",
+                        io_limit.as_deref().unwrap_or("")
+                    ));
+                } else if !idle && !victims_down {
+                    let (units, per_block) = solo_pairs(trials, &usable, &t.name, cond);
+                    if !units.is_empty() {
+                        apply_design(c, Design::Paired, &units, &per_block, &label, settings);
+                    }
+                }
+            }
             if idle {
                 // A stressor that does no work (the null stressor of an A/A run) has no own
                 // rate to degrade; nothing more can be learned.
@@ -970,11 +1014,15 @@ pub fn needs(plan: &Plan, results: &Results) -> Needs {
     }
     n.pairs = pairs_needed(plan, results, &n);
     // Probes that produced no tracked metric at all (every trial failed) settle as failed.
+    // An aggressor's own rate is compared with the contended trials of the same block, so a
+    // solo trial helps only where the round also measures the condition's victims.
     if plan.trial.solo > std::time::Duration::ZERO {
         for c in &results.aggressor {
             if !c.settled {
                 if let Some(ci) = cond_index(&c.condition) {
-                    n.solo.insert(ci);
+                    if n.cells.iter().any(|&(_, cc)| cc == ci) {
+                        n.solo.insert(ci);
+                    }
                 }
             }
         }
@@ -1159,6 +1207,50 @@ fn paired_units(
         }
     }
     out
+}
+
+/// An aggressor's own rate in each contended trial against its rate alone in the solo trial
+/// of the same block (seconds before it), so the host's drift between blocks cancels; grouped
+/// by block. Rates that are not positive (a stressor that had not started) make no pair.
+fn solo_pairs(
+    trials: &[&TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+    tenant: &str,
+    cond: &str,
+) -> (Vec<Pair>, Vec<Vec<Pair>>) {
+    let rate = |r: &TrialRecord, mode: StressorMode| {
+        r.stressor_reports
+            .iter()
+            .find(|s| s.tenant == tenant && s.mode == mode)
+            .map(|s| s.ops_per_sec)
+            .filter(|v| v.is_finite() && *v > 0.0)
+    };
+    let block = |r: &TrialRecord| {
+        let (k, _) = TrialKey::from_seq(r.plan_seq);
+        (k.round, k.block)
+    };
+    let in_cond: Vec<&&TrialRecord> = trials
+        .iter()
+        .filter(|r| usable(r) && condition_text(&r.condition) == cond)
+        .collect();
+    let mut groups: BTreeMap<(u32, u32), Vec<Pair>> = BTreeMap::new();
+    for r in &in_cond {
+        let Some(c) = rate(r, StressorMode::Contended) else {
+            continue;
+        };
+        let alone = in_cond
+            .iter()
+            .filter(|x| block(x) == block(r))
+            .find_map(|x| rate(x, StressorMode::Alone));
+        if let Some(b) = alone {
+            groups.entry(block(r)).or_default().push(Pair {
+                baseline: b,
+                contended: c,
+            });
+        }
+    }
+    let per_block: Vec<Vec<Pair>> = groups.into_values().collect();
+    (per_block.concat(), per_block)
 }
 
 /// Fewest units (cycles or pairs) for a trustworthy time-adjacent estimate.

@@ -856,12 +856,16 @@ impl Plan {
                 unwindowed.join(", ")
             ));
         }
+        let solo = if self.trial.solo.is_zero() {
+            "aggressors' own rate not measured (solo = 0s)".to_string()
+        } else {
+            format!("aggressor alone {}", fmt_duration(self.trial.solo))
+        };
         s.push_str(&format!(
-            "  trials of {}, warm-up {}, aggressor alone {}; {}..{} rounds until every CI is \
+            "  trials of {}, warm-up {}, {solo}; {}..{} rounds until every CI is \
              within +/-{} points at {}%\n",
             fmt_duration(self.trial.duration),
             fmt_duration(self.trial.warmup),
-            fmt_duration(self.trial.solo),
             self.repetitions.min,
             self.repetitions.max,
             self.repetitions.ci_half_width,
