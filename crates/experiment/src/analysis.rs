@@ -673,19 +673,19 @@ pub fn analyze_trials(
                 settings,
             ));
             // The design the victims of this condition were measured with.
-            let design = plan
-                .as_ref()
-                .and_then(|p| p.conditions.iter().find(|c| c.id == *cond))
-                .map(|c| c.design)
-                .unwrap_or_else(|| {
-                    if trials.iter().any(|r| {
-                        condition_text(&r.condition) == *cond && r.modulation.is_some()
-                    }) {
-                        Design::OnOff
-                    } else {
-                        Design::Paired
-                    }
-                });
+            let design =
+                plan.as_ref()
+                    .and_then(|p| p.conditions.iter().find(|c| c.id == *cond))
+                    .map(|c| c.design)
+                    .unwrap_or_else(|| {
+                        if trials.iter().any(|r| {
+                            condition_text(&r.condition) == *cond && r.modulation.is_some()
+                        }) {
+                            Design::OnOff
+                        } else {
+                            Design::Paired
+                        }
+                    });
             let io_limit = t
                 .limits
                 .get("applied")
@@ -710,9 +710,9 @@ pub fn analyze_trials(
                         io_limit.as_deref().unwrap_or("")
                     ));
                 } else if !idle && !victims_down {
-                    let (units, per_block) = solo_pairs(trials, &usable, &t.name, cond);
+                    let units = solo_pairs(trials, &usable, &t.name, cond);
                     if !units.is_empty() {
-                        apply_design(c, Design::Paired, &units, &per_block, &label, settings);
+                        apply_design(c, Design::Paired, &units, &[], &label, settings);
                     }
                 }
             }
@@ -1209,15 +1209,16 @@ fn paired_units(
     out
 }
 
-/// An aggressor's own rate in each contended trial against its rate alone in the solo trial
-/// of the same block (seconds before it), so the host's drift between blocks cancels; grouped
-/// by block. Rates that are not positive (a stressor that had not started) make no pair.
+/// An aggressor's own rate beside the victims against its rate alone in the solo trial of the
+/// same block (seconds before), so the host's drift between blocks cancels: one pair per
+/// block, the mean of its contended trials against its solo. Rates that are not positive (a
+/// stressor that had not started) make no pair.
 fn solo_pairs(
     trials: &[&TrialRecord],
     usable: &dyn Fn(&TrialRecord) -> bool,
     tenant: &str,
     cond: &str,
-) -> (Vec<Pair>, Vec<Vec<Pair>>) {
+) -> Vec<Pair> {
     let rate = |r: &TrialRecord, mode: StressorMode| {
         r.stressor_reports
             .iter()
@@ -1249,8 +1250,14 @@ fn solo_pairs(
             });
         }
     }
-    let per_block: Vec<Vec<Pair>> = groups.into_values().collect();
-    (per_block.concat(), per_block)
+    // One unit per block: its trials share the solo value, so they are not independent pairs.
+    groups
+        .into_values()
+        .map(|g| Pair {
+            baseline: g[0].baseline,
+            contended: g.iter().map(|p| p.contended).sum::<f64>() / g.len() as f64,
+        })
+        .collect()
 }
 
 /// Fewest units (cycles or pairs) for a trustworthy time-adjacent estimate.

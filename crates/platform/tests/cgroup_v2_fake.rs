@@ -172,7 +172,7 @@ fn aggressor_safe_defaults_in_v2_syntax() {
     let dir = root.path().join(&t.info().object_name);
     assert_eq!(read(&dir.join("pids.max")), "256");
     assert_eq!(read(&dir.join("memory.max")), (4u64 << 30).to_string());
-    assert!(read(&dir.join("io.max")).ends_with(&format!("wbps={}", 256u64 << 20)));
+    assert!(read(&dir.join("io.max")).ends_with(&format!("wbps={}", 1u64 << 30)));
 }
 
 #[test]

@@ -8,12 +8,15 @@
 //! first (the read pass needs data), then read, then rewritten, and so on. Buffered mode goes
 //! through the page cache like iozone without `-I` (`cache=keep`, default): a file that fits
 //! in memory is read from the cache and rewritten in it, and writes reach the disk by the
-//! kernel's writeback. With `cache=drop` every pass reaches the device, as iozone's passes
+//! kernel's writeback, unless `fsync` (the default) flushes each write pass to the device
+//! (iozone `-e`): without it, nothing of a 64 MiB file rewritten in the cache reached this
+//! machine's disk in six seconds, while `stress-ng --hdd 1` wrote 716 MB/s there; with it the
+//! stressor wrote 1085 MB/s. With `cache=drop` every pass reaches the device, as iozone's passes
 //! do over a file larger than memory: a write pass ends by writing the file back and waiting
 //! (`sync_file_range`) and dropping its pages (`posix_fadvise(DONTNEED)`), so the read pass
 //! reads from the device through readahead. The wait serialises the passes: in two short
-//! runs here `drop` degraded a neighbour's direct reads less than `keep`, not more. `fsync=true`
-//! flushes after every write pass, which also makes cgroup v1 blkio attribute the writes;
+//! runs here `drop` degraded a neighbour's direct reads less than `keep`, not more. Flushing in
+//! the stressor's own context also makes cgroup v1 blkio attribute (and limit) the writes;
 //! direct mode (`O_DIRECT`, aligned buffers) puts every request on the device, one at a time
 //! per thread.
 
@@ -78,9 +81,11 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         name: "fsync",
-        help: "fdatasync after every write pass",
+        help: "buffered mode: fdatasync after every write pass (iozone -e), so the pass reaches \
+               the device; false leaves it to the kernel's writeback, which a file that fits \
+               in memory may never reach",
         kind: ParamKind::Bool,
-        default: "false",
+        default: "true",
     },
     ParamSpec {
         name: "cache",
@@ -260,7 +265,7 @@ impl Stressor for Disk {
             "request={} mode={}{}{}",
             fmt_size(req),
             if o.direct { "direct" } else { "buffered" },
-            if o.fsync { "+fsync" } else { "" },
+            if o.fsync && !o.direct { "+fsync" } else { "" },
             if o.direct {
                 ""
             } else if o.cache == "drop" {
@@ -314,7 +319,7 @@ impl Stressor for Disk {
                     size,
                     pos: 0,
                     writing: true,
-                    fsync: o.fsync,
+                    fsync: o.fsync && !o.direct,
                     drop_cache: !o.direct && o.cache == "drop",
                 })
             },
