@@ -614,12 +614,14 @@ pub fn analyze_trials(
         attach_causes(&mut cells, p, &run.run.host_facts, trials, &usable);
     }
 
-    // Aggressor cells: its stressor's rate alone vs. beside the probes.
+    // Aggressor cells: its stressor's rate alone vs. beside the probes (none when the scenario
+    // turned the solo trials off).
     let mut aggressor = Vec::new();
+    let no_solo = plan.as_ref().is_some_and(|p| p.trial.solo.is_zero());
     for t in run
         .tenants
         .iter()
-        .filter(|t| t.role.as_str() == "aggressor")
+        .filter(|t| t.role.as_str() == "aggressor" && !no_solo)
     {
         for cond in &conditions {
             let rate = |mode: StressorMode| -> Vec<f64> {
@@ -1127,13 +1129,13 @@ const TRIALS_DIFFER_P: f64 = 0.001;
 /// The flag of a result whose on/off trials differ by more than the noise within them allows
 /// ([`isobench_stats::between_groups_p`] on the trials' cycles); `None` when they do not, or
 /// with fewer than two trials of two cycles.
-fn trials_differ(per_trial: &[Vec<Pair>], direction: Direction) -> Option<Flag> {
+fn trials_differ(per_trial: &[Vec<Pair>], direction: Direction, rho: f64) -> Option<Flag> {
     let used: Vec<&[Pair]> = per_trial
         .iter()
         .filter(|g| g.len() >= 2)
         .map(Vec::as_slice)
         .collect();
-    let p_value = isobench_stats::between_groups_p(&used)?;
+    let p_value = isobench_stats::between_groups_p(&used, rho)?;
     if p_value >= TRIALS_DIFFER_P {
         return None;
     }
@@ -1311,7 +1313,11 @@ fn apply_design(
     match paired_degradation(units, cell.direction, &config) {
         Ok(est) => {
             let mut flags: Vec<Flag> = Vec::new();
-            flags.extend(trials_differ(per_trial, cell.direction));
+            flags.extend(trials_differ(
+                per_trial,
+                cell.direction,
+                est.neighbour_correlation.unwrap_or(0.0),
+            ));
             if est.n < need {
                 flags.push(Flag::TooFewSamples {
                     side: Side::Contended,
@@ -1531,7 +1537,7 @@ mod tests {
             lowest,
             highest,
             p_value,
-        }) = trials_differ(&[a.clone(), b], Direction::Higher)
+        }) = trials_differ(&[a.clone(), b], Direction::Higher, 0.0)
         else {
             panic!("not flagged");
         };
@@ -1550,8 +1556,8 @@ mod tests {
         .is_untrustworthy());
         // The same effect in both trials, one trial alone, or a trial of one cycle: no flag.
         let c = cycles(&[0.61, 0.59, 0.60, 0.62, 0.58, 0.60]);
-        assert!(trials_differ(&[a.clone(), c], Direction::Higher).is_none());
-        assert!(trials_differ(std::slice::from_ref(&a), Direction::Higher).is_none());
-        assert!(trials_differ(&[a, cycles(&[1.0])], Direction::Higher).is_none());
+        assert!(trials_differ(&[a.clone(), c], Direction::Higher, 0.0).is_none());
+        assert!(trials_differ(std::slice::from_ref(&a), Direction::Higher, 0.0).is_none());
+        assert!(trials_differ(&[a, cycles(&[1.0])], Direction::Higher, 0.0).is_none());
     }
 }

@@ -428,11 +428,16 @@ fn block_bootstrap_centred(xs: &[f64], b: usize, resamples: usize, seed: u64) ->
 /// Whether groups of units (the cycles of separate trials) differ in their mean log ratio by
 /// more than their spread within groups allows: the p-value of the one-way analysis of
 /// variance F test (Fisher 1925, *Statistical Methods for Research Workers*) on the log ratios
-/// `ln(contended / baseline)`, with `k - 1` and `N - k` degrees of freedom. `None` with fewer
-/// than two groups of at least two units (smaller groups are left out), or with a unit that is
-/// not positive. Groups that differ while nothing varies within them give 0; no variation at
-/// all gives 1.
-pub fn between_groups_p(groups: &[&[Pair]]) -> Option<f64> {
+/// `ln(contended / baseline)`, with `k - 1` and `N - k` degrees of freedom. Neighbouring units
+/// that correlate at `neighbour_correlation` (on/off cycles sharing an off-phase, or drift;
+/// the `rho` of [`PairedMethod::CycleT`]) make each group's mean vary more than the spread
+/// within groups says, by the design effect `1 + 2 rho` of an MA(1) series (Kish 1965,
+/// *Survey Sampling*; Box & Jenkins 1976): the within-group mean square is scaled by it, so
+/// the test is not fooled by the correlation the interval already allows for. `None` with
+/// fewer than two groups of at least two units (smaller groups are left out), or with a unit
+/// that is not positive. Groups that differ while nothing varies within them give 0; no
+/// variation at all gives 1.
+pub fn between_groups_p(groups: &[&[Pair]], neighbour_correlation: f64) -> Option<f64> {
     use statrs::distribution::{ContinuousCDF, FisherSnedecor};
     let logs: Vec<Vec<f64>> = groups
         .iter()
@@ -455,7 +460,8 @@ pub fn between_groups_p(groups: &[&[Pair]]) -> Option<f64> {
     if within <= 0.0 || df2 <= 0.0 {
         return Some(if between > 0.0 { 0.0 } else { 1.0 });
     }
-    let f = (between / df1) / (within / df2);
+    let design_effect = 1.0 + 2.0 * neighbour_correlation.clamp(0.0, 0.9);
+    let f = (between / df1) / (within / df2 * design_effect);
     let dist = FisherSnedecor::new(df1, df2).ok()?;
     Some(dist.sf(f).clamp(0.0, 1.0))
 }
@@ -627,10 +633,10 @@ mod tests {
         // Two trials with the same effect and some noise: no evidence of a difference.
         let a = pairs(&[(1.0, 1.10), (1.0, 1.12), (1.0, 1.09), (1.0, 1.11)]);
         let b = pairs(&[(1.0, 1.11), (1.0, 1.09), (1.0, 1.12), (1.0, 1.10)]);
-        assert!(between_groups_p(&[&a, &b]).unwrap() > 0.5);
+        assert!(between_groups_p(&[&a, &b], 0.0).unwrap() > 0.5);
         // One trial slowed by 10%, the next not at all.
         let c = pairs(&[(1.0, 1.00), (1.0, 1.01), (1.0, 0.99), (1.0, 1.00)]);
-        let p = between_groups_p(&[&a, &c]).unwrap();
+        let p = between_groups_p(&[&a, &c], 0.0).unwrap();
         assert!(p < 1e-4, "{p}");
         // By hand for two groups of two: F = between / within with 1 and 2 df.
         let g1 = pairs(&[(1.0, 1.0), (1.0, std::f64::consts::E)]);
@@ -640,13 +646,18 @@ mod tests {
         ]);
         // Log ratios 0, 1 | 2, 3: means 0.5, 2.5, grand 1.5; between = 4, within = 1, F = 8.
         // P(F(1, 2) > 8) = P(|T_2| > sqrt 8) = 1 - sqrt(8 / 10) = 0.105573.
-        let p = between_groups_p(&[&g1, &g2]).unwrap();
+        let p = between_groups_p(&[&g1, &g2], 0.0).unwrap();
         assert!((p - 0.105_573).abs() < 1e-5, "{p}");
         // Too few groups, or groups too small: nothing to test.
-        assert_eq!(between_groups_p(&[&a]), None);
-        assert_eq!(between_groups_p(&[&a, &a[..1]]), None);
+        assert_eq!(between_groups_p(&[&a], 0.0), None);
+        assert_eq!(between_groups_p(&[&a, &a[..1]], 0.0), None);
         // The same trial twice: no difference at all between them.
-        assert!((between_groups_p(&[&a, &a]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((between_groups_p(&[&a, &a], 0.0).unwrap() - 1.0).abs() < 1e-12);
+        // Correlated neighbours: the within-group mean square counts 1 + 2 rho times, so the
+        // hand example's F = 8 becomes 8 / 1.5 at rho = 0.25:
+        // P(F(1, 2) > 16/3) = 1 - sqrt((16/3) / (16/3 + 2)) = 0.147197.
+        let p = between_groups_p(&[&g1, &g2], 0.25).unwrap();
+        assert!((p - 0.147_197).abs() < 1e-5, "{p}");
     }
 
     #[test]
