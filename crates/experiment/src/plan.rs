@@ -1128,6 +1128,12 @@ fn split_placement(
         ),
         _ => String::new(),
     };
+    if said.is_empty() {
+        return (
+            placed,
+            "placement split: every tenant has a cpuset of its own".into(),
+        );
+    }
     (placed, format!("placement split: {}{why}", said.join("; ")))
 }
 

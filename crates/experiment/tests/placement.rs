@@ -175,3 +175,27 @@ fn an_unknown_placement_is_refused_with_the_choices() {
     assert!(e.contains("placement"), "{e}");
     assert!(e.contains("split"), "{e}");
 }
+
+#[test]
+fn nothing_to_place_says_so() {
+    let tenants = r#"
+[[tenant]]
+name = "web"
+role = "victim"
+limits = { cpuset = "0" }
+
+[[tenant]]
+name = "noisy"
+role = "aggressor"
+limits = { cpuset = "1" }
+"#;
+    let sc = scenario("placement = \"split\"", tenants);
+    let (t, notes) = placed(&sc, &host(2, Some(vec![1])));
+    assert_eq!(cpusets(&t), [("web", Some("0")), ("noisy", Some("1"))]);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("every tenant has a cpuset of its own")),
+        "{notes:?}"
+    );
+}
