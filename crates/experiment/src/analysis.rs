@@ -584,7 +584,7 @@ pub fn analyze_trials(
             if let Some(c) = cells.last_mut() {
                 c.disturbed = disturbed;
                 if !no_values {
-                    let design = cell_design(plan.as_ref(), probe, cond, trials);
+                    let design = cell_design(plan.as_ref(), Some(probe), cond, trials);
                     let (units, per_trial) = match design {
                         Design::OnOff => {
                             let g = onoff_units(trials, &usable, tenant, probe, cond, metric);
@@ -675,25 +675,20 @@ pub fn analyze_trials(
                 settings,
             ));
             // The design the victims of this condition were measured with.
-            let design =
-                plan.as_ref()
-                    .and_then(|p| p.conditions.iter().find(|c| c.id == *cond))
-                    .map(|c| c.design)
-                    .unwrap_or_else(|| {
-                        if trials.iter().any(|r| {
-                            condition_text(&r.condition) == *cond && r.modulation.is_some()
-                        }) {
-                            Design::OnOff
-                        } else {
-                            Design::Paired
-                        }
-                    });
+            let design = cell_design(plan.as_ref(), None, cond, trials);
             let io_limit = t
                 .limits
                 .get("applied")
                 .and_then(|v| v.as_str())
-                .and_then(|a| a.split(',').find(|kv| kv.starts_with("io_")))
-                .map(str::to_string);
+                .and_then(|a| isobench_platform::Limits::parse(a).ok())
+                .filter(isobench_platform::Limits::has_io)
+                .map(|l| isobench_platform::Limits {
+                    io_read_bps: l.io_read_bps,
+                    io_write_bps: l.io_write_bps,
+                    io_read_iops: l.io_read_iops,
+                    io_write_iops: l.io_write_iops,
+                    ..Default::default()
+                });
             let throttled_burst = design == Design::OnOff
                 && stressor_class.get(cond) == Some(&Class::Disk)
                 && io_limit.is_some();
@@ -709,7 +704,7 @@ pub fn analyze_trials(
                         "not comparable under on/off: its io limit ({}) holds its rate over \
                          wall time, so after each freeze it bursts to make up the time \
                          frozen; its rate per running second says nothing about the victims",
-                        io_limit.as_deref().unwrap_or("")
+                        io_limit.map(|l| l.to_string()).unwrap_or_default()
                     ));
                 } else if !idle && !victims_down {
                     let units = solo_pairs(trials, &usable, &t.name, cond);
@@ -1080,16 +1075,28 @@ pub fn resumable(status: RunStatus) -> bool {
 
 /// Which design measured a cell: the plan's, else (runs without a plan) on/off when its
 /// contended trials were modulated.
-fn cell_design(plan: Option<&Plan>, probe: &str, cond: &str, trials: &[&TrialRecord]) -> Design {
+fn cell_design(
+    plan: Option<&Plan>,
+    probe: Option<&str>,
+    cond: &str,
+    trials: &[&TrialRecord],
+) -> Design {
     if let Some(p) = plan {
-        let pi = p.probes.iter().position(|x| x.id == probe);
         let ci = p.conditions.iter().position(|x| x.id == cond);
-        if let (Some(pi), Some(ci)) = (pi, ci) {
-            return p.design(pi, ci);
+        match (probe, ci) {
+            (None, Some(ci)) => return p.conditions[ci].design,
+            (Some(probe), Some(ci)) => {
+                if let Some(pi) = p.probes.iter().position(|x| x.id == probe) {
+                    return p.design(pi, ci);
+                }
+            }
+            (_, None) => {}
         }
     }
     let modulated = trials.iter().any(|t| {
-        t.probe == probe && condition_text(&t.condition) == cond && t.modulation.is_some()
+        probe.is_none_or(|probe| t.probe == probe)
+            && condition_text(&t.condition) == cond
+            && t.modulation.is_some()
     });
     if modulated {
         Design::OnOff
@@ -1221,43 +1228,36 @@ fn solo_pairs(
     tenant: &str,
     cond: &str,
 ) -> Vec<Pair> {
-    let rate = |r: &TrialRecord, mode: StressorMode| {
-        r.stressor_reports
-            .iter()
-            .find(|s| s.tenant == tenant && s.mode == mode)
-            .map(|s| s.ops_per_sec)
-            .filter(|v| v.is_finite() && *v > 0.0)
-    };
-    let block = |r: &TrialRecord| {
-        let (k, _) = TrialKey::from_seq(r.plan_seq);
-        (k.round, k.block)
-    };
-    let in_cond: Vec<&&TrialRecord> = trials
+    let mut alone: BTreeMap<(u32, u32), f64> = BTreeMap::new();
+    let mut beside: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
+    for r in trials
         .iter()
         .filter(|r| usable(r) && condition_text(&r.condition) == cond)
-        .collect();
-    let mut groups: BTreeMap<(u32, u32), Vec<Pair>> = BTreeMap::new();
-    for r in &in_cond {
-        let Some(c) = rate(r, StressorMode::Contended) else {
-            continue;
-        };
-        let alone = in_cond
-            .iter()
-            .filter(|x| block(x) == block(r))
-            .find_map(|x| rate(x, StressorMode::Alone));
-        if let Some(b) = alone {
-            groups.entry(block(r)).or_default().push(Pair {
-                baseline: b,
-                contended: c,
-            });
+    {
+        let (k, _) = TrialKey::from_seq(r.plan_seq);
+        for s in r.stressor_reports.iter().filter(|s| s.tenant == tenant) {
+            if !(s.ops_per_sec.is_finite() && s.ops_per_sec > 0.0) {
+                continue;
+            }
+            match s.mode {
+                StressorMode::Alone => {
+                    alone.entry((k.round, k.block)).or_insert(s.ops_per_sec);
+                }
+                StressorMode::Contended => beside
+                    .entry((k.round, k.block))
+                    .or_default()
+                    .push(s.ops_per_sec),
+            }
         }
     }
     // One unit per block: its trials share the solo value, so they are not independent pairs.
-    groups
-        .into_values()
-        .map(|g| Pair {
-            baseline: g[0].baseline,
-            contended: g.iter().map(|p| p.contended).sum::<f64>() / g.len() as f64,
+    beside
+        .into_iter()
+        .filter_map(|(block, rates)| {
+            Some(Pair {
+                baseline: *alone.get(&block)?,
+                contended: rates.iter().sum::<f64>() / rates.len() as f64,
+            })
         })
         .collect()
 }

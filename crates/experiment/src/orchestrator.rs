@@ -513,13 +513,11 @@ impl<'a> Engine<'a> {
                     let Some(t) = self.tuning.get(&pi) else {
                         continue;
                     };
-                    let len = t
-                        .period
-                        .mul_f64(more)
-                        .clamp(t.trial, plan.trial.onoff_max * 3);
+                    let need = t.period.mul_f64(more);
+                    let len = need.clamp(t.trial, plan.trial.onoff_max * 3);
                     let e = self.next_len.entry((pi, ci)).or_insert(len);
                     *e = (*e).max(len);
-                    t.period.mul_f64(more)
+                    need
                 }
                 Design::Paired => plan.trial.duration.mul_f64(2.0 * more),
             };
@@ -552,9 +550,7 @@ impl<'a> Engine<'a> {
     /// Keeps the round for `needs` within `remaining` wall time (its planned measuring time
     /// times the last round's overhead): leaves out, one at a time, the cell that would still
     /// need the most time to reach the target, so the budget goes to cells it can settle.
-    /// Returns the cells left out.
-    fn fit_budget(&self, needs: &mut Needs, remaining: Duration) -> usize {
-        let mut left = 0;
+    fn fit_budget(&self, needs: &mut Needs, remaining: Duration) {
         while !needs.cells.is_empty() && self.planned_time(needs).mul_f64(self.overhead) > remaining
         {
             let Some(&worst) = needs.cells.iter().max_by_key(|k| {
@@ -566,12 +562,10 @@ impl<'a> Engine<'a> {
                 break;
             };
             needs.cells.remove(&worst);
-            left += 1;
         }
         needs
             .pairs
             .retain(|c, _| needs.cells.iter().any(|&(_, cc)| cc == *c));
-        left
     }
 
     fn create_tenants(&mut self, loaded: &LoadedRun) -> Result<()> {

@@ -1026,19 +1026,15 @@ fn split_placement(
     host_cpus: &[usize],
     disk_irq: Option<&crate::cause::DiskIrq>,
 ) -> (Vec<Option<Vec<usize>>>, String) {
-    let cpuset_of = |t: &crate::scenario::TenantSpec| {
-        t.limits
-            .iter()
-            .find(|e| e.key == "cpuset")
-            .map(|e| Limits::from_pairs([(e.key.as_str(), e.value.as_str())]))
-    };
-    let own = |t: &crate::scenario::TenantSpec| cpuset_of(t).is_some();
+    fn own_cpuset(t: &crate::scenario::TenantSpec) -> Option<&crate::scenario::LimitEntry> {
+        t.limits.iter().find(|e| e.key == "cpuset")
+    }
     let mut placed = vec![None; sc.tenants.len()];
     // CPUs a tenant claimed with a cpuset of its own are left to it.
     let claimed: Vec<usize> = sc
         .tenants
         .iter()
-        .filter_map(|t| cpuset_of(t)?.ok()?.cpuset)
+        .filter_map(|t| isobench_platform::CpuList::parse(&own_cpuset(t)?.value).ok())
         .flat_map(|c| c.iter().map(|c| c as usize).collect::<Vec<_>>())
         .collect();
     let mut pool: Vec<usize> = host_cpus
@@ -1049,13 +1045,16 @@ fn split_placement(
     if pool.is_empty() {
         pool = host_cpus.to_vec();
     }
-    let to_place = |role: Role| {
-        sc.tenants
-            .iter()
-            .filter(|t| t.role == role && !own(t))
-            .count()
+    // Indices of the tenants of a role that have no cpuset of their own.
+    let to_place = |role: Role| -> Vec<usize> {
+        (0..sc.tenants.len())
+            .filter(|&i| sc.tenants[i].role == role && own_cpuset(&sc.tenants[i]).is_none())
+            .collect()
     };
-    let (victims, aggressors) = (to_place(Role::Victim), to_place(Role::Aggressor));
+    let (victims, aggressors) = (
+        to_place(Role::Victim).len(),
+        to_place(Role::Aggressor).len(),
+    );
     if victims > 0 && aggressors > 0 && pool.len() < 2 {
         return (
             placed,
@@ -1096,9 +1095,7 @@ fn split_placement(
     for (role, cpus) in groups {
         let mut cpus = cpus.to_vec();
         cpus.sort_unstable();
-        let members: Vec<usize> = (0..sc.tenants.len())
-            .filter(|&i| sc.tenants[i].role == role && !own(&sc.tenants[i]))
-            .collect();
+        let members = to_place(role);
         let k = members.len();
         let mut group = Vec::new();
         for (j, &i) in members.iter().enumerate() {

@@ -3,23 +3,35 @@
 use isobench_experiment::cause::DiskIrq;
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 
-fn scenario(placement: &str, tenants: &str) -> Scenario {
-    let text = format!(
+fn text(placement: &str, tenants: &str) -> String {
+    format!(
         "name = \"p\"\nkind = \"matrix\"\nplatform = \"cgroup\"\n{placement}\n{tenants}\n\
          [[probe]]\nname = \"syscall\"\n\n[[stressor]]\nname = \"cpu\"\n"
-    );
-    Scenario::parse(Source::new("p.toml", &text)).expect("parses")
+    )
 }
 
-const ONE_EACH: &str = r#"
-[[tenant]]
-name = "web"
-role = "victim"
+fn scenario(placement: &str, tenants: &str) -> Scenario {
+    Scenario::parse(Source::new("p.toml", text(placement, tenants))).expect("parses")
+}
 
-[[tenant]]
-name = "noisy"
-role = "aggressor"
-"#;
+/// `[[tenant]]` tables for (name, role, limits); empty limits are left out.
+fn tenants(list: &[(&str, &str, &str)]) -> String {
+    list.iter()
+        .map(|(name, role, limits)| {
+            let limits = if limits.is_empty() {
+                String::new()
+            } else {
+                format!("limits = {{ {limits} }}\n")
+            };
+            format!("\n[[tenant]]\nname = \"{name}\"\nrole = \"{role}\"\n{limits}")
+        })
+        .collect()
+}
+
+/// The victim `web` and the aggressor `noisy`, with these limits.
+fn web_and_noisy(web: &str, noisy: &str) -> String {
+    tenants(&[("web", "victim", web), ("noisy", "aggressor", noisy)])
+}
 
 fn host(cpus: usize, irq: Option<Vec<usize>>) -> HostView {
     let mut h = HostView::synthetic(cpus, 8 << 30, true);
@@ -53,14 +65,17 @@ fn cpusets(v: &[(String, Option<String>)]) -> Vec<(&str, Option<&str>)> {
 
 #[test]
 fn shared_is_the_default_and_sets_no_cpuset() {
-    let (t, notes) = placed(&scenario("", ONE_EACH), &host(2, Some(vec![1])));
+    let (t, notes) = placed(
+        &scenario("", &web_and_noisy("", "")),
+        &host(2, Some(vec![1])),
+    );
     assert_eq!(cpusets(&t), [("web", None), ("noisy", None)]);
     assert!(!notes.iter().any(|n| n.contains("placement")), "{notes:?}");
 }
 
 #[test]
 fn the_victim_takes_the_cpu_of_the_disk_interrupts() {
-    let sc = scenario("placement = \"split\"", ONE_EACH);
+    let sc = scenario("placement = \"split\"", &web_and_noisy("", ""));
     let (t, notes) = placed(&sc, &host(2, Some(vec![1])));
     assert_eq!(cpusets(&t), [("web", Some("1")), ("noisy", Some("0"))]);
     let note = notes
@@ -77,7 +92,7 @@ fn the_victim_takes_the_cpu_of_the_disk_interrupts() {
 
 #[test]
 fn without_irq_facts_the_halves_are_in_cpu_order() {
-    let sc = scenario("placement = \"split\"", ONE_EACH);
+    let sc = scenario("placement = \"split\"", &web_and_noisy("", ""));
     let (t, notes) = placed(&sc, &host(4, None));
     assert_eq!(cpusets(&t), [("web", Some("0-1")), ("noisy", Some("2-3"))]);
     assert!(!notes.iter().any(|n| n.contains("interrupts")), "{notes:?}");
@@ -88,29 +103,15 @@ fn without_irq_facts_the_halves_are_in_cpu_order() {
 
 #[test]
 fn tenants_of_a_group_share_its_half_evenly() {
-    let tenants = r#"
-[[tenant]]
-name = "a"
-role = "victim"
-
-[[tenant]]
-name = "b"
-role = "victim"
-
-[[tenant]]
-name = "x"
-role = "aggressor"
-
-[[tenant]]
-name = "y"
-role = "aggressor"
-
-[[tenant]]
-name = "z"
-role = "aggressor"
-"#;
-    let sc = scenario("placement = \"split\"", tenants);
-    let (t, _) = placed(&sc, &host(5, Some(vec![4])));
+    let tenants = tenants(&[
+        ("a", "victim", ""),
+        ("b", "victim", ""),
+        ("x", "aggressor", ""),
+        ("y", "aggressor", ""),
+        ("z", "aggressor", ""),
+    ]);
+    let sc = scenario("placement = \"split\"", &tenants);
+    let (t, notes) = placed(&sc, &host(5, Some(vec![4])));
     // Victims: cpu 4 (the IRQ's) and the next two in order, 0 and 1; aggressors: 2 and 3,
     // one of them shared by the third aggressor.
     assert_eq!(
@@ -123,7 +124,6 @@ role = "aggressor"
             ("z", Some("2")),
         ]
     );
-    let (_, notes) = placed(&sc, &host(5, Some(vec![4])));
     assert!(
         notes
             .iter()
@@ -134,17 +134,8 @@ role = "aggressor"
 
 #[test]
 fn a_tenant_with_its_own_cpuset_keeps_it() {
-    let tenants = r#"
-[[tenant]]
-name = "web"
-role = "victim"
-limits = { cpuset = "0" }
-
-[[tenant]]
-name = "noisy"
-role = "aggressor"
-"#;
-    let sc = scenario("placement = \"split\"", tenants);
+    let tenants = web_and_noisy("cpuset = \"0\"", "");
+    let sc = scenario("placement = \"split\"", &tenants);
     // The aggressor gets what the victim left, even the disk's interrupt CPU.
     let (t, _) = placed(&sc, &host(2, Some(vec![1])));
     assert_eq!(cpusets(&t), [("web", Some("0")), ("noisy", Some("1"))]);
@@ -154,7 +145,7 @@ role = "aggressor"
 
 #[test]
 fn one_cpu_cannot_be_split_and_the_plan_says_so() {
-    let sc = scenario("placement = \"split\"", ONE_EACH);
+    let sc = scenario("placement = \"split\"", &web_and_noisy("", ""));
     let (t, notes) = placed(&sc, &host(1, None));
     assert_eq!(cpusets(&t), [("web", None), ("noisy", None)]);
     assert!(
@@ -165,10 +156,7 @@ fn one_cpu_cannot_be_split_and_the_plan_says_so() {
 
 #[test]
 fn an_unknown_placement_is_refused_with_the_choices() {
-    let text = format!(
-        "name = \"p\"\nkind = \"matrix\"\nplacement = \"spread\"\n{ONE_EACH}\n\
-         [[probe]]\nname = \"syscall\"\n\n[[stressor]]\nname = \"cpu\"\n"
-    );
+    let text = text("placement = \"spread\"", &web_and_noisy("", ""));
     let e = Scenario::parse(Source::new("p.toml", &text))
         .expect_err("refused")
         .to_string();
@@ -178,18 +166,8 @@ fn an_unknown_placement_is_refused_with_the_choices() {
 
 #[test]
 fn nothing_to_place_says_so() {
-    let tenants = r#"
-[[tenant]]
-name = "web"
-role = "victim"
-limits = { cpuset = "0" }
-
-[[tenant]]
-name = "noisy"
-role = "aggressor"
-limits = { cpuset = "1" }
-"#;
-    let sc = scenario("placement = \"split\"", tenants);
+    let tenants = web_and_noisy("cpuset = \"0\"", "cpuset = \"1\"");
+    let sc = scenario("placement = \"split\"", &tenants);
     let (t, notes) = placed(&sc, &host(2, Some(vec![1])));
     assert_eq!(cpusets(&t), [("web", Some("0")), ("noisy", Some("1"))]);
     assert!(
