@@ -43,6 +43,9 @@ pub enum Command {
     /// Touch memory page by page and print the timings (run inside tenants by `run`).
     #[command(hide = true)]
     Memcheck(crate::cmd_run::MemcheckArgs),
+    /// Run one network server until stdin ends (the peer a network probe starts for itself).
+    #[command(hide = true)]
+    Serve(crate::cmd_serve::ServeArgs),
 }
 
 /// `isobench list`.

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use isobench_agent::ProbeOpts;
 use isobench_platform::Role;
+use isobench_workloads::netserve::process::OwnServer;
 use isobench_workloads::{Metric, ParamValues, ProbeCtx};
 use serde_json::{json, Value};
 
@@ -57,6 +58,8 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
     // Execute: here, or inside a fresh tenant through its agent.
     let mut tenant_doc = Value::Null;
     let mut runs: Vec<(f64, Vec<Metric>)> = Vec::new();
+    // Where each run's own network servers ran (empty through an agent, which does not say).
+    let mut servers: Vec<Vec<OwnServer>> = Vec::new();
     if let Some(platform) = &a.platform {
         let req = crate::tenant::parse_request(platform, a.limits.as_deref())?;
         let session = crate::tenant::Session::open(&req, "probe", Role::Victim, false, None, None)?;
@@ -83,6 +86,7 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
             let t0 = Instant::now();
             let metrics = probe.run(&ctx, &params)?;
             runs.push((t0.elapsed().as_secs_f64(), metrics));
+            servers.push(ctx.take_own_servers());
         }
     }
 
@@ -106,7 +110,14 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
             "runs".into(),
             Value::Array(
                 runs.iter()
-                    .map(|(el, m)| json!({"elapsed_s": el, "metrics": m}))
+                    .enumerate()
+                    .map(|(i, (el, m))| {
+                        let mut run = json!({"elapsed_s": el, "metrics": m});
+                        if let Some(s) = servers.get(i).filter(|s| !s.is_empty()) {
+                            run["own_servers"] = json!(s);
+                        }
+                        run
+                    })
                     .collect(),
             ),
         );
@@ -123,6 +134,17 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
             probe.name().to_string()
         };
         println!("{title}");
+        for s in servers.first().into_iter().flatten() {
+            let place = if s.separate_process {
+                "a process of its own"
+            } else {
+                "threads of the probe's process"
+            };
+            println!(
+                "  own {} server on {}: {place} (pid {})",
+                s.kind, s.addr, s.pid
+            );
+        }
         let w = shown.iter().map(|m| m.name.len()).max().unwrap_or(0);
         for m in &shown {
             let better = match m.direction {

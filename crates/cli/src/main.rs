@@ -10,6 +10,7 @@ mod cmd_list;
 mod cmd_probe;
 mod cmd_results;
 mod cmd_run;
+mod cmd_serve;
 mod cmd_stress;
 mod exit;
 mod output;
@@ -31,6 +32,9 @@ fn main() -> ExitCode {
 
 fn run() -> anyhow::Result<ExitCode> {
     let cli = args::Cli::parse();
+    if let Some(exe) = own_exe() {
+        isobench_workloads::ctx::set_default_server_exe(exe);
+    }
     match cli.command {
         args::Command::List(a) => cmd_list::run(&a),
         args::Command::Probe(a) => cmd_probe::run(&a),
@@ -43,5 +47,17 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Show(a) => cmd_results::show(&a),
         args::Command::Export(a) => cmd_results::export(&a),
         args::Command::Memcheck(a) => cmd_run::memcheck(&a),
+        args::Command::Serve(a) => cmd_serve::run(&a),
     }
+}
+
+/// This binary, for the probes to start their own servers with (`isobench serve`).
+/// `/proc/self/exe` names the running file even after a rebuild has replaced or removed it
+/// at its path, so a server is always the same build as its probe.
+fn own_exe() -> Option<std::path::PathBuf> {
+    let proc_exe = std::path::Path::new("/proc/self/exe");
+    if proc_exe.exists() {
+        return Some(proc_exe.to_path_buf());
+    }
+    std::env::current_exe().ok()
 }

@@ -110,3 +110,193 @@ fn stress_intensity_out_of_range_is_bad_input() {
         .code(2)
         .stderr(predicate::str::contains("0..=100"));
 }
+
+/// Runs `isobench ARGS`, returning its pid and output.
+fn run_with_pid(args: &[&str]) -> (u32, std::process::Output) {
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    (pid, child.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_net_probe_runs_its_own_server_in_a_process_of_its_own() {
+    for (probe, proto, kinds) in [
+        ("net-throughput", "tcp", &["tcp-sink"][..]),
+        ("net-rtt", "both", &["udp-echo", "tcp-echo"][..]),
+    ] {
+        let (pid, out) = run_with_pid(&[
+            "probe",
+            probe,
+            "--set",
+            &format!("proto={proto}"),
+            "--set",
+            "duration=0.2",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{probe}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let servers = doc["runs"][0]["own_servers"].as_array().unwrap();
+        let got: Vec<&str> = servers
+            .iter()
+            .map(|s| s["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, kinds, "{probe}");
+        for s in servers {
+            assert_eq!(s["separate_process"], true, "{probe}: {s}");
+            let server_pid = s["pid"].as_u64().unwrap() as u32;
+            assert_ne!(
+                server_pid, pid,
+                "{probe}: the server ran in the probe's process"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_server_that_cannot_start_fails_the_probe_with_its_reason() {
+    // Binding an address this host does not have fails at once; nothing is sent.
+    let out = isobench()
+        .args([
+            "probe",
+            "net-rtt",
+            "--set",
+            "proto=udp",
+            "--set",
+            "addr=192.0.2.1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("udp-echo server process"), "{err}");
+    assert!(err.contains("bind udp 192.0.2.1:0"), "{err}");
+}
+
+#[test]
+fn serve_reports_its_address_and_stops_at_the_end_of_stdin() {
+    use std::io::{BufRead, Read, Write};
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"))
+        .args(["serve", "tcp-echo", "--bind", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(ready["event"], "ready");
+    let addr = ready["addr"].as_str().unwrap();
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    c.write_all(b"echo").unwrap();
+    let mut b = [0u8; 4];
+    c.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"echo");
+    drop(c);
+    drop(child.stdin.take());
+    let stopped: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(stopped["event"], "stopped", "{stopped}");
+    assert_eq!(stopped["stats"]["bytes_in"], 4, "{stopped}");
+    assert!(stopped["failure"].is_null(), "{stopped}");
+    assert!(child.wait().unwrap().success());
+}
+
+/// The children of `pid` now.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in rd.flatten() {
+            let f = t.path().join("children");
+            if let Ok(text) = std::fs::read_to_string(f) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_agent_has_no_server_process_left_after_a_net_probe() {
+    use std::io::{BufRead, Write};
+    use std::time::{Duration, Instant};
+    let mut agent = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"))
+        .arg("agent")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = agent.id();
+    let mut to = agent.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    let stdout = agent.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(v) = serde_json::from_str(&l) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let wait_for = |id: u64| loop {
+        let v = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("agent answers");
+        if v["id"] == id {
+            break v;
+        }
+    };
+    writeln!(
+        to,
+        r#"{{"id":1,"type":"hello","protocol_version":"1.0","tool_version":"test"}}"#
+    )
+    .unwrap();
+    assert_eq!(wait_for(1)["type"], "hello");
+    writeln!(
+        to,
+        r#"{{"id":2,"type":"run_probe","name":"net-rtt","params":{{"proto":"tcp","duration":"1"}}}}"#
+    )
+    .unwrap();
+    // While the probe runs, its server is a child of the agent, in the agent's cgroup.
+    let t0 = Instant::now();
+    let server = loop {
+        if let Some(c) = children_of(pid)
+            .into_iter()
+            .find(|&c| cmdline(c).contains("serve tcp-echo"))
+        {
+            break c;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no server process");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let cgroup = |p: u32| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap();
+    assert_eq!(cgroup(server), cgroup(pid));
+    let r = wait_for(2);
+    assert_eq!(r["type"], "probe_result", "{r}");
+    // Answered means finished: the server was stopped and reaped before the answer.
+    assert_eq!(children_of(pid), Vec::<u32>::new());
+    writeln!(to, r#"{{"id":3,"type":"bye"}}"#).unwrap();
+    wait_for(3);
+    drop(to);
+    assert!(agent.wait().unwrap().success());
+}

@@ -301,3 +301,68 @@ fn a_controller_killed_mid_run_is_cleaned_up_by_cleanup() {
         "processes of the killed run survived: {survivors:?}"
     );
 }
+
+/// The processes below `pid` now (children, grandchildren...).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in rd.flatten() {
+            if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+                for c in text
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok())
+                {
+                    out.push(c);
+                    todo.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_net_probe_s_own_server_process_runs_in_the_probe_s_cgroup() {
+    require_cgroup!();
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("isobench"))
+        .args(["probe", "net-throughput", "--platform", "cgroup"])
+        .args(["--limits", "cpus=1,memory=256M,pids=64"])
+        .args(["--set", "proto=tcp", "--set", "duration=1.5", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let (server, agent) = loop {
+        let found = descendants(child.id()).into_iter().find_map(|p| {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let ppid = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            cmd.contains("serve tcp-sink").then_some((p, ppid))
+        });
+        if let Some(f) = found {
+            break f;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "no server process");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let cgroup = |p: u32| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap();
+    let (sc, ac) = (cgroup(server), cgroup(agent));
+    let doc = json_of(&child.wait_with_output().unwrap());
+    assert_eq!(sc, ac, "the server left the agent's cgroups");
+    assert!(sc.contains(&run_prefix(&doc)), "not in the tenant: {sc}");
+    assert!(doc["metrics"][0]["value"].as_f64().unwrap() > 0.0);
+    let left = left_of(&run_prefix(&doc));
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

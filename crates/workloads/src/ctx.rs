@@ -2,12 +2,28 @@
 //! budget and, for stressors, the intensity and a shared operation counter that can be
 //! sampled while the stressor runs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::env::Env;
+use crate::netserve::process::OwnServer;
+
+/// The executable [`ProbeCtx::detect`] puts in [`ProbeCtx::server_exe`].
+static DEFAULT_SERVER_EXE: OnceLock<PathBuf> = OnceLock::new();
+
+/// Tells every [`ProbeCtx::detect`] of this process which executable runs `serve` (the
+/// isobench binary calls this once at start, so probes it runs, directly or as an agent, start
+/// their own servers as processes). Returns false when it was already set.
+pub fn set_default_server_exe(exe: PathBuf) -> bool {
+    DEFAULT_SERVER_EXE.set(exe).is_ok()
+}
+
+/// What [`set_default_server_exe`] set, if anything.
+pub fn default_server_exe() -> Option<&'static Path> {
+    DEFAULT_SERVER_EXE.get().map(PathBuf::as_path)
+}
 
 /// Context of one probe run.
 #[derive(Debug, Clone)]
@@ -31,10 +47,18 @@ pub struct ProbeCtx {
     /// covering the whole budget, warm-up excluded, so a neighbour switched on and off during
     /// the run can be compared window by window (the on/off design).
     pub window: Option<Duration>,
+    /// The isobench binary, to run a network probe's own server in a process of its own
+    /// (`EXE serve ...`, see [`crate::netserve::process`]). `None` (a library without the
+    /// binary, as in tests): the server runs as threads of the probe's process.
+    pub server_exe: Option<PathBuf>,
+    /// Where the probe's own servers ran, appended as the probe starts them; the caller takes
+    /// them after `run` to keep with the results.
+    pub own_servers: Arc<Mutex<Vec<OwnServer>>>,
 }
 
 impl ProbeCtx {
-    /// A context for the calling process with default budget (1 s) and no pinning.
+    /// A context for the calling process with default budget (1 s), no pinning and the
+    /// server executable of [`set_default_server_exe`].
     pub fn detect() -> Self {
         let env = Env::detect();
         ProbeCtx {
@@ -46,7 +70,14 @@ impl ProbeCtx {
             budget: Duration::from_secs(1),
             stop: Arc::new(AtomicBool::new(false)),
             window: None,
+            server_exe: default_server_exe().map(Path::to_path_buf),
+            own_servers: Arc::default(),
         }
+    }
+
+    /// Takes the record of where the probe's own servers ran (see [`ProbeCtx::own_servers`]).
+    pub fn take_own_servers(&self) -> Vec<OwnServer> {
+        std::mem::take(&mut *self.own_servers.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// True when asked to abort.

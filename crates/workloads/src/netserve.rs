@@ -1,9 +1,11 @@
 //! Server halves of the network probes, startable on their own.
 //!
 //! A network probe measures a path between two ends. When both ends live in one tenant the
-//! probe starts its own server on loopback; to measure *between* tenants a controller starts
-//! the server in one tenant with [`start_server`] (the agent's "start service" command) and
-//! points the probe in another tenant at the returned address (`addr=... port=...`).
+//! probe starts its own server on loopback, in a process of its own when it knows the
+//! isobench binary ([`process::ServerProcess`], `isobench serve`), else as threads of its own
+//! process; to measure *between* tenants a controller starts the server in one tenant with
+//! [`start_server`] (the agent's "start service" command) and points the probe in another
+//! tenant at the returned address (`addr=... port=...`).
 //!
 //! Every server runs on plain threads (one acceptor or receiver thread, plus one thread per
 //! TCP connection), checks its stop flags at least every [`POLL`] and never blocks forever:
@@ -39,6 +41,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub mod process;
 
 /// How often blocked server threads look at their stop flags.
 pub const POLL: Duration = Duration::from_millis(50);

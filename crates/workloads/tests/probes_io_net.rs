@@ -75,7 +75,15 @@ fn lo() -> SocketAddr {
 
 #[test]
 fn net_rtt_both_protocols_on_loopback() {
-    let ms = run("net-rtt", &ctx(400), &["count=300", "warmup=20"]).unwrap();
+    let c = ctx(400);
+    let ms = run("net-rtt", &c, &["count=300", "warmup=20"]).unwrap();
+    // Without the isobench binary the own servers are threads of this process, and say so.
+    let servers = c.take_own_servers();
+    let kinds: Vec<&str> = servers.iter().map(|s| s.kind.as_str()).collect();
+    assert_eq!(kinds, ["udp-echo", "tcp-echo"]);
+    assert!(servers
+        .iter()
+        .all(|s| !s.separate_process && s.pid == std::process::id()));
     assert_latency(&ms, "udp_rtt", "ns");
     assert_latency(&ms, "tcp_rtt", "ns");
     assert!(v(&ms, "udp_rate_pps") > 0.0);

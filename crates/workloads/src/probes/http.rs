@@ -3,8 +3,10 @@
 //! threshold.
 //!
 //! The server is our own (`netserve` `http`, port 0, pinned to `ctx.pin_peer`, bodies of
-//! `body` bytes) or an external one, typically an isobench `http` service in another tenant
-//! (it answers `GET /<n>` with `n` bytes; for another server set `path`).
+//! `body` bytes) in a process of its own (`isobench serve`; threads of this process when the
+//! context has no server executable), or an external one, typically an isobench `http`
+//! service in another tenant (it answers `GET /<n>` with `n` bytes; for another server set
+//! `path`).
 //!
 //! The client keeps `connections` keep-alive connections (connected before the clock
 //! starts), one thread each, and spreads `rate` requests per second over them on a fixed
@@ -63,7 +65,8 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         name: "port",
-        help: "port of an external HTTP server; 0 starts our own on addr, pinned to the peer CPU",
+        help: "port of an external HTTP server; 0 starts our own on addr, in a process of its \
+               own pinned to the peer CPU",
         kind: ParamKind::Int { min: 0, max: 65535 },
         default: "0",
     },
@@ -148,9 +151,10 @@ impl Probe for Http {
     }
     fn help(&self) -> &'static str {
         "Open-loop HTTP/1.1 load (1000 req/s over 4 keep-alive connections, 4 KiB bodies) \
-         against our own small server or one in another tenant: good-response rate (share \
-         answered 200 within good_ms of the due time, as SPECweb), latency from the due time \
-         (us, p50/p99/p99.9 with the histogram), achieved responses per second and errors."
+         against our own small server (a process of its own) or one in another tenant: \
+         good-response rate (share answered 200 within good_ms of the due time, as SPECweb), \
+         latency from the due time (us, p50/p99/p99.9 with the histogram), achieved responses \
+         per second and errors."
     }
     fn class(&self) -> Class {
         Class::App

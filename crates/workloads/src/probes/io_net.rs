@@ -1,6 +1,11 @@
 //! Helpers shared by the network probes: where the peer is (our own server on loopback, or
 //! a server another tenant started with [`crate::netserve::start_server`]), waiting for an
 //! intended send time, and accepting with a timeout.
+//!
+//! Our own server runs in a process of its own ([`ServerProcess`], `isobench serve`), as the
+//! reference tools run theirs, when the context names the isobench binary
+//! ([`ProbeCtx::server_exe`]); otherwise (the library without the binary, as in tests) as
+//! threads of the probe's process. Which one ran is recorded in [`ProbeCtx::own_servers`].
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -8,6 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::metric::{Aggregate, Direction, LatencyHistogram, MetricSpec};
+use crate::netserve::process::{OwnServer, ServerProcess};
 use crate::netserve::{self, ServerHandle, ServerKind, ServerOptions};
 use crate::timer::now_ns;
 use crate::ProbeCtx;
@@ -96,12 +102,21 @@ pub(crate) fn parse_socket_addr(name: &str, text: &str) -> anyhow::Result<Socket
 /// one (port != 0). Dropping it stops our own server.
 pub(crate) struct Peer {
     pub addr: SocketAddr,
-    own: Option<ServerHandle>,
+    own: Option<OwnHandle>,
+}
+
+/// Our own server: a process of its own, or threads of this one.
+enum OwnHandle {
+    Process(ServerProcess),
+    Threads(ServerHandle),
 }
 
 impl Peer {
     /// Starts our own `kind` server on `addr` port 0 (pinned to `ctx.pin_peer`) when `port`
-    /// is 0, else points at `addr:port`.
+    /// is 0, else points at `addr:port`. Our own server is a process of its own when
+    /// `ctx.server_exe` is set, else threads of this process; `ctx.own_servers` records which.
+    /// Start and finish it on the same thread (a server process is killed when the thread
+    /// that started it ends).
     pub fn new(ctx: &ProbeCtx, kind: ServerKind, addr: &str, port: u16) -> anyhow::Result<Peer> {
         let target = resolve(addr, port)?;
         if port != 0 {
@@ -115,18 +130,48 @@ impl Peer {
             ..ServerOptions::default()
         };
         let name = kind.name();
-        let h = netserve::start_server_with(kind, target, ctx.stop.clone(), opts)
-            .with_context(|| format!("starting our own {name} server on {target}"))?;
+        let (own, addr, pid) = match &ctx.server_exe {
+            Some(exe) => {
+                let p = ServerProcess::spawn(exe, &kind, target, opts).with_context(|| {
+                    format!("starting our own {name} server process on {target}")
+                })?;
+                let (addr, pid) = (p.local_addr(), p.pid());
+                (OwnHandle::Process(p), addr, pid)
+            }
+            None => {
+                let h = netserve::start_server_with(kind, target, ctx.stop.clone(), opts)
+                    .with_context(|| format!("starting our own {name} server on {target}"))?;
+                let addr = h.local_addr();
+                (OwnHandle::Threads(h), addr, std::process::id())
+            }
+        };
+        let separate_process = matches!(own, OwnHandle::Process(_));
+        ctx.own_servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(OwnServer {
+                kind: name.to_string(),
+                addr,
+                separate_process,
+                pid,
+            });
         Ok(Peer {
-            addr: h.local_addr(),
-            own: Some(h),
+            addr,
+            own: Some(own),
         })
     }
 
-    /// Stops our own server and reports a failure it had.
+    /// Stops our own server and reports a failure it had (or, for a server process, that it
+    /// died or would not stop).
     pub fn finish(mut self) -> anyhow::Result<()> {
-        if let Some(h) = self.own.take() {
-            h.stop()?;
+        match self.own.take() {
+            Some(OwnHandle::Process(p)) => {
+                p.stop()?;
+            }
+            Some(OwnHandle::Threads(h)) => {
+                h.stop()?;
+            }
+            None => {}
         }
         Ok(())
     }

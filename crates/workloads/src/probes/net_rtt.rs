@@ -3,8 +3,10 @@
 //! A ping-pong like `sockperf ping-pong`: the client sends a `size`-byte message carrying a
 //! sequence number, the peer echoes it, the client times send to matching reply. TCP runs
 //! with Nagle off (TCP_NODELAY) on both ends. The peer is our own echo server on loopback
-//! (port 0, pinned to `ctx.pin_peer`) or an external `udp-echo` / `tcp-echo` server started
-//! in another tenant with `netserve::start_server`.
+//! (port 0, pinned to `ctx.pin_peer`), in a process of its own as sockperf's and qperf's are
+//! (`isobench serve`; threads of this process when the context has no server executable),
+//! or an external `udp-echo` / `tcp-echo` server started in another tenant with
+//! `netserve::start_server`.
 //!
 //! Closed loop (`rate=0`) sends the next message as soon as the reply arrives. Open loop
 //! (`rate>0`) schedules message `i` at `start + i/rate` and times it from that *intended*
@@ -63,7 +65,7 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "port",
         help: "port of an external udp-echo/tcp-echo server; 0 starts our own on addr, \
-               pinned to the peer CPU",
+               in a process of its own pinned to the peer CPU",
         kind: ParamKind::Int { min: 0, max: 65535 },
         default: "0",
     },
@@ -144,8 +146,9 @@ impl Probe for NetRtt {
     }
     fn help(&self) -> &'static str {
         "Round-trip time of a small message (64 B) over UDP and TCP (Nagle off), ping-pong \
-         against an echo server (our own on loopback, or one in another tenant): mean, p50, \
-         p99, p99.9, max in ns with the histogram, achieved round trips per second, UDP loss. \
+         against an echo server (our own on loopback in a process of its own, or one in \
+         another tenant): mean, p50, p99, p99.9, max in ns with the histogram, achieved round \
+         trips per second, UDP loss. \
          rate>0 runs open loop, timing each message from its intended send time so stalls \
          are not hidden. sockperf reports half of these figures (one-way). With a window \
          length each protocol runs for its whole duration (count ignored) and mean and p50 \

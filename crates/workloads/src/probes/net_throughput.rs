@@ -13,8 +13,10 @@
 //! interval), `udp_loss_pct` the share lost. Datagram payload bytes are counted, as iperf3
 //! does; 1 Mbit = 10^6 bits.
 //!
-//! The server is our own on `addr` (port 0, pinned to `ctx.pin_peer`), or an external
-//! `tcp-sink` / `udp-sink` started in another tenant with `netserve::start_server`.
+//! The server is our own on `addr` (port 0, pinned to `ctx.pin_peer`), in a process of its
+//! own as iperf3's is (`isobench serve`; threads of this process when the context has no
+//! server executable), or an external `tcp-sink` / `udp-sink` started in another tenant with
+//! `netserve::start_server`.
 //!
 //! With a window length, `tcp_mbps` and `udp_send_mbps` also come as window series of the
 //! bytes the streams handed to the kernel in each window (send side: the sink counts
@@ -72,7 +74,7 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "port",
         help: "port of an external tcp-sink/udp-sink server; 0 starts our own on addr, \
-               pinned to the peer CPU",
+               in a process of its own pinned to the peer CPU",
         kind: ParamKind::Int { min: 0, max: 65535 },
         default: "0",
     },
@@ -149,8 +151,8 @@ impl Probe for NetThroughput {
     fn help(&self) -> &'static str {
         "Bulk throughput client -> server in Mbit/s: TCP streams of 128 KiB writes (as iperf3), \
          counted by what the server received; UDP datagrams of 1460 B, with the offered rate, \
-         the received rate and the loss. The server is our own on loopback (port=0) or one \
-         started in another tenant."
+         the received rate and the loss. The server is our own on loopback in a process of its \
+         own, as iperf3's (port=0), or one started in another tenant."
     }
     fn windowed(&self) -> bool {
         true
