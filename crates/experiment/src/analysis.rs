@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use isobench_platform::sched::{Phases, SchedTotals};
 use isobench_stats::{
-    adjust_p_values, compare, paired_degradation, BootstrapConfig, CiMethod, CompareConfig,
-    Comparison, Correction, Direction, Estimator, Flag, Pair, PairedConfig, PairedEstimate,
-    PairedMethod, Sample, Side,
+    adjust_p_values, compare, paired_degradation, welch_log_degradation, BootstrapConfig, CiMethod,
+    CompareConfig, Comparison, Correction, DegradationCi, Direction, Estimator, Flag, Pair,
+    PairedConfig, PairedEstimate, PairedMethod, Sample, Side,
 };
 use isobench_store::{
     Condition as StoreCondition, LoadedRun, RunStatus, StressorMode, TrialRecord, TrialStatus,
@@ -136,6 +136,13 @@ pub struct Cell {
     /// samples, ignoring which were measured together), kept for comparison.
     #[serde(default)]
     pub independent: Option<Comparison>,
+    /// The independent two-sample interval of the same statistic the design estimates (the
+    /// ratio of geometric means, Welch t on the logarithms) on the same units: it differs
+    /// from `paired` only in ignoring which values were measured together, so the ratio of
+    /// their half-widths is what the design gained. `independent` estimates a ratio of
+    /// medians instead.
+    #[serde(default)]
+    pub independent_welch: Option<DegradationCi>,
     /// The placement that caused the result (shared CPUs, the disk's IRQ CPU, softirq work,
     /// idle states), each with the measured numbers; empty when the evidence names none.
     #[serde(default)]
@@ -992,6 +999,7 @@ fn make_cell(
         paired: None,
         p_adjusted: None,
         independent: None,
+        independent_welch: None,
         causes: Vec::new(),
     }
 }
@@ -1298,6 +1306,8 @@ fn apply_design(
             _ => None,
         };
     }
+    cell.independent_welch =
+        welch_log_degradation(&baseline, &contended, cell.direction, settings.confidence).ok();
     cell.baseline = baseline;
     cell.contended = contended;
     let config = PairedConfig {

@@ -33,10 +33,15 @@ pub enum CiMethod {
     /// cycles' correlation (see [`crate::PairedMethod::CycleT`]).
     #[serde(rename = "cycle_t")]
     CycleT,
+    /// Welch t interval on the difference of the mean logarithms of two independent samples
+    /// (see [`crate::welch_log_degradation`]).
+    #[serde(rename = "welch_log_t")]
+    WelchLogT,
 }
 
 impl CiMethod {
-    /// `"percentile"`, `"bca"`, `"paired_log_t"`, `"block_bootstrap"` or `"cycle_t"`, as
+    /// `"percentile"`, `"bca"`, `"paired_log_t"`, `"block_bootstrap"`, `"cycle_t"` or
+    /// `"welch_log_t"`, as
     /// serialized.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -45,6 +50,7 @@ impl CiMethod {
             CiMethod::PairedLogT => "paired_log_t",
             CiMethod::BlockBootstrap => "block_bootstrap",
             CiMethod::CycleT => "cycle_t",
+            CiMethod::WelchLogT => "welch_log_t",
         }
     }
 }
@@ -83,7 +89,10 @@ impl BootstrapConfig {
         check_level(self.level)?;
         if matches!(
             self.method,
-            CiMethod::PairedLogT | CiMethod::BlockBootstrap | CiMethod::CycleT
+            CiMethod::PairedLogT
+                | CiMethod::BlockBootstrap
+                | CiMethod::CycleT
+                | CiMethod::WelchLogT
         ) {
             return Err(invalid(
                 "method",
@@ -193,9 +202,10 @@ pub fn bootstrap_degradation(
     let (q_lo, q_hi) = match config.method {
         CiMethod::Percentile => (alpha / 2.0, 1.0 - alpha / 2.0),
         // Rejected by `validate` above.
-        CiMethod::PairedLogT | CiMethod::BlockBootstrap | CiMethod::CycleT => {
-            (alpha / 2.0, 1.0 - alpha / 2.0)
-        }
+        CiMethod::PairedLogT
+        | CiMethod::BlockBootstrap
+        | CiMethod::CycleT
+        | CiMethod::WelchLogT => (alpha / 2.0, 1.0 - alpha / 2.0),
         CiMethod::Bca => {
             let z0 = bias_correction(&replicates, estimate);
             let a = acceleration(baseline.sorted(), contended.sorted(), direction, est);
@@ -420,6 +430,7 @@ mod tests {
             CiMethod::PairedLogT,
             CiMethod::BlockBootstrap,
             CiMethod::CycleT,
+            CiMethod::WelchLogT,
         ] {
             let cfg = BootstrapConfig {
                 method,

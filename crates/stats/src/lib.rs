@@ -30,6 +30,7 @@ mod sample;
 mod significance;
 mod stopping;
 mod summary;
+mod welch;
 
 pub use bootstrap::{bootstrap_degradation, BootstrapConfig, CiMethod, DegradationCi};
 pub use compare::{compare, CompareConfig, Comparison, Flag, Side};
@@ -45,3 +46,4 @@ pub use sample::{Outliers, Sample, MODIFIED_Z_THRESHOLD};
 pub use significance::{mann_whitney_u, permutation_test, MannWhitney, PermutationTest};
 pub use stopping::{ConditionSamples, ConditionStatus, Decision, StopReport, StoppingRule};
 pub use summary::Summary;
+pub use welch::welch_log_degradation;

@@ -11,8 +11,8 @@ mod common;
 
 use common::{rng, std_normal};
 use isobench_stats::{
-    compare, paired_degradation, BootstrapConfig, CompareConfig, Direction, Estimator, Pair,
-    PairedConfig, PairedMethod, Sample,
+    compare, paired_degradation, welch_log_degradation, BootstrapConfig, CompareConfig, Direction,
+    Estimator, Pair, PairedConfig, PairedMethod, Sample,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
@@ -382,4 +382,57 @@ proptest! {
             "half-widths: t {} independent {}", res.width_t, res.width_independent
         );
     }
+}
+
+/// Coverage and mean half-widths of the Welch interval and of the paired t interval on the
+/// same drifting datasets.
+fn welch_against_paired(drift: Drift, noise: f64, datasets: u64, seed: u64) -> (f64, f64, f64) {
+    let (ratio, direction) = (0.9, Direction::Higher);
+    let want = truth(ratio, direction);
+    let mut r = rng(seed);
+    let (mut cover, mut width_welch, mut width_t) = (0u32, 0.0, 0.0);
+    for k in 0..datasets {
+        let units = drifting_units(&mut r, 40, drift, noise, ratio);
+        let b: Vec<f64> = units.iter().map(|u| u.baseline).collect();
+        let c: Vec<f64> = units.iter().map(|u| u.contended).collect();
+        let w = welch_log_degradation(&b, &c, direction, 0.95).unwrap();
+        let t = paired_degradation(&units, direction, &config(PairedMethod::LogT, k)).unwrap();
+        assert!((w.estimate - t.degradation.estimate).abs() < 1e-9);
+        cover += w.contains(want) as u32;
+        width_welch += w.half_width();
+        width_t += t.degradation.half_width();
+    }
+    let d = datasets as f64;
+    (cover as f64 / d, width_welch / d, width_t / d)
+}
+
+#[test]
+fn welch_interval_covers_and_pairing_gains_only_where_there_is_drift() {
+    // With drift the Welch interval still covers (it is valid, only wide) and pairing more
+    // than halves it. Without drift the two are equally wide: pairing has nothing to cancel.
+    let (cover, welch, paired) = welch_against_paired(
+        Drift::Sine {
+            amplitude: 0.2,
+            period: 20.0,
+        },
+        0.02,
+        300,
+        5,
+    );
+    assert!(cover >= 0.93, "Welch coverage under drift {cover}");
+    assert!(
+        paired < 0.5 * welch,
+        "half-widths under drift: paired {paired} Welch {welch}"
+    );
+    let (cover, welch, paired) =
+        welch_against_paired(Drift::RandomWalk { step: 0.0 }, 0.02, 300, 6);
+    assert!(
+        (0.91..=0.99).contains(&cover),
+        "Welch coverage without drift {cover}"
+    );
+    let ratio = paired / welch;
+    assert!(
+        (0.85..=1.15).contains(&ratio),
+        "paired / Welch without drift {ratio}"
+    );
 }
