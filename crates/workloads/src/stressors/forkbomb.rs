@@ -11,10 +11,17 @@
 //! Every bomb process loops: reap its exited children, and fork if the population (bomb
 //! processes not yet reaped, zombies included, as a pids cgroup counts them) is under the
 //! limit. A childless process (a leaf) that finds no room exits, handing its slot back; a
-//! process with children waits for one of them to end (at the population limit) or naps
-//! 1 ms (when `fork` fails, EAGAIN from a pids limit) and tries again. So the tree stays
-//! pinned at the limit while leaves keep being forked and reaped, and the fork rate stays
-//! high instead of dropping to zero once the limit is reached.
+//! process with children that finds no room tries again at once, yielding the CPU in
+//! between (`at_limit = "spin"`, the default), or sleeps until one of its children ends
+//! (`at_limit = "block"`); when `fork` itself fails (EAGAIN from a pids limit) it naps 1 ms.
+//! So the tree stays pinned at the limit while leaves keep being forked and reaped, and the
+//! fork rate stays high instead of dropping to zero once the limit is reached.
+//!
+//! Why spin by default: a fork bomb's processes do not sleep, so every one of them competes
+//! for the CPUs. Blocked in `waitpid`, a bomb of population 2 has one runnable process at a
+//! time and leaves a CPU to its neighbours; the victim's fork latency tail comes mostly from
+//! waiting for a CPU (`fork-latency` p99 rose 41% beside a blocking bomb of population 2,
+//! 822% beside two CPU-bound threads), so the blocking bomb understated the pressure.
 //!
 //! Containment and cleanup: every bomb process has `PR_SET_PDEATHSIG = SIGKILL` (a parent's
 //! death kills its subtree); the leader too, tied to the stressor thread, so killing the
@@ -39,18 +46,31 @@ pub struct Forkbomb;
 #[serde(deny_unknown_fields)]
 struct Opts {
     max_procs: u32,
+    at_limit: String,
 }
 
-const PARAMS: &[ParamSpec] = &[ParamSpec {
-    name: "max_procs",
-    help: "bomb processes at intensity 100 (the tenant's pids limit and caps.max_tasks may \
-           hold it lower)",
-    kind: ParamKind::Int {
-        min: 1,
-        max: 1_000_000,
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "max_procs",
+        help: "bomb processes at intensity 100 (the tenant's pids limit and caps.max_tasks may \
+               hold it lower)",
+        kind: ParamKind::Int {
+            min: 1,
+            max: 1_000_000,
+        },
+        default: "1024",
     },
-    default: "1024",
-}];
+    ParamSpec {
+        name: "at_limit",
+        help: "what a bomb process with children does at the population limit: spin (reap \
+               without waiting, yield the CPU, try again: every process stays runnable) or \
+               block (sleep in waitpid until a child ends)",
+        kind: ParamKind::Choice {
+            options: &["spin", "block"],
+        },
+        default: "spin",
+    },
+];
 
 /// Nap of a process whose fork failed (or of the root at the limit with no child).
 const BACKOFF_NS: libc::c_long = 1_000_000;
@@ -77,6 +97,8 @@ struct Shared {
     failures: AtomicU64,
     /// Fork attempts held back by the population limit.
     limit_waits: AtomicU64,
+    /// Of those, the ones a process answered by yielding the CPU (`at_limit = "spin"`).
+    limit_spins: AtomicU64,
     /// Leaves that exited to hand their slot back.
     leaf_exits: AtomicU64,
 }
@@ -189,8 +211,8 @@ fn die_with_parent(parent: libc::pid_t) {
     }
 }
 
-/// The loop of every bomb process.
-fn bomb_loop(sh: &Shared, limit: u32, mut is_root: bool) -> ! {
+/// The loop of every bomb process; `spin`: at the limit, yield and retry instead of waiting.
+fn bomb_loop(sh: &Shared, limit: u32, spin: bool, mut is_root: bool) -> ! {
     let mut children: u32 = 0;
     loop {
         if sh.stop.load(Ordering::Relaxed) != 0 {
@@ -207,7 +229,12 @@ fn bomb_loop(sh: &Shared, limit: u32, mut is_root: bool) -> ! {
                 sh.leaf_exits.fetch_add(1, Ordering::Relaxed);
                 exit_now(0);
             }
-            if children > 0 && wait_one(sh) {
+            if spin {
+                // Stays runnable: the next turn reaps whatever ended meanwhile.
+                sh.limit_spins.fetch_add(1, Ordering::Relaxed);
+                // SAFETY: sched_yield has no arguments.
+                unsafe { libc::sched_yield() };
+            } else if children > 0 && wait_one(sh) {
                 children -= 1;
             } else {
                 children = 0;
@@ -241,7 +268,7 @@ fn bomb_loop(sh: &Shared, limit: u32, mut is_root: bool) -> ! {
 
 /// The leader: detaches into its own session, becomes the subreaper of the bomb, forks the
 /// root, reaps orphans while the bomb runs, and on stop kills and reaps everything.
-fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32) -> ! {
+fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32, spin: bool) -> ! {
     // SAFETY: raw libc calls with valid arguments; nothing here allocates or locks.
     unsafe {
         die_with_parent(agent);
@@ -271,7 +298,7 @@ fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32) -> ! {
         die_with_parent(me);
         // SAFETY: moves this process into its own new process group.
         unsafe { libc::setpgid(0, 0) };
-        bomb_loop(sh, limit, true);
+        bomb_loop(sh, limit, spin, true);
     }
     if root < 0 {
         sh.live.fetch_sub(1, Ordering::SeqCst);
@@ -401,6 +428,17 @@ fn sweep_group(pgid: libc::pid_t) -> (usize, usize) {
     last
 }
 
+/// User plus system CPU seconds of this process's reaped children and their reaped
+/// descendants.
+fn children_cpu_s() -> f64 {
+    // SAFETY: all-zero bytes are a valid rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 impl Stressor for Forkbomb {
     fn name(&self) -> &'static str {
         "forkbomb"
@@ -408,8 +446,9 @@ impl Stressor for Forkbomb {
     fn help(&self) -> &'static str {
         "Classic fork bomb held to a population limit: every process loops forking, children \
          loop too; with no room, childless leaves exit to hand their slot back while parents \
-         wait for a child to end (at the limit) or nap 1 ms (on EAGAIN from a pids limit), so \
-         forking never stops. Runs in \
+         reap without waiting, yield the CPU and try again (at_limit=spin, the default: every \
+         process stays runnable; at_limit=block sleeps until a child ends) or nap 1 ms (on \
+         EAGAIN from a pids limit), so forking never stops. Runs in \
          its own session and process group, every process dies with its parent, and all are \
          killed and reaped on stop. One operation is one successful fork. Pressure: \
          forks_per_sec. Frozen, it stops forking but keeps its processes: the pids stay taken \
@@ -456,7 +495,9 @@ impl Stressor for Forkbomb {
             limit = limit.min(t - 1);
         }
         let limit = limit.max(1);
+        let spin = o.at_limit != "block";
         let page = SharedPage::new()?;
+        let cpu0 = children_cpu_s();
         let sh = page.get();
         // SAFETY: getpid has no arguments.
         let agent = unsafe { libc::getpid() };
@@ -468,7 +509,7 @@ impl Stressor for Forkbomb {
                 .context("forkbomb: cannot fork the leader process (a pids limit?)");
         }
         if leader == 0 {
-            leader_main(sh, agent, limit);
+            leader_main(sh, agent, limit, spin);
         }
 
         let mut counted = 0u64;
@@ -487,7 +528,10 @@ impl Stressor for Forkbomb {
         ctx.add_ops(forks - counted);
         sh.stop.store(1, Ordering::SeqCst);
 
-        let mut notes = vec![format!("population_limit={limit}")];
+        let mut notes = vec![format!(
+            "population_limit={limit} at_limit={}",
+            if spin { "spin" } else { "block" }
+        )];
         let clean = match &ended_early {
             Some(e) => {
                 notes.push(format!(
@@ -531,11 +575,21 @@ impl Stressor for Forkbomb {
         }
         let peak = sh.peak.load(Ordering::Relaxed);
         notes.push(format!(
-            "peak_population={peak} fork_failures={} limit_waits={} leaf_exits={}",
+            "peak_population={peak} fork_failures={} limit_waits={} limit_spins={} \
+             leaf_exits={}",
             sh.failures.load(Ordering::Relaxed),
             sh.limit_waits.load(Ordering::Relaxed),
+            sh.limit_spins.load(Ordering::Relaxed),
             sh.leaf_exits.load(Ordering::Relaxed)
         ));
+        if clean {
+            // The leader reaped the whole bomb and was reaped itself: their CPU time is in
+            // this process's children's usage (other children of the agent may add to it).
+            notes.push(format!(
+                "bomb_cpu_s={:.3}",
+                (children_cpu_s() - cpu0).max(0.0)
+            ));
+        }
         notes.push(format!("leader_pid={leader} bomb_pgid={pgid}"));
         drop(page);
         let pressure = vec![crate::Pressure::rate(
