@@ -2,6 +2,10 @@
 //! Matthews et al.: 4 threads of 60 KiB datagrams; the datagram-size interference of VITS
 //! section 5.5).
 //!
+//! Unpaced, each thread hands the kernel `batch` datagrams (default 32) per `sendmmsg` call:
+//! the same CPU share sends more (about 330,000 instead of 280,000 60 KiB datagrams/s from
+//! two threads here), since fewer system calls are made per datagram.
+//!
 //! Without a `target` the stressor opens its own sink socket on 127.0.0.1 and never reads
 //! it: the kernel still runs the whole loopback transmit and receive path for every datagram
 //! and drops it at the full socket buffer, so all the work is charged to this tenant and no
@@ -16,7 +20,7 @@ use anyhow::Context as _;
 use serde::Deserialize;
 
 use super::pool::{run_pool, Shape};
-use super::udp::{datagram_size, Sender, RATE_PARAM, SIZE_KNOB, SIZE_PARAM};
+use super::udp::{datagram_size, Sender, MAX_BATCH, RATE_PARAM, SIZE_KNOB, SIZE_PARAM};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
 
@@ -30,6 +34,7 @@ struct Opts {
     target: Option<String>,
     size: Option<u32>,
     rate: u64,
+    batch: u32,
 }
 
 const PARAMS: &[ParamSpec] = &[
@@ -48,6 +53,16 @@ const PARAMS: &[ParamSpec] = &[
     },
     SIZE_PARAM,
     RATE_PARAM,
+    ParamSpec {
+        name: "batch",
+        help: "datagrams per sendmmsg call when unpaced (1 = one send call per datagram); \
+               paced senders send one at a time",
+        kind: ParamKind::Int {
+            min: 1,
+            max: MAX_BATCH as i64,
+        },
+        default: "32",
+    },
 ];
 
 impl Stressor for NetTx {
@@ -55,10 +70,10 @@ impl Stressor for NetTx {
         "net-tx"
     }
     fn help(&self) -> &'static str {
-        "N threads (default 4) constantly sending UDP datagrams (default 60 KiB) to a target, \
-         by default a loopback sink socket of the stressor's own that is never read (the \
-         kernel drops at its full buffer). One operation is one datagram sent. Pressure: \
-         datagrams_per_sec and bytes_per_sec (payload) sent."
+        "N threads (default 4) constantly sending UDP datagrams (default 60 KiB), 32 per \
+         sendmmsg call, to a target, by default a loopback sink socket of the stressor's own \
+         that is never read (the kernel drops at its full buffer). One operation is one \
+         datagram sent. Pressure: datagrams_per_sec and bytes_per_sec (payload) sent."
     }
     fn class(&self) -> Class {
         Class::Net
@@ -101,7 +116,10 @@ impl Stressor for NetTx {
             ctx,
             self.name(),
             Shape::busy(threads),
-            |_| Sender::new(target, size, per_thread, &sent, &errors),
+            |_| {
+                Sender::new(target, size, per_thread, &sent, &errors)
+                    .map(|s| s.with_batch(o.batch as usize))
+            },
             Sender::step,
         )?;
         drop(sink);
@@ -117,7 +135,7 @@ impl Stressor for NetTx {
             format!(
                 "size={size} rate={}",
                 if o.rate == 0 {
-                    "unpaced".into()
+                    format!("unpaced batch={}", o.batch)
                 } else {
                     format!("{}/s", o.rate)
                 }
