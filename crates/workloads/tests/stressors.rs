@@ -365,6 +365,42 @@ fn forkbomb_keeps_to_max_tasks_and_leaves_no_process() {
     assert!(left.is_empty(), "left behind (pid, ppid, pgrp): {left:?}");
 }
 
+/// At its population limit a spinning bomb (the default) yields and tries again, so none of
+/// its processes sleeps; a blocking one waits in `waitpid` and never spins. Either way the
+/// leader reaps the whole bomb, so its CPU time is reported.
+#[test]
+fn forkbomb_spins_at_its_limit_unless_told_to_block() {
+    let _g = serial();
+    let (mut c, _d) = ctx(100);
+    c.caps.max_tasks = Some(8);
+    for (mode, spins) in [
+        ("", true),
+        ("at_limit=spin", true),
+        ("at_limit=block", false),
+    ] {
+        let settings: Vec<&str> = ["max_procs=2", mode]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect();
+        let (r, lat) = run("forkbomb", &c, &settings, BRIEF).unwrap();
+        assert_worked("forkbomb", &r, lat);
+        let spun: u64 = note_value(&r, "limit_spins").unwrap().parse().unwrap();
+        let waited: u64 = note_value(&r, "limit_waits").unwrap().parse().unwrap();
+        assert!(
+            waited > 0,
+            "{mode}: the limit of 2 was never reached: {:?}",
+            r.notes
+        );
+        if spins {
+            assert!(spun > 0, "{mode}: never spun: {:?}", r.notes);
+        } else {
+            assert_eq!(spun, 0, "{mode}: spun: {:?}", r.notes);
+        }
+        let cpu: f64 = note_value(&r, "bomb_cpu_s").unwrap().parse().unwrap();
+        assert!(cpu > 0.0, "{mode}: {:?}", r.notes);
+    }
+}
+
 /// Set (to the cgroup directory) in the child process of the pids-limit test.
 const PIDS_CHILD_ENV: &str = "ISOBENCH_TEST_PIDS_CGROUP";
 
@@ -523,6 +559,33 @@ fn net_tx_runs_and_stops() {
     assert_eq!(pressure(&r, "datagrams_per_sec"), r.ops_per_sec);
     let e = run("net-tx", &c, &["target=nowhere"], Duration::from_millis(50)).unwrap_err();
     assert!(e.to_string().contains("nowhere"), "{e:#}");
+}
+
+/// Unpaced net-tx sends with sendmmsg, 32 datagrams a call by default: every datagram is
+/// counted as an operation and its payload as bytes, with batching or without.
+#[test]
+fn net_tx_counts_every_datagram_of_a_batch() {
+    let _g = serial();
+    let (c, _d) = ctx(100);
+    for (batch, want) in [
+        ("", "batch=32"),
+        ("batch=1", "batch=1"),
+        ("batch=7", "batch=7"),
+    ] {
+        let settings: Vec<&str> = ["threads=1", "size=1000", batch]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect();
+        let (r, lat) = run("net-tx", &c, &settings, BRIEF).unwrap();
+        assert_worked("net-tx", &r, lat);
+        assert!(
+            r.notes.iter().any(|n| n.contains(want)),
+            "{want}: {:?}",
+            r.notes
+        );
+        assert_eq!(r.bytes, r.ops * 1000, "{want}");
+        assert_eq!(pressure(&r, "datagrams_per_sec"), r.ops_per_sec);
+    }
 }
 
 #[test]
