@@ -6,6 +6,7 @@ Run by hand, as root, on a cgroup v1 machine, after `cargo build --release -p is
     python3 bench/stressors.py                 # both parts
     python3 bench/stressors.py membw           # membw bytes/s vs likwid-bench copy_mem_avx
     python3 bench/stressors.py effect --only disk,net-rx --reps 5
+    python3 bench/stressors.py effect --only net-tx,forkbomb      # 9 reps each by default
 
 `effect`: each stressor's effect on its matching victim probe divided by stress-ng's effect at
 the same number of workers, on the victim's throughput and on its p99 latency where the probe
@@ -15,7 +16,25 @@ the victim in an isobench cgroup tenant, the aggressor in another (isobench: `st
 shares. Each repetition measures baseline, isobench-contended and stress-ng-contended within
 a few seconds of each other, in a seeded shuffled order, and the degradation of each
 contended measurement is taken against the baseline of its own repetition (the machine's
-speed drifts over seconds); the table gives medians over repetitions.
+speed drifts over seconds).
+
+How sure the ratio is: per metric, the point ratio is median(isobench degradations) /
+median(stress-ng degradations) over the repetitions; its uncertainty comes from a paired
+percentile bootstrap over repetitions (whole repetitions resampled, so each rep's baseline
+stays with both of its contended measurements; seeded, 10,000 resamples), reported as a 90%
+interval, i.e. one-sided 95% bounds. A resample whose stress-ng median is under 1 point
+counts as an infinite ratio when isobench's median is above it and as 0 otherwise. Verdict:
+`>=1` when the lower bound is at least 1 (at least as strong, one-sided 95%), `<1` when the
+upper bound is under 1, `tie` otherwise. Also reported: the per-repetition ratios, the paired
+difference of degradations (isobench - stress-ng, points) with its own bootstrap interval,
+and the number of repetitions in which isobench's degradation was at least stress-ng's.
+The percentile bootstrap of a median from under ~10 repetitions undercovers a little; read
+`tie` as "not settled", not as "equal". Where stress-ng's median degradation is under 1 point
+there is no ratio (verdict `n/a`); the paired difference still says which is stronger. Noisy pairs get more repetitions by default
+(`REPS` below); `--reps N` sets every pair.
+
+Each isobench aggressor runs with `--json`, and the pressure it reports (datagrams/s,
+forks/s, ...) is kept per repetition in the JSON.
 
 `membw`: `isobench stress membw --intensity 100 --duration 5 --json` bytes copied/s (x2 for
 DRAM traffic: one read and one write per byte copied) alternating with `likwid-bench -t
@@ -27,6 +46,7 @@ read the per-repetition figures in the JSON before trusting a ratio.
 """
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -67,11 +87,14 @@ class Background:
 
     settle = 1.5
 
-    def __init__(self, cmd):
+    def __init__(self, cmd, capture=False):
         self.cmd = cmd
+        self.capture = capture
+        self.stdout = ""
 
     def __enter__(self):
-        self.p = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        out = subprocess.PIPE if self.capture else subprocess.DEVNULL
+        self.p = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.PIPE,
                                   start_new_session=True)
         time.sleep(self.settle)
         if self.p.poll() is not None:
@@ -82,7 +105,10 @@ class Background:
     def __exit__(self, *a):
         try:
             os.killpg(self.p.pid, signal.SIGINT)
-            self.p.wait(15)
+            if self.capture:
+                self.stdout = self.p.communicate(timeout=15)[0].decode(errors="replace")
+            else:
+                self.p.wait(15)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             try:
                 os.killpg(self.p.pid, signal.SIGKILL)
@@ -92,8 +118,18 @@ class Background:
 
 
 def iso_aggressor(name, args, workdir):
-    return Background([ISO, "stress", name, "--platform", "cgroup", "--limits",
-                       f"cpuset={CPUS},memory=4G,pids=4096", "--dir", workdir] + args)
+    return Background([ISO, "stress", name, "--json", "--platform", "cgroup", "--limits",
+                       f"cpuset={CPUS},memory=4G,pids=4096", "--dir", workdir] + args,
+                      capture=True)
+
+
+def pressure_of(stdout):
+    """{name: value} of the pressure an isobench aggressor reported (empty if none)."""
+    try:
+        rep = json.loads(stdout)["report"]
+        return {p["name"]: p["value"] for p in rep.get("pressure", [])}
+    except (ValueError, KeyError, TypeError):
+        return {}
 
 
 class SngAggressor(Background):
@@ -174,6 +210,14 @@ PAIRS = [
 ]
 
 
+# Repetitions per pair unless --reps says otherwise: the pairs whose effects spread most from
+# rep to rep (network, fork, disk tails) get more.
+REPS = {"cpu": 3, "cache": 3, "membw": 3, "disk": 5, "net-rx": 9, "net-tx": 9, "forkbomb": 9}
+BOOT = 10_000
+# Below this stress-ng degradation (points) a ratio means nothing.
+MIN_EFFECT = 1.0
+
+
 def degradation(base, cont, direction):
     d = (base - cont) / base if direction == "higher" else (cont - base) / base
     return 100.0 * d
@@ -188,6 +232,74 @@ def measure_all(probes, workdir):
     return out
 
 
+def ratio_of(di, ds):
+    """isobench / stress-ng for one set of degradations; inf or 0 when stress-ng's is nil."""
+    if ds >= MIN_EFFECT:
+        return di / ds
+    return math.inf if di > ds else 0.0
+
+
+def quantile(sorted_xs, q):
+    """Linear-interpolated quantile of a sorted list (inf-safe at the ends)."""
+    pos = q * (len(sorted_xs) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    if lo == hi or sorted_xs[lo] == sorted_xs[hi]:
+        return sorted_xs[lo]
+    if math.isinf(sorted_xs[hi]):
+        return sorted_xs[hi] if pos - lo >= 0.5 else sorted_xs[lo]
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def paired_bootstrap(di, ds, seed, level=0.90):
+    """Percentile bootstrap over repetitions (pairs kept together) of the median ratio and of
+    the median paired difference: ((ratio lo, hi), (diff lo, hi), P(ratio >= 1))."""
+    rng = random.Random(seed)
+    n = len(di)
+    ratios, diffs = [], []
+    for _ in range(BOOT):
+        idx = [rng.randrange(n) for _ in range(n)]
+        bi = statistics.median(di[i] for i in idx)
+        bs = statistics.median(ds[i] for i in idx)
+        ratios.append(ratio_of(bi, bs))
+        diffs.append(statistics.median(di[i] - ds[i] for i in idx))
+    ratios.sort()
+    diffs.sort()
+    a = (1.0 - level) / 2.0
+    p_ge1 = sum(r >= 1.0 for r in ratios) / BOOT
+    return ((quantile(ratios, a), quantile(ratios, 1.0 - a)),
+            (quantile(diffs, a), quantile(diffs, 1.0 - a)), p_ge1)
+
+
+def verdict(lo, hi):
+    if lo >= 1.0:
+        return ">=1"
+    if hi < 1.0:
+        return "<1"
+    return "tie"
+
+
+def summarize(name, iso_args, sng_args, metric, direction, runs, seed):
+    """One table row: medians, ratio with its interval, per-rep figures."""
+    di = [degradation(r["base"][metric][0], r["isobench"][metric][0], direction) for r in runs]
+    ds = [degradation(r["base"][metric][0], r["stress-ng"][metric][0], direction) for r in runs]
+    mi, ms = statistics.median(di), statistics.median(ds)
+    (rlo, rhi), (dlo, dhi), p_ge1 = paired_bootstrap(di, ds, seed)
+    # A ratio only means something when stress-ng degrades the probe.
+    ratio = mi / ms if ms >= MIN_EFFECT else None
+    return {"stressor": name, "isobench": " ".join(iso_args), "stress-ng": " ".join(sng_args),
+            "metric": metric, "direction": direction, "reps": len(runs),
+            "baseline": statistics.median(r["base"][metric][0] for r in runs),
+            "isobench_degr_pct": mi, "stressng_degr_pct": ms,
+            "ratio": ratio, "ratio_ci90": [rlo, rhi], "p_ratio_ge_1": p_ge1,
+            "verdict": "n/a" if ratio is None else verdict(rlo, rhi),
+            "diff_median_pts": statistics.median(a - b for a, b in zip(di, ds)),
+            "diff_ci90_pts": [dlo, dhi],
+            "reps_isobench_ge": sum(a >= b for a, b in zip(di, ds)),
+            "ratio_runs": [a / b if b >= MIN_EFFECT else None for a, b in zip(di, ds)],
+            "isobench_degr_runs": di, "stressng_degr_runs": ds,
+            "isobench_pressure_runs": [r.get("isobench_pressure", {}) for r in runs]}
+
+
 def effect(only, reps, seed):
     rng = random.Random(seed)
     workdir = os.path.abspath(os.path.join(OUT, "stressdir"))
@@ -196,9 +308,10 @@ def effect(only, reps, seed):
     for name, iso_args, sng_args, probes in PAIRS:
         if only and name not in only:
             continue
+        n = reps if reps else REPS.get(name, 3)
         runs = []
         try:
-            for _ in range(reps):
+            for k in range(n):
                 order = ["base", "isobench", "stress-ng"]
                 rng.shuffle(order)
                 rep = {}
@@ -206,40 +319,53 @@ def effect(only, reps, seed):
                     if cond == "base":
                         rep[cond] = measure_all(probes, workdir)
                     elif cond == "isobench":
-                        with iso_aggressor(name, iso_args, workdir):
+                        agg = iso_aggressor(name, iso_args, workdir)
+                        with agg:
                             rep[cond] = measure_all(probes, workdir)
+                        rep["isobench_pressure"] = pressure_of(agg.stdout)
                     else:
                         with SngAggressor(sng_args, workdir):
                             rep[cond] = measure_all(probes, workdir)
                 runs.append(rep)
-                print(f"  {name}: {json.dumps({c: {m: v[0] for m, v in r.items()} for c, r in rep.items()})}",
-                      file=sys.stderr)
+                shown = {c: {m: v[0] for m, v in r.items()} for c, r in rep.items()
+                         if c != "isobench_pressure"}
+                print(f"  {name} rep {k + 1}/{n}: {json.dumps(shown)} "
+                      f"pressure {json.dumps(rep.get('isobench_pressure', {}))}", file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - one failing pair must not lose the others
             rows.append({"stressor": name, "error": str(e)})
             print(f"{name}: {e}", file=sys.stderr)
             continue
-        for metric in runs[0]["base"]:
+        for j, metric in enumerate(runs[0]["base"]):
             direction = runs[0]["base"][metric][1]
-            di = [degradation(r["base"][metric][0], r["isobench"][metric][0], direction) for r in runs]
-            ds = [degradation(r["base"][metric][0], r["stress-ng"][metric][0], direction) for r in runs]
-            mi, ms = statistics.median(di), statistics.median(ds)
-            rows.append({"stressor": name, "isobench": " ".join(iso_args), "stress-ng": " ".join(sng_args),
-                         "metric": metric, "direction": direction,
-                         "baseline": statistics.median(r["base"][metric][0] for r in runs),
-                         "isobench_degr_pct": mi, "stressng_degr_pct": ms,
-                         # A ratio only means something when stress-ng degrades the probe.
-                         "ratio": mi / ms if ms > 1.0 else None,
-                         "isobench_degr_runs": di, "stressng_degr_runs": ds})
+            rows.append(summarize(name, iso_args, sng_args, metric, direction, runs, seed + j))
             print(fmt_effect(rows[-1]), file=sys.stderr)
     return rows
 
 
+def fmt_num(x):
+    if x is None:
+        return "n/a"
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.2f}"
+
+
 def fmt_effect(r):
     if "error" in r:
-        return f"| {r['stressor']} | error: {r['error'][:120]} | | | | |"
-    ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
-    return (f"| {r['stressor']} | {r['stress-ng']} | {r['metric']} | {r['isobench_degr_pct']:.1f} | "
-            f"{r['stressng_degr_pct']:.1f} | {ratio} |")
+        return f"| {r['stressor']} | error: {r['error'][:120]} | | | | | | | |"
+    lo, hi = r["ratio_ci90"]
+    dlo, dhi = r["diff_ci90_pts"]
+    per_rep = " ".join(fmt_num(x) for x in r["ratio_runs"])
+    return (f"| {r['stressor']} | {r['stress-ng']} | {r['metric']} | {r['reps']} | "
+            f"{r['isobench_degr_pct']:.1f} | {r['stressng_degr_pct']:.1f} | {fmt_num(r['ratio'])} | "
+            f"{fmt_num(lo)}..{fmt_num(hi)} | {r['verdict']} | "
+            f"{r['diff_median_pts']:+.1f} ({dlo:+.1f}..{dhi:+.1f}) | "
+            f"{r['reps_isobench_ge']}/{r['reps']} | {per_rep} |")
+
+
+EFFECT_HEADER = ["| stressor | stress-ng | victim metric | reps | isobench degr. % | stress-ng degr. % "
+                 "| ratio | 90% CI | verdict | diff. pts (90% CI) | reps iso >= sng | per-rep ratio |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,13 +398,25 @@ def membw(reps):
     return res
 
 
+def strict_json(x):
+    """`x` with infinite floats written as the strings "inf" / "-inf" (JSON has no infinity)."""
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if isinstance(x, dict):
+        return {k: strict_json(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [strict_json(v) for v in x]
+    return x
+
+
 def main():
     global ISO, OUT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", nargs="?", default="all", choices=["all", "effect", "membw"])
     ap.add_argument("--isobench", default=ISO)
     ap.add_argument("--out", default=OUT)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=0,
+                    help="repetitions per pair (default: REPS per pair for effect, 3 for membw)")
     ap.add_argument("--only", default="", help="comma-separated stressors (effect)")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
@@ -286,7 +424,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     results, md = {}, ["# Stressor strength", ""]
     if a.what in ("all", "membw"):
-        r = membw(a.reps)
+        r = membw(a.reps or 3)
         results["membw"] = r
         md += ["## membw vs peak copy bandwidth (DRAM traffic, read + write)", "",
                "| isobench membw 100 (median / best) | likwid copy_mem_avx peak | ratio (median / best) |",
@@ -297,10 +435,11 @@ def main():
         rows = effect([x for x in a.only.split(",") if x], a.reps, a.seed)
         results["effect"] = rows
         md += ["## Effect on the victim vs stress-ng (ratio = isobench degradation / stress-ng degradation)",
-               "", "| stressor | stress-ng | victim metric | isobench degr. % | stress-ng degr. % | ratio |",
-               "|---|---|---|---|---|---|"] + [fmt_effect(r) for r in rows] + [""]
+               "", "Ratio: median over repetitions; 90% CI: paired bootstrap over repetitions (one-sided "
+               "95% bounds); verdict >=1 / <1 when the interval clears 1.", ""]
+        md += EFFECT_HEADER + [fmt_effect(r) for r in rows] + [""]
     with open(os.path.join(OUT, "stressors.json"), "w") as f:
-        json.dump(results, f, indent=1)
+        json.dump(strict_json(results), f, indent=1)
     with open(os.path.join(OUT, "stressors.md"), "w") as f:
         f.write("\n".join(md))
     print("\n".join(md))
