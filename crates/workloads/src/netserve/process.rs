@@ -1,11 +1,10 @@
 //! A server in a process of its own: both ends of `isobench serve`.
 //!
 //! Why: a probe that measures a path between two ends should not share its process with the
-//! other end. Threads of one process share an address space, a file table and the
-//! scheduler's per-process accounting; on one CPU the loopback TCP path measured 19-23 Gbit/s
-//! with the sink as threads of the probe and 33-35 Gbit/s with the same sink in a process of
-//! its own, where iperf3 (always two processes) gets 29-32. The reference tools (iperf3,
-//! qperf, sockperf) always run server and client as separate processes, so the probes do too.
+//! other end (an address space, a file table, the allocator, per-process scheduling), so that
+//! what it measures is the path and not how the two ends share one process. The reference
+//! tools (iperf3, qperf, sockperf) always run server and client as separate processes, so the
+//! probes do too.
 //!
 //! The library cannot know where the isobench binary is, so the caller names it
 //! ([`crate::ProbeCtx::server_exe`]). [`ServerProcess::spawn`] runs `EXE serve KIND --bind
