@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use isobench_store::{RunId, RunStatus, Store, TrialStatus};
+use isobench_store::{RunId, RunStatus, Store, TrialKey, TrialStatus};
 
 fn isobench() -> Command {
     let mut c = Command::cargo_bin("isobench").expect("binary built");
@@ -214,14 +214,14 @@ fn a_killed_run_resumes_with_every_trial_exactly_once() {
     // SIGKILL: no chance to record anything more.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
-    let before: Vec<(u32, String)> = {
+    let before: Vec<((TrialKey, String), String)> = {
         let store = Store::open(&db).unwrap();
         let loaded = store.load_run(&run).unwrap();
         assert_eq!(loaded.run.status, RunStatus::Running, "killed mid-run");
         loaded
             .trials
             .iter()
-            .map(|t| (t.plan_seq, format!("{:?}", t.samples)))
+            .map(|t| ((t.key, t.tenant.clone()), format!("{:?}", t.samples)))
             .collect()
     };
 
@@ -236,21 +236,25 @@ fn a_killed_run_resumes_with_every_trial_exactly_once() {
     let loaded = store.load_run(&run).unwrap();
     assert_eq!(loaded.run.status, RunStatus::Complete);
     // Nothing lost: every record from before the kill is there, unchanged.
-    for (seq, samples) in &before {
+    for ((key, tenant), samples) in &before {
         let t = loaded
             .trials
             .iter()
-            .find(|t| t.plan_seq == *seq)
+            .find(|t| t.key == *key && &t.tenant == tenant)
             .expect("kept");
         assert_eq!(&format!("{:?}", t.samples), samples);
     }
     // Nothing repeated: one record per (trial, tenant), and every round complete.
-    let seqs: Vec<u32> = loaded.trials.iter().map(|t| t.plan_seq).collect();
-    let unique: BTreeSet<u32> = seqs.iter().copied().collect();
+    let seqs: Vec<(TrialKey, &str)> = loaded
+        .trials
+        .iter()
+        .map(|t| (t.key, t.tenant.as_str()))
+        .collect();
+    let unique: BTreeSet<(TrialKey, &str)> = seqs.iter().copied().collect();
     assert_eq!(seqs.len(), unique.len());
     let keys: BTreeSet<(u32, u32, u32)> = seqs
         .iter()
-        .map(|&s| (s >> 22, (s >> 14) & 0xff, (s >> 6) & 0xff))
+        .map(|(k, _)| (k.round, k.block, k.slot))
         .collect();
     // Round 0 of this plan: 2 contended on/off blocks of solo + 2 probes (the off-windows are
     // the baseline, so no baseline blocks).
@@ -405,7 +409,7 @@ name = "net-tx"
     assert_eq!(loaded.tenants.len(), 2);
     // 2 rounds x (2 contended on/off probe trials + 2 solo trials); no baseline blocks: the
     // off-windows are the baseline.
-    let keys: BTreeSet<u32> = loaded.trials.iter().map(|t| t.plan_seq >> 6).collect();
+    let keys: BTreeSet<TrialKey> = loaded.trials.iter().map(|t| t.key).collect();
     assert_eq!(keys.len(), 8, "{:#?}", loaded.trials);
     for t in loaded.trials.iter().filter(|t| t.probe == "syscall") {
         let m = t

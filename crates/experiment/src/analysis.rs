@@ -22,9 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cause::{attribute, disk_irq, Cause, Evidence, Rules};
 use crate::plan::{Design, Plan};
-use crate::schedule::{
-    paired_baseline_block, paired_only, Needs, TrialKey, FIRST_PAIRS, MAX_PAIRS,
-};
+use crate::schedule::{paired_baseline_block, paired_only, Needs, FIRST_PAIRS, MAX_PAIRS};
 
 /// Version of the [`Results`] document (JSON export). Bumped on incompatible changes.
 pub const RESULTS_SCHEMA_VERSION: u32 = 1;
@@ -471,7 +469,7 @@ pub fn analyze_trials(
                 .iter()
                 .position(|p| p == &t.probe)
                 .unwrap_or(usize::MAX),
-            t.plan_seq,
+            t.key,
         )
     });
     for t in &victim_trials {
@@ -502,12 +500,12 @@ pub fn analyze_trials(
     // persisted) is kept, flagged: its values count, and the cell says so.
     let mut last_attempt: BTreeMap<(u32, u32, u32), u32> = BTreeMap::new();
     for t in trials {
-        let (k, _) = TrialKey::from_seq(t.plan_seq);
+        let k = t.key;
         let e = last_attempt.entry((k.round, k.block, k.slot)).or_insert(0);
         *e = (*e).max(k.attempt);
     }
     let kept_disturbed = |t: &TrialRecord| -> bool {
-        let (k, _) = TrialKey::from_seq(t.plan_seq);
+        let k = t.key;
         matches!(t.status, TrialStatus::Disturbed(_))
             && last_attempt.get(&(k.round, k.block, k.slot)) == Some(&k.attempt)
     };
@@ -804,7 +802,7 @@ pub fn analyze_trials(
     let mut trust = Trust::default();
     let mut trial_keys: BTreeMap<(u32, u32, u32, u32), Vec<&TrialRecord>> = BTreeMap::new();
     for t in trials {
-        let (k, _) = TrialKey::from_seq(t.plan_seq);
+        let k = t.key;
         trial_keys
             .entry((k.round, k.block, k.slot, k.attempt))
             .or_default()
@@ -1190,12 +1188,12 @@ fn paired_units(
     for t in trials.iter().filter(|t| {
         usable(t) && t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
     }) {
-        let (k, _) = TrialKey::from_seq(t.plan_seq);
+        let k = t.key;
         // The how-manieth contended block of this condition in the round it is.
         let pair = trials
             .iter()
             .filter(|x| x.condition == t.condition)
-            .map(|x| TrialKey::from_seq(x.plan_seq).0)
+            .map(|x| x.key)
             .filter(|kx| kx.round == k.round && kx.block < k.block)
             .map(|kx| kx.block)
             .collect::<BTreeSet<u32>>()
@@ -1206,7 +1204,7 @@ fn paired_units(
         let base = trials
             .iter()
             .filter(|x| {
-                let (kx, _) = TrialKey::from_seq(x.plan_seq);
+                let kx = x.key;
                 usable(x)
                     && kx.round == k.round
                     && kx.block == b
@@ -1242,7 +1240,7 @@ fn solo_pairs(
         .iter()
         .filter(|r| usable(r) && condition_text(&r.condition) == cond)
     {
-        let (k, _) = TrialKey::from_seq(r.plan_seq);
+        let k = r.key;
         for s in r.stressor_reports.iter().filter(|s| s.tenant == tenant) {
             if !(s.ops_per_sec.is_finite() && s.ops_per_sec > 0.0) {
                 continue;

@@ -175,8 +175,8 @@ pub struct Engine<'a> {
     options: EngineOptions,
     run: RunId,
     slots: Vec<Slot>,
-    /// plan_seq values stored, with their status word.
-    stored: BTreeMap<u32, &'static str>,
+    /// Trial keys stored, per tenant, with their status word.
+    stored: BTreeMap<(TrialKey, String), &'static str>,
     repetitions: BTreeMap<(String, String, String), u32>,
     done: usize,
     planned: usize,
@@ -406,17 +406,15 @@ impl<'a> Engine<'a> {
     fn stored_trials(&self) -> usize {
         self.stored
             .keys()
-            .map(|&s| {
-                let (k, _) = TrialKey::from_seq(s);
-                k
-            })
+            .map(|(k, _)| *k)
             .collect::<BTreeSet<_>>()
             .len()
     }
 
     fn load_stored(&mut self, loaded: &LoadedRun) {
         for t in &loaded.trials {
-            self.stored.insert(t.plan_seq, t.status.as_str());
+            self.stored
+                .insert((t.key, t.tenant.clone()), t.status.as_str());
             let key = (t.tenant.clone(), t.probe.clone(), t.condition.to_string());
             let r = self.repetitions.entry(key).or_insert(0);
             *r = (*r).max(t.repetition + 1);
@@ -427,16 +425,13 @@ impl<'a> Engine<'a> {
     /// The latest stored attempt of a trial (any tenant's record) and whether it was
     /// disturbed.
     fn stored_attempt(&self, key: TrialKey) -> Option<(u32, bool)> {
-        use crate::schedule::limits::{ATTEMPTS, TENANTS};
-        let lo = TrialKey { attempt: 0, ..key }.seq(0);
+        let lo = (TrialKey { attempt: 0, ..key }, String::new());
         let hi = TrialKey {
-            attempt: ATTEMPTS - 1,
+            attempt: u32::MAX,
             ..key
-        }
-        .seq(TENANTS as usize - 1);
+        };
         let mut best: Option<(u32, bool)> = None;
-        for (&seq, &status) in self.stored.range(lo..=hi) {
-            let (k, _) = TrialKey::from_seq(seq);
+        for ((k, _), &status) in self.stored.range(lo..).take_while(|((k, _), _)| *k <= hi) {
             let d = status == "disturbed";
             best = match best {
                 Some((a, bd)) if a == k.attempt => Some((a, bd || d)),
@@ -472,7 +467,7 @@ impl<'a> Engine<'a> {
         let trials: Vec<&TrialRecord> = loaded
             .trials
             .iter()
-            .filter(|t| TrialKey::from_seq(t.plan_seq).0.round < round)
+            .filter(|t| t.key.round < round)
             .collect();
         let results = analysis::analyze_trials(
             &loaded,
@@ -1570,7 +1565,7 @@ impl<'a> Engine<'a> {
             let probe = what.clone();
             let repetition = self.next_repetition(&name, &probe, &store_cond);
             records.push(TrialRecord {
-                plan_seq: key.seq(*v),
+                key,
                 probe,
                 tenant: name,
                 condition: store_cond.clone(),
@@ -1622,7 +1617,7 @@ impl<'a> Engine<'a> {
                 Vec::new()
             };
             records.push(TrialRecord {
-                plan_seq: key.seq(i),
+                key,
                 probe,
                 tenant: name,
                 condition: store_cond.clone(),
@@ -1655,7 +1650,8 @@ impl<'a> Engine<'a> {
             self.store
                 .record_trial(&self.run, r)
                 .with_context(|| format!("recording trial {key} of run {}", self.run))?;
-            self.stored.insert(r.plan_seq, r.status.as_str());
+            self.stored
+                .insert((r.key, r.tenant.clone()), r.status.as_str());
         }
         self.ran += 1;
         self.done += 1;

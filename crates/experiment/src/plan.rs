@@ -629,43 +629,6 @@ impl Plan {
             ));
         }
 
-        // Limits of the trial keys (see `schedule::TrialKey::seq`).
-        {
-            use crate::schedule::limits::{BLOCKS, SLOTS, TENANTS};
-            let k = sc.trial.baseline_every.max(1) as usize;
-            let blocks = conditions.len() + conditions.len().div_ceil(k);
-            for (what, n, max, fix) in [
-                (
-                    "tenants",
-                    tenants.len(),
-                    TENANTS as usize,
-                    "use fewer tenants",
-                ),
-                (
-                    "probes",
-                    probes.len() + 1,
-                    SLOTS as usize,
-                    "split the probes over two scenarios",
-                ),
-                (
-                    "blocks per round (conditions plus baselines)",
-                    blocks,
-                    BLOCKS as usize,
-                    "use fewer stressors or intensities, or a larger trial.baseline_every",
-                ),
-            ] {
-                if n > max {
-                    errors.push(src.error(
-                        top,
-                        what,
-                        format!("{n} {what}: one run holds at most {max}"),
-                        format!("at most {max}"),
-                        fix,
-                    ));
-                }
-            }
-        }
-
         if host.llc_sysfs.is_some_and(|s| s != host.llc) {
             notes.push(format!(
                 "last-level cache: {} usable as measured ({} per sysfs); sizes use the measured one",

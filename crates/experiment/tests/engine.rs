@@ -212,16 +212,24 @@ fn trial_keys_round_trip() {
         slot: 17,
         attempt: 3,
     };
-    assert_eq!(TrialKey::from_seq(k.seq(15)), (k, 15));
+    // Keys order as trials run: round, block, slot, then attempt; nothing is packed.
     assert!(
-        k.seq(0)
-            < TrialKey {
-                slot: 18,
-                attempt: 0,
-                ..k
-            }
-            .seq(0)
+        k < TrialKey {
+            slot: 18,
+            attempt: 0,
+            ..k
+        }
     );
+    assert!(
+        k < TrialKey {
+            round: 1 << 20,
+            block: 0,
+            slot: 0,
+            attempt: 0,
+        }
+    );
+    assert_eq!(k.retry().attempt, 4);
+    assert_eq!(k.retry().to_string(), "r999b200s17a4");
 }
 
 #[test]
@@ -331,13 +339,11 @@ fn disturbed_trials_are_marked_and_repeated() {
         .collect();
     assert_eq!(disturbed.len(), 2);
     for d in &disturbed {
-        let (k, v) = TrialKey::from_seq(d.plan_seq);
-        assert_eq!(k.attempt, 0);
-        let retry = k.retry().seq(v);
+        assert_eq!(d.key.attempt, 0);
         let again = loaded
             .trials
             .iter()
-            .find(|t| t.plan_seq == retry)
+            .find(|t| t.key == d.key.retry() && t.tenant == d.tenant)
             .expect("repeated");
         assert_eq!(again.status, TrialStatus::Ok);
         assert!(d.status.reason().unwrap().contains("outside the run"));
@@ -371,12 +377,7 @@ fn short_memory_refuses_before_the_first_trial() {
 /// Every (round, block, slot) the schedule asks for, given what the store holds.
 fn expected_keys(plan: &Plan, store: &Store, run: &RunId) -> BTreeSet<(u32, u32, u32)> {
     let loaded = store.load_run(run).unwrap();
-    let rounds = loaded
-        .trials
-        .iter()
-        .map(|t| TrialKey::from_seq(t.plan_seq).0.round)
-        .max()
-        .unwrap();
+    let rounds = loaded.trials.iter().map(|t| t.key.round).max().unwrap();
     let mut keys = BTreeSet::new();
     for round in 0..=rounds {
         let needs = if round < plan.repetitions.min {
@@ -385,7 +386,7 @@ fn expected_keys(plan: &Plan, store: &Store, run: &RunId) -> BTreeSet<(u32, u32,
             let trials: Vec<_> = loaded
                 .trials
                 .iter()
-                .filter(|t| TrialKey::from_seq(t.plan_seq).0.round < round)
+                .filter(|t| t.key.round < round)
                 .collect();
             let res = analysis::analyze_trials(
                 &loaded,
@@ -415,7 +416,7 @@ fn interrupted_run_resumes_with_every_trial_exactly_once() {
     let mut r = run_with(&plan, script, stop);
     assert_eq!(r.status, RunStatus::Interrupted);
     assert!(r.reason.contains("--resume"), "{}", r.reason);
-    let before: BTreeSet<u32> = r.store.completed_trial_keys(&r.run).unwrap();
+    let before: BTreeSet<(TrialKey, String)> = r.store.completed_trial_keys(&r.run).unwrap();
     assert!(!before.is_empty());
 
     // Resume with a fresh platform, as a new process would.
@@ -454,7 +455,7 @@ fn interrupted_run_resumes_with_every_trial_exactly_once() {
     let loaded = r.store.load_run(&r.run).unwrap();
     let mut stored = BTreeSet::new();
     for tr in &loaded.trials {
-        let (k, _) = TrialKey::from_seq(tr.plan_seq);
+        let k = tr.key;
         assert_eq!(k.attempt, 0, "no disturbance was scripted");
         stored.insert((k.round, k.block, k.slot));
     }
@@ -527,15 +528,11 @@ fn two_victims_run_each_probe_at_once_and_get_their_own_rows() {
     let loaded = r.store.load_run(&r.run).unwrap();
     // Every probe trial has one record per victim, with the same key but its own tenant.
     for t in loaded.trials.iter().filter(|t| t.tenant == "victim") {
-        let (k, _) = TrialKey::from_seq(t.plan_seq);
-        let twin = TrialKey::from_seq(t.plan_seq + 1);
-        assert_eq!(twin.0, k);
         let other = loaded
             .trials
             .iter()
-            .find(|x| x.plan_seq == t.plan_seq + 1)
+            .find(|x| x.key == t.key && x.tenant == "victim2")
             .unwrap();
-        assert_eq!(other.tenant, "victim2");
         assert_eq!(other.probe, t.probe);
     }
     let results = analyze(&loaded);
@@ -577,13 +574,7 @@ fn paired_conditions_repeat_their_pair_within_a_round() {
     let ran = run_default(&plan);
     assert_eq!(ran.status, RunStatus::Complete, "{}", ran.reason);
     let loaded = ran.store.load_run(&ran.run).unwrap();
-    let rounds = loaded
-        .trials
-        .iter()
-        .map(|t| TrialKey::from_seq(t.plan_seq).0.round)
-        .max()
-        .unwrap()
-        + 1;
+    let rounds = loaded.trials.iter().map(|t| t.key.round).max().unwrap() + 1;
     let results = analyze(&loaded);
     for c in &results.cells {
         assert_eq!(c.design, Some(isobench_experiment::plan::Design::Paired));
@@ -635,15 +626,10 @@ fn a_time_budget_goes_to_the_cells_it_can_settle() {
         loaded
             .trials
             .iter()
-            .filter(|x| TrialKey::from_seq(x.plan_seq).0.round == r && x.tenant == "victim")
+            .filter(|x| x.key.round == r && x.tenant == "victim")
             .count()
     };
-    let last = loaded
-        .trials
-        .iter()
-        .map(|x| TrialKey::from_seq(x.plan_seq).0.round)
-        .max()
-        .unwrap();
+    let last = loaded.trials.iter().map(|x| x.key.round).max().unwrap();
     assert!(last >= plan.repetitions.min, "only {last} rounds");
     assert!(
         per_round(last) < per_round(0),

@@ -82,16 +82,18 @@ pub enum StoreError {
         /// The tenant name.
         tenant: String,
     },
-    /// A trial with this plan position was already recorded for the run.
+    /// A trial with this key was already recorded for the run and tenant.
     #[error(
-        "trial {plan_seq} of run {run} is already recorded; a resumed run must skip the trials \
-         listed by completed_trial_keys (trials are never recorded twice)"
+        "trial {key} of {tenant} in run {run} is already recorded; a resumed run must skip the \
+         trials listed by completed_trial_keys (trials are never recorded twice)"
     )]
     DuplicateTrial {
         /// The run.
         run: String,
-        /// The trial's position in the plan.
-        plan_seq: u32,
+        /// The trial's key.
+        key: crate::TrialKey,
+        /// The tenant of the record.
+        tenant: String,
     },
     /// Trials can only be recorded while the run is running.
     #[error("run {run} is {status}, so it takes no more trials; resume it first")]

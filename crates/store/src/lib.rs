@@ -26,7 +26,7 @@ pub use isobench_stats::Direction;
 pub use model::{
     Condition, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId, RunRecord, RunStatus,
     RunSummary, SampleRecord, SeriesRecord, StressorMode, StressorReport, Switch, TenantRecord,
-    TenantRole, TrialRecord, TrialStatus, WindowRecord, HISTOGRAM_ENCODING,
+    TenantRole, TrialKey, TrialRecord, TrialStatus, WindowRecord, HISTOGRAM_ENCODING,
 };
 pub use schema::SCHEMA_VERSION;
 pub use store::{OpenOptions, Store};

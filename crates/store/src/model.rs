@@ -376,12 +376,49 @@ pub struct StressorReport {
     pub ops_per_sec: f64,
 }
 
+/// Identity of one trial within a run: where it stands in the plan. Stable across resumes, and
+/// with the tenant's name unique among a run's records. The order of keys (round, block, slot,
+/// attempt) is the order trials run in. Each field is a full `u32`: nothing is packed.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
+pub struct TrialKey {
+    /// Round, from 0.
+    pub round: u32,
+    /// Block within the round, from 0.
+    pub block: u32,
+    /// Trial within the block, from 0.
+    pub slot: u32,
+    /// 0 for the first attempt; a disturbed trial is repeated with the next attempt number.
+    pub attempt: u32,
+}
+
+impl fmt::Display for TrialKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "r{}b{}s{}", self.round, self.block, self.slot)?;
+        if self.attempt > 0 {
+            write!(f, "a{}", self.attempt)?;
+        }
+        Ok(())
+    }
+}
+
+impl TrialKey {
+    /// The same trial's next attempt.
+    pub fn retry(&self) -> TrialKey {
+        TrialKey {
+            attempt: self.attempt + 1,
+            ..*self
+        }
+    }
+}
+
 /// One trial: one timed measurement of one probe under one condition, with everything it
 /// produced. Recorded atomically by [`Store::record_trial`](crate::Store::record_trial).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialRecord {
-    /// Position in the plan; unique in the run, the key used to resume.
-    pub plan_seq: u32,
+    /// Position in the plan; with `tenant`, unique in the run: the key used to resume.
+    pub key: TrialKey,
     /// Probe name.
     pub probe: String,
     /// The victim tenant the probe ran in.

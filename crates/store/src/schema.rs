@@ -106,7 +106,23 @@ CREATE TABLE trial_details (
 ) STRICT;
 "#;
 
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+/// Version 3: a trial's key in columns of their own (round, block, slot, attempt), unique with
+/// the tenant, so a plan has no limit on rounds, blocks, slots, attempts or tenants. Before,
+/// the key and the tenant's number were packed into `plan_seq` (10, 8, 8, 2 and 4 bits); the
+/// migration unpacks the stored ones. `plan_seq` stays, as the order records were written in.
+const V3: &str = r#"
+ALTER TABLE trials ADD COLUMN round   INTEGER NOT NULL DEFAULT 0 CHECK (round >= 0);
+ALTER TABLE trials ADD COLUMN block   INTEGER NOT NULL DEFAULT 0 CHECK (block >= 0);
+ALTER TABLE trials ADD COLUMN slot    INTEGER NOT NULL DEFAULT 0 CHECK (slot >= 0);
+ALTER TABLE trials ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0 CHECK (attempt >= 0);
+UPDATE trials SET round   = plan_seq >> 22,
+                  block   = (plan_seq >> 14) & 255,
+                  slot    = (plan_seq >> 6) & 255,
+                  attempt = (plan_seq >> 4) & 3;
+CREATE UNIQUE INDEX trials_by_key ON trials (run_id, round, block, slot, attempt, tenant);
+"#;
+
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes and understands: the number of migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -227,6 +243,88 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    /// A database of schema 2 packed each trial's key and tenant number into `plan_seq`
+    /// (round, block, slot, attempt, tenant in 10, 8, 8, 2 and 4 bits); migration 3 unpacks
+    /// them, the run loads in plan order, and new records continue after the old ones.
+    #[test]
+    fn packed_trial_keys_are_unpacked_by_migration_3() {
+        use crate::model::{RunId, TrialKey};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v2.db");
+        Store::init(
+            Connection::open(&path).unwrap(),
+            db(&path),
+            &MIGRATIONS[..2],
+        )
+        .unwrap();
+        let pack = |round: u32, block: u32, slot: u32, attempt: u32, tenant: u32| {
+            (round << 22) | (block << 14) | (slot << 6) | (attempt << 4) | tenant
+        };
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "INSERT INTO runs VALUES ('20260101-000000-000001', 'quick', '', '1', 'running',
+                     NULL, '0.1.0', 2, '2026-01-01T00:00:00.000Z', NULL, '{}', 'fake', '1');
+                 INSERT INTO tenants VALUES ('20260101-000000-000001', 'victim', 'victim',
+                     'fake', '{}');
+                 INSERT INTO tenants VALUES ('20260101-000000-000001', 'aggressor',
+                     'aggressor', 'fake', '{}');",
+            )
+            .unwrap();
+            // Written out of order, as a resumed run may.
+            for (seq, tenant) in [
+                (pack(1, 0, 0, 0, 0), "victim"),
+                (pack(0, 2, 3, 1, 1), "aggressor"),
+                (pack(0, 2, 3, 1, 0), "victim"),
+                (pack(0, 2, 3, 0, 0), "victim"),
+            ] {
+                c.execute(
+                    "INSERT INTO trials (run_id, plan_seq, probe, tenant, condition, repetition,
+                         status, reason, started_at, ended_at)
+                     VALUES ('20260101-000000-000001', ?1, 'cpu-int', ?2, 'baseline', 0, 'ok',
+                         NULL, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:01.000Z')",
+                    rusqlite::params![seq, tenant],
+                )
+                .unwrap();
+            }
+        }
+        let mut store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let run = RunId::new("20260101-000000-000001");
+        let key = |round, block, slot, attempt| TrialKey {
+            round,
+            block,
+            slot,
+            attempt,
+        };
+        let loaded = store.load_run(&run).unwrap();
+        let keys: Vec<(TrialKey, &str)> = loaded
+            .trials
+            .iter()
+            .map(|t| (t.key, t.tenant.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                (key(0, 2, 3, 0), "victim"),
+                (key(0, 2, 3, 1), "victim"),
+                (key(0, 2, 3, 1), "aggressor"),
+                (key(1, 0, 0, 0), "victim"),
+            ]
+        );
+        // Beyond what the packing could hold: round 5000, block 300, attempt 9.
+        let mut t = loaded.trials[0].clone();
+        t.key = key(5000, 300, 0, 9);
+        store.record_trial(&run, &t).unwrap();
+        let again = store.record_trial(&run, &t).unwrap_err();
+        assert!(
+            matches!(again, crate::StoreError::DuplicateTrial { .. }),
+            "{again:?}"
+        );
+        let loaded = store.load_run(&run).unwrap();
+        assert_eq!(loaded.trials.last().unwrap().key, key(5000, 300, 0, 9));
     }
 
     #[test]

@@ -9,7 +9,8 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use crate::error::{is_busy, is_not_a_database, is_unique_violation, StoreError};
 use crate::model::{
     Condition, Fact, HistogramRecord, LoadedRun, NewRun, RunId, RunRecord, RunStatus, RunSummary,
-    SampleRecord, StressorReport, TenantRecord, TrialRecord, TrialStatus, HISTOGRAM_ENCODING,
+    SampleRecord, StressorReport, TenantRecord, TrialKey, TrialRecord, TrialStatus,
+    HISTOGRAM_ENCODING,
 };
 use crate::schema::{check_not_newer, migrate, user_version, MIGRATIONS, SCHEMA_VERSION};
 use crate::time::Timestamp;
@@ -257,7 +258,7 @@ impl Store {
     /// trial was written.
     ///
     /// Refused when the run is unknown or not running, when the trial or a stressor report
-    /// names a tenant not added to the run, when a trial with the same `plan_seq` is already
+    /// names a tenant not added to the run, when a trial with the same key and tenant is already
     /// recorded ([`StoreError::DuplicateTrial`]), or when the record is inconsistent (a
     /// non-finite value, a metric twice, a non-ok status without a reason).
     pub fn record_trial(&mut self, run: &RunId, trial: &TrialRecord) -> Result<(), StoreError> {
@@ -296,15 +297,22 @@ impl Store {
         }
         let duplicate = || StoreError::DuplicateTrial {
             run: run.to_string(),
-            plan_seq: trial.plan_seq,
+            key: trial.key,
+            tenant: trial.tenant.clone(),
         };
+        // `plan_seq` numbers the run's records in the order they were written.
         tx.execute(
-            "INSERT INTO trials (run_id, plan_seq, probe, tenant, condition, repetition, status,
-                                 reason, started_at, ended_at, load_note)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            "INSERT INTO trials (run_id, plan_seq, round, block, slot, attempt, probe, tenant,
+                                 condition, repetition, status, reason, started_at, ended_at,
+                                 load_note)
+             VALUES (?1, (SELECT COALESCE(MAX(plan_seq) + 1, 0) FROM trials WHERE run_id = ?1),
+                     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 run.as_str(),
-                trial.plan_seq,
+                trial.key.round,
+                trial.key.block,
+                trial.key.slot,
+                trial.key.attempt,
                 trial.probe,
                 trial.tenant,
                 trial.condition.to_string(),
@@ -393,17 +401,32 @@ impl Store {
         tx.commit().map_err(|e| db.err("committing a trial", e))
     }
 
-    /// The `plan_seq` of every trial already recorded for the run, whatever its status. A
+    /// The key and tenant of every trial already recorded for the run, whatever its status. A
     /// resumed run skips exactly these: nothing measured is repeated, nothing is lost.
-    pub fn completed_trial_keys(&self, run: &RunId) -> Result<BTreeSet<u32>, StoreError> {
+    pub fn completed_trial_keys(
+        &self,
+        run: &RunId,
+    ) -> Result<BTreeSet<(TrialKey, String)>, StoreError> {
         self.run_status(&self.conn, run)?;
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT plan_seq FROM trials WHERE run_id = ?1")
+            .prepare_cached(
+                "SELECT round, block, slot, attempt, tenant FROM trials WHERE run_id = ?1",
+            )
             .map_err(|e| self.db.err("listing recorded trials", e))?;
         let keys = stmt
-            .query_map([run.as_str()], |r| r.get::<_, u32>(0))
-            .and_then(|rows| rows.collect::<Result<BTreeSet<u32>, _>>())
+            .query_map([run.as_str()], |r| {
+                Ok((
+                    TrialKey {
+                        round: r.get(0)?,
+                        block: r.get(1)?,
+                        slot: r.get(2)?,
+                        attempt: r.get(3)?,
+                    },
+                    r.get::<_, String>(4)?,
+                ))
+            })
+            .and_then(|rows| rows.collect::<Result<BTreeSet<_>, _>>())
             .map_err(|e| self.db.err("listing recorded trials", e))?;
         Ok(keys)
     }
@@ -669,25 +692,31 @@ impl Store {
         let trials = {
             let mut stmt = tx
                 .prepare(
-                    "SELECT id, plan_seq, probe, tenant, condition, repetition, status, reason,
-                            started_at, ended_at, load_note
-                     FROM trials WHERE run_id = ?1 ORDER BY plan_seq",
+                    "SELECT id, round, block, slot, attempt, probe, tenant, condition,
+                            repetition, status, reason, started_at, ended_at, load_note
+                     FROM trials WHERE run_id = ?1
+                     ORDER BY round, block, slot, attempt, plan_seq",
                 )
                 .map_err(|e| db.err("loading trials", e))?;
             let rows = stmt
                 .query_map([run.as_str()], |r| {
                     Ok((
                         r.get::<_, i64>(0)?,
-                        r.get::<_, u32>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                        r.get::<_, u32>(5)?,
+                        TrialKey {
+                            round: r.get(1)?,
+                            block: r.get(2)?,
+                            slot: r.get(3)?,
+                            attempt: r.get(4)?,
+                        },
+                        r.get::<_, String>(5)?,
                         r.get::<_, String>(6)?,
-                        r.get::<_, Option<String>>(7)?,
-                        r.get::<_, String>(8)?,
+                        r.get::<_, String>(7)?,
+                        r.get::<_, u32>(8)?,
                         r.get::<_, String>(9)?,
                         r.get::<_, Option<String>>(10)?,
+                        r.get::<_, String>(11)?,
+                        r.get::<_, String>(12)?,
+                        r.get::<_, Option<String>>(13)?,
                     ))
                 })
                 .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
@@ -696,7 +725,7 @@ impl Store {
                 .map(
                     |(
                         id,
-                        plan_seq,
+                        key,
                         probe,
                         tenant,
                         condition,
@@ -708,7 +737,7 @@ impl Store {
                         load_note,
                     )| {
                         Ok(TrialRecord {
-                            plan_seq,
+                            key,
                             probe,
                             tenant,
                             condition: condition.parse::<Condition>().map_err(|e| db.corrupt(e))?,
@@ -875,7 +904,7 @@ fn nonempty(what: &str, value: &str) -> Result<(), StoreError> {
 
 /// Checks a trial before anything is written, so errors name the field at fault.
 fn validate_trial(t: &TrialRecord) -> Result<(), String> {
-    let at = |msg: String| format!("trial {} ({} in {}): {msg}", t.plan_seq, t.probe, t.tenant);
+    let at = |msg: String| format!("trial {} ({} in {}): {msg}", t.key, t.probe, t.tenant);
     if t.probe.trim().is_empty() || t.tenant.trim().is_empty() {
         return Err(at("probe and tenant names must not be empty".into()));
     }

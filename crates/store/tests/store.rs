@@ -6,7 +6,8 @@ use std::time::Duration;
 use isobench_store::{
     Condition, Direction, Fact, HistogramRecord, Modulation, NewRun, OpenOptions, RunId, RunStatus,
     SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport, Switch,
-    TenantRecord, TenantRole, Timestamp, TrialRecord, TrialStatus, WindowRecord, SCHEMA_VERSION,
+    TenantRecord, TenantRole, Timestamp, TrialKey, TrialRecord, TrialStatus, WindowRecord,
+    SCHEMA_VERSION,
 };
 use serde_json::json;
 
@@ -40,17 +41,27 @@ fn tenants() -> Vec<TenantRecord> {
     ]
 }
 
-fn trial(plan_seq: u32, condition: Condition, value: f64) -> TrialRecord {
+/// Trial number `n` of a plan: one trial per block, two blocks per round.
+fn key(n: u32) -> TrialKey {
+    TrialKey {
+        round: n / 2,
+        block: n % 2,
+        slot: 0,
+        attempt: 0,
+    }
+}
+
+fn trial(n: u32, condition: Condition, value: f64) -> TrialRecord {
     let contended = condition != Condition::Baseline;
     TrialRecord {
-        plan_seq,
+        key: key(n),
         probe: "cache-latency".into(),
         tenant: "victim".into(),
         condition,
-        repetition: plan_seq / 2,
+        repetition: n / 2,
         status: TrialStatus::Ok,
-        started_at: Timestamp::from_unix_millis(1_767_225_600_000 + plan_seq as i64 * 1000),
-        ended_at: Timestamp::from_unix_millis(1_767_225_600_900 + plan_seq as i64 * 1000),
+        started_at: Timestamp::from_unix_millis(1_767_225_600_000 + n as i64 * 1000),
+        ended_at: Timestamp::from_unix_millis(1_767_225_600_900 + n as i64 * 1000),
         load_note: Some("loadavg 0.10".into()),
         samples: vec![
             SampleRecord {
@@ -336,12 +347,14 @@ fn a_trial_key_is_recorded_once() {
         .record_trial(&run, &trial(5, Condition::stressor("cache", 50), 99.0))
         .unwrap_err();
     assert!(
-        matches!(err, StoreError::DuplicateTrial { plan_seq: 5, .. }),
+        matches!(&err, StoreError::DuplicateTrial { key: k, .. } if *k == key(5)),
         "{err:?}"
     );
     let msg = err.to_string();
     assert!(
-        msg.contains(&format!("trial 5 of run {run} is already recorded")),
+        msg.contains(&format!(
+            "trial r2b1s0 of victim in run {run} is already recorded"
+        )),
         "{msg}"
     );
     assert!(msg.contains("completed_trial_keys"), "{msg}");
@@ -410,7 +423,8 @@ fn an_interrupted_run_resumes_without_losing_or_repeating_a_trial() {
 
     let mut store = Store::open(&path).unwrap();
     let done = store.completed_trial_keys(&run).unwrap();
-    assert_eq!(done.iter().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
+    let want: Vec<(TrialKey, String)> = (0..3).map(|n| (key(n), "victim".to_string())).collect();
+    assert_eq!(done.iter().cloned().collect::<Vec<_>>(), want);
     store
         .finish_run(
             &run,
@@ -425,7 +439,10 @@ fn an_interrupted_run_resumes_without_losing_or_repeating_a_trial() {
     assert!(err.to_string().contains("is interrupted"), "{err}");
 
     store.resume_run(&run).unwrap();
-    for t in plan.iter().filter(|t| !done.contains(&t.plan_seq)) {
+    for t in plan
+        .iter()
+        .filter(|t| !done.contains(&(t.key, t.tenant.clone())))
+    {
         store.record_trial(&run, t).unwrap();
     }
     store
