@@ -1536,14 +1536,7 @@ impl<'a> Engine<'a> {
                             } else {
                                 m.unit.clone()
                             },
-                            direction: match m.direction {
-                                isobench_workloads::Direction::Higher => {
-                                    isobench_stats::Direction::Higher
-                                }
-                                isobench_workloads::Direction::Lower => {
-                                    isobench_stats::Direction::Lower
-                                }
-                            },
+                            direction: m.direction,
                             value: m.value,
                         });
                         if let Some(h) = &m.histogram {

@@ -2,52 +2,12 @@
 //! convention for every metric.
 
 use std::fmt;
-use std::str::FromStr;
 
+pub use isobench_common::Direction;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, StatsError};
 use crate::sample::{mean_of, median_in_place, Sample};
-
-/// Whether a larger value of a metric is better (throughput) or worse (latency).
-///
-/// Serialized as `"higher"` / `"lower"`, the same words the workloads use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// More is better: ops/s, MB/s, Mbit/s.
-    Higher,
-    /// Less is better: ns/access, RTT, time to complete.
-    Lower,
-}
-
-impl Direction {
-    /// `"higher"` or `"lower"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Higher => "higher",
-            Direction::Lower => "lower",
-        }
-    }
-}
-
-impl fmt::Display for Direction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Direction {
-    type Err = StatsError;
-
-    fn from_str(s: &str) -> Result<Self, StatsError> {
-        match s {
-            "higher" => Ok(Direction::Higher),
-            "lower" => Ok(Direction::Lower),
-            other => Err(invalid("direction", other, "\"higher\" or \"lower\"")),
-        }
-    }
-}
 
 /// Which statistic of a sample a degradation compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -183,17 +143,6 @@ mod tests {
         assert_eq!(
             raw_degradation(0.0, 1.0, Direction::Higher),
             f64::NEG_INFINITY
-        );
-    }
-
-    #[test]
-    fn direction_text() {
-        assert_eq!("higher".parse::<Direction>().unwrap(), Direction::Higher);
-        assert_eq!(Direction::Lower.to_string(), "lower");
-        assert!("up".parse::<Direction>().is_err());
-        assert_eq!(
-            serde_json::to_string(&Direction::Lower).unwrap(),
-            "\"lower\""
         );
     }
 }

@@ -6,15 +6,7 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-/// Whether a larger value is better (throughput) or worse (latency).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// Throughput-like: more is better.
-    Higher,
-    /// Latency-like: less is better.
-    Lower,
-}
+pub use isobench_common::Direction;
 
 /// How repeated values of one metric combine into one figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

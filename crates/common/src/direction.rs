@@ -1,0 +1,76 @@
+//! Whether more of a metric is better or worse.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::UnknownWord;
+
+/// Whether a larger value of a metric is better (throughput) or worse (latency).
+///
+/// Serialized, stored and parsed as `"higher"` / `"lower"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// More is better: ops/s, MB/s, Mbit/s.
+    Higher,
+    /// Less is better: ns/access, RTT, time to complete.
+    Lower,
+}
+
+impl Direction {
+    /// `"higher"` or `"lower"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Higher => "higher",
+            Direction::Lower => "lower",
+        }
+    }
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Direction {
+    type Err = UnknownWord;
+
+    fn from_str(s: &str) -> Result<Self, UnknownWord> {
+        match s {
+            "higher" => Ok(Direction::Higher),
+            "lower" => Ok(Direction::Lower),
+            other => Err(UnknownWord {
+                what: "direction",
+                value: other.to_string(),
+                expected: "\"higher\" or \"lower\"",
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip_through_text_and_json() {
+        for d in [Direction::Higher, Direction::Lower] {
+            assert_eq!(d.to_string().parse::<Direction>().unwrap(), d);
+            let json = serde_json::to_string(&d).unwrap();
+            assert_eq!(json, format!("\"{}\"", d.as_str()));
+            assert_eq!(serde_json::from_str::<Direction>(&json).unwrap(), d);
+        }
+    }
+
+    #[test]
+    fn an_unknown_word_names_the_value_and_the_choices() {
+        let e = "up".parse::<Direction>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid direction = up: expected \"higher\" or \"lower\""
+        );
+    }
+}
