@@ -9,7 +9,9 @@
 #![deny(missing_docs)]
 
 mod direction;
+mod role;
 mod word;
 
 pub use direction::Direction;
+pub use role::Role;
 pub use word::UnknownWord;

@@ -19,7 +19,7 @@ use anyhow::{anyhow, Context, Result};
 use isobench_store::{
     Condition as StoreCondition, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId,
     RunStatus, SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport, Switch,
-    TenantRecord, TenantRole, Timestamp, TrialRecord, TrialStatus, WindowRecord,
+    TenantRecord, Timestamp, TrialRecord, TrialStatus, WindowRecord,
 };
 use serde_json::json;
 
@@ -577,10 +577,7 @@ impl<'a> Engine<'a> {
                     &self.run,
                     &TenantRecord {
                         name: t.name.clone(),
-                        role: match t.role {
-                            Role::Victim => TenantRole::Victim,
-                            Role::Aggressor => TenantRole::Aggressor,
-                        },
+                        role: t.role,
                         platform: plan.platform.as_str().to_string(),
                         limits: json!({
                             "applied": f.limits,

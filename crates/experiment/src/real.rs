@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use isobench_agent::{AgentClient, AgentError, Caps, ProbeOpts, StressOpts};
 use isobench_platform::{
-    platform, Killer, NetSpec, Platform, PlatformKind, PlatformOptions, Role as PRole, RunContext,
-    Sentinel, SentinelConfig, Tenant, TenantSpec,
+    platform, Killer, NetSpec, Platform, PlatformKind, PlatformOptions, RunContext, Sentinel,
+    SentinelConfig, Tenant, TenantSpec,
 };
 use isobench_workloads::{ParamValues, StressReport};
 
@@ -101,10 +101,7 @@ impl Backend for RealBackend {
     }
 
     fn create_tenant(&mut self, t: &PlannedTenant) -> Result<Box<dyn TenantDriver>> {
-        let role = match t.role {
-            Role::Victim => PRole::Victim,
-            Role::Aggressor => PRole::Aggressor,
-        };
+        let role = t.role;
         let mut limits = t.limits.clone();
         let mut notes = Vec::new();
         if !self.platform.enforces_limits() && !limits.is_empty() {

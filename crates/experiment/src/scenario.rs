@@ -8,7 +8,6 @@
 //! ([`ScenarioErrors`]). `docs/scenario.md` documents every field.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::time::Duration;
 
 use isobench_stats::Estimator;
@@ -102,31 +101,7 @@ impl PlatformChoice {
 const PLATFORMS: &[&str] = &["auto", "host", "cgroup"];
 const PLANNED_PLATFORMS: &[&str] = &["oci", "vm", "k8s"];
 
-/// What a tenant does in the experiment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Well-behaved: runs the probes.
-    Victim,
-    /// Misbehaving: runs the stressors.
-    Aggressor,
-}
-
-impl Role {
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Victim => "victim",
-            Role::Aggressor => "aggressor",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use isobench_common::Role;
 
 /// What to do with stressors that can take a host down (fork bomb, memory hog, disk flood)
 /// when the tenants are plain host processes.

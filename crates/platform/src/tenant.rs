@@ -26,25 +26,7 @@ use crate::run::RunContext;
 use crate::watchdog::Watchdog;
 use crate::PlatformKind;
 
-/// What a tenant is for. Aggressors on a platform that enforces limits always run under
-/// pids, memory and io limits ([`Limits::with_safe_defaults`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// A well-behaved tenant running probes.
-    Victim,
-    /// A misbehaving tenant running stressors.
-    Aggressor,
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Role::Victim => "victim",
-            Role::Aggressor => "aggressor",
-        })
-    }
-}
+pub use isobench_common::Role;
 
 /// What to create.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,11 +22,11 @@ mod store;
 mod time;
 
 pub use error::StoreError;
-pub use isobench_stats::Direction;
+pub use isobench_common::{Direction, Role};
 pub use model::{
     Condition, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId, RunRecord, RunStatus,
     RunSummary, SampleRecord, SeriesRecord, StressorMode, StressorReport, Switch, TenantRecord,
-    TenantRole, TrialKey, TrialRecord, TrialStatus, WindowRecord, HISTOGRAM_ENCODING,
+    TrialKey, TrialRecord, TrialStatus, WindowRecord, HISTOGRAM_ENCODING,
 };
 pub use schema::SCHEMA_VERSION;
 pub use store::{OpenOptions, Store};

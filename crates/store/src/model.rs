@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use isobench_stats::Direction;
+use isobench_common::{Direction, Role};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::time::Timestamp;
@@ -90,16 +90,6 @@ text_enum! {
         Interrupted => "interrupted",
         /// Stopped by an error; the reason is recorded.
         Failed => "failed",
-    }
-}
-
-text_enum! {
-    /// What a tenant does in a run.
-    TenantRole {
-        /// Runs probes; its slowdown is measured.
-        Victim => "victim",
-        /// Runs stressors.
-        Aggressor => "aggressor",
     }
 }
 
@@ -330,7 +320,7 @@ pub struct TenantRecord {
     /// Name, unique in the run.
     pub name: String,
     /// Victim or aggressor.
-    pub role: TenantRole,
+    pub role: Role,
     /// Platform that created it.
     pub platform: String,
     /// The exact limits applied (cpus, cpuset, memory, io, pids, net), as JSON.
@@ -622,7 +612,6 @@ mod tests {
             .parse::<RunStatus>()
             .unwrap_err()
             .contains("running, complete"));
-        assert_eq!(TenantRole::Aggressor.to_string(), "aggressor");
         assert_eq!(StressorMode::Alone.as_str(), "alone");
     }
 }

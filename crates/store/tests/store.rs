@@ -4,10 +4,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use isobench_store::{
-    Condition, Direction, Fact, HistogramRecord, Modulation, NewRun, OpenOptions, RunId, RunStatus,
-    SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport, Switch,
-    TenantRecord, TenantRole, Timestamp, TrialKey, TrialRecord, TrialStatus, WindowRecord,
-    SCHEMA_VERSION,
+    Condition, Direction, Fact, HistogramRecord, Modulation, NewRun, OpenOptions, Role, RunId,
+    RunStatus, SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport, Switch,
+    TenantRecord, Timestamp, TrialKey, TrialRecord, TrialStatus, WindowRecord, SCHEMA_VERSION,
 };
 use serde_json::json;
 
@@ -28,13 +27,13 @@ fn tenants() -> Vec<TenantRecord> {
     vec![
         TenantRecord {
             name: "victim".into(),
-            role: TenantRole::Victim,
+            role: Role::Victim,
             platform: "cgroup".into(),
             limits: json!({"cpuset": "0-1", "memory": 1_073_741_824u64}),
         },
         TenantRecord {
             name: "noisy".into(),
-            role: TenantRole::Aggressor,
+            role: Role::Aggressor,
             platform: "cgroup".into(),
             limits: json!({"cpuset": "2-3", "pids": 256}),
         },
