@@ -5,13 +5,15 @@
 //! of the workspace and may not depend on each other, yet they talk about the same things: a
 //! metric's better direction, a tenant's role. Each used to keep its own copy, converted at
 //! the seams. Here they have one home, below all of them, with the serialized words every
-//! stored result and JSON document already uses. No I/O, no dependencies beyond `serde`.
+//! stored result and JSON document already uses. No I/O.
 #![deny(missing_docs)]
 
 mod direction;
 mod role;
+mod size;
 mod word;
 
 pub use direction::Direction;
 pub use role::Role;
+pub use size::{format_size, format_size_exact, parse_size, SizeError, SizeProblem};
 pub use word::UnknownWord;

@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use isobench_common::format_size as fmt_bytes;
 use isobench_platform::{HostInfo, LimitError, Limits};
 use isobench_workloads::{Class, Env, ParamValues};
 use serde::{Deserialize, Serialize};
@@ -952,11 +953,6 @@ pub fn tenant_env(host: &HostView, t: &PlannedTenant) -> Env {
     env.mem_limit = t.limits.memory;
     env.mem_usable = t.memory;
     env
-}
-
-/// Bytes in binary units, short (`64M`, `1.5G`).
-pub fn fmt_bytes(b: u64) -> String {
-    isobench_workloads::params::fmt_size(b)
 }
 
 fn round_up_mib(b: u64) -> u64 {

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
+use isobench_common::{format_size_exact, parse_size};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
@@ -19,7 +20,6 @@ use crate::hostinfo::HostInfo;
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const GIB: u64 = 1024 * MIB;
-const TIB: u64 = 1024 * GIB;
 
 /// Pids limit applied to an aggressor tenant when the user sets none.
 pub const SAFE_PIDS: u64 = 256;
@@ -407,50 +407,6 @@ fn bad(key: &'static str, value: &str, problem: impl Into<String>) -> LimitError
     }
 }
 
-/// Parses a byte size: an integer or decimal number with an optional binary unit
-/// (`K`, `M`, `G`, `T`, also written `KB`/`KiB`, case-insensitive). `1.5G` is 1.5 GiB.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    if num.is_empty() {
-        return Err("a size starts with a number".into());
-    }
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => KIB,
-        "m" | "mb" | "mib" => MIB,
-        "g" | "gb" | "gib" => GIB,
-        "t" | "tb" | "tib" => TIB,
-        other => return Err(format!("unknown size unit `{other}` (use K, M, G or T)")),
-    };
-    if let Ok(n) = num.parse::<u64>() {
-        return n
-            .checked_mul(mult)
-            .ok_or_else(|| "size is too large".to_string());
-    }
-    let x: f64 = num
-        .parse()
-        .map_err(|_| format!("`{num}` is not a number"))?;
-    let v = x * mult as f64;
-    if !v.is_finite() || v >= u64::MAX as f64 {
-        return Err("size is too large".into());
-    }
-    Ok(v as u64)
-}
-
-/// Formats a byte count with the largest binary unit that divides it exactly (`1G`, `1536M`).
-pub fn format_size(v: u64) -> String {
-    for (unit, m) in [("T", TIB), ("G", GIB), ("M", MIB), ("K", KIB)] {
-        if v >= m && v % m == 0 {
-            return format!("{}{unit}", v / m);
-        }
-    }
-    v.to_string()
-}
-
 /// Parses a network rate in bits per second: `100mbit`, `1gbit`, `500kbit`, `64000bit` or a
 /// plain number of bits/s. Units are decimal, as in `tc`.
 pub fn parse_rate(s: &str) -> Result<u64, String> {
@@ -631,7 +587,7 @@ impl Limits {
                 }
             }
             "memory" => {
-                let n = parse_size(v).map_err(|p| bad(key, v, p))?;
+                let n = parse_size(v).map_err(|e| bad(key, v, e.problem.to_string()))?;
                 if n < 4 * MIB {
                     return Err(bad(key, v, "is below 4M, too small to start a process"));
                 }
@@ -639,7 +595,7 @@ impl Limits {
             }
             "pids" => self.pids = Some(parse_int(key, v, 1, 4_194_304)?),
             "io_read_bps" | "io_write_bps" => {
-                let n = parse_size(v).map_err(|p| bad(key, v, p))?;
+                let n = parse_size(v).map_err(|e| bad(key, v, e.problem.to_string()))?;
                 if n == 0 {
                     return Err(bad(key, v, "must be above 0"));
                 }
@@ -721,7 +677,7 @@ impl Limits {
             if host.memory_bytes > 0 && mem > host.memory_bytes {
                 return Err(LimitError::NotOnHost {
                     key: "memory",
-                    value: format_size(mem),
+                    value: format_size_exact(mem),
                     problem: format!(
                         "exceeds this host's RAM ({})",
                         format_size_approx(host.memory_bytes)
@@ -750,11 +706,14 @@ impl Limits {
             // Round down to whole MiB so the value reads well and is page aligned.
             let m = quarter / MIB * MIB;
             l.memory = Some(m);
-            filled.push(format!("memory={}", format_size(m)));
+            filled.push(format!("memory={}", format_size_exact(m)));
         }
         if l.io_write_bps.is_none() {
             l.io_write_bps = Some(SAFE_IO_WRITE_BPS);
-            filled.push(format!("io_write_bps={}", format_size(SAFE_IO_WRITE_BPS)));
+            filled.push(format!(
+                "io_write_bps={}",
+                format_size_exact(SAFE_IO_WRITE_BPS)
+            ));
         }
         (l, filled)
     }
@@ -834,16 +793,16 @@ impl fmt::Display for Limits {
             parts.push(format!("mems={s}"));
         }
         if let Some(m) = self.memory {
-            parts.push(format!("memory={}", format_size(m)));
+            parts.push(format!("memory={}", format_size_exact(m)));
         }
         if let Some(p) = self.pids {
             parts.push(format!("pids={p}"));
         }
         if let Some(v) = self.io_read_bps {
-            parts.push(format!("io_read_bps={}", format_size(v)));
+            parts.push(format!("io_read_bps={}", format_size_exact(v)));
         }
         if let Some(v) = self.io_write_bps {
-            parts.push(format!("io_write_bps={}", format_size(v)));
+            parts.push(format!("io_write_bps={}", format_size_exact(v)));
         }
         if let Some(v) = self.io_read_iops {
             parts.push(format!("io_read_iops={v}"));
@@ -1090,13 +1049,20 @@ mod tests {
 
     #[test]
     fn sizes_and_rates() {
-        assert_eq!(parse_size("64M").unwrap(), 64 * MIB);
-        assert_eq!(parse_size("64MiB").unwrap(), 64 * MIB);
-        assert_eq!(parse_size("2g").unwrap(), 2 * GIB);
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert!(parse_size("1Q").is_err());
-        assert!(parse_size("G").is_err());
-        assert_eq!(format_size(1536 * MIB), "1536M");
+        let memory = |v: &str| v.parse::<Limits>().map(|l| l.memory);
+        assert_eq!(memory("memory=64M").unwrap(), Some(64 * MIB));
+        assert_eq!(memory("memory=64MiB").unwrap(), Some(64 * MIB));
+        assert_eq!(memory("memory=2g").unwrap(), Some(2 * GIB));
+        assert_eq!(memory("memory=4194304").unwrap(), Some(4 * MIB));
+        assert_eq!(
+            memory("memory=1Q").unwrap_err().to_string(),
+            "limit `memory=1Q`: unknown size unit `q` (use K, M, G or T); write e.g. `memory=512M`"
+        );
+        assert!(memory("memory=G").is_err());
+        assert_eq!(
+            "memory=1536M".parse::<Limits>().unwrap().to_string(),
+            "memory=1536M"
+        );
         assert_eq!(parse_rate("1.5mbit").unwrap(), 1_500_000);
         assert_eq!(format_rate(1_500_000), "1500kbit");
     }

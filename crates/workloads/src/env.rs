@@ -210,7 +210,7 @@ pub fn read_caches(dir: &Path) -> Vec<CacheInfo> {
             continue;
         }
         let level = read_trim(p.join("level")).and_then(|s| s.parse().ok());
-        let size = read_trim(p.join("size")).and_then(|s| crate::params::parse_size(&s));
+        let size = read_trim(p.join("size")).and_then(|s| isobench_common::parse_size(&s).ok());
         let (Some(level), Some(size)) = (level, size) else {
             continue;
         };

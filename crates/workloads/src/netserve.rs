@@ -147,7 +147,8 @@ impl FromStr for ServerKind {
             ("http", None) => Ok(ServerKind::Http {
                 body: HTTP_DEFAULT_BODY,
             }),
-            ("http", Some(a)) => crate::params::parse_size(a)
+            ("http", Some(a)) => isobench_common::parse_size(a)
+                .ok()
                 .filter(|&b| b as usize <= HTTP_MAX_BODY)
                 .map(|b| ServerKind::Http { body: b as usize })
                 .ok_or_else(|| format!("`{s}`: the body must be a size up to 64M, as in http:1K")),

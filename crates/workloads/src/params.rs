@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use isobench_common::{format_size, parse_size};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -72,7 +73,7 @@ impl ParamSpec {
         match self.kind {
             ParamKind::Int { min, max } => format!("{min}..={max}"),
             ParamKind::Float { min, max } => format!("{min}..={max}"),
-            ParamKind::Size { min, max } => format!("{}..={}", fmt_size(min), fmt_size(max)),
+            ParamKind::Size { min, max } => format!("{}..={}", format_size(min), format_size(max)),
             ParamKind::Bool => "true|false".into(),
             ParamKind::Choice { options } => options.join("|"),
             ParamKind::Text => "text".into(),
@@ -121,7 +122,7 @@ impl ParamSpec {
                 Ok(Value::from(v))
             }
             ParamKind::Size { min, max } => {
-                let v = parse_size(text).ok_or_else(|| bad("a size such as 8K, 64M or 1G"))?;
+                let v = parse_size(text).map_err(|_| bad("a size such as 8K, 64M or 1G"))?;
                 if v < min || v > max {
                     return Err(out_of_range());
                 }
@@ -304,49 +305,6 @@ pub fn parse_int(s: &str) -> Option<i64> {
     }
 }
 
-/// Parses a byte size: `4096`, `8K`, `8KiB`, `64M`, `1.5G`, `2T` (powers of 1024).
-pub fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let idx = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(idx);
-    let num: f64 = num.parse().ok()?;
-    let mult: u64 = match suffix.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => return None,
-    };
-    if !num.is_finite() || num < 0.0 {
-        return None;
-    }
-    Some((num * mult as f64).round() as u64)
-}
-
-/// Formats a byte size with the largest exact-ish binary suffix (`64M`, `1.5G`, `512`).
-pub fn fmt_size(b: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (1 << 40, "T"),
-        (1 << 30, "G"),
-        (1 << 20, "M"),
-        (1 << 10, "K"),
-    ];
-    for (m, u) in UNITS {
-        if b >= m {
-            let v = b as f64 / m as f64;
-            return if (v - v.round()).abs() < 1e-9 {
-                format!("{}{u}", v.round() as u64)
-            } else {
-                format!("{v:.1}{u}")
-            };
-        }
-    }
-    b.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,13 +336,20 @@ mod tests {
     ];
 
     #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("8K"), Some(8192));
-        assert_eq!(parse_size("64MiB"), Some(64 << 20));
-        assert_eq!(parse_size("1.5G"), Some(3 << 29));
-        assert_eq!(parse_size("12"), Some(12));
-        assert_eq!(parse_size("12Q"), None);
-        assert_eq!(fmt_size(64 << 20), "64M");
+    fn size_parameters_take_every_size_spelling() {
+        for (text, bytes) in [
+            ("8K", 8192),
+            ("8kb", 8192),
+            ("64MiB", 64 << 20),
+            ("0.5G", 1 << 29),
+            ("4096", 4096),
+        ] {
+            let v = ParamValues::from_settings("t", SPECS, &[format!("size={text}")]).unwrap();
+            assert_eq!(v.0["size"], Value::from(bytes as u64), "{text}");
+        }
+        let e = ParamValues::from_settings("t", SPECS, &["size=12Q"]).unwrap_err();
+        assert!(e.to_string().contains("12Q"), "{e}");
+        assert!(e.to_string().contains("a size such as 8K"), "{e}");
     }
 
     #[test]

@@ -33,6 +33,7 @@
 
 use std::time::Duration;
 
+use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::cm_common::{info, lower, per_op_median};
@@ -173,7 +174,7 @@ impl Probe for CacheLatency {
                 "cache-latency: {}_size={} is more than a quarter of the {} MiB this process \
                  may use; lower it",
                 ["l1", "l2", "llc"][l],
-                crate::params::fmt_size(sizes[l]),
+                format_size(sizes[l]),
                 ctx.env.mem_usable >> 20
             );
         }

@@ -60,10 +60,11 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use isobench_common::format_size;
 use serde::Deserialize;
 
 use crate::metric::{latency_metrics, LatencyHistogram, Metric, MetricSpec};
-use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
+use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::probes::io_net::{hist_record, metric_table};
 use crate::probes::series::{attach_latency, rate_series, Event};
 use crate::timer::now_ns;
@@ -233,7 +234,7 @@ impl Probe for DiskIo {
         if o.block_size % ALIGN != 0 {
             bail!(
                 "disk-io: block_size={} is not a multiple of 4K (O_DIRECT needs aligned requests)",
-                fmt_size(o.block_size)
+                format_size(o.block_size)
             );
         }
         let dir = match o.dir.as_deref().map(str::trim) {
@@ -253,10 +254,10 @@ impl Probe for DiskIo {
             bail!(
                 "disk-io: the file would be {} but {} has only {} free (keeping {} spare): \
                  lower blocks or pick another dir",
-                fmt_size(size),
+                format_size(size),
                 dir.display(),
-                fmt_size(free),
-                fmt_size(SPARE_BYTES)
+                format_size(free),
+                format_size(SPARE_BYTES)
             );
         }
         ctx.pin_self()?;

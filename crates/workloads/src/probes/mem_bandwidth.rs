@@ -21,11 +21,12 @@
 
 use std::time::Duration;
 
+use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::cm_common::{chunk_size, info, measure_rate, rate, worker_cpus, Chunk};
 use crate::metric::{Metric, MetricSpec};
-use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
+use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::util::AlignedBuf;
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
@@ -133,8 +134,8 @@ impl Probe for MemBandwidth {
                     2 * s * threads as u64 <= ctx.env.mem_usable / 2,
                     "mem-bandwidth: 2 blocks of size={} for each of {threads} thread(s) need \
                      more than half of the {} this process may use; lower size or threads",
-                    fmt_size(s),
-                    fmt_size(ctx.env.mem_usable)
+                    format_size(s),
+                    format_size(ctx.env.mem_usable)
                 );
                 s
             }
@@ -147,7 +148,7 @@ impl Probe for MemBandwidth {
                     2 * s * threads as u64 <= room,
                     "mem-bandwidth: {threads} thread(s) with 1 MiB blocks do not fit in a \
                      quarter of the {} this process may use; lower threads",
-                    fmt_size(ctx.env.mem_usable)
+                    format_size(ctx.env.mem_usable)
                 );
                 s
             }

@@ -24,12 +24,13 @@
 
 use std::time::Duration;
 
+use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::cm_common::{info, lower, per_op_median};
 use crate::cachesize::{build_ring, cache_sizes, chase, chase_windowed, ChaseBuf, Order};
 use crate::metric::{Metric, MetricSpec};
-use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
+use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
 /// The `mem-latency` probe.
@@ -153,8 +154,8 @@ impl Probe for MemLatency {
                     s <= ctx.env.mem_usable / 2,
                     "mem-latency: `size={}` is more than half of the {} this process may use; \
                      lower it or leave it out (auto)",
-                    fmt_size(s),
-                    fmt_size(ctx.env.mem_usable)
+                    format_size(s),
+                    format_size(ctx.env.mem_usable)
                 );
                 s
             }

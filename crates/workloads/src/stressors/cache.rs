@@ -15,12 +15,13 @@
 //! in address order as in VITS (`order=seq`, prefetch-friendly, the highest line rate) or in
 //! a seeded random cycle (`order=rand`, defeats the prefetcher: every hop is a full miss).
 
+use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::mapping::Mapping;
 use super::pool::{cpu_share, run_pool, Done};
 use crate::cachesize::cache_sizes;
-use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
+use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::util::SplitMix64;
 use crate::{Class, Env, Pressure, StressCtx, StressReport, Stressor, Unsupported};
 
@@ -183,9 +184,9 @@ impl Stressor for Cache {
                 let sizes = cache_sizes(&ctx.env);
                 notes.push(format!(
                     "llc_used={} llc_sysfs={} llc_measured={} factor={}",
-                    fmt_size(sizes.llc),
-                    sizes.llc_sysfs.map_or("unknown".into(), fmt_size),
-                    sizes.llc_measured.map_or("none".into(), fmt_size),
+                    format_size(sizes.llc),
+                    sizes.llc_sysfs.map_or("unknown".into(), format_size),
+                    sizes.llc_measured.map_or("none".into(), format_size),
                     o.factor
                 ));
                 (sizes.llc as f64 * o.factor) as u64
@@ -197,12 +198,12 @@ impl Stressor for Cache {
             limit = limit.min(b);
         }
         let bytes = wanted.min(limit).max(2 * line as u64);
-        notes.insert(0, format!("ring={}", fmt_size(bytes)));
+        notes.insert(0, format!("ring={}", format_size(bytes)));
         notes.push(format!("order={} duty={:.0}%", o.order, shape.duty * 100.0));
         if bytes < wanted {
             notes.push(format!(
                 "ring reduced from {} to fit the memory available",
-                fmt_size(wanted)
+                format_size(wanted)
             ));
         }
         let ring = Ring::build(bytes, line, o.order == "rand", 0x15_0BE7C4)?;

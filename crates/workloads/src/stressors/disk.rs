@@ -26,10 +26,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context as _;
+use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::pool::{run_pool, Done, Shape};
-use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
+use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::util::{AlignedBuf, SplitMix64};
 use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
 
@@ -256,14 +257,14 @@ impl Stressor for Disk {
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
         let o: Opts = params.decode(self.name())?;
         let req = o.blocks.map_or(blocks_for(ctx.intensity), u64::from) * BLOCK;
-        let unit = format!("read or write request of {}", fmt_size(req));
+        let unit = format!("read or write request of {}", format_size(req));
         if ctx.intensity == 0 {
             return Ok(super::pool::idle_report(ctx, unit));
         }
         let threads = o.threads.min(ctx.caps.max_tasks.unwrap_or(u32::MAX)).max(1);
         let mut notes = vec![format!(
             "request={} mode={}{}{}",
-            fmt_size(req),
+            format_size(req),
             if o.direct { "direct" } else { "buffered" },
             if o.fsync && !o.direct { "+fsync" } else { "" },
             if o.direct {
@@ -283,7 +284,7 @@ impl Stressor for Disk {
             if total > free / 2 {
                 notes.push(format!(
                     "files reduced to half of the {} free in {}",
-                    fmt_size(free),
+                    format_size(free),
                     ctx.workdir.display()
                 ));
                 total = free / 2;
@@ -294,10 +295,10 @@ impl Stressor for Disk {
             size >= req,
             "disk: {} per file (from file_size, caps.max_bytes and the free space for {threads} \
              threads) is less than one {} request",
-            fmt_size(size),
-            fmt_size(req)
+            format_size(size),
+            format_size(req)
         );
-        notes.push(format!("threads={threads} file_size={}", fmt_size(size)));
+        notes.push(format!("threads={threads} file_size={}", format_size(size)));
         let seq = RUN_SEQ.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let out = run_pool(

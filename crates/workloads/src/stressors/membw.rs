@@ -17,12 +17,13 @@
 //! so a third of its traffic is overhead and it copies less. Either way the stressor
 //! contends for memory bandwidth, not for cache capacity.
 
+use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::mapping::Mapping;
 use super::pool::{cpu_share, run_pool, Done};
 use crate::cachesize::cache_sizes;
-use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
+use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::util::SplitMix64;
 use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
 
@@ -283,21 +284,21 @@ impl Stressor for Membw {
         let block = o.block.min(fit).max(page);
         let store = Store::detect(o.store == "nt");
         let mut notes = vec![
-            format!("block={} store={}", fmt_size(block), store.as_str()),
+            format!("block={} store={}", format_size(block), store.as_str()),
             format!("duty={:.0}%", shape.duty * 100.0),
         ];
         if block < o.block {
             notes.push(format!(
                 "block reduced from {} to fit the memory available",
-                fmt_size(o.block)
+                format_size(o.block)
             ));
         }
         let llc = cache_sizes(&ctx.env).llc;
         if block < 2 * llc {
             notes.push(format!(
                 "block {} is under twice the LLC ({}): copies partly hit in cache",
-                fmt_size(block),
-                fmt_size(llc)
+                format_size(block),
+                format_size(llc)
             ));
         }
         let out = run_pool(
@@ -311,7 +312,7 @@ impl Stressor for Membw {
             },
         )?;
         let pressure = vec![out.bytes_per_sec(), out.cpu_threads()];
-        let mut r = out.report(format!("copy of one {} block", fmt_size(block)), notes);
+        let mut r = out.report(format!("copy of one {} block", format_size(block)), notes);
         r.pressure = pressure;
         Ok(r)
     }

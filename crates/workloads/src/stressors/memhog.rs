@@ -19,9 +19,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use isobench_common::format_size;
 use serde::Deserialize;
 
-use crate::params::{fmt_size, ParamKind, ParamSpec, ParamValues};
+use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, Pressure, StressCtx, StressReport, Stressor, Unsupported};
 
 /// The `memhog` stressor.
@@ -372,19 +373,23 @@ impl Stressor for Memhog {
         let held_bytes = if o.touch { touched } else { mapped };
         let mut notes = vec![
             format!("held_bytes={held_bytes} target_bytes={target}"),
-            format!("held={} target={}", fmt_size(held_bytes), fmt_size(target)),
-            format!("mapped={}", fmt_size(mapped)),
+            format!(
+                "held={} target={}",
+                format_size(held_bytes),
+                format_size(target)
+            ),
+            format!("mapped={}", format_size(mapped)),
             format!("hog_killed={killed}"),
         ];
         if o.touch {
-            notes.push(format!("touched={}", fmt_size(touched)));
+            notes.push(format!("touched={}", format_size(touched)));
             notes.push(format!("rewrite_passes={passes} write={}", o.write));
         }
         let errno = sh.failed_errno.load(Ordering::Relaxed);
         if errno != 0 {
             notes.push(format!(
                 "allocation failed at {} held: {}",
-                fmt_size(sh.failed_at.load(Ordering::Relaxed)),
+                format_size(sh.failed_at.load(Ordering::Relaxed)),
                 std::io::Error::from_raw_os_error(errno as i32)
             ));
         }
