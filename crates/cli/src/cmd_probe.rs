@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use isobench_agent::ProbeOpts;
+use isobench_common::median_in_place;
 use isobench_platform::Role;
 use isobench_workloads::netserve::process::OwnServer;
 use isobench_workloads::{Metric, ParamValues, ProbeCtx};
@@ -184,15 +185,8 @@ fn median_metrics(runs: &[(f64, Vec<Metric>)]) -> Vec<Metric> {
                 .iter()
                 .filter_map(|(_, ms)| ms.iter().find(|x| x.name == m.name).map(|x| x.value))
                 .collect();
-            vals.sort_by(f64::total_cmp);
-            let n = vals.len();
-            let med = if n % 2 == 1 {
-                vals[n / 2]
-            } else {
-                (vals[n / 2 - 1] + vals[n / 2]) / 2.0
-            };
             Metric {
-                value: med,
+                value: median_in_place(&mut vals),
                 ..m.clone()
             }
         })

@@ -9,11 +9,13 @@
 #![deny(missing_docs)]
 
 mod direction;
+mod median;
 mod role;
 mod size;
 mod word;
 
 pub use direction::Direction;
+pub use median::{median, median_in_place, median_of_sorted};
 pub use role::Role;
 pub use size::{format_size, format_size_exact, parse_size, SizeError, SizeProblem};
 pub use word::UnknownWord;

@@ -11,6 +11,7 @@
 
 use std::time::Instant;
 
+use isobench_common::median;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::MemCheck;
@@ -114,20 +115,6 @@ fn page_size() -> usize {
     }
 }
 
-fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
 /// Detects the jump in a walk's page times: the base is the median of the first chunks (at
 /// least [`WINDOW`], at most a tenth of the walk); the jump is the first window of
 /// [`WINDOW`] chunks whose median is [`JUMP_FACTOR`] times the base and at least
@@ -173,7 +160,11 @@ pub fn analyze(walk: &Walk) -> MemCheck {
     MemCheck {
         wanted: walk.wanted,
         touched,
-        base_ns: jump.map_or_else(|| median(&walk.page_ns[..base_n]), |j| j.1),
+        base_ns: match jump {
+            Some((_, base, _)) => base,
+            None if walk.page_ns.is_empty() => 0.0,
+            None => median(&walk.page_ns[..base_n]),
+        },
         jump_ns: jump.map(|j| j.2),
         knee: jump.map(|(i, _, _)| i as u64 * chunk),
         stopped: match (&walk.stopped, jump) {

@@ -3,11 +3,12 @@
 
 use std::fmt;
 
+use isobench_common::median_in_place;
 pub use isobench_common::Direction;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, StatsError};
-use crate::sample::{mean_of, median_in_place, Sample};
+use crate::sample::{mean_of, Sample};
 
 /// Which statistic of a sample a degradation compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

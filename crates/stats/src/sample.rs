@@ -1,6 +1,7 @@
 //! [`Sample`]: a validated, non-empty set of finite values, and the descriptive statistics of
 //! one sample (location, spread, quantiles, outliers).
 
+use isobench_common::median_of_sorted;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, StatsError};
@@ -175,7 +176,7 @@ impl Sample {
 
     /// Median: the 0.5-quantile (mean of the two middle values when `n` is even).
     pub fn median(&self) -> f64 {
-        quantile_sorted(&self.sorted, 0.5)
+        median_of_sorted(&self.sorted)
     }
 
     /// 50th percentile (same as [`Sample::median`]).
@@ -305,22 +306,10 @@ pub(crate) fn quantile_by(len: usize, q: f64, get: impl Fn(usize) -> f64) -> f64
     v.clamp(x_lo, x_hi)
 }
 
-/// Median of a non-empty buffer, reordering it; equal to the type-7 0.5-quantile.
-pub(crate) fn median_in_place(buf: &mut [f64]) -> f64 {
-    let n = buf.len();
-    let mid = n / 2;
-    let (left, m, _) = buf.select_nth_unstable_by(mid, f64::total_cmp);
-    let hi = *m;
-    if n % 2 == 1 {
-        return hi;
-    }
-    let lo = left.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    quantile_by(2, 0.5, |i| if i == 0 { lo } else { hi })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use isobench_common::median_in_place;
 
     fn s(v: &[f64]) -> Sample {
         Sample::from_slice(v).unwrap()

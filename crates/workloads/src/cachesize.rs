@@ -313,7 +313,7 @@ pub fn find_levels(points: &[SweepPoint]) -> (Vec<Level>, Option<f64>) {
     for k in (0..n - 1).rev() {
         lat[k] = lat[k].min(lat[k + 1]);
     }
-    let med3 = |k: usize| crate::timer::median(&lat[k.min(n - 3)..(k + 3).min(n)]);
+    let med3 = |k: usize| isobench_common::median(&lat[k.min(n - 3)..(k + 3).min(n)]);
     let flat3 = |k: usize| k + 3 <= n && lat[k + 2] <= lat[k] * FLAT;
     // First index m >= from whose latency exceeds thr, and the interpolated size there.
     let crossing = |from: usize, thr: f64| -> (usize, u64) {
@@ -345,7 +345,7 @@ pub fn find_levels(points: &[SweepPoint]) -> (Vec<Level>, Option<f64>) {
     let mut levels = vec![Level { bytes: l1, ns: p1 }];
 
     let tail = &lat[n - 3..];
-    let pm = crate::timer::median(tail);
+    let pm = isobench_common::median(tail);
     if tail[2] > tail[0] * FLAT || pm < p2 * STEP * STEP {
         return (levels, None);
     }
@@ -648,7 +648,7 @@ pub(crate) fn tile_windows(batches: &[Batch], window_ns: u64, overhead_ns: f64) 
     }
     impl Open {
         fn value(&self) -> f64 {
-            crate::timer::median(if self.clean.is_empty() {
+            isobench_common::median(if self.clean.is_empty() {
                 &self.all
             } else {
                 &self.clean
@@ -732,7 +732,7 @@ pub(crate) unsafe fn chase_windowed(
     let b = chase_batches(p, steps, budget, &ctx.stop);
     // Batches during which the thread was switched out are left out, as in the windows.
     let clean: Vec<Batch> = b.iter().filter(|x| !x.preempted).copied().collect();
-    let ns = crate::timer::median(&batch_ns(
+    let ns = isobench_common::median(&batch_ns(
         if clean.is_empty() { &b } else { &clean },
         ctx.timer_overhead_ns,
     ));
@@ -1028,7 +1028,7 @@ mod tests {
         let w = tile_windows(&b, 10_000_000, 0.0);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!((w[0].value - 30.0).abs() < 1e-9, "{w:?}");
-        let run = crate::timer::median(&batch_ns(&b, 0.0));
+        let run = isobench_common::median(&batch_ns(&b, 0.0));
         assert_eq!(w[0].value, run);
     }
 

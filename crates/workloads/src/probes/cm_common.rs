@@ -14,9 +14,11 @@
 use std::sync::Barrier;
 use std::time::Duration;
 
+use isobench_common::median;
+
 use super::series::{done_at, latency_series, rate_series, Event, Stat};
 use crate::metric::{Aggregate, Direction, Metric, MetricSpec, Window};
-use crate::timer::{median, now_ns};
+use crate::timer::now_ns;
 use crate::ProbeCtx;
 
 /// A lower-is-better metric averaged across runs (latencies).

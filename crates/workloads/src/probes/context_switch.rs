@@ -26,6 +26,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
+use isobench_common::median;
 use serde::Deserialize;
 
 use super::cm_common::{batch_iters, batch_series, lower, time_batches, time_batches_at};
@@ -33,7 +34,6 @@ use super::cm_proc::{close_except, pin_raw, pipe, read_exact, write_all, Child};
 use super::series::Event;
 use crate::metric::{Metric, MetricSpec, Window};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
-use crate::timer::median;
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
 /// The `context-switch` probe.

@@ -19,6 +19,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
+use isobench_common::median;
 use serde::Deserialize;
 
 use super::cm_common::{batch_series, rate};
@@ -26,7 +27,7 @@ use super::cm_proc::{close_except, pin_raw, pipe, raw, read_exact, socketpair, w
 use super::series::Event;
 use crate::metric::{Metric, MetricSpec};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
-use crate::timer::{median, now_ns};
+use crate::timer::now_ns;
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
 /// The `local-comm` probe.

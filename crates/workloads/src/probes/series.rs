@@ -26,8 +26,9 @@
 //!   each window's quantile rests on at least ten events beyond it; otherwise none (a
 //!   per-window p99 from a few dozen events is the window's maximum, not its p99).
 
+use isobench_common::median;
+
 use crate::metric::{Metric, Window};
-use crate::timer::median;
 
 /// Fewest events behind a window's median or mean; sparser windows are merged.
 pub(super) const MIN_EVENTS: usize = 5;

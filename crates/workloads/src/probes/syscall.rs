@@ -11,12 +11,12 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
+use isobench_common::median;
 use serde::Deserialize;
 
 use super::cm_common::{batch_iters, batch_series, time_batches_at};
 use crate::metric::{Aggregate, Direction, Metric, MetricSpec};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
-use crate::timer::median;
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
 /// The `syscall` probe.
