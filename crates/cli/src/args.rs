@@ -169,3 +169,18 @@ pub struct CleanupArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// `--db FILE`, the results database: one definition for every command that reads or writes
+/// results (`run`, `runs`, `show`, `export`).
+#[derive(Debug, Clone, Args)]
+pub struct DbArgs {
+    /// Results database.
+    #[arg(
+        id = "db",
+        long = "db",
+        env = "ISOBENCH_DB",
+        default_value = "isobench.db",
+        value_name = "FILE"
+    )]
+    pub path: PathBuf,
+}

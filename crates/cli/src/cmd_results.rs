@@ -11,20 +11,15 @@ use isobench_experiment::analysis::analyze;
 use isobench_report::{render, render_runs, serialize, Format};
 use isobench_store::{RunId, Store};
 
+use crate::args::DbArgs;
 use crate::cmd_run::{open_store, store_error, style};
 use crate::exit::bad_input;
 
 /// `isobench runs`.
 #[derive(Debug, Args)]
 pub struct RunsArgs {
-    /// Results database.
-    #[arg(
-        long,
-        env = "ISOBENCH_DB",
-        default_value = "isobench.db",
-        value_name = "FILE"
-    )]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 /// `isobench show`.
@@ -32,14 +27,8 @@ pub struct RunsArgs {
 pub struct ShowArgs {
     /// The run (see `isobench runs`).
     pub run_id: String,
-    /// Results database.
-    #[arg(
-        long,
-        env = "ISOBENCH_DB",
-        default_value = "isobench.db",
-        value_name = "FILE"
-    )]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 /// `isobench export`.
@@ -53,14 +42,8 @@ pub struct ExportArgs {
     /// Write to this file instead of standard output.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Results database.
-    #[arg(
-        long,
-        env = "ISOBENCH_DB",
-        default_value = "isobench.db",
-        value_name = "FILE"
-    )]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 fn existing_store(path: &Path) -> anyhow::Result<Store> {
@@ -82,14 +65,14 @@ fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
 
 /// `isobench runs`.
 pub fn runs(a: &RunsArgs) -> anyhow::Result<ExitCode> {
-    if !a.db.exists() {
+    if !a.db.path.exists() {
         println!(
             "no runs: there is no database at {} yet; `isobench run` starts one",
-            a.db.display()
+            a.db.path.display()
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let store = open_store(&a.db)?;
+    let store = open_store(&a.db.path)?;
     let list = store.list_runs().map_err(store_error)?;
     print!("{}", render_runs(&list));
     Ok(ExitCode::SUCCESS)
@@ -97,7 +80,7 @@ pub fn runs(a: &RunsArgs) -> anyhow::Result<ExitCode> {
 
 /// `isobench show RUN_ID`.
 pub fn show(a: &ShowArgs) -> anyhow::Result<ExitCode> {
-    let r = load(&a.db, &a.run_id)?;
+    let r = load(&a.db.path, &a.run_id)?;
     print!("{}", render(&r, style()));
     Ok(ExitCode::SUCCESS)
 }
@@ -110,7 +93,7 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
             a.format
         ))
     })?;
-    let r = load(&a.db, &a.run_id)?;
+    let r = load(&a.db.path, &a.run_id)?;
     let bytes = serialize(&r, format);
     match &a.output {
         Some(p) => std::fs::write(p, &bytes)

@@ -28,6 +28,7 @@ use isobench_experiment::{
 use isobench_report::{render, LiveProgress, Style};
 use isobench_store::{RunId, RunStatus, Store, StoreError};
 
+use crate::args::DbArgs;
 use crate::exit::{self, bad_input, unsupported};
 
 /// `isobench run`.
@@ -44,14 +45,8 @@ pub struct RunArgs {
     /// Continue an interrupted run: the trials it stored are kept, the rest are run.
     #[arg(long, value_name = "RUN_ID", conflicts_with = "scenario")]
     pub resume: Option<String>,
-    /// Results database.
-    #[arg(
-        long,
-        env = "ISOBENCH_DB",
-        default_value = "isobench.db",
-        value_name = "FILE"
-    )]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
     /// Platform instead of the scenario's: auto (cgroup as root, else host), host or cgroup.
     #[arg(long, value_name = "PLATFORM", conflicts_with = "resume")]
     pub platform: Option<String>,
@@ -206,7 +201,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     // any tenant exists, so a locked or newer database stops everything early.
     let (plan, text, resumed, mut store) = match &a.resume {
         Some(id) => {
-            let mut store = open_store(&a.db)?;
+            let mut store = open_store(&a.db.path)?;
             let id = RunId::new(id.clone());
             let plan =
                 prepare_resume(&mut store, &id).map_err(|e| match e.downcast::<StoreError>() {
@@ -217,7 +212,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         None => {
             let (plan, text) = plan_new(a, fake.is_some())?;
-            (plan, Some(text), None, open_store(&a.db)?)
+            (plan, Some(text), None, open_store(&a.db.path)?)
         }
     };
 
