@@ -1,11 +1,9 @@
 //! The command line as a user meets it.
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
-fn isobench() -> Command {
-    Command::cargo_bin("isobench").expect("binary built")
-}
+mod common;
+use common::{children_of, cmdline, isobench};
 
 #[test]
 fn list_json_lists_every_workload_with_host_facts() {
@@ -208,29 +206,6 @@ fn serve_reports_its_address_and_stops_at_the_end_of_stdin() {
     assert_eq!(stopped["stats"]["bytes_in"], 4, "{stopped}");
     assert!(stopped["failure"].is_null(), "{stopped}");
     assert!(child.wait().unwrap().success());
-}
-
-/// The children of `pid` now.
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for t in rd.flatten() {
-            let f = t.path().join("children");
-            if let Ok(text) = std::fs::read_to_string(f) {
-                out.extend(
-                    text.split_whitespace()
-                        .filter_map(|p| p.parse::<u32>().ok()),
-                );
-            }
-        }
-    }
-    out
-}
-
-fn cmdline(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-        .unwrap_or_default()
 }
 
 #[test]

@@ -4,27 +4,8 @@
 use std::process::{Command as StdCommand, Stdio};
 use std::time::Duration;
 
-use assert_cmd::Command;
-
-fn isobench() -> Command {
-    Command::cargo_bin("isobench").expect("binary built")
-}
-
-/// Why the cgroup platform cannot be used here, if it cannot.
-fn skip_reason() -> Option<String> {
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("needs root".into());
-    }
-    for c in ["pids", "memory", "cpu"] {
-        let v1 = format!("/sys/fs/cgroup/{c}");
-        let v2 = "/sys/fs/cgroup/cgroup.controllers";
-        let has_v2 = std::fs::read_to_string(v2).is_ok_and(|s| s.contains(c));
-        if !std::path::Path::new(&v1).exists() && !has_v2 {
-            return Some(format!("cgroup controller {c} is missing"));
-        }
-    }
-    None
-}
+mod common;
+use common::{cgroup_missing, descendants, isobench, json_of};
 
 /// The tests look at every isobench cgroup on the host, so they run one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -32,7 +13,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 macro_rules! require_cgroup {
     () => {
         let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(why) = skip_reason() {
+        if let Some(why) = cgroup_missing(&["pids", "memory", "cpu"]) {
             eprintln!("skipped: {why}");
             return;
         }
@@ -69,16 +50,6 @@ fn left_of(prefix: &str) -> Vec<String> {
         .into_iter()
         .filter(|o| o.split('/').nth(1).is_some_and(|n| n.starts_with(prefix)))
         .collect()
-}
-
-fn json_of(out: &std::process::Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "status {:?}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
 }
 
 fn note(doc: &serde_json::Value, key: &str) -> Option<u64> {
@@ -300,29 +271,6 @@ fn a_controller_killed_mid_run_is_cleaned_up_by_cleanup() {
         survivors.is_empty(),
         "processes of the killed run survived: {survivors:?}"
     );
-}
-
-/// The processes below `pid` now (children, grandchildren...).
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-            continue;
-        };
-        for t in rd.flatten() {
-            if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
-                for c in text
-                    .split_whitespace()
-                    .filter_map(|c| c.parse::<u32>().ok())
-                {
-                    out.push(c);
-                    todo.push(c);
-                }
-            }
-        }
-    }
-    out
 }
 
 #[test]

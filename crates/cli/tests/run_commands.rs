@@ -3,24 +3,13 @@
 //! when the tests run as root.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use isobench_store::{RunId, RunStatus, Store, TrialKey, TrialStatus};
 
-fn isobench() -> Command {
-    let mut c = Command::cargo_bin("isobench").expect("binary built");
-    c.env_remove("ISOBENCH_DB").env("NO_COLOR", "1");
-    c
-}
-
-fn fake() -> Command {
-    let mut c = isobench();
-    c.env("ISOBENCH_DEBUG_FAKE", "1");
-    c
-}
+mod common;
+use common::{cgroup_missing, code, fake, isobench, text, write};
 
 const SMALL: &str = r#"
 name = "small"
@@ -60,20 +49,6 @@ name = "cpu"
 [[stressor]]
 name = "cache"
 "#;
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.display().to_string()
-}
-
-fn code(out: &std::process::Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 #[test]
 fn dry_run_of_the_builtin_scenario_prints_the_plan() {
@@ -322,24 +297,12 @@ fn a_locked_database_fails_clearly_and_loses_nothing() {
     assert_eq!(runs_before, runs_after);
 }
 
-fn cgroup_available() -> Result<(), String> {
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("not root: cgroup tenants need root".into());
-    }
-    if !Path::new("/sys/fs/cgroup/cpu").exists()
-        && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
-    {
-        return Err("no cgroup cpu controller mounted".into());
-    }
-    Ok(())
-}
-
 /// Real, on cgroup: a tiny matrix (one probe, two stressors, short trials) runs end to end
 /// with the on/off design (the aggressor frozen and thawed while the probe measures in
 /// windows) and lands in SQLite with its window series and switches.
 #[test]
 fn tiny_matrix_on_cgroup_lands_in_sqlite() {
-    if let Err(why) = cgroup_available() {
+    if let Some(why) = cgroup_missing(&["cpu"]) {
         eprintln!("skipped: {why}");
         return;
     }
@@ -464,7 +427,7 @@ name = "net-tx"
 /// short run says little; bench/ runs the preset several times and measures the rate.
 #[test]
 fn null_preset_runs_and_reports_its_false_positive_share() {
-    if let Err(why) = cgroup_available() {
+    if let Some(why) = cgroup_missing(&["cpu"]) {
         eprintln!("skipped: {why}");
         return;
     }

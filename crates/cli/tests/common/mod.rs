@@ -1,0 +1,102 @@
+//! Helpers every command-line test shares: the binary with a clean environment, its output
+//! as text, JSON and exit code, the process tree, and why a cgroup test has to skip.
+
+// Each test file is its own crate and uses only some of these.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Output;
+
+use assert_cmd::Command;
+
+/// The `isobench` binary, unaffected by the caller's `ISOBENCH_DB` and colours.
+pub fn isobench() -> Command {
+    let mut c = Command::cargo_bin("isobench").expect("binary built");
+    c.env_remove("ISOBENCH_DB").env("NO_COLOR", "1");
+    c
+}
+
+/// [`isobench`] on the fake platform (the hidden `ISOBENCH_DEBUG_FAKE` mode).
+pub fn fake() -> Command {
+    let mut c = isobench();
+    c.env("ISOBENCH_DEBUG_FAKE", "1");
+    c
+}
+
+/// The exit code, -1 when a signal ended the process.
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+/// Output bytes as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Standard output as JSON, after checking that the command succeeded.
+pub fn json_of(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "status {:?}\nstderr: {}",
+        out.status,
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+/// Writes `text` to `dir/name` and returns the path.
+pub fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// The children of `pid` now.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in rd.flatten() {
+            if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The processes below `pid` now (children, grandchildren...).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for c in children_of(p) {
+            out.push(c);
+            todo.push(c);
+        }
+    }
+    out
+}
+
+/// The command line of `pid`, arguments separated by spaces (empty once it is gone).
+pub fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Why a test that needs cgroup tenants with these controllers cannot run here, if it
+/// cannot: such tests print the reason and skip.
+pub fn cgroup_missing(controllers: &[&str]) -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("needs root".into());
+    }
+    let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
+    controllers
+        .iter()
+        .find(|c| !Path::new(&format!("/sys/fs/cgroup/{c}")).exists() && !v2.contains(*c))
+        .map(|c| format!("cgroup controller {c} is missing"))
+}
