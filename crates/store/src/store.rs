@@ -416,15 +416,7 @@ impl Store {
             .map_err(|e| self.db.err("listing recorded trials", e))?;
         let keys = stmt
             .query_map([run.as_str()], |r| {
-                Ok((
-                    TrialKey {
-                        round: r.get(0)?,
-                        block: r.get(1)?,
-                        slot: r.get(2)?,
-                        attempt: r.get(3)?,
-                    },
-                    r.get::<_, String>(4)?,
-                ))
+                Ok((trial_key_at(r, 0)?, r.get::<_, String>(4)?))
             })
             .and_then(|rows| rows.collect::<Result<BTreeSet<_>, _>>())
             .map_err(|e| self.db.err("listing recorded trials", e))?;
@@ -702,12 +694,7 @@ impl Store {
                 .query_map([run.as_str()], |r| {
                     Ok((
                         r.get::<_, i64>(0)?,
-                        TrialKey {
-                            round: r.get(1)?,
-                            block: r.get(2)?,
-                            slot: r.get(3)?,
-                            attempt: r.get(4)?,
-                        },
+                        trial_key_at(r, 1)?,
                         r.get::<_, String>(5)?,
                         r.get::<_, String>(6)?,
                         r.get::<_, String>(7)?,
@@ -900,6 +887,16 @@ fn nonempty(what: &str, value: &str) -> Result<(), StoreError> {
         return Err(StoreError::InvalidRecord(format!("{what} is empty")));
     }
     Ok(())
+}
+
+/// The trial key in the four columns `round, block, slot, attempt` of a row, from `first`.
+fn trial_key_at(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<TrialKey> {
+    Ok(TrialKey {
+        round: r.get(first)?,
+        block: r.get(first + 1)?,
+        slot: r.get(first + 2)?,
+        attempt: r.get(first + 3)?,
+    })
 }
 
 /// Checks a trial before anything is written, so errors name the field at fault.
