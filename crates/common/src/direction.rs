@@ -1,11 +1,6 @@
 //! Whether more of a metric is better or worse.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
-
-use crate::UnknownWord;
 
 /// Whether a larger value of a metric is better (throughput) or worse (latency).
 ///
@@ -19,37 +14,7 @@ pub enum Direction {
     Lower,
 }
 
-impl Direction {
-    /// `"higher"` or `"lower"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Higher => "higher",
-            Direction::Lower => "lower",
-        }
-    }
-}
-
-impl fmt::Display for Direction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Direction {
-    type Err = UnknownWord;
-
-    fn from_str(s: &str) -> Result<Self, UnknownWord> {
-        match s {
-            "higher" => Ok(Direction::Higher),
-            "lower" => Ok(Direction::Lower),
-            other => Err(UnknownWord {
-                what: "direction",
-                value: other.to_string(),
-                expected: "\"higher\" or \"lower\"",
-            }),
-        }
-    }
-}
+crate::word::words!(Direction, "direction", Higher => "higher", Lower => "lower");
 
 #[cfg(test)]
 mod tests {

@@ -1,11 +1,6 @@
 //! What a tenant is for.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
-
-use crate::UnknownWord;
 
 /// What a tenant does in an experiment.
 ///
@@ -21,37 +16,7 @@ pub enum Role {
     Aggressor,
 }
 
-impl Role {
-    /// `"victim"` or `"aggressor"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Victim => "victim",
-            Role::Aggressor => "aggressor",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Role {
-    type Err = UnknownWord;
-
-    fn from_str(s: &str) -> Result<Self, UnknownWord> {
-        match s {
-            "victim" => Ok(Role::Victim),
-            "aggressor" => Ok(Role::Aggressor),
-            other => Err(UnknownWord {
-                what: "role",
-                value: other.to_string(),
-                expected: "\"victim\" or \"aggressor\"",
-            }),
-        }
-    }
-}
+crate::word::words!(Role, "role", Victim => "victim", Aggressor => "aggressor");
 
 #[cfg(test)]
 mod tests {

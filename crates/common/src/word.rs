@@ -11,3 +11,42 @@ pub struct UnknownWord {
     /// The words that would have been valid.
     pub expected: &'static str,
 }
+
+/// `as_str`, `Display` and `FromStr` (erring with [`UnknownWord`]) for a fieldless enum that
+/// is written as one word per variant: `words!(Type, "what", Variant => "word", ...)`.
+macro_rules! words {
+    ($ty:ident, $what:literal, $v0:ident => $w0:literal $(, $v:ident => $w:literal)* $(,)?) => {
+        impl $ty {
+            /// The word this value is written as.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $ty::$v0 => $w0,
+                    $($ty::$v => $w,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = $crate::UnknownWord;
+
+            fn from_str(s: &str) -> Result<Self, $crate::UnknownWord> {
+                match s {
+                    $w0 => Ok($ty::$v0),
+                    $($w => Ok($ty::$v),)*
+                    other => Err($crate::UnknownWord {
+                        what: $what,
+                        value: other.to_string(),
+                        expected: concat!("\"", $w0, "\"" $(, " or \"", $w, "\"")*),
+                    }),
+                }
+            }
+        }
+    };
+}
+pub(crate) use words;

@@ -14,6 +14,7 @@ use crate::degradation::{Direction, Estimator};
 use crate::error::{check_level, StatsError};
 use crate::normal::student_t_quantile;
 use crate::paired::log_ratio_to_degradation;
+use crate::sample::Sample;
 
 /// The degradation of the geometric mean of `contended` against that of `baseline`, two
 /// independent samples, with Welch's t interval on the difference of the mean logarithms
@@ -62,7 +63,8 @@ pub fn welch_log_degradation(
     })
 }
 
-/// Mean and sample variance of the logarithms of `xs` (the `side` named in errors), checked.
+/// Mean and sample variance ([`Sample`]) of the logarithms of `xs` (the `side` named in
+/// errors), checked.
 fn log_mean_var(xs: &[f64], side: &'static str) -> Result<(f64, f64), StatsError> {
     if xs.len() < 2 {
         return Err(StatsError::TooFewUnits {
@@ -70,17 +72,15 @@ fn log_mean_var(xs: &[f64], side: &'static str) -> Result<(f64, f64), StatsError
             min: 2,
         });
     }
-    let mut logs = Vec::with_capacity(xs.len());
-    for (index, &value) in xs.iter().enumerate() {
-        if !(value.is_finite() && value > 0.0) {
-            return Err(StatsError::NonPositivePair { index, side, value });
-        }
-        logs.push(value.ln());
+    if let Some((index, &value)) = xs
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !(v.is_finite() && **v > 0.0))
+    {
+        return Err(StatsError::NonPositivePair { index, side, value });
     }
-    let n = logs.len() as f64;
-    let mean = logs.iter().sum::<f64>() / n;
-    let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    Ok((mean, var))
+    let logs = Sample::new(xs.iter().map(|x| x.ln()).collect())?;
+    Ok((logs.mean(), logs.variance()))
 }
 
 #[cfg(test)]
