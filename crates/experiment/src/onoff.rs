@@ -17,6 +17,7 @@
 
 use std::time::Duration;
 
+use isobench_common::median;
 use isobench_stats::Pair;
 use isobench_store::{Modulation, WindowRecord};
 use serde::{Deserialize, Serialize};
@@ -294,13 +295,13 @@ pub fn tune(
     })
 }
 
+/// The median length of the pilot's windows.
 fn median_width(ws: &[WindowRecord]) -> Duration {
-    let mut w: Vec<u64> = ws
+    let w: Vec<f64> = ws
         .iter()
-        .map(|w| w.end_ns.saturating_sub(w.start_ns))
+        .map(|w| w.end_ns.saturating_sub(w.start_ns) as f64)
         .collect();
-    w.sort_unstable();
-    Duration::from_nanos(w[w.len() / 2].max(1))
+    Duration::from_nanos((median(&w) as u64).max(1))
 }
 
 /// Standard deviation of pseudo-cycle log ratios of an idle series cut into phases of `m`

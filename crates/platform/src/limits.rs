@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
-use isobench_common::{format_size_exact, parse_size};
+use isobench_common::{format_size, format_size_exact, parse_size};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
@@ -680,7 +680,7 @@ impl Limits {
                     value: format_size_exact(mem),
                     problem: format!(
                         "exceeds this host's RAM ({})",
-                        format_size_approx(host.memory_bytes)
+                        format_size(host.memory_bytes)
                     ),
                     fix: "use a smaller limit or remove the key".into(),
                 });
@@ -763,14 +763,6 @@ impl Limits {
 fn format_cpus(x: f64) -> String {
     let s = format!("{x:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-fn format_size_approx(v: u64) -> String {
-    if v >= GIB {
-        format!("{:.1}G", v as f64 / GIB as f64)
-    } else {
-        format!("{}M", v / MIB)
-    }
 }
 
 impl fmt::Display for Limits {

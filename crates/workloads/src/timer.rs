@@ -33,15 +33,14 @@ pub fn rdtsc() -> u64 {
 /// The measured cost of one `now_ns()` call, in nanoseconds: the median over many
 /// back-to-back pairs (the minimum is too optimistic, the mean too noisy).
 pub fn timer_overhead_ns() -> f64 {
-    let mut deltas: Vec<u64> = (0..2001)
+    let deltas: Vec<f64> = (0..2001)
         .map(|_| {
             let a = now_ns();
             let b = now_ns();
-            b - a
+            (b - a) as f64
         })
         .collect();
-    deltas.sort_unstable();
-    deltas[deltas.len() / 2] as f64
+    isobench_common::median(&deltas)
 }
 
 /// Runs `f(iterations)` with a growing iteration count until one call lasts at least
