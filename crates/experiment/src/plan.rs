@@ -16,7 +16,6 @@ use isobench_common::format_size as fmt_bytes;
 use isobench_platform::{HostInfo, LimitError, Limits};
 use isobench_workloads::{Class, Env, ParamValues};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::scenario::{
     fmt_duration, Kind, Placement, PlatformChoice, RepetitionPolicy, Role, Scenario, TrialSettings,
@@ -529,8 +528,13 @@ impl Plan {
             let mut params = p.params.clone();
             // Sizes derived from the smallest victim, so every victim runs the same probe.
             if let Some(v) = victims.iter().min_by_key(|v| v.memory) {
-                if let Some(note) = resolve_probe_sizes(&p.name, &mut params, host, v) {
-                    notes.push(format!("probe {}: {note}", p.id));
+                let budget = v.memory.saturating_sub(AGENT_OVERHEAD);
+                if let Some(chosen) = probe.fit_sizes(&mut params, budget, host.llc) {
+                    notes.push(format!(
+                        "probe {}: {chosen} from tenant memory {}",
+                        p.id,
+                        fmt_bytes(v.memory)
+                    ));
                 }
             }
             probes.push(PlannedProbe {
@@ -645,18 +649,17 @@ impl Plan {
                 Role::Victim => probes
                     .iter()
                     .map(|p| {
-                        (
-                            workload_memory(&p.name, &p.params, &env, 100, host.llc),
-                            p.id.clone(),
-                        )
+                        let probe = isobench_workloads::probe(&p.name).expect("validated name");
+                        (probe.memory_need(&p.params, host.llc), p.id.clone())
                     })
                     .max_by_key(|x| x.0)
                     .unwrap_or((0, String::new())),
                 Role::Aggressor => conditions
                     .iter()
                     .map(|c| {
+                        let st = isobench_workloads::stressor(&c.name).expect("validated name");
                         (
-                            workload_memory(&c.name, &c.params, &env, c.intensity, host.llc),
+                            st.memory_need(&c.params, &env, c.intensity, host.llc),
                             c.id.clone(),
                         )
                     })
@@ -959,16 +962,6 @@ fn round_up_mib(b: u64) -> u64 {
     b.div_ceil(64 * MIB) * 64 * MIB
 }
 
-fn size_param(params: &ParamValues, name: &str) -> Option<u64> {
-    params.0.get(name).and_then(Value::as_u64)
-}
-
-fn int_param(params: &ParamValues, name: &str) -> Option<u64> {
-    params.0.get(name).and_then(Value::as_u64)
-}
-
-/// Fills in memory-derived sizes the way the probe documents them, from the victim's own
-/// limit, so they are recorded in the plan. Returns a note when something was derived.
 /// CPUs of each tenant under `placement = "split"` (`None` for a tenant with a cpuset of its
 /// own, which it keeps), and the plan's note saying what was chosen and why.
 ///
@@ -1091,85 +1084,6 @@ fn split_placement(
         );
     }
     (placed, format!("placement split: {}{why}", said.join("; ")))
-}
-
-fn resolve_probe_sizes(
-    name: &str,
-    params: &mut ParamValues,
-    host: &HostView,
-    victim: &PlannedTenant,
-) -> Option<String> {
-    let env = tenant_env(host, victim);
-    let usable = env.mem_usable.saturating_sub(AGENT_OVERHEAD);
-    match name {
-        "mem-bandwidth" if size_param(params, "size").is_none() => {
-            // 64M blocks, halved until two blocks per thread fit in a quarter of the memory.
-            let threads = int_param(params, "threads").unwrap_or(1).max(1);
-            let mut block = 64 * MIB;
-            while block > 64 << 10 && 2 * threads * block > usable / 4 {
-                block /= 2;
-            }
-            params.set("size", Value::from(block));
-            Some(format!(
-                "block size {} from tenant memory {}",
-                fmt_bytes(block),
-                fmt_bytes(env.mem_usable)
-            ))
-        }
-        "mem-latency" if size_param(params, "size").is_none() => {
-            // max(8 x LLC, 64M), at most 1G and a quarter of the memory.
-            let size = (8 * host.llc)
-                .clamp(64 * MIB, 1 << 30)
-                .min(usable / 4)
-                .max(MIB);
-            params.set("size", Value::from(size));
-            Some(format!(
-                "buffer {} from tenant memory {}",
-                fmt_bytes(size),
-                fmt_bytes(env.mem_usable)
-            ))
-        }
-        _ => None,
-    }
-}
-
-/// Estimated memory a workload touches in a tenant with environment `env`, bytes. Workloads
-/// whose job is to exhaust memory (memhog) count as zero: the tenant's limit contains them.
-pub fn workload_memory(
-    name: &str,
-    params: &ParamValues,
-    env: &Env,
-    intensity: u8,
-    llc: u64,
-) -> u64 {
-    let cpus = env.cpus.len().max(1) as u64;
-    let auto_threads = ((cpus * intensity as u64).div_ceil(100)).max(1);
-    match name {
-        "mem-bandwidth" => {
-            let threads = int_param(params, "threads").unwrap_or(1).max(1);
-            2 * threads * size_param(params, "size").unwrap_or(64 * MIB)
-        }
-        "mem-latency" => size_param(params, "size").unwrap_or(64 * MIB),
-        "cache-latency" => 2 * llc,
-        "context-switch" => 8 * size_param(params, "footprint").unwrap_or(0),
-        "local-comm" => 4 * size_param(params, "size").unwrap_or(64 << 10),
-        "membw" => {
-            let threads = int_param(params, "threads").unwrap_or(auto_threads).max(1);
-            let want = 2 * threads * size_param(params, "block").unwrap_or(64 * MIB);
-            want.min(env.mem_usable / 4)
-        }
-        "cache" => {
-            let threads = int_param(params, "threads").unwrap_or(auto_threads).max(1);
-            let factor = params
-                .0
-                .get("factor")
-                .and_then(Value::as_f64)
-                .unwrap_or(1.25);
-            let ring = size_param(params, "size").unwrap_or((llc as f64 * factor) as u64);
-            threads * ring
-        }
-        _ => 0,
-    }
 }
 
 /// Estimated seconds one probe trial takes beyond its budget (agent round trip, start-up,

@@ -92,6 +92,20 @@ pub trait Probe: Sync {
     fn windowed(&self) -> bool {
         false
     }
+    /// Fills in the sizes the probe would otherwise derive at run time from the memory it
+    /// may use, so that a plan records them: `budget` is what its tenant leaves to workloads
+    /// (the memory limit less the agent's share), `llc` the usable last-level cache, bytes.
+    /// Returns what was chosen (`block size 64M`), or `None` when the parameters leave
+    /// nothing to derive.
+    fn fit_sizes(&self, _params: &mut ParamValues, _budget: u64, _llc: u64) -> Option<String> {
+        None
+    }
+    /// Memory the probe touches at most with `params`, bytes, where the usable last-level
+    /// cache is `llc`: what its tenant's memory limit must hold besides the agent, so a plan
+    /// can refuse a limit that would measure paging instead of isolation.
+    fn memory_need(&self, _params: &ParamValues, _llc: u64) -> u64 {
+        0
+    }
 }
 
 /// What a stressor did while it ran.
@@ -190,6 +204,13 @@ pub trait Stressor: Sync {
     /// which freezes and thaws it.
     fn lingering_effect(&self, _params: &ParamValues) -> Option<&'static str> {
         None
+    }
+    /// Memory the stressor touches at most with `params` at `intensity` in a tenant whose
+    /// CPUs and memory `env` describes, bytes, where the usable last-level cache is `llc`.
+    /// A stressor whose job is to exhaust memory (memhog) needs nothing here: its tenant's
+    /// limit is what contains it.
+    fn memory_need(&self, _params: &ParamValues, _env: &Env, _intensity: u8, _llc: u64) -> u64 {
+        0
     }
 }
 

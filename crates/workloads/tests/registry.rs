@@ -144,3 +144,60 @@ fn unknown_names_get_suggestions() {
     let near = isobench_workloads::nearest_names("cache-latncy", PROBES.iter().map(|p| p.name()));
     assert_eq!(near.first(), Some(&"cache-latency"));
 }
+
+#[test]
+fn workloads_state_their_own_memory_need_at_defaults() {
+    const MIB: u64 = 1 << 20;
+    let llc = 32 * MIB;
+    let env = Env {
+        cpus: vec![0, 1],
+        host_cpus: 2,
+        mem_usable: 1 << 30,
+        mem_limit: Some(1 << 30),
+        caches: Vec::new(),
+        page_size: 4096,
+        is_root: false,
+        workdir: std::env::temp_dir(),
+    };
+    let probe_need = |name: &str| {
+        let p = isobench_workloads::probe(name).unwrap();
+        p.memory_need(&ParamValues::defaults(name, p.params()), llc)
+    };
+    assert_eq!(probe_need("mem-bandwidth"), 128 * MIB);
+    assert_eq!(probe_need("mem-latency"), 64 * MIB);
+    assert_eq!(probe_need("cache-latency"), 2 * llc);
+    assert_eq!(probe_need("local-comm"), 256 << 10);
+    assert_eq!(probe_need("context-switch"), 0);
+    assert_eq!(probe_need("cpu-int"), 0);
+    let stressor_need = |name: &str, intensity| {
+        let s = isobench_workloads::stressor(name).unwrap();
+        let params = ParamValues::defaults(name, s.params());
+        s.memory_need(&params, &env, intensity, llc)
+    };
+    // One copying thread at 50% of two CPUs, two at 100%; never over a quarter of memory.
+    assert_eq!(stressor_need("membw", 50), 128 * MIB);
+    assert_eq!(stressor_need("membw", 100), 256 * MIB);
+    assert_eq!(stressor_need("cache", 100), 2 * (llc as f64 * 1.25) as u64);
+    assert_eq!(stressor_need("memhog", 100), 0);
+}
+
+#[test]
+fn probes_fit_their_derived_sizes_into_the_budget() {
+    const MIB: u64 = 1 << 20;
+    let fit = |name: &str, budget, llc| {
+        let p = isobench_workloads::probe(name).unwrap();
+        let mut params = ParamValues::defaults(name, p.params());
+        let said = p.fit_sizes(&mut params, budget, llc);
+        (said, params.0.get("size").and_then(|v| v.as_u64()))
+    };
+    // Two 32M blocks fit in a quarter of 256M; 64M ones do not.
+    assert_eq!(
+        fit("mem-bandwidth", 256 * MIB, 32 * MIB),
+        (Some("block size 32M".to_string()), Some(32 * MIB))
+    );
+    assert_eq!(
+        fit("mem-latency", 1 << 30, 32 * MIB),
+        (Some("buffer 256M".to_string()), Some(256 * MIB))
+    );
+    assert_eq!(fit("cpu-int", 1 << 30, 32 * MIB), (None, None));
+}

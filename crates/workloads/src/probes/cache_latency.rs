@@ -147,6 +147,11 @@ impl Probe for CacheLatency {
         }
         Ok(())
     }
+    /// Twice the usable LLC: a bound on its three rings, the largest of which stays under
+    /// the LLC.
+    fn memory_need(&self, _params: &ParamValues, llc: u64) -> u64 {
+        2 * llc
+    }
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;
         ctx.pin_self()?;

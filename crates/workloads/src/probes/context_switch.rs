@@ -108,6 +108,13 @@ impl Probe for ContextSwitch {
     fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
         Ok(())
     }
+    /// `footprint` eight times: a bound for rings of up to eight processes, each summing
+    /// an array of its own.
+    fn memory_need(&self, params: &ParamValues, _llc: u64) -> u64 {
+        params
+            .decode::<Opts>(self.name())
+            .map_or(0, |o| 8 * o.footprint)
+    }
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;
         let n = o.processes.max(2) as usize;

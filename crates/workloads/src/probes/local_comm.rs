@@ -98,6 +98,10 @@ impl Probe for LocalComm {
     fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
         Ok(())
     }
+    /// Four messages of `size`: a bound on the writer's and the reader's buffers.
+    fn memory_need(&self, params: &ParamValues, _llc: u64) -> u64 {
+        params.decode::<Opts>(self.name()).map_or(0, |o| 4 * o.size)
+    }
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;
         ctx.pin_self()?;

@@ -124,6 +124,27 @@ impl Probe for MemBandwidth {
         }
         Ok(())
     }
+    /// `size`: 64M, halved (down to 64K) until two blocks per thread fit in a quarter of
+    /// the budget.
+    fn fit_sizes(&self, params: &mut ParamValues, budget: u64, _llc: u64) -> Option<String> {
+        let o: Opts = params.decode(self.name()).ok()?;
+        if o.size.is_some() {
+            return None;
+        }
+        let threads = u64::from(o.threads.max(1));
+        let mut block = DEFAULT_BLOCK;
+        while block > 64 << 10 && 2 * threads * block > budget / 4 {
+            block /= 2;
+        }
+        params.set("size", block.into());
+        Some(format!("block size {}", format_size(block)))
+    }
+    /// Two blocks per thread.
+    fn memory_need(&self, params: &ParamValues, _llc: u64) -> u64 {
+        params.decode::<Opts>(self.name()).map_or(0, |o| {
+            2 * u64::from(o.threads.max(1)) * o.size.unwrap_or(DEFAULT_BLOCK)
+        })
+    }
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;
         let threads = o.threads.max(1) as usize;

@@ -138,6 +138,25 @@ impl Probe for MemLatency {
         }
         Ok(())
     }
+    /// `size`: max(8 x LLC, 64M), at most 1G and a quarter of the budget, at least 1M.
+    fn fit_sizes(&self, params: &mut ParamValues, budget: u64, llc: u64) -> Option<String> {
+        let o: Opts = params.decode(self.name()).ok()?;
+        if o.size.is_some() {
+            return None;
+        }
+        let size = (8 * llc)
+            .clamp(MIN_AUTO, MAX_AUTO)
+            .min(budget / 4)
+            .max(1 << 20);
+        params.set("size", size.into());
+        Some(format!("buffer {}", format_size(size)))
+    }
+    /// The buffer.
+    fn memory_need(&self, params: &ParamValues, _llc: u64) -> u64 {
+        params
+            .decode::<Opts>(self.name())
+            .map_or(0, |o| o.size.unwrap_or(MIN_AUTO))
+    }
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;
         for (name, v) in [("seq_stride", o.seq_stride), ("rand_stride", o.rand_stride)] {

@@ -19,7 +19,7 @@ use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::mapping::Mapping;
-use super::pool::{cpu_share, run_pool, Done};
+use super::pool::{auto_workers, cpu_share, run_pool, Done};
 use crate::cachesize::cache_sizes;
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::util::SplitMix64;
@@ -168,6 +168,18 @@ impl Stressor for Cache {
     }
     fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
         Ok(())
+    }
+    /// A ring of `size`, else `factor x llc`, counted once per walker thread: an upper
+    /// bound, since the walkers share one ring.
+    fn memory_need(&self, params: &ParamValues, env: &Env, intensity: u8, llc: u64) -> u64 {
+        let Ok(o) = params.decode::<Opts>(self.name()) else {
+            return 0;
+        };
+        let threads = o
+            .threads
+            .map_or_else(|| auto_workers(env.cpus.len(), intensity), u64::from)
+            .max(1);
+        threads * o.size.unwrap_or((llc as f64 * o.factor) as u64)
     }
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
         let o: Opts = params.decode(self.name())?;

@@ -21,7 +21,7 @@ use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::mapping::Mapping;
-use super::pool::{cpu_share, run_pool, Done};
+use super::pool::{auto_workers, cpu_share, run_pool, Done};
 use crate::cachesize::cache_sizes;
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::util::SplitMix64;
@@ -263,6 +263,17 @@ impl Stressor for Membw {
     }
     fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
         Ok(())
+    }
+    /// Two blocks per thread, within the quarter of the tenant's memory `run` keeps to.
+    fn memory_need(&self, params: &ParamValues, env: &Env, intensity: u8, _llc: u64) -> u64 {
+        let Ok(o) = params.decode::<Opts>(self.name()) else {
+            return 0;
+        };
+        let threads = o
+            .threads
+            .map_or_else(|| auto_workers(env.cpus.len(), intensity), u64::from)
+            .max(1);
+        (2 * threads * o.block).min(env.mem_usable / 4)
     }
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
         let o: Opts = params.decode(self.name())?;

@@ -61,6 +61,15 @@ impl Shape {
 /// than the scheduler's wake-up granularity.
 const DUTY_PERIOD_NS: u64 = 20_000_000;
 
+/// Threads [`cpu_share`] starts at `intensity` on `cpus` CPUs when no thread count is
+/// given, as a planner estimates it before the run: `ceil(cpus * intensity / 100)`, at
+/// least one.
+pub(crate) fn auto_workers(cpus: usize, intensity: u8) -> u64 {
+    (cpus.max(1) as u64 * u64::from(intensity))
+        .div_ceil(100)
+        .max(1)
+}
+
 /// The shape that asks for `intensity`% of the CPUs the stressor may use (its pin list, or
 /// its affinity mask): `ceil(cpus * intensity / 100)` threads, each busy for the share that
 /// makes the total exactly `cpus * intensity / 100` CPUs. On 2 CPUs: 25 -> one thread at
