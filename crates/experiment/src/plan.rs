@@ -320,384 +320,22 @@ impl Plan {
         host: &HostView,
         opts: &PlanOptions,
     ) -> Result<Plan, ScenarioErrors> {
-        let mut errors: Vec<ScenarioError> = Vec::new();
-        let mut notes: Vec<String> = Vec::new();
-        let src = &sc.source;
-        let top = Span::default();
-
-        // Platform.
-        let choice = opts.platform.unwrap_or(sc.platform);
-        let mut choices: Vec<PlatformChoice> = sc
-            .tenants
-            .iter()
-            .map(|t| opts.platform.or(t.platform).unwrap_or(choice))
-            .collect();
-        choices.dedup();
-        if choices.len() > 1 {
-            let t = sc
-                .tenants
-                .iter()
-                .find(|t| t.platform.is_some())
-                .map_or(top, |t| t.span);
-            errors.push(src.error(
-                t,
-                "tenant.platform",
-                "the tenants use different platforms; one run uses one platform",
-                "one of auto, host, cgroup for every tenant",
-                "set the same platform on every tenant, or only the top-level `platform`",
-            ));
-        }
-        let choice = choices.first().copied().unwrap_or(choice);
-        let platform = match choice {
-            PlatformChoice::Host => Platform::Host,
-            PlatformChoice::Cgroup => {
-                if let Some(why) = &host.cgroup_unavailable {
-                    errors.push(src.error(
-                        top,
-                        "platform",
-                        format!("the cgroup platform cannot be used here: {why}"),
-                        "auto, host, cgroup",
-                        "run isobench as root, or use platform = \"host\" (no isolation)",
-                    ));
-                }
-                Platform::Cgroup
-            }
-            PlatformChoice::Auto => match &host.cgroup_unavailable {
-                None => {
-                    notes.push("platform auto: cgroup (running as root with cgroups)".into());
-                    Platform::Cgroup
-                }
-                Some(why) => {
-                    notes.push(format!(
-                        "platform auto: host, no isolation (cgroup unavailable: {why})"
-                    ));
-                    Platform::Host
-                }
-            },
+        let mut r = Resolver {
+            sc,
+            host,
+            opts,
+            errors: Vec::new(),
+            notes: Vec::new(),
         };
-
-        // Tenants.
-        let host_cpus = host.cpus();
-        let host_avail = host.env.mem_usable.min(host.info.memory_bytes.max(1));
-        let mut tenants = Vec::new();
-        let placed = match sc.placement {
-            Placement::Shared => vec![None; sc.tenants.len()],
-            Placement::Split => {
-                let (placed, note) = split_placement(sc, &host_cpus, host.disk_irq.as_ref());
-                notes.push(note);
-                placed
-            }
-        };
-        for (ti, t) in sc.tenants.iter().enumerate() {
-            let field = |k: &str| format!("tenant[{ti}].limits.{k}");
-            // Each key alone first, so each error points at its own line; the keys that
-            // parse are then combined and checked against the host.
-            let mut good: Vec<&crate::scenario::LimitEntry> = Vec::new();
-            for e in &t.limits {
-                match Limits::from_pairs([(e.key.as_str(), e.value.as_str())]) {
-                    Ok(_) => good.push(e),
-                    Err(err) => errors.push(limit_error(
-                        sc,
-                        e.key_span,
-                        e.value_span,
-                        &field(&e.key),
-                        &err,
-                    )),
-                }
-            }
-            let mut limits = match Limits::from_pairs(good.iter().map(|e| (&e.key, &e.value))) {
-                Ok(l) => l,
-                Err(err) => {
-                    let s = good.last().map_or(t.span, |e| e.key_span);
-                    errors.push(limit_error(sc, s, s, &field("*"), &err));
-                    good.clear();
-                    Limits::default()
-                }
-            };
-            // Every key that does not fit the host, not only the first.
-            for _ in 0..t.limits.len() {
-                let Err(err) = limits.validate(&host.info) else {
-                    break;
-                };
-                let key = match &err {
-                    LimitError::NotOnHost { key, .. } => *key,
-                    _ => "",
-                };
-                let (ks, vs) = t
-                    .limits
-                    .iter()
-                    .find(|e| e.key == key)
-                    .map_or((t.span, t.span), |e| (e.key_span, e.value_span));
-                errors.push(limit_error(sc, ks, vs, &field(key), &err));
-                good.retain(|e| e.key != key);
-                limits =
-                    Limits::from_pairs(good.iter().map(|e| (&e.key, &e.value))).unwrap_or_default();
-                if key.is_empty() {
-                    break;
-                }
-            }
-            if let (None, Some(own)) = (&limits.cpuset, &placed[ti]) {
-                limits.cpuset = Some(isobench_platform::CpuList::from_cpus(
-                    own.iter().map(|&c| c as u32),
-                ));
-            }
-            let cpus: Vec<usize> = match &limits.cpuset {
-                Some(set) => set.iter().map(|c| c as usize).collect(),
-                None => host_cpus.clone(),
-            };
-            let memory = limits.memory.map_or(host_avail, |m| m.min(host_avail));
-            if let Some(m) = limits.memory {
-                if m < MIN_TENANT_MEMORY {
-                    let e = t.limits.iter().find(|e| e.key == "memory");
-                    errors.push(src.error(
-                        e.map_or(t.span, |e| e.value_span),
-                        field("memory"),
-                        format!(
-                            "{} is too little for a tenant: the agent alone needs about {}",
-                            fmt_bytes(m),
-                            fmt_bytes(MIN_TENANT_MEMORY)
-                        ),
-                        format!("{} or more", fmt_bytes(MIN_TENANT_MEMORY)),
-                        "write memory = \"256M\" or more",
-                    ));
-                }
-            }
-            if t.role == Role::Victim {
-                if let Some(p) = limits.pids {
-                    if p < MIN_VICTIM_PIDS {
-                        let e = t.limits.iter().find(|e| e.key == "pids");
-                        errors.push(src.error(
-                            e.map_or(t.span, |e| e.value_span),
-                            field("pids"),
-                            format!(
-                                "pids = {p} is too few for a victim: the agent and the probes' \
-                                 helper threads need about {MIN_VICTIM_PIDS}"
-                            ),
-                            format!("{MIN_VICTIM_PIDS} or more"),
-                            "write pids = 256",
-                        ));
-                    }
-                }
-            }
-            let (pin, pin_peer) = match &limits.cpuset {
-                Some(_) => (cpus.first().copied(), cpus.get(1).or(cpus.first()).copied()),
-                None => (None, None),
-            };
-            if platform == Platform::Host && !limits.is_empty() {
-                notes.push(format!(
-                    "tenant {}: the host platform does not enforce limits ({limits})",
-                    t.name
-                ));
-            }
-            tenants.push(PlannedTenant {
-                name: t.name.clone(),
-                role: t.role,
-                limits,
-                netns: t.netns,
-                cpus,
-                memory,
-                mem_need: AGENT_OVERHEAD,
-                pin,
-                pin_peer,
-            });
-        }
-
-        // Probes: supported here, sizes from the victims' limits.
-        let victims: Vec<&PlannedTenant> =
-            tenants.iter().filter(|t| t.role == Role::Victim).collect();
-        let mut probes = Vec::new();
-        for (pi, p) in sc.probes.iter().enumerate() {
-            let probe = isobench_workloads::probe(&p.name).expect("validated name");
-            let env = victims
-                .first()
-                .map_or_else(|| host.env.clone(), |v| tenant_env(host, v));
-            if let Err(u) = probe.supported(&env) {
-                if opts.skip_unsupported {
-                    notes.push(format!("probe {} left out: {u}", p.id));
-                    continue;
-                }
-                errors.push(src.error(
-                    p.name_span,
-                    format!("probe[{pi}].name"),
-                    format!("{} cannot run here: {u}", p.name),
-                    "probes that `isobench list` shows as supported",
-                    "remove this [[probe]] table, or fix what the reason names",
-                ));
-                continue;
-            }
-            let mut params = p.params.clone();
-            // Sizes derived from the smallest victim, so every victim runs the same probe.
-            if let Some(v) = victims.iter().min_by_key(|v| v.memory) {
-                let budget = v.memory.saturating_sub(AGENT_OVERHEAD);
-                if let Some(chosen) = probe.fit_sizes(&mut params, budget, host.llc) {
-                    notes.push(format!(
-                        "probe {}: {chosen} from tenant memory {}",
-                        p.id,
-                        fmt_bytes(v.memory)
-                    ));
-                }
-            }
-            probes.push(PlannedProbe {
-                id: p.id.clone(),
-                name: p.name.clone(),
-                class: probe.class(),
-                params,
-                metrics: p.metrics.clone(),
-                windowed: probe.windowed(),
-            });
-        }
-
-        // Conditions.
-        let mut conditions = Vec::new();
-        let mut skipped = Vec::new();
-        for (si, s) in sc.stressors.iter().enumerate() {
-            let st = isobench_workloads::stressor(&s.name).expect("validated name");
-            if let Err(u) = st.supported(&host.env) {
-                if opts.skip_unsupported {
-                    notes.push(format!("stressor {} left out: {u}", s.id));
-                    continue;
-                }
-                errors.push(src.error(
-                    s.name_span,
-                    format!("stressor[{si}].name"),
-                    format!("{} cannot run here: {u}", s.name),
-                    "stressors that `isobench list` shows as supported",
-                    "remove this [[stressor]] table, or fix what the reason names",
-                ));
-                continue;
-            }
-            let aggressive = st.aggressive();
-            let mut capped = false;
-            if aggressive && platform == Platform::Host {
-                match sc.unsafe_on_host {
-                    UnsafeOnHost::Skip => {
-                        skipped.push(s.id.clone());
-                        continue;
-                    }
-                    UnsafeOnHost::Refuse => {
-                        errors.push(src.error(
-                            s.name_span,
-                            format!("stressor[{si}].name"),
-                            format!(
-                                "{} can take the whole machine down, and on the host platform \
-                                 nothing contains it",
-                                s.name
-                            ),
-                            "on the host platform: stressors other than forkbomb, memhog and disk",
-                            "run as root so tenants are cgroups, or set unsafe_on_host = \"skip\" \
-                             (leave it out) or \"allow\" (run it capped)",
-                        ));
-                        continue;
-                    }
-                    UnsafeOnHost::Allow => capped = true,
-                }
-            }
-            let (design, design_reason) = choose_design(sc.trial.design, st, &s.params);
-            for &i in &s.intensities {
-                conditions.push(Condition {
-                    id: format!("{}@{i}", s.id),
-                    stressor_id: s.id.clone(),
-                    name: s.name.clone(),
-                    class: st.class(),
-                    intensity: i,
-                    params: s.params.clone(),
-                    aggressive,
-                    capped,
-                    design,
-                    design_reason: design_reason.clone(),
-                });
-            }
-        }
-        if !skipped.is_empty() {
-            notes.push(format!(
-                "left out on the host platform (nothing would contain them): {}; run as root \
-                 for cgroup tenants to include them",
-                skipped.join(", ")
-            ));
-        }
-        if probes.is_empty() && errors.is_empty() {
-            errors.push(src.error(
-                top,
-                "probe",
-                "no probe can run here",
-                "probes `isobench list` shows as supported",
-                "add a probe that is supported on this machine",
-            ));
-        }
-        if conditions.is_empty() && errors.is_empty() {
-            errors.push(src.error(
-                top,
-                "stressor",
-                "no stressor is left to run on this platform",
-                "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
-                "add a stressor that is safe on the host, or run as root for cgroup tenants",
-            ));
-        }
-
-        if host.llc_sysfs.is_some_and(|s| s != host.llc) {
-            notes.push(format!(
-                "last-level cache: {} usable as measured ({} per sysfs); sizes use the measured one",
-                fmt_bytes(host.llc),
-                host.llc_sysfs.map_or("?".into(), fmt_bytes)
-            ));
-        }
-
-        // Memory each tenant's workloads need, and whether its limit allows it.
-        for t in tenants.iter_mut() {
-            let env = tenant_env(host, t);
-            let (need, what) = match t.role {
-                Role::Victim => probes
-                    .iter()
-                    .map(|p| {
-                        let probe = isobench_workloads::probe(&p.name).expect("validated name");
-                        (probe.memory_need(&p.params, host.llc), p.id.clone())
-                    })
-                    .max_by_key(|x| x.0)
-                    .unwrap_or((0, String::new())),
-                Role::Aggressor => conditions
-                    .iter()
-                    .map(|c| {
-                        let st = isobench_workloads::stressor(&c.name).expect("validated name");
-                        (
-                            st.memory_need(&c.params, &env, c.intensity, host.llc),
-                            c.id.clone(),
-                        )
-                    })
-                    .max_by_key(|x| x.0)
-                    .unwrap_or((0, String::new())),
-            };
-            t.mem_need = need + AGENT_OVERHEAD;
-            if t.mem_need > t.memory {
-                let ti = sc
-                    .tenants
-                    .iter()
-                    .position(|s| s.name == t.name)
-                    .expect("same tenants");
-                let spec = &sc.tenants[ti];
-                let at = spec
-                    .limits
-                    .iter()
-                    .find(|e| e.key == "memory")
-                    .map_or(spec.span, |e| e.value_span);
-                errors.push(src.error(
-                    at,
-                    format!("tenant[{ti}].limits.memory"),
-                    format!(
-                        "the tenant may use {} but `{what}` needs about {} (with the agent): it \
-                         would measure paging, not isolation",
-                        fmt_bytes(t.memory),
-                        fmt_bytes(t.mem_need)
-                    ),
-                    format!("{} or more", fmt_bytes(t.mem_need)),
-                    format!(
-                        "raise memory to \"{}\", or give `{what}` smaller sizes in its params",
-                        fmt_bytes(round_up_mib(t.mem_need * 5 / 4))
-                    ),
-                ));
-            }
-        }
-
-        if !errors.is_empty() {
+        let platform = r.platform();
+        let mut tenants = r.tenants(platform);
+        let probes = r.probes(&tenants);
+        let conditions = r.conditions(platform);
+        r.require_workloads(&probes, &conditions);
+        r.note_measured_llc();
+        r.memory_needs(&mut tenants, &probes, &conditions);
+        if !r.errors.is_empty() {
+            let mut errors = r.errors;
             errors.sort_by_key(|e| (e.line, e.column));
             errors.dedup();
             return Err(ScenarioErrors(errors));
@@ -714,7 +352,7 @@ impl Plan {
             conditions,
             trial: sc.trial.clone(),
             repetitions: sc.repetitions.clone(),
-            notes,
+            notes: r.notes,
             estimate: Estimate {
                 trials_per_round: 0,
                 trials_min: 0,
@@ -843,6 +481,445 @@ impl Plan {
             s.push_str(&format!("  note: {n}\n"));
         }
         s
+    }
+}
+
+/// One resolution under way: the scenario, the host, and what was found so far. Each step
+/// of [`Plan::resolve`] is one method, and every step reports all of its problems.
+struct Resolver<'a> {
+    sc: &'a Scenario,
+    host: &'a HostView,
+    opts: &'a PlanOptions,
+    /// Every problem found, located in the scenario file.
+    errors: Vec<ScenarioError>,
+    /// What was decided and why.
+    notes: Vec<String>,
+}
+
+impl Resolver<'_> {
+    /// The platform of the run: the command line's, else the tenants' and the scenario's,
+    /// `auto` decided by whether cgroups can be used here.
+    fn platform(&mut self) -> Platform {
+        let (sc, host, opts) = (self.sc, self.host, self.opts);
+        let (src, top) = (&sc.source, Span::default());
+        let choice = opts.platform.unwrap_or(sc.platform);
+        let mut choices: Vec<PlatformChoice> = sc
+            .tenants
+            .iter()
+            .map(|t| opts.platform.or(t.platform).unwrap_or(choice))
+            .collect();
+        choices.dedup();
+        if choices.len() > 1 {
+            let t = sc
+                .tenants
+                .iter()
+                .find(|t| t.platform.is_some())
+                .map_or(top, |t| t.span);
+            self.errors.push(src.error(
+                t,
+                "tenant.platform",
+                "the tenants use different platforms; one run uses one platform",
+                "one of auto, host, cgroup for every tenant",
+                "set the same platform on every tenant, or only the top-level `platform`",
+            ));
+        }
+        let choice = choices.first().copied().unwrap_or(choice);
+        match choice {
+            PlatformChoice::Host => Platform::Host,
+            PlatformChoice::Cgroup => {
+                if let Some(why) = &host.cgroup_unavailable {
+                    self.errors.push(src.error(
+                        top,
+                        "platform",
+                        format!("the cgroup platform cannot be used here: {why}"),
+                        "auto, host, cgroup",
+                        "run isobench as root, or use platform = \"host\" (no isolation)",
+                    ));
+                }
+                Platform::Cgroup
+            }
+            PlatformChoice::Auto => match &host.cgroup_unavailable {
+                None => {
+                    self.notes
+                        .push("platform auto: cgroup (running as root with cgroups)".into());
+                    Platform::Cgroup
+                }
+                Some(why) => {
+                    self.notes.push(format!(
+                        "platform auto: host, no isolation (cgroup unavailable: {why})"
+                    ));
+                    Platform::Host
+                }
+            },
+        }
+    }
+
+    /// The tenants: limits checked against the host, CPUs (from the placement when the
+    /// tenant has no cpuset of its own), memory, and where their probes are pinned.
+    fn tenants(&mut self, platform: Platform) -> Vec<PlannedTenant> {
+        let (sc, host) = (self.sc, self.host);
+        let host_cpus = host.cpus();
+        let host_avail = host.env.mem_usable.min(host.info.memory_bytes.max(1));
+        let mut tenants = Vec::new();
+        let placed = match sc.placement {
+            Placement::Shared => vec![None; sc.tenants.len()],
+            Placement::Split => {
+                let (placed, note) = split_placement(sc, &host_cpus, host.disk_irq.as_ref());
+                self.notes.push(note);
+                placed
+            }
+        };
+        for (ti, t) in sc.tenants.iter().enumerate() {
+            let mut limits = self.limits(ti, t);
+            if let (None, Some(own)) = (&limits.cpuset, &placed[ti]) {
+                limits.cpuset = Some(isobench_platform::CpuList::from_cpus(
+                    own.iter().map(|&c| c as u32),
+                ));
+            }
+            let cpus: Vec<usize> = match &limits.cpuset {
+                Some(set) => set.iter().map(|c| c as usize).collect(),
+                None => host_cpus.clone(),
+            };
+            let memory = limits.memory.map_or(host_avail, |m| m.min(host_avail));
+            self.check_minimums(ti, t, &limits);
+            let (pin, pin_peer) = match &limits.cpuset {
+                Some(_) => (cpus.first().copied(), cpus.get(1).or(cpus.first()).copied()),
+                None => (None, None),
+            };
+            if platform == Platform::Host && !limits.is_empty() {
+                self.notes.push(format!(
+                    "tenant {}: the host platform does not enforce limits ({limits})",
+                    t.name
+                ));
+            }
+            tenants.push(PlannedTenant {
+                name: t.name.clone(),
+                role: t.role,
+                limits,
+                netns: t.netns,
+                cpus,
+                memory,
+                mem_need: AGENT_OVERHEAD,
+                pin,
+                pin_peer,
+            });
+        }
+        tenants
+    }
+
+    /// The limits of tenant `ti`: each key alone first, so each error points at its own line;
+    /// the keys that parse are then combined and checked against the host.
+    fn limits(&mut self, ti: usize, t: &crate::scenario::TenantSpec) -> Limits {
+        let (sc, host) = (self.sc, self.host);
+        let field = |k: &str| format!("tenant[{ti}].limits.{k}");
+        let mut good: Vec<&crate::scenario::LimitEntry> = Vec::new();
+        for e in &t.limits {
+            match Limits::from_pairs([(e.key.as_str(), e.value.as_str())]) {
+                Ok(_) => good.push(e),
+                Err(err) => self.errors.push(limit_error(
+                    sc,
+                    e.key_span,
+                    e.value_span,
+                    &field(&e.key),
+                    &err,
+                )),
+            }
+        }
+        let mut limits = match Limits::from_pairs(good.iter().map(|e| (&e.key, &e.value))) {
+            Ok(l) => l,
+            Err(err) => {
+                let s = good.last().map_or(t.span, |e| e.key_span);
+                self.errors.push(limit_error(sc, s, s, &field("*"), &err));
+                good.clear();
+                Limits::default()
+            }
+        };
+        // Every key that does not fit the host, not only the first.
+        for _ in 0..t.limits.len() {
+            let Err(err) = limits.validate(&host.info) else {
+                break;
+            };
+            let key = match &err {
+                LimitError::NotOnHost { key, .. } => *key,
+                _ => "",
+            };
+            let (ks, vs) = t
+                .limits
+                .iter()
+                .find(|e| e.key == key)
+                .map_or((t.span, t.span), |e| (e.key_span, e.value_span));
+            self.errors.push(limit_error(sc, ks, vs, &field(key), &err));
+            good.retain(|e| e.key != key);
+            limits =
+                Limits::from_pairs(good.iter().map(|e| (&e.key, &e.value))).unwrap_or_default();
+            if key.is_empty() {
+                break;
+            }
+        }
+        limits
+    }
+
+    /// Refuses limits too small for the agent: memory for any tenant, pids for a victim.
+    fn check_minimums(&mut self, ti: usize, t: &crate::scenario::TenantSpec, limits: &Limits) {
+        let src = &self.sc.source;
+        let field = |k: &str| format!("tenant[{ti}].limits.{k}");
+        if let Some(m) = limits.memory {
+            if m < MIN_TENANT_MEMORY {
+                let e = t.limits.iter().find(|e| e.key == "memory");
+                self.errors.push(src.error(
+                    e.map_or(t.span, |e| e.value_span),
+                    field("memory"),
+                    format!(
+                        "{} is too little for a tenant: the agent alone needs about {}",
+                        fmt_bytes(m),
+                        fmt_bytes(MIN_TENANT_MEMORY)
+                    ),
+                    format!("{} or more", fmt_bytes(MIN_TENANT_MEMORY)),
+                    "write memory = \"256M\" or more",
+                ));
+            }
+        }
+        if t.role == Role::Victim {
+            if let Some(p) = limits.pids {
+                if p < MIN_VICTIM_PIDS {
+                    let e = t.limits.iter().find(|e| e.key == "pids");
+                    self.errors.push(src.error(
+                        e.map_or(t.span, |e| e.value_span),
+                        field("pids"),
+                        format!(
+                            "pids = {p} is too few for a victim: the agent and the probes' \
+                             helper threads need about {MIN_VICTIM_PIDS}"
+                        ),
+                        format!("{MIN_VICTIM_PIDS} or more"),
+                        "write pids = 256",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The probes that can run here, with sizes derived from the smallest victim's limits.
+    fn probes(&mut self, tenants: &[PlannedTenant]) -> Vec<PlannedProbe> {
+        let (sc, host, opts) = (self.sc, self.host, self.opts);
+        let src = &sc.source;
+        let victims: Vec<&PlannedTenant> =
+            tenants.iter().filter(|t| t.role == Role::Victim).collect();
+        let mut probes = Vec::new();
+        for (pi, p) in sc.probes.iter().enumerate() {
+            let probe = isobench_workloads::probe(&p.name).expect("validated name");
+            let env = victims
+                .first()
+                .map_or_else(|| host.env.clone(), |v| tenant_env(host, v));
+            if let Err(u) = probe.supported(&env) {
+                if opts.skip_unsupported {
+                    self.notes.push(format!("probe {} left out: {u}", p.id));
+                    continue;
+                }
+                self.errors.push(src.error(
+                    p.name_span,
+                    format!("probe[{pi}].name"),
+                    format!("{} cannot run here: {u}", p.name),
+                    "probes that `isobench list` shows as supported",
+                    "remove this [[probe]] table, or fix what the reason names",
+                ));
+                continue;
+            }
+            let mut params = p.params.clone();
+            // Sizes derived from the smallest victim, so every victim runs the same probe.
+            if let Some(v) = victims.iter().min_by_key(|v| v.memory) {
+                let budget = v.memory.saturating_sub(AGENT_OVERHEAD);
+                if let Some(chosen) = probe.fit_sizes(&mut params, budget, host.llc) {
+                    self.notes.push(format!(
+                        "probe {}: {chosen} from tenant memory {}",
+                        p.id,
+                        fmt_bytes(v.memory)
+                    ));
+                }
+            }
+            probes.push(PlannedProbe {
+                id: p.id.clone(),
+                name: p.name.clone(),
+                class: probe.class(),
+                params,
+                metrics: p.metrics.clone(),
+                windowed: probe.windowed(),
+            });
+        }
+        probes
+    }
+
+    /// The contended conditions: each supported stressor at each of its intensities, with
+    /// its design; stressors nothing would contain are refused, skipped or capped on the host.
+    fn conditions(&mut self, platform: Platform) -> Vec<Condition> {
+        let (sc, host, opts) = (self.sc, self.host, self.opts);
+        let src = &sc.source;
+        let mut conditions = Vec::new();
+        let mut skipped = Vec::new();
+        for (si, s) in sc.stressors.iter().enumerate() {
+            let st = isobench_workloads::stressor(&s.name).expect("validated name");
+            if let Err(u) = st.supported(&host.env) {
+                if opts.skip_unsupported {
+                    self.notes.push(format!("stressor {} left out: {u}", s.id));
+                    continue;
+                }
+                self.errors.push(src.error(
+                    s.name_span,
+                    format!("stressor[{si}].name"),
+                    format!("{} cannot run here: {u}", s.name),
+                    "stressors that `isobench list` shows as supported",
+                    "remove this [[stressor]] table, or fix what the reason names",
+                ));
+                continue;
+            }
+            let aggressive = st.aggressive();
+            let mut capped = false;
+            if aggressive && platform == Platform::Host {
+                match sc.unsafe_on_host {
+                    UnsafeOnHost::Skip => {
+                        skipped.push(s.id.clone());
+                        continue;
+                    }
+                    UnsafeOnHost::Refuse => {
+                        self.errors.push(src.error(
+                            s.name_span,
+                            format!("stressor[{si}].name"),
+                            format!(
+                                "{} can take the whole machine down, and on the host platform \
+                                 nothing contains it",
+                                s.name
+                            ),
+                            "on the host platform: stressors other than forkbomb, memhog and disk",
+                            "run as root so tenants are cgroups, or set unsafe_on_host = \"skip\" \
+                             (leave it out) or \"allow\" (run it capped)",
+                        ));
+                        continue;
+                    }
+                    UnsafeOnHost::Allow => capped = true,
+                }
+            }
+            let (design, design_reason) = choose_design(sc.trial.design, st, &s.params);
+            for &i in &s.intensities {
+                conditions.push(Condition {
+                    id: format!("{}@{i}", s.id),
+                    stressor_id: s.id.clone(),
+                    name: s.name.clone(),
+                    class: st.class(),
+                    intensity: i,
+                    params: s.params.clone(),
+                    aggressive,
+                    capped,
+                    design,
+                    design_reason: design_reason.clone(),
+                });
+            }
+        }
+        if !skipped.is_empty() {
+            self.notes.push(format!(
+                "left out on the host platform (nothing would contain them): {}; run as root \
+                 for cgroup tenants to include them",
+                skipped.join(", ")
+            ));
+        }
+        conditions
+    }
+
+    /// Refuses a plan left with no probe or no condition.
+    fn require_workloads(&mut self, probes: &[PlannedProbe], conditions: &[Condition]) {
+        let (src, top) = (&self.sc.source, Span::default());
+        if probes.is_empty() && self.errors.is_empty() {
+            self.errors.push(src.error(
+                top,
+                "probe",
+                "no probe can run here",
+                "probes `isobench list` shows as supported",
+                "add a probe that is supported on this machine",
+            ));
+        }
+        if conditions.is_empty() && self.errors.is_empty() {
+            self.errors.push(src.error(
+                top,
+                "stressor",
+                "no stressor is left to run on this platform",
+                "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
+                "add a stressor that is safe on the host, or run as root for cgroup tenants",
+            ));
+        }
+    }
+
+    /// Notes a usable last-level cache that differs from what sysfs reports.
+    fn note_measured_llc(&mut self) {
+        let host = self.host;
+        if host.llc_sysfs.is_some_and(|s| s != host.llc) {
+            self.notes.push(format!(
+                "last-level cache: {} usable as measured ({} per sysfs); sizes use the measured one",
+                fmt_bytes(host.llc),
+                host.llc_sysfs.map_or("?".into(), fmt_bytes)
+            ));
+        }
+    }
+
+    /// Memory each tenant's workloads need, and whether its limit allows it.
+    fn memory_needs(
+        &mut self,
+        tenants: &mut [PlannedTenant],
+        probes: &[PlannedProbe],
+        conditions: &[Condition],
+    ) {
+        let (sc, host) = (self.sc, self.host);
+        let src = &sc.source;
+        for t in tenants.iter_mut() {
+            let env = tenant_env(host, t);
+            let (need, what) = match t.role {
+                Role::Victim => probes
+                    .iter()
+                    .map(|p| {
+                        let probe = isobench_workloads::probe(&p.name).expect("validated name");
+                        (probe.memory_need(&p.params, host.llc), p.id.clone())
+                    })
+                    .max_by_key(|x| x.0)
+                    .unwrap_or((0, String::new())),
+                Role::Aggressor => conditions
+                    .iter()
+                    .map(|c| {
+                        let st = isobench_workloads::stressor(&c.name).expect("validated name");
+                        (
+                            st.memory_need(&c.params, &env, c.intensity, host.llc),
+                            c.id.clone(),
+                        )
+                    })
+                    .max_by_key(|x| x.0)
+                    .unwrap_or((0, String::new())),
+            };
+            t.mem_need = need + AGENT_OVERHEAD;
+            if t.mem_need > t.memory {
+                let ti = sc
+                    .tenants
+                    .iter()
+                    .position(|s| s.name == t.name)
+                    .expect("same tenants");
+                let spec = &sc.tenants[ti];
+                let at = spec
+                    .limits
+                    .iter()
+                    .find(|e| e.key == "memory")
+                    .map_or(spec.span, |e| e.value_span);
+                self.errors.push(src.error(
+                    at,
+                    format!("tenant[{ti}].limits.memory"),
+                    format!(
+                        "the tenant may use {} but `{what}` needs about {} (with the agent): it \
+                         would measure paging, not isolation",
+                        fmt_bytes(t.memory),
+                        fmt_bytes(t.mem_need)
+                    ),
+                    format!("{} or more", fmt_bytes(t.mem_need)),
+                    format!(
+                        "raise memory to \"{}\", or give `{what}` smaller sizes in its params",
+                        fmt_bytes(round_up_mib(t.mem_need * 5 / 4))
+                    ),
+                ));
+            }
+        }
     }
 }
 
