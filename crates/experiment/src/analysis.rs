@@ -417,51 +417,200 @@ pub fn analyze_trials(
     trials: &[&TrialRecord],
     settings: &StatsSettings,
 ) -> Results {
-    let role_of: BTreeMap<&str, &str> = run
-        .tenants
-        .iter()
-        .map(|t| (t.name.as_str(), t.role.as_str()))
-        .collect();
-    let is_victim = |t: &str| role_of.get(t).copied() == Some("victim");
+    let stored = Stored::new(run, trials);
+    let labels = Labels::new(plan.as_ref(), trials);
+    let mut cells = victim_cells(plan.as_ref(), &stored, &labels, settings);
+    correct_significance(&mut cells, settings);
+    if let Some(p) = &plan {
+        attach_causes(&mut cells, p, &run.run.host_facts, trials, &|t| {
+            stored.usable(t)
+        });
+    }
+    let aggressor = aggressor_cells(run, plan.as_ref(), &stored, &labels, settings);
+    let classes = plan
+        .as_ref()
+        .map_or_else(Vec::new, |p| class_summaries(p, &cells));
+    let trust = trust(&stored, &cells, &aggressor, settings);
+    Results {
+        schema_version: RESULTS_SCHEMA_VERSION,
+        run: run_info(run),
+        plan,
+        tenants: run
+            .tenants
+            .iter()
+            .map(|t| TenantInfo {
+                name: t.name.clone(),
+                role: t.role.as_str().to_string(),
+                limits: t.limits.clone(),
+            })
+            .collect(),
+        cells,
+        aggressor,
+        classes,
+        trust,
+        target_half_width: settings.target,
+        confidence: settings.confidence,
+        trials: Vec::new(),
+        facts: Vec::new(),
+    }
+}
 
-    let probe_class: BTreeMap<String, Class> = plan
-        .as_ref()
-        .map(|p| p.probes.iter().map(|x| (x.id.clone(), x.class)).collect())
-        .unwrap_or_default();
-    let stressor_class: BTreeMap<String, Class> = plan
-        .as_ref()
-        .map(|p| {
-            p.conditions
-                .iter()
-                .map(|c| (c.id.clone(), c.class))
-                .collect()
-        })
-        .unwrap_or_default();
+/// The trials under analysis, with what decides which of them count.
+struct Stored<'a> {
+    trials: &'a [&'a TrialRecord],
+    /// Role of each tenant, by name.
+    role_of: BTreeMap<&'a str, &'a str>,
+    /// The last attempt of each scheduled trial (round, block, slot).
+    last_attempt: BTreeMap<(u32, u32, u32), u32>,
+}
 
-    // Conditions in plan order, else in order of appearance.
-    let mut conditions: Vec<String> = plan
-        .as_ref()
-        .map(|p| p.conditions.iter().map(|c| c.id.clone()).collect())
-        .unwrap_or_default();
-    for t in trials {
-        if t.condition != StoreCondition::Baseline {
-            let c = condition_text(&t.condition);
-            if !conditions.contains(&c) {
-                conditions.push(c);
-            }
+impl<'a> Stored<'a> {
+    fn new(run: &'a LoadedRun, trials: &'a [&'a TrialRecord]) -> Self {
+        let role_of = run
+            .tenants
+            .iter()
+            .map(|t| (t.name.as_str(), t.role.as_str()))
+            .collect();
+        let mut last_attempt: BTreeMap<(u32, u32, u32), u32> = BTreeMap::new();
+        for t in trials {
+            let k = t.key;
+            let e = last_attempt.entry((k.round, k.block, k.slot)).or_insert(0);
+            *e = (*e).max(k.attempt);
+        }
+        Stored {
+            trials,
+            role_of,
+            last_attempt,
         }
     }
 
-    // Victim cells: (tenant, probe, metric) seen in any ok trial.
-    let mut metrics: Vec<(String, String, String, String, Direction)> = Vec::new();
+    fn is_victim(&self, tenant: &str) -> bool {
+        self.role_of.get(tenant).copied() == Some("victim")
+    }
+
+    /// A disturbed trial whose repeats were used up (or not attempted, because the load
+    /// persisted) is kept, flagged: its values count, and the cell says so.
+    fn kept_disturbed(&self, t: &TrialRecord) -> bool {
+        let k = t.key;
+        matches!(t.status, TrialStatus::Disturbed(_))
+            && self.last_attempt.get(&(k.round, k.block, k.slot)) == Some(&k.attempt)
+    }
+
+    /// Whether a trial's values count.
+    fn usable(&self, t: &TrialRecord) -> bool {
+        t.status == TrialStatus::Ok || self.kept_disturbed(t)
+    }
+
+    /// The usable values of `metric` of a tenant's probe under a condition.
+    fn values(&self, tenant: &str, probe: &str, cond: &str, metric: &str) -> Vec<f64> {
+        self.trials
+            .iter()
+            .filter(|t| {
+                self.usable(t)
+                    && t.tenant == tenant
+                    && t.probe == probe
+                    && condition_text(&t.condition) == cond
+            })
+            .flat_map(|t| {
+                t.samples
+                    .iter()
+                    .filter(|s| s.metric == metric)
+                    .map(|s| s.value)
+            })
+            .collect()
+    }
+
+    /// The trials of a tenant's probe under a condition that did not respond, when any.
+    fn dnr(&self, tenant: &str, probe: &str, cond: &str) -> Option<Dnr> {
+        let ts: Vec<&&TrialRecord> = self
+            .trials
+            .iter()
+            .filter(|t| {
+                t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
+            })
+            .filter(|t| !matches!(t.status, TrialStatus::Disturbed(_)) || self.kept_disturbed(t))
+            .collect();
+        let dnr: Vec<&&&TrialRecord> = ts
+            .iter()
+            .filter(|t| matches!(t.status, TrialStatus::Dnr(_)))
+            .collect();
+        (!dnr.is_empty()).then(|| Dnr {
+            count: dnr.len() as u32,
+            of: ts.len() as u32,
+            reason: dnr[0].status.reason().unwrap_or("").to_string(),
+        })
+    }
+
+    /// Kept disturbed trials of a tenant's probe under a condition or its baseline.
+    fn disturbed(&self, tenant: &str, probe: &str, cond: &str) -> u32 {
+        self.trials
+            .iter()
+            .filter(|t| {
+                self.kept_disturbed(t) && t.tenant == tenant && t.probe == probe && {
+                    let c = condition_text(&t.condition);
+                    c == cond || c == "baseline"
+                }
+            })
+            .count() as u32
+    }
+}
+
+/// What the plan says about probes and conditions, for labelling cells.
+struct Labels {
+    probe_class: BTreeMap<String, Class>,
+    stressor_class: BTreeMap<String, Class>,
+    /// Conditions in plan order, else in order of appearance.
+    conditions: Vec<String>,
+}
+
+impl Labels {
+    fn new(plan: Option<&Plan>, trials: &[&TrialRecord]) -> Self {
+        let probe_class = plan
+            .map(|p| p.probes.iter().map(|x| (x.id.clone(), x.class)).collect())
+            .unwrap_or_default();
+        let stressor_class = plan
+            .map(|p| {
+                p.conditions
+                    .iter()
+                    .map(|c| (c.id.clone(), c.class))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut conditions: Vec<String> = plan
+            .map(|p| p.conditions.iter().map(|c| c.id.clone()).collect())
+            .unwrap_or_default();
+        for t in trials {
+            if t.condition != StoreCondition::Baseline {
+                let c = condition_text(&t.condition);
+                if !conditions.contains(&c) {
+                    conditions.push(c);
+                }
+            }
+        }
+        Labels {
+            probe_class,
+            stressor_class,
+            conditions,
+        }
+    }
+}
+
+/// A victim's metric to report: tenant, probe, metric, unit and direction. An empty metric
+/// stands for a probe that never produced a value.
+type MetricRow = (String, String, String, String, Direction);
+
+/// Victim rows: (tenant, probe, metric) seen in any ok trial, in plan order of the probes;
+/// probes that never produced a value still get a row, so DNR shows.
+fn victim_metrics(plan: Option<&Plan>, stored: &Stored) -> Vec<MetricRow> {
+    let mut metrics: Vec<MetricRow> = Vec::new();
     let mut seen = BTreeSet::new();
     let probe_order: Vec<String> = plan
-        .as_ref()
         .map(|p| p.probes.iter().map(|x| x.id.clone()).collect())
         .unwrap_or_default();
-    let mut victim_trials: Vec<&&TrialRecord> = trials
+    let mut victim_trials: Vec<&&TrialRecord> = stored
+        .trials
         .iter()
-        .filter(|t| is_victim(&t.tenant) && t.probe != SOLO_PROBE)
+        .filter(|t| stored.is_victim(&t.tenant) && t.probe != SOLO_PROBE)
         .collect();
     victim_trials.sort_by_key(|t| {
         (
@@ -474,10 +623,7 @@ pub fn analyze_trials(
     });
     for t in &victim_trials {
         for s in &t.samples {
-            if plan
-                .as_ref()
-                .is_some_and(|p| !p.tracks(&t.probe, &s.metric))
-            {
+            if plan.is_some_and(|p| !p.tracks(&t.probe, &s.metric)) {
                 continue;
             }
             let key = (t.tenant.clone(), t.probe.clone(), s.metric.clone());
@@ -486,7 +632,6 @@ pub fn analyze_trials(
             }
         }
     }
-    // Probes that never produced a value still get rows, so DNR shows.
     for t in &victim_trials {
         if !metrics.iter().any(|m| m.0 == t.tenant && m.1 == t.probe) {
             let key = (t.tenant.clone(), t.probe.clone(), String::new());
@@ -495,313 +640,339 @@ pub fn analyze_trials(
             }
         }
     }
+    metrics
+}
 
-    // A disturbed trial whose repeats were used up (or not attempted, because the load
-    // persisted) is kept, flagged: its values count, and the cell says so.
-    let mut last_attempt: BTreeMap<(u32, u32, u32), u32> = BTreeMap::new();
-    for t in trials {
-        let k = t.key;
-        let e = last_attempt.entry((k.round, k.block, k.slot)).or_insert(0);
-        *e = (*e).max(k.attempt);
-    }
-    let kept_disturbed = |t: &TrialRecord| -> bool {
-        let k = t.key;
-        matches!(t.status, TrialStatus::Disturbed(_))
-            && last_attempt.get(&(k.round, k.block, k.slot)) == Some(&k.attempt)
-    };
-    let usable = |t: &TrialRecord| t.status == TrialStatus::Ok || kept_disturbed(t);
-    let values = |tenant: &str, probe: &str, cond: &str, metric: &str| -> Vec<f64> {
-        trials
-            .iter()
-            .filter(|t| {
-                usable(t)
-                    && t.tenant == tenant
-                    && t.probe == probe
-                    && condition_text(&t.condition) == cond
-            })
-            .flat_map(|t| {
-                t.samples
-                    .iter()
-                    .filter(|s| s.metric == metric)
-                    .map(|s| s.value)
-            })
-            .collect()
-    };
-    let dnr_of = |tenant: &str, probe: &str, cond: &str| -> Option<Dnr> {
-        let ts: Vec<&&TrialRecord> = trials
-            .iter()
-            .filter(|t| {
-                t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
-            })
-            .filter(|t| !matches!(t.status, TrialStatus::Disturbed(_)) || kept_disturbed(t))
-            .collect();
-        let dnr: Vec<&&&TrialRecord> = ts
-            .iter()
-            .filter(|t| matches!(t.status, TrialStatus::Dnr(_)))
-            .collect();
-        (!dnr.is_empty()).then(|| Dnr {
-            count: dnr.len() as u32,
-            of: ts.len() as u32,
-            reason: dnr[0].status.reason().unwrap_or("").to_string(),
-        })
-    };
-
+/// Every victim row under every condition, each measured with its design.
+fn victim_cells(
+    plan: Option<&Plan>,
+    stored: &Stored,
+    labels: &Labels,
+    settings: &StatsSettings,
+) -> Vec<Cell> {
     let mut cells = Vec::new();
-    for (tenant, probe, metric, unit, direction) in &metrics {
-        for cond in &conditions {
-            let baseline = if metric.is_empty() {
-                Vec::new()
-            } else {
-                values(tenant, probe, "baseline", metric)
-            };
-            let contended = if metric.is_empty() {
-                Vec::new()
-            } else {
-                values(tenant, probe, cond, metric)
-            };
-            let label = format!("{tenant}/{probe}/{metric}@{cond}");
-            let dnr = dnr_of(tenant, probe, cond);
-            let no_values = metric.is_empty();
-            let disturbed = trials
-                .iter()
-                .filter(|t| {
-                    kept_disturbed(t) && t.tenant == *tenant && t.probe == *probe && {
-                        let c = condition_text(&t.condition);
-                        c == *cond || c == "baseline"
-                    }
-                })
-                .count() as u32;
-            cells.push(make_cell(
-                tenant,
-                probe,
-                probe_class.get(probe).copied(),
-                metric,
-                unit,
-                *direction,
-                cond,
-                stressor_class.get(cond).copied(),
-                baseline,
-                contended,
-                dnr,
-                &label,
-                settings,
-            ));
-            if let Some(c) = cells.last_mut() {
-                c.disturbed = disturbed;
-                if !no_values {
-                    let design = cell_design(plan.as_ref(), Some(probe), cond, trials);
-                    let (units, per_trial) = match design {
-                        Design::OnOff => {
-                            let g = onoff_units(trials, &usable, tenant, probe, cond, metric);
-                            (g.concat(), g)
-                        }
-                        Design::Paired => (
-                            paired_units(trials, &usable, tenant, probe, cond, metric),
-                            Vec::new(),
-                        ),
-                    };
-                    apply_design(c, design, &units, &per_trial, &label, settings);
-                }
-            }
-            if no_values {
-                // Nothing was ever measured (every trial failed): more trials will not help.
-                if let Some(c) = cells.last_mut() {
-                    c.settled = true;
-                    c.problem
-                        .get_or_insert_with(|| "no values were measured".into());
-                }
-            }
+    for row in &victim_metrics(plan, stored) {
+        for cond in &labels.conditions {
+            cells.push(victim_cell(plan, stored, labels, row, cond, settings));
         }
     }
+    cells
+}
 
-    correct_significance(&mut cells, settings);
-    if let Some(p) = &plan {
-        attach_causes(&mut cells, p, &run.run.host_facts, trials, &usable);
+/// One victim row under one condition.
+fn victim_cell(
+    plan: Option<&Plan>,
+    stored: &Stored,
+    labels: &Labels,
+    (tenant, probe, metric, unit, direction): &MetricRow,
+    cond: &str,
+    settings: &StatsSettings,
+) -> Cell {
+    let trials = stored.trials;
+    let no_values = metric.is_empty();
+    let (baseline, contended) = if no_values {
+        (Vec::new(), Vec::new())
+    } else {
+        (
+            stored.values(tenant, probe, "baseline", metric),
+            stored.values(tenant, probe, cond, metric),
+        )
+    };
+    let label = format!("{tenant}/{probe}/{metric}@{cond}");
+    let mut c = make_cell(
+        tenant,
+        probe,
+        labels.probe_class.get(probe).copied(),
+        metric,
+        unit,
+        *direction,
+        cond,
+        labels.stressor_class.get(cond).copied(),
+        baseline,
+        contended,
+        stored.dnr(tenant, probe, cond),
+        &label,
+        settings,
+    );
+    c.disturbed = stored.disturbed(tenant, probe, cond);
+    if no_values {
+        // Nothing was ever measured (every trial failed): more trials will not help.
+        c.settled = true;
+        c.problem
+            .get_or_insert_with(|| "no values were measured".into());
+        return c;
     }
+    let usable = |t: &TrialRecord| stored.usable(t);
+    let design = cell_design(plan, Some(probe), cond, trials);
+    let (units, per_trial) = match design {
+        Design::OnOff => {
+            let g = onoff_units(trials, &usable, tenant, probe, cond, metric);
+            (g.concat(), g)
+        }
+        Design::Paired => (
+            paired_units(trials, &usable, tenant, probe, cond, metric),
+            Vec::new(),
+        ),
+    };
+    apply_design(&mut c, design, &units, &per_trial, &label, settings);
+    c
+}
 
-    // Aggressor cells: its stressor's rate alone vs. beside the probes (none when the scenario
-    // turned the solo trials off).
+/// Aggressor cells: its stressor's rate alone vs. beside the probes, per aggressor and
+/// condition (none when the scenario turned the solo trials off).
+fn aggressor_cells(
+    run: &LoadedRun,
+    plan: Option<&Plan>,
+    stored: &Stored,
+    labels: &Labels,
+    settings: &StatsSettings,
+) -> Vec<Cell> {
+    if plan.is_some_and(|p| p.trial.solo.is_zero()) {
+        return Vec::new();
+    }
     let mut aggressor = Vec::new();
-    let no_solo = plan.as_ref().is_some_and(|p| p.trial.solo.is_zero());
     for t in run
         .tenants
         .iter()
-        .filter(|t| t.role.as_str() == "aggressor" && !no_solo)
+        .filter(|t| t.role.as_str() == "aggressor")
     {
-        for cond in &conditions {
-            let rate = |mode: StressorMode| -> Vec<f64> {
-                trials
+        for cond in &labels.conditions {
+            if let Some(c) = aggressor_cell(plan, stored, labels, t, cond, settings) {
+                aggressor.push(c);
+            }
+        }
+    }
+    aggressor
+}
+
+/// Aggressor `t`'s own rate under one condition, when it has any record there.
+fn aggressor_cell(
+    plan: Option<&Plan>,
+    stored: &Stored,
+    labels: &Labels,
+    t: &isobench_store::TenantRecord,
+    cond: &str,
+    settings: &StatsSettings,
+) -> Option<Cell> {
+    let trials = stored.trials;
+    let rate = |mode: StressorMode| -> Vec<f64> {
+        trials
+            .iter()
+            .filter(|r| stored.usable(r) && condition_text(&r.condition) == *cond)
+            .flat_map(|r| {
+                r.stressor_reports
                     .iter()
-                    .filter(|r| usable(r) && condition_text(&r.condition) == *cond)
-                    .flat_map(|r| {
-                        r.stressor_reports
-                            .iter()
-                            .filter(|s| s.tenant == t.name && s.mode == mode)
-                            .map(|s| s.ops_per_sec)
-                    })
-                    .collect()
-            };
-            let alone = rate(StressorMode::Alone);
-            let contended = rate(StressorMode::Contended);
-            let idle = !alone.is_empty() && alone.iter().chain(&contended).all(|&x| x == 0.0);
-            let dnr_trials: Vec<&&TrialRecord> = trials
-                .iter()
-                .filter(|r| r.tenant == t.name && condition_text(&r.condition) == *cond)
-                .filter(|r| matches!(r.status, TrialStatus::Dnr(_)))
-                .collect();
-            if alone.is_empty() && contended.is_empty() && dnr_trials.is_empty() {
-                continue;
-            }
-            let dnr = (!dnr_trials.is_empty()).then(|| Dnr {
-                count: dnr_trials.len() as u32,
-                of: (dnr_trials.len() + alone.len() + contended.len()) as u32,
-                reason: dnr_trials[0].status.reason().unwrap_or("").to_string(),
-            });
-            let label = format!("{}/ops_per_sec@{cond}", t.name);
-            let victims_down = contended.is_empty()
-                && trials.iter().any(|r| {
-                    is_victim(&r.tenant)
-                        && condition_text(&r.condition) == *cond
-                        && matches!(r.status, TrialStatus::Dnr(_))
-                });
-            aggressor.push(make_cell(
-                &t.name,
-                SOLO_PROBE,
-                stressor_class.get(cond).copied(),
-                "ops_per_sec",
-                "ops/s",
-                Direction::Higher,
-                cond,
-                stressor_class.get(cond).copied(),
-                alone,
-                contended,
-                dnr,
-                &label,
-                settings,
-            ));
-            // The design the victims of this condition were measured with.
-            let design = cell_design(plan.as_ref(), None, cond, trials);
-            let io_limit = t
-                .limits
-                .get("applied")
-                .and_then(|v| v.as_str())
-                .and_then(|a| isobench_platform::Limits::parse(a).ok())
-                .filter(isobench_platform::Limits::has_io)
-                .map(|l| isobench_platform::Limits {
-                    io_read_bps: l.io_read_bps,
-                    io_write_bps: l.io_write_bps,
-                    io_read_iops: l.io_read_iops,
-                    io_write_iops: l.io_write_iops,
-                    ..Default::default()
-                });
-            let throttled_burst = design == Design::OnOff
-                && stressor_class.get(cond) == Some(&Class::Disk)
-                && io_limit.is_some();
-            if let Some(c) = aggressor.last_mut() {
-                if throttled_burst {
-                    // Measured here: a disk stressor held to io_write_bps=256M ran at its
-                    // limit alone (2043 requests/s in six blocks) and at 2.5 times that per
-                    // running second under on/off: the throttle measures its budget over wall
-                    // time, so the time frozen is made up in bursts after each thaw.
-                    c.comparison = None;
-                    c.settled = true;
-                    c.problem = Some(format!(
-                        "not comparable under on/off: its io limit ({}) holds its rate over \
-                         wall time, so after each freeze it bursts to make up the time \
-                         frozen; its rate per running second says nothing about the victims",
-                        io_limit.map(|l| l.to_string()).unwrap_or_default()
-                    ));
-                } else if !idle && !victims_down {
-                    let units = solo_pairs(trials, &usable, &t.name, cond);
-                    if !units.is_empty() {
-                        apply_design(c, Design::Paired, &units, &[], &label, settings);
-                    }
-                }
-            }
-            if idle {
-                // A stressor that does no work (the null stressor of an A/A run) has no own
-                // rate to degrade; nothing more can be learned.
-                if let Some(c) = aggressor.last_mut() {
-                    c.settled = true;
-                    c.problem = Some("the stressor does no work (no own rate to compare)".into());
-                }
-            }
-            if victims_down {
-                // Beside victims that do not answer there is no contended rate to measure.
-                if let Some(c) = aggressor.last_mut() {
-                    c.settled = true;
-                    c.problem = Some("no rate beside a responding victim (victims DNR)".into());
-                }
-            }
+                    .filter(|s| s.tenant == t.name && s.mode == mode)
+                    .map(|s| s.ops_per_sec)
+            })
+            .collect()
+    };
+    let alone = rate(StressorMode::Alone);
+    let contended = rate(StressorMode::Contended);
+    let idle = !alone.is_empty() && alone.iter().chain(&contended).all(|&x| x == 0.0);
+    let dnr_trials: Vec<&&TrialRecord> = trials
+        .iter()
+        .filter(|r| r.tenant == t.name && condition_text(&r.condition) == *cond)
+        .filter(|r| matches!(r.status, TrialStatus::Dnr(_)))
+        .collect();
+    if alone.is_empty() && contended.is_empty() && dnr_trials.is_empty() {
+        return None;
+    }
+    let dnr = (!dnr_trials.is_empty()).then(|| Dnr {
+        count: dnr_trials.len() as u32,
+        of: (dnr_trials.len() + alone.len() + contended.len()) as u32,
+        reason: dnr_trials[0].status.reason().unwrap_or("").to_string(),
+    });
+    let label = format!("{}/ops_per_sec@{cond}", t.name);
+    let victims_down = contended.is_empty()
+        && trials.iter().any(|r| {
+            stored.is_victim(&r.tenant)
+                && condition_text(&r.condition) == *cond
+                && matches!(r.status, TrialStatus::Dnr(_))
+        });
+    let stressor_class = labels.stressor_class.get(cond).copied();
+    let mut c = make_cell(
+        &t.name,
+        SOLO_PROBE,
+        stressor_class,
+        "ops_per_sec",
+        "ops/s",
+        Direction::Higher,
+        cond,
+        stressor_class,
+        alone,
+        contended,
+        dnr,
+        &label,
+        settings,
+    );
+    // The design the victims of this condition were measured with.
+    let design = cell_design(plan, None, cond, trials);
+    let io_limit = io_limit(t);
+    let throttled_burst =
+        design == Design::OnOff && stressor_class == Some(Class::Disk) && io_limit.is_some();
+    if throttled_burst {
+        // Measured here: a disk stressor held to io_write_bps=256M ran at its limit alone
+        // (2043 requests/s in six blocks) and at 2.5 times that per running second under
+        // on/off: the throttle measures its budget over wall time, so the time frozen is
+        // made up in bursts after each thaw.
+        c.comparison = None;
+        c.settled = true;
+        c.problem = Some(format!(
+            "not comparable under on/off: its io limit ({}) holds its rate over wall time, so \
+             after each freeze it bursts to make up the time frozen; its rate per running \
+             second says nothing about the victims",
+            io_limit.map(|l| l.to_string()).unwrap_or_default()
+        ));
+    } else if !idle && !victims_down {
+        let units = solo_pairs(trials, &|r| stored.usable(r), &t.name, cond);
+        if !units.is_empty() {
+            apply_design(&mut c, Design::Paired, &units, &[], &label, settings);
         }
     }
+    if idle {
+        // A stressor that does no work (the null stressor of an A/A run) has no own rate to
+        // degrade; nothing more can be learned.
+        c.settled = true;
+        c.problem = Some("the stressor does no work (no own rate to compare)".into());
+    }
+    if victims_down {
+        // Beside victims that do not answer there is no contended rate to measure.
+        c.settled = true;
+        c.problem = Some("no rate beside a responding victim (victims DNR)".into());
+    }
+    Some(c)
+}
 
-    // Per resource class: the worst victim degradation.
+/// The io limits applied to a tenant, when it has any.
+fn io_limit(t: &isobench_store::TenantRecord) -> Option<isobench_platform::Limits> {
+    t.limits
+        .get("applied")
+        .and_then(|v| v.as_str())
+        .and_then(|a| isobench_platform::Limits::parse(a).ok())
+        .filter(isobench_platform::Limits::has_io)
+        .map(|l| isobench_platform::Limits {
+            io_read_bps: l.io_read_bps,
+            io_write_bps: l.io_write_bps,
+            io_read_iops: l.io_read_iops,
+            io_write_iops: l.io_write_iops,
+            ..Default::default()
+        })
+}
+
+/// Per resource class of the plan's conditions: the worst victim degradation.
+fn class_summaries(p: &Plan, cells: &[Cell]) -> Vec<ClassSummary> {
     let mut classes: Vec<ClassSummary> = Vec::new();
-    if let Some(p) = &plan {
-        let mut seen_classes: Vec<Class> = Vec::new();
-        for c in &p.conditions {
-            if !seen_classes.contains(&c.class) {
-                seen_classes.push(c.class);
-            }
-        }
-        for class in seen_classes {
-            let conds: Vec<String> = p
-                .conditions
-                .iter()
-                .filter(|c| c.class == class)
-                .map(|c| c.id.clone())
-                .collect();
-            let of_class: Vec<&Cell> = cells
-                .iter()
-                .filter(|c| conds.contains(&c.condition))
-                .collect();
-            // The worst significant degradation; only when none is significant, the largest
-            // estimate (then marked not significant).
-            let with_stats: Vec<(&&Cell, &Comparison)> = of_class
-                .iter()
-                .filter_map(|c| c.comparison.as_ref().map(|cmp| (c, cmp)))
-                .collect();
-            let significant: Vec<(&&Cell, &Comparison)> = with_stats
-                .iter()
-                .copied()
-                .filter(|(_, cmp)| cmp.significant)
-                .collect();
-            let pool = if significant.is_empty() {
-                with_stats
-            } else {
-                significant
-            };
-            let worst = pool
-                .into_iter()
-                .max_by(|a, b| {
-                    a.1.degradation
-                        .estimate
-                        .total_cmp(&b.1.degradation.estimate)
-                })
-                .map(|(c, cmp)| WorstCell {
-                    tenant: c.tenant.clone(),
-                    probe: c.probe.clone(),
-                    metric: c.metric.clone(),
-                    condition: c.condition.clone(),
-                    estimate: cmp.degradation.estimate,
-                    lower: cmp.degradation.lower,
-                    upper: cmp.degradation.upper,
-                    significant: cmp.significant,
-                });
-            classes.push(ClassSummary {
-                class,
-                conditions: conds,
-                worst,
-                dnr_cells: of_class.iter().filter(|c| c.dnr.is_some()).count() as u32,
-            });
+    let mut seen_classes: Vec<Class> = Vec::new();
+    for c in &p.conditions {
+        if !seen_classes.contains(&c.class) {
+            seen_classes.push(c.class);
         }
     }
+    for class in seen_classes {
+        let conds: Vec<String> = p
+            .conditions
+            .iter()
+            .filter(|c| c.class == class)
+            .map(|c| c.id.clone())
+            .collect();
+        let of_class: Vec<&Cell> = cells
+            .iter()
+            .filter(|c| conds.contains(&c.condition))
+            .collect();
+        classes.push(ClassSummary {
+            class,
+            worst: worst_cell(&of_class),
+            conditions: conds,
+            dnr_cells: of_class.iter().filter(|c| c.dnr.is_some()).count() as u32,
+        });
+    }
+    classes
+}
 
-    // Trust.
+/// The worst significant degradation among `cells`; only when none is significant, the
+/// largest estimate (then marked not significant).
+fn worst_cell(cells: &[&Cell]) -> Option<WorstCell> {
+    let with_stats: Vec<(&&Cell, &Comparison)> = cells
+        .iter()
+        .filter_map(|c| c.comparison.as_ref().map(|cmp| (c, cmp)))
+        .collect();
+    let significant: Vec<(&&Cell, &Comparison)> = with_stats
+        .iter()
+        .copied()
+        .filter(|(_, cmp)| cmp.significant)
+        .collect();
+    let pool = if significant.is_empty() {
+        with_stats
+    } else {
+        significant
+    };
+    pool.into_iter()
+        .max_by(|a, b| {
+            a.1.degradation
+                .estimate
+                .total_cmp(&b.1.degradation.estimate)
+        })
+        .map(|(c, cmp)| WorstCell {
+            tenant: c.tenant.clone(),
+            probe: c.probe.clone(),
+            metric: c.metric.clone(),
+            condition: c.condition.clone(),
+            estimate: cmp.degradation.estimate,
+            lower: cmp.degradation.lower,
+            upper: cmp.degradation.upper,
+            significant: cmp.significant,
+        })
+}
+
+/// How far to trust the run: its trials' fates, the load and noise seen, the cells' spread
+/// and significance.
+fn trust(stored: &Stored, cells: &[Cell], aggressor: &[Cell], settings: &StatsSettings) -> Trust {
     let mut trust = Trust::default();
+    count_trials(&mut trust, stored);
+    let mut cvs: Vec<f64> = Vec::new();
+    let mut seen_baselines = BTreeSet::new();
+    for c in cells {
+        if seen_baselines.insert((&c.tenant, &c.probe, &c.metric)) {
+            if let Some(cv) = c.comparison.as_ref().and_then(|x| x.baseline.cv) {
+                cvs.push(cv);
+            }
+        }
+    }
+    trust.baseline_cv_median = Sample::new(cvs).ok().map(|s| s.median());
+    trust.correction = settings.correction.name().to_string();
+    for c in cells {
+        if let Some(d) = c.design {
+            *trust.designs.entry(d.as_str().to_string()).or_insert(0) += 1;
+        }
+        if let Some(cmp) = &c.comparison {
+            trust.victim_cells += 1;
+            trust.significant += u32::from(cmp.significant);
+            trust.covering_zero +=
+                u32::from(cmp.degradation.lower <= 0.0 && cmp.degradation.upper >= 0.0);
+        }
+    }
+    count_noise(&mut trust, stored.trials);
+    for c in cells.iter().chain(aggressor) {
+        if let Some(cmp) = &c.comparison {
+            if cmp.degradation.half_width() > settings.target {
+                trust.wide += 1;
+            }
+            if !cmp.trustworthy {
+                trust.untrustworthy += 1;
+            }
+            if cmp.significant && cmp.degradation.estimate < 0.0 {
+                trust.improved += 1;
+            }
+        }
+    }
+    trust
+}
+
+/// Trials by fate (ok, disturbed, DNR, failed; repeated), rounds, and the outside load.
+fn count_trials(trust: &mut Trust, stored: &Stored) {
     let mut trial_keys: BTreeMap<(u32, u32, u32, u32), Vec<&TrialRecord>> = BTreeMap::new();
-    for t in trials {
+    for t in stored.trials {
         let k = t.key;
         trial_keys
             .entry((k.round, k.block, k.slot, k.attempt))
@@ -818,7 +989,7 @@ pub fn analyze_trials(
         let any = |f: &dyn Fn(&TrialStatus) -> bool| recs.iter().any(|r| f(&r.status));
         if any(&|s| matches!(s, TrialStatus::Disturbed(_))) {
             trust.disturbed += 1;
-            if recs.iter().any(|r| kept_disturbed(r)) {
+            if recs.iter().any(|r| stored.kept_disturbed(r)) {
                 trust.disturbed_kept += 1;
             }
         } else if any(&|s| matches!(s, TrialStatus::Dnr(_))) {
@@ -836,28 +1007,10 @@ pub fn analyze_trials(
         trust.outside_load_max = loads.iter().copied().reduce(f64::max);
         trust.outside_load_median = Sample::new(loads).ok().map(|s| s.median());
     }
-    let mut cvs: Vec<f64> = Vec::new();
-    let mut seen_baselines = BTreeSet::new();
-    for c in &cells {
-        if seen_baselines.insert((&c.tenant, &c.probe, &c.metric)) {
-            if let Some(cv) = c.comparison.as_ref().and_then(|x| x.baseline.cv) {
-                cvs.push(cv);
-            }
-        }
-    }
-    trust.baseline_cv_median = Sample::new(cvs).ok().map(|s| s.median());
-    trust.correction = settings.correction.name().to_string();
-    for c in &cells {
-        if let Some(d) = c.design {
-            *trust.designs.entry(d.as_str().to_string()).or_insert(0) += 1;
-        }
-        if let Some(cmp) = &c.comparison {
-            trust.victim_cells += 1;
-            trust.significant += u32::from(cmp.significant);
-            trust.covering_zero +=
-                u32::from(cmp.degradation.lower <= 0.0 && cmp.degradation.upper >= 0.0);
-        }
-    }
+}
+
+/// Steal time, CPU pressure, the canary's speed and the kinds of host noise the trials saw.
+fn count_noise(trust: &mut Trust, trials: &[&TrialRecord]) {
     let mut steal = Vec::new();
     let mut psi = Vec::new();
     let mut canary = Vec::new();
@@ -891,54 +1044,23 @@ pub fn analyze_trials(
     trust.cpu_pressure_median = Sample::new(psi).ok().map(|s| s.median());
     trust.canary_speed_min = canary.iter().copied().reduce(f64::min);
     trust.canary_speed_median = Sample::new(canary).ok().map(|s| s.median());
-    for c in cells.iter().chain(&aggressor) {
-        if let Some(cmp) = &c.comparison {
-            if cmp.degradation.half_width() > settings.target {
-                trust.wide += 1;
-            }
-            if !cmp.trustworthy {
-                trust.untrustworthy += 1;
-            }
-            if cmp.significant && cmp.degradation.estimate < 0.0 {
-                trust.improved += 1;
-            }
-        }
-    }
+}
 
-    Results {
-        schema_version: RESULTS_SCHEMA_VERSION,
-        run: RunInfo {
-            id: run.run.id.to_string(),
-            scenario: run.run.scenario_name.clone(),
-            status: run.run.status.as_str().to_string(),
-            status_reason: run.run.status_reason.clone(),
-            seed: run.run.seed,
-            tool_version: run.run.tool_version.clone(),
-            store_schema_version: run.run.schema_version,
-            started_at: run.run.started_at.to_rfc3339(),
-            ended_at: run.run.ended_at.map(|t| t.to_rfc3339()),
-            platform: run.run.platform.clone(),
-            platform_version: run.run.platform_version.clone(),
-            host: run.run.host_facts.clone(),
-        },
-        plan,
-        tenants: run
-            .tenants
-            .iter()
-            .map(|t| TenantInfo {
-                name: t.name.clone(),
-                role: t.role.as_str().to_string(),
-                limits: t.limits.clone(),
-            })
-            .collect(),
-        cells,
-        aggressor,
-        classes,
-        trust,
-        target_half_width: settings.target,
-        confidence: settings.confidence,
-        trials: Vec::new(),
-        facts: Vec::new(),
+/// The run as a whole, for headers.
+fn run_info(run: &LoadedRun) -> RunInfo {
+    RunInfo {
+        id: run.run.id.to_string(),
+        scenario: run.run.scenario_name.clone(),
+        status: run.run.status.as_str().to_string(),
+        status_reason: run.run.status_reason.clone(),
+        seed: run.run.seed,
+        tool_version: run.run.tool_version.clone(),
+        store_schema_version: run.run.schema_version,
+        started_at: run.run.started_at.to_rfc3339(),
+        ended_at: run.run.ended_at.map(|t| t.to_rfc3339()),
+        platform: run.run.platform.clone(),
+        platform_version: run.run.platform_version.clone(),
+        host: run.run.host_facts.clone(),
     }
 }
 
