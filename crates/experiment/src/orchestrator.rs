@@ -838,15 +838,7 @@ impl<'a> Engine<'a> {
 
     /// One on/off trial of probe `p`: the victims measure in windows while every aggressor is
     /// frozen and thawed with the tuned period; returns the outcomes and the switches.
-    #[allow(clippy::type_complexity)]
-    fn modulated_probe(
-        &mut self,
-        p: usize,
-        c: usize,
-    ) -> Result<(
-        Vec<(usize, Result<ProbeOutcome, TenantFailure>)>,
-        Option<Modulation>,
-    )> {
+    fn modulated_probe(&mut self, p: usize, c: usize) -> Result<Measured> {
         let plan = self.plan;
         let probe = &plan.probes[p];
         let t = self.tuning.get(&p).cloned().unwrap_or_else(|| Tuning {
@@ -1304,8 +1296,6 @@ impl<'a> Engine<'a> {
     fn run_trial(&mut self, block: &Block, t: &ScheduledTrial, key: TrialKey) -> Result<bool> {
         let plan = self.plan;
         let cond = block.condition;
-        let label = self.condition_label(cond);
-        let store_cond = self.store_condition(cond);
         let what = match t.what {
             TrialWhat::Probe(p) => plan.probes[p].id.clone(),
             TrialWhat::Solo => "aggressor alone".to_string(),
@@ -1314,30 +1304,13 @@ impl<'a> Engine<'a> {
             n: self.done + 1,
             of: self.planned.max(self.done + 1),
             round: block.round,
-            condition: label.clone(),
+            condition: self.condition_label(cond),
             what: what.clone(),
             eta: self.eta(),
         };
         self.progress.trial_started(&view);
-
-        // Aggressors that died since the block started get their stressor back.
         if let Some(c) = cond {
-            let down: Vec<usize> = self
-                .running
-                .iter()
-                .filter(|(_, r)| r.is_err())
-                .map(|(&i, _)| i)
-                .collect();
-            for i in down {
-                if self.slots[i].down.is_none() {
-                    let run = self.stressor_run(c, i);
-                    let r = self.start_one(i, &run);
-                    if r.is_ok() {
-                        self.clock.sleep(plan.trial.warmup);
-                    }
-                    self.running.insert(i, r);
-                }
-            }
+            self.restart_stressors(c);
         }
 
         let started = self.clock.unix_ms();
@@ -1345,145 +1318,34 @@ impl<'a> Engine<'a> {
         self.backend.noise_begin();
         self.marks.clear();
         let before = self.snapshot(cond.is_some());
-        let mut outcomes: Vec<(usize, Result<ProbeOutcome, TenantFailure>)> = Vec::new();
-        let mut modulation: Option<Modulation> = None;
-        match t.what {
-            TrialWhat::Solo => self.clock.sleep(plan.trial.solo),
-            TrialWhat::Probe(p) if cond.is_some_and(|c| plan.design(p, c) == Design::OnOff) => {
-                let (o, m) = self.modulated_probe(p, cond.expect("contended"))?;
-                outcomes = o;
-                modulation = m;
-            }
-            TrialWhat::Probe(p) => {
-                let probe = &plan.probes[p];
-                let budget = plan.trial.duration;
-                let timeout = budget + plan.trial.timeout;
-                let victims: Vec<usize> = self
-                    .slots
-                    .iter()
-                    .filter(|s| s.role == Role::Victim)
-                    .map(|s| s.index)
-                    .collect();
-                for &v in &victims {
-                    if let Some(why) = self.revive(v) {
-                        outcomes.push((v, Err(TenantFailure::NoResponse(why))));
-                    }
-                }
-                let runs: Vec<(usize, ProbeRun)> = victims
-                    .iter()
-                    .filter(|&&v| self.slots[v].down.is_none())
-                    .map(|&v| {
-                        let pt = &plan.tenants[v];
-                        (
-                            v,
-                            ProbeRun {
-                                name: probe.name.clone(),
-                                params: probe.params.clone(),
-                                budget,
-                                pin: pt.pin,
-                                pin_peer: pt.pin_peer,
-                                timeout,
-                                window: None,
-                            },
-                        )
-                    })
-                    .collect();
-                let measured: Vec<usize> = runs.iter().map(|(v, _)| *v).collect();
-                self.mark_victims(&measured, cond.is_some());
-                let mut drivers: Vec<(usize, &mut Box<dyn TenantDriver>)> = self
-                    .slots
-                    .iter_mut()
-                    .filter(|s| runs.iter().any(|(v, _)| *v == s.index))
-                    .map(|s| (s.index, &mut s.driver))
-                    .collect();
-                if drivers.len() == 1 {
-                    let (v, d) = drivers.pop().expect("one driver");
-                    let run = &runs.iter().find(|(i, _)| *i == v).expect("its run").1;
-                    outcomes.push((v, d.run_probe(run)));
-                } else {
-                    let results: Vec<(usize, Result<ProbeOutcome, TenantFailure>)> =
-                        std::thread::scope(|scope| {
-                            let handles: Vec<_> = drivers
-                                .into_iter()
-                                .map(|(v, d)| {
-                                    let run = runs
-                                        .iter()
-                                        .find(|(i, _)| *i == v)
-                                        .expect("its run")
-                                        .1
-                                        .clone();
-                                    scope.spawn(move || (v, d.run_probe(&run)))
-                                })
-                                .collect();
-                            handles
-                                .into_iter()
-                                .map(|h| h.join().expect("probe threads do not panic"))
-                                .collect()
-                        });
-                    outcomes.extend(results);
-                }
-                self.mark_victims(&measured, false);
-                outcomes.sort_by_key(|(v, _)| *v);
-            }
-        }
+        let (outcomes, modulation) = self.measure(t.what, cond)?;
         let after = self.snapshot(cond.is_some());
         let noise = self.backend.noise_end();
         let elapsed = (self.clock.now() - t0).as_secs_f64();
-        let ended = self.clock.unix_ms();
         let outside = self.outside_load(&before, &after, elapsed);
-        let disturbed = outside
-            .filter(|&l| l > plan.trial.max_outside_load)
-            .map(|l| {
-                format!(
-                    "load from outside the run: {l:.2} CPUs (limit {:.2})",
-                    plan.trial.max_outside_load
-                )
-            });
-        let load_note = outside.map(|l| format!("outside load {l:.3} CPUs"));
+        let common = TrialCommon {
+            key,
+            condition: self.store_condition(cond),
+            started_at: Timestamp::from_unix_millis(started),
+            ended_at: Timestamp::from_unix_millis(self.clock.unix_ms()),
+            load_note: outside.map(|l| format!("outside load {l:.3} CPUs")),
+            disturbed: outside
+                .filter(|&l| l > plan.trial.max_outside_load)
+                .map(|l| {
+                    format!(
+                        "load from outside the run: {l:.2} CPUs (limit {:.2})",
+                        plan.trial.max_outside_load
+                    )
+                }),
+            modulation,
+            noise,
+        };
 
-        // Aggressors' own rates over the trial.
-        let mut reports: Vec<StressorReport> = Vec::new();
-        let mut aggressor_dnr: Vec<(usize, String)> = Vec::new();
-        if let Some(c) = cond {
-            let cnd = &plan.conditions[c];
-            for i in 0..self.slots.len() {
-                if self.slots[i].role != Role::Aggressor {
-                    continue;
-                }
-                match (&before.stress[i], &after.stress[i]) {
-                    (Some(Ok(a)), Some(Ok(b))) => {
-                        // Frozen time is no time to work: the rate counts the running time
-                        // between the two readings (which enclose the trial and its set-up).
-                        let frozen = modulation
-                            .as_ref()
-                            .map_or(0.0, |m| crate::onoff::frozen_time(m).as_secs_f64());
-                        let rate = b.rate_since_running(a, frozen).unwrap_or(0.0);
-                        reports.push(StressorReport {
-                            tenant: self.slots[i].name.clone(),
-                            stressor: cnd.name.clone(),
-                            intensity: cnd.intensity,
-                            mode: if t.what == TrialWhat::Solo {
-                                StressorMode::Alone
-                            } else {
-                                StressorMode::Contended
-                            },
-                            ops: b.ops.saturating_sub(a.ops) as f64,
-                            ops_per_sec: rate,
-                        });
-                    }
-                    (Some(Err(e)), _) | (_, Some(Err(e))) => {
-                        aggressor_dnr.push((i, format!("{}: {e}", cnd.name)));
-                    }
-                    _ => {
-                        let why = match self.running.get(&i) {
-                            Some(Err(w)) => w.clone(),
-                            _ => "stressor not running".to_string(),
-                        };
-                        aggressor_dnr.push((i, why));
-                    }
-                }
-            }
-        }
+        let solo = t.what == TrialWhat::Solo;
+        let (mut reports, aggressor_dnr) = match cond {
+            Some(c) => self.aggressor_reports(c, solo, &before, &after, &common),
+            None => (Vec::new(), Vec::new()),
+        };
         for (i, why) in &aggressor_dnr {
             self.running.insert(*i, Err(why.clone()));
             self.restart(*i);
@@ -1491,93 +1353,236 @@ impl<'a> Engine<'a> {
 
         // Records: one per victim (the first carries the aggressors' reports), one per
         // aggressor in a solo trial, and one per aggressor that did not respond.
-        let status_of = |fail: Option<&TenantFailure>| -> TrialStatus {
-            match fail {
-                Some(TenantFailure::NoResponse(r)) => TrialStatus::Dnr(r.clone()),
-                Some(TenantFailure::Failed(r)) => TrialStatus::Failed(r.clone()),
-                None => match &disturbed {
-                    Some(d) => TrialStatus::Disturbed(d.clone()),
-                    None => TrialStatus::Ok,
-                },
-            }
-        };
-        let mut records: Vec<TrialRecord> = Vec::new();
-        let mut first = true;
-        let mut victim_dnr = Vec::new();
+        let mut records = self.victim_records(&outcomes, &what, &common, &mut reports);
+        records.extend(self.aggressor_records(solo, &what, &common, reports, &aggressor_dnr));
+        let (status, reason) = self.commit(&records)?;
+        self.ran += 1;
+        self.done += 1;
         for (v, outcome) in &outcomes {
+            if matches!(outcome, Err(TenantFailure::NoResponse(_))) {
+                self.restart(*v);
+            }
+        }
+        self.progress.trial_finished(&TrialDone {
+            view,
+            status,
+            reason,
+        });
+        Ok(common.disturbed.is_some())
+    }
+
+    /// Aggressors that died since the block started get the stressor of condition `c` back.
+    fn restart_stressors(&mut self, c: usize) {
+        let down: Vec<usize> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.is_err())
+            .map(|(&i, _)| i)
+            .collect();
+        for i in down {
+            if self.slots[i].down.is_none() {
+                let run = self.stressor_run(c, i);
+                let r = self.start_one(i, &run);
+                if r.is_ok() {
+                    self.clock.sleep(self.plan.trial.warmup);
+                }
+                self.running.insert(i, r);
+            }
+        }
+    }
+
+    /// The measurement of one trial: the aggressors alone for the solo time, a probe under
+    /// the on/off design, or a probe run from end to end in every victim.
+    fn measure(&mut self, what: TrialWhat, cond: Option<usize>) -> Result<Measured> {
+        let plan = self.plan;
+        match what {
+            TrialWhat::Solo => {
+                self.clock.sleep(plan.trial.solo);
+                Ok((Vec::new(), None))
+            }
+            TrialWhat::Probe(p) => match cond {
+                Some(c) if plan.design(p, c) == Design::OnOff => self.modulated_probe(p, c),
+                _ => Ok((self.whole_probe(p, cond.is_some()), None)),
+            },
+        }
+    }
+
+    /// Probe `p` run from end to end in every victim at once (`contended` says whether the
+    /// aggressors run meanwhile); the outcomes in slot order.
+    fn whole_probe(&mut self, p: usize, contended: bool) -> Vec<Outcome> {
+        let plan = self.plan;
+        let probe = &plan.probes[p];
+        let budget = plan.trial.duration;
+        let timeout = budget + plan.trial.timeout;
+        let mut outcomes: Vec<Outcome> = Vec::new();
+        let victims: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|s| s.role == Role::Victim)
+            .map(|s| s.index)
+            .collect();
+        for &v in &victims {
+            if let Some(why) = self.revive(v) {
+                outcomes.push((v, Err(TenantFailure::NoResponse(why))));
+            }
+        }
+        let runs: Vec<(usize, ProbeRun)> = victims
+            .iter()
+            .filter(|&&v| self.slots[v].down.is_none())
+            .map(|&v| {
+                let pt = &plan.tenants[v];
+                (
+                    v,
+                    ProbeRun {
+                        name: probe.name.clone(),
+                        params: probe.params.clone(),
+                        budget,
+                        pin: pt.pin,
+                        pin_peer: pt.pin_peer,
+                        timeout,
+                        window: None,
+                    },
+                )
+            })
+            .collect();
+        let measured: Vec<usize> = runs.iter().map(|(v, _)| *v).collect();
+        self.mark_victims(&measured, contended);
+        let mut drivers: Vec<(usize, &mut Box<dyn TenantDriver>)> = self
+            .slots
+            .iter_mut()
+            .filter(|s| runs.iter().any(|(v, _)| *v == s.index))
+            .map(|s| (s.index, &mut s.driver))
+            .collect();
+        if drivers.len() == 1 {
+            let (v, d) = drivers.pop().expect("one driver");
+            let run = &runs.iter().find(|(i, _)| *i == v).expect("its run").1;
+            outcomes.push((v, d.run_probe(run)));
+        } else {
+            let results: Vec<Outcome> = std::thread::scope(|scope| {
+                let handles: Vec<_> = drivers
+                    .into_iter()
+                    .map(|(v, d)| {
+                        let run = runs
+                            .iter()
+                            .find(|(i, _)| *i == v)
+                            .expect("its run")
+                            .1
+                            .clone();
+                        scope.spawn(move || (v, d.run_probe(&run)))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("probe threads do not panic"))
+                    .collect()
+            });
+            outcomes.extend(results);
+        }
+        self.mark_victims(&measured, false);
+        outcomes.sort_by_key(|(v, _)| *v);
+        outcomes
+    }
+
+    /// The aggressors' own rates over the trial under condition `c`, and the aggressors that
+    /// did not respond, with why.
+    fn aggressor_reports(
+        &self,
+        c: usize,
+        solo: bool,
+        before: &Snap,
+        after: &Snap,
+        common: &TrialCommon,
+    ) -> (Vec<StressorReport>, Vec<(usize, String)>) {
+        let cnd = &self.plan.conditions[c];
+        let mut reports = Vec::new();
+        let mut dnr = Vec::new();
+        for i in 0..self.slots.len() {
+            if self.slots[i].role != Role::Aggressor {
+                continue;
+            }
+            match (&before.stress[i], &after.stress[i]) {
+                (Some(Ok(a)), Some(Ok(b))) => {
+                    // Frozen time is no time to work: the rate counts the running time
+                    // between the two readings (which enclose the trial and its set-up).
+                    let frozen = common
+                        .modulation
+                        .as_ref()
+                        .map_or(0.0, |m| crate::onoff::frozen_time(m).as_secs_f64());
+                    let rate = b.rate_since_running(a, frozen).unwrap_or(0.0);
+                    reports.push(StressorReport {
+                        tenant: self.slots[i].name.clone(),
+                        stressor: cnd.name.clone(),
+                        intensity: cnd.intensity,
+                        mode: if solo {
+                            StressorMode::Alone
+                        } else {
+                            StressorMode::Contended
+                        },
+                        ops: b.ops.saturating_sub(a.ops) as f64,
+                        ops_per_sec: rate,
+                    });
+                }
+                (Some(Err(e)), _) | (_, Some(Err(e))) => {
+                    dnr.push((i, format!("{}: {e}", cnd.name)));
+                }
+                _ => {
+                    let why = match self.running.get(&i) {
+                        Some(Err(w)) => w.clone(),
+                        _ => "stressor not running".to_string(),
+                    };
+                    dnr.push((i, why));
+                }
+            }
+        }
+        (reports, dnr)
+    }
+
+    /// One record per victim measured; the first takes the aggressors' `reports`.
+    fn victim_records(
+        &mut self,
+        outcomes: &[Outcome],
+        what: &str,
+        common: &TrialCommon,
+        reports: &mut Vec<StressorReport>,
+    ) -> Vec<TrialRecord> {
+        let mut records = Vec::new();
+        for (v, outcome) in outcomes {
             let name = self.slots[*v].name.clone();
             let (status, samples, histograms, series) = match outcome {
                 Ok(o) => {
-                    let mut samples = Vec::new();
-                    let mut hists = Vec::new();
-                    let series: Vec<SeriesRecord> = o
-                        .metrics
-                        .iter()
-                        .filter_map(|m| {
-                            m.series.as_ref().map(|ws| SeriesRecord {
-                                metric: m.name.clone(),
-                                windows: window_records(ws),
-                            })
-                        })
-                        .collect();
-                    for m in &o.metrics {
-                        if !m.value.is_finite()
-                            || samples.iter().any(|s: &SampleRecord| s.metric == m.name)
-                        {
-                            continue;
-                        }
-                        samples.push(SampleRecord {
-                            metric: m.name.clone(),
-                            unit: if m.unit.is_empty() {
-                                "-".into()
-                            } else {
-                                m.unit.clone()
-                            },
-                            direction: m.direction,
-                            value: m.value,
-                        });
-                        if let Some(h) = &m.histogram {
-                            hists.push(HistogramRecord {
-                                metric: m.name.clone(),
-                                base64: h.to_base64(),
-                            });
-                        }
-                    }
-                    (status_of(None), samples, hists, series)
+                    let (samples, histograms, series) = probe_values(o);
+                    (common.status(None), samples, histograms, series)
                 }
-                Err(e) => {
-                    if matches!(e, TenantFailure::NoResponse(_)) {
-                        victim_dnr.push(*v);
-                    }
-                    (status_of(Some(e)), Vec::new(), Vec::new(), Vec::new())
-                }
+                Err(e) => (common.status(Some(e)), Vec::new(), Vec::new(), Vec::new()),
             };
-            let probe = what.clone();
-            let repetition = self.next_repetition(&name, &probe, &store_cond);
+            let repetition = self.next_repetition(&name, what, &common.condition);
             records.push(TrialRecord {
-                key,
-                probe,
-                tenant: name,
-                condition: store_cond.clone(),
-                repetition,
-                status,
-                started_at: Timestamp::from_unix_millis(started),
-                ended_at: Timestamp::from_unix_millis(ended),
-                load_note: load_note.clone(),
                 samples,
                 histograms,
-                stressor_reports: if first {
-                    std::mem::take(&mut reports)
+                stressor_reports: if records.is_empty() {
+                    std::mem::take(reports)
                 } else {
                     Vec::new()
                 },
                 series,
-                modulation: modulation.clone(),
-                noise: noise.clone(),
-                mechanism: self.mechanism(*v, outcome, modulation.is_some()),
+                mechanism: self.mechanism(*v, outcome, common.modulation.is_some()),
+                ..common.record(what.to_string(), name, repetition, status)
             });
-            first = false;
         }
+        records
+    }
+
+    /// One record per aggressor in a solo trial (with its own rate), and one per aggressor
+    /// that did not respond.
+    fn aggressor_records(
+        &mut self,
+        solo: bool,
+        what: &str,
+        common: &TrialCommon,
+        mut reports: Vec<StressorReport>,
+        aggressor_dnr: &[(usize, String)],
+    ) -> Vec<TrialRecord> {
+        let mut records = Vec::new();
         for i in 0..self.slots.len() {
             if self.slots[i].role != Role::Aggressor {
                 continue;
@@ -1586,7 +1591,6 @@ impl<'a> Engine<'a> {
                 .iter()
                 .find(|(a, _)| *a == i)
                 .map(|(_, w)| w.clone());
-            let solo = t.what == TrialWhat::Solo;
             if !solo && dnr.is_none() {
                 continue;
             }
@@ -1594,9 +1598,9 @@ impl<'a> Engine<'a> {
             let probe = if solo {
                 SOLO_PROBE.to_string()
             } else {
-                what.clone()
+                what.to_string()
             };
-            let repetition = self.next_repetition(&name, &probe, &store_cond);
+            let repetition = self.next_repetition(&name, &probe, &common.condition);
             let mine: Vec<StressorReport> = if solo {
                 let (m, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut reports)
                     .into_iter()
@@ -1606,55 +1610,138 @@ impl<'a> Engine<'a> {
             } else {
                 Vec::new()
             };
+            let status = match dnr {
+                Some(w) => TrialStatus::Dnr(w),
+                None => common.status(None),
+            };
             records.push(TrialRecord {
-                key,
-                probe,
-                tenant: name,
-                condition: store_cond.clone(),
-                repetition,
-                status: match dnr {
-                    Some(w) => TrialStatus::Dnr(w),
-                    None => status_of(None),
-                },
-                started_at: Timestamp::from_unix_millis(started),
-                ended_at: Timestamp::from_unix_millis(ended),
-                load_note: load_note.clone(),
-                samples: Vec::new(),
-                histograms: Vec::new(),
                 stressor_reports: mine,
-                series: Vec::new(),
-                modulation: modulation.clone(),
-                noise: noise.clone(),
-                mechanism: None,
+                ..common.record(probe, name, repetition, status)
             });
         }
+        records
+    }
+
+    /// Stores a trial's records; returns the trial's status word and, when not ok, the
+    /// first reason.
+    fn commit(&mut self, records: &[TrialRecord]) -> Result<(&'static str, Option<String>)> {
         let mut status_word = "ok";
         let mut reason = None;
-        for r in &records {
+        for r in records {
             if r.status != TrialStatus::Ok && status_word == "ok" {
                 status_word = r.status.as_str();
                 reason = r.status.reason().map(|s| format!("{}: {s}", r.tenant));
             }
         }
-        for r in &records {
+        for r in records {
             self.store
                 .record_trial(&self.run, r)
-                .with_context(|| format!("recording trial {key} of run {}", self.run))?;
+                .with_context(|| format!("recording trial {} of run {}", r.key, self.run))?;
             self.stored
                 .insert((r.key, r.tenant.clone()), r.status.as_str());
         }
-        self.ran += 1;
-        self.done += 1;
-        for v in victim_dnr {
-            self.restart(v);
-        }
-        self.progress.trial_finished(&TrialDone {
-            view,
-            status: status_word,
-            reason,
-        });
-        Ok(disturbed.is_some())
+        Ok((status_word, reason))
     }
+}
+
+/// A victim slot and what its probe returned.
+type Outcome = (usize, Result<ProbeOutcome, TenantFailure>);
+
+/// What a trial measured: the victims' outcomes and, under the on/off design, the switches.
+type Measured = (Vec<Outcome>, Option<Modulation>);
+
+/// What every record of one trial shares.
+struct TrialCommon {
+    key: TrialKey,
+    condition: StoreCondition,
+    started_at: Timestamp,
+    ended_at: Timestamp,
+    load_note: Option<String>,
+    /// Why the trial was disturbed, when load from outside the run exceeded the limit.
+    disturbed: Option<String>,
+    modulation: Option<Modulation>,
+    noise: Option<serde_json::Value>,
+}
+
+impl TrialCommon {
+    /// The status of a record: the tenant's failure, else disturbed or ok.
+    fn status(&self, fail: Option<&TenantFailure>) -> TrialStatus {
+        match fail {
+            Some(TenantFailure::NoResponse(r)) => TrialStatus::Dnr(r.clone()),
+            Some(TenantFailure::Failed(r)) => TrialStatus::Failed(r.clone()),
+            None => match &self.disturbed {
+                Some(d) => TrialStatus::Disturbed(d.clone()),
+                None => TrialStatus::Ok,
+            },
+        }
+    }
+
+    /// A record of this trial with no values.
+    fn record(
+        &self,
+        probe: String,
+        tenant: String,
+        repetition: u32,
+        status: TrialStatus,
+    ) -> TrialRecord {
+        TrialRecord {
+            key: self.key,
+            probe,
+            tenant,
+            condition: self.condition.clone(),
+            repetition,
+            status,
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+            load_note: self.load_note.clone(),
+            samples: Vec::new(),
+            histograms: Vec::new(),
+            stressor_reports: Vec::new(),
+            series: Vec::new(),
+            modulation: self.modulation.clone(),
+            noise: self.noise.clone(),
+            mechanism: None,
+        }
+    }
+}
+
+/// A probe's metrics as the store records them: finite values (the first of each name),
+/// their histograms, and their window series.
+fn probe_values(o: &ProbeOutcome) -> (Vec<SampleRecord>, Vec<HistogramRecord>, Vec<SeriesRecord>) {
+    let mut samples: Vec<SampleRecord> = Vec::new();
+    let mut hists = Vec::new();
+    let series: Vec<SeriesRecord> = o
+        .metrics
+        .iter()
+        .filter_map(|m| {
+            m.series.as_ref().map(|ws| SeriesRecord {
+                metric: m.name.clone(),
+                windows: window_records(ws),
+            })
+        })
+        .collect();
+    for m in &o.metrics {
+        if !m.value.is_finite() || samples.iter().any(|s| s.metric == m.name) {
+            continue;
+        }
+        samples.push(SampleRecord {
+            metric: m.name.clone(),
+            unit: if m.unit.is_empty() {
+                "-".into()
+            } else {
+                m.unit.clone()
+            },
+            direction: m.direction,
+            value: m.value,
+        });
+        if let Some(h) = &m.histogram {
+            hists.push(HistogramRecord {
+                metric: m.name.clone(),
+                base64: h.to_base64(),
+            });
+        }
+    }
+    (samples, hists, series)
 }
 
 /// Facts of a tenant, for callers that only need the list.
