@@ -22,6 +22,7 @@ pub mod orchestrator;
 pub mod plan;
 pub mod progress;
 pub mod real;
+pub mod resolve;
 pub mod scenario;
 pub mod schedule;
 pub mod source;

@@ -33,11 +33,10 @@ use crate::onoff::{Tuning, TuningLimits};
 use crate::plan::{Design, Plan, Platform};
 use crate::progress::{Progress, TrialDone, TrialView};
 use crate::scenario::Role;
-use crate::schedule::{round_blocks, Block, Needs, ScheduledTrial, TrialKey, TrialWhat};
+use crate::schedule::{
+    round_blocks, Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_WINDOW,
+};
 use isobench_platform::sched::{Phases, SchedMark};
-
-/// Window in which the machine's quiet is checked before a baseline block.
-pub const SETTLE_WINDOW: Duration = Duration::from_millis(100);
 
 /// Window length of the pilot runs (short, so longer windows can be formed from them).
 pub const PILOT_WINDOW: Duration = Duration::from_millis(5);

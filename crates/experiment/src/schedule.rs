@@ -20,9 +20,14 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Plan;
+use std::time::Duration;
+
+use crate::plan::{Design, Estimate, Plan};
 
 pub use isobench_store::TrialKey;
+
+/// Window in which the machine's quiet is checked before a baseline block.
+pub const SETTLE_WINDOW: Duration = Duration::from_millis(100);
 
 /// What a trial measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,8 +138,7 @@ fn round_rng(seed: u64, round: u32) -> ChaCha8Rng {
 /// Whether every probe under condition `c` is measured with paired trials (a stressor whose
 /// effect outlasts a freeze), so its blocks can repeat in pairs within a round.
 pub fn paired_only(plan: &Plan, c: usize) -> bool {
-    !plan.probes.is_empty()
-        && (0..plan.probes.len()).all(|p| plan.design(p, c) == crate::plan::Design::Paired)
+    !plan.probes.is_empty() && (0..plan.probes.len()).all(|p| plan.design(p, c) == Design::Paired)
 }
 
 /// The blocks of round `round`, given what still needs data.
@@ -182,7 +186,7 @@ pub fn round_blocks(plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
         shuffle(&mut rng, &mut ps);
         let paired: Vec<TrialWhat> = ps
             .iter()
-            .filter(|&&p| plan.design(p, c) == crate::plan::Design::Paired)
+            .filter(|&&p| plan.design(p, c) == Design::Paired)
             .map(|&p| TrialWhat::Probe(p))
             .collect();
         let mut trials = Vec::new();
@@ -245,4 +249,46 @@ pub fn baseline_first(parity: u32) -> bool {
 /// Number of trials in a list of blocks.
 pub fn trial_count(blocks: &[Block]) -> usize {
     blocks.iter().map(|b| b.trials.len()).sum()
+}
+
+/// Estimated seconds one probe trial takes beyond its budget (agent round trip, start-up,
+/// bookkeeping).
+pub const TRIAL_OVERHEAD_S: f64 = 0.15;
+
+/// Size and duration of the run if it stops after the minimum rounds, and if it runs to
+/// the cap.
+pub fn estimate(plan: &Plan) -> Estimate {
+    let p = plan.probes.len();
+    let solo = plan.trial.solo > Duration::ZERO;
+    let per_trial = plan.trial.duration.as_secs_f64() + TRIAL_OVERHEAD_S;
+    let per_onoff = plan.trial.onoff_max.as_secs_f64() + TRIAL_OVERHEAD_S;
+    let warm = plan.trial.warmup.as_secs_f64();
+    let settle = SETTLE_WINDOW.as_secs_f64();
+    let mut trials_per_round = 0u32;
+    let mut round_secs = 0.0;
+    for c in 0..plan.conditions.len() {
+        let paired = (0..p)
+            .filter(|&q| plan.design(q, c) == Design::Paired)
+            .count();
+        let onoff = p - paired;
+        // Contended block, and the paired baseline block next to it.
+        trials_per_round += (p + 2 * paired) as u32 + u32::from(solo);
+        round_secs += warm + onoff as f64 * per_onoff + paired as f64 * per_trial;
+        if paired > 0 {
+            round_secs += warm + settle + paired as f64 * per_trial;
+        }
+        if solo {
+            round_secs += plan.trial.solo.as_secs_f64() + TRIAL_OVERHEAD_S;
+        }
+    }
+    // Tenants, agents, the memory check, one discarded run and a pilot of every probe.
+    let setup = 5.0 + p as f64 * (per_trial + plan.trial.pilot.as_secs_f64() + TRIAL_OVERHEAD_S);
+    Estimate {
+        trials_per_round,
+        trials_min: trials_per_round * plan.repetitions.min,
+        trials_max: trials_per_round * plan.repetitions.max,
+        // Whole tenths of a second: an estimate, and one that reads back from JSON exactly.
+        secs_min: ((setup + round_secs * plan.repetitions.min as f64) * 10.0).round() / 10.0,
+        secs_max: ((setup + round_secs * plan.repetitions.max as f64) * 10.0).round() / 10.0,
+    }
 }

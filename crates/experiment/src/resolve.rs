@@ -1,0 +1,728 @@
+//! The second configuration phase: a [`Scenario`] resolved against this host into a
+//! [`Plan`].
+//!
+//! Each step is a method of [`Resolver`]: the platform, the tenants (limits, CPUs, memory,
+//! pinning), the probes (supported here, sizes from the victims' limits), the conditions,
+//! and the memory each tenant's workloads need. Every step reports all of its problems,
+//! located in the scenario file.
+
+use isobench_common::format_size as fmt_bytes;
+use isobench_platform::{LimitError, Limits};
+use isobench_workloads::ParamValues;
+
+use crate::plan::{
+    cpu_list, tenant_env, Condition, Design, Estimate, HostView, Plan, PlanOptions, PlannedProbe,
+    PlannedTenant, Platform, AGENT_OVERHEAD, MIN_TENANT_MEMORY, MIN_VICTIM_PIDS,
+};
+use crate::scenario::{Placement, PlatformChoice, Role, Scenario, UnsafeOnHost};
+use crate::schedule::estimate;
+use crate::source::{ScenarioError, ScenarioErrors, Span};
+
+const MIB: u64 = 1 << 20;
+
+impl Plan {
+    /// Resolves a scenario against a host. Every problem is reported at once, located in
+    /// the scenario file.
+    pub fn resolve(
+        sc: &Scenario,
+        host: &HostView,
+        opts: &PlanOptions,
+    ) -> Result<Plan, ScenarioErrors> {
+        let mut r = Resolver {
+            sc,
+            host,
+            opts,
+            errors: Vec::new(),
+            notes: Vec::new(),
+        };
+        let platform = r.platform();
+        let mut tenants = r.tenants(platform);
+        let probes = r.probes(&tenants);
+        let conditions = r.conditions(platform);
+        r.require_workloads(&probes, &conditions);
+        r.note_measured_llc();
+        r.memory_needs(&mut tenants, &probes, &conditions);
+        if !r.errors.is_empty() {
+            let mut errors = r.errors;
+            errors.sort_by_key(|e| (e.line, e.column));
+            errors.dedup();
+            return Err(ScenarioErrors(errors));
+        }
+        let seed = opts.seed.or(sc.seed).unwrap_or(opts.random_seed);
+        let mut plan = Plan {
+            scenario: sc.name.clone(),
+            description: sc.description.clone(),
+            kind: sc.kind,
+            seed,
+            platform,
+            tenants,
+            probes,
+            conditions,
+            trial: sc.trial.clone(),
+            repetitions: sc.repetitions.clone(),
+            notes: r.notes,
+            estimate: Estimate {
+                trials_per_round: 0,
+                trials_min: 0,
+                trials_max: 0,
+                secs_min: 0.0,
+                secs_max: 0.0,
+            },
+        };
+        plan.estimate = estimate(&plan);
+        Ok(plan)
+    }
+}
+
+/// One resolution under way: the scenario, the host, and what was found so far. Each step
+/// of [`Plan::resolve`] is one method, and every step reports all of its problems.
+struct Resolver<'a> {
+    sc: &'a Scenario,
+    host: &'a HostView,
+    opts: &'a PlanOptions,
+    /// Every problem found, located in the scenario file.
+    errors: Vec<ScenarioError>,
+    /// What was decided and why.
+    notes: Vec<String>,
+}
+
+impl Resolver<'_> {
+    /// The platform of the run: the command line's, else the tenants' and the scenario's,
+    /// `auto` decided by whether cgroups can be used here.
+    fn platform(&mut self) -> Platform {
+        let (sc, host, opts) = (self.sc, self.host, self.opts);
+        let (src, top) = (&sc.source, Span::default());
+        let choice = opts.platform.unwrap_or(sc.platform);
+        let mut choices: Vec<PlatformChoice> = sc
+            .tenants
+            .iter()
+            .map(|t| opts.platform.or(t.platform).unwrap_or(choice))
+            .collect();
+        choices.dedup();
+        if choices.len() > 1 {
+            let t = sc
+                .tenants
+                .iter()
+                .find(|t| t.platform.is_some())
+                .map_or(top, |t| t.span);
+            self.errors.push(src.error(
+                t,
+                "tenant.platform",
+                "the tenants use different platforms; one run uses one platform",
+                "one of auto, host, cgroup for every tenant",
+                "set the same platform on every tenant, or only the top-level `platform`",
+            ));
+        }
+        let choice = choices.first().copied().unwrap_or(choice);
+        match choice {
+            PlatformChoice::Host => Platform::Host,
+            PlatformChoice::Cgroup => {
+                if let Some(why) = &host.cgroup_unavailable {
+                    self.errors.push(src.error(
+                        top,
+                        "platform",
+                        format!("the cgroup platform cannot be used here: {why}"),
+                        "auto, host, cgroup",
+                        "run isobench as root, or use platform = \"host\" (no isolation)",
+                    ));
+                }
+                Platform::Cgroup
+            }
+            PlatformChoice::Auto => match &host.cgroup_unavailable {
+                None => {
+                    self.notes
+                        .push("platform auto: cgroup (running as root with cgroups)".into());
+                    Platform::Cgroup
+                }
+                Some(why) => {
+                    self.notes.push(format!(
+                        "platform auto: host, no isolation (cgroup unavailable: {why})"
+                    ));
+                    Platform::Host
+                }
+            },
+        }
+    }
+
+    /// The tenants: limits checked against the host, CPUs (from the placement when the
+    /// tenant has no cpuset of its own), memory, and where their probes are pinned.
+    fn tenants(&mut self, platform: Platform) -> Vec<PlannedTenant> {
+        let (sc, host) = (self.sc, self.host);
+        let host_cpus = host.cpus();
+        let host_avail = host.env.mem_usable.min(host.info.memory_bytes.max(1));
+        let mut tenants = Vec::new();
+        let placed = match sc.placement {
+            Placement::Shared => vec![None; sc.tenants.len()],
+            Placement::Split => {
+                let (placed, note) = split_placement(sc, &host_cpus, host.disk_irq.as_ref());
+                self.notes.push(note);
+                placed
+            }
+        };
+        for (ti, t) in sc.tenants.iter().enumerate() {
+            let mut limits = self.limits(ti, t);
+            if let (None, Some(own)) = (&limits.cpuset, &placed[ti]) {
+                limits.cpuset = Some(isobench_platform::CpuList::from_cpus(
+                    own.iter().map(|&c| c as u32),
+                ));
+            }
+            let cpus: Vec<usize> = match &limits.cpuset {
+                Some(set) => set.iter().map(|c| c as usize).collect(),
+                None => host_cpus.clone(),
+            };
+            let memory = limits.memory.map_or(host_avail, |m| m.min(host_avail));
+            self.check_minimums(ti, t, &limits);
+            let (pin, pin_peer) = match &limits.cpuset {
+                Some(_) => (cpus.first().copied(), cpus.get(1).or(cpus.first()).copied()),
+                None => (None, None),
+            };
+            if platform == Platform::Host && !limits.is_empty() {
+                self.notes.push(format!(
+                    "tenant {}: the host platform does not enforce limits ({limits})",
+                    t.name
+                ));
+            }
+            tenants.push(PlannedTenant {
+                name: t.name.clone(),
+                role: t.role,
+                limits,
+                netns: t.netns,
+                cpus,
+                memory,
+                mem_need: AGENT_OVERHEAD,
+                pin,
+                pin_peer,
+            });
+        }
+        tenants
+    }
+
+    /// The limits of tenant `ti`: each key alone first, so each error points at its own line;
+    /// the keys that parse are then combined and checked against the host.
+    fn limits(&mut self, ti: usize, t: &crate::scenario::TenantSpec) -> Limits {
+        let (sc, host) = (self.sc, self.host);
+        let field = |k: &str| format!("tenant[{ti}].limits.{k}");
+        let mut good: Vec<&crate::scenario::LimitEntry> = Vec::new();
+        for e in &t.limits {
+            match Limits::from_pairs([(e.key.as_str(), e.value.as_str())]) {
+                Ok(_) => good.push(e),
+                Err(err) => self.errors.push(limit_error(
+                    sc,
+                    e.key_span,
+                    e.value_span,
+                    &field(&e.key),
+                    &err,
+                )),
+            }
+        }
+        let mut limits = match Limits::from_pairs(good.iter().map(|e| (&e.key, &e.value))) {
+            Ok(l) => l,
+            Err(err) => {
+                let s = good.last().map_or(t.span, |e| e.key_span);
+                self.errors.push(limit_error(sc, s, s, &field("*"), &err));
+                good.clear();
+                Limits::default()
+            }
+        };
+        // Every key that does not fit the host, not only the first.
+        for _ in 0..t.limits.len() {
+            let Err(err) = limits.validate(&host.info) else {
+                break;
+            };
+            let key = match &err {
+                LimitError::NotOnHost { key, .. } => *key,
+                _ => "",
+            };
+            let (ks, vs) = t
+                .limits
+                .iter()
+                .find(|e| e.key == key)
+                .map_or((t.span, t.span), |e| (e.key_span, e.value_span));
+            self.errors.push(limit_error(sc, ks, vs, &field(key), &err));
+            good.retain(|e| e.key != key);
+            limits =
+                Limits::from_pairs(good.iter().map(|e| (&e.key, &e.value))).unwrap_or_default();
+            if key.is_empty() {
+                break;
+            }
+        }
+        limits
+    }
+
+    /// Refuses limits too small for the agent: memory for any tenant, pids for a victim.
+    fn check_minimums(&mut self, ti: usize, t: &crate::scenario::TenantSpec, limits: &Limits) {
+        let src = &self.sc.source;
+        let field = |k: &str| format!("tenant[{ti}].limits.{k}");
+        if let Some(m) = limits.memory {
+            if m < MIN_TENANT_MEMORY {
+                let e = t.limits.iter().find(|e| e.key == "memory");
+                self.errors.push(src.error(
+                    e.map_or(t.span, |e| e.value_span),
+                    field("memory"),
+                    format!(
+                        "{} is too little for a tenant: the agent alone needs about {}",
+                        fmt_bytes(m),
+                        fmt_bytes(MIN_TENANT_MEMORY)
+                    ),
+                    format!("{} or more", fmt_bytes(MIN_TENANT_MEMORY)),
+                    "write memory = \"256M\" or more",
+                ));
+            }
+        }
+        if t.role == Role::Victim {
+            if let Some(p) = limits.pids {
+                if p < MIN_VICTIM_PIDS {
+                    let e = t.limits.iter().find(|e| e.key == "pids");
+                    self.errors.push(src.error(
+                        e.map_or(t.span, |e| e.value_span),
+                        field("pids"),
+                        format!(
+                            "pids = {p} is too few for a victim: the agent and the probes' \
+                             helper threads need about {MIN_VICTIM_PIDS}"
+                        ),
+                        format!("{MIN_VICTIM_PIDS} or more"),
+                        "write pids = 256",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The probes that can run here, with sizes derived from the smallest victim's limits.
+    fn probes(&mut self, tenants: &[PlannedTenant]) -> Vec<PlannedProbe> {
+        let (sc, host, opts) = (self.sc, self.host, self.opts);
+        let src = &sc.source;
+        let victims: Vec<&PlannedTenant> =
+            tenants.iter().filter(|t| t.role == Role::Victim).collect();
+        let mut probes = Vec::new();
+        for (pi, p) in sc.probes.iter().enumerate() {
+            let probe = isobench_workloads::probe(&p.name).expect("validated name");
+            let env = victims
+                .first()
+                .map_or_else(|| host.env.clone(), |v| tenant_env(host, v));
+            if let Err(u) = probe.supported(&env) {
+                if opts.skip_unsupported {
+                    self.notes.push(format!("probe {} left out: {u}", p.id));
+                    continue;
+                }
+                self.errors.push(src.error(
+                    p.name_span,
+                    format!("probe[{pi}].name"),
+                    format!("{} cannot run here: {u}", p.name),
+                    "probes that `isobench list` shows as supported",
+                    "remove this [[probe]] table, or fix what the reason names",
+                ));
+                continue;
+            }
+            let mut params = p.params.clone();
+            // Sizes derived from the smallest victim, so every victim runs the same probe.
+            if let Some(v) = victims.iter().min_by_key(|v| v.memory) {
+                let budget = v.memory.saturating_sub(AGENT_OVERHEAD);
+                if let Some(chosen) = probe.fit_sizes(&mut params, budget, host.llc) {
+                    self.notes.push(format!(
+                        "probe {}: {chosen} from tenant memory {}",
+                        p.id,
+                        fmt_bytes(v.memory)
+                    ));
+                }
+            }
+            probes.push(PlannedProbe {
+                id: p.id.clone(),
+                name: p.name.clone(),
+                class: probe.class(),
+                params,
+                metrics: p.metrics.clone(),
+                windowed: probe.windowed(),
+            });
+        }
+        probes
+    }
+
+    /// The contended conditions: each supported stressor at each of its intensities, with
+    /// its design; stressors nothing would contain are refused, skipped or capped on the host.
+    fn conditions(&mut self, platform: Platform) -> Vec<Condition> {
+        let (sc, host, opts) = (self.sc, self.host, self.opts);
+        let src = &sc.source;
+        let mut conditions = Vec::new();
+        let mut skipped = Vec::new();
+        for (si, s) in sc.stressors.iter().enumerate() {
+            let st = isobench_workloads::stressor(&s.name).expect("validated name");
+            if let Err(u) = st.supported(&host.env) {
+                if opts.skip_unsupported {
+                    self.notes.push(format!("stressor {} left out: {u}", s.id));
+                    continue;
+                }
+                self.errors.push(src.error(
+                    s.name_span,
+                    format!("stressor[{si}].name"),
+                    format!("{} cannot run here: {u}", s.name),
+                    "stressors that `isobench list` shows as supported",
+                    "remove this [[stressor]] table, or fix what the reason names",
+                ));
+                continue;
+            }
+            let aggressive = st.aggressive();
+            let mut capped = false;
+            if aggressive && platform == Platform::Host {
+                match sc.unsafe_on_host {
+                    UnsafeOnHost::Skip => {
+                        skipped.push(s.id.clone());
+                        continue;
+                    }
+                    UnsafeOnHost::Refuse => {
+                        self.errors.push(src.error(
+                            s.name_span,
+                            format!("stressor[{si}].name"),
+                            format!(
+                                "{} can take the whole machine down, and on the host platform \
+                                 nothing contains it",
+                                s.name
+                            ),
+                            "on the host platform: stressors other than forkbomb, memhog and disk",
+                            "run as root so tenants are cgroups, or set unsafe_on_host = \"skip\" \
+                             (leave it out) or \"allow\" (run it capped)",
+                        ));
+                        continue;
+                    }
+                    UnsafeOnHost::Allow => capped = true,
+                }
+            }
+            let (design, design_reason) = choose_design(sc.trial.design, st, &s.params);
+            for &i in &s.intensities {
+                conditions.push(Condition {
+                    id: format!("{}@{i}", s.id),
+                    stressor_id: s.id.clone(),
+                    name: s.name.clone(),
+                    class: st.class(),
+                    intensity: i,
+                    params: s.params.clone(),
+                    aggressive,
+                    capped,
+                    design,
+                    design_reason: design_reason.clone(),
+                });
+            }
+        }
+        if !skipped.is_empty() {
+            self.notes.push(format!(
+                "left out on the host platform (nothing would contain them): {}; run as root \
+                 for cgroup tenants to include them",
+                skipped.join(", ")
+            ));
+        }
+        conditions
+    }
+
+    /// Refuses a plan left with no probe or no condition.
+    fn require_workloads(&mut self, probes: &[PlannedProbe], conditions: &[Condition]) {
+        let (src, top) = (&self.sc.source, Span::default());
+        if probes.is_empty() && self.errors.is_empty() {
+            self.errors.push(src.error(
+                top,
+                "probe",
+                "no probe can run here",
+                "probes `isobench list` shows as supported",
+                "add a probe that is supported on this machine",
+            ));
+        }
+        if conditions.is_empty() && self.errors.is_empty() {
+            self.errors.push(src.error(
+                top,
+                "stressor",
+                "no stressor is left to run on this platform",
+                "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
+                "add a stressor that is safe on the host, or run as root for cgroup tenants",
+            ));
+        }
+    }
+
+    /// Notes a usable last-level cache that differs from what sysfs reports.
+    fn note_measured_llc(&mut self) {
+        let host = self.host;
+        if host.llc_sysfs.is_some_and(|s| s != host.llc) {
+            self.notes.push(format!(
+                "last-level cache: {} usable as measured ({} per sysfs); sizes use the measured one",
+                fmt_bytes(host.llc),
+                host.llc_sysfs.map_or("?".into(), fmt_bytes)
+            ));
+        }
+    }
+
+    /// Memory each tenant's workloads need, and whether its limit allows it.
+    fn memory_needs(
+        &mut self,
+        tenants: &mut [PlannedTenant],
+        probes: &[PlannedProbe],
+        conditions: &[Condition],
+    ) {
+        let (sc, host) = (self.sc, self.host);
+        let src = &sc.source;
+        for t in tenants.iter_mut() {
+            let env = tenant_env(host, t);
+            let (need, what) = match t.role {
+                Role::Victim => probes
+                    .iter()
+                    .map(|p| {
+                        let probe = isobench_workloads::probe(&p.name).expect("validated name");
+                        (probe.memory_need(&p.params, host.llc), p.id.clone())
+                    })
+                    .max_by_key(|x| x.0)
+                    .unwrap_or((0, String::new())),
+                Role::Aggressor => conditions
+                    .iter()
+                    .map(|c| {
+                        let st = isobench_workloads::stressor(&c.name).expect("validated name");
+                        (
+                            st.memory_need(&c.params, &env, c.intensity, host.llc),
+                            c.id.clone(),
+                        )
+                    })
+                    .max_by_key(|x| x.0)
+                    .unwrap_or((0, String::new())),
+            };
+            t.mem_need = need + AGENT_OVERHEAD;
+            if t.mem_need > t.memory {
+                let ti = sc
+                    .tenants
+                    .iter()
+                    .position(|s| s.name == t.name)
+                    .expect("same tenants");
+                let spec = &sc.tenants[ti];
+                let at = spec
+                    .limits
+                    .iter()
+                    .find(|e| e.key == "memory")
+                    .map_or(spec.span, |e| e.value_span);
+                self.errors.push(src.error(
+                    at,
+                    format!("tenant[{ti}].limits.memory"),
+                    format!(
+                        "the tenant may use {} but `{what}` needs about {} (with the agent): it \
+                         would measure paging, not isolation",
+                        fmt_bytes(t.memory),
+                        fmt_bytes(t.mem_need)
+                    ),
+                    format!("{} or more", fmt_bytes(t.mem_need)),
+                    format!(
+                        "raise memory to \"{}\", or give `{what}` smaller sizes in its params",
+                        fmt_bytes(round_up_mib(t.mem_need * 5 / 4))
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// The design of a stressor's conditions, and why: on/off when its effect stops while its
+/// tenant is frozen, paired trials when something outlasts the freeze (memory held, dirty
+/// pages being written back), unless the scenario forces one.
+fn choose_design(
+    choice: crate::scenario::DesignChoice,
+    st: &dyn isobench_workloads::Stressor,
+    params: &ParamValues,
+) -> (Design, String) {
+    use crate::scenario::DesignChoice;
+    let lingering = st.lingering_effect(params);
+    match (choice, lingering) {
+        (DesignChoice::Paired, _) => (Design::Paired, "paired design asked for".into()),
+        (DesignChoice::OnOff, Some(l)) => (
+            Design::OnOff,
+            format!("on/off asked for, although {l} while it is frozen"),
+        ),
+        (DesignChoice::OnOff, None) => (Design::OnOff, "on/off asked for".into()),
+        (DesignChoice::Auto, Some(l)) => (
+            Design::Paired,
+            format!("paired: {l} while it is frozen, so on/off would miss it"),
+        ),
+        (DesignChoice::Auto, None) => (
+            Design::OnOff,
+            "on/off: its effect stops while its tenant is frozen".into(),
+        ),
+    }
+}
+
+fn limit_error(
+    sc: &Scenario,
+    key_span: Span,
+    value_span: Span,
+    field: &str,
+    err: &LimitError,
+) -> ScenarioError {
+    use isobench_platform::limits::LIMIT_KEYS;
+    let keys = LIMIT_KEYS
+        .iter()
+        .map(|k| k.key)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (span, allowed, fix) = match err {
+        LimitError::UnknownKey { suggestion, .. } => (
+            key_span,
+            format!("the limit keys {keys}"),
+            match suggestion {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => "remove it (docs/scenario.md lists every limit)".into(),
+            },
+        ),
+        LimitError::BadValue { example, key, .. } => (
+            value_span,
+            LIMIT_KEYS
+                .iter()
+                .find(|k| k.key == *key)
+                .map_or(String::new(), |k| k.help.to_string()),
+            format!("write it like {}", toml_example(example)),
+        ),
+        LimitError::NotOnHost { fix, key, .. } => (
+            value_span,
+            LIMIT_KEYS
+                .iter()
+                .find(|k| k.key == *key)
+                .map_or(String::new(), |k| k.help.to_string()),
+            fix.clone(),
+        ),
+        LimitError::Conflict { first, second, .. } => (
+            key_span,
+            format!("only one of `{first}` and `{second}`"),
+            format!("remove `{first}` or `{second}`"),
+        ),
+        LimitError::Duplicate { key } => (key_span, String::new(), format!("keep one `{key}`")),
+        LimitError::NotKeyValue { .. } => (key_span, keys, "write key = value".into()),
+    };
+    sc.source.error(span, field, err.to_string(), allowed, fix)
+}
+
+/// `memory=512M` -> `memory = "512M"`.
+fn toml_example(kv: &str) -> String {
+    match kv.split_once('=') {
+        Some((k, v)) if v.parse::<f64>().is_ok() => format!("{k} = {v}"),
+        Some((k, v)) => format!("{k} = \"{v}\""),
+        None => kv.to_string(),
+    }
+}
+
+fn round_up_mib(b: u64) -> u64 {
+    b.div_ceil(64 * MIB) * 64 * MIB
+}
+
+/// CPUs of each tenant under `placement = "split"` (`None` for a tenant with a cpuset of its
+/// own, which it keeps), and the plan's note saying what was chosen and why.
+///
+/// The victims as a group get the larger half of the host's CPUs, the CPUs that take the
+/// disk's interrupts first: an I/O completion then wakes the victim's probe on its own CPU,
+/// not across from a busy aggressor (on this kind of virtual machine a completion for a
+/// sleeping task on the other vCPU stalls for milliseconds). The aggressors get the rest.
+/// CPUs claimed by a tenant's own cpuset are left out. Within a group each tenant gets an
+/// even contiguous share; a group with more tenants than CPUs shares them round robin; a
+/// group with nobody to place leaves the other every CPU. With a single free CPU nothing can
+/// be split.
+fn split_placement(
+    sc: &Scenario,
+    host_cpus: &[usize],
+    disk_irq: Option<&crate::cause::DiskIrq>,
+) -> (Vec<Option<Vec<usize>>>, String) {
+    fn own_cpuset(t: &crate::scenario::TenantSpec) -> Option<&crate::scenario::LimitEntry> {
+        t.limits.iter().find(|e| e.key == "cpuset")
+    }
+    let mut placed = vec![None; sc.tenants.len()];
+    // CPUs a tenant claimed with a cpuset of its own are left to it.
+    let claimed: Vec<usize> = sc
+        .tenants
+        .iter()
+        .filter_map(|t| isobench_platform::CpuList::parse(&own_cpuset(t)?.value).ok())
+        .flat_map(|c| c.iter().map(|c| c as usize).collect::<Vec<_>>())
+        .collect();
+    let mut pool: Vec<usize> = host_cpus
+        .iter()
+        .copied()
+        .filter(|c| !claimed.contains(c))
+        .collect();
+    if pool.is_empty() {
+        pool = host_cpus.to_vec();
+    }
+    // Indices of the tenants of a role that have no cpuset of their own.
+    let to_place = |role: Role| -> Vec<usize> {
+        (0..sc.tenants.len())
+            .filter(|&i| sc.tenants[i].role == role && own_cpuset(&sc.tenants[i]).is_none())
+            .collect()
+    };
+    let (victims, aggressors) = (
+        to_place(Role::Victim).len(),
+        to_place(Role::Aggressor).len(),
+    );
+    if victims > 0 && aggressors > 0 && pool.len() < 2 {
+        return (
+            placed,
+            format!(
+                "placement split: only cpu {} is free to place tenants on, so they share it",
+                cpu_list(&pool)
+            ),
+        );
+    }
+    let irq: Vec<usize> = disk_irq
+        .map(|d| d.cpus.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| pool.contains(c))
+        .collect();
+    // The IRQ CPUs first, unless they are all of them.
+    let mut order: Vec<usize> = if irq.len() < pool.len() {
+        irq.clone()
+    } else {
+        Vec::new()
+    };
+    let rest: Vec<usize> = pool
+        .iter()
+        .copied()
+        .filter(|c| !order.contains(c))
+        .collect();
+    order.extend(rest);
+    let n_victims = match (victims, aggressors) {
+        (_, 0) => order.len(),
+        (0, _) => 0,
+        _ => order.len() - order.len() / 2,
+    };
+    let groups = [
+        (Role::Victim, &order[..n_victims]),
+        (Role::Aggressor, &order[n_victims..]),
+    ];
+    let mut said = Vec::new();
+    for (role, cpus) in groups {
+        let mut cpus = cpus.to_vec();
+        cpus.sort_unstable();
+        let members = to_place(role);
+        let k = members.len();
+        let mut group = Vec::new();
+        for (j, &i) in members.iter().enumerate() {
+            let mine = if k <= cpus.len() {
+                // Even contiguous shares, the first tenants taking one more.
+                let (base, extra) = (cpus.len() / k, cpus.len() % k);
+                let from = j * base + j.min(extra);
+                cpus[from..from + base + usize::from(j < extra)].to_vec()
+            } else {
+                vec![cpus[j % cpus.len()]]
+            };
+            group.push(format!("{} on cpu {}", sc.tenants[i].name, cpu_list(&mine)));
+            placed[i] = Some(mine);
+        }
+        if k > cpus.len() {
+            group.push(format!("{k} {role}s sharing {} CPU(s)", cpus.len()));
+        }
+        if !group.is_empty() {
+            said.push(format!("{role}s: {}", group.join(", ")));
+        }
+    }
+    let why = match disk_irq {
+        Some(d) if !irq.is_empty() && irq.len() < pool.len() && victims > 0 => format!(
+            " ({}'s interrupts are delivered to cpu {}, so the victims take it)",
+            d.device,
+            cpu_list(&irq)
+        ),
+        _ => String::new(),
+    };
+    if said.is_empty() {
+        return (
+            placed,
+            "placement split: every tenant has a cpuset of its own".into(),
+        );
+    }
+    (placed, format!("placement split: {}{why}", said.join("; ")))
+}
