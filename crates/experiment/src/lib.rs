@@ -3,7 +3,9 @@
 //!
 //! Why a crate of its own: this is where isobench's main question is answered end to end. A
 //! scenario is parsed and validated ([`scenario`]), then resolved against the host into a
-//! [`plan::Plan`] (two phases, so a file can be checked anywhere and sized where it runs).
+//! [`plan::Plan`] by [`resolve`] (two phases, so a file can be checked anywhere and sized
+//! where it runs). What a run asks is its kind ([`kinds`]): one module per kind plans its
+//! conditions over the shared tenant pool, orders its trials and analyses them.
 //! The [`orchestrator`] drives tenants through the [`backend::Backend`] trait while a
 //! [`backend::Clock`] keeps time (both have fakes in [`fake`], so planning, interleaving and
 //! the stopping rule are tested deterministically; [`real`] is the backend on
@@ -16,6 +18,7 @@ pub mod analysis;
 pub mod backend;
 pub mod cause;
 pub mod fake;
+pub mod kinds;
 pub mod memcheck;
 pub mod onoff;
 pub mod orchestrator;

@@ -33,9 +33,7 @@ use crate::onoff::{Tuning, TuningLimits};
 use crate::plan::{Design, Plan, Platform};
 use crate::progress::{Progress, TrialDone, TrialView};
 use crate::scenario::Role;
-use crate::schedule::{
-    round_blocks, Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_WINDOW,
-};
+use crate::schedule::{Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_WINDOW};
 use isobench_platform::sched::{Phases, SchedMark};
 
 /// Window length of the pilot runs (short, so longer windows can be formed from them).
@@ -315,7 +313,7 @@ impl<'a> Engine<'a> {
         for round in 0..max {
             let round_start = self.clock.now();
             let needs = if round < min {
-                Needs::all(plan)
+                plan.kind.experiment().first_needs(plan)
             } else {
                 let mut needs = self.needs_before(round)?;
                 if let Some(budget) = plan.repetitions.max_time {
@@ -347,7 +345,7 @@ impl<'a> Engine<'a> {
                 }
                 needs
             };
-            let blocks = round_blocks(plan, round, &needs);
+            let blocks = plan.kind.experiment().round_blocks(plan, round, &needs);
             let this_round: usize = blocks.iter().map(|b| b.trials.len()).sum();
             let later_min = min.saturating_sub(round + 1) as usize * per_round;
             self.planned = self
@@ -475,7 +473,7 @@ impl<'a> Engine<'a> {
             &StatsSettings::from_plan(self.plan),
         );
         self.size_next_trials(&results);
-        Ok(analysis::needs(self.plan, &results))
+        Ok(self.plan.kind.experiment().needs(self.plan, &results))
     }
 
     /// Sizes the next on/off trial of every cell still too wide from the spread of its cycles

@@ -8,14 +8,12 @@
 
 use isobench_common::format_size as fmt_bytes;
 use isobench_platform::{LimitError, Limits};
-use isobench_workloads::ParamValues;
 
 use crate::plan::{
-    cpu_list, tenant_env, Condition, Design, Estimate, HostView, Plan, PlanOptions, PlannedProbe,
+    cpu_list, tenant_env, Condition, Estimate, HostView, Plan, PlanOptions, PlannedProbe,
     PlannedTenant, Platform, AGENT_OVERHEAD, MIN_TENANT_MEMORY, MIN_VICTIM_PIDS,
 };
-use crate::scenario::{Placement, PlatformChoice, Role, Scenario, UnsafeOnHost};
-use crate::schedule::estimate;
+use crate::scenario::{Placement, PlatformChoice, Role, Scenario};
 use crate::source::{ScenarioError, ScenarioErrors, Span};
 
 const MIB: u64 = 1 << 20;
@@ -38,7 +36,8 @@ impl Plan {
         let platform = r.platform();
         let mut tenants = r.tenants(platform);
         let probes = r.probes(&tenants);
-        let conditions = r.conditions(platform);
+        let kind = sc.kind.experiment();
+        let conditions = kind.conditions(&mut r, platform);
         r.require_workloads(&probes, &conditions);
         r.note_measured_llc();
         r.memory_needs(&mut tenants, &probes, &conditions);
@@ -69,14 +68,14 @@ impl Plan {
                 secs_max: 0.0,
             },
         };
-        plan.estimate = estimate(&plan);
+        plan.estimate = kind.estimate(&plan);
         Ok(plan)
     }
 }
 
 /// One resolution under way: the scenario, the host, and what was found so far. Each step
 /// of [`Plan::resolve`] is one method, and every step reports all of its problems.
-struct Resolver<'a> {
+pub struct Resolver<'a> {
     sc: &'a Scenario,
     host: &'a HostView,
     opts: &'a PlanOptions,
@@ -86,7 +85,32 @@ struct Resolver<'a> {
     notes: Vec<String>,
 }
 
-impl Resolver<'_> {
+impl<'a> Resolver<'a> {
+    /// The scenario being resolved.
+    pub fn scenario(&self) -> &'a Scenario {
+        self.sc
+    }
+
+    /// The host it is resolved against.
+    pub fn host(&self) -> &'a HostView {
+        self.host
+    }
+
+    /// The command line's choices.
+    pub fn options(&self) -> &'a PlanOptions {
+        self.opts
+    }
+
+    /// Reports a problem.
+    pub fn error(&mut self, e: ScenarioError) {
+        self.errors.push(e);
+    }
+
+    /// Records a decision and why.
+    pub fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
     /// The platform of the run: the command line's, else the tenants' and the scenario's,
     /// `auto` decided by whether cgroups can be used here.
     fn platform(&mut self) -> Platform {
@@ -338,81 +362,6 @@ impl Resolver<'_> {
         probes
     }
 
-    /// The contended conditions: each supported stressor at each of its intensities, with
-    /// its design; stressors nothing would contain are refused, skipped or capped on the host.
-    fn conditions(&mut self, platform: Platform) -> Vec<Condition> {
-        let (sc, host, opts) = (self.sc, self.host, self.opts);
-        let src = &sc.source;
-        let mut conditions = Vec::new();
-        let mut skipped = Vec::new();
-        for (si, s) in sc.stressors.iter().enumerate() {
-            let st = isobench_workloads::stressor(&s.name).expect("validated name");
-            if let Err(u) = st.supported(&host.env) {
-                if opts.skip_unsupported {
-                    self.notes.push(format!("stressor {} left out: {u}", s.id));
-                    continue;
-                }
-                self.errors.push(src.error(
-                    s.name_span,
-                    format!("stressor[{si}].name"),
-                    format!("{} cannot run here: {u}", s.name),
-                    "stressors that `isobench list` shows as supported",
-                    "remove this [[stressor]] table, or fix what the reason names",
-                ));
-                continue;
-            }
-            let aggressive = st.aggressive();
-            let mut capped = false;
-            if aggressive && platform == Platform::Host {
-                match sc.unsafe_on_host {
-                    UnsafeOnHost::Skip => {
-                        skipped.push(s.id.clone());
-                        continue;
-                    }
-                    UnsafeOnHost::Refuse => {
-                        self.errors.push(src.error(
-                            s.name_span,
-                            format!("stressor[{si}].name"),
-                            format!(
-                                "{} can take the whole machine down, and on the host platform \
-                                 nothing contains it",
-                                s.name
-                            ),
-                            "on the host platform: stressors other than forkbomb, memhog and disk",
-                            "run as root so tenants are cgroups, or set unsafe_on_host = \"skip\" \
-                             (leave it out) or \"allow\" (run it capped)",
-                        ));
-                        continue;
-                    }
-                    UnsafeOnHost::Allow => capped = true,
-                }
-            }
-            let (design, design_reason) = choose_design(sc.trial.design, st, &s.params);
-            for &i in &s.intensities {
-                conditions.push(Condition {
-                    id: format!("{}@{i}", s.id),
-                    stressor_id: s.id.clone(),
-                    name: s.name.clone(),
-                    class: st.class(),
-                    intensity: i,
-                    params: s.params.clone(),
-                    aggressive,
-                    capped,
-                    design,
-                    design_reason: design_reason.clone(),
-                });
-            }
-        }
-        if !skipped.is_empty() {
-            self.notes.push(format!(
-                "left out on the host platform (nothing would contain them): {}; run as root \
-                 for cgroup tenants to include them",
-                skipped.join(", ")
-            ));
-        }
-        conditions
-    }
-
     /// Refuses a plan left with no probe or no condition.
     fn require_workloads(&mut self, probes: &[PlannedProbe], conditions: &[Condition]) {
         let (src, top) = (&self.sc.source, Span::default());
@@ -426,13 +375,8 @@ impl Resolver<'_> {
             ));
         }
         if conditions.is_empty() && self.errors.is_empty() {
-            self.errors.push(src.error(
-                top,
-                "stressor",
-                "no stressor is left to run on this platform",
-                "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
-                "add a stressor that is safe on the host, or run as root for cgroup tenants",
-            ));
+            let e = self.sc.kind.experiment().nothing_to_run(self);
+            self.errors.push(e);
         }
     }
 
@@ -510,34 +454,6 @@ impl Resolver<'_> {
                 ));
             }
         }
-    }
-}
-
-/// The design of a stressor's conditions, and why: on/off when its effect stops while its
-/// tenant is frozen, paired trials when something outlasts the freeze (memory held, dirty
-/// pages being written back), unless the scenario forces one.
-fn choose_design(
-    choice: crate::scenario::DesignChoice,
-    st: &dyn isobench_workloads::Stressor,
-    params: &ParamValues,
-) -> (Design, String) {
-    use crate::scenario::DesignChoice;
-    let lingering = st.lingering_effect(params);
-    match (choice, lingering) {
-        (DesignChoice::Paired, _) => (Design::Paired, "paired design asked for".into()),
-        (DesignChoice::OnOff, Some(l)) => (
-            Design::OnOff,
-            format!("on/off asked for, although {l} while it is frozen"),
-        ),
-        (DesignChoice::OnOff, None) => (Design::OnOff, "on/off asked for".into()),
-        (DesignChoice::Auto, Some(l)) => (
-            Design::Paired,
-            format!("paired: {l} while it is frozen, so on/off would miss it"),
-        ),
-        (DesignChoice::Auto, None) => (
-            Design::OnOff,
-            "on/off: its effect stops while its tenant is frozen".into(),
-        ),
     }
 }
 

@@ -47,21 +47,14 @@ pub fn preset(name: &str) -> Option<&'static str> {
     PRESETS.iter().find(|p| p.0 == name).map(|p| p.2)
 }
 
-/// What an experiment answers (see DESIGN.md, "Experiment kinds").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// Every probe under every stressor against a baseline; victim and aggressor degradation.
-    Matrix,
-}
+pub use crate::kinds::Kind;
 
-impl Kind {
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Matrix => "matrix",
-        }
-    }
+/// The words of `kind`: every kind of [`crate::kinds::KINDS`].
+fn kind_words() -> Vec<(&'static str, Kind)> {
+    crate::kinds::KINDS
+        .iter()
+        .filter_map(|k| Some((k.name(), Kind::named(k.name())?)))
+        .collect()
 }
 
 /// Kinds that exist in the design but are not implemented yet, for a helpful error.
@@ -849,17 +842,24 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
 
     let kind = match &raw.kind {
         Some(k) => c
-            .word(k, "kind", &[("matrix", Kind::Matrix)], PLANNED_KINDS)
-            .unwrap_or(Kind::Matrix),
+            .word(k, "kind", &kind_words(), PLANNED_KINDS)
+            .unwrap_or_default(),
         None => {
             c.err(
                 eof,
                 "kind",
                 "the scenario does not say what kind of experiment it is".into(),
-                "matrix",
-                "add kind = \"matrix\" at the top of the file".into(),
+                &kind_words()
+                    .iter()
+                    .map(|(w, _)| *w)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                format!(
+                    "add kind = \"{}\" at the top of the file",
+                    Kind::default().as_str()
+                ),
             );
-            Kind::Matrix
+            Kind::default()
         }
     };
 

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use isobench_experiment::analysis::{self, analyze};
 use isobench_experiment::backend::Clock;
 use isobench_experiment::fake::{FakeBackend, FakeScript};
+use isobench_experiment::kinds::matrix::schedule::{first_needs, round_blocks, FIRST_PAIRS};
 use isobench_experiment::orchestrator::{create_run, prepare_resume, Engine, EngineOptions};
 use isobench_experiment::progress::Transcript;
-use isobench_experiment::schedule::{round_blocks, Needs, TrialKey, TrialWhat};
+use isobench_experiment::schedule::{TrialKey, TrialWhat};
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 use isobench_store::{RunId, RunStatus, Store, TrialStatus};
 
@@ -124,7 +125,7 @@ fn schedule_interleaves_baselines_and_is_seeded() {
     let plan = plan_of(SMALL, true);
     let mut text = String::new();
     for round in 0..3 {
-        for b in round_blocks(&plan, round, &Needs::all(&plan)) {
+        for b in round_blocks(&plan, round, &first_needs(&plan)) {
             let cond = b
                 .condition
                 .map_or("baseline".to_string(), |c| plan.conditions[c].id.clone());
@@ -145,7 +146,7 @@ fn schedule_interleaves_baselines_and_is_seeded() {
     }
     insta::assert_snapshot!("small_schedule", text);
     // On/off conditions need no baseline blocks: the off-windows are the baseline.
-    let blocks = round_blocks(&plan, 0, &Needs::all(&plan));
+    let blocks = round_blocks(&plan, 0, &first_needs(&plan));
     assert!(blocks.iter().all(|b| b.condition.is_some()));
     // Paired trials: each contended block has its baseline block right next to it, with the
     // same probes in the same order. A condition measured only with paired trials repeats its
@@ -155,9 +156,9 @@ fn schedule_interleaves_baselines_and_is_seeded() {
     for c in &mut paired.conditions {
         c.design = isobench_experiment::plan::Design::Paired;
     }
-    let first = isobench_experiment::schedule::FIRST_PAIRS;
+    let first = FIRST_PAIRS;
     for round in 0..2 {
-        let blocks = round_blocks(&paired, round, &Needs::all(&paired));
+        let blocks = round_blocks(&paired, round, &first_needs(&paired));
         assert_eq!(
             blocks.len(),
             2 * first as usize * paired.conditions.len(),
@@ -193,7 +194,7 @@ fn schedule_interleaves_baselines_and_is_seeded() {
     let orders = |p: &Plan| {
         (0..6)
             .map(|r| {
-                round_blocks(p, r, &Needs::all(p))
+                round_blocks(p, r, &first_needs(p))
                     .iter()
                     .map(|b| format!("{:?}{:?}", b.condition, b.trials))
                     .collect::<Vec<_>>()
@@ -381,7 +382,7 @@ fn expected_keys(plan: &Plan, store: &Store, run: &RunId) -> BTreeSet<(u32, u32,
     let mut keys = BTreeSet::new();
     for round in 0..=rounds {
         let needs = if round < plan.repetitions.min {
-            Needs::all(plan)
+            first_needs(plan)
         } else {
             let trials: Vec<_> = loaded
                 .trials
@@ -394,7 +395,7 @@ fn expected_keys(plan: &Plan, store: &Store, run: &RunId) -> BTreeSet<(u32, u32,
                 &trials,
                 &analysis::StatsSettings::from_plan(plan),
             );
-            analysis::needs(plan, &res)
+            isobench_experiment::kinds::matrix::analysis::needs(plan, &res)
         };
         for b in round_blocks(plan, round, &needs) {
             for t in &b.trials {
@@ -580,7 +581,7 @@ fn paired_conditions_repeat_their_pair_within_a_round() {
         assert_eq!(c.design, Some(isobench_experiment::plan::Design::Paired));
         let est = c.paired.as_ref().expect("paired estimate");
         assert!(
-            est.n >= isobench_experiment::schedule::FIRST_PAIRS as usize && est.n as u32 > rounds,
+            est.n >= FIRST_PAIRS as usize && est.n as u32 > rounds,
             "{} {}: {} pairs in {rounds} rounds",
             c.probe,
             c.condition,

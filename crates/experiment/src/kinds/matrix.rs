@@ -1,0 +1,172 @@
+//! `matrix`: every probe under every stressor at each intensity against a baseline; the
+//! degradation of the victims and of the aggressors (papers 000 and 001).
+//!
+//! Planning makes one condition per stressor and intensity, every aggressor running that
+//! stressor; [`schedule`] orders the trials in blocks of one condition beside their paired
+//! baseline blocks; [`analysis`] compares each victim metric under each condition with its
+//! baseline, and each aggressor's own rate beside the probes with its rate alone.
+
+pub mod analysis;
+pub mod schedule;
+
+use isobench_store::LoadedRun;
+use isobench_workloads::ParamValues;
+
+use super::{Analysis, ExperimentKind};
+use crate::analysis::{Results, StatsSettings, Stored};
+use crate::plan::{Condition, Design, Estimate, Plan, Platform};
+use crate::resolve::Resolver;
+use crate::scenario::{DesignChoice, UnsafeOnHost};
+use crate::schedule::{Block, Needs};
+use crate::source::{ScenarioError, Span};
+
+/// The `matrix` kind.
+pub struct Matrix;
+
+impl ExperimentKind for Matrix {
+    fn name(&self) -> &'static str {
+        "matrix"
+    }
+
+    fn help(&self) -> &'static str {
+        "every probe under every stressor vs baseline; degradation of victim and aggressor"
+    }
+
+    /// Each supported stressor at each of its intensities, with its design; stressors nothing
+    /// would contain are refused, skipped or capped on the host.
+    fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
+        let (sc, host, opts) = (r.scenario(), r.host(), r.options());
+        let src = &sc.source;
+        let mut conditions = Vec::new();
+        let mut skipped = Vec::new();
+        for (si, s) in sc.stressors.iter().enumerate() {
+            let st = isobench_workloads::stressor(&s.name).expect("validated name");
+            if let Err(u) = st.supported(&host.env) {
+                if opts.skip_unsupported {
+                    r.note(format!("stressor {} left out: {u}", s.id));
+                    continue;
+                }
+                r.error(src.error(
+                    s.name_span,
+                    format!("stressor[{si}].name"),
+                    format!("{} cannot run here: {u}", s.name),
+                    "stressors that `isobench list` shows as supported",
+                    "remove this [[stressor]] table, or fix what the reason names",
+                ));
+                continue;
+            }
+            let aggressive = st.aggressive();
+            let mut capped = false;
+            if aggressive && platform == Platform::Host {
+                match sc.unsafe_on_host {
+                    UnsafeOnHost::Skip => {
+                        skipped.push(s.id.clone());
+                        continue;
+                    }
+                    UnsafeOnHost::Refuse => {
+                        r.error(src.error(
+                            s.name_span,
+                            format!("stressor[{si}].name"),
+                            format!(
+                                "{} can take the whole machine down, and on the host platform \
+                                 nothing contains it",
+                                s.name
+                            ),
+                            "on the host platform: stressors other than forkbomb, memhog and disk",
+                            "run as root so tenants are cgroups, or set unsafe_on_host = \"skip\" \
+                             (leave it out) or \"allow\" (run it capped)",
+                        ));
+                        continue;
+                    }
+                    UnsafeOnHost::Allow => capped = true,
+                }
+            }
+            let (design, design_reason) = choose_design(sc.trial.design, st, &s.params);
+            for &i in &s.intensities {
+                conditions.push(Condition {
+                    id: format!("{}@{i}", s.id),
+                    stressor_id: s.id.clone(),
+                    name: s.name.clone(),
+                    class: st.class(),
+                    intensity: i,
+                    params: s.params.clone(),
+                    aggressive,
+                    capped,
+                    design,
+                    design_reason: design_reason.clone(),
+                });
+            }
+        }
+        if !skipped.is_empty() {
+            r.note(format!(
+                "left out on the host platform (nothing would contain them): {}; run as root \
+                 for cgroup tenants to include them",
+                skipped.join(", ")
+            ));
+        }
+        conditions
+    }
+
+    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
+        r.scenario().source.error(
+            Span::default(),
+            "stressor",
+            "no stressor is left to run on this platform",
+            "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
+            "add a stressor that is safe on the host, or run as root for cgroup tenants",
+        )
+    }
+
+    fn estimate(&self, plan: &Plan) -> Estimate {
+        schedule::estimate(plan)
+    }
+
+    fn first_needs(&self, plan: &Plan) -> Needs {
+        schedule::first_needs(plan)
+    }
+
+    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
+        schedule::round_blocks(plan, round, needs)
+    }
+
+    fn analyze(
+        &self,
+        run: &LoadedRun,
+        plan: Option<&Plan>,
+        stored: &Stored,
+        settings: &StatsSettings,
+    ) -> Analysis {
+        analysis::analyze(run, plan, stored, settings)
+    }
+
+    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
+        analysis::needs(plan, results)
+    }
+}
+
+/// The design of a stressor's conditions, and why: on/off when its effect stops while its
+/// tenant is frozen, paired trials when something outlasts the freeze (memory held, dirty
+/// pages being written back), unless the scenario forces one.
+fn choose_design(
+    choice: DesignChoice,
+    st: &dyn isobench_workloads::Stressor,
+    params: &ParamValues,
+) -> (Design, String) {
+    let lingering = st.lingering_effect(params);
+    match (choice, lingering) {
+        (DesignChoice::Paired, _) => (Design::Paired, "paired design asked for".into()),
+        (DesignChoice::OnOff, Some(l)) => (
+            Design::OnOff,
+            format!("on/off asked for, although {l} while it is frozen"),
+        ),
+        (DesignChoice::OnOff, None) => (Design::OnOff, "on/off asked for".into()),
+        (DesignChoice::Auto, Some(l)) => (
+            Design::Paired,
+            format!("paired: {l} while it is frozen, so on/off would miss it"),
+        ),
+        (DesignChoice::Auto, None) => (
+            Design::OnOff,
+            "on/off: its effect stops while its tenant is frozen".into(),
+        ),
+    }
+}
