@@ -855,12 +855,7 @@ impl<'a> Engine<'a> {
             t.trial = *len;
         }
         let mut outcomes = Vec::new();
-        let victims: Vec<usize> = self
-            .slots
-            .iter()
-            .filter(|s| s.role == Role::Victim)
-            .map(|s| s.index)
-            .collect();
+        let victims: Vec<usize> = self.victims();
         let mut started = Vec::new();
         for &v in &victims {
             if let Some(why) = self.revive(v) {
@@ -882,12 +877,7 @@ impl<'a> Engine<'a> {
                 Err(e) => outcomes.push((v, Err(e))),
             }
         }
-        let aggressors: Vec<usize> = self
-            .running
-            .iter()
-            .filter(|(_, r)| r.is_ok())
-            .map(|(&i, _)| i)
-            .collect();
+        let aggressors: Vec<usize> = self.aggressors(true);
         let start_ns = self.clock.mono_ns();
         self.mark_victims(&started, true);
         let half = t.period / 2;
@@ -1060,13 +1050,26 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn stop_stressors(&mut self) {
-        let running: Vec<usize> = self
-            .running
+    /// Aggressor slots whose stressor is running (`running`), or whose stressor is not.
+    fn aggressors(&self, running: bool) -> Vec<usize> {
+        self.running
             .iter()
-            .filter(|(_, r)| r.is_ok())
+            .filter(|(_, r)| r.is_ok() == running)
             .map(|(&i, _)| i)
-            .collect();
+            .collect()
+    }
+
+    /// Victim slots, in order.
+    fn victims(&self) -> Vec<usize> {
+        self.slots
+            .iter()
+            .filter(|s| s.role == Role::Victim)
+            .map(|s| s.index)
+            .collect()
+    }
+
+    fn stop_stressors(&mut self) {
+        let running: Vec<usize> = self.aggressors(true);
         for i in running {
             if let Err(e) = self.slots[i].driver.stop_stressor() {
                 let name = self.slots[i].name.clone();
@@ -1370,12 +1373,7 @@ impl<'a> Engine<'a> {
 
     /// Aggressors that died since the block started get the stressor of condition `c` back.
     fn restart_stressors(&mut self, c: usize) {
-        let down: Vec<usize> = self
-            .running
-            .iter()
-            .filter(|(_, r)| r.is_err())
-            .map(|(&i, _)| i)
-            .collect();
+        let down: Vec<usize> = self.aggressors(false);
         for i in down {
             if self.slots[i].down.is_none() {
                 let run = self.stressor_run(c, i);
@@ -1412,12 +1410,7 @@ impl<'a> Engine<'a> {
         let budget = plan.trial.duration;
         let timeout = budget + plan.trial.timeout;
         let mut outcomes: Vec<Outcome> = Vec::new();
-        let victims: Vec<usize> = self
-            .slots
-            .iter()
-            .filter(|s| s.role == Role::Victim)
-            .map(|s| s.index)
-            .collect();
+        let victims: Vec<usize> = self.victims();
         for &v in &victims {
             if let Some(why) = self.revive(v) {
                 outcomes.push((v, Err(TenantFailure::NoResponse(why))));

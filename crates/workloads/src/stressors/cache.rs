@@ -19,7 +19,7 @@ use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::mapping::Mapping;
-use super::pool::{auto_workers, cpu_share, run_pool, Done};
+use super::pool::{cpu_share, planned_workers, run_pool, Done};
 use crate::cachesize::cache_sizes;
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::util::SplitMix64;
@@ -175,10 +175,7 @@ impl Stressor for Cache {
         let Ok(o) = params.decode::<Opts>(self.name()) else {
             return 0;
         };
-        let threads = o
-            .threads
-            .map_or_else(|| auto_workers(env.cpus.len(), intensity), u64::from)
-            .max(1);
+        let threads = planned_workers(o.threads, env.cpus.len(), intensity);
         threads * o.size.unwrap_or((llc as f64 * o.factor) as u64)
     }
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {

@@ -61,12 +61,14 @@ impl Shape {
 /// than the scheduler's wake-up granularity.
 const DUTY_PERIOD_NS: u64 = 20_000_000;
 
-/// Threads [`cpu_share`] starts at `intensity` on `cpus` CPUs when no thread count is
-/// given, as a planner estimates it before the run: `ceil(cpus * intensity / 100)`, at
-/// least one.
-pub(crate) fn auto_workers(cpus: usize, intensity: u8) -> u64 {
-    (cpus.max(1) as u64 * u64::from(intensity))
-        .div_ceil(100)
+/// Threads [`cpu_share`] starts at `intensity` on `cpus` CPUs, as a planner estimates it
+/// before the run: `threads` when given, else `ceil(cpus * intensity / 100)`; at least one.
+pub(crate) fn planned_workers(threads: Option<u32>, cpus: usize, intensity: u8) -> u64 {
+    threads
+        .map_or_else(
+            || (cpus.max(1) as u64 * u64::from(intensity)).div_ceil(100),
+            u64::from,
+        )
         .max(1)
 }
 
