@@ -837,11 +837,7 @@ const TRIALS_DIFFER_P: f64 = 0.001;
 /// ([`isobench_stats::between_groups_p`] on the trials' cycles); `None` when they do not, or
 /// with fewer than two trials of two cycles.
 fn trials_differ(per_trial: &[Vec<Pair>], direction: Direction, rho: f64) -> Option<Flag> {
-    let used: Vec<&[Pair]> = per_trial
-        .iter()
-        .filter(|g| g.len() >= 2)
-        .map(Vec::as_slice)
-        .collect();
+    let used = usable_trials(per_trial);
     let p_value = isobench_stats::between_groups_p(&used, rho)?;
     if p_value >= TRIALS_DIFFER_P {
         return None;
@@ -859,6 +855,27 @@ fn trials_differ(per_trial: &[Vec<Pair>], direction: Direction, rho: f64) -> Opt
         highest: each.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         p_value,
     })
+}
+
+/// The estimate of a result whose trials differ: from the trials' own means
+/// ([`isobench_stats::trial_level_degradation`]), so the interval spans how much the effect
+/// moves from trial to trial, not only the noise within trials. `None` with fewer than two
+/// trials of two cycles.
+fn trial_level(
+    per_trial: &[Vec<Pair>],
+    direction: Direction,
+    confidence: f64,
+) -> Option<PairedEstimate> {
+    isobench_stats::trial_level_degradation(&usable_trials(per_trial), direction, confidence).ok()
+}
+
+/// The trials of a result that count in comparing trials: those with two cycles or more.
+fn usable_trials(per_trial: &[Vec<Pair>]) -> Vec<&[Pair]> {
+    per_trial
+        .iter()
+        .filter(|g| g.len() >= 2)
+        .map(Vec::as_slice)
+        .collect()
 }
 
 /// Each usable contended trial of a cell with the baseline trial of the same probe in the
@@ -1013,20 +1030,27 @@ pub(crate) fn apply_design(
     };
     let need = min_units(design, settings);
     match paired_degradation(units, cell.direction, &config) {
-        Ok(est) => {
+        Ok(pooled) => {
             let mut flags: Vec<Flag> = Vec::new();
-            flags.extend(trials_differ(
-                per_trial,
-                cell.direction,
-                est.neighbour_correlation.unwrap_or(0.0),
-            ));
-            if est.n < need {
+            if pooled.n < need {
                 flags.push(Flag::TooFewSamples {
                     side: Side::Contended,
-                    n: est.n,
+                    n: pooled.n,
                     min: need,
                 });
             }
+            let differ = trials_differ(
+                per_trial,
+                cell.direction,
+                pooled.neighbour_correlation.unwrap_or(0.0),
+            );
+            let est = match differ {
+                Some(flag) => {
+                    flags.push(flag);
+                    trial_level(per_trial, cell.direction, settings.confidence).unwrap_or(pooled)
+                }
+                None => pooled,
+            };
             let hw = est.degradation.half_width();
             if hw > settings.target {
                 flags.push(Flag::WideInterval {
@@ -1206,8 +1230,8 @@ impl Results {
         }
         format!(
             "significant (p < {alpha:.2} after {} correction across {} victim cells; on/off \
-             cycles: t on log ratios allowing for neighbouring cycles, paired trials: t on \
-             log ratios)",
+             cycles: t on log ratios allowing for neighbouring cycles, or on the trials' \
+             means where trials differ; paired trials: t on log ratios)",
             if self.trust.correction.is_empty() {
                 "no"
             } else {
@@ -1239,7 +1263,7 @@ mod tests {
             lowest,
             highest,
             p_value,
-        }) = trials_differ(&[a.clone(), b], Direction::Higher, 0.0)
+        }) = trials_differ(&[a.clone(), b.clone()], Direction::Higher, 0.0)
         else {
             panic!("not flagged");
         };
@@ -1249,13 +1273,22 @@ mod tests {
             "{lowest} {highest}"
         );
         assert!(p_value < TRIALS_DIFFER_P);
-        assert!(Flag::VariesBetweenTrials {
+        // Informational: the trial-level interval carries the variation (below).
+        assert!(!Flag::VariesBetweenTrials {
             trials,
             lowest,
             highest,
             p_value
         }
         .is_untrustworthy());
+        // Over the two trials' means the estimate is between the two effects and the interval
+        // spans both, where the pooled cycles' interval would be a few points wide.
+        let est = trial_level(&[a.clone(), b.clone()], Direction::Higher, 0.95).unwrap();
+        assert_eq!(est.degradation.method, isobench_stats::CiMethod::TrialT);
+        assert_eq!(est.n, 2);
+        let d = &est.degradation;
+        assert!(d.lower < 0.0 && d.upper > 40.0, "{d:?}");
+        assert!((d.estimate - 22.5).abs() < 1.0, "{d:?}");
         // The same effect in both trials, one trial alone, or a trial of one cycle: no flag.
         let c = cycles(&[0.61, 0.59, 0.60, 0.62, 0.58, 0.60]);
         assert!(trials_differ(&[a.clone(), c], Direction::Higher, 0.0).is_none());

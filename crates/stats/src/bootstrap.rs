@@ -37,12 +37,15 @@ pub enum CiMethod {
     /// (see [`crate::welch_log_degradation`]).
     #[serde(rename = "welch_log_t")]
     WelchLogT,
+    /// Student t interval on the trials' mean log ratios, for a result whose trials differ
+    /// (see [`crate::trial_level_degradation`]).
+    #[serde(rename = "trial_t")]
+    TrialT,
 }
 
 impl CiMethod {
-    /// `"percentile"`, `"bca"`, `"paired_log_t"`, `"block_bootstrap"`, `"cycle_t"` or
-    /// `"welch_log_t"`, as
-    /// serialized.
+    /// `"percentile"`, `"bca"`, `"paired_log_t"`, `"block_bootstrap"`, `"cycle_t"`,
+    /// `"welch_log_t"` or `"trial_t"`, as serialized.
     pub fn as_str(self) -> &'static str {
         match self {
             CiMethod::Percentile => "percentile",
@@ -51,6 +54,7 @@ impl CiMethod {
             CiMethod::BlockBootstrap => "block_bootstrap",
             CiMethod::CycleT => "cycle_t",
             CiMethod::WelchLogT => "welch_log_t",
+            CiMethod::TrialT => "trial_t",
         }
     }
 }
@@ -93,6 +97,7 @@ impl BootstrapConfig {
                 | CiMethod::BlockBootstrap
                 | CiMethod::CycleT
                 | CiMethod::WelchLogT
+                | CiMethod::TrialT
         ) {
             return Err(invalid(
                 "method",
@@ -205,7 +210,8 @@ pub fn bootstrap_degradation(
         CiMethod::PairedLogT
         | CiMethod::BlockBootstrap
         | CiMethod::CycleT
-        | CiMethod::WelchLogT => (alpha / 2.0, 1.0 - alpha / 2.0),
+        | CiMethod::WelchLogT
+        | CiMethod::TrialT => (alpha / 2.0, 1.0 - alpha / 2.0),
         CiMethod::Bca => {
             let z0 = bias_correction(&replicates, estimate);
             let a = acceleration(baseline.sorted(), contended.sorted(), direction, est);
@@ -431,6 +437,7 @@ mod tests {
             CiMethod::BlockBootstrap,
             CiMethod::CycleT,
             CiMethod::WelchLogT,
+            CiMethod::TrialT,
         ] {
             let cfg = BootstrapConfig {
                 method,

@@ -64,7 +64,9 @@ pub enum Flag {
     /// The effect differs between the trials of a result by more than the noise within them
     /// allows (one-way analysis of variance of the cycles' log ratios): it depends on
     /// something that changes from trial to trial, such as where the scheduler placed the
-    /// tenants' threads, and the interval describes their mix, not one effect: untrustworthy.
+    /// tenants' threads or the host's own load. Informational: the estimate and its interval
+    /// are then taken over the trials' means (`trial_level_degradation`), so the interval
+    /// spans the variation; with few trials it is wide, and that flag is the untrustworthy one.
     VariesBetweenTrials {
         /// Trials compared.
         trials: usize,
@@ -82,10 +84,7 @@ impl Flag {
     pub fn is_untrustworthy(&self) -> bool {
         matches!(
             self,
-            Flag::TooFewSamples { .. }
-                | Flag::WideInterval { .. }
-                | Flag::HighVariation { .. }
-                | Flag::VariesBetweenTrials { .. }
+            Flag::TooFewSamples { .. } | Flag::WideInterval { .. } | Flag::HighVariation { .. }
         )
     }
 
@@ -120,7 +119,8 @@ impl Flag {
             } => format!(
                 "the effect differs between its {trials} trials ({lowest:+.1}% to {highest:+.1}%, \
                  F test p = {p_value:.1e}): it depends on something that changes from trial to \
-                 trial, such as where the tenants' threads were placed; the interval is of their mix"
+                 trial, such as where the tenants' threads were placed or the host's own load; the \
+                 estimate and interval are over the trials' means"
             ),
         }
     }

@@ -40,7 +40,7 @@ pub use multiple::{adjust_p_values, Correction};
 pub use normal::{normal_cdf, normal_quantile};
 pub use paired::{
     auto_block_length, between_groups_p, lag1_autocorrelation, log_ratio_to_degradation,
-    paired_degradation, Pair, PairedConfig, PairedEstimate, PairedMethod,
+    paired_degradation, trial_level_degradation, Pair, PairedConfig, PairedEstimate, PairedMethod,
 };
 pub use sample::{Outliers, Sample, MODIFIED_Z_THRESHOLD};
 pub use significance::{mann_whitney_u, permutation_test, MannWhitney, PermutationTest};

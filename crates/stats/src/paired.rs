@@ -440,8 +440,6 @@ fn block_bootstrap_centred(xs: &[f64], b: usize, resamples: usize, seed: u64) ->
         .collect()
 }
 
-/// Degradation in percent of a mean log ratio `l`: `(1 - e^l) * 100` when higher is better,
-/// `(e^l - 1) * 100` when lower is better.
 /// Whether groups of units (the cycles of separate trials) differ in their mean log ratio by
 /// more than their spread within groups allows: the p-value of the one-way analysis of
 /// variance F test (Fisher 1925, *Statistical Methods for Research Workers*) on the log ratios
@@ -483,7 +481,38 @@ pub fn between_groups_p(groups: &[&[Pair]], neighbour_correlation: f64) -> Optio
     Some(dist.sf(f).clamp(0.0, 1.0))
 }
 
-/// The degradation (percent, positive = worse) of a mean log ratio.
+/// Degradation from the trials' own means, for a result whose trials differ by more than the
+/// noise within them allows ([`between_groups_p`]): each group (the cycles of one trial) is
+/// reduced to its mean log ratio `m_j`, and the interval is the Student t interval on those
+/// `k` means with `k - 1` degrees of freedom, as [`PairedMethod::LogT`] on `k` units. The
+/// trial, not the cycle, is then the level at which the result varies, so it is the unit of
+/// replication (Kalibera & Jones, *Rigorous Benchmarking in Reasonable Time*, ISMM 2013: the
+/// interval comes from the highest level that shows variation). With two or three trials it is
+/// wide, and says so; more trials narrow it. Groups with no units are left out; the method is
+/// [`CiMethod::TrialT`] and `n` counts the trials.
+pub fn trial_level_degradation(
+    groups: &[&[Pair]],
+    direction: Direction,
+    level: f64,
+) -> Result<PairedEstimate, StatsError> {
+    let means = groups
+        .iter()
+        .filter(|g| !g.is_empty())
+        .map(|g| Ok(log_ratios(g)?.iter().sum::<f64>() / g.len() as f64))
+        .collect::<Result<Vec<f64>, StatsError>>()?;
+    let units: Vec<Pair> = means.iter().map(|m| Pair::new(1.0, m.exp())).collect();
+    let config = PairedConfig {
+        method: PairedMethod::LogT,
+        level,
+        ..PairedConfig::default()
+    };
+    let mut est = paired_degradation(&units, direction, &config)?;
+    est.degradation.method = CiMethod::TrialT;
+    Ok(est)
+}
+
+/// Degradation in percent (positive = worse) of a mean log ratio `l`: `(1 - e^l) * 100` when
+/// higher is better, `(e^l - 1) * 100` when lower is better.
 pub fn log_ratio_to_degradation(l: f64, direction: Direction) -> f64 {
     match direction {
         Direction::Higher => -l.exp_m1() * 100.0,
@@ -653,6 +682,25 @@ mod tests {
             (c.neighbour_correlation.unwrap() - rho_s.clamp(0.0, 0.9)).abs() < 1e-12,
             "{c:?}"
         );
+    }
+
+    #[test]
+    fn trial_level_interval_is_the_t_interval_on_the_trials_means() {
+        // Three trials of cycles whose mean log ratios are ln 0.9, ln 0.8 and ln 0.85.
+        let trial = |r: f64| pairs(&[(1.0, r * 1.01), (1.0, r / 1.01)]);
+        let (a, b, c) = (trial(0.9), trial(0.8), trial(0.85));
+        let est = trial_level_degradation(&[&a, &b, &c, &[]], Direction::Higher, 0.95).unwrap();
+        assert_eq!(est.n, 3);
+        assert_eq!(est.degradation.method, CiMethod::TrialT);
+        let m = [0.9f64, 0.8, 0.85].map(f64::ln);
+        let mean = m.iter().sum::<f64>() / 3.0;
+        let sd = (m.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+        let t = student_t_quantile(0.975, 2.0);
+        let want_lower = (1.0 - (mean + t * sd / 3f64.sqrt()).exp()) * 100.0;
+        let want_upper = (1.0 - (mean - t * sd / 3f64.sqrt()).exp()) * 100.0;
+        assert!((est.degradation.lower - want_lower).abs() < 1e-9, "{est:?}");
+        assert!((est.degradation.upper - want_upper).abs() < 1e-9, "{est:?}");
+        assert!(trial_level_degradation(&[&a], Direction::Higher, 0.95).is_err());
     }
 
     #[test]
