@@ -154,6 +154,70 @@ fn run_then_runs_show_and_export_agree() {
 }
 
 #[test]
+fn a_plan_stored_before_conditions_had_assignments_opens_shows_and_exports() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "small.toml", SMALL);
+    let db = dir.path().join("r.db");
+    let out = fake()
+        .args(["run", &f, "-q", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!([0, 4].contains(&code(&out)), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    // The plan as older versions stored it: conditions without assignments.
+    let id: String = {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let (id, value): (String, String) = c
+            .query_row(
+                "SELECT run_id, value FROM facts WHERE scope = 'run' AND key = 'plan'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let mut plan: serde_json::Value = serde_json::from_str(&value).unwrap();
+        for cond in plan["conditions"].as_array_mut().unwrap() {
+            assert!(cond
+                .as_object_mut()
+                .unwrap()
+                .remove("assignments")
+                .is_some());
+        }
+        c.execute(
+            "UPDATE facts SET value = ?1 WHERE scope = 'run' AND key = 'plan'",
+            [plan.to_string()],
+        )
+        .unwrap();
+        id
+    };
+    let show = isobench()
+        .args(["show", &id, "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&show), 0, "{}", text(&show.stderr));
+    assert_eq!(
+        text(&show.stdout),
+        table,
+        "the old plan shows as the run did"
+    );
+    let export = isobench()
+        .args(["export", &id, "--format", "json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let doc = common::json_of(&export);
+    let conds = doc["results"]["plan"]["conditions"].as_array().unwrap();
+    assert_eq!(conds.len(), 2);
+    for c in conds {
+        assert_eq!(
+            c["assignments"]["aggressor"]["stressor"], c["name"],
+            "every aggressor ran the condition's stressor: {c}"
+        );
+    }
+}
+
+#[test]
 fn a_killed_run_resumes_with_every_trial_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "small.toml", SMALL);

@@ -376,7 +376,7 @@ pub fn stored_plan(run: &LoadedRun) -> Option<Plan> {
     run.facts
         .iter()
         .find(|f| f.scope == PLAN_FACT.0 && f.key == PLAN_FACT.1)
-        .and_then(|f| serde_json::from_value(f.value.clone()).ok())
+        .and_then(|f| Plan::from_stored(f.value.clone()).ok())
 }
 
 /// Parses the outside load out of a trial's load note (`outside load 0.031 CPUs ...`).

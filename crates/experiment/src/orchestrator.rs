@@ -30,7 +30,7 @@ use crate::backend::{
 };
 use crate::memcheck;
 use crate::onoff::{Tuning, TuningLimits};
-use crate::plan::{Design, Plan, Platform};
+use crate::plan::{Assignment, Design, Plan, Platform};
 use crate::progress::{Progress, TrialDone, TrialView};
 use crate::scenario::Role;
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_WINDOW};
@@ -132,7 +132,7 @@ pub fn prepare_resume(store: &mut Store, run: &RunId) -> Result<Plan> {
                  be resumed"
             )
         })?;
-    let plan: Plan = serde_json::from_value(fact.value.clone()).map_err(|e| {
+    let plan = Plan::from_stored(fact.value.clone()).map_err(|e| {
         anyhow!(
             "run {run} was planned by isobench {} and its plan does not read in this version \
              ({e}); resume it with that version",
@@ -180,7 +180,8 @@ pub struct Engine<'a> {
     ran: usize,
     skipped: usize,
     started: Duration,
-    /// The stressor of the current block, per aggressor slot: running or why not.
+    /// The stressor of the current block, per aggressor slot it assigns one to: running or
+    /// why not.
     running: BTreeMap<usize, Result<(), String>>,
     /// Whether each of the last trials was disturbed, newest last.
     recent: std::collections::VecDeque<bool>,
@@ -1009,28 +1010,38 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn stressor_run(&self, c: usize, slot: usize) -> StressorRun {
-        let cond = &self.plan.conditions[c];
+    /// What tenant slot `slot` runs under condition `c`, when it is not idle.
+    fn assignment(&self, c: usize, slot: usize) -> Option<&Assignment> {
+        self.plan.conditions[c]
+            .assignments
+            .get(&self.slots[slot].name)
+    }
+
+    /// The stressor tenant slot `slot` runs under condition `c`, when it is not idle.
+    fn stressor_run(&self, c: usize, slot: usize) -> Option<StressorRun> {
+        let a = self.assignment(c, slot)?;
         let t = &self.plan.tenants[slot];
-        StressorRun {
-            name: cond.name.clone(),
-            intensity: cond.intensity,
-            params: cond.params.clone(),
+        Some(StressorRun {
+            name: a.stressor.clone(),
+            intensity: a.intensity,
+            params: a.params.clone(),
             pin: t.limits.cpuset.as_ref().map(|_| t.cpus.clone()),
             contained: self.plan.platform == Platform::Cgroup,
             timeout: self.plan.trial.timeout,
-        }
+        })
     }
 
+    /// Starts each aggressor's own assignment under condition `c`; idle ones stay idle.
     fn start_stressors(&mut self, c: usize) {
         self.running.clear();
         for i in 0..self.slots.len() {
             if self.slots[i].role != Role::Aggressor {
                 continue;
             }
-            let run = self.stressor_run(c, i);
-            let r = self.start_one(i, &run);
-            self.running.insert(i, r);
+            if let Some(run) = self.stressor_run(c, i) {
+                let r = self.start_one(i, &run);
+                self.running.insert(i, r);
+            }
         }
     }
 
@@ -1376,7 +1387,7 @@ impl<'a> Engine<'a> {
         let down: Vec<usize> = self.aggressors(false);
         for i in down {
             if self.slots[i].down.is_none() {
-                let run = self.stressor_run(c, i);
+                let run = self.stressor_run(c, i).expect("only assigned slots run");
                 let r = self.start_one(i, &run);
                 if r.is_ok() {
                     self.clock.sleep(self.plan.trial.warmup);
@@ -1473,8 +1484,8 @@ impl<'a> Engine<'a> {
         outcomes
     }
 
-    /// The aggressors' own rates over the trial under condition `c`, and the aggressors that
-    /// did not respond, with why.
+    /// The own rates of the aggressors running a stressor over the trial under condition `c`,
+    /// and those that did not respond, with why.
     fn aggressor_reports(
         &self,
         c: usize,
@@ -1483,13 +1494,10 @@ impl<'a> Engine<'a> {
         after: &Snap,
         common: &TrialCommon,
     ) -> (Vec<StressorReport>, Vec<(usize, String)>) {
-        let cnd = &self.plan.conditions[c];
         let mut reports = Vec::new();
         let mut dnr = Vec::new();
-        for i in 0..self.slots.len() {
-            if self.slots[i].role != Role::Aggressor {
-                continue;
-            }
+        for &i in self.running.keys() {
+            let run = self.assignment(c, i).expect("only assigned slots run");
             match (&before.stress[i], &after.stress[i]) {
                 (Some(Ok(a)), Some(Ok(b))) => {
                     // Frozen time is no time to work: the rate counts the running time
@@ -1501,8 +1509,8 @@ impl<'a> Engine<'a> {
                     let rate = b.rate_since_running(a, frozen).unwrap_or(0.0);
                     reports.push(StressorReport {
                         tenant: self.slots[i].name.clone(),
-                        stressor: cnd.name.clone(),
-                        intensity: cnd.intensity,
+                        stressor: run.stressor.clone(),
+                        intensity: run.intensity,
                         mode: if solo {
                             StressorMode::Alone
                         } else {
@@ -1513,7 +1521,7 @@ impl<'a> Engine<'a> {
                     });
                 }
                 (Some(Err(e)), _) | (_, Some(Err(e))) => {
-                    dnr.push((i, format!("{}: {e}", cnd.name)));
+                    dnr.push((i, format!("{}: {e}", run.stressor)));
                 }
                 _ => {
                     let why = match self.running.get(&i) {
@@ -1562,8 +1570,8 @@ impl<'a> Engine<'a> {
         records
     }
 
-    /// One record per aggressor in a solo trial (with its own rate), and one per aggressor
-    /// that did not respond.
+    /// One record per aggressor running a stressor in a solo trial (with its own rate), and
+    /// one per aggressor that did not respond.
     fn aggressor_records(
         &mut self,
         solo: bool,
@@ -1573,10 +1581,8 @@ impl<'a> Engine<'a> {
         aggressor_dnr: &[(usize, String)],
     ) -> Vec<TrialRecord> {
         let mut records = Vec::new();
-        for i in 0..self.slots.len() {
-            if self.slots[i].role != Role::Aggressor {
-                continue;
-            }
+        let assigned: Vec<usize> = self.running.keys().copied().collect();
+        for i in assigned {
             let dnr = aggressor_dnr
                 .iter()
                 .find(|(a, _)| *a == i)

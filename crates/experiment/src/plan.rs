@@ -11,6 +11,8 @@
 //! the plan and the seed by [`crate::schedule`]. This module depends on neither. A plan is
 //! serializable and stored with the run, so a resumed run follows exactly the same plan.
 
+use std::collections::BTreeMap;
+
 use isobench_common::format_size as fmt_bytes;
 use isobench_platform::{HostInfo, Limits};
 use isobench_workloads::{Class, Env, ParamValues};
@@ -208,7 +210,33 @@ impl Design {
     }
 }
 
-/// A contended condition: one stressor at one intensity.
+/// What one tenant runs during a condition: a stressor at an intensity, with its parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// Stressor name.
+    pub stressor: String,
+    /// Intensity 0..=100.
+    pub intensity: u8,
+    /// Parameters.
+    pub params: ParamValues,
+}
+
+impl Assignment {
+    /// This assignment for each of `tenants`.
+    pub fn to_each<'a>(
+        &self,
+        tenants: impl IntoIterator<Item = &'a str>,
+    ) -> BTreeMap<String, Assignment> {
+        tenants
+            .into_iter()
+            .map(|t| (t.to_string(), self.clone()))
+            .collect()
+    }
+}
+
+/// A contended condition: what each tenant runs while the victims are measured. It is named
+/// and classed after its stressor at one intensity (the matrix gives every aggressor that
+/// stressor); what runs where is its set of [`Assignment`]s.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Condition {
     /// `stressor-id@intensity` (`cpu@100`).
@@ -223,6 +251,12 @@ pub struct Condition {
     pub intensity: u8,
     /// Parameters.
     pub params: ParamValues,
+    /// What each tenant runs, by tenant name; a tenant not listed is idle (victims run the
+    /// trial's probe). Plans stored before conditions had assignments have none; loading
+    /// them through [`Plan::from_stored`] gives every aggressor the condition's stressor, as
+    /// those runs did.
+    #[serde(default)]
+    pub assignments: BTreeMap<String, Assignment>,
     /// A stressor that can take a host down (fork bomb, memory hog, disk flood).
     pub aggressive: bool,
     /// How its degradations are measured (windowed probes; the others are always paired).
@@ -303,6 +337,30 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// A plan as stored with a run, written by this version or an older one: conditions
+    /// stored without assignments (a condition always has some, else it would be the
+    /// baseline) ran the condition's stressor in every aggressor, and get those assignments.
+    pub fn from_stored(value: serde_json::Value) -> serde_json::Result<Plan> {
+        let mut plan: Plan = serde_json::from_value(value)?;
+        let aggressors: Vec<String> = plan
+            .tenants_with(Role::Aggressor)
+            .map(|t| t.name.clone())
+            .collect();
+        for c in plan
+            .conditions
+            .iter_mut()
+            .filter(|c| c.assignments.is_empty())
+        {
+            let run = Assignment {
+                stressor: c.name.clone(),
+                intensity: c.intensity,
+                params: c.params.clone(),
+            };
+            c.assignments = run.to_each(aggressors.iter().map(String::as_str));
+        }
+        Ok(plan)
+    }
+
     /// Tenants with `role`, in order.
     pub fn tenants_with(&self, role: Role) -> impl Iterator<Item = &PlannedTenant> {
         self.tenants.iter().filter(move |t| t.role == role)

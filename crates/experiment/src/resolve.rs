@@ -392,7 +392,8 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    /// Memory each tenant's workloads need, and whether its limit allows it.
+    /// Memory each tenant's workloads need (a victim's probes, an aggressor's own
+    /// assignments), and whether its limit allows it.
     fn memory_needs(
         &mut self,
         tenants: &mut [PlannedTenant],
@@ -414,11 +415,12 @@ impl<'a> Resolver<'a> {
                     .unwrap_or((0, String::new())),
                 Role::Aggressor => conditions
                     .iter()
-                    .map(|c| {
-                        let st = isobench_workloads::stressor(&c.name).expect("validated name");
+                    .filter_map(|c| Some((c.assignments.get(&t.name)?, &c.id)))
+                    .map(|(a, id)| {
+                        let st = isobench_workloads::stressor(&a.stressor).expect("validated name");
                         (
-                            st.memory_need(&c.params, &env, c.intensity, host.llc),
-                            c.id.clone(),
+                            st.memory_need(&a.params, &env, a.intensity, host.llc),
+                            id.clone(),
                         )
                     })
                     .max_by_key(|x| x.0)

@@ -752,3 +752,56 @@ fn placement_causes_are_named_from_the_trials_mechanism() {
     // Without the evidence, no cause is named.
     assert!(cell_causes(false).cells.iter().all(|c| c.causes.is_empty()));
 }
+
+#[test]
+fn each_aggressor_runs_its_own_assignment_and_an_idle_one_runs_nothing() {
+    let two = SMALL.replace(
+        "[[probe]]\nname = \"cpu-int\"",
+        "[[tenant]]\nname = \"second\"\nrole = \"aggressor\"\nlimits = { memory = \"512M\", pids = 64 }\n\n[[probe]]\nname = \"cpu-int\"",
+    );
+    let mut plan = plan_of(&two, true);
+    plan.conditions.truncate(1);
+    let cpu = &mut plan.conditions[0];
+    let own = cpu.assignments.get_mut("aggressor").unwrap();
+    own.stressor = "cache".into();
+    own.intensity = 50;
+    assert!(cpu.assignments.remove("second").is_some());
+
+    let mut store = Store::open_in_memory().unwrap();
+    let (mut backend, clock) = FakeBackend::new(plan.seed, FakeScript::default());
+    let run = create_run(&mut store, &plan, &two, "fake", serde_json::json!({}), 0).unwrap();
+    Engine::new(
+        &plan,
+        run.clone(),
+        &mut store,
+        &mut backend,
+        &clock,
+        &mut Transcript::default(),
+        Arc::new(AtomicBool::new(false)),
+        EngineOptions::default(),
+    )
+    .execute()
+    .unwrap();
+
+    let starts: Vec<String> = backend
+        .log()
+        .into_iter()
+        .filter(|l| l.starts_with("start "))
+        .collect();
+    assert!(!starts.is_empty());
+    assert!(
+        starts.iter().all(|l| l == "start aggressor cache@50"),
+        "{starts:?}"
+    );
+    let loaded = store.load_run(&run).unwrap();
+    let reports: Vec<_> = loaded
+        .trials
+        .iter()
+        .flat_map(|t| &t.stressor_reports)
+        .collect();
+    assert!(!reports.is_empty());
+    assert!(reports
+        .iter()
+        .all(|r| r.tenant == "aggressor" && r.stressor == "cache" && r.intensity == 50));
+    assert!(loaded.trials.iter().all(|t| t.tenant != "second"));
+}

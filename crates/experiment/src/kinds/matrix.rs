@@ -1,8 +1,8 @@
 //! `matrix`: every probe under every stressor at each intensity against a baseline; the
 //! degradation of the victims and of the aggressors (papers 000 and 001).
 //!
-//! Planning makes one condition per stressor and intensity, every aggressor running that
-//! stressor; [`schedule`] orders the trials in blocks of one condition beside their paired
+//! Planning makes one condition per stressor and intensity, assigning that stressor to every
+//! aggressor; [`schedule`] orders the trials in blocks of one condition beside their paired
 //! baseline blocks; [`analysis`] compares each victim metric under each condition with its
 //! baseline, and each aggressor's own rate beside the probes with its rate alone.
 
@@ -14,9 +14,9 @@ use isobench_workloads::ParamValues;
 
 use super::{Analysis, ExperimentKind};
 use crate::analysis::{Results, StatsSettings, Stored};
-use crate::plan::{Condition, Design, Estimate, Plan, Platform};
+use crate::plan::{Assignment, Condition, Design, Estimate, Plan, Platform};
 use crate::resolve::Resolver;
-use crate::scenario::{DesignChoice, UnsafeOnHost};
+use crate::scenario::{DesignChoice, Role, UnsafeOnHost};
 use crate::schedule::{Block, Needs};
 use crate::source::{ScenarioError, Span};
 
@@ -39,6 +39,12 @@ impl ExperimentKind for Matrix {
         let src = &sc.source;
         let mut conditions = Vec::new();
         let mut skipped = Vec::new();
+        let aggressors: Vec<&str> = sc
+            .tenants
+            .iter()
+            .filter(|t| t.role == Role::Aggressor)
+            .map(|t| t.name.as_str())
+            .collect();
         for (si, s) in sc.stressors.iter().enumerate() {
             let st = isobench_workloads::stressor(&s.name).expect("validated name");
             if let Err(u) = st.supported(&host.env) {
@@ -83,7 +89,13 @@ impl ExperimentKind for Matrix {
             }
             let (design, design_reason) = choose_design(sc.trial.design, st, &s.params);
             for &i in &s.intensities {
+                let run = Assignment {
+                    stressor: s.name.clone(),
+                    intensity: i,
+                    params: s.params.clone(),
+                };
                 conditions.push(Condition {
+                    assignments: run.to_each(aggressors.iter().copied()),
                     id: format!("{}@{i}", s.id),
                     stressor_id: s.id.clone(),
                     name: s.name.clone(),
