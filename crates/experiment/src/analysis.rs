@@ -25,8 +25,9 @@ use crate::kinds::{Analysis, Kind};
 use crate::plan::{Design, Plan};
 use crate::schedule::paired_baseline_block;
 
-/// Version of the [`Results`] document (JSON export). Bumped on incompatible changes.
-pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+/// Version of the [`Results`] document (JSON export). Bumped when its shape changes; 2 adds
+/// the experiment kind (`kind`) and each condition's per-tenant `assignments` in the plan.
+pub const RESULTS_SCHEMA_VERSION: u32 = 2;
 
 /// Probe name recorded for a trial in which the aggressor ran alone (no probe).
 pub const SOLO_PROBE: &str = "(alone)";
@@ -275,6 +276,10 @@ pub struct Results {
     pub schema_version: u32,
     /// The run.
     pub run: RunInfo,
+    /// The experiment kind, which says what the kind's sections hold: for `matrix`, `cells`,
+    /// `aggressor` and `classes`. Documents of schema 1 have none; they are of matrix runs.
+    #[serde(default)]
+    pub kind: Kind,
     /// The plan it followed, when stored.
     pub plan: Option<Plan>,
     /// Tenants.
@@ -431,6 +436,7 @@ pub fn analyze_trials(
     Results {
         schema_version: RESULTS_SCHEMA_VERSION,
         run: run_info(run),
+        kind,
         plan,
         tenants: run
             .tenants

@@ -173,10 +173,15 @@ fn json_export_has_schema_version_and_raw_samples() {
     let (r, _) = results(script());
     let bytes = serialize(&r, Format::Json);
     let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["tool"], "isobench");
     assert_eq!(v["kind"], "results");
     let res = &v["results"];
+    assert_eq!(res["kind"], "matrix");
+    assert_eq!(
+        res["plan"]["conditions"][0]["assignments"]["aggressor"]["stressor"],
+        res["plan"]["conditions"][0]["name"]
+    );
     assert_eq!(res["run"]["seed"], 3);
     assert!(res["plan"]["tenants"].is_array());
     let trials = res["trials"].as_array().unwrap();
@@ -189,6 +194,11 @@ fn json_export_has_schema_version_and_raw_samples() {
     // Round trip: the document reads back into the same results.
     let back: Results = serde_json::from_value(res.clone()).unwrap();
     assert_eq!(back.cells.len(), r.cells.len());
+    // A document of schema 1 has no kind: it is of a matrix run.
+    let mut old = res.clone();
+    old.as_object_mut().unwrap().remove("kind");
+    let back: Results = serde_json::from_value(old).unwrap();
+    assert_eq!(back.kind.as_str(), "matrix");
 }
 
 #[test]
