@@ -81,18 +81,24 @@ fn malformed_scenario_is_refused_with_location_and_nothing_is_created() {
     assert!(!db.exists());
 }
 
-#[test]
-fn run_then_runs_show_and_export_agree() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "small.toml", SMALL);
-    let db = dir.path().join("r.db");
+/// Runs [`SMALL`] on the fake platform into `dir/r.db`; returns the database and the report
+/// the run printed.
+fn run_small(dir: &std::path::Path) -> (std::path::PathBuf, String) {
+    let f = write(dir, "small.toml", SMALL);
+    let db = dir.join("r.db");
     let out = fake()
         .args(["run", &f, "-q", "--db"])
         .arg(&db)
         .output()
         .unwrap();
     assert!([0, 4].contains(&code(&out)), "{}", text(&out.stderr));
-    let table = text(&out.stdout);
+    (db, text(&out.stdout))
+}
+
+#[test]
+fn run_then_runs_show_and_export_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, table) = run_small(dir.path());
     assert!(table.contains("Degradation of victim victim"), "{table}");
     assert!(table.contains("aggressor (own rate)"), "{table}");
     assert!(table.contains("Isolation by resource"), "{table}");
@@ -156,15 +162,7 @@ fn run_then_runs_show_and_export_agree() {
 #[test]
 fn a_plan_stored_before_conditions_had_assignments_opens_shows_and_exports() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "small.toml", SMALL);
-    let db = dir.path().join("r.db");
-    let out = fake()
-        .args(["run", &f, "-q", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!([0, 4].contains(&code(&out)), "{}", text(&out.stderr));
-    let table = text(&out.stdout);
+    let (db, table) = run_small(dir.path());
     // The plan as older versions stored it: conditions without assignments.
     let id: String = {
         let c = rusqlite::Connection::open(&db).unwrap();

@@ -69,6 +69,8 @@ struct Ran {
     transcript: Vec<String>,
     status: RunStatus,
     reason: String,
+    /// What the fake platform was asked to do.
+    log: Vec<String>,
 }
 
 fn run_with(plan: &Plan, script: FakeScript, stop: Arc<AtomicBool>) -> Ran {
@@ -95,6 +97,7 @@ fn run_with(plan: &Plan, script: FakeScript, stop: Arc<AtomicBool>) -> Ran {
         transcript: t.lines,
         status: out.status,
         reason: out.reason,
+        log: backend.log(),
     }
 }
 
@@ -767,33 +770,19 @@ fn each_aggressor_runs_its_own_assignment_and_an_idle_one_runs_nothing() {
     own.intensity = 50;
     assert!(cpu.assignments.remove("second").is_some());
 
-    let mut store = Store::open_in_memory().unwrap();
-    let (mut backend, clock) = FakeBackend::new(plan.seed, FakeScript::default());
-    let run = create_run(&mut store, &plan, &two, "fake", serde_json::json!({}), 0).unwrap();
-    Engine::new(
-        &plan,
-        run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut Transcript::default(),
-        Arc::new(AtomicBool::new(false)),
-        EngineOptions::default(),
-    )
-    .execute()
-    .unwrap();
-
-    let starts: Vec<String> = backend
-        .log()
-        .into_iter()
+    let r = run_default(&plan);
+    let starts: Vec<&str> = r
+        .log
+        .iter()
+        .map(String::as_str)
         .filter(|l| l.starts_with("start "))
         .collect();
     assert!(!starts.is_empty());
     assert!(
-        starts.iter().all(|l| l == "start aggressor cache@50"),
+        starts.iter().all(|&l| l == "start aggressor cache@50"),
         "{starts:?}"
     );
-    let loaded = store.load_run(&run).unwrap();
+    let loaded = r.store.load_run(&r.run).unwrap();
     let reports: Vec<_> = loaded
         .trials
         .iter()
