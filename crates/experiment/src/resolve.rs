@@ -8,6 +8,7 @@
 
 use isobench_common::format_size as fmt_bytes;
 use isobench_platform::{LimitError, Limits};
+use isobench_workloads::Unsupported;
 
 use crate::plan::{
     cpu_list, tenant_env, Condition, Estimate, HostView, Plan, PlanOptions, PlannedProbe,
@@ -109,6 +110,31 @@ impl<'a> Resolver<'a> {
     /// Records a decision and why.
     pub fn note(&mut self, note: String) {
         self.notes.push(note);
+    }
+
+    /// A workload of the scenario's `[[table]]` number `index` that cannot run here: left out
+    /// with a note when the options skip unsupported workloads, else an error at its name.
+    pub fn unsupported(
+        &mut self,
+        table: &str,
+        index: usize,
+        id: &str,
+        name: &str,
+        name_span: Span,
+        why: &Unsupported,
+    ) {
+        if self.opts.skip_unsupported {
+            self.note(format!("{table} {id} left out: {why}"));
+            return;
+        }
+        let e = self.sc.source.error(
+            name_span,
+            format!("{table}[{index}].name"),
+            format!("{name} cannot run here: {why}"),
+            format!("{table}s that `isobench list` shows as supported"),
+            format!("remove this [[{table}]] table, or fix what the reason names"),
+        );
+        self.error(e);
     }
 
     /// The platform of the run: the command line's, else the tenants' and the scenario's,
@@ -314,8 +340,7 @@ impl<'a> Resolver<'a> {
 
     /// The probes that can run here, with sizes derived from the smallest victim's limits.
     fn probes(&mut self, tenants: &[PlannedTenant]) -> Vec<PlannedProbe> {
-        let (sc, host, opts) = (self.sc, self.host, self.opts);
-        let src = &sc.source;
+        let (sc, host) = (self.sc, self.host);
         let victims: Vec<&PlannedTenant> =
             tenants.iter().filter(|t| t.role == Role::Victim).collect();
         let mut probes = Vec::new();
@@ -325,17 +350,7 @@ impl<'a> Resolver<'a> {
                 .first()
                 .map_or_else(|| host.env.clone(), |v| tenant_env(host, v));
             if let Err(u) = probe.supported(&env) {
-                if opts.skip_unsupported {
-                    self.notes.push(format!("probe {} left out: {u}", p.id));
-                    continue;
-                }
-                self.errors.push(src.error(
-                    p.name_span,
-                    format!("probe[{pi}].name"),
-                    format!("{} cannot run here: {u}", p.name),
-                    "probes that `isobench list` shows as supported",
-                    "remove this [[probe]] table, or fix what the reason names",
-                ));
+                self.unsupported("probe", pi, &p.id, &p.name, p.name_span, &u);
                 continue;
             }
             let mut params = p.params.clone();

@@ -35,7 +35,7 @@ impl ExperimentKind for Matrix {
     /// Each supported stressor at each of its intensities, with its design; stressors nothing
     /// would contain are refused, skipped or capped on the host.
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
-        let (sc, host, opts) = (r.scenario(), r.host(), r.options());
+        let (sc, host) = (r.scenario(), r.host());
         let src = &sc.source;
         let mut conditions = Vec::new();
         let mut skipped = Vec::new();
@@ -48,17 +48,7 @@ impl ExperimentKind for Matrix {
         for (si, s) in sc.stressors.iter().enumerate() {
             let st = isobench_workloads::stressor(&s.name).expect("validated name");
             if let Err(u) = st.supported(&host.env) {
-                if opts.skip_unsupported {
-                    r.note(format!("stressor {} left out: {u}", s.id));
-                    continue;
-                }
-                r.error(src.error(
-                    s.name_span,
-                    format!("stressor[{si}].name"),
-                    format!("{} cannot run here: {u}", s.name),
-                    "stressors that `isobench list` shows as supported",
-                    "remove this [[stressor]] table, or fix what the reason names",
-                ));
+                r.unsupported("stressor", si, &s.id, &s.name, s.name_span, &u);
                 continue;
             }
             let aggressive = st.aggressive();
