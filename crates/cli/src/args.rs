@@ -34,6 +34,9 @@ pub enum Command {
     /// against a baseline; report the degradation of both with confidence intervals. Without
     /// a file: the built-in `quick` scenario.
     Run(crate::cmd_run::RunArgs),
+    /// List the built-in presets (`isobench run --preset NAME`), each with what it is for,
+    /// what it reproduces and how long it takes.
+    Presets,
     /// List the runs stored in the database.
     Runs(crate::cmd_results::RunsArgs),
     /// Print a stored run's results (the same report as the end of `isobench run`).

@@ -143,3 +143,23 @@ fn wrap(text: &str, width: usize, indent: &str) -> String {
     }
     out
 }
+
+/// `isobench presets`: every built-in preset with its one line, what it reproduces and how
+/// long it takes here, as its header says.
+pub fn presets() -> anyhow::Result<ExitCode> {
+    use isobench_experiment::scenario::{preset_header, PRESETS};
+    let width = PRESETS.iter().map(|p| p.0.len()).max().unwrap_or(0);
+    for (name, what, text) in PRESETS {
+        println!("{name:<width$}  {what}");
+        let (reproduces, takes) = preset_header(text);
+        let pad = " ".repeat(width + 2);
+        if let Some(r) = reproduces {
+            println!("{pad}reproduces: {r}");
+        }
+        if let Some(t) = takes {
+            println!("{pad}takes: {t}");
+        }
+    }
+    println!("\nrun one with `isobench run --preset NAME`");
+    Ok(ExitCode::SUCCESS)
+}

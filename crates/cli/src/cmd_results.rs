@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use isobench_experiment::analysis::analyze;
-use isobench_report::{render, render_runs, serialize, Format};
+use isobench_report::{csv_section, render, render_runs, serialize, Format};
 use isobench_store::{RunId, Store};
 
 use crate::args::DbArgs;
@@ -42,6 +42,10 @@ pub struct ExportArgs {
     /// Write to this file instead of standard output.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// With --format csv: one of the kind's own sections (a curve, a pairwise grid) instead
+    /// of the degradations; `isobench show` lists them.
+    #[arg(long, value_name = "ID")]
+    pub section: Option<String>,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -94,7 +98,33 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
     let r = load(&a.db.path, &a.run_id)?;
-    let bytes = serialize(&r, format);
+    let bytes = match &a.section {
+        None => serialize(&r, format),
+        Some(id) => {
+            let ids: Vec<&str> = r.sections.iter().map(|s| s.id.as_str()).collect();
+            let Some(section) = r.sections.iter().find(|s| &s.id == id) else {
+                return Err(bad_input(if ids.is_empty() {
+                    format!(
+                        "--section {id}: run {} ({} kind) has no sections; leave --section out",
+                        a.run_id,
+                        r.kind.as_str()
+                    )
+                } else {
+                    format!(
+                        "--section {id}: run {} has no such section; its sections are {}",
+                        a.run_id,
+                        ids.join(", ")
+                    )
+                }));
+            };
+            if format != Format::Csv {
+                return Err(bad_input(format!(
+                    "--section {id} is for --format csv; json and md carry every section"
+                )));
+            }
+            csv_section(section)
+        }
+    };
     match &a.output {
         Some(p) => std::fs::write(p, &bytes)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,

@@ -42,6 +42,7 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Agent(a) => cmd_agent::run(&a),
         args::Command::Doctor(a) => cmd_doctor::doctor(&a),
         args::Command::Cleanup(a) => cmd_doctor::cleanup(&a),
+        args::Command::Presets => cmd_list::presets(),
         args::Command::Run(a) => cmd_run::run(&a),
         args::Command::Runs(a) => cmd_results::runs(&a),
         args::Command::Show(a) => cmd_results::show(&a),

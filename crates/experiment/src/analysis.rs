@@ -24,10 +24,12 @@ use crate::cause::{attribute, disk_irq, Cause, Evidence, Rules};
 use crate::kinds::{Analysis, Kind};
 use crate::plan::{Design, Plan};
 use crate::schedule::paired_baseline_block;
+use isobench_results::Section;
 
 /// Version of the [`Results`] document (JSON export). Bumped when its shape changes; 2 adds
-/// the experiment kind (`kind`) and each condition's per-tenant `assignments` in the plan.
-pub const RESULTS_SCHEMA_VERSION: u32 = 2;
+/// the experiment kind (`kind`) and each condition's per-tenant `assignments` in the plan; 3
+/// adds the kind's own `sections` and the plan's kind `settings`.
+pub const RESULTS_SCHEMA_VERSION: u32 = 3;
 
 /// Probe name recorded for a trial in which the aggressor ran alone (no probe).
 pub const SOLO_PROBE: &str = "(alone)";
@@ -291,6 +293,11 @@ pub struct Results {
     pub aggressor: Vec<Cell>,
     /// Per resource class, the worst victim degradation.
     pub classes: Vec<ClassSummary>,
+    /// The kind's own views of its results (a curve, a pairwise grid, a series summary), in
+    /// the order the kind shows them; the matrix has none beyond its table. Documents before
+    /// schema 3 have none.
+    #[serde(default)]
+    pub sections: Vec<Section>,
     /// Trust in the run as a whole.
     pub trust: Trust,
     /// Target interval half-width, points.
@@ -384,6 +391,61 @@ pub fn stored_plan(run: &LoadedRun) -> Option<Plan> {
         .and_then(|f| Plan::from_stored(f.value.clone()).ok())
 }
 
+/// One physical quantity an aggressor delivered under a condition: the median over the
+/// blocks that ran it, per tenant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delivered {
+    /// Aggressor tenant.
+    pub tenant: String,
+    /// What (`bytes_per_sec`, `iops`, `cpu_threads`, ...).
+    pub name: String,
+    /// Unit (`B/s`, `IO/s`, `CPUs`, ...).
+    pub unit: String,
+    /// Median over the condition's blocks (rates per second of running time).
+    pub value: f64,
+    /// Blocks it is the median of.
+    pub blocks: usize,
+}
+
+/// What each aggressor's stressor delivered under condition `condition`, from the facts the
+/// run recorded ([`crate::orchestrator::PRESSURE_FACT`]), in the order first seen.
+pub fn delivered_pressure(run: &LoadedRun, condition: &str) -> Vec<Delivered> {
+    let mut seen: Vec<(String, String, String)> = Vec::new();
+    let mut values: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
+    for f in run
+        .facts
+        .iter()
+        .filter(|f| f.scope == crate::orchestrator::PRESSURE_FACT)
+        .filter(|f| f.value["condition"].as_str() == Some(condition))
+    {
+        let tenant = f.value["tenant"].as_str().unwrap_or_default().to_string();
+        for p in f.value["pressure"].as_array().into_iter().flatten() {
+            let (Some(name), Some(unit), Some(v)) =
+                (p["name"].as_str(), p["unit"].as_str(), p["value"].as_f64())
+            else {
+                continue;
+            };
+            let key = (tenant.clone(), name.to_string(), unit.to_string());
+            if !seen.contains(&key) {
+                seen.push(key.clone());
+            }
+            values.entry(key).or_default().push(v);
+        }
+    }
+    seen.into_iter()
+        .map(|k| {
+            let v = &values[&k];
+            Delivered {
+                tenant: k.0,
+                name: k.1,
+                unit: k.2,
+                value: isobench_common::median(v),
+                blocks: v.len(),
+            }
+        })
+        .collect()
+}
+
 /// Parses the outside load out of a trial's load note (`outside load 0.031 CPUs ...`).
 pub fn outside_load(t: &TrialRecord) -> Option<f64> {
     let note = t.load_note.as_deref()?;
@@ -429,6 +491,7 @@ pub fn analyze_trials(
         cells,
         aggressor,
         classes,
+        sections,
     } = kind
         .experiment()
         .analyze(run, plan.as_ref(), &stored, settings);
@@ -450,6 +513,7 @@ pub fn analyze_trials(
         cells,
         aggressor,
         classes,
+        sections,
         trust,
         target_half_width: settings.target,
         confidence: settings.confidence,

@@ -556,7 +556,11 @@ impl TenantDriver for FakeTenant {
             workers: 1,
             bytes: 0,
             notes: Vec::new(),
-            pressure: Vec::new(),
+            pressure: vec![isobench_workloads::Pressure::new(
+                "cpu_threads",
+                "CPUs",
+                f64::from(s.intensity) / 100.0,
+            )],
         })
     }
     fn cpu(&mut self) -> Option<CpuTimes> {

@@ -18,6 +18,7 @@ pub mod analysis;
 pub mod backend;
 pub mod cause;
 pub mod fake;
+pub mod fields;
 pub mod kinds;
 pub mod memcheck;
 pub mod onoff;

@@ -39,6 +39,10 @@ use isobench_platform::sched::{Phases, SchedMark};
 /// Window length of the pilot runs (short, so longer windows can be formed from them).
 pub const PILOT_WINDOW: Duration = Duration::from_millis(5);
 
+/// Fact scope of what each aggressor's stressor delivered over a block, in physical units
+/// (read back by [`crate::analysis::delivered_pressure`]).
+pub const PRESSURE_FACT: &str = "pressure";
+
 /// Fact key (scope `run`) of the on/off sizes chosen by the pilot.
 pub const TUNING_FACT: &str = "onoff_tuning";
 
@@ -200,6 +204,9 @@ pub struct Engine<'a> {
     /// Scheduler marks of the current trial per victim slot, each with whether the
     /// aggressors run until the next one.
     marks: BTreeMap<usize, Vec<(bool, SchedMark)>>,
+    /// Seconds the current block's aggressors spent frozen (on/off trials), so the pressure
+    /// they report over the block is scaled to their running time.
+    block_frozen_s: f64,
 }
 
 impl<'a> Engine<'a> {
@@ -234,6 +241,7 @@ impl<'a> Engine<'a> {
             skipped: 0,
             started: Duration::ZERO,
             running: BTreeMap::new(),
+            block_frozen_s: 0.0,
             recent: std::collections::VecDeque::new(),
             persistent: false,
             tuning: BTreeMap::new(),
@@ -1005,7 +1013,7 @@ impl<'a> Engine<'a> {
             None => StoreCondition::Baseline,
             Some(c) => {
                 let cond = &self.plan.conditions[c];
-                StoreCondition::stressor(cond.stressor_id.clone(), cond.intensity)
+                StoreCondition::contended(cond.id.clone())
             }
         }
     }
@@ -1079,19 +1087,25 @@ impl<'a> Engine<'a> {
             .collect()
     }
 
-    fn stop_stressors(&mut self) {
+    /// Stops the block's stressors; returns each one's own report, by tenant.
+    fn stop_stressors(&mut self) -> Vec<(String, isobench_workloads::StressReport)> {
         let running: Vec<usize> = self.aggressors(true);
+        let mut reports = Vec::new();
         for i in running {
-            if let Err(e) = self.slots[i].driver.stop_stressor() {
-                let name = self.slots[i].name.clone();
-                self.progress
-                    .note(&format!("tenant {name}: stopping its stressor: {e}"));
-                if matches!(e, TenantFailure::NoResponse(_)) {
-                    self.restart(i);
+            let name = self.slots[i].name.clone();
+            match self.slots[i].driver.stop_stressor() {
+                Ok(r) => reports.push((name, r)),
+                Err(e) => {
+                    self.progress
+                        .note(&format!("tenant {name}: stopping its stressor: {e}"));
+                    if matches!(e, TenantFailure::NoResponse(_)) {
+                        self.restart(i);
+                    }
                 }
             }
         }
         self.running.clear();
+        reports
     }
 
     /// Tries to bring a down tenant back; returns why it is still down.
@@ -1134,6 +1148,7 @@ impl<'a> Engine<'a> {
         if let Some(c) = block.condition {
             self.start_stressors(c);
         }
+        self.block_frozen_s = 0.0;
         self.clock.sleep(self.plan.trial.warmup);
         if block.condition.is_none() {
             self.settle();
@@ -1166,9 +1181,61 @@ impl<'a> Engine<'a> {
             }
         }
         if block.condition.is_some() {
-            self.stop_stressors();
+            let first = block.trials.first().map(|t| block.key(t));
+            for (tenant, report) in self.stop_stressors() {
+                self.record_pressure(&label, &tenant, first, report);
+            }
         }
         result
+    }
+
+    /// Records what an aggressor's stressor delivered over a block, in physical units
+    /// (fact scope [`PRESSURE_FACT`], one per condition, tenant and block), with its rates
+    /// scaled to the time it was not frozen.
+    fn record_pressure(
+        &mut self,
+        condition: &str,
+        tenant: &str,
+        first: Option<TrialKey>,
+        report: isobench_workloads::StressReport,
+    ) {
+        let running = (report.elapsed_s - self.block_frozen_s).max(0.0);
+        let scale = if running > 0.05 * report.elapsed_s && running > 0.0 {
+            report.elapsed_s / running
+        } else {
+            1.0
+        };
+        let pressure: Vec<serde_json::Value> = report
+            .pressure
+            .iter()
+            .map(|p| {
+                let per_time = !matches!(p.unit.as_str(), "B" | "CPUs");
+                serde_json::json!({
+                    "name": p.name,
+                    "unit": p.unit,
+                    "value": if per_time { p.value * scale } else { p.value },
+                })
+            })
+            .collect();
+        let key = match first {
+            Some(k) => format!("{condition}/{tenant}/{}.{}", k.round, k.block),
+            None => format!("{condition}/{tenant}"),
+        };
+        let fact = Fact {
+            scope: PRESSURE_FACT.to_string(),
+            key,
+            value: serde_json::json!({
+                "condition": condition,
+                "tenant": tenant,
+                "elapsed_s": report.elapsed_s,
+                "frozen_s": self.block_frozen_s,
+                "pressure": pressure,
+            }),
+        };
+        if let Err(e) = self.store.record_fact(&self.run, &fact) {
+            self.progress
+                .note(&format!("recording the pressure {tenant} delivered: {e}"));
+        }
     }
 
     /// Before a baseline block: waits (in windows of [`SETTLE_WINDOW`], at most
@@ -1351,6 +1418,9 @@ impl<'a> Engine<'a> {
             modulation,
             noise,
         };
+        if let Some(m) = &common.modulation {
+            self.block_frozen_s += crate::onoff::frozen_time(m).as_secs_f64();
+        }
 
         let solo = t.what == TrialWhat::Solo;
         let (mut reports, aggressor_dnr) = match cond {

@@ -316,6 +316,10 @@ pub struct Plan {
     pub description: String,
     /// Experiment kind.
     pub kind: Kind,
+    /// The kind's own settings, as the scenario's `[KIND]` table gave them (`null` for a kind
+    /// without settings, and in plans stored before kinds had settings).
+    #[serde(default)]
+    pub settings: serde_json::Value,
     /// Seed of the trial order and the statistics.
     pub seed: u64,
     /// Platform.

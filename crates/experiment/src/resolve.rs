@@ -53,6 +53,7 @@ impl Plan {
             scenario: sc.name.clone(),
             description: sc.description.clone(),
             kind: sc.kind,
+            settings: sc.settings.clone(),
             seed,
             platform,
             tenants,

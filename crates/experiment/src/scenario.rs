@@ -15,6 +15,7 @@ use isobench_workloads::{nearest_names, ParamError, ParamValues, PROBES, STRESSO
 use serde::{Deserialize, Serialize};
 use toml::{Spanned, Value};
 
+use crate::fields;
 use crate::source::{ScenarioError, ScenarioErrors, Source, Span};
 
 /// The built-in `quick` scenario (`isobench run` with no file).
@@ -40,7 +41,40 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         "A/A: the quick matrix against an aggressor that does nothing (false-positive rate)",
         include_str!("../../../examples/null.toml"),
     ),
+    (
+        "sensitivity",
+        "each stressor's intensity swept: sensitivity curves and the tolerated pressure",
+        include_str!("../../../examples/sensitivity.toml"),
+    ),
 ];
+
+/// What a preset's header says it reproduces and how long it takes here: its `# reproduces:`
+/// and `# takes:` comment lines (continuation lines indented), when it has them.
+pub fn preset_header(text: &str) -> (Option<String>, Option<String>) {
+    let mut found: [Option<String>; 2] = [None, None];
+    let mut current: Option<usize> = None;
+    for line in text.lines() {
+        let Some(c) = line.strip_prefix('#') else {
+            break;
+        };
+        let c = c.strip_prefix(' ').unwrap_or(c);
+        if let Some(rest) = c.strip_prefix("reproduces:") {
+            found[0] = Some(rest.trim().to_string());
+            current = Some(0);
+        } else if let Some(rest) = c.strip_prefix("takes:") {
+            found[1] = Some(rest.trim().to_string());
+            current = Some(1);
+        } else if let (Some(i), true) = (current, c.starts_with("  ")) {
+            let s = found[i].get_or_insert_with(String::new);
+            s.push(' ');
+            s.push_str(c.trim());
+        } else {
+            current = None;
+        }
+    }
+    let [a, b] = found;
+    (a, b)
+}
 
 /// The text of preset `name`.
 pub fn preset(name: &str) -> Option<&'static str> {
@@ -61,7 +95,6 @@ fn kind_words() -> Vec<(&'static str, Kind)> {
 const PLANNED_KINDS: &[&str] = &[
     "pairwise",
     "timeline",
-    "sweep",
     "scale",
     "fidelity",
     "artifacts",
@@ -350,13 +383,18 @@ pub struct Scenario {
     pub probes: Vec<ProbeSpec>,
     /// Stressors, in file order.
     pub stressors: Vec<StressorSpec>,
+    /// The kind's own settings, from its `[KIND]` table, as the kind checked them (`null`
+    /// for a kind without settings).
+    #[serde(default)]
+    pub settings: serde_json::Value,
 }
 
 // ---------------------------------------------------------------------------------------------
 // Raw form, as decoded by serde (types loose, spans kept).
 
+/// The shared fields of the top level; [`crate::fields::top_level`] reports keys that are
+/// neither these nor a kind's table, so serde need not deny them.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawScenario {
     name: Option<Spanned<String>>,
     description: Option<Spanned<String>>,
@@ -450,13 +488,20 @@ fn span_of<T>(s: &Spanned<T>) -> Span {
 // ---------------------------------------------------------------------------------------------
 
 /// Collects errors while a scenario is checked.
-struct Checker<'a> {
-    src: &'a Source,
+pub(crate) struct Checker<'a> {
+    pub(crate) src: &'a Source,
     errors: Vec<ScenarioError>,
 }
 
 impl Checker<'_> {
-    fn err(&mut self, span: Span, field: &str, problem: String, allowed: &str, fix: String) {
+    pub(crate) fn err(
+        &mut self,
+        span: Span,
+        field: &str,
+        problem: String,
+        allowed: &str,
+        fix: String,
+    ) {
         self.errors
             .push(self.src.error(span, field, problem, allowed, fix));
     }
@@ -529,7 +574,7 @@ fn toml_value(text: &str) -> String {
     }
 }
 
-fn value_kind(v: &Value) -> &'static str {
+pub(crate) fn value_kind(v: &Value) -> &'static str {
     match v {
         Value::String(_) => "a string",
         Value::Integer(_) => "an integer",
@@ -542,7 +587,12 @@ fn value_kind(v: &Value) -> &'static str {
 }
 
 impl Checker<'_> {
-    fn duration(&mut self, v: &Option<Spanned<Value>>, field: &str, default: Duration) -> Duration {
+    pub(crate) fn duration(
+        &mut self,
+        v: &Option<Spanned<Value>>,
+        field: &str,
+        default: Duration,
+    ) -> Duration {
         let Some(v) = v else { return default };
         let parsed = match v.get_ref() {
             Value::String(s) => parse_duration(s),
@@ -602,7 +652,7 @@ impl Checker<'_> {
         Some(d)
     }
 
-    fn int(
+    pub(crate) fn int(
         &mut self,
         v: &Option<Spanned<Value>>,
         field: &str,
@@ -630,7 +680,7 @@ impl Checker<'_> {
         }
     }
 
-    fn float(
+    pub(crate) fn float(
         &mut self,
         v: &Option<Spanned<Value>>,
         field: &str,
@@ -664,7 +714,7 @@ impl Checker<'_> {
         }
     }
 
-    fn word<T: Copy>(
+    pub(crate) fn word<T: Copy>(
         &mut self,
         v: &Spanned<String>,
         field: &str,
@@ -738,7 +788,15 @@ impl Scenario {
 
     /// Reads and checks a scenario file's text. Returns every problem found.
     pub fn parse(source: Source) -> Result<Scenario, ScenarioErrors> {
-        let raw: RawScenario = match toml::from_str(&source.text) {
+        let shared = fields::struct_fields::<RawScenario>();
+        let kinds: Vec<&str> = kind_words()
+            .iter()
+            .map(|(w, _)| *w)
+            .chain(PLANNED_KINDS.iter().copied())
+            .collect();
+        let decoded = fields::top_level(&source.text, shared, &kinds)
+            .and_then(|top| Ok((top, toml::from_str::<RawScenario>(&source.text)?)));
+        let (top, raw) = match decoded {
             Ok(r) => r,
             Err(e) => return Err(ScenarioErrors(vec![decode_error(&source, &e)])),
         };
@@ -746,7 +804,11 @@ impl Scenario {
             src: &source,
             errors: Vec::new(),
         };
-        let sc = check(&mut c, raw);
+        for key in &top.unknown {
+            unknown_top_level(&mut c, key, shared, &kinds);
+        }
+        let mut sc = check(&mut c, raw);
+        sc.settings = kind_settings(&mut c, &sc, top.kind_tables);
         let mut errors = c.errors;
         if errors.is_empty() {
             Ok(Scenario { source, ..sc })
@@ -760,6 +822,50 @@ impl Scenario {
     pub fn tenants_with(&self, role: Role) -> impl Iterator<Item = &TenantSpec> {
         self.tenants.iter().filter(move |t| t.role == role)
     }
+}
+
+/// Reports a top-level key that is neither a shared field nor a kind's table.
+fn unknown_top_level(c: &mut Checker<'_>, key: &Spanned<String>, shared: &[&str], kinds: &[&str]) {
+    let name = key.get_ref();
+    let near = nearest_names(name, shared.iter().chain(kinds).copied());
+    let fix = match near.first() {
+        Some(n) => format!("did you mean `{n}`? (see docs/scenario.md)"),
+        None => "remove it, or see docs/scenario.md for the fields of a scenario".into(),
+    };
+    c.err(
+        span_of(key),
+        name,
+        format!("unknown field `{name}`"),
+        &format!(
+            "the fields {}, or a table named after the kind",
+            shared.join(", ")
+        ),
+        fix,
+    );
+}
+
+/// The scenario's kind checks its own `[KIND]` table; a table of another kind is an error.
+fn kind_settings(
+    c: &mut Checker<'_>,
+    sc: &Scenario,
+    tables: Vec<(Spanned<String>, Spanned<fields::RawTable>)>,
+) -> serde_json::Value {
+    let kind = sc.kind.experiment();
+    let mut own = None;
+    for (name, table) in tables {
+        if name.get_ref() == kind.name() && own.is_none() {
+            own = Some((span_of(&name), table.into_inner()));
+        } else {
+            let e = fields::other_kinds_table(c.src, &name, kind.name());
+            c.errors.push(e);
+        }
+    }
+    let present = own.is_some();
+    let (span, table) = own.unwrap_or_default();
+    let mut f = fields::Fields::new(c, kind.name(), span, table, present);
+    let settings = kind.settings(&mut f, sc);
+    f.finish();
+    settings
 }
 
 /// Turns a TOML decoding error (syntax, wrong type, unknown field) into a located error.
@@ -1079,6 +1185,7 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
         tenants,
         probes,
         stressors,
+        settings: serde_json::Value::Null,
     }
 }
 

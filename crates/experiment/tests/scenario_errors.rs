@@ -64,6 +64,13 @@ fn unknown_field_suggests_the_right_one() {
 }
 
 #[test]
+fn unknown_top_level_field_and_tables_of_other_kinds() {
+    insta::assert_snapshot!(parse_err(&format!(
+        "kind = \"matrix\"\nseeds = 3\n[matrix]\nfoo = 1\n[sweep]\nvalues = [1]\n{GOOD_TAIL}"
+    )));
+}
+
+#[test]
 fn wrong_type() {
     insta::assert_snapshot!(parse_err(&format!(
         "kind = \"matrix\"\nseed = true\n{GOOD_TAIL}"
@@ -80,7 +87,7 @@ fn unknown_probe_and_stressor_in_probe_table() {
 
 #[test]
 fn many_problems_are_reported_together() {
-    let text = r#"kind = "sweep"
+    let text = r#"kind = "sideways"
 [trial]
 duration = "fast"
 warmup = "2x"
@@ -105,7 +112,7 @@ intensity = [50, 150]
     let e = parse_err(text);
     for needle in [
         "bad.toml:1:8: `kind`",
-        "not available in this version",
+        "unknown value `sideways`",
         "`trial.duration`",
         "`trial.warmup`",
         "`repetitions.max`",

@@ -58,14 +58,6 @@ pub fn json_bytes(r: &Results) -> Vec<u8> {
     v
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 fn num(v: Option<f64>) -> String {
     match v {
         Some(x) if x.is_finite() => format!("{x}"),
@@ -103,7 +95,7 @@ const CSV_HEADER: &[&str] = &[
     "causes",
 ];
 
-fn csv_row(r: &Results, c: &Cell, role: &str) -> String {
+fn csv_row(r: &Results, c: &Cell, role: &str) -> Vec<String> {
     let cmp = c.comparison.as_ref();
     let flags = cmp
         .map(|x| {
@@ -154,26 +146,22 @@ fn csv_row(r: &Results, c: &Cell, role: &str) -> String {
             .collect::<Vec<_>>()
             .join("; "),
     ];
-    fields
-        .iter()
-        .map(|f| csv_field(f))
-        .collect::<Vec<_>>()
-        .join(",")
+    fields.to_vec()
 }
 
 /// One row per degradation; the aggressor's rows have role `aggressor` and no probe.
 pub fn csv_bytes(r: &Results) -> Vec<u8> {
-    let mut s = CSV_HEADER.join(",");
-    s.push('\n');
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(CSV_HEADER).expect("csv to memory");
     for c in &r.cells {
-        s.push_str(&csv_row(r, c, "victim"));
-        s.push('\n');
+        w.write_record(csv_row(r, c, "victim"))
+            .expect("csv to memory");
     }
     for c in &r.aggressor {
-        s.push_str(&csv_row(r, c, "aggressor"));
-        s.push('\n');
+        w.write_record(csv_row(r, c, "aggressor"))
+            .expect("csv to memory");
     }
-    s.into_bytes()
+    w.into_inner().expect("csv to memory")
 }
 
 fn md_escape(s: &str) -> String {
@@ -287,6 +275,7 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
         }
         s.push('\n');
     }
+    s.push_str(&crate::sections::markdown_sections(&r.sections));
     if !r.classes.is_empty() {
         let _ = writeln!(
             s,

@@ -10,9 +10,11 @@
 pub mod export;
 pub mod live;
 pub mod runs;
+pub mod sections;
 pub mod table;
 
 pub use export::{serialize, Format};
 pub use live::LiveProgress;
 pub use runs::render_runs;
+pub use sections::{csv_section, markdown_sections, render_sections};
 pub use table::{render, Style};

@@ -234,12 +234,18 @@ impl Footnotes {
     }
 }
 
-struct Row {
-    label: String,
-    cells: Vec<String>,
+pub(crate) struct Row {
+    pub(crate) label: String,
+    pub(crate) cells: Vec<String>,
 }
 
-fn render_grid(out: &mut String, head: &str, columns: &[String], rows: &[Row], style: Style) {
+pub(crate) fn render_grid(
+    out: &mut String,
+    head: &str,
+    columns: &[String],
+    rows: &[Row],
+    style: Style,
+) {
     let label_w = rows
         .iter()
         .map(|r| visible_width(&r.label))
@@ -463,6 +469,8 @@ pub fn render(r: &Results, style: Style) -> String {
             let _ = writeln!(out, "  {line}");
         }
     }
+
+    out.push_str(&crate::sections::render_sections(&r.sections, style));
 
     if !r.classes.is_empty() {
         let _ = writeln!(

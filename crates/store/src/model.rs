@@ -103,47 +103,46 @@ text_enum! {
     }
 }
 
-/// What the neighbours do during a trial. Text form: `baseline` or `stressor@intensity`
-/// (e.g. `cache@50`).
+/// What the neighbours do during a trial. Text form: `baseline`, or the id the plan gives a
+/// contended condition: `stressor@intensity` for the matrix (`cache@50`), the kind's own
+/// label for other kinds (`disk:blocks=4`, `n=8`). Databases written when every condition
+/// was `stressor@intensity` read the same.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Condition {
     /// Neighbours idle.
     Baseline,
-    /// A stressor at an intensity.
-    Stressor {
-        /// Stressor name, as in the registry.
-        name: String,
-        /// Intensity, 0..=100.
-        intensity: u8,
-    },
+    /// A contended condition, by its id in the plan.
+    Contended(String),
 }
 
+/// Longest condition id.
+const MAX_CONDITION_ID: usize = 128;
+
 impl Condition {
-    /// A stressor condition.
-    pub fn stressor(name: impl Into<String>, intensity: u8) -> Self {
-        Condition::Stressor {
-            name: name.into(),
-            intensity,
-        }
+    /// The matrix's condition of a stressor at an intensity (`cache@50`).
+    pub fn stressor(name: impl std::fmt::Display, intensity: u8) -> Self {
+        Condition::Contended(format!("{name}@{intensity}"))
     }
 
-    /// Checks the stressor name and intensity.
+    /// A contended condition by its id.
+    pub fn contended(id: impl Into<String>) -> Self {
+        Condition::Contended(id.into())
+    }
+
+    /// Checks the id: 1 to 128 printable characters without spaces, not `baseline`.
     pub fn validate(&self) -> Result<(), String> {
         match self {
             Condition::Baseline => Ok(()),
-            Condition::Stressor { name, intensity } => {
-                if name.is_empty()
-                    || name == "baseline"
-                    || name.contains('@')
-                    || name.chars().any(char::is_whitespace)
+            Condition::Contended(id) => {
+                if id.is_empty()
+                    || id == "baseline"
+                    || id.len() > MAX_CONDITION_ID
+                    || id.chars().any(|c| c.is_whitespace() || c.is_control())
                 {
                     return Err(format!(
-                        "stressor name {name:?} must be non-empty, not \"baseline\", \
-                         without '@' or spaces"
+                        "condition id {id:?} must be 1 to {MAX_CONDITION_ID} printable \
+                         characters without spaces, and not \"baseline\""
                     ));
-                }
-                if *intensity > 100 {
-                    return Err(format!("intensity {intensity} of {name} is above 100"));
                 }
                 Ok(())
             }
@@ -155,7 +154,7 @@ impl fmt::Display for Condition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Condition::Baseline => f.write_str("baseline"),
-            Condition::Stressor { name, intensity } => write!(f, "{name}@{intensity}"),
+            Condition::Contended(id) => f.write_str(id),
         }
     }
 }
@@ -167,13 +166,7 @@ impl FromStr for Condition {
         if s == "baseline" {
             return Ok(Condition::Baseline);
         }
-        let (name, level) = s.rsplit_once('@').ok_or_else(|| {
-            format!("condition {s:?} is neither \"baseline\" nor stressor@intensity")
-        })?;
-        let intensity: u8 = level
-            .parse()
-            .map_err(|_| format!("condition {s:?}: intensity {level:?} is not 0..=100"))?;
-        let c = Condition::stressor(name, intensity);
+        let c = Condition::contended(s);
         c.validate().map_err(|e| format!("condition {s:?}: {e}"))?;
         Ok(c)
     }
@@ -572,15 +565,11 @@ mod tests {
             "cache@50".parse::<Condition>().unwrap(),
             Condition::stressor("cache", 50)
         );
-        for bad in [
-            "",
-            "cache",
-            "cache@101",
-            "cache@x",
-            "@5",
-            "a b@5",
-            "baseline@3",
-        ] {
+        assert_eq!(
+            "disk:blocks=4".parse::<Condition>().unwrap(),
+            Condition::contended("disk:blocks=4")
+        );
+        for bad in ["", "a b@5", "tab\there", &"x".repeat(129)] {
             assert!(bad.parse::<Condition>().is_err(), "{bad}");
         }
         assert!(Condition::Baseline < Condition::stressor("a", 0));

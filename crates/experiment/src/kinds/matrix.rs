@@ -16,7 +16,7 @@ use super::{Analysis, ExperimentKind};
 use crate::analysis::{Results, StatsSettings, Stored};
 use crate::plan::{Assignment, Condition, Design, Estimate, Plan, Platform};
 use crate::resolve::Resolver;
-use crate::scenario::{DesignChoice, Role, UnsafeOnHost};
+use crate::scenario::{DesignChoice, Role, StressorSpec, UnsafeOnHost};
 use crate::schedule::{Block, Needs};
 use crate::source::{ScenarioError, Span};
 
@@ -35,78 +35,16 @@ impl ExperimentKind for Matrix {
     /// Each supported stressor at each of its intensities, with its design; stressors nothing
     /// would contain are refused, skipped or capped on the host.
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
-        let (sc, host) = (r.scenario(), r.host());
-        let src = &sc.source;
-        let mut conditions = Vec::new();
-        let mut skipped = Vec::new();
-        let aggressors: Vec<&str> = sc
-            .tenants
-            .iter()
-            .filter(|t| t.role == Role::Aggressor)
-            .map(|t| t.name.as_str())
-            .collect();
-        for (si, s) in sc.stressors.iter().enumerate() {
-            let st = isobench_workloads::stressor(&s.name).expect("validated name");
-            if let Err(u) = st.supported(&host.env) {
-                r.unsupported("stressor", si, &s.id, &s.name, s.name_span, &u);
-                continue;
-            }
-            let aggressive = st.aggressive();
-            let mut capped = false;
-            if aggressive && platform == Platform::Host {
-                match sc.unsafe_on_host {
-                    UnsafeOnHost::Skip => {
-                        skipped.push(s.id.clone());
-                        continue;
-                    }
-                    UnsafeOnHost::Refuse => {
-                        r.error(src.error(
-                            s.name_span,
-                            format!("stressor[{si}].name"),
-                            format!(
-                                "{} can take the whole machine down, and on the host platform \
-                                 nothing contains it",
-                                s.name
-                            ),
-                            "on the host platform: stressors other than forkbomb, memhog and disk",
-                            "run as root so tenants are cgroups, or set unsafe_on_host = \"skip\" \
-                             (leave it out) or \"allow\" (run it capped)",
-                        ));
-                        continue;
-                    }
-                    UnsafeOnHost::Allow => capped = true,
-                }
-            }
-            let (design, design_reason) = choose_design(sc.trial.design, st, &s.params);
-            for &i in &s.intensities {
-                let run = Assignment {
-                    stressor: s.name.clone(),
-                    intensity: i,
-                    params: s.params.clone(),
-                };
-                conditions.push(Condition {
-                    assignments: run.to_each(aggressors.iter().copied()),
+        stressor_conditions(r, platform, |s| {
+            s.intensities
+                .iter()
+                .map(|&i| Variant {
                     id: format!("{}@{i}", s.id),
-                    stressor_id: s.id.clone(),
-                    name: s.name.clone(),
-                    class: st.class(),
                     intensity: i,
                     params: s.params.clone(),
-                    aggressive,
-                    capped,
-                    design,
-                    design_reason: design_reason.clone(),
-                });
-            }
-        }
-        if !skipped.is_empty() {
-            r.note(format!(
-                "left out on the host platform (nothing would contain them): {}; run as root \
-                 for cgroup tenants to include them",
-                skipped.join(", ")
-            ));
-        }
-        conditions
+                })
+                .collect()
+        })
     }
 
     fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
@@ -144,6 +82,103 @@ impl ExperimentKind for Matrix {
     fn needs(&self, plan: &Plan, results: &Results) -> Needs {
         analysis::needs(plan, results)
     }
+}
+
+/// One condition a kind makes of a scenario stressor: its id, intensity and parameters.
+pub(crate) struct Variant {
+    /// Condition id (`cpu@100`, `disk:blocks=4`).
+    pub id: String,
+    /// Intensity 0..=100.
+    pub intensity: u8,
+    /// Parameters.
+    pub params: ParamValues,
+}
+
+/// The conditions of the scenario's stressors, each given to every aggressor: `variants`
+/// says which conditions a stressor makes (none leaves it out). Stressors that cannot run
+/// here are reported to `r`; stressors nothing would contain are refused, skipped or capped
+/// on the host, as the scenario says.
+pub(crate) fn stressor_conditions(
+    r: &mut Resolver,
+    platform: Platform,
+    variants: impl Fn(&StressorSpec) -> Vec<Variant>,
+) -> Vec<Condition> {
+    let (sc, host) = (r.scenario(), r.host());
+    let src = &sc.source;
+    let mut conditions = Vec::new();
+    let mut skipped = Vec::new();
+    let aggressors: Vec<&str> = sc
+        .tenants
+        .iter()
+        .filter(|t| t.role == Role::Aggressor)
+        .map(|t| t.name.as_str())
+        .collect();
+    for (si, s) in sc.stressors.iter().enumerate() {
+        let made = variants(s);
+        if made.is_empty() {
+            continue;
+        }
+        let st = isobench_workloads::stressor(&s.name).expect("validated name");
+        if let Err(u) = st.supported(&host.env) {
+            r.unsupported("stressor", si, &s.id, &s.name, s.name_span, &u);
+            continue;
+        }
+        let aggressive = st.aggressive();
+        let mut capped = false;
+        if aggressive && platform == Platform::Host {
+            match sc.unsafe_on_host {
+                UnsafeOnHost::Skip => {
+                    skipped.push(s.id.clone());
+                    continue;
+                }
+                UnsafeOnHost::Refuse => {
+                    r.error(src.error(
+                        s.name_span,
+                        format!("stressor[{si}].name"),
+                        format!(
+                            "{} can take the whole machine down, and on the host platform \
+                                 nothing contains it",
+                            s.name
+                        ),
+                        "on the host platform: stressors other than forkbomb, memhog and disk",
+                        "run as root so tenants are cgroups, or set unsafe_on_host = \"skip\" \
+                             (leave it out) or \"allow\" (run it capped)",
+                    ));
+                    continue;
+                }
+                UnsafeOnHost::Allow => capped = true,
+            }
+        }
+        for v in made {
+            let (design, design_reason) = choose_design(sc.trial.design, st, &v.params);
+            let run = Assignment {
+                stressor: s.name.clone(),
+                intensity: v.intensity,
+                params: v.params.clone(),
+            };
+            conditions.push(Condition {
+                assignments: run.to_each(aggressors.iter().copied()),
+                id: v.id,
+                stressor_id: s.id.clone(),
+                name: s.name.clone(),
+                class: st.class(),
+                intensity: v.intensity,
+                params: v.params,
+                aggressive,
+                capped,
+                design,
+                design_reason,
+            });
+        }
+    }
+    if !skipped.is_empty() {
+        r.note(format!(
+            "left out on the host platform (nothing would contain them): {}; run as root \
+                 for cgroup tenants to include them",
+            skipped.join(", ")
+        ));
+    }
+    conditions
 }
 
 /// The design of a stressor's conditions, and why: on/off when its effect stops while its

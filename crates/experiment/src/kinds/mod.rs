@@ -6,14 +6,20 @@
 //! shared; what differs is one module per kind behind [`ExperimentKind`], listed once in
 //! [`KINDS`]. Adding a kind is one module plus one line of that table.
 
+pub(crate) mod curve;
 pub mod matrix;
+pub mod sensitivity;
+pub mod sweep;
 
+use isobench_results::Section;
 use isobench_store::LoadedRun;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::analysis::{Cell, ClassSummary, Results, StatsSettings, Stored};
+use crate::fields::Fields;
 use crate::plan::{Condition, Estimate, Plan, Platform};
 use crate::resolve::Resolver;
+use crate::scenario::Scenario;
 use crate::schedule::{Block, Needs};
 use crate::source::ScenarioError;
 
@@ -23,6 +29,13 @@ pub trait ExperimentKind: Sync {
     fn name(&self) -> &'static str;
     /// One line: what the kind answers.
     fn help(&self) -> &'static str;
+    /// Checks the scenario's table named after the kind (`[sweep]`) through `f`, reporting
+    /// every problem there, and returns the kind's settings, stored with the scenario and the
+    /// plan. The default takes no settings: any key of the table is reported as unknown.
+    fn settings(&self, f: &mut Fields<'_, '_>, sc: &Scenario) -> serde_json::Value {
+        let _ = (f, sc);
+        serde_json::Value::Null
+    }
     /// Plans the conditions over the tenant pool of the plan being resolved, reporting every
     /// problem to `r`.
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition>;
@@ -55,10 +68,13 @@ pub struct Analysis {
     pub aggressor: Vec<Cell>,
     /// Per resource class, the worst victim degradation.
     pub classes: Vec<ClassSummary>,
+    /// The kind's own views (a curve as rows, a pairwise grid), rendered by every renderer.
+    pub sections: Vec<Section>,
 }
 
 /// Every kind, one line each; the first is the default of a run stored without a plan.
-pub const KINDS: &[&dyn ExperimentKind] = &[&matrix::Matrix];
+pub const KINDS: &[&dyn ExperimentKind] =
+    &[&matrix::Matrix, &sweep::Sweep, &sensitivity::Sensitivity];
 
 /// An experiment kind of [`KINDS`], by name; stored and exported as its name.
 #[derive(Clone, Copy, PartialEq, Eq)]

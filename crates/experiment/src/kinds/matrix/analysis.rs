@@ -41,6 +41,7 @@ pub fn analyze(
         cells,
         aggressor,
         classes,
+        sections: Vec::new(),
     }
 }
 

@@ -1,0 +1,275 @@
+//! `sensitivity`: each stressor's intensity swept in steps, giving each victim result a
+//! sensitivity curve and a tolerated pressure: the highest intensity, and what the stressor
+//! delivered there in physical units, at which the victim loses less than a chosen share
+//! (Bubble-Up's sensitivity curves; iBench's tolerated intensity).
+//!
+//! Each (stressor, intensity) is a condition of the matrix engine, scheduled and analysed as
+//! the matrix does, with its design. The tolerated intensity is read off the curve
+//! ([`super::curve::tolerated`]): the estimate from the point estimates, its interval from
+//! the confidence bounds of the points, so the interval says which tested intensities are
+//! known, at the run's confidence, to stay below the limit and which to exceed it.
+
+use isobench_results::{Column, Section, Value};
+use isobench_store::LoadedRun;
+use serde::{Deserialize, Serialize};
+
+use super::curve::{curve_section, series, si, tolerated, Point};
+use super::matrix::{self, stressor_conditions, Variant};
+use super::{Analysis, ExperimentKind};
+use crate::analysis::{delivered_pressure, Cell, Results, StatsSettings, Stored};
+use crate::fields::Fields;
+use crate::plan::{Condition, Estimate, Plan, Platform};
+use crate::resolve::Resolver;
+use crate::scenario::Scenario;
+use crate::schedule::{Block, Needs};
+use crate::source::{ScenarioError, Span};
+
+/// The `sensitivity` kind.
+pub struct Sensitivity;
+
+/// What a `[sensitivity]` table says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SensitivitySettings {
+    /// Intensities every stressor runs at, increasing.
+    pub intensities: Vec<u8>,
+    /// Largest tolerated loss, % of the victim's result alone.
+    pub limit: f64,
+}
+
+/// Intensities when the table gives none.
+const DEFAULT_STEPS: &[u8] = &[10, 25, 50, 75, 100];
+
+/// Tolerated loss when the table gives none, %.
+const DEFAULT_LIMIT: f64 = 5.0;
+
+impl Default for SensitivitySettings {
+    fn default() -> Self {
+        SensitivitySettings {
+            intensities: DEFAULT_STEPS.to_vec(),
+            limit: DEFAULT_LIMIT,
+        }
+    }
+}
+
+impl SensitivitySettings {
+    fn of(v: &serde_json::Value) -> SensitivitySettings {
+        serde_json::from_value(v.clone()).unwrap_or_default()
+    }
+}
+
+impl ExperimentKind for Sensitivity {
+    fn name(&self) -> &'static str {
+        "sensitivity"
+    }
+
+    fn help(&self) -> &'static str {
+        "each stressor's intensity swept in steps: a sensitivity curve per victim result and \
+         the tolerated pressure (highest intensity with less than 5% loss)"
+    }
+
+    fn settings(&self, f: &mut Fields<'_, '_>, _sc: &Scenario) -> serde_json::Value {
+        let mut set = SensitivitySettings::default();
+        if let Some((span, steps)) = f.int_list("intensities", (1, 100)) {
+            let mut sorted = steps.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if sorted != steps {
+                f.error(
+                    span,
+                    "intensities",
+                    "the intensities are not increasing".into(),
+                    "distinct intensities in 1..=100, increasing",
+                    format!(
+                        "write intensities = [{}]",
+                        sorted
+                            .iter()
+                            .map(|i| i.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                );
+            }
+            set.intensities = sorted.into_iter().map(|i| i as u8).collect();
+        }
+        set.limit = f.float(
+            "limit",
+            |x| x > 0.0 && x < 100.0,
+            "a loss in %, above 0 and below 100",
+            DEFAULT_LIMIT,
+        );
+        serde_json::to_value(set).expect("settings serialize")
+    }
+
+    /// Every stressor at every step.
+    fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
+        let set = SensitivitySettings::of(&r.scenario().settings);
+        stressor_conditions(r, platform, |s| {
+            set.intensities
+                .iter()
+                .map(|&i| Variant {
+                    id: format!("{}@{i}", s.id),
+                    intensity: i,
+                    params: s.params.clone(),
+                })
+                .collect()
+        })
+    }
+
+    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
+        r.scenario().source.error(
+            Span::default(),
+            "stressor",
+            "no stressor is left to run on this platform",
+            "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
+            "add a stressor that is safe on the host, or run as root for cgroup tenants",
+        )
+    }
+
+    fn estimate(&self, plan: &Plan) -> Estimate {
+        matrix::schedule::estimate(plan)
+    }
+
+    fn first_needs(&self, plan: &Plan) -> Needs {
+        matrix::schedule::first_needs(plan)
+    }
+
+    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
+        matrix::schedule::round_blocks(plan, round, needs)
+    }
+
+    fn analyze(
+        &self,
+        run: &LoadedRun,
+        plan: Option<&Plan>,
+        stored: &Stored,
+        settings: &StatsSettings,
+    ) -> Analysis {
+        let mut a = matrix::analysis::analyze(run, plan, stored, settings);
+        let Some(plan) = plan else {
+            return a;
+        };
+        let set = SensitivitySettings::of(&plan.settings);
+        let mut stressors: Vec<&str> = Vec::new();
+        for c in &plan.conditions {
+            if !stressors.contains(&c.stressor_id.as_str()) {
+                stressors.push(&c.stressor_id);
+            }
+        }
+        let curves: Vec<(&str, Vec<(u8, String)>)> = stressors
+            .iter()
+            .map(|&s| {
+                let pts = plan
+                    .conditions
+                    .iter()
+                    .filter(|c| c.stressor_id == s)
+                    .map(|c| (c.intensity, c.id.clone()))
+                    .collect();
+                (s, pts)
+            })
+            .collect();
+        a.sections
+            .push(tolerated_section(run, &a.cells, &curves, set.limit));
+        for (s, pts) in &curves {
+            let points: Vec<Point> = pts
+                .iter()
+                .map(|(i, id)| Point {
+                    x: Value::number(f64::from(*i), 0),
+                    condition: id.clone(),
+                })
+                .collect();
+            a.sections.push(curve_section(
+                &format!("curve-{s}"),
+                format!("Sensitivity curve under {s}"),
+                Column::unit("intensity", "%"),
+                &points,
+                &a.cells,
+                run,
+            ));
+        }
+        a
+    }
+
+    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
+        matrix::analysis::needs(plan, results)
+    }
+}
+
+/// Per victim result, per stressor: the tolerated intensity with its interval, and what the
+/// stressor delivered at that intensity.
+fn tolerated_section(
+    run: &LoadedRun,
+    cells: &[Cell],
+    curves: &[(&str, Vec<(u8, String)>)],
+    limit: f64,
+) -> Section {
+    let mut columns = vec![Column::text("victim result")];
+    for (s, _) in curves {
+        columns.push(Column::unit(&format!("{s} tolerated"), "%"));
+        columns.push(Column::text(&format!("{s} delivered there")));
+    }
+    let mut section = Section::new(
+        "tolerated",
+        format!("Tolerated pressure: the highest intensity with less than {limit}% loss"),
+        columns,
+    );
+    for (tenant, probe, metric) in series(cells) {
+        let mut row = vec![Value::text_of(format!("{probe} {metric}"))];
+        if cells
+            .iter()
+            .map(|c| &c.tenant)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1
+        {
+            row[0] = Value::text_of(format!("{tenant} {probe} {metric}"));
+        }
+        for (_, pts) in curves {
+            let curve: Vec<(f64, f64, f64, f64)> = pts
+                .iter()
+                .filter_map(|(i, id)| {
+                    let c = cells.iter().find(|c| {
+                        c.tenant == tenant
+                            && c.probe == probe
+                            && c.metric == metric
+                            && &c.condition == id
+                    })?;
+                    let d = &c.comparison.as_ref()?.degradation;
+                    Some((f64::from(*i), d.estimate, d.lower, d.upper))
+                })
+                .collect();
+            if curve.len() < pts.len() {
+                row.extend([Value::text_of("not measured at every step"), Value::Empty]);
+                continue;
+            }
+            let t = tolerated(&curve, limit);
+            let text = match (t.estimate, t.beyond) {
+                (None, _) => format!("< {}", pts[0].0),
+                (Some(e), true) => format!(">= {e:.0}"),
+                (Some(e), false) => format!(
+                    "{e:.0} [{}, {}]",
+                    t.lower
+                        .map_or_else(|| format!("<{}", pts[0].0), |x| format!("{x:.0}")),
+                    t.upper
+                        .map_or_else(|| format!("<{}", pts[0].0), |x| format!("{x:.0}"))
+                ),
+            };
+            row.push(Value::text_of(text));
+            let at = t
+                .estimate
+                .and_then(|e| pts.iter().find(|(i, _)| f64::from(*i) == e))
+                .and_then(|(_, id)| delivered_pressure(run, id).into_iter().next());
+            row.push(match at {
+                Some(d) => Value::text_of(format!("{} {}", si(d.value), d.unit)),
+                None => Value::Empty,
+            });
+        }
+        section.push(row);
+    }
+    section.notes.push(format!(
+        "Tolerated: the highest intensity tested before the victim's loss first reaches \
+         {limit}%; in brackets, the same read off the confidence bounds (the highest intensity \
+         known to stay below, and the last before one known to exceed). >= : never reached in \
+         the range tested; < : reached at the first step."
+    ));
+    section
+}

@@ -1,0 +1,175 @@
+//! A kind's own sections ([`isobench_results::Section`]), drawn the same way for every kind:
+//! a grid in the terminal, a table in Markdown, rows in CSV.
+
+use std::fmt::Write as _;
+
+use isobench_results::Section;
+
+use crate::table::{render_grid, Row, Style};
+
+/// The sections as terminal grids, each under its title, with its notes.
+pub fn render_sections(sections: &[Section], style: Style) -> String {
+    let mut out = String::new();
+    for s in sections {
+        let _ = writeln!(out, "\n{}", s.title);
+        let headers = s.headers();
+        let Some((head, columns)) = headers.split_first() else {
+            continue;
+        };
+        let rows: Vec<Row> = s
+            .text_rows()
+            .into_iter()
+            .map(|mut cells| {
+                let label = if cells.is_empty() {
+                    String::new()
+                } else {
+                    cells.remove(0)
+                };
+                Row { label, cells }
+            })
+            .collect();
+        render_grid(&mut out, head, columns, &rows, style);
+        for n in &s.notes {
+            let _ = writeln!(out, "  {n}");
+        }
+    }
+    out
+}
+
+/// The sections as Markdown tables, each under a `##` heading.
+pub fn markdown_sections(sections: &[Section]) -> String {
+    let esc = |s: &str| s.replace('|', "\\|");
+    let mut out = String::new();
+    for s in sections {
+        let _ = writeln!(out, "## {}\n", esc(&s.title));
+        let headers = s.headers();
+        let _ = writeln!(
+            out,
+            "| {} |",
+            headers
+                .iter()
+                .map(|h| esc(h))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        let align: Vec<&str> = (0..headers.len())
+            .map(|i| if i == 0 { "---" } else { "---:" })
+            .collect();
+        let _ = writeln!(out, "|{}|", align.join("|"));
+        for row in s.text_rows() {
+            let _ = writeln!(
+                out,
+                "| {} |",
+                row.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
+            );
+        }
+        out.push('\n');
+        for n in &s.notes {
+            let _ = writeln!(out, "{}\n", esc(n));
+        }
+    }
+    out
+}
+
+/// One section as CSV: a header row of the column names (units in brackets), then its
+/// rows; an estimate takes three columns (value, lower, upper).
+pub fn csv_section(s: &Section) -> Vec<u8> {
+    use isobench_results::Value;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header = Vec::new();
+    for (i, c) in s.columns.iter().enumerate() {
+        let h = c.header();
+        if s.rows
+            .iter()
+            .any(|r| matches!(r.get(i), Some(Value::Estimate { .. })))
+        {
+            header.push(h.clone());
+            header.push(format!("{h} lower"));
+            header.push(format!("{h} upper"));
+        } else {
+            header.push(h);
+        }
+    }
+    w.write_record(&header).expect("csv to memory");
+    for r in &s.rows {
+        let mut rec = Vec::new();
+        for (i, v) in r.iter().enumerate() {
+            let triple = s
+                .rows
+                .iter()
+                .any(|r| matches!(r.get(i), Some(Value::Estimate { .. })));
+            match v {
+                Value::Estimate {
+                    value,
+                    lower,
+                    upper,
+                    ..
+                } => {
+                    rec.extend([value.to_string(), lower.to_string(), upper.to_string()]);
+                }
+                other => {
+                    let text = match other {
+                        Value::Empty => String::new(),
+                        Value::Number { value, .. } => value.to_string(),
+                        o => o.text(),
+                    };
+                    rec.push(text);
+                    if triple {
+                        rec.extend([String::new(), String::new()]);
+                    }
+                }
+            }
+        }
+        w.write_record(&rec).expect("csv to memory");
+    }
+    w.into_inner().expect("csv to memory")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isobench_results::{Column, Value};
+
+    fn curve() -> Section {
+        let mut s = Section::new(
+            "curve",
+            "cpu-int ops_per_sec under cpu",
+            vec![Column::unit("intensity", "%"), Column::unit("loss", "%")],
+        );
+        s.push(vec![
+            Value::number(25.0, 0),
+            Value::estimate(1.5, 0.5, 2.5, 1),
+        ]);
+        s.push(vec![Value::number(50.0, 0), Value::Empty]);
+        s.notes.push("loss: % of the rate alone".into());
+        s
+    }
+
+    #[test]
+    fn a_section_renders_in_every_format() {
+        let s = vec![curve()];
+        insta::assert_snapshot!(render_sections(&s, Style::default()), @r"
+
+        cpu-int ops_per_sec under cpu
+        intensity [%]        loss [%]
+        25             1.5 [0.5, 2.5]
+        50                          -
+          loss: % of the rate alone
+        ");
+        insta::assert_snapshot!(markdown_sections(&s), @r"
+        ## cpu-int ops_per_sec under cpu
+
+        | intensity [%] | loss [%] |
+        |---|---:|
+        | 25 | 1.5 [0.5, 2.5] |
+        | 50 | - |
+
+        loss: % of the rate alone
+        ");
+        insta::assert_snapshot!(String::from_utf8(csv_section(&s[0])).unwrap(), @r"
+        intensity [%],loss [%],loss [%] lower,loss [%] upper
+        25,1.5,0.5,2.5
+        50,,,
+        ");
+    }
+}

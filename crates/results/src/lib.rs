@@ -1,0 +1,13 @@
+//! isobench results as renderers read them.
+//!
+//! Every experiment kind reports what it found as [`Section`]s: titled tables of typed
+//! values (text, numbers with their unit, estimates with their interval, did-not-run). The
+//! terminal, Markdown, CSV and HTML renderers draw any section the same way, so a new kind
+//! brings its own view without teaching any renderer about it. A section says what it holds;
+//! it does not say how it is drawn.
+
+#![deny(missing_docs)]
+
+mod view;
+
+pub use view::{Column, Section, Value};
