@@ -213,6 +213,22 @@ pub trait Backend {
     fn noise_end(&mut self) -> Option<serde_json::Value> {
         None
     }
+    /// A driver for probes that run outside every tenant, on the host beside `tenant`: in no
+    /// tenant's cgroups, in `tenant`'s network (its namespace when it has one), so a load
+    /// generator reaches the tenant's servers on loopback. Its CPU time counts as the
+    /// controller's own, not as load from outside the run.
+    fn beside(&mut self, tenant: &PlannedTenant) -> anyhow::Result<Box<dyn TenantDriver>> {
+        anyhow::bail!(
+            "this platform cannot run a probe beside tenant {} (outside every tenant)",
+            tenant.name
+        )
+    }
+    /// A free TCP port on loopback, for an endpoint a probe binds later (a relay ring's
+    /// master, where its last forwarder sends the message back).
+    fn reserve_port(&mut self) -> anyhow::Result<u16> {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        Ok(l.local_addr()?.port())
+    }
 }
 
 /// One tenant with its agent.
@@ -247,6 +263,23 @@ pub trait TenantDriver: Send {
     /// named; `None` where it cannot be read.
     fn sched_mark(&mut self) -> Option<isobench_platform::sched::SchedMark> {
         None
+    }
+    /// Starts network service `kind` (`http:4K`, `relay-forwarder:127.0.0.1:7000`, as the
+    /// agent's `start_service` takes it) bound to `bind` inside the tenant, named `id`;
+    /// returns the address it listens on.
+    fn start_service(&mut self, id: &str, kind: &str, bind: &str) -> Result<String, TenantFailure> {
+        let _ = (id, bind);
+        Err(TenantFailure::Failed(format!(
+            "tenant {} cannot run network services (asked for {kind})",
+            self.name()
+        )))
+    }
+    /// Stops the service named `id`.
+    fn stop_service(&mut self, id: &str) -> Result<(), TenantFailure> {
+        Err(TenantFailure::Failed(format!(
+            "tenant {} runs no service {id}",
+            self.name()
+        )))
     }
     /// After a DNR: kills whatever is left of the agent and starts a fresh one.
     fn restart(&mut self) -> anyhow::Result<()>;

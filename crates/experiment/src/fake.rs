@@ -110,6 +110,8 @@ struct State {
     switches: Vec<(Duration, String, bool)>,
     /// The victims' scheduler counters so far ([`FakeScript::placement`]).
     sched: FakeSched,
+    /// Loopback ports handed out so far (services and reserved ports), from 40001.
+    ports: u16,
 }
 
 /// Scheduler counters of the fake victims and CPUs.
@@ -218,6 +220,7 @@ impl FakeBackend {
             log: Vec::new(),
             switches: Vec::new(),
             sched: FakeSched::default(),
+            ports: 0,
         }));
         (
             FakeBackend {
@@ -247,7 +250,28 @@ impl Backend for FakeBackend {
             memory: t.memory,
             state: self.state.clone(),
             pending: None,
+            serves: None,
         }))
+    }
+    fn beside(&mut self, t: &PlannedTenant) -> anyhow::Result<Box<dyn TenantDriver>> {
+        let name = format!("beside-{}", t.name);
+        let mut st = self.state.lock().expect("fake state");
+        st.log.push(format!("create {name}"));
+        Ok(Box::new(FakeTenant {
+            name,
+            limits: String::new(),
+            memory: t.memory,
+            state: self.state.clone(),
+            pending: None,
+            serves: Some(t.name.clone()),
+        }))
+    }
+    fn reserve_port(&mut self) -> anyhow::Result<u16> {
+        let mut st = self.state.lock().expect("fake state");
+        st.ports += 1;
+        let port = 40_000 + st.ports;
+        st.log.push(format!("reserve 127.0.0.1:{port}"));
+        Ok(port)
     }
     fn root_cpu(&mut self) -> Option<CpuTimes> {
         let st = self.state.lock().expect("fake state");
@@ -282,14 +306,50 @@ pub struct FakeTenant {
     state: Arc<Mutex<State>>,
     /// The probe started by `begin_probe`: run, start time, call number.
     pending: Option<(ProbeRun, Duration, usize)>,
+    /// For a place beside a tenant: the tenant whose servers it measures.
+    serves: Option<String>,
 }
 
+/// Parameters that point a probe at a server; the fake logs them when set.
+const ENDPOINT_PARAMS: &[&str] = &["addr", "port", "first_hop", "listen"];
+
+/// How much more a stressor hurts a server in its own tenant than one next door.
+pub const OWN_TENANT_FACTOR: f64 = 3.0;
+
 impl FakeTenant {
+    /// The tenant the probe measures: itself, or the one it sits beside.
+    fn home(&self) -> &str {
+        self.serves.as_deref().unwrap_or(&self.name)
+    }
+
     fn unresponsive(&self, st: &State) -> Option<String> {
         st.script.dnr_under.iter().find_map(|(tenant, stressor)| {
-            (tenant == &self.name && st.stressors.values().any(|s| &s.name == stressor))
+            (tenant == self.home() && st.stressors.values().any(|s| &s.name == stressor))
                 .then(|| format!("no answer within the timeout while {stressor} ran"))
         })
+    }
+
+    /// ` addr=... port=...` for the endpoint parameters set away from their defaults.
+    fn endpoint_text(run: &ProbeRun) -> String {
+        let Some(w) = isobench_workloads::probe(&run.name) else {
+            return String::new();
+        };
+        let mut out = String::new();
+        for spec in w
+            .params()
+            .iter()
+            .filter(|s| ENDPOINT_PARAMS.contains(&s.name))
+        {
+            let Some(v) = run.params.0.get(spec.name) else {
+                continue;
+            };
+            if *v == spec.default_value(&run.name) {
+                continue;
+            }
+            let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            out.push_str(&format!(" {}={text}", spec.name));
+        }
+        out
     }
 }
 
@@ -354,7 +414,9 @@ impl TenantDriver for FakeTenant {
         let mut st = self.state.lock().expect("fake state");
         let call = st.probe_calls;
         st.probe_calls += 1;
-        st.log.push(format!("probe {} {}", self.name, run.name));
+        let endpoints = Self::endpoint_text(run);
+        st.log
+            .push(format!("probe {} {}{endpoints}", self.name, run.name));
         if let Some((n, flag)) = &st.script.interrupt_after {
             if call + 1 >= *n {
                 flag.store(true, Ordering::SeqCst);
@@ -392,6 +454,8 @@ impl TenantDriver for FakeTenant {
             st.outside_ns += run.budget.as_nanos() as u64;
         }
         // The slowdown at an instant: every stressor not frozen then.
+        // A stressor in the measured tenant itself hurts OWN_TENANT_FACTOR times more.
+        let home = self.home().to_string();
         let slowdown_at = |st: &State, t: Duration| -> f64 {
             st.stressors
                 .iter()
@@ -402,7 +466,14 @@ impl TenantDriver for FakeTenant {
                         .find(|(at, who, _)| *at <= t && who == *tenant)
                         .is_some_and(|(_, _, frozen)| *frozen)
                 })
-                .map(|(_, s)| (st.script.effect)(probe.class(), s.class, s.intensity))
+                .map(|(tenant, s)| {
+                    let own = if **tenant == home {
+                        OWN_TENANT_FACTOR
+                    } else {
+                        1.0
+                    };
+                    own * (st.script.effect)(probe.class(), s.class, s.intensity)
+                })
                 .sum()
         };
         let window = run.window.filter(|w| !w.is_zero());
@@ -521,6 +592,25 @@ impl TenantDriver for FakeTenant {
                 frozen: false,
             },
         );
+        Ok(())
+    }
+    fn start_service(&mut self, id: &str, kind: &str, bind: &str) -> Result<String, TenantFailure> {
+        let mut st = self.state.lock().expect("fake state");
+        if let Some(why) = self.unresponsive(&st) {
+            st.log
+                .push(format!("service {} {id} {kind}: no answer", self.name));
+            return Err(TenantFailure::NoResponse(why));
+        }
+        st.ports += 1;
+        let ip = bind.rsplit_once(':').map_or(bind, |(ip, _)| ip);
+        let addr = format!("{ip}:{}", 40_000 + st.ports);
+        st.log
+            .push(format!("service {} {id} {kind} -> {addr}", self.name));
+        Ok(addr)
+    }
+    fn stop_service(&mut self, id: &str) -> Result<(), TenantFailure> {
+        let mut st = self.state.lock().expect("fake state");
+        st.log.push(format!("stop service {} {id}", self.name));
         Ok(())
     }
     fn stressor_progress(&mut self) -> Result<StressProgress, TenantFailure> {

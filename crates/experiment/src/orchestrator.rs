@@ -36,6 +36,8 @@ use crate::scenario::Role;
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_WINDOW};
 use isobench_platform::sched::{Phases, SchedMark};
 
+mod served;
+
 /// Window length of the pilot runs (short, so longer windows can be formed from them).
 pub const PILOT_WINDOW: Duration = Duration::from_millis(5);
 
@@ -207,6 +209,8 @@ pub struct Engine<'a> {
     /// Seconds the current block's aggressors spent frozen (on/off trials), so the pressure
     /// they report over the block is scaled to their running time.
     block_frozen_s: f64,
+    /// Services started in tenants for served probes, and the places beside tenants.
+    served: served::Served,
 }
 
 impl<'a> Engine<'a> {
@@ -249,6 +253,7 @@ impl<'a> Engine<'a> {
             settle_cost: BTreeMap::new(),
             overhead: 1.0,
             marks: BTreeMap::new(),
+            served: served::Served::default(),
         }
     }
 
@@ -258,7 +263,7 @@ impl<'a> Engine<'a> {
     pub fn execute(mut self) -> Result<RunOutcome> {
         let result = self.execute_inner();
         // Teardown happens whatever the result.
-        let mut teardown_errors = Vec::new();
+        let mut teardown_errors = self.served_teardown();
         for s in &mut self.slots {
             if let Err(e) = s.driver.teardown() {
                 teardown_errors.push(format!("{}: {e:#}", s.name));
@@ -675,7 +680,26 @@ impl<'a> Engine<'a> {
     fn calibrate(&mut self) -> Result<()> {
         let plan = self.plan;
         let mut facts = Vec::new();
-        for probe in &plan.probes {
+        for (p, probe) in plan.probes.iter().enumerate() {
+            if probe.serving.is_some() {
+                for (i, r) in self.served_probe(p, false) {
+                    let name = self.slots[i].name.clone();
+                    facts.push(match r {
+                        Ok(o) => json!({"tenant": name, "probe": probe.id, "params": o.params}),
+                        Err(e) => {
+                            self.progress.note(&format!(
+                                "calibration: probe {} for tenant {name}: {e}",
+                                probe.id
+                            ));
+                            if matches!(e, TenantFailure::NoResponse(_)) {
+                                self.restart(i);
+                            }
+                            json!({"tenant": name, "probe": probe.id, "error": e.to_string()})
+                        }
+                    });
+                }
+                continue;
+            }
             for i in 0..self.slots.len() {
                 if self.slots[i].role != Role::Victim {
                     continue;
@@ -1116,6 +1140,7 @@ impl<'a> Engine<'a> {
     }
 
     fn restart(&mut self, i: usize) {
+        self.forget_services(i);
         let name = self.slots[i].name.clone();
         match self.slots[i].driver.restart() {
             Ok(()) => {
@@ -1186,6 +1211,7 @@ impl<'a> Engine<'a> {
                 self.record_pressure(&label, &tenant, first, report);
             }
         }
+        self.stop_services_kept(crate::serving::Keep::Block);
         result
     }
 
@@ -1296,7 +1322,10 @@ impl<'a> Engine<'a> {
 
     fn snapshot(&mut self, contended: bool) -> Snap {
         let root = self.backend.root_cpu();
-        let own = self.backend.own_cpu();
+        let mut own = self.backend.own_cpu();
+        let beside = self.beside_cpu();
+        own.total_ns += beside.total_ns;
+        own.user_ns = own.user_ns.zip(beside.user_ns).map(|(a, b)| a + b);
         let tenants = self.slots.iter_mut().map(|s| s.driver.cpu()).collect();
         let stress = (0..self.slots.len())
             .map(|i| {
@@ -1436,6 +1465,7 @@ impl<'a> Engine<'a> {
         // aggressor in a solo trial, and one per aggressor that did not respond.
         let mut records = self.victim_records(&outcomes, &what, &common, &mut reports);
         records.extend(self.aggressor_records(solo, &what, &common, reports, &aggressor_dnr));
+        let records = served::one_record_per_tenant(records);
         let (status, reason) = self.commit(&records)?;
         self.ran += 1;
         self.done += 1;
@@ -1475,6 +1505,9 @@ impl<'a> Engine<'a> {
             TrialWhat::Solo => {
                 self.clock.sleep(plan.trial.solo);
                 Ok((Vec::new(), None))
+            }
+            TrialWhat::Probe(p) if plan.probes[p].serving.is_some() => {
+                Ok((self.served_probe(p, cond.is_some()), None))
             }
             TrialWhat::Probe(p) => match cond {
                 Some(c) if plan.design(p, c) == Design::OnOff => self.modulated_probe(p, c),

@@ -186,6 +186,10 @@ pub struct PlannedProbe {
     /// Whether the probe returns window series (it can be measured with the on/off design).
     #[serde(default)]
     pub windowed: bool,
+    /// Services its trials need in tenants and where it runs against them; `None`: it runs
+    /// in every victim on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<crate::serving::Serving>,
 }
 
 /// How one degradation is measured.

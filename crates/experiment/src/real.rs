@@ -52,6 +52,10 @@ pub struct RealBackend {
     canary: isobench_workloads::canary::Canary,
     /// The snapshot and canary speed taken by `noise_begin`.
     noise_start: Option<(isobench_platform::noise::HostNoise, f64)>,
+    /// The run's id, for processes started beside tenants.
+    run_id: String,
+    /// What each tenant created is, for a place beside it.
+    infos: std::collections::BTreeMap<String, isobench_platform::TenantInfo>,
 }
 
 impl RealBackend {
@@ -62,6 +66,7 @@ impl RealBackend {
             PlanPlatform::Host => PlatformKind::Host,
             PlanPlatform::Cgroup => PlatformKind::Cgroup,
         };
+        let run_id = run.id().as_str().to_string();
         let platform = platform(kind, PlatformOptions::new(run))?;
         // A watchdog deadline well past the longest the run can take.
         let deadline = Duration::from_secs_f64(plan.estimate.secs_max * 3.0 + 900.0);
@@ -91,6 +96,8 @@ impl RealBackend {
             watched: Vec::new(),
             canary: isobench_workloads::canary::Canary::calibrate(),
             noise_start: None,
+            run_id,
+            infos: std::collections::BTreeMap::new(),
         })
     }
 }
@@ -130,6 +137,7 @@ impl Backend for RealBackend {
             .create_tenant(&spec)
             .with_context(|| format!("creating tenant {} on {}", t.name, self.platform.kind()))?;
         notes.extend(tenant.info().notes.iter().cloned());
+        self.infos.insert(t.name.clone(), tenant.info().clone());
         self.watched.push(isobench_platform::noise::WatchedTenant {
             name: t.name.clone(),
             cgroups: tenant.info().cgroups.clone(),
@@ -216,6 +224,34 @@ impl Backend for RealBackend {
 
     fn root_cpu(&mut self) -> Option<CpuTimes> {
         root_cpu()
+    }
+
+    fn beside(&mut self, t: &PlannedTenant) -> Result<Box<dyn TenantDriver>> {
+        let info = self.infos.get(&t.name).with_context(|| {
+            format!(
+                "tenant {} was not created, so nothing runs beside it",
+                t.name
+            )
+        })?;
+        let place = isobench_platform::Beside::new(info, &self.run_id)?;
+        let name = place.name().to_string();
+        let mut driver = RealTenant {
+            name,
+            tenant: Box::new(place),
+            exe: self.exe.clone(),
+            timeout: self.agent_timeout,
+            agent: None,
+            stressor: None,
+            seq: 0,
+            last: None,
+            notes: Vec::new(),
+            hello: serde_json::Value::Null,
+            memory: t.memory,
+            addresses: self.addresses.clone(),
+            pending: None,
+        };
+        driver.start_agent()?;
+        Ok(Box::new(driver))
     }
 
     fn own_cpu(&mut self) -> CpuTimes {
@@ -671,6 +707,18 @@ impl TenantDriver for RealTenant {
 
     fn stressor_progress(&mut self) -> Result<StressProgress, TenantFailure> {
         self.latest_progress()
+    }
+
+    fn start_service(&mut self, id: &str, kind: &str, bind: &str) -> Result<String, TenantFailure> {
+        let client = self.client()?;
+        client
+            .start_service(id, kind, bind, None)
+            .map_err(|e| self.fail(e))
+    }
+
+    fn stop_service(&mut self, id: &str) -> Result<(), TenantFailure> {
+        let client = self.client()?;
+        client.stop_service(id).map(drop).map_err(|e| self.fail(e))
     }
 
     fn stop_stressor(&mut self) -> Result<StressReport, TenantFailure> {

@@ -373,6 +373,7 @@ impl<'a> Resolver<'a> {
                 params,
                 metrics: p.metrics.clone(),
                 windowed: probe.windowed(),
+                serving: None,
             });
         }
         probes

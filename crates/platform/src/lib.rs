@@ -18,6 +18,7 @@
 //! are raised before anything is created.
 #![deny(missing_docs)]
 
+pub mod beside;
 pub mod blockdev;
 pub mod cgroup;
 pub mod cleanup;
@@ -43,6 +44,7 @@ use std::str::FromStr;
 use anyhow::Result;
 use serde::Serialize;
 
+pub use beside::Beside;
 pub use blockdev::{device_for_path, BlockDevice, DevNum};
 pub use cgroup::{CgroupFs, CgroupVersion, Controller};
 pub use cleanup::{cleanup, CleanupReport, Failure, ObjectKind, Removed};
