@@ -450,6 +450,54 @@ fn relay_ring_one_hop_relays_to_itself() {
 }
 
 #[test]
+fn relay_ring_raw_keeps_every_iteration_inside_its_run() {
+    for variant in ["network", "write", "nosyscall"] {
+        let ms = run(
+            "relay-ring",
+            &ctx(1000),
+            &[
+                "hops=2",
+                "runs=3",
+                "iterations=40",
+                "raw=true",
+                &format!("variant={variant}"),
+            ],
+        )
+        .unwrap();
+        let series = |name: &str| {
+            ms.get(name)
+                .and_then(|m| m.series.clone())
+                .unwrap_or_else(|| panic!("{variant}: no series for {name}"))
+        };
+        let iters = series("iter_ns");
+        let runs = series("run_mean_ns");
+        assert_eq!(iters.len(), 120, "{variant}");
+        assert_eq!(runs.len(), 3, "{variant}");
+        for (r, run) in runs.iter().enumerate() {
+            let inside: Vec<f64> = iters
+                .iter()
+                .filter(|w| w.start_ns >= run.start_ns && w.end_ns <= run.end_ns)
+                .map(|w| w.value)
+                .collect();
+            assert_eq!(inside.len(), 40, "{variant}: run {r}");
+            let mean = inside.iter().sum::<f64>() / 40.0;
+            assert!(
+                (mean - run.value).abs() <= 1e-6 * mean.max(1.0),
+                "{variant}"
+            );
+        }
+    }
+    // Without raw, no series.
+    let ms = run(
+        "relay-ring",
+        &ctx(1000),
+        &["hops=1", "runs=1", "iterations=5"],
+    )
+    .unwrap();
+    assert!(ms.values().all(|m| m.series.is_none()));
+}
+
+#[test]
 fn relay_ring_through_external_forwarders() {
     // The master's return port must be known before the forwarders start.
     let back = std::net::TcpListener::bind(lo())

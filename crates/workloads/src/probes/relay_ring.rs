@@ -24,7 +24,11 @@
 //!
 //! Reported: per-iteration latency in ns (mean, p50, p99, p99.9, max with the histogram,
 //! plus min and standard deviation), the spread of the per-run means (coefficient of
-//! variation, %, which shows a "memory between runs"), and the iterations timed.
+//! variation, %, which shows a "memory between runs"), and the iterations timed. With
+//! `raw=true` also every iteration itself, for the paper's run x iteration surface:
+//! `iter_ns` carries one window per timed iteration (its start, end and latency) and
+//! `run_mean_ns` one window per run (its first start, last end and mean), so each iteration
+//! is placed in its run by time.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -35,7 +39,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
-use crate::metric::{latency_metrics, LatencyHistogram, Metric, MetricSpec};
+use crate::metric::{latency_metrics, LatencyHistogram, Metric, MetricSpec, Window};
 use crate::netserve::{self, ServerHandle, ServerKind, ServerOptions};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::probes::io_net::{
@@ -58,6 +62,7 @@ struct Opts {
     first_hop: Option<String>,
     listen: String,
     timeout_ms: u64,
+    raw: bool,
 }
 
 const PARAMS: &[ParamSpec] = &[
@@ -127,6 +132,13 @@ const PARAMS: &[ParamSpec] = &[
         },
         default: "2000",
     },
+    ParamSpec {
+        name: "raw",
+        help: "also return every timed iteration (start, end, ns) and every run's mean as \
+               series of iter_ns and run_mean_ns, for the run x iteration surface",
+        kind: ParamKind::Bool,
+        default: "false",
+    },
 ];
 
 const METRICS: &[MetricSpec] = metric_table![
@@ -135,6 +147,8 @@ const METRICS: &[MetricSpec] = metric_table![
     "iter_std_ns" "ns" Lower Mean;
     "run_mean_cv_pct" "%" Lower Mean;
     "iterations" "iterations" Higher Total;
+    "iter_ns" "ns" Lower Mean;
+    "run_mean_ns" "ns" Lower Mean;
 ];
 
 fn spec(name: &str) -> &'static MetricSpec {
@@ -171,7 +185,10 @@ impl Probe for RelayRing {
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;
         ctx.pin_self()?;
-        let mut stats = Stats::default();
+        let mut stats = Stats {
+            raw: o.raw.then(Vec::new),
+            ..Stats::default()
+        };
         match o.variant.as_str() {
             "network" => network(ctx, &o, &mut stats)?,
             "write" => {
@@ -205,6 +222,10 @@ struct Stats {
     m2: f64,
     min: f64,
     run_means: Vec<f64>,
+    /// Every timed iteration, when asked for.
+    raw: Option<Vec<Window>>,
+    /// Every run: first start, last end, mean.
+    runs: Vec<Window>,
 }
 
 impl Stats {
@@ -217,6 +238,32 @@ impl Stats {
         self.m2 += d * (ns - self.mean);
         self.min = if self.n == 1 { ns } else { self.min.min(ns) };
         hist_record(&mut self.h, ns.round() as u64);
+    }
+
+    /// Adds one iteration timed from `t0` to `t1` (`ns` less the timer's overhead).
+    #[inline]
+    fn add_at(&mut self, t0: u64, t1: u64, ns: f64) {
+        self.add(ns);
+        if let Some(raw) = &mut self.raw {
+            raw.push(Window {
+                start_ns: t0,
+                end_ns: t1,
+                value: ns,
+            });
+        }
+    }
+
+    /// Ends a run of `k` iterations summing to `sum` ns, timed from `start` to `end`.
+    fn end_run(&mut self, start: u64, end: u64, sum: f64, k: u64) {
+        if k > 0 {
+            let mean = sum / k as f64;
+            self.run_means.push(mean);
+            self.runs.push(Window {
+                start_ns: start,
+                end_ns: end.max(start + 1),
+                value: mean,
+            });
+        }
     }
 
     fn metrics(self) -> anyhow::Result<Vec<Metric>> {
@@ -245,6 +292,10 @@ impl Stats {
         out.push(spec("iter_std_ns").value(std));
         out.push(spec("run_mean_cv_pct").value(cv));
         out.push(spec("iterations").value(self.n as f64));
+        if let Some(raw) = self.raw {
+            out.push(spec("iter_ns").value(self.mean).with_series(raw));
+            out.push(spec("run_mean_ns").value(mm).with_series(self.runs));
+        }
         Ok(out)
     }
 }
@@ -267,6 +318,7 @@ fn local_loop(
             msg = step(msg);
         }
         let (mut sum, mut k) = (0.0, 0u64);
+        let (mut first, mut last) = (0, 0);
         for _ in 0..o.iterations {
             if ctx.stopped() {
                 break;
@@ -275,13 +327,15 @@ fn local_loop(
             msg = step(msg);
             let t1 = now_ns();
             let ns = ((t1 - t0) as f64 - over).max(0.0);
-            stats.add(ns);
+            stats.add_at(t0, t1, ns);
+            if k == 0 {
+                first = t0;
+            }
+            last = t1;
             sum += ns;
             k += 1;
         }
-        if k > 0 {
-            stats.run_means.push(sum / k as f64);
-        }
+        stats.end_run(first, last, sum, k);
     }
     std::hint::black_box(msg);
     Ok(())
@@ -386,6 +440,7 @@ fn ring_runs(
             trip(seq)?;
         }
         let (mut sum, mut k) = (0.0, 0u64);
+        let (mut first, mut last) = (0, 0);
         for _ in 0..o.iterations {
             if ctx.stopped() {
                 break;
@@ -395,13 +450,15 @@ fn ring_runs(
             trip(seq)?;
             let t1 = now_ns();
             let ns = ((t1 - t0) as f64 - over).max(0.0);
-            stats.add(ns);
+            stats.add_at(t0, t1, ns);
+            if k == 0 {
+                first = t0;
+            }
+            last = t1;
             sum += ns;
             k += 1;
         }
-        if k > 0 {
-            stats.run_means.push(sum / k as f64);
-        }
+        stats.end_run(first, last, sum, k);
         // Closing our end makes every forwarder of this run close its connections too.
     }
     Ok(())
