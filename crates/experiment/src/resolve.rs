@@ -33,12 +33,14 @@ impl Plan {
             opts,
             errors: Vec::new(),
             notes: Vec::new(),
+            serving: Vec::new(),
         };
         let platform = r.platform();
         let mut tenants = r.tenants(platform);
-        let probes = r.probes(&tenants);
+        let mut probes = r.probes(&tenants);
         let kind = sc.kind.experiment();
         let conditions = kind.conditions(&mut r, platform);
+        r.apply_serving(&mut probes, &tenants);
         r.require_workloads(&probes, &conditions);
         r.note_measured_llc();
         r.memory_needs(&mut tenants, &probes, &conditions);
@@ -85,6 +87,8 @@ pub struct Resolver<'a> {
     errors: Vec<ScenarioError>,
     /// What was decided and why.
     notes: Vec<String>,
+    /// Services a kind asked for, by probe id ([`Resolver::serve`]).
+    serving: Vec<(String, crate::serving::Serving)>,
 }
 
 impl<'a> Resolver<'a> {
@@ -111,6 +115,34 @@ impl<'a> Resolver<'a> {
     /// Records a decision and why.
     pub fn note(&mut self, note: String) {
         self.notes.push(note);
+    }
+
+    /// Gives probe `probe_id` services in tenants and the sites it runs at (a kind that
+    /// measures tenants from outside, or places a probe's peers in other tenants). Checked
+    /// against the tenants when the plan is made.
+    pub fn serve(&mut self, probe_id: &str, serving: crate::serving::Serving) {
+        self.serving.push((probe_id.to_string(), serving));
+    }
+
+    /// Applies what [`Resolver::serve`] asked for, reporting services no tenant can reach.
+    fn apply_serving(&mut self, probes: &mut [PlannedProbe], tenants: &[PlannedTenant]) {
+        for (id, s) in std::mem::take(&mut self.serving) {
+            if let Err(why) = s.check(tenants) {
+                let e = self.sc.source.error(
+                    Span::default(),
+                    "tenant",
+                    format!("probe {id}: {why}"),
+                    "services on loopback, reached from their own tenant or from tenants \
+                     sharing the host's network",
+                    "give the tenants that reach each other no network namespace of their own",
+                );
+                self.error(e);
+                continue;
+            }
+            if let Some(p) = probes.iter_mut().find(|p| p.id == id) {
+                p.serving = Some(s);
+            }
+        }
     }
 
     /// A workload of the scenario's `[[table]]` number `index` that cannot run here: left out

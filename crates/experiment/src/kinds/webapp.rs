@@ -1,0 +1,354 @@
+//! `webapp`: web servers in every tenant, each measured by an open-loop load generator of its
+//! own outside the tenants, while one tenant misbehaves with each stressor in turn (paper
+//! 001, Matthews et al., Table 2).
+//!
+//! Every tenant serves HTTP (the agent's `http` service, bound to the tenant's loopback); the
+//! scenario's one `http` probe runs beside every tenant at once (on the host, in no tenant's
+//! cgroups, in the tenant's network), so each tenant gets its own good-response rate in every
+//! trial. The misbehaving tenants are the scenario's aggressors: they serve too, and run the
+//! stressor. Planning, trial order and what needs more data are the matrix's (each stressor
+//! at each intensity against paired baseline blocks); the analysis compares every tenant's
+//! good-response rate under each stress test with its baseline, and the table reads as the
+//! paper's: rows are the stress tests, columns the misbehaving tenant and the average of the
+//! well-behaved ones, DNR where the load generator got no good answer at all.
+
+use isobench_store::LoadedRun;
+
+use super::matrix::{self, Matrix};
+use super::{Analysis, ExperimentKind};
+use crate::analysis::{
+    apply_design, cell_design, correct_significance, make_cell, paired_units, Cell, Results,
+    StatsSettings, Stored,
+};
+use crate::plan::{Condition, Estimate, Plan, Platform};
+use crate::resolve::Resolver;
+use crate::scenario::Role;
+use crate::schedule::{Block, Needs};
+use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
+use crate::source::{ScenarioError, Span};
+
+/// The metric the paper reports: the share of responses good within the time limit.
+pub const GOOD: &str = "good_pct";
+
+/// The `webapp` kind.
+pub struct Webapp;
+
+impl ExperimentKind for Webapp {
+    fn name(&self) -> &'static str {
+        "webapp"
+    }
+
+    fn help(&self) -> &'static str {
+        "web servers in every tenant, a load generator per tenant outside them, one tenant \
+         misbehaving with each stressor: good-response rate per tenant against baseline, DNR"
+    }
+
+    /// The matrix's conditions, with the `http` probe served by every tenant and measured
+    /// beside each.
+    fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
+        let sc = r.scenario();
+        let http: Vec<_> = sc.probes.iter().filter(|p| p.name == "http").collect();
+        let others: Vec<_> = sc.probes.iter().filter(|p| p.name != "http").collect();
+        if let Some(p) = others.first() {
+            r.error(sc.source.error(
+                p.name_span,
+                "probe.name",
+                format!(
+                    "a webapp run measures web servers; probe {} is not http",
+                    p.name
+                ),
+                "one [[probe]] with name = \"http\"",
+                "remove this [[probe]] table, or use kind = \"matrix\" for other probes",
+            ));
+        }
+        match http.as_slice() {
+            [p] => {
+                let serving = serving(sc.tenants.iter().map(|t| t.name.as_str()), &p.params);
+                r.serve(&p.id, serving);
+            }
+            [] => r.error(sc.source.error(
+                Span::default(),
+                "probe",
+                "a webapp run needs the http probe (its load generator)",
+                "one [[probe]] with name = \"http\"",
+                "add [[probe]] name = \"http\" (see examples/ibs.toml)",
+            )),
+            [_, second, ..] => r.error(sc.source.error(
+                second.name_span,
+                "probe.name",
+                "a webapp run has one http probe (the load generator beside every tenant)",
+                "one [[probe]] with name = \"http\"",
+                "remove this second http probe",
+            )),
+        }
+        Matrix.conditions(r, platform)
+    }
+
+    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
+        Matrix.nothing_to_run(r)
+    }
+
+    fn estimate(&self, plan: &Plan) -> Estimate {
+        matrix::schedule::estimate(plan)
+    }
+
+    fn first_needs(&self, plan: &Plan) -> Needs {
+        matrix::schedule::first_needs(plan)
+    }
+
+    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
+        matrix::schedule::round_blocks(plan, round, needs)
+    }
+
+    fn analyze(
+        &self,
+        _run: &LoadedRun,
+        plan: Option<&Plan>,
+        stored: &Stored,
+        settings: &StatsSettings,
+    ) -> Analysis {
+        let mut cells = tenant_cells(plan, stored, settings);
+        correct_significance(&mut cells, settings);
+        Analysis {
+            cells,
+            aggressor: Vec::new(),
+            classes: Vec::new(),
+        }
+    }
+
+    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
+        matrix::analysis::needs(plan, results)
+    }
+}
+
+/// An `http:<body>` server in each of `tenants` and the `http` probe beside each, pointed at
+/// it; the servers live for a block, so a stressor's damage to one ends with its block.
+pub fn serving<'a>(
+    tenants: impl IntoIterator<Item = &'a str>,
+    params: &isobench_workloads::ParamValues,
+) -> Serving {
+    let body = params
+        .0
+        .get("body")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(4096);
+    let tenants: Vec<&str> = tenants.into_iter().collect();
+    Serving {
+        services: tenants
+            .iter()
+            .map(|t| ServiceSpec {
+                id: t.to_string(),
+                tenant: t.to_string(),
+                kind: format!("http:{body}"),
+            })
+            .collect(),
+        reserve: Vec::new(),
+        sites: tenants
+            .iter()
+            .map(|t| ProbeSite {
+                tenant: t.to_string(),
+                at: Site::Beside,
+                params: [
+                    ("addr".to_string(), format!("{{ip:{t}}}")),
+                    ("port".to_string(), format!("{{port:{t}}}")),
+                ]
+                .into_iter()
+                .collect(),
+            })
+            .collect(),
+        keep: Keep::Block,
+    }
+}
+
+/// Every tenant's tracked http metrics under every condition against its baseline, with
+/// paired trials; tenants in plan order (well-behaved first, as the scenario lists them).
+fn tenant_cells(plan: Option<&Plan>, stored: &Stored, settings: &StatsSettings) -> Vec<Cell> {
+    let mut tenants: Vec<String> = plan
+        .map(|p| p.tenants.iter().map(|t| t.name.clone()).collect())
+        .unwrap_or_default();
+    let mut rows: Vec<(String, String, String, isobench_stats::Direction)> = Vec::new();
+    let mut conditions: Vec<String> = plan
+        .map(|p| p.conditions.iter().map(|c| c.id.clone()).collect())
+        .unwrap_or_default();
+    for t in stored.trials {
+        if !tenants.contains(&t.tenant) {
+            tenants.push(t.tenant.clone());
+        }
+        let c = crate::analysis::condition_text(&t.condition);
+        if c != "baseline" && !conditions.contains(&c) {
+            conditions.push(c);
+        }
+        for s in &t.samples {
+            if plan.is_some_and(|p| !p.tracks(&t.probe, &s.metric)) {
+                continue;
+            }
+            if !rows.iter().any(|r| r.0 == t.probe && r.1 == s.metric) {
+                rows.push((
+                    t.probe.clone(),
+                    s.metric.clone(),
+                    s.unit.clone(),
+                    s.direction,
+                ));
+            }
+        }
+    }
+    // The paper's metric first.
+    rows.sort_by_key(|r| r.1 != GOOD);
+    if rows.is_empty() {
+        if let Some(p) = plan.and_then(|p| p.probes.first()) {
+            rows.push((
+                p.id.clone(),
+                GOOD.into(),
+                "%".into(),
+                isobench_stats::Direction::Higher,
+            ));
+        }
+    }
+    let mut cells = Vec::new();
+    for (probe, metric, unit, direction) in &rows {
+        for tenant in &tenants {
+            for cond in &conditions {
+                let label = format!("{tenant}/{probe}/{metric}@{cond}");
+                let mut c = make_cell(
+                    tenant,
+                    probe,
+                    Some(isobench_workloads::Class::App),
+                    metric,
+                    unit,
+                    *direction,
+                    cond,
+                    plan.and_then(|p| p.conditions.iter().find(|x| &x.id == cond))
+                        .map(|x| x.class),
+                    stored.values(tenant, probe, "baseline", metric),
+                    stored.values(tenant, probe, cond, metric),
+                    stored.dnr(tenant, probe, cond),
+                    &label,
+                    settings,
+                );
+                c.disturbed = stored.disturbed(tenant, probe, cond);
+                let usable = |t: &isobench_store::TrialRecord| stored.usable(t);
+                let design = cell_design(plan, Some(probe), cond, stored.trials);
+                let units = paired_units(stored.trials, &usable, tenant, probe, cond, metric);
+                apply_design(&mut c, design, &units, &[], &label, settings);
+                cells.push(c);
+            }
+        }
+    }
+    cells
+}
+
+/// One row of the paper's table: a stress test, the misbehaving tenants' degradation of the
+/// good-response rate, and the well-behaved tenants' average.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PaperRow {
+    /// Condition id (`forkbomb@100`).
+    pub condition: String,
+    /// The misbehaving tenants' degradation, percent (their mean when several); `None`
+    /// with `bad_dnr` when none of them answered.
+    pub bad: Option<f64>,
+    /// Every misbehaving tenant's load generator got no good answer in some trial.
+    pub bad_dnr: bool,
+    /// The well-behaved tenants' mean degradation, percent, over those that answered.
+    pub good: Option<f64>,
+    /// Well-behaved tenants with a DNR trial under this condition, and how many there are.
+    pub good_dnr: (usize, usize),
+}
+
+/// The paper's Table 2 from a run's cells: per condition, the misbehaving tenants (the
+/// plan's aggressors) and the average of the well-behaved ones (its victims), in
+/// degradation of the good-response rate.
+pub fn paper_rows(plan: &Plan, cells: &[Cell]) -> Vec<PaperRow> {
+    let of =
+        |role: Role| -> Vec<&str> { plan.tenants_with(role).map(|t| t.name.as_str()).collect() };
+    let (bad, good) = (of(Role::Aggressor), of(Role::Victim));
+    plan.conditions
+        .iter()
+        .map(|cond| {
+            let mine = |names: &[&str]| -> Vec<&Cell> {
+                cells
+                    .iter()
+                    .filter(|c| {
+                        c.metric == GOOD
+                            && c.condition == cond.id
+                            && names.contains(&c.tenant.as_str())
+                    })
+                    .collect()
+            };
+            let mean = |cs: &[&Cell]| -> Option<f64> {
+                let v: Vec<f64> = cs
+                    .iter()
+                    .filter(|c| c.dnr.is_none())
+                    .filter_map(|c| c.estimate())
+                    .collect();
+                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            };
+            let (b, g) = (mine(&bad), mine(&good));
+            PaperRow {
+                condition: cond.id.clone(),
+                bad: mean(&b),
+                bad_dnr: !b.is_empty() && b.iter().all(|c| c.dnr.is_some()),
+                good: mean(&g),
+                good_dnr: (g.iter().filter(|c| c.dnr.is_some()).count(), g.len()),
+            }
+        })
+        .collect()
+}
+
+/// The paper's table as text: one row per stress test, the misbehaving tenant's and the
+/// well-behaved tenants' average degradation of the good-response rate, in percent.
+pub fn paper_table(plan: &Plan, cells: &[Cell]) -> String {
+    let rows = paper_rows(plan, cells);
+    let n_good = plan.tenants_with(Role::Victim).count();
+    let bad_names: Vec<&str> = plan
+        .tenants_with(Role::Aggressor)
+        .map(|t| t.name.as_str())
+        .collect();
+    let head_bad = format!("misbehaving ({})", bad_names.join(", "));
+    let head_good = format!("well-behaved (avg of {n_good})");
+    let width = rows
+        .iter()
+        .map(|r| r.condition.len())
+        .chain(["stress test".len()])
+        .max()
+        .unwrap_or(0);
+    let mut out = format!(
+        "Degradation of the good-response rate ({GOOD}), %\n{:<width$}  {:>24}  {:>24}\n",
+        "stress test", head_bad, head_good
+    );
+    for r in &rows {
+        let bad = match (r.bad, r.bad_dnr) {
+            (_, true) => "DNR".to_string(),
+            (Some(v), false) => format!("{v:.2}"),
+            (None, false) => "-".to_string(),
+        };
+        let good = match (r.good, r.good_dnr) {
+            (_, (k, n)) if n > 0 && k == n => "DNR".to_string(),
+            (Some(v), (0, _)) => format!("{v:.2}"),
+            (Some(v), (k, n)) => format!("{v:.2} ({k} of {n} DNR)"),
+            (None, _) => "-".to_string(),
+        };
+        out.push_str(&format!("{:<width$}  {bad:>24}  {good:>24}\n", r.condition));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tenant_serves_and_is_measured_beside_itself() {
+        let params = isobench_workloads::ParamValues(
+            [("body".to_string(), serde_json::Value::from(1024))]
+                .into_iter()
+                .collect(),
+        );
+        let s = serving(["a", "b"], &params);
+        assert_eq!(s.services.len(), 2);
+        assert_eq!(s.services[1].kind, "http:1024");
+        assert_eq!(s.services[1].tenant, "b");
+        assert!(s.sites.iter().all(|x| x.at == Site::Beside));
+        assert_eq!(s.sites[0].params["port"], "{port:a}");
+        assert_eq!(s.keep, Keep::Block);
+    }
+}

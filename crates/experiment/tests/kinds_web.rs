@@ -1,0 +1,93 @@
+//! The `webapp` kind end to end on the fake platform, deterministic: the preset's plan, the
+//! services and load generators it drives, DNR of a misbehaving tenant that stops answering,
+//! and the paper's table, snapshot-tested.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use isobench_experiment::analysis::analyze;
+use isobench_experiment::fake::{FakeBackend, FakeScript};
+use isobench_experiment::kinds::webapp;
+use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
+use isobench_experiment::progress::Transcript;
+use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
+use isobench_store::Store;
+
+const IBS: &str = include_str!("../../../examples/ibs.toml");
+
+fn plan_of(text: &str) -> Plan {
+    let sc = Scenario::parse(Source::new("ibs.toml", text)).expect("valid scenario");
+    let host = HostView::synthetic(2, 8 << 30, true);
+    Plan::resolve(&sc, &host, &PlanOptions::default()).expect("plan resolves")
+}
+
+fn run(plan: &Plan, script: FakeScript) -> (Store, isobench_store::RunId, Vec<String>) {
+    let mut store = Store::open_in_memory().unwrap();
+    let (mut backend, clock) = FakeBackend::new(plan.seed, script);
+    let run = create_run(&mut store, plan, IBS, "fake", serde_json::json!({}), 0).unwrap();
+    let mut t = Transcript::default();
+    Engine::new(
+        plan,
+        run.clone(),
+        &mut store,
+        &mut backend,
+        &clock,
+        &mut t,
+        Arc::new(AtomicBool::new(false)),
+        EngineOptions::default(),
+    )
+    .execute()
+    .unwrap();
+    (store, run, backend.log())
+}
+
+#[test]
+fn ibs_preset_reproduces_the_papers_table_on_the_fake_platform() {
+    let mut plan = plan_of(&IBS.replace("platform = \"cgroup\"", "seed = 5"));
+    plan.seed = 5;
+    let script = FakeScript {
+        dnr_under: vec![
+            ("bad".into(), "forkbomb".into()),
+            ("bad".into(), "memhog".into()),
+        ],
+        ..FakeScript::default()
+    };
+    let (store, run, log) = run(&plan, script);
+    // Every tenant serves, and is measured from beside it, never from inside.
+    for t in ["web1", "web2", "web3", "bad"] {
+        assert!(
+            log.iter().any(|l| l == &format!("create beside-{t}")),
+            "{t}"
+        );
+        assert!(log
+            .iter()
+            .any(|l| l.starts_with(&format!("service {t} http.{t} http:4096 -> "))));
+    }
+    assert!(!log
+        .iter()
+        .any(|l| l.starts_with("probe web") || l.starts_with("probe bad")));
+    let results = analyze(&store.load_run(&run).unwrap());
+    let rows = webapp::paper_rows(&plan, &results.cells);
+    let fork = rows.iter().find(|r| r.condition == "fork@100").unwrap();
+    assert!(fork.bad_dnr, "{fork:?}");
+    assert_eq!(fork.good_dnr, (0, 3));
+    let cpu = rows.iter().find(|r| r.condition == "cpu@100").unwrap();
+    // The misbehaving tenant's own server suffers more than its neighbours'.
+    assert!(cpu.bad.unwrap() > cpu.good.unwrap(), "{cpu:?}");
+    insta::assert_snapshot!("ibs_table", webapp::paper_table(&plan, &results.cells));
+}
+
+#[test]
+fn webapp_needs_exactly_one_http_probe() {
+    let two = IBS.replace(
+        "[[stressor]]\nname = \"memhog\"",
+        "[[probe]]\nname = \"cpu-int\"\n\n[[stressor]]\nname = \"memhog\"",
+    );
+    let sc = Scenario::parse(Source::new("ibs.toml", &two)).expect("parses");
+    let host = HostView::synthetic(2, 8 << 30, true);
+    let e = Plan::resolve(&sc, &host, &PlanOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("probe cpu-int is not http"), "{e}");
+    assert!(e.contains("kind = \"matrix\""), "{e}");
+}
