@@ -682,7 +682,9 @@ impl<'a> Engine<'a> {
         let mut facts = Vec::new();
         for (p, probe) in plan.probes.iter().enumerate() {
             if probe.serving.is_some() {
-                for (i, r) in self.served_probe(p, false) {
+                // A short run: services started and reached, first-run costs paid.
+                let budget = plan.trial.duration.min(Duration::from_millis(500));
+                for (i, r) in self.served_probe(p, false, budget) {
                     let name = self.slots[i].name.clone();
                     facts.push(match r {
                         Ok(o) => json!({"tenant": name, "probe": probe.id, "params": o.params}),
@@ -1506,9 +1508,10 @@ impl<'a> Engine<'a> {
                 self.clock.sleep(plan.trial.solo);
                 Ok((Vec::new(), None))
             }
-            TrialWhat::Probe(p) if plan.probes[p].serving.is_some() => {
-                Ok((self.served_probe(p, cond.is_some()), None))
-            }
+            TrialWhat::Probe(p) if plan.probes[p].serving.is_some() => Ok((
+                self.served_probe(p, cond.is_some(), plan.trial.duration),
+                None,
+            )),
             TrialWhat::Probe(p) => match cond {
                 Some(c) if plan.design(p, c) == Design::OnOff => self.modulated_probe(p, c),
                 _ => Ok((self.whole_probe(p, cond.is_some()), None)),

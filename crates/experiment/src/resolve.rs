@@ -34,12 +34,16 @@ impl Plan {
             errors: Vec::new(),
             notes: Vec::new(),
             serving: Vec::new(),
+            probes_instead: None,
         };
         let platform = r.platform();
         let mut tenants = r.tenants(platform);
         let mut probes = r.probes(&tenants);
         let kind = sc.kind.experiment();
         let conditions = kind.conditions(&mut r, platform);
+        if let Some(ps) = r.probes_instead.take() {
+            probes = ps;
+        }
         r.apply_serving(&mut probes, &tenants);
         r.require_workloads(&probes, &conditions);
         r.note_measured_llc();
@@ -89,6 +93,9 @@ pub struct Resolver<'a> {
     notes: Vec<String>,
     /// Services a kind asked for, by probe id ([`Resolver::serve`]).
     serving: Vec<(String, crate::serving::Serving)>,
+    /// The probes a kind derives from the scenario's, when it derives them
+    /// ([`Resolver::replace_probes`]).
+    probes_instead: Option<Vec<PlannedProbe>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -122,6 +129,12 @@ impl<'a> Resolver<'a> {
     /// against the tenants when the plan is made.
     pub fn serve(&mut self, probe_id: &str, serving: crate::serving::Serving) {
         self.serving.push((probe_id.to_string(), serving));
+    }
+
+    /// Runs `probes` instead of the scenario's (a kind that measures one probe in several
+    /// variants or placements derives them from the one declared).
+    pub fn replace_probes(&mut self, probes: Vec<PlannedProbe>) {
+        self.probes_instead = Some(probes);
     }
 
     /// Applies what [`Resolver::serve`] asked for, reporting services no tenant can reach.

@@ -91,3 +91,63 @@ fn webapp_needs_exactly_one_http_probe() {
     assert!(e.contains("probe cpu-int is not http"), "{e}");
     assert!(e.contains("kind = \"matrix\""), "{e}");
 }
+
+const ARTIFACTS: &str = include_str!("../../../examples/artifacts.toml");
+
+#[test]
+fn artifacts_preset_measures_every_placement_and_null_test_on_the_fake_platform() {
+    let plan = plan_of(&ARTIFACTS.replace("platform = \"auto\"", "seed = 9"));
+    let ids: Vec<&str> = plan.probes.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["ring-one", "ring-spread", "ring-nosyscall", "ring-write"]
+    );
+    let (store, run, log) = run(&plan, FakeScript::default());
+    // The spread ring: forwarders in ring3 then ring2, the master in ring1.
+    let chain: Vec<&str> = log
+        .iter()
+        .map(String::as_str)
+        .skip_while(|l| !l.starts_with("reserve "))
+        .take(4)
+        .collect();
+    assert_eq!(
+        chain,
+        [
+            "reserve 127.0.0.1:40001",
+            "service ring3 ring-spread.f2 relay-forwarder:127.0.0.1:40001 -> 127.0.0.1:40002",
+            "service ring2 ring-spread.f1 relay-forwarder:127.0.0.1:40002 -> 127.0.0.1:40003",
+            "probe ring1 relay-ring first_hop=127.0.0.1:40003 listen=127.0.0.1:40001",
+        ]
+    );
+    // Only the first victim runs the ring.
+    assert!(log
+        .iter()
+        .filter(|l| l.starts_with("probe "))
+        .all(|l| l.starts_with("probe ring1 relay-ring")));
+    let loaded = store.load_run(&run).unwrap();
+    let rows = isobench_experiment::kinds::artifacts::summaries(&plan, &loaded.trials);
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    insta::assert_snapshot!(
+        "artifacts_table",
+        isobench_experiment::kinds::artifacts::summary_table(&rows)
+    );
+}
+
+#[test]
+fn artifacts_refuses_victims_with_their_own_network() {
+    let ns = ARTIFACTS.replacen(
+        "name = \"ring2\"\nrole = \"victim\"",
+        "name = \"ring2\"\nrole = \"victim\"\nnetwork = { namespace = true }",
+        1,
+    );
+    let sc = Scenario::parse(Source::new("artifacts.toml", &ns)).expect("parses");
+    let host = HostView::synthetic(2, 8 << 30, true);
+    let e = Plan::resolve(&sc, &host, &PlanOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tenant ring2 has its own network namespace"),
+        "{e}"
+    );
+    assert!(e.contains("loopback"), "{e}");
+}

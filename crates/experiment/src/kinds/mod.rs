@@ -6,6 +6,7 @@
 //! shared; what differs is one module per kind behind [`ExperimentKind`], listed once in
 //! [`KINDS`]. Adding a kind is one module plus one line of that table.
 
+pub mod artifacts;
 pub(crate) mod curve;
 pub mod matrix;
 pub mod sensitivity;
@@ -79,6 +80,7 @@ pub const KINDS: &[&dyn ExperimentKind] = &[
     &sweep::Sweep,
     &sensitivity::Sensitivity,
     &webapp::Webapp,
+    &artifacts::Artifacts,
 ];
 
 /// An experiment kind of [`KINDS`], by name; stored and exported as its name.

@@ -162,7 +162,11 @@ pub fn serving<'a>(
 
 /// Every tenant's tracked http metrics under every condition against its baseline, with
 /// paired trials; tenants in plan order (well-behaved first, as the scenario lists them).
-fn tenant_cells(plan: Option<&Plan>, stored: &Stored, settings: &StatsSettings) -> Vec<Cell> {
+pub(crate) fn tenant_cells(
+    plan: Option<&Plan>,
+    stored: &Stored,
+    settings: &StatsSettings,
+) -> Vec<Cell> {
     let mut tenants: Vec<String> = plan
         .map(|p| p.tenants.iter().map(|t| t.name.clone()).collect())
         .unwrap_or_default();
@@ -170,6 +174,8 @@ fn tenant_cells(plan: Option<&Plan>, stored: &Stored, settings: &StatsSettings) 
     let mut conditions: Vec<String> = plan
         .map(|p| p.conditions.iter().map(|c| c.id.clone()).collect())
         .unwrap_or_default();
+    // Tenants measured, in plan order.
+    tenants.retain(|n| stored.trials.iter().any(|t| &t.tenant == n));
     for t in stored.trials {
         if !tenants.contains(&t.tenant) {
             tenants.push(t.tenant.clone());

@@ -202,15 +202,19 @@ impl Engine<'_> {
         t
     }
 
-    /// Probe `p` at every site of its [`serving::Serving`] at once, after starting the
+    /// Probe `p` at every site of its [`serving::Serving`] at once for `budget`, after starting the
     /// services it needs; the outcomes by the tenant slot each site measures. A site beside a
     /// tenant whose load generator gets no good answer records the tenant as not answering
     /// (DNR), as paper 001 did when the client reported only errors.
-    pub(super) fn served_probe(&mut self, p: usize, contended: bool) -> Vec<Outcome> {
+    pub(super) fn served_probe(
+        &mut self,
+        p: usize,
+        contended: bool,
+        budget: std::time::Duration,
+    ) -> Vec<Outcome> {
         let plan = self.plan;
         let probe = &plan.probes[p];
         let sv = probe.serving.as_ref().expect("a served probe");
-        let budget = plan.trial.duration;
         let timeout = budget + plan.trial.timeout;
         self.ensure_services(p);
         let mut outcomes: Vec<Outcome> = Vec::new();

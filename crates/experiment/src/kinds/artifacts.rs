@@ -1,0 +1,392 @@
+//! `artifacts`: the relay ring of Matthews, Coady and Neville (paper 004), placed in one
+//! tenant or spread over several, with its "null test" variants; runs x iterations, a
+//! summary per placement (mean, std, min, max, Table 1) and every iteration kept for the
+//! run x iteration surface (Figure 2).
+//!
+//! The scenario declares one `relay-ring` probe (its `runs`, `iterations`, `warmup`); the
+//! kind measures it as four variants, each in the first victim:
+//! - `one`: N hops, master and forwarders all in that tenant (Figure 1a);
+//! - `spread`: N hops, the master there and one forwarder in each other victim, chained
+//!   tenant to tenant and back to the master (Figure 1b; the tenants share the host's
+//!   network, everything on loopback);
+//! - `nosyscall` and `write`: the null tests (the timed loop with no system call, and with
+//!   one `write(2)`).
+//!
+//! N is the number of victims. Each variant keeps every iteration (`raw = true`). Trials are
+//! the matrix's (baseline blocks, and the scenario's stressors in the aggressors beside the
+//! ring), so the ring's artifacts idle and beside a busy neighbour compare the same way.
+
+use std::collections::BTreeMap;
+
+use isobench_store::{LoadedRun, TrialRecord};
+
+use super::matrix::{self, Matrix};
+use super::{Analysis, ExperimentKind};
+use crate::analysis::{condition_text, correct_significance, Results, StatsSettings, Stored};
+use crate::plan::{Condition, Estimate, Plan, PlannedProbe, Platform};
+use crate::resolve::Resolver;
+use crate::scenario::Role;
+use crate::schedule::{Block, Needs};
+use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
+use crate::source::{ScenarioError, Span};
+
+/// The variants measured, in order: placements, then null tests.
+pub const VARIANTS: &[&str] = &["one", "spread", "nosyscall", "write"];
+
+/// The `artifacts` kind.
+pub struct Artifacts;
+
+impl ExperimentKind for Artifacts {
+    fn name(&self) -> &'static str {
+        "artifacts"
+    }
+
+    fn help(&self) -> &'static str {
+        "relay ring over N hops in one tenant or spread over N tenants, and its null tests: \
+         runs x iterations, mean/std/min/max per placement, every iteration kept"
+    }
+
+    fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
+        let sc = r.scenario();
+        let rings: Vec<_> = sc
+            .probes
+            .iter()
+            .filter(|p| p.name == "relay-ring")
+            .collect();
+        if let Some(p) = sc.probes.iter().find(|p| p.name != "relay-ring") {
+            r.error(sc.source.error(
+                p.name_span,
+                "probe.name",
+                format!(
+                    "an artifacts run measures the relay ring; probe {} is not",
+                    p.name
+                ),
+                "one [[probe]] with name = \"relay-ring\"",
+                "remove this [[probe]] table, or use kind = \"matrix\" for other probes",
+            ));
+        }
+        let victims: Vec<String> = sc
+            .tenants
+            .iter()
+            .filter(|t| t.role == Role::Victim)
+            .map(|t| t.name.clone())
+            .collect();
+        match rings.as_slice() {
+            [p] => {
+                for t in sc
+                    .tenants
+                    .iter()
+                    .filter(|t| t.role == Role::Victim && t.netns)
+                {
+                    r.error(sc.source.error(
+                        t.span,
+                        "tenant.network",
+                        format!(
+                            "tenant {} has its own network namespace, and the spread ring \
+                             reaches its forwarders on loopback only",
+                            t.name
+                        ),
+                        "victims that share the host's network",
+                        "leave network = { namespace = true } out of the victims",
+                    ));
+                }
+                let mut probes = variants(&p.id, &p.params, &victims);
+                for (probe, _) in &mut probes {
+                    probe.metrics = p.metrics.clone();
+                }
+                for (probe, serving) in &probes {
+                    r.serve(&probe.id, serving.clone());
+                }
+                r.replace_probes(probes.into_iter().map(|(p, _)| p).collect());
+            }
+            [] => r.error(sc.source.error(
+                Span::default(),
+                "probe",
+                "an artifacts run needs the relay-ring probe",
+                "one [[probe]] with name = \"relay-ring\"",
+                "add [[probe]] name = \"relay-ring\" (see examples/artifacts.toml)",
+            )),
+            [_, second, ..] => r.error(sc.source.error(
+                second.name_span,
+                "probe.name",
+                "an artifacts run has one relay-ring probe (the kind derives its variants)",
+                "one [[probe]] with name = \"relay-ring\"",
+                "remove this second relay-ring probe",
+            )),
+        }
+        Matrix.conditions(r, platform)
+    }
+
+    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
+        Matrix.nothing_to_run(r)
+    }
+
+    fn estimate(&self, plan: &Plan) -> Estimate {
+        matrix::schedule::estimate(plan)
+    }
+
+    fn first_needs(&self, plan: &Plan) -> Needs {
+        matrix::schedule::first_needs(plan)
+    }
+
+    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
+        matrix::schedule::round_blocks(plan, round, needs)
+    }
+
+    fn analyze(
+        &self,
+        _run: &LoadedRun,
+        plan: Option<&Plan>,
+        stored: &Stored,
+        settings: &StatsSettings,
+    ) -> Analysis {
+        let mut cells = super::webapp::tenant_cells(plan, stored, settings);
+        correct_significance(&mut cells, settings);
+        Analysis {
+            cells,
+            aggressor: Vec::new(),
+            classes: Vec::new(),
+        }
+    }
+
+    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
+        matrix::analysis::needs(plan, results)
+    }
+}
+
+/// The four variants of the declared ring `id` (parameters `params`) over the tenants
+/// `victims` (N = their number), each with where it runs: the master always in the first
+/// victim; for `spread`, one forwarder in each other victim, the last relaying back to the
+/// master's reserved loopback port.
+pub fn variants(
+    id: &str,
+    params: &isobench_workloads::ParamValues,
+    victims: &[String],
+) -> Vec<(PlannedProbe, Serving)> {
+    let Some(first) = victims.first() else {
+        return Vec::new();
+    };
+    let n = victims.len().max(1);
+    VARIANTS
+        .iter()
+        .map(|v| {
+            let mut p = params.clone();
+            p.set("raw", serde_json::Value::from(true));
+            p.set("hops", serde_json::Value::from(n as u64));
+            p.set(
+                "variant",
+                serde_json::Value::from(match *v {
+                    "one" | "spread" => "network",
+                    other => other,
+                }),
+            );
+            let mut site = ProbeSite {
+                tenant: first.clone(),
+                at: Site::In,
+                params: BTreeMap::new(),
+            };
+            let mut serving = Serving {
+                services: Vec::new(),
+                reserve: Vec::new(),
+                sites: Vec::new(),
+                keep: Keep::Block,
+            };
+            if *v == "spread" && n > 1 {
+                // Forwarders last hop first: each must know its next hop.
+                let hops: Vec<&String> = victims[1..].iter().collect();
+                serving.reserve.push("master".into());
+                for (k, t) in hops.iter().enumerate().rev() {
+                    let next = if k + 1 == hops.len() {
+                        "master".to_string()
+                    } else {
+                        format!("f{}", k + 2)
+                    };
+                    serving.services.push(ServiceSpec {
+                        id: format!("f{}", k + 1),
+                        tenant: (*t).clone(),
+                        kind: format!("relay-forwarder:{{addr:{next}}}"),
+                    });
+                }
+                site.params.insert("first_hop".into(), "{addr:f1}".into());
+                site.params.insert("listen".into(), "{addr:master}".into());
+            }
+            serving.sites.push(site);
+            (
+                PlannedProbe {
+                    id: format!("{id}-{v}"),
+                    name: "relay-ring".into(),
+                    class: isobench_workloads::Class::Net,
+                    params: p,
+                    metrics: Vec::new(),
+                    windowed: false,
+                    serving: None,
+                },
+                serving,
+            )
+        })
+        .collect()
+}
+
+/// Summary of one variant under one condition, over every timed iteration (Table 1 of the
+/// paper): mean, standard deviation, min and max, in ns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Variant (probe id).
+    pub variant: String,
+    /// `baseline` or the condition id.
+    pub condition: String,
+    /// Iterations behind it.
+    pub iterations: u64,
+    /// Runs behind it.
+    pub runs: u64,
+    /// Mean, ns.
+    pub mean: f64,
+    /// Standard deviation, ns.
+    pub std: f64,
+    /// Fastest iteration, ns.
+    pub min: f64,
+    /// Slowest iteration, ns.
+    pub max: f64,
+}
+
+/// Per variant and condition, the summary over every iteration kept in the usable trials.
+pub fn summaries(plan: &Plan, trials: &[TrialRecord]) -> Vec<Summary> {
+    let mut conds = vec!["baseline".to_string()];
+    conds.extend(plan.conditions.iter().map(|c| c.id.clone()));
+    let mut out = Vec::new();
+    for p in &plan.probes {
+        for c in &conds {
+            let mut xs: Vec<f64> = Vec::new();
+            let mut runs = 0u64;
+            for t in trials.iter().filter(|t| {
+                t.probe == p.id
+                    && condition_text(&t.condition) == *c
+                    && t.status == isobench_store::TrialStatus::Ok
+            }) {
+                if let Some(s) = t.series.iter().find(|s| s.metric == "iter_ns") {
+                    xs.extend(s.windows.iter().map(|w| w.value));
+                }
+                if let Some(s) = t.series.iter().find(|s| s.metric == "run_mean_ns") {
+                    runs += s.windows.len() as u64;
+                }
+            }
+            if xs.is_empty() {
+                // No iterations kept: the trials' own summaries.
+                if let Some(s) = from_samples(trials, &p.id, c) {
+                    out.push(s);
+                }
+                continue;
+            }
+            let n = xs.len() as f64;
+            let mean = xs.iter().sum::<f64>() / n;
+            let var = if xs.len() > 1 {
+                xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+            } else {
+                0.0
+            };
+            out.push(Summary {
+                variant: p.id.clone(),
+                condition: c.clone(),
+                iterations: xs.len() as u64,
+                runs,
+                mean,
+                std: var.sqrt(),
+                min: xs.iter().copied().fold(f64::INFINITY, f64::min),
+                max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            });
+        }
+    }
+    out
+}
+
+/// A summary from the trials' own statistics (runs stored without every iteration): the
+/// mean of their means and standard deviations, the smallest minimum, the largest maximum.
+fn from_samples(trials: &[TrialRecord], probe: &str, cond: &str) -> Option<Summary> {
+    let ts: Vec<&TrialRecord> = trials
+        .iter()
+        .filter(|t| {
+            t.probe == probe
+                && condition_text(&t.condition) == cond
+                && t.status == isobench_store::TrialStatus::Ok
+        })
+        .collect();
+    let vals = |m: &str| -> Vec<f64> {
+        ts.iter()
+            .filter_map(|t| t.samples.iter().find(|s| s.metric == m).map(|s| s.value))
+            .collect()
+    };
+    let avg = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    Some(Summary {
+        variant: probe.to_string(),
+        condition: cond.to_string(),
+        iterations: vals("iterations").iter().sum::<f64>() as u64,
+        runs: 0,
+        mean: avg(vals("iter_mean_ns"))?,
+        std: avg(vals("iter_std_ns")).unwrap_or(0.0),
+        min: vals("iter_min_ns")
+            .into_iter()
+            .fold(f64::INFINITY, f64::min),
+        max: vals("iter_max_ns")
+            .into_iter()
+            .fold(f64::NEG_INFINITY, f64::max),
+    })
+}
+
+/// The summaries as text, in microseconds as the paper's Table 1.
+pub fn summary_table(rows: &[Summary]) -> String {
+    let mut out = format!(
+        "Relay ring per iteration (us)\n{:<24} {:<12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+        "variant", "condition", "runs", "iters", "mean", "std", "min", "max"
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{:<24} {:<12} {:>6} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>9.2}\n",
+            r.variant,
+            r.condition,
+            r.runs,
+            r.iterations,
+            r.mean / 1e3,
+            r.std / 1e3,
+            r.min / 1e3,
+            r.max / 1e3
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spread_ring_chains_the_other_victims_back_to_the_master() {
+        let victims: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let params = isobench_workloads::ParamValues::default();
+        let vs = variants("ring", &params, &victims);
+        let ids: Vec<&str> = vs.iter().map(|(p, _)| p.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["ring-one", "ring-spread", "ring-nosyscall", "ring-write"]
+        );
+        let (p, s) = &vs[1];
+        assert_eq!(p.params.0["hops"], 3);
+        assert_eq!(p.params.0["raw"], true);
+        let chain: Vec<(&str, &str, &str)> = s
+            .services
+            .iter()
+            .map(|x| (x.id.as_str(), x.tenant.as_str(), x.kind.as_str()))
+            .collect();
+        assert_eq!(
+            chain,
+            [
+                ("f2", "c", "relay-forwarder:{addr:master}"),
+                ("f1", "b", "relay-forwarder:{addr:f2}"),
+            ]
+        );
+        assert_eq!(s.sites[0].tenant, "a");
+        assert_eq!(s.sites[0].params["first_hop"], "{addr:f1}");
+        // The other variants run in the first victim on their own.
+        assert!(vs[0].1.services.is_empty() && vs[0].1.sites[0].tenant == "a");
+        assert_eq!(vs[2].0.params.0["variant"], "nosyscall");
+    }
+}
