@@ -46,6 +46,16 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         "each stressor's intensity swept: sensitivity curves and the tolerated pressure",
         include_str!("../../../examples/sensitivity.toml"),
     ),
+    (
+        "ibs",
+        "paper 001, Table 2: four web servers, one misbehaving; good-response rate per tenant",
+        include_str!("../../../examples/ibs.toml"),
+    ),
+    (
+        "artifacts",
+        "paper 004: relay ring in one tenant and across three, null tests, every iteration kept",
+        include_str!("../../../examples/artifacts.toml"),
+    ),
 ];
 
 /// What a preset's header says it reproduces and how long it takes here: its `# reproduces:`
@@ -97,8 +107,6 @@ const PLANNED_KINDS: &[&str] = &[
     "timeline",
     "scale",
     "fidelity",
-    "artifacts",
-    "webapp",
 ];
 
 /// Which platform creates the tenants.
