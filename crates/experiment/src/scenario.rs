@@ -102,12 +102,7 @@ fn kind_words() -> Vec<(&'static str, Kind)> {
 }
 
 /// Kinds that exist in the design but are not implemented yet, for a helpful error.
-const PLANNED_KINDS: &[&str] = &[
-    "pairwise",
-    "timeline",
-    "scale",
-    "fidelity",
-];
+const PLANNED_KINDS: &[&str] = &["pairwise", "timeline", "scale", "fidelity"];
 
 /// Which platform creates the tenants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,6 +15,51 @@ use isobench_store::Store;
 
 const IBS: &str = include_str!("../../../examples/ibs.toml");
 
+/// A section as the plain grid every renderer starts from: title, headers, rows, notes.
+fn grid(s: &isobench_results::Section) -> String {
+    let mut out = format!("{}\n{}\n", s.title, s.headers().join(" | "));
+    for r in s.text_rows() {
+        out.push_str(&r.join(" | "));
+        out.push('\n');
+    }
+    for n in &s.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+fn resolve_err(text: &str) -> String {
+    match Scenario::parse(Source::new("kind.toml", text)) {
+        Err(e) => e.to_string(),
+        Ok(sc) => Plan::resolve(
+            &sc,
+            &HostView::synthetic(2, 8 << 30, true),
+            &PlanOptions::default(),
+        )
+        .expect_err("refused")
+        .to_string(),
+    }
+}
+
+#[test]
+fn kind_fields_are_checked_with_their_place_and_fix() {
+    let e = resolve_err(&IBS.replace("keep = \"block\"", "keep = \"forever\""));
+    assert!(e.contains("webapp.keep"), "{e}");
+    assert!(e.contains("block"), "{e}");
+    let e = resolve_err(&IBS.replace("keep = \"block\"", "keep = \"block\"\nrate = 5"));
+    assert!(e.contains("rate"), "{e}");
+    let e = resolve_err(&ARTIFACTS.replace("\"one\", \"spread\"]", "\"one\", \"sideways\"]"));
+    assert!(
+        e.contains("`\"sideways\"` is not one of one, spread"),
+        "{e}"
+    );
+    let e = resolve_err(&ARTIFACTS.replace("runs = 20 ", "hops = 5\nruns = 20 "));
+    assert!(e.contains("artifacts.hops"), "{e}");
+    assert!(e.contains("write hops = 3"), "{e}");
+    let e = resolve_err(&ARTIFACTS.replace("iterations = 2000", "iterations = 0"));
+    assert!(e.contains("artifacts.iterations"), "{e}");
+}
+
 fn plan_of(text: &str) -> Plan {
     let sc = Scenario::parse(Source::new("ibs.toml", text)).expect("valid scenario");
     let host = HostView::synthetic(2, 8 << 30, true);
@@ -74,7 +119,13 @@ fn ibs_preset_reproduces_the_papers_table_on_the_fake_platform() {
     let cpu = rows.iter().find(|r| r.condition == "cpu@100").unwrap();
     // The misbehaving tenant's own server suffers more than its neighbours'.
     assert!(cpu.bad.unwrap() > cpu.good.unwrap(), "{cpu:?}");
-    insta::assert_snapshot!("ibs_table", webapp::paper_table(&plan, &results.cells));
+    // The section the report renders, as the kind's analysis made it.
+    let section = results
+        .sections
+        .iter()
+        .find(|s| s.id == "table2")
+        .expect("the paper's table");
+    insta::assert_snapshot!("ibs_table", grid(section));
 }
 
 #[test]
@@ -97,6 +148,8 @@ const ARTIFACTS: &str = include_str!("../../../examples/artifacts.toml");
 #[test]
 fn artifacts_preset_measures_every_placement_and_null_test_on_the_fake_platform() {
     let plan = plan_of(&ARTIFACTS.replace("platform = \"auto\"", "seed = 9"));
+    assert_eq!(plan.probes[0].params.0["runs"], 20);
+    assert_eq!(plan.probes[0].params.0["iterations"], 2000);
     let ids: Vec<&str> = plan.probes.iter().map(|p| p.id.as_str()).collect();
     assert_eq!(
         ids,
@@ -124,13 +177,14 @@ fn artifacts_preset_measures_every_placement_and_null_test_on_the_fake_platform(
         .iter()
         .filter(|l| l.starts_with("probe "))
         .all(|l| l.starts_with("probe ring1 relay-ring")));
-    let loaded = store.load_run(&run).unwrap();
-    let rows = isobench_experiment::kinds::artifacts::summaries(&plan, &loaded.trials);
-    assert_eq!(rows.len(), 8, "{rows:?}");
-    insta::assert_snapshot!(
-        "artifacts_table",
-        isobench_experiment::kinds::artifacts::summary_table(&rows)
-    );
+    let results = analyze(&store.load_run(&run).unwrap());
+    let section = results
+        .sections
+        .iter()
+        .find(|s| s.id == "table1")
+        .expect("the paper's table");
+    assert_eq!(section.rows.len(), 8);
+    insta::assert_snapshot!("artifacts_table", grid(section));
 }
 
 #[test]

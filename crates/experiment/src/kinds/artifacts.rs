@@ -12,29 +12,53 @@
 //! - `nosyscall` and `write`: the null tests (the timed loop with no system call, and with
 //!   one `write(2)`).
 //!
-//! N is the number of victims. Each variant keeps every iteration (`raw = true`). Trials are
+//! The `[artifacts]` table chooses the variants (`placements`, `null_tests`), N (`hops`,
+//! default the number of victims) and the size (`runs` x `iterations`, default the paper's
+//! 50 x 10,000). Each variant keeps every iteration (`raw = true`). Trials are
 //! the matrix's (baseline blocks, and the scenario's stressors in the aggressors beside the
 //! ring), so the ring's artifacts idle and beside a busy neighbour compare the same way.
 
 use std::collections::BTreeMap;
 
+use isobench_results::{Column, Section, Value};
 use isobench_store::{LoadedRun, TrialRecord};
 
 use super::matrix::{self, Matrix};
 use super::{Analysis, ExperimentKind};
 use crate::analysis::{condition_text, correct_significance, Results, StatsSettings, Stored};
+use crate::fields::Fields;
 use crate::plan::{Condition, Estimate, Plan, PlannedProbe, Platform};
 use crate::resolve::Resolver;
-use crate::scenario::Role;
+use crate::scenario::{Role, Scenario};
 use crate::schedule::{Block, Needs};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
 use crate::source::{ScenarioError, Span};
+use serde::{Deserialize, Serialize};
 
 /// The variants measured, in order: placements, then null tests.
 pub const VARIANTS: &[&str] = &["one", "spread", "nosyscall", "write"];
 
 /// The `artifacts` kind.
 pub struct Artifacts;
+
+/// What an `[artifacts]` table says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactsSettings {
+    /// Variants measured, of [`VARIANTS`], in that order.
+    pub variants: Vec<String>,
+    /// Hops of the ring (N): the master plus N - 1 forwarders; spread needs N victims.
+    pub hops: u32,
+    /// Runs, each on fresh connections (the paper: 50).
+    pub runs: u64,
+    /// Timed iterations per run (the paper: 10,000).
+    pub iterations: u64,
+}
+
+impl ArtifactsSettings {
+    fn of(v: &serde_json::Value) -> Option<ArtifactsSettings> {
+        serde_json::from_value(v.clone()).ok()
+    }
+}
 
 impl ExperimentKind for Artifacts {
     fn name(&self) -> &'static str {
@@ -46,8 +70,86 @@ impl ExperimentKind for Artifacts {
          runs x iterations, mean/std/min/max per placement, every iteration kept"
     }
 
+    fn settings(&self, f: &mut Fields<'_, '_>, sc: &Scenario) -> serde_json::Value {
+        let victims = sc.tenants.iter().filter(|t| t.role == Role::Victim).count();
+        let mut variants: Vec<String> = Vec::new();
+        for key in ["placements", "null_tests"] {
+            let (allowed, default): (&[&str], &[&str]) = if key == "placements" {
+                (&VARIANTS[..2], &VARIANTS[..2])
+            } else {
+                (&VARIANTS[2..], &VARIANTS[2..])
+            };
+            let chosen: Vec<String> = match f.array(key) {
+                None => default.iter().map(|s| s.to_string()).collect(),
+                Some((span, vs)) => {
+                    let mut out = Vec::new();
+                    for v in vs {
+                        match v.as_str() {
+                            Some(w) if allowed.contains(&w) && !out.contains(&w.to_string()) => {
+                                out.push(w.to_string())
+                            }
+                            _ => f.error(
+                                span,
+                                key,
+                                format!("`{v}` is not one of {} (each once)", allowed.join(", ")),
+                                &allowed.join(", "),
+                                format!(
+                                    "write {key} = [{}]",
+                                    default
+                                        .iter()
+                                        .map(|d| format!("\"{d}\""))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                ),
+                            ),
+                        }
+                    }
+                    out
+                }
+            };
+            variants.extend(chosen);
+        }
+        let hops = f.int("hops", (1, 64), victims.max(1) as i64) as u32;
+        if variants.iter().any(|v| v == "spread") && hops as usize > victims {
+            f.error(
+                f.span(),
+                "hops",
+                format!(
+                    "the spread ring puts each of its {hops} hops in a victim of its own, and \
+                     the scenario has {victims}"
+                ),
+                &format!("1..={victims}"),
+                format!("add victims, or write hops = {victims}"),
+            );
+        }
+        let runs = f.int("runs", (1, 100_000), 50) as u64;
+        let iterations = f.int("iterations", (1, 100_000_000), 10_000) as u64;
+        if variants.is_empty() {
+            f.error(
+                f.span(),
+                "placements",
+                "no placement and no null test is left to measure".into(),
+                "at least one of one, spread, nosyscall, write",
+                "write placements = [\"one\", \"spread\"]".into(),
+            );
+        }
+        serde_json::to_value(ArtifactsSettings {
+            variants,
+            hops,
+            runs,
+            iterations,
+        })
+        .expect("settings serialize")
+    }
+
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
         let sc = r.scenario();
+        let set = ArtifactsSettings::of(&sc.settings).unwrap_or(ArtifactsSettings {
+            variants: VARIANTS.iter().map(|s| s.to_string()).collect(),
+            hops: 1,
+            runs: 50,
+            iterations: 10_000,
+        });
         let rings: Vec<_> = sc
             .probes
             .iter()
@@ -90,7 +192,15 @@ impl ExperimentKind for Artifacts {
                         "leave network = { namespace = true } out of the victims",
                     ));
                 }
-                let mut probes = variants(&p.id, &p.params, &victims);
+                let mut params = p.params.clone();
+                params.set("runs", serde_json::Value::from(set.runs));
+                params.set("iterations", serde_json::Value::from(set.iterations));
+                let mut probes = variants(&p.id, &params, &victims, set.hops as usize);
+                probes.retain(|(probe, _)| {
+                    set.variants
+                        .iter()
+                        .any(|v| probe.id == format!("{}-{v}", p.id))
+                });
                 for (probe, _) in &mut probes {
                     probe.metrics = p.metrics.clone();
                 }
@@ -142,10 +252,17 @@ impl ExperimentKind for Artifacts {
     ) -> Analysis {
         let mut cells = super::webapp::tenant_cells(plan, stored, settings);
         correct_significance(&mut cells, settings);
+        let sections = plan
+            .map(|p| {
+                let trials: Vec<TrialRecord> = stored.trials.iter().map(|t| (*t).clone()).collect();
+                vec![summary_section(&summaries(p, &trials))]
+            })
+            .unwrap_or_default();
         Analysis {
             cells,
             aggressor: Vec::new(),
             classes: Vec::new(),
+            sections,
         }
     }
 
@@ -154,19 +271,20 @@ impl ExperimentKind for Artifacts {
     }
 }
 
-/// The four variants of the declared ring `id` (parameters `params`) over the tenants
-/// `victims` (N = their number), each with where it runs: the master always in the first
+/// The four variants of the declared ring `id` (parameters `params`) of `hops` hops (N)
+/// over the tenants `victims`, each with where it runs: the master always in the first
 /// victim; for `spread`, one forwarder in each other victim, the last relaying back to the
 /// master's reserved loopback port.
 pub fn variants(
     id: &str,
     params: &isobench_workloads::ParamValues,
     victims: &[String],
+    hops: usize,
 ) -> Vec<(PlannedProbe, Serving)> {
     let Some(first) = victims.first() else {
         return Vec::new();
     };
-    let n = victims.len().max(1);
+    let n = hops.clamp(1, victims.len().max(1));
     VARIANTS
         .iter()
         .map(|v| {
@@ -193,7 +311,7 @@ pub fn variants(
             };
             if *v == "spread" && n > 1 {
                 // Forwarders last hop first: each must know its next hop.
-                let hops: Vec<&String> = victims[1..].iter().collect();
+                let hops: Vec<&String> = victims[1..n].iter().collect();
                 serving.reserve.push("master".into());
                 for (k, t) in hops.iter().enumerate().rev() {
                     let next = if k + 1 == hops.len() {
@@ -332,26 +450,41 @@ fn from_samples(trials: &[TrialRecord], probe: &str, cond: &str) -> Option<Summa
     })
 }
 
-/// The summaries as text, in microseconds as the paper's Table 1.
-pub fn summary_table(rows: &[Summary]) -> String {
-    let mut out = format!(
-        "Relay ring per iteration (us)\n{:<24} {:<12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-        "variant", "condition", "runs", "iters", "mean", "std", "min", "max"
+/// The summaries as a section, in microseconds as Table 1 of paper 004.
+pub fn summary_section(rows: &[Summary]) -> Section {
+    let mut s = Section::new(
+        "table1",
+        "Relay ring, one iteration (round trip), as Table 1 of paper 004",
+        vec![
+            Column::text("variant"),
+            Column::text("condition"),
+            Column::text("runs"),
+            Column::text("iterations"),
+            Column::unit("mean", "us"),
+            Column::unit("std", "us"),
+            Column::unit("min", "us"),
+            Column::unit("max", "us"),
+        ],
     );
     for r in rows {
-        out.push_str(&format!(
-            "{:<24} {:<12} {:>6} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>9.2}\n",
-            r.variant,
-            r.condition,
-            r.runs,
-            r.iterations,
-            r.mean / 1e3,
-            r.std / 1e3,
-            r.min / 1e3,
-            r.max / 1e3
-        ));
+        s.push(vec![
+            Value::text_of(r.variant.clone()),
+            Value::text_of(r.condition.clone()),
+            Value::text_of(r.runs.to_string()),
+            Value::text_of(r.iterations.to_string()),
+            Value::number(r.mean / 1e3, 2),
+            Value::number(r.std / 1e3, 2),
+            Value::number(r.min / 1e3, 2),
+            Value::number(r.max / 1e3, 2),
+        ]);
     }
-    out
+    s.notes.push(
+        "every iteration is kept with its trial: series iter_ns (one window per iteration) and \
+         run_mean_ns (one per run) in `isobench export --format json`, for the run x \
+         iteration surface"
+            .into(),
+    );
+    s
 }
 
 #[cfg(test)]
@@ -362,7 +495,7 @@ mod tests {
     fn the_spread_ring_chains_the_other_victims_back_to_the_master() {
         let victims: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
         let params = isobench_workloads::ParamValues::default();
-        let vs = variants("ring", &params, &victims);
+        let vs = variants("ring", &params, &victims, 3);
         let ids: Vec<&str> = vs.iter().map(|(p, _)| p.id.as_str()).collect();
         assert_eq!(
             ids,

@@ -12,7 +12,9 @@
 //! paper's: rows are the stress tests, columns the misbehaving tenant and the average of the
 //! well-behaved ones, DNR where the load generator got no good answer at all.
 
+use isobench_results::{Column, Section, Value};
 use isobench_store::LoadedRun;
+use serde::{Deserialize, Serialize};
 
 use super::matrix::{self, Matrix};
 use super::{Analysis, ExperimentKind};
@@ -20,9 +22,10 @@ use crate::analysis::{
     apply_design, cell_design, correct_significance, make_cell, paired_units, Cell, Results,
     StatsSettings, Stored,
 };
+use crate::fields::Fields;
 use crate::plan::{Condition, Estimate, Plan, Platform};
 use crate::resolve::Resolver;
-use crate::scenario::Role;
+use crate::scenario::{Role, Scenario};
 use crate::schedule::{Block, Needs};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
 use crate::source::{ScenarioError, Span};
@@ -32,6 +35,20 @@ pub const GOOD: &str = "good_pct";
 
 /// The `webapp` kind.
 pub struct Webapp;
+
+/// What a `[webapp]` table says.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WebappSettings {
+    /// How long the web servers live: a block (default: restarted between stress tests, so
+    /// one test's damage does not carry into the next), the whole run, or one trial.
+    pub keep: Keep,
+}
+
+impl WebappSettings {
+    fn of(v: &serde_json::Value) -> WebappSettings {
+        serde_json::from_value(v.clone()).unwrap_or(WebappSettings { keep: Keep::Block })
+    }
+}
 
 impl ExperimentKind for Webapp {
     fn name(&self) -> &'static str {
@@ -43,10 +60,24 @@ impl ExperimentKind for Webapp {
          misbehaving with each stressor: good-response rate per tenant against baseline, DNR"
     }
 
+    fn settings(&self, f: &mut Fields<'_, '_>, _sc: &Scenario) -> serde_json::Value {
+        let keep = f.word(
+            "keep",
+            &[
+                ("block", Keep::Block),
+                ("run", Keep::Run),
+                ("trial", Keep::Trial),
+            ],
+            Keep::Block,
+        );
+        serde_json::to_value(WebappSettings { keep }).expect("settings serialize")
+    }
+
     /// The matrix's conditions, with the `http` probe served by every tenant and measured
     /// beside each.
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
         let sc = r.scenario();
+        let keep = WebappSettings::of(&sc.settings).keep;
         let http: Vec<_> = sc.probes.iter().filter(|p| p.name == "http").collect();
         let others: Vec<_> = sc.probes.iter().filter(|p| p.name != "http").collect();
         if let Some(p) = others.first() {
@@ -63,7 +94,8 @@ impl ExperimentKind for Webapp {
         }
         match http.as_slice() {
             [p] => {
-                let serving = serving(sc.tenants.iter().map(|t| t.name.as_str()), &p.params);
+                let mut serving = serving(sc.tenants.iter().map(|t| t.name.as_str()), &p.params);
+                serving.keep = keep;
                 r.serve(&p.id, serving);
             }
             [] => r.error(sc.source.error(
@@ -109,10 +141,14 @@ impl ExperimentKind for Webapp {
     ) -> Analysis {
         let mut cells = tenant_cells(plan, stored, settings);
         correct_significance(&mut cells, settings);
+        let sections = plan
+            .map(|p| vec![paper_section(p, &cells)])
+            .unwrap_or_default();
         Analysis {
             cells,
             aggressor: Vec::new(),
             classes: Vec::new(),
+            sections,
         }
     }
 
@@ -300,42 +336,73 @@ pub fn paper_rows(plan: &Plan, cells: &[Cell]) -> Vec<PaperRow> {
         .collect()
 }
 
-/// The paper's table as text: one row per stress test, the misbehaving tenant's and the
-/// well-behaved tenants' average degradation of the good-response rate, in percent.
-pub fn paper_table(plan: &Plan, cells: &[Cell]) -> String {
+/// The paper's Table 2 as a section: one row per stress test, the misbehaving tenant's
+/// degradation of the good-response rate (with its interval when there is one tenant) and the
+/// well-behaved tenants' average, in percent; DNR where no good answer came back.
+pub fn paper_section(plan: &Plan, cells: &[Cell]) -> Section {
     let rows = paper_rows(plan, cells);
-    let n_good = plan.tenants_with(Role::Victim).count();
-    let bad_names: Vec<&str> = plan
+    let bad: Vec<&str> = plan
         .tenants_with(Role::Aggressor)
         .map(|t| t.name.as_str())
         .collect();
-    let head_bad = format!("misbehaving ({})", bad_names.join(", "));
-    let head_good = format!("well-behaved (avg of {n_good})");
-    let width = rows
-        .iter()
-        .map(|r| r.condition.len())
-        .chain(["stress test".len()])
-        .max()
-        .unwrap_or(0);
-    let mut out = format!(
-        "Degradation of the good-response rate ({GOOD}), %\n{:<width$}  {:>24}  {:>24}\n",
-        "stress test", head_bad, head_good
+    let n_good = plan.tenants_with(Role::Victim).count();
+    let mut s = Section::new(
+        "table2",
+        format!("Degradation of the good-response rate ({GOOD}), as Table 2 of paper 001"),
+        vec![
+            Column::text("stress test"),
+            Column::unit(&format!("misbehaving ({})", bad.join(", ")), "%"),
+            Column::unit(&format!("well-behaved (avg of {n_good})"), "%"),
+            Column::text("well-behaved DNR"),
+        ],
     );
     for r in &rows {
-        let bad = match (r.bad, r.bad_dnr) {
-            (_, true) => "DNR".to_string(),
-            (Some(v), false) => format!("{v:.2}"),
-            (None, false) => "-".to_string(),
+        let own: Vec<&Cell> = cells
+            .iter()
+            .filter(|c| {
+                c.metric == GOOD && c.condition == r.condition && bad.contains(&c.tenant.as_str())
+            })
+            .collect();
+        let bad_value = if r.bad_dnr {
+            Value::Dnr {
+                reason: own
+                    .iter()
+                    .find_map(|c| c.dnr.as_ref().map(|d| d.reason.clone()))
+                    .unwrap_or_default(),
+            }
+        } else {
+            match (own.as_slice(), r.bad) {
+                ([c], Some(v)) => match c.comparison.as_ref() {
+                    Some(cmp) => {
+                        Value::estimate(v, cmp.degradation.lower, cmp.degradation.upper, 2)
+                    }
+                    None => Value::number(v, 2),
+                },
+                (_, Some(v)) => Value::number(v, 2),
+                (_, None) => Value::Empty,
+            }
         };
-        let good = match (r.good, r.good_dnr) {
-            (_, (k, n)) if n > 0 && k == n => "DNR".to_string(),
-            (Some(v), (0, _)) => format!("{v:.2}"),
-            (Some(v), (k, n)) => format!("{v:.2} ({k} of {n} DNR)"),
-            (None, _) => "-".to_string(),
+        let (k, n) = r.good_dnr;
+        let good_value = if n > 0 && k == n {
+            Value::Dnr {
+                reason: "every well-behaved tenant".into(),
+            }
+        } else {
+            r.good.map_or(Value::Empty, |v| Value::number(v, 2))
         };
-        out.push_str(&format!("{:<width$}  {bad:>24}  {good:>24}\n", r.condition));
+        s.push(vec![
+            Value::text_of(r.condition.clone()),
+            bad_value,
+            good_value,
+            Value::text_of(format!("{k} of {n}")),
+        ]);
     }
-    out
+    s.notes.push(
+        "positive = fewer good responses than in the baseline; DNR: the load generator beside \
+         the tenant got no good answer in some trial"
+            .into(),
+    );
+    s
 }
 
 #[cfg(test)]
