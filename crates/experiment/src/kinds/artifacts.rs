@@ -254,8 +254,20 @@ impl ExperimentKind for Artifacts {
         correct_significance(&mut cells, settings);
         let sections = plan
             .map(|p| {
-                let trials: Vec<TrialRecord> = stored.trials.iter().map(|t| (*t).clone()).collect();
-                vec![summary_section(&summaries(p, &trials))]
+                let usable = |t: &TrialRecord| stored.usable(t);
+                let mut s = summary_section(&summaries(p, stored.trials, &usable));
+                let kept = stored
+                    .trials
+                    .iter()
+                    .filter(|t| stored.kept_disturbed(t))
+                    .count();
+                if kept > 0 {
+                    s.notes.push(format!(
+                        "{kept} of the trials behind it were disturbed by load from outside \
+                         the run (kept, flagged: see the trust line)"
+                    ));
+                }
+                vec![s]
             })
             .unwrap_or_default();
         Analysis {
@@ -368,7 +380,11 @@ pub struct Summary {
 }
 
 /// Per variant and condition, the summary over every iteration kept in the usable trials.
-pub fn summaries(plan: &Plan, trials: &[TrialRecord]) -> Vec<Summary> {
+pub fn summaries(
+    plan: &Plan,
+    trials: &[&TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+) -> Vec<Summary> {
     let mut conds = vec!["baseline".to_string()];
     conds.extend(plan.conditions.iter().map(|c| c.id.clone()));
     let mut out = Vec::new();
@@ -376,11 +392,10 @@ pub fn summaries(plan: &Plan, trials: &[TrialRecord]) -> Vec<Summary> {
         for c in &conds {
             let mut xs: Vec<f64> = Vec::new();
             let mut runs = 0u64;
-            for t in trials.iter().filter(|t| {
-                t.probe == p.id
-                    && condition_text(&t.condition) == *c
-                    && t.status == isobench_store::TrialStatus::Ok
-            }) {
+            for t in trials
+                .iter()
+                .filter(|t| t.probe == p.id && condition_text(&t.condition) == *c && usable(t))
+            {
                 if let Some(s) = t.series.iter().find(|s| s.metric == "iter_ns") {
                     xs.extend(s.windows.iter().map(|w| w.value));
                 }
@@ -390,7 +405,7 @@ pub fn summaries(plan: &Plan, trials: &[TrialRecord]) -> Vec<Summary> {
             }
             if xs.is_empty() {
                 // No iterations kept: the trials' own summaries.
-                if let Some(s) = from_samples(trials, &p.id, c) {
+                if let Some(s) = from_samples(trials, usable, &p.id, c) {
                     out.push(s);
                 }
                 continue;
@@ -419,14 +434,16 @@ pub fn summaries(plan: &Plan, trials: &[TrialRecord]) -> Vec<Summary> {
 
 /// A summary from the trials' own statistics (runs stored without every iteration): the
 /// mean of their means and standard deviations, the smallest minimum, the largest maximum.
-fn from_samples(trials: &[TrialRecord], probe: &str, cond: &str) -> Option<Summary> {
+fn from_samples(
+    trials: &[&TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+    probe: &str,
+    cond: &str,
+) -> Option<Summary> {
     let ts: Vec<&TrialRecord> = trials
         .iter()
-        .filter(|t| {
-            t.probe == probe
-                && condition_text(&t.condition) == cond
-                && t.status == isobench_store::TrialStatus::Ok
-        })
+        .filter(|t| t.probe == probe && condition_text(&t.condition) == cond && usable(t))
+        .copied()
         .collect();
     let vals = |m: &str| -> Vec<f64> {
         ts.iter()
