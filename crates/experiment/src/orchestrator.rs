@@ -1172,6 +1172,7 @@ impl<'a> Engine<'a> {
         }
         let label = self.condition_label(block.condition);
         self.progress.block_started(&label);
+        self.start_block_services(block);
         if let Some(c) = block.condition {
             self.start_stressors(c);
         }

@@ -114,6 +114,24 @@ impl Engine<'_> {
         self.served.active.insert(p, a);
     }
 
+    /// Starts the services of the served probes of `block` before its stressors start, so
+    /// the servers are up when the misbehaviour begins (as in paper 001).
+    pub(super) fn start_block_services(&mut self, block: &crate::schedule::Block) {
+        let plan = self.plan;
+        let mut ps: Vec<usize> = block
+            .trials
+            .iter()
+            .filter_map(|t| match t.what {
+                crate::schedule::TrialWhat::Probe(p) if plan.probes[p].serving.is_some() => Some(p),
+                _ => None,
+            })
+            .collect();
+        ps.dedup();
+        for p in ps {
+            self.ensure_services(p);
+        }
+    }
+
     /// `template` filled from the endpoints of `a`; a placeholder naming a service that did
     /// not start gives that service's failure.
     fn filled(&self, template: &str, a: &Active) -> Result<String, TenantFailure> {
@@ -225,6 +243,14 @@ impl Engine<'_> {
             };
             match self.site_run(p, slot, site, budget, timeout) {
                 Ok(run) => runs.push((slot, site.at, run)),
+                // Beside a tenant whose server did not start, the load generator would get
+                // no answer: the tenant is DNR, as paper 001 recorded it.
+                Err(TenantFailure::Failed(why)) if site.at == Site::Beside => outcomes.push((
+                    slot,
+                    Err(TenantFailure::NoResponse(format!(
+                        "its server did not start: {why}"
+                    ))),
+                )),
                 Err(f) => outcomes.push((slot, Err(f))),
             }
         }
