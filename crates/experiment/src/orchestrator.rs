@@ -1767,6 +1767,7 @@ impl TrialCommon {
             modulation: self.modulation.clone(),
             noise: self.noise.clone(),
             mechanism: None,
+            timeline: None,
         }
     }
 }
