@@ -108,6 +108,11 @@ struct State {
     log: Vec<String>,
     /// Freezes and thaws: (time, tenant, frozen after).
     switches: Vec<(Duration, String, bool)>,
+    /// Stressor starts and stops: (time, tenant, class and intensity after a start, `None`
+    /// after a stop), so a probe's windows see each stressor only while it ran.
+    history: Vec<(Duration, String, Option<(Class, u8)>)>,
+    /// CPU time given so far to each tenant's running probe, ns.
+    probing: BTreeMap<String, u64>,
     /// The victims' scheduler counters so far ([`FakeScript::placement`]).
     sched: FakeSched,
 }
@@ -146,6 +151,11 @@ impl State {
             m.slices += (secs * 1000.0) as u64;
             m.idle_s += if busy { 0.0 } else { 0.8 * secs };
             m.softirq_s += if net { 0.3 * secs } else { 0.0 };
+        }
+        for (t, given) in self.probing.iter_mut() {
+            let ns = d.as_nanos() as u64;
+            *given += ns;
+            *self.cpu.entry(t.clone()).or_insert(0) += ns;
         }
         let probe_class = self.probe_class;
         let names: Vec<String> = self.stressors.keys().cloned().collect();
@@ -217,6 +227,8 @@ impl FakeBackend {
             probe_class: None,
             log: Vec::new(),
             switches: Vec::new(),
+            history: Vec::new(),
+            probing: BTreeMap::new(),
             sched: FakeSched::default(),
         }));
         (
@@ -365,6 +377,7 @@ impl TenantDriver for FakeTenant {
             return Err(TenantFailure::NoResponse(why));
         }
         st.probe_class = Some(probe.class());
+        st.probing.insert(self.name.clone(), 0);
         self.pending = Some((run.clone(), st.now, call));
         Ok(())
     }
@@ -387,22 +400,32 @@ impl TenantDriver for FakeTenant {
             st.advance(d);
         }
         st.probe_class = None;
-        *st.cpu.entry(self.name.clone()).or_insert(0) += run.budget.as_nanos() as u64;
+        // The probe's CPU time: what passing time gave it already, the rest now.
+        let given = st.probing.remove(&self.name).unwrap_or(0);
+        *st.cpu.entry(self.name.clone()).or_insert(0) +=
+            (run.budget.as_nanos() as u64).saturating_sub(given);
         if st.script.disturb.contains(&call) {
             st.outside_ns += run.budget.as_nanos() as u64;
         }
-        // The slowdown at an instant: every stressor not frozen then.
+        // The slowdown at an instant: every stressor running then and not frozen.
         let slowdown_at = |st: &State, t: Duration| -> f64 {
-            st.stressors
-                .iter()
-                .filter(|(tenant, _)| {
-                    !st.switches
+            let tenants: BTreeSet<&String> = st.history.iter().map(|(_, who, _)| who).collect();
+            tenants
+                .into_iter()
+                .filter_map(|tenant| {
+                    let state = st
+                        .history
+                        .iter()
+                        .rfind(|(at, who, _)| who == tenant && *at <= t)
+                        .and_then(|(_, _, s)| *s)?;
+                    let frozen = st
+                        .switches
                         .iter()
                         .rev()
-                        .find(|(at, who, _)| *at <= t && who == *tenant)
-                        .is_some_and(|(_, _, frozen)| *frozen)
+                        .find(|(at, who, _)| *at <= t && who == tenant)
+                        .is_some_and(|(_, _, frozen)| *frozen);
+                    (!frozen).then(|| (st.script.effect)(probe.class(), state.0, state.1))
                 })
-                .map(|(_, s)| (st.script.effect)(probe.class(), s.class, s.intensity))
                 .sum()
         };
         let window = run.window.filter(|w| !w.is_zero());
@@ -510,6 +533,9 @@ impl TenantDriver for FakeTenant {
             "start {} {}@{}",
             self.name, run.name, run.intensity
         ));
+        let now = st.now;
+        st.history
+            .push((now, self.name.clone(), Some((st_class, run.intensity))));
         st.stressors.insert(
             self.name.clone(),
             Running {
@@ -540,6 +566,8 @@ impl TenantDriver for FakeTenant {
     fn stop_stressor(&mut self) -> Result<StressReport, TenantFailure> {
         let mut st = self.state.lock().expect("fake state");
         st.log.push(format!("stop {}", self.name));
+        let now = st.now;
+        st.history.push((now, self.name.clone(), None));
         let s = st
             .stressors
             .remove(&self.name)
@@ -574,13 +602,19 @@ impl TenantDriver for FakeTenant {
     fn restart(&mut self) -> anyhow::Result<()> {
         let mut st = self.state.lock().expect("fake state");
         st.log.push(format!("restart {}", self.name));
-        st.stressors.remove(&self.name);
+        if st.stressors.remove(&self.name).is_some() {
+            let now = st.now;
+            st.history.push((now, self.name.clone(), None));
+        }
         Ok(())
     }
     fn teardown(&mut self) -> anyhow::Result<()> {
         let mut st = self.state.lock().expect("fake state");
         st.log.push(format!("teardown {}", self.name));
-        st.stressors.remove(&self.name);
+        if st.stressors.remove(&self.name).is_some() {
+            let now = st.now;
+            st.history.push((now, self.name.clone(), None));
+        }
         Ok(())
     }
 }
