@@ -81,6 +81,9 @@ impl Default for FakeScript {
     }
 }
 
+/// A running stressor's class and intensity.
+type Stressing = (Class, u8);
+
 #[derive(Debug)]
 struct Running {
     frozen: bool,
@@ -110,7 +113,7 @@ struct State {
     switches: Vec<(Duration, String, bool)>,
     /// Stressor starts and stops: (time, tenant, class and intensity after a start, `None`
     /// after a stop), so a probe's windows see each stressor only while it ran.
-    history: Vec<(Duration, String, Option<(Class, u8)>)>,
+    history: Vec<(Duration, String, Option<Stressing>)>,
     /// CPU time given so far to each tenant's running probe, ns.
     probing: BTreeMap<String, u64>,
     /// The victims' scheduler counters so far ([`FakeScript::placement`]).
