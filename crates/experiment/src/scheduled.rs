@@ -57,6 +57,60 @@ pub struct Outcome {
     pub timeline: Timeline,
 }
 
+/// The scheduled trial of probe `p` of `plan` with `settings`: the probe in the settings'
+/// victim for the whole length in the settings' windows, each schedule entry's stressor in
+/// its tenant (pinned and contained as the plan's aggressors are). Tenants are indexed as in
+/// the plan. Errors name a tenant of the settings the plan does not have.
+pub fn spec_for(
+    plan: &crate::plan::Plan,
+    settings: &crate::timeline::settings::TimelineSettings,
+    p: usize,
+) -> anyhow::Result<Spec> {
+    let index = |name: &str| {
+        plan.tenants
+            .iter()
+            .position(|t| t.name == name)
+            .ok_or_else(|| {
+                anyhow::anyhow!("the timeline names tenant {name}, which the plan lacks")
+            })
+    };
+    let victim = index(&settings.victim)?;
+    let vt = &plan.tenants[victim];
+    let probe = &plan.probes[p];
+    let mut entries = Vec::new();
+    for e in &settings.schedule {
+        let tenant = index(&e.tenant)?;
+        let t = &plan.tenants[tenant];
+        entries.push(Entry {
+            tenant,
+            run: StressorRun {
+                name: e.name.clone(),
+                intensity: e.intensity,
+                params: e.params.clone(),
+                pin: t.limits.cpuset.as_ref().map(|_| t.cpus.clone()),
+                contained: plan.platform == crate::plan::Platform::Cgroup,
+                timeout: plan.trial.timeout,
+            },
+            start: e.start,
+            stop: e.stop,
+        });
+    }
+    Ok(Spec {
+        victim,
+        probe: ProbeRun {
+            name: probe.name.clone(),
+            params: probe.params.clone(),
+            budget: settings.length,
+            pin: vt.pin,
+            pin_peer: vt.pin_peer,
+            timeout: settings.length + plan.trial.timeout,
+            window: Some(settings.window),
+        },
+        entries,
+        cpu_every: settings.cpu_every,
+    })
+}
+
 /// A start or a stop due at an offset.
 #[derive(Debug, Clone, Copy)]
 struct Action {

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use toml::{Spanned, Value};
 
 use crate::scenario::{fmt_duration, parse_duration, ProbeSpec, Role, StressorSpec, TenantSpec};
-use crate::source::{ScenarioError, Source, Span};
+use crate::source::{Source, Span};
 
 /// Default window of the probe's series.
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(1);
@@ -87,9 +87,9 @@ pub struct TimelineSettings {
     pub schedule: Vec<ScheduleEntry>,
 }
 
-/// The `[timeline]` table as decoded (types loose, spans kept).
+/// The `[timeline]` table as decoded (types loose, spans kept). Keys it does not know are
+/// left to the caller to report.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawTimeline {
     victim: Option<Spanned<String>>,
     probe: Option<Spanned<String>>,
@@ -115,6 +115,10 @@ struct RawEntry {
     stop: Option<Spanned<Value>>,
 }
 
+/// Where the check reports a problem: its place, the key under `[timeline]`
+/// (`schedule[1].stop`), the problem, the allowed values and the fix.
+pub type Report<'r> = &'r mut dyn FnMut(Span, &str, String, &str, String);
+
 /// What the check needs of the rest of the scenario.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
@@ -137,16 +141,17 @@ fn span_of<T>(s: &Spanned<T>) -> Span {
 const DURATION_ALLOWED: &str =
     "a duration: a string such as \"250ms\", \"2s\", \"1.5s\" or \"1m\", or a number of seconds";
 
-/// Collects the problems of one table.
-struct Check<'a> {
+/// Reports the problems of one table.
+struct Check<'a, 'r> {
     cx: Context<'a>,
-    errors: Vec<ScenarioError>,
+    report: Report<'r>,
+    errors: usize,
 }
 
-impl Check<'_> {
+impl Check<'_, '_> {
     fn err(&mut self, span: Span, field: &str, problem: String, allowed: &str, fix: String) {
-        self.errors
-            .push(self.cx.source.error(span, field, problem, allowed, fix));
+        self.errors += 1;
+        (self.report)(span, field, problem, allowed, fix);
     }
 
     /// A duration within `range`, or `default` when absent (or wrong, after reporting it).
@@ -287,40 +292,42 @@ impl Check<'_> {
 }
 
 impl RawTimeline {
-    /// Checks the table against the scenario. Returns the settings, or every problem found.
-    pub fn check(&self, cx: Context<'_>) -> Result<TimelineSettings, Vec<ScenarioError>> {
+    /// Checks the table against the scenario, reporting every problem to `report`. Returns
+    /// the settings when there was none.
+    pub fn check(&self, cx: Context<'_>, report: Report<'_>) -> Option<TimelineSettings> {
         let mut c = Check {
             cx,
-            errors: Vec::new(),
+            report,
+            errors: 0,
         };
-        let victim = c.tenant(&self.victim, "timeline.victim", Role::Victim);
+        let victim = c.tenant(&self.victim, "victim", Role::Victim);
         let probe = self.check_probe(&mut c);
         let window = c.duration(
             &self.window,
-            "timeline.window",
+            "window",
             (MIN_WINDOW, Duration::from_secs(600)),
             DEFAULT_WINDOW,
         );
         let cpu_every = c.duration(
             &self.cpu_every,
-            "timeline.cpu_every",
+            "cpu_every",
             (Duration::from_millis(100), Duration::from_secs(600)),
             DEFAULT_CPU_EVERY,
         );
-        let repeat = c.number(&self.repeat, "timeline.repeat", (1.0, 100.0), true, 1.0) as u32;
+        let repeat = c.number(&self.repeat, "repeat", (1.0, 100.0), true, 1.0) as u32;
         let d = TransitionConfig::default();
         let transition = TransitionConfig {
             sustain: c.number(
                 &self.sustain,
-                "timeline.sustain",
+                "sustain",
                 (1.0, 1000.0),
                 true,
                 d.sustain as f64,
             ) as usize,
-            k: c.number(&self.band_k, "timeline.band_k", (0.5, 100.0), false, d.k),
+            k: c.number(&self.band_k, "band_k", (0.5, 100.0), false, d.k),
             min_rel_width: c.number(
                 &self.band_min,
-                "timeline.band_min",
+                "band_min",
                 (0.0, 0.99),
                 false,
                 d.min_rel_width,
@@ -332,14 +339,14 @@ impl RawTimeline {
         let default_length = last_stop + first_start.max(Duration::from_secs(10));
         let length = c.duration(
             &self.length,
-            "timeline.length",
+            "length",
             (Duration::from_secs(1), MAX_LENGTH),
             default_length,
         );
         if let (Some(l), true) = (&self.length, length < last_stop) {
             c.err(
                 span_of(l),
-                "timeline.length",
+                "length",
                 format!(
                     "the trial ends at {} but the schedule stops a stressor at {}",
                     fmt_duration(length),
@@ -349,11 +356,11 @@ impl RawTimeline {
                 format!("write length = \"{}\"", fmt_duration(default_length)),
             );
         }
-        if window * 4 > length && c.errors.is_empty() {
+        if window * 4 > length && c.errors == 0 {
             let span = self.window.as_ref().map_or(cx.table, span_of);
             c.err(
                 span,
-                "timeline.window",
+                "window",
                 format!(
                     "windows of {} give fewer than 4 in a {} trial",
                     fmt_duration(window),
@@ -363,8 +370,8 @@ impl RawTimeline {
                 format!("write window = \"{}\"", fmt_duration(length / 50)),
             );
         }
-        match (victim, probe, c.errors.is_empty()) {
-            (Some(victim), Some(probe), true) => Ok(TimelineSettings {
+        match (victim, probe, c.errors == 0) {
+            (Some(victim), Some(probe), true) => Some(TimelineSettings {
                 victim,
                 probe,
                 window,
@@ -374,11 +381,11 @@ impl RawTimeline {
                 transition,
                 schedule,
             }),
-            _ => Err(c.errors),
+            _ => None,
         }
     }
 
-    fn check_probe(&self, c: &mut Check<'_>) -> Option<String> {
+    fn check_probe(&self, c: &mut Check<'_, '_>) -> Option<String> {
         let ids: Vec<&str> = c.cx.probes.iter().map(|p| p.id.as_str()).collect();
         let spec = match &self.probe {
             Some(id) => match c.cx.probes.iter().find(|p| &p.id == id.get_ref()) {
@@ -386,7 +393,7 @@ impl RawTimeline {
                 None => {
                     c.err(
                         span_of(id),
-                        "timeline.probe",
+                        "probe",
                         format!("there is no [[probe]] `{}`", id.get_ref()),
                         &format!("a probe id: {}", ids.join(", ")),
                         format!(
@@ -401,7 +408,7 @@ impl RawTimeline {
             None => {
                 c.err(
                     c.cx.table,
-                    "timeline.probe",
+                    "probe",
                     format!(
                         "the scenario has {} probes and a timeline measures with one",
                         c.cx.probes.len()
@@ -422,7 +429,7 @@ impl RawTimeline {
                 .collect();
             c.err(
                 span,
-                "timeline.probe",
+                "probe",
                 format!(
                     "probe {} cannot measure in windows, and a timeline needs its series",
                     p.name
@@ -435,11 +442,11 @@ impl RawTimeline {
         Some(p.id.clone())
     }
 
-    fn check_schedule(&self, c: &mut Check<'_>) -> Vec<ScheduleEntry> {
+    fn check_schedule(&self, c: &mut Check<'_, '_>) -> Vec<ScheduleEntry> {
         if self.schedule.is_empty() {
             c.err(
                 c.cx.table,
-                "timeline.schedule",
+                "schedule",
                 "the timeline has no schedule".into(),
                 "one [[timeline.schedule]] table per stressor run: tenant, stressor, start, stop",
                 "add [[timeline.schedule]] tenant = \"NAME\" stressor = \"cpu\" start = \"50s\" \
@@ -450,7 +457,7 @@ impl RawTimeline {
         }
         let mut out: Vec<(ScheduleEntry, Span)> = Vec::new();
         for (i, e) in self.schedule.iter().enumerate() {
-            let f = |k: &str| format!("timeline.schedule[{i}].{k}");
+            let f = |k: &str| format!("schedule[{i}].{k}");
             let at = span_of(e);
             let e = e.get_ref();
             let tenant = match &e.tenant {
@@ -554,7 +561,7 @@ impl RawTimeline {
             let span = out[j].1;
             c.err(
                 span,
-                &format!("timeline.schedule[{j}].start"),
+                &format!("schedule[{j}].start"),
                 format!(
                     "tenant {} would run {} from {} while {} still runs (until {}); a tenant \
                      runs one stressor at a time",
@@ -578,7 +585,7 @@ impl RawTimeline {
 
     fn check_stressor<'s>(
         &self,
-        c: &mut Check<'s>,
+        c: &mut Check<'s, '_>,
         e: &RawEntry,
         at: Span,
         field: &str,
@@ -621,6 +628,7 @@ impl RawTimeline {
 mod tests {
     use super::*;
     use crate::scenario::Scenario;
+    use crate::source::ScenarioError;
 
     const BASE: &str = r#"
 name = "t"
@@ -665,7 +673,14 @@ intensity = [100]
             probes: &sc.probes,
             stressors: &sc.stressors,
         };
-        doc.timeline.get_ref().check(cx)
+        let mut errors: Vec<ScenarioError> = Vec::new();
+        let settings = doc
+            .timeline
+            .get_ref()
+            .check(cx, &mut |span, key, problem, allowed, fix| {
+                errors.push(src.error(span, format!("timeline.{key}"), problem, allowed, fix))
+            });
+        settings.ok_or(errors)
     }
 
     fn problems(timeline: &str) -> Vec<String> {
