@@ -31,7 +31,6 @@ pub mod scenario;
 pub mod schedule;
 pub mod scheduled;
 pub mod source;
-pub mod timeline;
 
 pub use analysis::{analyze, Results};
 pub use plan::{HostView, Plan, PlanOptions};

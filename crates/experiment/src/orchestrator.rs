@@ -207,6 +207,8 @@ pub struct Engine<'a> {
     /// Seconds the current block's aggressors spent frozen (on/off trials), so the pressure
     /// they report over the block is scaled to their running time.
     block_frozen_s: f64,
+    /// What the neighbours did during the current scheduled trial, for its victim's record.
+    timeline: Option<isobench_store::Timeline>,
 }
 
 impl<'a> Engine<'a> {
@@ -249,6 +251,7 @@ impl<'a> Engine<'a> {
             settle_cost: BTreeMap::new(),
             overhead: 1.0,
             marks: BTreeMap::new(),
+            timeline: None,
         }
     }
 
@@ -1375,7 +1378,7 @@ impl<'a> Engine<'a> {
         let plan = self.plan;
         let cond = block.condition;
         let what = match t.what {
-            TrialWhat::Probe(p) => plan.probes[p].id.clone(),
+            TrialWhat::Probe(p) | TrialWhat::Scheduled(p) => plan.probes[p].id.clone(),
             TrialWhat::Solo => "aggressor alone".to_string(),
         };
         let view = TrialView {
@@ -1480,6 +1483,17 @@ impl<'a> Engine<'a> {
                 Some(c) if plan.design(p, c) == Design::OnOff => self.modulated_probe(p, c),
                 _ => Ok((self.whole_probe(p, cond.is_some()), None)),
             },
+            TrialWhat::Scheduled(p) => {
+                let mut drivers: Vec<&mut dyn TenantDriver> = self
+                    .slots
+                    .iter_mut()
+                    .map(|s| s.driver.as_mut() as &mut dyn TenantDriver)
+                    .collect();
+                let (outcome, timeline) =
+                    crate::scheduled::measure(plan, p, self.clock, &mut drivers)?;
+                self.timeline = Some(timeline);
+                Ok((vec![outcome], None))
+            }
         }
     }
 
@@ -1634,6 +1648,7 @@ impl<'a> Engine<'a> {
                 },
                 series,
                 mechanism: self.mechanism(*v, outcome, common.modulation.is_some()),
+                timeline: self.timeline.take(),
                 ..common.record(what.to_string(), name, repetition, status)
             });
         }

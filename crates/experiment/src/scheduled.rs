@@ -63,7 +63,7 @@ pub struct Outcome {
 /// the plan. Errors name a tenant of the settings the plan does not have.
 pub fn spec_for(
     plan: &crate::plan::Plan,
-    settings: &crate::timeline::settings::TimelineSettings,
+    settings: &crate::kinds::timeline::settings::TimelineSettings,
     p: usize,
 ) -> anyhow::Result<Spec> {
     let index = |name: &str| {
@@ -109,6 +109,27 @@ pub fn spec_for(
         entries,
         cpu_every: settings.cpu_every,
     })
+}
+
+/// The victim's index among the tenants and what its probe returned.
+pub type VictimOutcome = (usize, Result<ProbeOutcome, TenantFailure>);
+
+/// The scheduled trial of probe `p` of `plan` on `tenants` (in the plan's order), from the
+/// kind's settings in the plan: the victim's outcome, by its index, and the timeline.
+pub fn measure(
+    plan: &crate::plan::Plan,
+    p: usize,
+    clock: &dyn Clock,
+    tenants: &mut [&mut dyn TenantDriver],
+) -> anyhow::Result<(VictimOutcome, Timeline)> {
+    let settings = crate::kinds::timeline::settings_of(&plan.settings).ok_or_else(|| {
+        anyhow::anyhow!(
+            "the plan of this run has no timeline schedule; it was made by another version"
+        )
+    })?;
+    let spec = spec_for(plan, &settings, p)?;
+    let out = run(clock, tenants, &spec);
+    Ok(((spec.victim, out.probe), out.timeline))
 }
 
 /// A start or a stop due at an offset.

@@ -136,7 +136,7 @@ fn schedule_interleaves_baselines_and_is_seeded() {
                 .trials
                 .iter()
                 .map(|t| match t.what {
-                    TrialWhat::Probe(p) => plan.probes[p].id.clone(),
+                    TrialWhat::Probe(p) | TrialWhat::Scheduled(p) => plan.probes[p].id.clone(),
                     TrialWhat::Solo => "solo".into(),
                 })
                 .collect();

@@ -10,6 +10,7 @@ pub(crate) mod curve;
 pub mod matrix;
 pub mod sensitivity;
 pub mod sweep;
+pub mod timeline;
 
 use isobench_results::Section;
 use isobench_store::LoadedRun;
@@ -73,8 +74,12 @@ pub struct Analysis {
 }
 
 /// Every kind, one line each; the first is the default of a run stored without a plan.
-pub const KINDS: &[&dyn ExperimentKind] =
-    &[&matrix::Matrix, &sweep::Sweep, &sensitivity::Sensitivity];
+pub const KINDS: &[&dyn ExperimentKind] = &[
+    &matrix::Matrix,
+    &sweep::Sweep,
+    &sensitivity::Sensitivity,
+    &timeline::Timeline,
+];
 
 /// An experiment kind of [`KINDS`], by name; stored and exported as its name.
 #[derive(Clone, Copy, PartialEq, Eq)]
