@@ -46,6 +46,11 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         "each stressor's intensity swept: sensitivity curves and the tolerated pressure",
         include_str!("../../../examples/sensitivity.toml"),
     ),
+    (
+        "xen-pairwise",
+        "every pair of CPU, DISK and NET in two tenants: each side's time to complete",
+        include_str!("../../../examples/xen-pairwise.toml"),
+    ),
 ];
 
 /// What a preset's header says it reproduces and how long it takes here: its `# reproduces:`
@@ -92,14 +97,7 @@ fn kind_words() -> Vec<(&'static str, Kind)> {
 }
 
 /// Kinds that exist in the design but are not implemented yet, for a helpful error.
-const PLANNED_KINDS: &[&str] = &[
-    "pairwise",
-    "timeline",
-    "scale",
-    "fidelity",
-    "artifacts",
-    "webapp",
-];
+const PLANNED_KINDS: &[&str] = &["timeline", "scale", "fidelity", "artifacts", "webapp"];
 
 /// Which platform creates the tenants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -144,6 +144,33 @@ fn sensitivity_finds_the_tolerated_intensity_of_each_stressor() {
 }
 
 #[test]
+fn pairwise_reports_both_sides_of_every_pair() {
+    let scenario = format!(
+        "kind = \"pairwise\"\n{}\n[[probe]]\nname = \"disk-io\"\nlabel = \"disk\"\n\n\
+         [[stressor]]\nname = \"cpu\"\n\n[[stressor]]\nname = \"disk\"\n\n[pairwise]\n\
+         workloads = [\"cpu\", \"disk\"]\n",
+        COMMON.replace("solo = \"0s\"", "solo = \"200ms\"").replace(
+            "name = \"cpu-int\"",
+            "name = \"cpu-int\"\nlabel = \"cpu\"\nmetrics = [\"ops_per_sec\"]"
+        )
+    );
+    let r = run(&scenario);
+    let pairs = r.sections.iter().find(|s| s.id == "pairs").expect("pairs");
+    assert_eq!(pairs.rows.len(), 4, "cpu and disk on each side");
+    // Same resource, the fake slows each side by about 30%: both take longer than alone.
+    let row = &pairs.rows[0];
+    assert_eq!(row[0].text(), "cpu");
+    assert_eq!(row[1].text(), "cpu");
+    assert!(row[2].as_f64().unwrap() > 1.1, "{}", row[2].text());
+    insta::assert_snapshot!("pairwise_pairs", text(pairs));
+    let bad = scenario.replace("solo = \"200ms\"", "solo = \"0s\"");
+    let e = Scenario::parse(Source::new("kind.toml", bad))
+        .expect_err("pairwise without solo")
+        .to_string();
+    assert!(e.contains("needs its rate alone"), "{e}");
+}
+
+#[test]
 fn kind_settings_are_checked_where_they_are_written() {
     let bad = format!(
         "kind = \"sweep\"\n{COMMON}\n[[stressor]]\nname = \"cpu\"\n\n[sweep]\nstressor = \

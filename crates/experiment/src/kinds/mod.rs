@@ -8,6 +8,7 @@
 
 pub(crate) mod curve;
 pub mod matrix;
+pub mod pairwise;
 pub mod sensitivity;
 pub mod sweep;
 
@@ -73,8 +74,13 @@ pub struct Analysis {
 }
 
 /// Every kind, one line each; the first is the default of a run stored without a plan.
-pub const KINDS: &[&dyn ExperimentKind] =
-    &[&matrix::Matrix, &sweep::Sweep, &sensitivity::Sensitivity];
+#[rustfmt::skip]
+pub const KINDS: &[&dyn ExperimentKind] = &[
+    &matrix::Matrix,
+    &sweep::Sweep,
+    &sensitivity::Sensitivity,
+    &pairwise::Pairwise,
+];
 
 /// An experiment kind of [`KINDS`], by name; stored and exported as its name.
 #[derive(Clone, Copy, PartialEq, Eq)]
