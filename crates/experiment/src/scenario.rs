@@ -51,6 +51,21 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         "every pair of CPU, DISK and NET in two tenants: each side's time to complete",
         include_str!("../../../examples/xen-pairwise.toml"),
     ),
+    (
+        "vits",
+        "VITS figures 5-7: cache, memory latency and bandwidth, local communication",
+        include_str!("../../../examples/vits.toml"),
+    ),
+    (
+        "vits-disk",
+        "VITS figure 8: the target's file I/O as the interference request size grows",
+        include_str!("../../../examples/vits-disk.toml"),
+    ),
+    (
+        "vits-net",
+        "VITS figure 10: the target's bandwidth as the interference datagram size grows",
+        include_str!("../../../examples/vits-net.toml"),
+    ),
 ];
 
 /// What a preset's header says it reproduces and how long it takes here: its `# reproduces:`

@@ -194,3 +194,23 @@ fn kind_settings_are_checked_where_they_are_written() {
         .to_string();
     insta::assert_snapshot!("sensitivity_bad_table", e);
 }
+
+#[test]
+fn every_preset_parses_and_says_what_it_reproduces_and_how_long_it_takes() {
+    use isobench_experiment::scenario::{preset_header, PRESETS};
+    for (name, what, text) in PRESETS {
+        let sc = Scenario::parse(Source::new(format!("<preset:{name}>"), *text))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&sc.name, name);
+        assert!(!what.is_empty());
+        let (reproduces, takes) = preset_header(text);
+        assert!(
+            reproduces.is_some_and(|r| r.len() > 20),
+            "{name}: no `# reproduces:`"
+        );
+        assert!(
+            takes.is_some_and(|t| t.contains("minute")),
+            "{name}: no `# takes:`"
+        );
+    }
+}
