@@ -382,6 +382,7 @@ impl Store {
                 || trial.modulation.is_some()
                 || trial.noise.is_some()
                 || trial.mechanism.is_some()
+                || trial.limits.is_some()
             {
                 let mut details = serde_json::json!({
                     "series": trial.series,
@@ -390,6 +391,9 @@ impl Store {
                 });
                 if let Some(m) = &trial.mechanism {
                     details["mechanism"] = m.clone();
+                }
+                if let Some(l) = &trial.limits {
+                    details["limits"] = l.clone();
                 }
                 tx.execute(
                     "INSERT INTO trial_details (trial_id, data) VALUES (?1, ?2)",
@@ -741,6 +745,7 @@ impl Store {
                             modulation: None,
                             noise: None,
                             mechanism: None,
+                            limits: None,
                         }
                         .with_details(details.remove(&id)))
                     },
@@ -971,6 +976,8 @@ struct TrialDetails {
     noise: Option<serde_json::Value>,
     #[serde(default)]
     mechanism: Option<serde_json::Value>,
+    #[serde(default)]
+    limits: Option<serde_json::Value>,
 }
 
 impl TrialRecord {
@@ -980,6 +987,7 @@ impl TrialRecord {
             self.modulation = d.modulation;
             self.noise = d.noise.filter(|n| !n.is_null());
             self.mechanism = d.mechanism.filter(|n| !n.is_null());
+            self.limits = d.limits.filter(|n| !n.is_null());
         }
         self
     }

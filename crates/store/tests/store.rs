@@ -127,6 +127,7 @@ fn trial(n: u32, condition: Condition, value: f64) -> TrialRecord {
         mechanism: Some(
             serde_json::json!({"on": {"runq_wait_s": 0.02}, "off": {"runq_wait_s": 0.001}}),
         ),
+        limits: contended.then(|| serde_json::json!({"victim": {"cpus": 0.5}})),
     }
 }
 
