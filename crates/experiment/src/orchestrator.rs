@@ -261,13 +261,28 @@ impl<'a> Engine<'a> {
     /// then recorded as failed.
     pub fn execute(mut self) -> Result<RunOutcome> {
         let result = self.execute_inner();
-        // Teardown happens whatever the result.
-        let mut teardown_errors = Vec::new();
-        for s in &mut self.slots {
-            if let Err(e) = s.driver.teardown() {
-                teardown_errors.push(format!("{}: {e:#}", s.name));
-            }
-        }
+        // Teardown happens whatever the result; the tenants at once, since each mostly waits
+        // (for its agent to leave, its processes to die, its cgroups to empty).
+        let mut teardown_errors: Vec<String> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .slots
+                .iter_mut()
+                .map(|s| {
+                    scope.spawn(|| {
+                        s.driver
+                            .teardown()
+                            .map_err(|e| format!("{}: {e:#}", s.name))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| match h.join() {
+                    Ok(r) => r.err(),
+                    Err(_) => Some("a tenant's teardown panicked".to_string()),
+                })
+                .collect()
+        });
         if let Err(e) = self.backend.teardown() {
             teardown_errors.push(format!("platform: {e:#}"));
         }
