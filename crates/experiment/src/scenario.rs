@@ -112,7 +112,7 @@ fn kind_words() -> Vec<(&'static str, Kind)> {
 }
 
 /// Kinds that exist in the design but are not implemented yet, for a helpful error.
-const PLANNED_KINDS: &[&str] = &["timeline", "scale", "fidelity", "artifacts", "webapp"];
+const PLANNED_KINDS: &[&str] = &["timeline", "artifacts", "webapp"];
 
 /// Which platform creates the tenants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

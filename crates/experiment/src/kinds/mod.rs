@@ -7,8 +7,10 @@
 //! [`KINDS`]. Adding a kind is one module plus one line of that table.
 
 pub(crate) mod curve;
+pub mod fidelity;
 pub mod matrix;
 pub mod pairwise;
+pub mod scale;
 pub mod sensitivity;
 pub mod sweep;
 
@@ -80,6 +82,8 @@ pub const KINDS: &[&dyn ExperimentKind] = &[
     &sweep::Sweep,
     &sensitivity::Sensitivity,
     &pairwise::Pairwise,
+    &scale::Scale,
+    &fidelity::Fidelity,
 ];
 
 /// An experiment kind of [`KINDS`], by name; stored and exported as its name.
