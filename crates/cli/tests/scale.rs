@@ -1,7 +1,8 @@
-//! A large tenant pool for real: a `[[tenant]]` table with `count = 64` becomes 64 cgroup
-//! tenants, each with its own agent, that run a short trial through the engine and are all
-//! gone afterwards (cgroups, processes). Needs root and cgroup controllers; skips with the
-//! reason otherwise.
+//! A large tenant pool and the kinds built on it, for real: a `[[tenant]]` table with
+//! `count = 64` becomes 64 cgroup tenants, each with its own agent, that run a short trial
+//! through the engine and are all gone afterwards (cgroups, processes); one small run each of
+//! the `scale` and `fidelity` kinds. Needs root and cgroup controllers; skips with the reason
+//! otherwise.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -150,4 +151,183 @@ fn sixty_four_cgroup_tenants_run_and_leave_nothing_behind() {
     assert!(left.is_empty(), "left behind: {left:?}");
     let procs = processes_of(run);
     assert!(procs.is_empty(), "processes left: {procs:?}");
+}
+
+/// Runs `scenario` for real and returns its run, after checking it completed.
+fn run_real(
+    dir: &std::path::Path,
+    scenario: &str,
+) -> (std::path::PathBuf, isobench_store::LoadedRun) {
+    let f = write(dir, "kind.toml", scenario);
+    let db = dir.join("kind.db");
+    let out = isobench()
+        .args(["run", &f, "-q", "--db"])
+        .arg(&db)
+        .timeout(Duration::from_secs(180))
+        .output()
+        .unwrap();
+    assert!([0, 4].contains(&code(&out)), "{}", text(&out.stderr));
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    let loaded = store.load_run(&RunId::new(runs[0].id.as_str())).unwrap();
+    assert_eq!(
+        loaded.run.status,
+        RunStatus::Complete,
+        "{:?}",
+        loaded.run.status_reason
+    );
+    (db, loaded)
+}
+
+/// What `isobench show` prints for the run in `db`.
+fn show(db: &std::path::Path, run: &str) -> String {
+    let out = isobench()
+        .args(["show", run, "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!([0, 4].contains(&code(&out)), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+const SHORT: &str = r#"
+seed = 5
+platform = "cgroup"
+
+[trial]
+duration = "100ms"
+warmup = "100ms"
+solo = "0s"
+pilot = "0s"
+max_retries = 0
+timeout = "30s"
+
+[repetitions]
+min = 1
+max = 1
+"#;
+
+#[test]
+fn scale_runs_one_then_all_aggressors_of_a_pool() {
+    if let Some(why) = cgroup_missing(&["cpu", "memory", "pids"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = format!(
+        r#"kind = "scale"
+{SHORT}
+[scale]
+counts = [1, 3]
+
+[[tenant]]
+name = "victim"
+role = "victim"
+limits = {{ memory = "256M", pids = 64 }}
+
+[[tenant]]
+name = "agg"
+count = 3
+role = "aggressor"
+limits = {{ memory = "128M", pids = 32 }}
+
+[[probe]]
+name = "syscall"
+metrics = ["getppid_ns"]
+
+[[stressor]]
+name = "cpu"
+intensity = 20
+"#
+    );
+    let (db, loaded) = run_real(dir.path(), &scenario);
+    // One aggressor reports in the first condition, all three in the second.
+    for (cond, n) in [("cpu@20:aggressors=1", 1), ("cpu@20:aggressors=3", 3)] {
+        let tenants: BTreeSet<&str> = loaded
+            .trials
+            .iter()
+            .filter(|t| t.condition.to_string() == cond)
+            .flat_map(|t| t.stressor_reports.iter().map(|r| r.tenant.as_str()))
+            .collect();
+        assert_eq!(tenants.len(), n, "{cond}: {tenants:?}");
+    }
+    let shown = show(&db, loaded.run.id.as_str());
+    assert!(
+        shown.contains("Victims with 1..3 aggressor tenants running cpu"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn fidelity_sets_the_limit_for_its_trials_and_reports_q() {
+    if let Some(why) = cgroup_missing(&["cpu", "memory", "pids"]) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = format!(
+        r#"kind = "fidelity"
+{SHORT}
+[fidelity]
+limits = [50, 100]
+
+[[tenant]]
+name = "victim"
+role = "victim"
+limits = {{ cpuset = "0", memory = "256M", pids = 64 }}
+
+[[tenant]]
+name = "loading"
+role = "aggressor"
+limits = {{ memory = "256M", pids = 64 }}
+
+[[probe]]
+name = "cpu-int"
+metrics = ["ops_per_sec"]
+
+[[stressor]]
+name = "cpu"
+"#
+    );
+    let (db, loaded) = run_real(dir.path(), &scenario);
+    // Every trial records the limit it ran under; baselines ran without one.
+    for t in &loaded.trials {
+        let want = match t.condition.to_string().as_str() {
+            "baseline" => None,
+            c if c.starts_with("50%") => Some(serde_json::json!({"victim": {"cpus": 0.5}})),
+            _ => Some(serde_json::json!({"victim": {"cpus": 1.0}})),
+        };
+        assert_eq!(t.limits, want, "{}", t.condition);
+    }
+    // The kernel throttled the victim in the trials at half a core, never in a baseline.
+    let throttled = |t: &isobench_store::TrialRecord| -> Option<u64> {
+        t.noise.as_ref()?["throttled"]
+            .as_array()?
+            .iter()
+            .find(|x| x["tenant"] == "victim")?["throttled_periods"]
+            .as_u64()
+    };
+    let at = |cond: &str| -> Vec<Option<u64>> {
+        loaded
+            .trials
+            .iter()
+            .filter(|t| t.condition.to_string() == cond)
+            .map(throttled)
+            .collect()
+    };
+    assert!(
+        at("50%").iter().all(|n| n.is_some_and(|n| n > 0)),
+        "{:?}",
+        at("50%")
+    );
+    assert!(
+        at("baseline").iter().all(|n| n.unwrap_or(0) == 0),
+        "{:?}",
+        at("baseline")
+    );
+    let shown = show(&db, loaded.run.id.as_str());
+    assert!(
+        shown.contains("CPU limit fidelity of tenant victim"),
+        "{shown}"
+    );
 }

@@ -66,6 +66,11 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         "VITS figure 10: the target's bandwidth as the interference datagram size grows",
         include_str!("../../../examples/vits-net.toml"),
     ),
+    (
+        "hyperv-fidelity",
+        "paper 002: a tenant's CPU limit swept 10..100%, neighbour idle and loaded; q = v / (v_ref x s)",
+        include_str!("../../../examples/hyperv-fidelity.toml"),
+    ),
 ];
 
 /// What a preset's header says it reproduces and how long it takes here: its `# reproduces:`
