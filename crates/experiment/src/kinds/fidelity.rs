@@ -40,7 +40,8 @@ pub struct FidelitySettings {
     pub limits: Vec<u8>,
     /// The id of the `[[stressor]]` the aggressors run in the loaded conditions.
     pub load: String,
-    /// The tenant's CPUs (its cpuset, else the host's), what 100% stands for.
+    /// The CPUs of the tenant's own cpuset, what 100% stands for; 0 when it has none (every
+    /// CPU the plan gives it then stands for 100%).
     #[serde(default)]
     pub cores: usize,
 }
@@ -319,10 +320,19 @@ impl ExperimentKind for Fidelity {
         settings: &StatsSettings,
     ) -> Analysis {
         let mut a = matrix::analysis::analyze(run, plan, stored, settings);
-        let Some((plan, set)) = plan.and_then(|p| Some((p, FidelitySettings::of(&p.settings)?)))
+        let Some((plan, mut set)) =
+            plan.and_then(|p| Some((p, FidelitySettings::of(&p.settings)?)))
         else {
             return a;
         };
+        if set.cores == 0 {
+            // No cpuset of its own: 100% was every CPU the plan gave it.
+            set.cores = plan
+                .tenants
+                .iter()
+                .find(|t| t.name == set.tenant)
+                .map_or(1, |t| t.cpus.len());
+        }
         a.sections.push(profile(plan, &set, &a.cells));
         a
     }
