@@ -213,6 +213,8 @@ fn every_preset_parses_and_says_what_it_reproduces_and_how_long_it_takes() {
             "{name}: no `# takes:`"
         );
     }
+}
+
 /// `scale`'s scenario: the common victim and aggressor, plus a pool of five more aggressors.
 fn scale_scenario(table: &str) -> String {
     format!(
