@@ -116,6 +116,8 @@ struct State {
     history: Vec<(Duration, String, Option<Stressing>)>,
     /// CPU time given so far to each tenant's running probe, ns.
     probing: BTreeMap<String, u64>,
+    /// CPU limit in force per tenant, CPUs (absent: no quota).
+    cpu_limits: BTreeMap<String, f64>,
     /// The victims' scheduler counters so far ([`FakeScript::placement`]).
     sched: FakeSched,
 }
@@ -232,6 +234,7 @@ impl FakeBackend {
             switches: Vec::new(),
             history: Vec::new(),
             probing: BTreeMap::new(),
+            cpu_limits: BTreeMap::new(),
             sched: FakeSched::default(),
         }));
         (
@@ -256,6 +259,9 @@ impl Backend for FakeBackend {
         let mut st = self.state.lock().expect("fake state");
         st.log.push(format!("create {}", t.name));
         st.cpu.insert(t.name.clone(), 0);
+        if let Some(c) = t.limits.cpus {
+            st.cpu_limits.insert(t.name.clone(), c);
+        }
         Ok(Box::new(FakeTenant {
             name: t.name.clone(),
             limits: t.limits.to_string(),
@@ -305,6 +311,17 @@ impl FakeTenant {
             (tenant == &self.name && st.stressors.values().any(|s| &s.name == stressor))
                 .then(|| format!("no answer within the timeout while {stressor} ran"))
         })
+    }
+}
+
+/// Share of its speed a probe keeps in a tenant limited to `cpus` CPUs: the probe measures
+/// on one CPU, so a limit of one CPU or more costs nothing; below that it gets the limit's
+/// share of time, less an overhead that grows as the limit shrinks (the scheduler's
+/// throttling costs more when periods are cut short), as hypervisors show (paper 002).
+pub fn cpu_limit_share(cpus: Option<f64>) -> f64 {
+    match cpus {
+        Some(c) if c < 1.0 => c.max(0.0) * (1.0 - 0.1 * (1.0 - c.max(0.0))),
+        _ => 1.0,
     }
 }
 
@@ -445,12 +462,13 @@ impl TenantDriver for FakeTenant {
                 ));
                 continue;
             }
+            let share = cpu_limit_share(st.cpu_limits.get(&self.name).copied());
             let value_at = |st: &mut State, t: Duration| -> f64 {
                 let slowdown = slowdown_at(st, t);
                 let n = st.noise();
                 match spec.direction {
-                    Direction::Lower => base * (1.0 + slowdown) * n,
-                    Direction::Higher => base / (1.0 + slowdown) * n,
+                    Direction::Lower => base * (1.0 + slowdown) / share * n,
+                    Direction::Higher => base / (1.0 + slowdown) * share * n,
                 }
             };
             let metric = match window {
@@ -525,6 +543,20 @@ impl TenantDriver for FakeTenant {
             s.frozen = frozen;
         }
         st.advance(Duration::from_micros(500));
+        Ok(())
+    }
+    fn set_cpu_limit(&mut self, cpus: Option<f64>) -> Result<(), TenantFailure> {
+        let mut st = self.state.lock().expect("fake state");
+        match cpus {
+            Some(c) => {
+                st.log.push(format!("limit {} cpus={c}", self.name));
+                st.cpu_limits.insert(self.name.clone(), c);
+            }
+            None => {
+                st.log.push(format!("limit {} cpus=none", self.name));
+                st.cpu_limits.remove(&self.name);
+            }
+        }
         Ok(())
     }
     fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure> {

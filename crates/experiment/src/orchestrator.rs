@@ -209,6 +209,9 @@ pub struct Engine<'a> {
     block_frozen_s: f64,
     /// What the neighbours did during the current scheduled trial, for its victim's record.
     timeline: Option<isobench_store::Timeline>,
+    /// Limits the current block's condition set, by tenant name, as recorded with its
+    /// trials, and why one could not be set (its trials then fail with the reason).
+    limits: Option<(serde_json::Value, Option<String>)>,
 }
 
 impl<'a> Engine<'a> {
@@ -252,6 +255,7 @@ impl<'a> Engine<'a> {
             overhead: 1.0,
             marks: BTreeMap::new(),
             timeline: None,
+            limits: None,
         }
     }
 
@@ -260,13 +264,28 @@ impl<'a> Engine<'a> {
     /// then recorded as failed.
     pub fn execute(mut self) -> Result<RunOutcome> {
         let result = self.execute_inner();
-        // Teardown happens whatever the result.
-        let mut teardown_errors = Vec::new();
-        for s in &mut self.slots {
-            if let Err(e) = s.driver.teardown() {
-                teardown_errors.push(format!("{}: {e:#}", s.name));
-            }
-        }
+        // Teardown happens whatever the result; the tenants at once, since each mostly waits
+        // (for its agent to leave, its processes to die, its cgroups to empty).
+        let mut teardown_errors: Vec<String> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .slots
+                .iter_mut()
+                .map(|s| {
+                    scope.spawn(|| {
+                        s.driver
+                            .teardown()
+                            .map_err(|e| format!("{}: {e:#}", s.name))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| match h.join() {
+                    Ok(r) => r.err(),
+                    Err(_) => Some("a tenant's teardown panicked".to_string()),
+                })
+                .collect()
+        });
         if let Err(e) = self.backend.teardown() {
             teardown_errors.push(format!("platform: {e:#}"));
         }
@@ -1149,6 +1168,7 @@ impl<'a> Engine<'a> {
         let label = self.condition_label(block.condition);
         self.progress.block_started(&label);
         if let Some(c) = block.condition {
+            self.set_limits(c);
             self.start_stressors(c);
         }
         self.block_frozen_s = 0.0;
@@ -1183,11 +1203,12 @@ impl<'a> Engine<'a> {
                 break;
             }
         }
-        if block.condition.is_some() {
+        if let Some(c) = block.condition {
             let first = block.trials.first().map(|t| block.key(t));
             for (tenant, report) in self.stop_stressors() {
                 self.record_pressure(&label, &tenant, first, report);
             }
+            self.restore_limits(c);
         }
         result
     }
@@ -1239,6 +1260,50 @@ impl<'a> Engine<'a> {
             self.progress
                 .note(&format!("recording the pressure {tenant} delivered: {e}"));
         }
+    }
+
+    /// Applies the limits condition `c` sets on tenants, remembering what is in force for
+    /// the records of its trials.
+    fn set_limits(&mut self, c: usize) {
+        let cond = &self.plan.conditions[c];
+        if cond.limits.is_empty() {
+            self.limits = None;
+            return;
+        }
+        let mut record = serde_json::Map::new();
+        let mut failed = None;
+        for (name, o) in &cond.limits {
+            let Some(i) = self.slots.iter().position(|s| &s.name == name) else {
+                continue;
+            };
+            record.insert(name.clone(), json!({ "cpus": o.cpus }));
+            if let Err(e) = self.slots[i].driver.set_cpu_limit(o.cpus) {
+                let why = format!(
+                    "the CPU limit of tenant {name} could not be set to {}: {e}",
+                    o.cpus.map_or("none".to_string(), |c| c.to_string())
+                );
+                self.progress.note(&why);
+                failed.get_or_insert(why);
+            }
+        }
+        self.limits = Some((serde_json::Value::Object(record), failed));
+    }
+
+    /// Puts back the planned limits of the tenants condition `c` changed.
+    fn restore_limits(&mut self, c: usize) {
+        let cond = &self.plan.conditions[c];
+        for name in cond.limits.keys() {
+            let Some(i) = self.slots.iter().position(|s| &s.name == name) else {
+                continue;
+            };
+            let planned = self.plan.tenants[i].limits.cpus;
+            if let Err(e) = self.slots[i].driver.set_cpu_limit(planned) {
+                self.progress.note(&format!(
+                    "tenant {name}: its planned CPU limit could not be restored: {e}"
+                ));
+            }
+        }
+        self.limits = None;
     }
 
     /// Before a baseline block: waits (in windows of [`SETTLE_WINDOW`], at most
@@ -1420,6 +1485,7 @@ impl<'a> Engine<'a> {
                 }),
             modulation,
             noise,
+            limits: self.limits.clone(),
         };
         if let Some(m) = &common.modulation {
             self.block_frozen_s += crate::onoff::frozen_time(m).as_secs_f64();
@@ -1742,15 +1808,20 @@ struct TrialCommon {
     disturbed: Option<String>,
     modulation: Option<Modulation>,
     noise: Option<serde_json::Value>,
+    /// Limits the condition set on tenants, and why one could not be set.
+    limits: Option<(serde_json::Value, Option<String>)>,
 }
 
 impl TrialCommon {
-    /// The status of a record: the tenant's failure, else disturbed or ok.
+    /// The status of a record: the tenant's failure, else failed when the condition's limits
+    /// could not be set, else disturbed or ok.
     fn status(&self, fail: Option<&TenantFailure>) -> TrialStatus {
-        match fail {
-            Some(TenantFailure::NoResponse(r)) => TrialStatus::Dnr(r.clone()),
-            Some(TenantFailure::Failed(r)) => TrialStatus::Failed(r.clone()),
-            None => match &self.disturbed {
+        let unset = self.limits.as_ref().and_then(|(_, why)| why.clone());
+        match (fail, unset) {
+            (Some(TenantFailure::NoResponse(r)), _) => TrialStatus::Dnr(r.clone()),
+            (Some(TenantFailure::Failed(r)), _) => TrialStatus::Failed(r.clone()),
+            (None, Some(why)) => TrialStatus::Failed(why),
+            (None, None) => match &self.disturbed {
                 Some(d) => TrialStatus::Disturbed(d.clone()),
                 None => TrialStatus::Ok,
             },
@@ -1783,6 +1854,7 @@ impl TrialCommon {
             noise: self.noise.clone(),
             mechanism: None,
             timeline: None,
+            limits: self.limits.as_ref().map(|(l, _)| l.clone()),
         }
     }
 }

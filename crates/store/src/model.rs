@@ -445,6 +445,11 @@ pub struct TrialRecord {
     /// through the trial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
+    /// Limits the trial's condition set on tenants for its trials, by tenant name (e.g.
+    /// `{"victim": {"cpus": 0.5}}`): the setting every trial ran under, when a condition
+    /// changed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<serde_json::Value>,
 }
 
 /// The value of a metric over one window of a probe run (`CLOCK_MONOTONIC` ns).

@@ -390,6 +390,7 @@ impl Store {
                 || trial.noise.is_some()
                 || trial.mechanism.is_some()
                 || trial.timeline.is_some()
+                || trial.limits.is_some()
             {
                 let mut details = serde_json::json!({
                     "series": trial.series,
@@ -401,6 +402,9 @@ impl Store {
                 }
                 if let Some(t) = &trial.timeline {
                     details["timeline"] = serde_json::to_value(t).expect("a timeline serializes");
+                }
+                if let Some(l) = &trial.limits {
+                    details["limits"] = l.clone();
                 }
                 tx.execute(
                     "INSERT INTO trial_details (trial_id, data) VALUES (?1, ?2)",
@@ -753,6 +757,7 @@ impl Store {
                             noise: None,
                             mechanism: None,
                             timeline: None,
+                            limits: None,
                         }
                         .with_details(details.remove(&id)))
                     },
@@ -1027,6 +1032,7 @@ struct TrialDetails {
     mechanism: Option<serde_json::Value>,
     #[serde(default)]
     timeline: Option<crate::model::Timeline>,
+    limits: Option<serde_json::Value>,
 }
 
 impl TrialRecord {
@@ -1037,6 +1043,7 @@ impl TrialRecord {
             self.noise = d.noise.filter(|n| !n.is_null());
             self.mechanism = d.mechanism.filter(|n| !n.is_null());
             self.timeline = d.timeline;
+            self.limits = d.limits.filter(|n| !n.is_null());
         }
         self
     }

@@ -129,6 +129,7 @@ fn trial(n: u32, condition: Condition, value: f64) -> TrialRecord {
             serde_json::json!({"on": {"runq_wait_s": 0.02}, "off": {"runq_wait_s": 0.001}}),
         ),
         timeline: None,
+        limits: contended.then(|| serde_json::json!({"victim": {"cpus": 0.5}})),
     }
 }
 

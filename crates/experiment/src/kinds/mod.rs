@@ -7,7 +7,10 @@
 //! [`KINDS`]. Adding a kind is one module plus one line of that table.
 
 pub(crate) mod curve;
+pub mod fidelity;
 pub mod matrix;
+pub mod pairwise;
+pub mod scale;
 pub mod sensitivity;
 pub mod sweep;
 pub mod timeline;
@@ -74,10 +77,14 @@ pub struct Analysis {
 }
 
 /// Every kind, one line each; the first is the default of a run stored without a plan.
+#[rustfmt::skip]
 pub const KINDS: &[&dyn ExperimentKind] = &[
     &matrix::Matrix,
     &sweep::Sweep,
     &sensitivity::Sensitivity,
+    &pairwise::Pairwise,
+    &scale::Scale,
+    &fidelity::Fidelity,
     &timeline::Timeline,
 ];
 

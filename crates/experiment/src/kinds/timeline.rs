@@ -164,6 +164,7 @@ impl ExperimentKind for Timeline {
             intensity: set.schedule.iter().map(|e| e.intensity).max().unwrap_or(0),
             params: Default::default(),
             assignments: Default::default(),
+            limits: Default::default(),
             aggressive,
             design: Design::Paired,
             design_reason: "a scheduled trial: the stressors start and stop on the schedule \

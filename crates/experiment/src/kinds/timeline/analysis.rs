@@ -425,6 +425,7 @@ mod tests {
             modulation: None,
             noise: None,
             mechanism: None,
+            limits: None,
             timeline: Some(Timeline {
                 start_ns: T0,
                 end_ns: T0 + (len * 1e9) as u64,
