@@ -250,6 +250,16 @@ pub trait TenantDriver: Send {
     fn end_probe(&mut self) -> Result<ProbeOutcome, TenantFailure>;
     /// Freezes (`true`) or thaws (`false`) every process of the tenant; returns once done.
     fn set_frozen(&mut self, frozen: bool) -> Result<(), TenantFailure>;
+    /// Changes the tenant's CPU limit while it lives: `Some(cpus)` caps it at that many CPUs'
+    /// worth of time per scheduling period, `None` lifts the cap. A platform that cannot
+    /// enforce a CPU limit answers [`TenantFailure::Failed`] saying why.
+    fn set_cpu_limit(&mut self, cpus: Option<f64>) -> Result<(), TenantFailure> {
+        let _ = cpus;
+        Err(TenantFailure::Failed(format!(
+            "tenant {}: this backend cannot change a tenant's CPU limit",
+            self.name()
+        )))
+    }
     /// Starts a stressor (one at a time per tenant).
     fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure>;
     /// Latest progress of the running stressor.

@@ -81,6 +81,9 @@ impl Default for FakeScript {
     }
 }
 
+/// A running stressor's class and intensity.
+type Stressing = (Class, u8);
+
 #[derive(Debug)]
 struct Running {
     frozen: bool,
@@ -108,6 +111,13 @@ struct State {
     log: Vec<String>,
     /// Freezes and thaws: (time, tenant, frozen after).
     switches: Vec<(Duration, String, bool)>,
+    /// Stressor starts and stops: (time, tenant, class and intensity after a start, `None`
+    /// after a stop), so a probe's windows see each stressor only while it ran.
+    history: Vec<(Duration, String, Option<Stressing>)>,
+    /// CPU time given so far to each tenant's running probe, ns.
+    probing: BTreeMap<String, u64>,
+    /// CPU limit in force per tenant, CPUs (absent: no quota).
+    cpu_limits: BTreeMap<String, f64>,
     /// The victims' scheduler counters so far ([`FakeScript::placement`]).
     sched: FakeSched,
     /// Loopback ports handed out so far (services and reserved ports), from 40001.
@@ -148,6 +158,11 @@ impl State {
             m.slices += (secs * 1000.0) as u64;
             m.idle_s += if busy { 0.0 } else { 0.8 * secs };
             m.softirq_s += if net { 0.3 * secs } else { 0.0 };
+        }
+        for (t, given) in self.probing.iter_mut() {
+            let ns = d.as_nanos() as u64;
+            *given += ns;
+            *self.cpu.entry(t.clone()).or_insert(0) += ns;
         }
         let probe_class = self.probe_class;
         let names: Vec<String> = self.stressors.keys().cloned().collect();
@@ -219,6 +234,9 @@ impl FakeBackend {
             probe_class: None,
             log: Vec::new(),
             switches: Vec::new(),
+            history: Vec::new(),
+            probing: BTreeMap::new(),
+            cpu_limits: BTreeMap::new(),
             sched: FakeSched::default(),
             ports: 0,
         }));
@@ -244,6 +262,9 @@ impl Backend for FakeBackend {
         let mut st = self.state.lock().expect("fake state");
         st.log.push(format!("create {}", t.name));
         st.cpu.insert(t.name.clone(), 0);
+        if let Some(c) = t.limits.cpus {
+            st.cpu_limits.insert(t.name.clone(), c);
+        }
         Ok(Box::new(FakeTenant {
             name: t.name.clone(),
             limits: t.limits.to_string(),
@@ -353,6 +374,17 @@ impl FakeTenant {
     }
 }
 
+/// Share of its speed a probe keeps in a tenant limited to `cpus` CPUs: the probe measures
+/// on one CPU, so a limit of one CPU or more costs nothing; below that it gets the limit's
+/// share of time, less an overhead that grows as the limit shrinks (the scheduler's
+/// throttling costs more when periods are cut short), as hypervisors show (paper 002).
+pub fn cpu_limit_share(cpus: Option<f64>) -> f64 {
+    match cpus {
+        Some(c) if c < 1.0 => c.max(0.0) * (1.0 - 0.1 * (1.0 - c.max(0.0))),
+        _ => 1.0,
+    }
+}
+
 fn base_value(probe: &str, metric: &str) -> f64 {
     let h = probe
         .bytes()
@@ -427,6 +459,7 @@ impl TenantDriver for FakeTenant {
             return Err(TenantFailure::NoResponse(why));
         }
         st.probe_class = Some(probe.class());
+        st.probing.insert(self.name.clone(), 0);
         self.pending = Some((run.clone(), st.now, call));
         Ok(())
     }
@@ -449,30 +482,38 @@ impl TenantDriver for FakeTenant {
             st.advance(d);
         }
         st.probe_class = None;
-        *st.cpu.entry(self.name.clone()).or_insert(0) += run.budget.as_nanos() as u64;
+        // The probe's CPU time: what passing time gave it already, the rest now.
+        let given = st.probing.remove(&self.name).unwrap_or(0);
+        *st.cpu.entry(self.name.clone()).or_insert(0) +=
+            (run.budget.as_nanos() as u64).saturating_sub(given);
         if st.script.disturb.contains(&call) {
             st.outside_ns += run.budget.as_nanos() as u64;
         }
-        // The slowdown at an instant: every stressor not frozen then.
-        // A stressor in the measured tenant itself hurts OWN_TENANT_FACTOR times more.
+        // The slowdown at an instant: every stressor running then and not frozen. A stressor
+        // in the measured tenant itself hurts OWN_TENANT_FACTOR times more.
         let home = self.home().to_string();
         let slowdown_at = |st: &State, t: Duration| -> f64 {
-            st.stressors
-                .iter()
-                .filter(|(tenant, _)| {
-                    !st.switches
+            let tenants: BTreeSet<&String> = st.history.iter().map(|(_, who, _)| who).collect();
+            tenants
+                .into_iter()
+                .filter_map(|tenant| {
+                    let state = st
+                        .history
+                        .iter()
+                        .rfind(|(at, who, _)| who == tenant && *at <= t)
+                        .and_then(|(_, _, s)| *s)?;
+                    let frozen = st
+                        .switches
                         .iter()
                         .rev()
-                        .find(|(at, who, _)| *at <= t && who == *tenant)
-                        .is_some_and(|(_, _, frozen)| *frozen)
-                })
-                .map(|(tenant, s)| {
-                    let own = if **tenant == home {
+                        .find(|(at, who, _)| *at <= t && who == tenant)
+                        .is_some_and(|(_, _, frozen)| *frozen);
+                    let own = if *tenant == home {
                         OWN_TENANT_FACTOR
                     } else {
                         1.0
                     };
-                    own * (st.script.effect)(probe.class(), s.class, s.intensity)
+                    (!frozen).then(|| own * (st.script.effect)(probe.class(), state.0, state.1))
                 })
                 .sum()
         };
@@ -490,12 +531,13 @@ impl TenantDriver for FakeTenant {
                 ));
                 continue;
             }
+            let share = cpu_limit_share(st.cpu_limits.get(&self.name).copied());
             let value_at = |st: &mut State, t: Duration| -> f64 {
                 let slowdown = slowdown_at(st, t);
                 let n = st.noise();
                 match spec.direction {
-                    Direction::Lower => base * (1.0 + slowdown) * n,
-                    Direction::Higher => base / (1.0 + slowdown) * n,
+                    Direction::Lower => base * (1.0 + slowdown) / share * n,
+                    Direction::Higher => base / (1.0 + slowdown) * share * n,
                 }
             };
             let metric = match window {
@@ -572,6 +614,20 @@ impl TenantDriver for FakeTenant {
         st.advance(Duration::from_micros(500));
         Ok(())
     }
+    fn set_cpu_limit(&mut self, cpus: Option<f64>) -> Result<(), TenantFailure> {
+        let mut st = self.state.lock().expect("fake state");
+        match cpus {
+            Some(c) => {
+                st.log.push(format!("limit {} cpus={c}", self.name));
+                st.cpu_limits.insert(self.name.clone(), c);
+            }
+            None => {
+                st.log.push(format!("limit {} cpus=none", self.name));
+                st.cpu_limits.remove(&self.name);
+            }
+        }
+        Ok(())
+    }
     fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure> {
         let st_class = isobench_workloads::stressor(&run.name)
             .ok_or_else(|| TenantFailure::Failed(format!("unknown stressor {}", run.name)))?
@@ -581,6 +637,9 @@ impl TenantDriver for FakeTenant {
             "start {} {}@{}",
             self.name, run.name, run.intensity
         ));
+        let now = st.now;
+        st.history
+            .push((now, self.name.clone(), Some((st_class, run.intensity))));
         st.stressors.insert(
             self.name.clone(),
             Running {
@@ -630,6 +689,8 @@ impl TenantDriver for FakeTenant {
     fn stop_stressor(&mut self) -> Result<StressReport, TenantFailure> {
         let mut st = self.state.lock().expect("fake state");
         st.log.push(format!("stop {}", self.name));
+        let now = st.now;
+        st.history.push((now, self.name.clone(), None));
         let s = st
             .stressors
             .remove(&self.name)
@@ -664,13 +725,19 @@ impl TenantDriver for FakeTenant {
     fn restart(&mut self) -> anyhow::Result<()> {
         let mut st = self.state.lock().expect("fake state");
         st.log.push(format!("restart {}", self.name));
-        st.stressors.remove(&self.name);
+        if st.stressors.remove(&self.name).is_some() {
+            let now = st.now;
+            st.history.push((now, self.name.clone(), None));
+        }
         Ok(())
     }
     fn teardown(&mut self) -> anyhow::Result<()> {
         let mut st = self.state.lock().expect("fake state");
         st.log.push(format!("teardown {}", self.name));
-        st.stressors.remove(&self.name);
+        if st.stressors.remove(&self.name).is_some() {
+            let now = st.now;
+            st.history.push((now, self.name.clone(), None));
+        }
         Ok(())
     }
 }

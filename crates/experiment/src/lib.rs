@@ -29,6 +29,7 @@ pub mod real;
 pub mod resolve;
 pub mod scenario;
 pub mod schedule;
+pub mod scheduled;
 pub mod serving;
 pub mod source;
 

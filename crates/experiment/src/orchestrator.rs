@@ -211,6 +211,11 @@ pub struct Engine<'a> {
     block_frozen_s: f64,
     /// Services started in tenants for served probes, and the places beside tenants.
     served: served::Served,
+    /// What the neighbours did during the current scheduled trial, for its victim's record.
+    timeline: Option<isobench_store::Timeline>,
+    /// Limits the current block's condition set, by tenant name, as recorded with its
+    /// trials, and why one could not be set (its trials then fail with the reason).
+    limits: Option<(serde_json::Value, Option<String>)>,
 }
 
 impl<'a> Engine<'a> {
@@ -254,6 +259,8 @@ impl<'a> Engine<'a> {
             overhead: 1.0,
             marks: BTreeMap::new(),
             served: served::Served::default(),
+            timeline: None,
+            limits: None,
         }
     }
 
@@ -262,13 +269,30 @@ impl<'a> Engine<'a> {
     /// then recorded as failed.
     pub fn execute(mut self) -> Result<RunOutcome> {
         let result = self.execute_inner();
-        // Teardown happens whatever the result.
+        // Teardown happens whatever the result; the tenants at once, since each mostly waits
+        // (for its agent to leave, its processes to die, its cgroups to empty).
         let mut teardown_errors = self.served_teardown();
-        for s in &mut self.slots {
-            if let Err(e) = s.driver.teardown() {
-                teardown_errors.push(format!("{}: {e:#}", s.name));
-            }
-        }
+        let tenant_errors: Vec<String> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .slots
+                .iter_mut()
+                .map(|s| {
+                    scope.spawn(|| {
+                        s.driver
+                            .teardown()
+                            .map_err(|e| format!("{}: {e:#}", s.name))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| match h.join() {
+                    Ok(r) => r.err(),
+                    Err(_) => Some("a tenant's teardown panicked".to_string()),
+                })
+                .collect()
+        });
+        teardown_errors.extend(tenant_errors);
         if let Err(e) = self.backend.teardown() {
             teardown_errors.push(format!("platform: {e:#}"));
         }
@@ -1174,6 +1198,7 @@ impl<'a> Engine<'a> {
         self.progress.block_started(&label);
         self.start_block_services(block);
         if let Some(c) = block.condition {
+            self.set_limits(c);
             self.start_stressors(c);
         }
         self.block_frozen_s = 0.0;
@@ -1208,11 +1233,12 @@ impl<'a> Engine<'a> {
                 break;
             }
         }
-        if block.condition.is_some() {
+        if let Some(c) = block.condition {
             let first = block.trials.first().map(|t| block.key(t));
             for (tenant, report) in self.stop_stressors() {
                 self.record_pressure(&label, &tenant, first, report);
             }
+            self.restore_limits(c);
         }
         self.stop_services_kept(crate::serving::Keep::Block);
         result
@@ -1265,6 +1291,50 @@ impl<'a> Engine<'a> {
             self.progress
                 .note(&format!("recording the pressure {tenant} delivered: {e}"));
         }
+    }
+
+    /// Applies the limits condition `c` sets on tenants, remembering what is in force for
+    /// the records of its trials.
+    fn set_limits(&mut self, c: usize) {
+        let cond = &self.plan.conditions[c];
+        if cond.limits.is_empty() {
+            self.limits = None;
+            return;
+        }
+        let mut record = serde_json::Map::new();
+        let mut failed = None;
+        for (name, o) in &cond.limits {
+            let Some(i) = self.slots.iter().position(|s| &s.name == name) else {
+                continue;
+            };
+            record.insert(name.clone(), json!({ "cpus": o.cpus }));
+            if let Err(e) = self.slots[i].driver.set_cpu_limit(o.cpus) {
+                let why = format!(
+                    "the CPU limit of tenant {name} could not be set to {}: {e}",
+                    o.cpus.map_or("none".to_string(), |c| c.to_string())
+                );
+                self.progress.note(&why);
+                failed.get_or_insert(why);
+            }
+        }
+        self.limits = Some((serde_json::Value::Object(record), failed));
+    }
+
+    /// Puts back the planned limits of the tenants condition `c` changed.
+    fn restore_limits(&mut self, c: usize) {
+        let cond = &self.plan.conditions[c];
+        for name in cond.limits.keys() {
+            let Some(i) = self.slots.iter().position(|s| &s.name == name) else {
+                continue;
+            };
+            let planned = self.plan.tenants[i].limits.cpus;
+            if let Err(e) = self.slots[i].driver.set_cpu_limit(planned) {
+                self.progress.note(&format!(
+                    "tenant {name}: its planned CPU limit could not be restored: {e}"
+                ));
+            }
+        }
+        self.limits = None;
     }
 
     /// Before a baseline block: waits (in windows of [`SETTLE_WINDOW`], at most
@@ -1407,7 +1477,7 @@ impl<'a> Engine<'a> {
         let plan = self.plan;
         let cond = block.condition;
         let what = match t.what {
-            TrialWhat::Probe(p) => plan.probes[p].id.clone(),
+            TrialWhat::Probe(p) | TrialWhat::Scheduled(p) => plan.probes[p].id.clone(),
             TrialWhat::Solo => "aggressor alone".to_string(),
         };
         let view = TrialView {
@@ -1449,6 +1519,7 @@ impl<'a> Engine<'a> {
                 }),
             modulation,
             noise,
+            limits: self.limits.clone(),
         };
         if let Some(m) = &common.modulation {
             self.block_frozen_s += crate::onoff::frozen_time(m).as_secs_f64();
@@ -1517,6 +1588,17 @@ impl<'a> Engine<'a> {
                 Some(c) if plan.design(p, c) == Design::OnOff => self.modulated_probe(p, c),
                 _ => Ok((self.whole_probe(p, cond.is_some()), None)),
             },
+            TrialWhat::Scheduled(p) => {
+                let mut drivers: Vec<&mut dyn TenantDriver> = self
+                    .slots
+                    .iter_mut()
+                    .map(|s| s.driver.as_mut() as &mut dyn TenantDriver)
+                    .collect();
+                let (outcome, timeline) =
+                    crate::scheduled::measure(plan, p, self.clock, &mut drivers)?;
+                self.timeline = Some(timeline);
+                Ok((vec![outcome], None))
+            }
         }
     }
 
@@ -1671,6 +1753,7 @@ impl<'a> Engine<'a> {
                 },
                 series,
                 mechanism: self.mechanism(*v, outcome, common.modulation.is_some()),
+                timeline: self.timeline.take(),
                 ..common.record(what.to_string(), name, repetition, status)
             });
         }
@@ -1764,15 +1847,20 @@ struct TrialCommon {
     disturbed: Option<String>,
     modulation: Option<Modulation>,
     noise: Option<serde_json::Value>,
+    /// Limits the condition set on tenants, and why one could not be set.
+    limits: Option<(serde_json::Value, Option<String>)>,
 }
 
 impl TrialCommon {
-    /// The status of a record: the tenant's failure, else disturbed or ok.
+    /// The status of a record: the tenant's failure, else failed when the condition's limits
+    /// could not be set, else disturbed or ok.
     fn status(&self, fail: Option<&TenantFailure>) -> TrialStatus {
-        match fail {
-            Some(TenantFailure::NoResponse(r)) => TrialStatus::Dnr(r.clone()),
-            Some(TenantFailure::Failed(r)) => TrialStatus::Failed(r.clone()),
-            None => match &self.disturbed {
+        let unset = self.limits.as_ref().and_then(|(_, why)| why.clone());
+        match (fail, unset) {
+            (Some(TenantFailure::NoResponse(r)), _) => TrialStatus::Dnr(r.clone()),
+            (Some(TenantFailure::Failed(r)), _) => TrialStatus::Failed(r.clone()),
+            (None, Some(why)) => TrialStatus::Failed(why),
+            (None, None) => match &self.disturbed {
                 Some(d) => TrialStatus::Disturbed(d.clone()),
                 None => TrialStatus::Ok,
             },
@@ -1804,6 +1892,8 @@ impl TrialCommon {
             modulation: self.modulation.clone(),
             noise: self.noise.clone(),
             mechanism: None,
+            timeline: None,
+            limits: self.limits.as_ref().map(|(l, _)| l.clone()),
         }
     }
 }

@@ -271,6 +271,19 @@ pub struct Condition {
     pub design_reason: String,
     /// Runs on the unisolated host with caps (`unsafe_on_host = "allow"`).
     pub capped: bool,
+    /// Limits the condition sets on tenants, by tenant name: applied before its block of
+    /// trials, the planned limits restored after, and recorded with every trial. Empty for
+    /// a condition that changes no limit.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, LimitOverride>,
+}
+
+/// A limit a condition sets on one tenant while its trials run (only the CPU limit can
+/// change while a tenant lives).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LimitOverride {
+    /// CPU quota in CPUs (the `cpus` limit); `None` lifts the tenant's quota.
+    pub cpus: Option<f64>,
 }
 
 /// Estimated size and duration of a run.
@@ -346,7 +359,7 @@ pub struct Plan {
 
 impl Plan {
     /// A plan as stored with a run, written by this version or an older one: conditions
-    /// stored without assignments (a condition always has some, else it would be the
+    /// stored without assignments and without limits (such a condition would be the
     /// baseline) ran the condition's stressor in every aggressor, and get those assignments.
     pub fn from_stored(value: serde_json::Value) -> serde_json::Result<Plan> {
         let mut plan: Plan = serde_json::from_value(value)?;
@@ -357,7 +370,7 @@ impl Plan {
         for c in plan
             .conditions
             .iter_mut()
-            .filter(|c| c.assignments.is_empty())
+            .filter(|c| c.assignments.is_empty() && c.limits.is_empty())
         {
             let run = Assignment {
                 stressor: c.name.clone(),

@@ -667,6 +667,12 @@ impl TenantDriver for RealTenant {
         })
     }
 
+    fn set_cpu_limit(&mut self, cpus: Option<f64>) -> Result<(), TenantFailure> {
+        self.tenant
+            .set_cpu_limit(cpus)
+            .map_err(|e| TenantFailure::Failed(format!("{e:#}")))
+    }
+
     fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure> {
         self.seq += 1;
         let id = format!("{}-{}", run.name, self.seq);

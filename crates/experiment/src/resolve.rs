@@ -256,7 +256,7 @@ impl<'a> Resolver<'a> {
             }
         };
         for (ti, t) in sc.tenants.iter().enumerate() {
-            let mut limits = self.limits(ti, t);
+            let mut limits = self.limits(t.table, t);
             if let (None, Some(own)) = (&limits.cpuset, &placed[ti]) {
                 limits.cpuset = Some(isobench_platform::CpuList::from_cpus(
                     own.iter().map(|&c| c as u32),
@@ -267,7 +267,7 @@ impl<'a> Resolver<'a> {
                 None => host_cpus.clone(),
             };
             let memory = limits.memory.map_or(host_avail, |m| m.min(host_avail));
-            self.check_minimums(ti, t, &limits);
+            self.check_minimums(t.table, t, &limits);
             let (pin, pin_peer) = match &limits.cpuset {
                 Some(_) => (cpus.first().copied(), cpus.get(1).or(cpus.first()).copied()),
                 None => (None, None),
@@ -503,7 +503,7 @@ impl<'a> Resolver<'a> {
                     .map_or(spec.span, |e| e.value_span);
                 self.errors.push(src.error(
                     at,
-                    format!("tenant[{ti}].limits.memory"),
+                    format!("tenant[{}].limits.memory", spec.table),
                     format!(
                         "the tenant may use {} but `{what}` needs about {} (with the agent): it \
                          would measure paging, not isolation",

@@ -47,6 +47,36 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         include_str!("../../../examples/sensitivity.toml"),
     ),
     (
+        "xen-timeline",
+        "paper 003 fig. 10: ping RTT while CPU hogs start and stop in four neighbours",
+        include_str!("../../../examples/xen-timeline.toml"),
+    ),
+    (
+        "xen-pairwise",
+        "every pair of CPU, DISK and NET in two tenants: each side's time to complete",
+        include_str!("../../../examples/xen-pairwise.toml"),
+    ),
+    (
+        "vits",
+        "VITS figures 5-7: cache, memory latency and bandwidth, local communication",
+        include_str!("../../../examples/vits.toml"),
+    ),
+    (
+        "vits-disk",
+        "VITS figure 8: the target's file I/O as the interference request size grows",
+        include_str!("../../../examples/vits-disk.toml"),
+    ),
+    (
+        "vits-net",
+        "VITS figure 10: the target's bandwidth as the interference datagram size grows",
+        include_str!("../../../examples/vits-net.toml"),
+    ),
+    (
+        "hyperv-fidelity",
+        "paper 002: a tenant's CPU limit swept 10..100%, neighbour idle and loaded; q = v / (v_ref x s)",
+        include_str!("../../../examples/hyperv-fidelity.toml"),
+    ),
+    (
         "ibs",
         "paper 001, Table 2: four web servers, one misbehaving; good-response rate per tenant",
         include_str!("../../../examples/ibs.toml"),
@@ -102,7 +132,7 @@ fn kind_words() -> Vec<(&'static str, Kind)> {
 }
 
 /// Kinds that exist in the design but are not implemented yet, for a helpful error.
-const PLANNED_KINDS: &[&str] = &["pairwise", "timeline", "scale", "fidelity"];
+const PLANNED_KINDS: &[&str] = &[];
 
 /// Which platform creates the tenants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -320,7 +350,18 @@ pub struct TenantSpec {
     pub netns: bool,
     /// Where the tenant is declared.
     pub span: Span,
+    /// Index of the `[[tenant]]` table that declares it (one table with `count = N` declares
+    /// N tenants), for errors that name the field.
+    #[serde(default)]
+    pub table: usize,
+    /// The table's own `name` when it declares a pool (`count`): the tenants are then named
+    /// `NAME-1..NAME-N`, and `group` is `NAME`.
+    #[serde(default)]
+    pub group: Option<String>,
 }
+
+/// Most tenants one `[[tenant]]` table may declare with `count`.
+pub const MAX_TENANT_COUNT: i64 = 256;
 
 /// A probe as the scenario declares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -451,6 +492,7 @@ type RawTable = BTreeMap<Spanned<String>, Spanned<Value>>;
 #[serde(deny_unknown_fields)]
 struct RawTenant {
     name: Option<Spanned<String>>,
+    count: Option<Spanned<Value>>,
     role: Option<Spanned<String>>,
     platform: Option<Spanned<String>>,
     limits: Option<RawTable>,
@@ -1323,14 +1365,62 @@ fn check_tenants(
             }
             let _ = ns;
         }
-        out.push(TenantSpec {
+        let count = tenant_count(c, &t.count, &field("count"));
+        let spec = TenantSpec {
             name,
             role,
             platform,
             limits,
             netns,
             span,
-        });
+            table: i,
+            group: None,
+        };
+        match count {
+            None => out.push(spec),
+            Some(n) => {
+                let at = t.name.as_ref().map_or(span, span_of);
+                for k in 1..=n {
+                    let member = format!("{}-{k}", spec.name);
+                    if valid_id(&member) && !names.insert(member.clone()) {
+                        c.err(
+                            at,
+                            &field("name"),
+                            format!(
+                                "tenant `{member}` of this pool of {n} is also declared elsewhere"
+                            ),
+                            "names no other tenant uses (a pool NAME with count = N is \
+                             NAME-1..NAME-N)",
+                            format!(
+                                "rename the pool or the other tenant, e.g. name = \"{}-pool\"",
+                                spec.name
+                            ),
+                        );
+                    }
+                    out.push(TenantSpec {
+                        name: member,
+                        group: Some(spec.name.clone()),
+                        ..spec.clone()
+                    });
+                }
+                let longest = format!("{}-{n}", spec.name);
+                if valid_id(&spec.name) && !valid_id(&longest) {
+                    c.err(
+                        at,
+                        &field("name"),
+                        format!(
+                            "with count = {n} the last tenant would be called `{longest}`, \
+                             longer than 32 characters"
+                        ),
+                        ID_ALLOWED,
+                        format!(
+                            "shorten the name to at most {} characters",
+                            32 - (longest.len() - spec.name.len())
+                        ),
+                    );
+                }
+            }
+        }
     }
     let whole = Span { start: 0, end: 0 };
     if raw.is_empty() {
@@ -1358,6 +1448,32 @@ fn check_tenants(
         }
     }
     out
+}
+
+/// The `count` of a `[[tenant]]` table: `None` when absent (one tenant named as written),
+/// else how many tenants the table declares.
+fn tenant_count(c: &mut Checker<'_>, v: &Option<Spanned<Value>>, field: &str) -> Option<i64> {
+    let v = v.as_ref()?;
+    match v.get_ref() {
+        Value::Integer(n) if (1..=MAX_TENANT_COUNT).contains(n) => Some(*n),
+        other => {
+            let problem = match other {
+                Value::Integer(n) => format!("count = {n} is out of range"),
+                o => format!("{} is not a tenant count", value_kind(o)),
+            };
+            c.err(
+                span_of(v),
+                field,
+                problem,
+                &format!(
+                    "an integer in 1..={MAX_TENANT_COUNT}: the table then declares that many \
+                     tenants, NAME-1..NAME-N, with the same role, limits and network"
+                ),
+                "write count = 8, or remove count for a single tenant".into(),
+            );
+            None
+        }
+    }
 }
 
 fn check_params(

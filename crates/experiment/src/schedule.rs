@@ -34,6 +34,9 @@ pub enum TrialWhat {
     Probe(usize),
     /// The block's stressor runs alone, victims idle: the aggressor's own rate.
     Solo,
+    /// Probe `i` of the plan measures in windows for the whole of a schedule while the
+    /// aggressors' stressors start and stop on it ([`crate::scheduled`]).
+    Scheduled(usize),
 }
 
 /// One scheduled trial.

@@ -136,7 +136,7 @@ fn schedule_interleaves_baselines_and_is_seeded() {
                 .trials
                 .iter()
                 .map(|t| match t.what {
-                    TrialWhat::Probe(p) => plan.probes[p].id.clone(),
+                    TrialWhat::Probe(p) | TrialWhat::Scheduled(p) => plan.probes[p].id.clone(),
                     TrialWhat::Solo => "solo".into(),
                 })
                 .collect();
@@ -793,4 +793,99 @@ fn each_aggressor_runs_its_own_assignment_and_an_idle_one_runs_nothing() {
         .iter()
         .all(|r| r.tenant == "aggressor" && r.stressor == "cache" && r.intensity == 50));
     assert!(loaded.trials.iter().all(|t| t.tenant != "second"));
+}
+
+#[test]
+fn a_pool_table_declares_count_tenants_and_each_gets_an_agent() {
+    let pool = SMALL.replace(
+        "name = \"aggressor\"\nrole = \"aggressor\"",
+        "name = \"agg\"\ncount = 64\nrole = \"aggressor\"",
+    );
+    let plan = plan_of(&pool, true);
+    let names: Vec<&str> = plan.tenants.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names.len(), 65);
+    assert_eq!(names[1], "agg-1");
+    assert_eq!(names[64], "agg-64");
+    assert!(plan.tenants[1..]
+        .iter()
+        .all(|t| t.limits.to_string() == plan.tenants[1].limits.to_string()));
+    // Every aggressor of the pool runs the matrix's stressor.
+    assert_eq!(plan.conditions[0].assignments.len(), 64);
+
+    let mut plan = plan;
+    plan.conditions.truncate(1);
+    plan.repetitions.min = 1;
+    plan.repetitions.max = 1;
+    let r = run_default(&plan);
+    assert_eq!(r.status, RunStatus::Complete, "{}", r.reason);
+    let created = r.log.iter().filter(|l| l.starts_with("create ")).count();
+    let torn = r
+        .log
+        .iter()
+        .filter(|l| l.starts_with("teardown agg-"))
+        .count();
+    assert_eq!((created, torn), (65, 64));
+    let started: BTreeSet<&str> = r
+        .log
+        .iter()
+        .filter_map(|l| l.strip_prefix("start "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert_eq!(started.len(), 64);
+}
+
+#[test]
+fn a_condition_sets_its_limits_for_its_trials_and_restores_them() {
+    use isobench_experiment::plan::LimitOverride;
+    let mut plan = plan_of(SMALL, true);
+    plan.conditions.truncate(1);
+    plan.repetitions.min = 1;
+    plan.repetitions.max = 1;
+    plan.conditions[0]
+        .limits
+        .insert("victim".into(), LimitOverride { cpus: Some(0.5) });
+    let r = run_default(&plan);
+    assert_eq!(r.status, RunStatus::Complete, "{}", r.reason);
+
+    // Set before the aggressors start, put back after they stop: every trial in between.
+    let lines: Vec<&str> = r
+        .log
+        .iter()
+        .map(String::as_str)
+        .filter(|l| l.starts_with("limit ") || l.starts_with("start ") || l.starts_with("stop "))
+        .collect();
+    let set = lines
+        .iter()
+        .filter(|l| **l == "limit victim cpus=0.5")
+        .count();
+    let back = lines
+        .iter()
+        .filter(|l| **l == "limit victim cpus=none")
+        .count();
+    assert!(set >= 1 && set == back, "{lines:?}");
+    for pair in lines.chunks(4) {
+        assert_eq!(
+            pair,
+            [
+                "limit victim cpus=0.5",
+                "start aggressor cpu@100",
+                "stop aggressor",
+                "limit victim cpus=none"
+            ],
+            "{lines:?}"
+        );
+    }
+
+    // The setting is stored with every contended trial, and with no baseline trial.
+    let loaded = r.store.load_run(&r.run).unwrap();
+    let mut contended = 0;
+    for t in &loaded.trials {
+        if t.condition.to_string() == "baseline" {
+            assert_eq!(t.limits, None, "{t:?}");
+        } else {
+            contended += 1;
+            assert_eq!(t.limits, Some(serde_json::json!({"victim": {"cpus": 0.5}})));
+        }
+    }
+    assert!(contended > 0);
 }

@@ -144,6 +144,33 @@ fn sensitivity_finds_the_tolerated_intensity_of_each_stressor() {
 }
 
 #[test]
+fn pairwise_reports_both_sides_of_every_pair() {
+    let scenario = format!(
+        "kind = \"pairwise\"\n{}\n[[probe]]\nname = \"disk-io\"\nlabel = \"disk\"\n\n\
+         [[stressor]]\nname = \"cpu\"\n\n[[stressor]]\nname = \"disk\"\n\n[pairwise]\n\
+         workloads = [\"cpu\", \"disk\"]\n",
+        COMMON.replace("solo = \"0s\"", "solo = \"200ms\"").replace(
+            "name = \"cpu-int\"",
+            "name = \"cpu-int\"\nlabel = \"cpu\"\nmetrics = [\"ops_per_sec\"]"
+        )
+    );
+    let r = run(&scenario);
+    let pairs = r.sections.iter().find(|s| s.id == "pairs").expect("pairs");
+    assert_eq!(pairs.rows.len(), 4, "cpu and disk on each side");
+    // Same resource, the fake slows each side by about 30%: both take longer than alone.
+    let row = &pairs.rows[0];
+    assert_eq!(row[0].text(), "cpu");
+    assert_eq!(row[1].text(), "cpu");
+    assert!(row[2].as_f64().unwrap() > 1.1, "{}", row[2].text());
+    insta::assert_snapshot!("pairwise_pairs", text(pairs));
+    let bad = scenario.replace("solo = \"200ms\"", "solo = \"0s\"");
+    let e = Scenario::parse(Source::new("kind.toml", bad))
+        .expect_err("pairwise without solo")
+        .to_string();
+    assert!(e.contains("needs its rate alone"), "{e}");
+}
+
+#[test]
 fn kind_settings_are_checked_where_they_are_written() {
     let bad = format!(
         "kind = \"sweep\"\n{COMMON}\n[[stressor]]\nname = \"cpu\"\n\n[sweep]\nstressor = \
@@ -166,4 +193,185 @@ fn kind_settings_are_checked_where_they_are_written() {
         .expect_err("unsorted, and a misspelt key")
         .to_string();
     insta::assert_snapshot!("sensitivity_bad_table", e);
+}
+
+#[test]
+fn every_preset_parses_and_says_what_it_reproduces_and_how_long_it_takes() {
+    use isobench_experiment::scenario::{preset_header, PRESETS};
+    for (name, what, text) in PRESETS {
+        let sc = Scenario::parse(Source::new(format!("<preset:{name}>"), *text))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&sc.name, name);
+        assert!(!what.is_empty());
+        let (reproduces, takes) = preset_header(text);
+        assert!(
+            reproduces.is_some_and(|r| r.len() > 20),
+            "{name}: no `# reproduces:`"
+        );
+        assert!(
+            takes.is_some_and(|t| t.contains("minute")),
+            "{name}: no `# takes:`"
+        );
+    }
+}
+
+/// `scale`'s scenario: the common victim and aggressor, plus a pool of five more aggressors.
+fn scale_scenario(table: &str) -> String {
+    format!(
+        "kind = \"scale\"\n{COMMON}\n[[tenant]]\nname = \"pool\"\ncount = 5\nrole = \
+         \"aggressor\"\nlimits = {{ memory = \"256M\", pids = 32 }}\n\n[[stressor]]\nname = \
+         \"cpu\"\nintensity = 50\n\n{table}"
+    )
+}
+
+#[test]
+fn scale_grows_the_active_aggressors_and_draws_one_row_per_count() {
+    let scenario = scale_scenario("[scale]\ncounts = [1, 3, 6]\n");
+    let plan = plan_of(&scenario);
+    let ids: Vec<&str> = plan.conditions.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "cpu@50:aggressors=1",
+            "cpu@50:aggressors=3",
+            "cpu@50:aggressors=6"
+        ]
+    );
+    // The first N aggressors in file order run it; the others are idle.
+    let active: Vec<Vec<&str>> = plan
+        .conditions
+        .iter()
+        .map(|c| c.assignments.keys().map(String::as_str).collect())
+        .collect();
+    assert_eq!(active[0], ["aggressor"]);
+    assert_eq!(active[1], ["aggressor", "pool-1", "pool-2"]);
+    assert_eq!(active[2].len(), 6);
+    assert!(plan
+        .conditions
+        .iter()
+        .all(|c| c.design == isobench_experiment::plan::Design::Paired));
+
+    let r = run(&scenario);
+    assert_eq!(r.kind.as_str(), "scale");
+    assert_eq!(r.sections.len(), 1);
+    // The fake slows a CPU probe by 30% x intensity per running cpu stressor, so the curve
+    // grows with the count: ~15%, ~45%, ~90%.
+    insta::assert_snapshot!("scale_curve", text(&r.sections[0]));
+}
+
+#[test]
+fn scale_counts_default_to_doubling_up_to_the_pool() {
+    let plan = plan_of(&scale_scenario(""));
+    let ids: Vec<&str> = plan.conditions.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "cpu@50:aggressors=1",
+            "cpu@50:aggressors=2",
+            "cpu@50:aggressors=4",
+            "cpu@50:aggressors=6"
+        ]
+    );
+}
+
+#[test]
+fn scale_settings_are_checked_where_they_are_written() {
+    let e = Scenario::parse(Source::new(
+        "kind.toml",
+        scale_scenario("[scale]\nstressor = \"cache\"\ncounts = [4, 2, 9]\n"),
+    ))
+    .expect_err("unknown stressor, unsorted and too many")
+    .to_string();
+    insta::assert_snapshot!("scale_bad_table", e);
+    let e = Scenario::parse(Source::new(
+        "kind.toml",
+        scale_scenario("[scale]\ncounts = [4, 2, 9]\n"),
+    ))
+    .expect_err("unsorted and too many")
+    .to_string();
+    assert!(
+        e.contains("not increasing") && e.contains("9 aggressors asked for"),
+        "{e}"
+    );
+}
+
+/// `fidelity`'s scenario: the common tenants, the victim on one core, a cpu load.
+fn fidelity_scenario(table: &str) -> String {
+    format!("kind = \"fidelity\"\n{COMMON}\n[[stressor]]\nname = \"cpu\"\n\n{table}").replace(
+        "limits = { memory = \"512M\", pids = 128 }",
+        "limits = { memory = \"512M\", pids = 128, cpuset = \"0\" }",
+    )
+}
+
+#[test]
+fn fidelity_sweeps_the_limit_idle_and_loaded_and_reports_q() {
+    let scenario = fidelity_scenario("[fidelity]\nlimits = [25, 50, 100]\n");
+    let plan = plan_of(&scenario);
+    let ids: Vec<&str> = plan.conditions.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "25%",
+            "25%+cpu@100",
+            "50%",
+            "50%+cpu@100",
+            "100%",
+            "100%+cpu@100"
+        ]
+    );
+    // Idle conditions run nothing; each sets the victim's CPU limit to s x its one core.
+    assert!(plan.conditions[0].assignments.is_empty());
+    assert_eq!(plan.conditions[1].assignments.len(), 1);
+    let cpus: Vec<Option<f64>> = plan
+        .conditions
+        .iter()
+        .map(|c| c.limits["victim"].cpus)
+        .collect();
+    assert_eq!(
+        cpus,
+        [
+            Some(0.25),
+            Some(0.25),
+            Some(0.5),
+            Some(0.5),
+            Some(1.0),
+            Some(1.0)
+        ]
+    );
+
+    let r = run(&scenario);
+    assert_eq!(r.kind.as_str(), "fidelity");
+    assert_eq!(r.sections.len(), 1);
+    // The fake gives a probe limited to c < 1 CPU the share c x (1 - 0.1 x (1 - c)): q =
+    // 92.5% at 25%, 95% at 50%, 100% at 100%; the cpu load costs it another 30%.
+    insta::assert_snapshot!("fidelity_profile", text(&r.sections[0]));
+}
+
+#[test]
+fn fidelity_settings_are_checked_where_they_are_written() {
+    let e = Scenario::parse(Source::new(
+        "kind.toml",
+        fidelity_scenario(
+            "[fidelity]\ntenant = \"aggressor\"\nlimits = [50, 0]\nload = \"membw\"\n",
+        ),
+    ))
+    .expect_err("an aggressor, 0%, an unknown load")
+    .to_string();
+    insta::assert_snapshot!("fidelity_bad_table", e);
+    // A victim with a CPU limit of its own has no unlimited baseline.
+    let own = fidelity_scenario("").replace("cpuset = \"0\"", "cpuset = \"0\", cpus = 0.5");
+    let e = Scenario::parse(Source::new("kind.toml", own))
+        .expect_err("cpus on the swept tenant")
+        .to_string();
+    assert!(e.contains("CPU limit of its own"), "{e}");
+}
+
+#[test]
+fn fidelity_refuses_the_host_platform() {
+    let sc = Scenario::parse(Source::new("kind.toml", fidelity_scenario(""))).unwrap();
+    let host = HostView::synthetic(2, 8 << 30, false);
+    let e = Plan::resolve(&sc, &host, &PlanOptions::default())
+        .expect_err("the host enforces no limit")
+        .to_string();
+    assert!(e.contains("enforces no limit"), "{e}");
 }

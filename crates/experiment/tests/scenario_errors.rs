@@ -174,3 +174,91 @@ name = "cpu"
     assert!(e.contains("measure paging"), "{e}");
     insta::assert_snapshot!(e);
 }
+
+#[test]
+fn a_tenant_pool_count_out_of_range_or_too_long_a_name() {
+    insta::assert_snapshot!(parse_err(
+        r#"kind = "matrix"
+
+[[tenant]]
+name = "v"
+role = "victim"
+
+[[tenant]]
+name = "a"
+count = 0
+role = "aggressor"
+
+[[tenant]]
+name = "b"
+count = "many"
+role = "aggressor"
+
+[[tenant]]
+name = "an-aggressor-with-a-long-name-x"
+count = 10
+role = "aggressor"
+
+[[tenant]]
+name = "c"
+count = 257
+role = "aggressor"
+
+[[probe]]
+name = "syscall"
+
+[[stressor]]
+name = "cpu"
+"#
+    ));
+}
+
+#[test]
+fn a_pool_member_named_like_another_tenant() {
+    insta::assert_snapshot!(parse_err(
+        r#"kind = "matrix"
+
+[[tenant]]
+name = "agg-2"
+role = "victim"
+
+[[tenant]]
+name = "agg"
+count = 3
+role = "aggressor"
+
+[[probe]]
+name = "syscall"
+
+[[stressor]]
+name = "cpu"
+"#
+    ));
+}
+
+#[test]
+fn a_pool_error_at_plan_time_names_its_table() {
+    // Four tenants of the pool, one error at the pool's limit, naming the table's field.
+    let e = plan_err(
+        r#"kind = "matrix"
+
+[[tenant]]
+name = "v"
+role = "victim"
+
+[[tenant]]
+name = "agg"
+count = 4
+role = "aggressor"
+limits = { memory = "32M" }
+
+[[probe]]
+name = "syscall"
+
+[[stressor]]
+name = "cpu"
+"#,
+    );
+    assert!(e.contains("`tenant[1].limits.memory`"), "{e}");
+    assert_eq!(e.matches("too little for a tenant").count(), 1, "{e}");
+}

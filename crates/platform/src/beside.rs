@@ -168,6 +168,13 @@ impl Tenant for Beside {
         )
     }
 
+    fn set_cpu_limit(&self, _cpus: Option<f64>) -> Result<()> {
+        bail!(
+            "{} is outside every tenant and has no CPU limit to change",
+            self.info.name
+        )
+    }
+
     fn expired(&self) -> bool {
         false
     }

@@ -252,6 +252,12 @@ pub trait Tenant: Send + Sync {
     /// this way.
     fn set_frozen(&self, frozen: bool) -> Result<()>;
 
+    /// Changes the tenant's CPU limit while it lives (its processes keep running):
+    /// `Some(cpus)` caps it at `cpus` CPUs' worth of time per scheduling period (the `cpus`
+    /// limit), `None` lifts the cap. The platform that cannot enforce a CPU limit (`host`)
+    /// returns [`crate::PlatformError::NotEnforceable`], saying why.
+    fn set_cpu_limit(&self, cpus: Option<f64>) -> Result<()>;
+
     /// Whether the deadline passed and the watchdog killed the tenant.
     fn expired(&self) -> bool;
 
@@ -544,6 +550,33 @@ impl Tenant for LocalTenant {
 
     fn expired(&self) -> bool {
         self.expired.load(Ordering::SeqCst)
+    }
+
+    fn set_cpu_limit(&self, cpus: Option<f64>) -> Result<()> {
+        match &self.inner.jail {
+            Jail::Cgroup(cg) => {
+                if let (Some(c), Some(set)) = (cpus, &self.inner.info.limits.cpuset) {
+                    if c > set.len() as f64 + 1e-9 {
+                        bail!(
+                            "tenant {}: a CPU limit of {c} CPUs is more than the {} CPU(s) of \
+                             its cpuset {set}; use cpus={} or less",
+                            self.inner.info.name,
+                            set.len(),
+                            set.len()
+                        );
+                    }
+                }
+                cg.set_cpu_quota(cpus)
+                    .with_context(|| format!("setting the CPU limit of tenant {}", self.name()))
+            }
+            Jail::Host { .. } => Err(crate::PlatformError::NotEnforceable {
+                key: "cpus",
+                platform: "host",
+                why: "it runs plain processes without isolation, so no CPU quota applies",
+                fix: "the `cgroup` platform",
+            }
+            .into()),
+        }
     }
 
     fn set_frozen(&self, frozen: bool) -> Result<()> {

@@ -685,3 +685,82 @@ fn teardown_is_not_held_up_by_throttled_io() {
     assert_eq!(c.wait().unwrap().signal(), Some(libc::SIGKILL));
     assert!(dirs.iter().all(|d| !d.exists()));
 }
+
+#[test]
+fn the_cpu_limit_changes_while_the_tenant_runs() {
+    if !root_or_skip("cpu limit change") {
+        return;
+    }
+    let fs_layout = CgroupFs::detect().unwrap();
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let t = p
+        .create_tenant(
+            &TenantSpec::new("swept", Role::Victim).with_limits("cpus=1".parse().unwrap()),
+        )
+        .unwrap();
+    // A busy process that lives through every change.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "while :; do :; done"]);
+    let mut busy = t.spawn(cmd).unwrap();
+    let quota = || -> String {
+        let h = fs_layout.hierarchy_of(Controller::Cpu).unwrap();
+        let file = match fs_layout.version() {
+            isobench_platform::CgroupVersion::V1 => "cpu.cfs_quota_us",
+            isobench_platform::CgroupVersion::V2 => "cpu.max",
+        };
+        fs::read_to_string(h.root.join(&t.info().object_name).join(file))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+
+    t.set_cpu_limit(Some(0.1)).unwrap();
+    assert_eq!(t.effective_limits().unwrap().cpus, Some(0.1));
+    if fs_layout.version() == isobench_platform::CgroupVersion::V1 {
+        assert_eq!(quota(), "10000");
+    }
+    let before = t.usage().unwrap().cpu_throttled_periods.unwrap();
+    thread::sleep(Duration::from_millis(400));
+    let after = t.usage().unwrap().cpu_throttled_periods.unwrap();
+    assert!(
+        after > before,
+        "a busy loop at cpus=0.1 is throttled ({before} -> {after} throttled periods)"
+    );
+    assert!(
+        alive(busy.id()),
+        "the change must not stop the tenant's processes"
+    );
+
+    t.set_cpu_limit(Some(0.75)).unwrap();
+    assert_eq!(t.effective_limits().unwrap().cpus, Some(0.75));
+    t.set_cpu_limit(None).unwrap();
+    assert_eq!(t.effective_limits().unwrap().cpus, None, "quota lifted");
+    if fs_layout.version() == isobench_platform::CgroupVersion::V1 {
+        assert_eq!(quota(), "-1");
+    }
+    assert!(t.set_cpu_limit(Some(0.0)).is_err());
+    assert!(alive(busy.id()));
+    t.teardown().unwrap();
+    let _ = busy.wait();
+}
+
+#[test]
+fn the_host_platform_cannot_change_a_cpu_limit_and_says_why() {
+    let guard = RunGuard::start().unwrap();
+    let mut p = platform(PlatformKind::Host, PlatformOptions::new(guard.context())).unwrap();
+    let t = p
+        .create_tenant(&TenantSpec::new("plain", Role::Victim))
+        .unwrap();
+    let e = t.set_cpu_limit(Some(0.5)).unwrap_err();
+    let why = e.downcast_ref::<PlatformError>().expect("a platform error");
+    assert!(
+        matches!(why, PlatformError::NotEnforceable { key: "cpus", .. }),
+        "{why}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("host") && text.contains("cgroup"),
+        "says why and what to use: {text}"
+    );
+}

@@ -248,3 +248,57 @@ fn fake_v1_tree_round_trip() {
     cg.remove(std::time::Duration::from_secs(1)).unwrap();
     assert!(!cg.exists_any());
 }
+
+#[test]
+fn v2_cpu_limit_changes_in_cpu_max() {
+    let root = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let guard = RunGuard::start().unwrap();
+    let mut opts = PlatformOptions::new(guard.context());
+    opts.cgroup_fs = Some(CgroupFs::fake_v2(root.path()).unwrap());
+    opts.host = Some(host());
+    opts.workdir_root = work.path().to_path_buf();
+    let mut p = platform(PlatformKind::Cgroup, opts).unwrap();
+    let t = p
+        .create_tenant(
+            &TenantSpec::new("swept", Role::Victim).with_limits("cpuset=0-1".parse().unwrap()),
+        )
+        .unwrap();
+    let dir = root.path().join(&t.info().object_name);
+    assert_eq!(
+        read(&dir.join("cpu.max")),
+        "max 100000",
+        "no quota at first"
+    );
+
+    t.set_cpu_limit(Some(0.3)).unwrap();
+    assert_eq!(read(&dir.join("cpu.max")), "30000 100000");
+    assert_eq!(t.effective_limits().unwrap().cpus, Some(0.3));
+    t.set_cpu_limit(Some(2.0)).unwrap();
+    assert_eq!(read(&dir.join("cpu.max")), "200000 100000");
+    t.set_cpu_limit(None).unwrap();
+    assert_eq!(read(&dir.join("cpu.max")), "max 100000");
+    assert_eq!(t.effective_limits().unwrap().cpus, None);
+
+    // More than its cpuset holds, or nothing at all: refused, the setting unchanged.
+    let e = t.set_cpu_limit(Some(3.0)).unwrap_err().to_string();
+    assert!(e.contains("cpus=2 or less"), "{e}");
+    assert!(t.set_cpu_limit(Some(-1.0)).is_err());
+    assert_eq!(read(&dir.join("cpu.max")), "max 100000");
+}
+
+#[test]
+fn v1_cpu_limit_changes_in_the_cfs_files() {
+    let root = tempfile::tempdir().unwrap();
+    let fs_v1 = CgroupFs::fake_v1(root.path()).unwrap();
+    let cg = TenantCgroup::create(&fs_v1, "isobench-0000abcd-q", &Limits::default(), None).unwrap();
+    let dir = root.path().join("cpu/isobench-0000abcd-q");
+    cg.set_cpu_quota(Some(0.25)).unwrap();
+    assert_eq!(read(&dir.join("cpu.cfs_period_us")), "100000");
+    assert_eq!(read(&dir.join("cpu.cfs_quota_us")), "25000");
+    assert_eq!(cg.read_limits(None).unwrap().cpus, Some(0.25));
+    cg.set_cpu_quota(None).unwrap();
+    assert_eq!(read(&dir.join("cpu.cfs_quota_us")), "-1");
+    assert_eq!(cg.read_limits(None).unwrap().cpus, None);
+    cg.remove(std::time::Duration::from_secs(1)).unwrap();
+}

@@ -30,6 +30,7 @@ mod sample;
 mod significance;
 mod stopping;
 mod summary;
+mod transition;
 mod welch;
 
 pub use bootstrap::{bootstrap_degradation, BootstrapConfig, CiMethod, DegradationCi};
@@ -46,4 +47,8 @@ pub use sample::{Outliers, Sample, MODIFIED_Z_THRESHOLD};
 pub use significance::{mann_whitney_u, permutation_test, MannWhitney, PermutationTest};
 pub use stopping::{ConditionSamples, ConditionStatus, Decision, StopReport, StoppingRule};
 pub use summary::Summary;
+pub use transition::{
+    episode, phase_degradation, time_to_leave, time_to_return, Band, BandSide, Detected, Episode,
+    TimedValue, TransitionConfig,
+};
 pub use welch::welch_log_degradation;

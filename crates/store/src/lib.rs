@@ -24,9 +24,10 @@ mod time;
 pub use error::StoreError;
 pub use isobench_common::{Direction, Role};
 pub use model::{
-    Condition, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId, RunRecord, RunStatus,
-    RunSummary, SampleRecord, SeriesRecord, StressorMode, StressorReport, Switch, TenantRecord,
-    TrialKey, TrialRecord, TrialStatus, WindowRecord, HISTOGRAM_ENCODING,
+    Condition, CpuSample, CpuSeries, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId,
+    RunRecord, RunStatus, RunSummary, SampleRecord, ScheduledSwitch, SeriesRecord, StressorMode,
+    StressorReport, Switch, TenantRecord, Timeline, TrialKey, TrialRecord, TrialStatus,
+    WindowRecord, HISTOGRAM_ENCODING,
 };
 pub use schema::SCHEMA_VERSION;
 pub use store::{OpenOptions, Store};

@@ -440,6 +440,16 @@ pub struct TrialRecord {
     /// analysis names a result's cause from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mechanism: Option<serde_json::Value>,
+    /// What the neighbours did, when, during a scheduled trial (the `timeline` kind): the
+    /// stressors' starts and stops as they happened and every tenant's CPU time sampled
+    /// through the trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Timeline>,
+    /// Limits the trial's condition set on tenants for its trials, by tenant name (e.g.
+    /// `{"victim": {"cpus": 0.5}}`): the setting every trial ran under, when a condition
+    /// changed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<serde_json::Value>,
 }
 
 /// The value of a metric over one window of a probe run (`CLOCK_MONOTONIC` ns).
@@ -488,6 +498,78 @@ pub struct Modulation {
     pub end_ns: u64,
     /// The switches, in time order.
     pub switches: Vec<Switch>,
+}
+
+/// One scheduled start or stop of a stressor in an aggressor tenant during a scheduled trial,
+/// as it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduledSwitch {
+    /// The aggressor tenant.
+    pub tenant: String,
+    /// Stressor name.
+    pub stressor: String,
+    /// Intensity, 0..=100.
+    pub intensity: u8,
+    /// True for a start, false for a stop.
+    pub on: bool,
+    /// When the schedule wanted it, ns after the trial's start.
+    pub planned_ns: u64,
+    /// When it was asked for, `CLOCK_MONOTONIC` ns.
+    pub requested_ns: u64,
+    /// When the tenant had done it (or failed), ns.
+    pub done_ns: u64,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// At a stop: the stressor's own rate over the time it ran, operations per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_per_sec: Option<f64>,
+}
+
+/// A tenant's CPU time at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuSample {
+    /// When it was read, `CLOCK_MONOTONIC` ns.
+    pub at_ns: u64,
+    /// CPU time the tenant had used so far (user plus system), ns.
+    pub cpu_ns: u64,
+}
+
+/// One tenant's CPU time sampled through a scheduled trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuSeries {
+    /// The tenant.
+    pub tenant: String,
+    /// Samples in time order.
+    pub samples: Vec<CpuSample>,
+}
+
+impl CpuSeries {
+    /// CPUs used between consecutive samples (CPU seconds per second), each stamped with
+    /// the interval's end.
+    pub fn usage(&self) -> Vec<(u64, f64)> {
+        self.samples
+            .windows(2)
+            .filter(|w| w[1].at_ns > w[0].at_ns)
+            .map(|w| {
+                let cpu = w[1].cpu_ns.saturating_sub(w[0].cpu_ns) as f64;
+                (w[1].at_ns, cpu / (w[1].at_ns - w[0].at_ns) as f64)
+            })
+            .collect()
+    }
+}
+
+/// What the neighbours did during a scheduled trial (the `timeline` kind).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    /// Start of the trial (time zero of the schedule), `CLOCK_MONOTONIC` ns.
+    pub start_ns: u64,
+    /// End of the trial, ns.
+    pub end_ns: u64,
+    /// The stressors' starts and stops, in the order they were made.
+    pub switches: Vec<ScheduledSwitch>,
+    /// Every tenant's CPU time through the trial.
+    pub cpu: Vec<CpuSeries>,
 }
 
 /// A fact about the run's host, platform or a tenant, recorded as it is learned (measured LLC

@@ -276,8 +276,15 @@ impl Store {
                 status: status.to_string(),
             });
         }
-        let tenants: Vec<&str> = std::iter::once(trial.tenant.as_str())
+        let timeline = trial.timeline.iter();
+        let tenants: BTreeSet<&str> = std::iter::once(trial.tenant.as_str())
             .chain(trial.stressor_reports.iter().map(|r| r.tenant.as_str()))
+            .chain(
+                timeline
+                    .clone()
+                    .flat_map(|t| t.switches.iter().map(|s| s.tenant.as_str())),
+            )
+            .chain(timeline.flat_map(|t| t.cpu.iter().map(|c| c.tenant.as_str())))
             .collect();
         for tenant in tenants {
             let known: Option<i64> = tx
@@ -382,6 +389,8 @@ impl Store {
                 || trial.modulation.is_some()
                 || trial.noise.is_some()
                 || trial.mechanism.is_some()
+                || trial.timeline.is_some()
+                || trial.limits.is_some()
             {
                 let mut details = serde_json::json!({
                     "series": trial.series,
@@ -390,6 +399,12 @@ impl Store {
                 });
                 if let Some(m) = &trial.mechanism {
                     details["mechanism"] = m.clone();
+                }
+                if let Some(t) = &trial.timeline {
+                    details["timeline"] = serde_json::to_value(t).expect("a timeline serializes");
+                }
+                if let Some(l) = &trial.limits {
+                    details["limits"] = l.clone();
                 }
                 tx.execute(
                     "INSERT INTO trial_details (trial_id, data) VALUES (?1, ?2)",
@@ -741,6 +756,8 @@ impl Store {
                             modulation: None,
                             noise: None,
                             mechanism: None,
+                            timeline: None,
+                            limits: None,
                         }
                         .with_details(details.remove(&id)))
                     },
@@ -957,6 +974,48 @@ fn validate_trial(t: &TrialRecord) -> Result<(), String> {
             )));
         }
     }
+    if let Some(tl) = &t.timeline {
+        validate_timeline(tl).map_err(at)?;
+    }
+    Ok(())
+}
+
+/// A scheduled trial's switches and CPU series: times in order, values in range.
+fn validate_timeline(tl: &crate::model::Timeline) -> Result<(), String> {
+    if tl.end_ns < tl.start_ns {
+        return Err(format!(
+            "timeline ends ({} ns) before it starts ({} ns)",
+            tl.end_ns, tl.start_ns
+        ));
+    }
+    for s in &tl.switches {
+        if s.intensity > 100 {
+            return Err(format!(
+                "timeline switch of {} in {} has intensity {} > 100",
+                s.stressor, s.tenant, s.intensity
+            ));
+        }
+        if s.done_ns < s.requested_ns {
+            return Err(format!(
+                "timeline switch of {} in {} is done ({} ns) before it was asked for ({} ns)",
+                s.stressor, s.tenant, s.done_ns, s.requested_ns
+            ));
+        }
+        if s.ops_per_sec.is_some_and(|r| !(r.is_finite() && r >= 0.0)) {
+            return Err(format!(
+                "timeline switch of {} in {} reports a rate that is not finite and >= 0",
+                s.stressor, s.tenant
+            ));
+        }
+    }
+    for c in &tl.cpu {
+        if c.samples.windows(2).any(|w| w[1].at_ns < w[0].at_ns) {
+            return Err(format!(
+                "the CPU samples of {} are not in time order",
+                c.tenant
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -971,6 +1030,9 @@ struct TrialDetails {
     noise: Option<serde_json::Value>,
     #[serde(default)]
     mechanism: Option<serde_json::Value>,
+    #[serde(default)]
+    timeline: Option<crate::model::Timeline>,
+    limits: Option<serde_json::Value>,
 }
 
 impl TrialRecord {
@@ -980,6 +1042,8 @@ impl TrialRecord {
             self.modulation = d.modulation;
             self.noise = d.noise.filter(|n| !n.is_null());
             self.mechanism = d.mechanism.filter(|n| !n.is_null());
+            self.timeline = d.timeline;
+            self.limits = d.limits.filter(|n| !n.is_null());
         }
         self
     }

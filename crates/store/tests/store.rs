@@ -4,9 +4,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use isobench_store::{
-    Condition, Direction, Fact, HistogramRecord, Modulation, NewRun, OpenOptions, Role, RunId,
-    RunStatus, SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport, Switch,
-    TenantRecord, Timestamp, TrialKey, TrialRecord, TrialStatus, WindowRecord, SCHEMA_VERSION,
+    Condition, CpuSample, CpuSeries, Direction, Fact, HistogramRecord, Modulation, NewRun,
+    OpenOptions, Role, RunId, RunStatus, SampleRecord, ScheduledSwitch, SeriesRecord, Store,
+    StoreError, StressorMode, StressorReport, Switch, TenantRecord, Timeline, Timestamp, TrialKey,
+    TrialRecord, TrialStatus, WindowRecord, SCHEMA_VERSION,
 };
 use serde_json::json;
 
@@ -127,6 +128,8 @@ fn trial(n: u32, condition: Condition, value: f64) -> TrialRecord {
         mechanism: Some(
             serde_json::json!({"on": {"runq_wait_s": 0.02}, "off": {"runq_wait_s": 0.001}}),
         ),
+        timeline: None,
+        limits: contended.then(|| serde_json::json!({"victim": {"cpus": 0.5}})),
     }
 }
 
@@ -557,4 +560,66 @@ fn many_runs_get_distinct_ids_even_in_the_same_second() {
         .collect();
     assert_eq!(ids.len(), 50);
     assert_eq!(store.list_runs().unwrap().len(), 50);
+}
+
+/// A scheduled trial (the `timeline` kind): the stressors' switches as they happened and the
+/// tenants' CPU series come back as they were recorded, with the window series beside them.
+#[test]
+fn a_timeline_round_trips_with_its_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, run) = setup(&dir.path().join("t.db"));
+    let switch = |on: bool, at: u64| ScheduledSwitch {
+        tenant: "noisy".into(),
+        stressor: "cpu".into(),
+        intensity: 100,
+        on,
+        planned_ns: at,
+        requested_ns: 1_000 + at,
+        done_ns: 1_200 + at,
+        error: None,
+        ops_per_sec: (!on).then_some(1234.5),
+    };
+    let cpu = |tenant: &str, per_s: u64| CpuSeries {
+        tenant: tenant.into(),
+        samples: (0..4)
+            .map(|i| CpuSample {
+                at_ns: 1_000 + i * 1_000_000_000,
+                cpu_ns: i * per_s,
+            })
+            .collect(),
+    };
+    let timeline = Timeline {
+        start_ns: 1_000,
+        end_ns: 3_000_001_000,
+        switches: vec![switch(true, 1_000_000_000), switch(false, 2_000_000_000)],
+        cpu: vec![cpu("victim", 100_000_000), cpu("noisy", 1_000_000_000)],
+    };
+    let t = TrialRecord {
+        timeline: Some(timeline.clone()),
+        ..trial(1, Condition::stressor("cpu", 100), 4.0)
+    };
+    store.record_trial(&run, &t).unwrap();
+    let loaded = store.load_run(&run).unwrap();
+    assert_eq!(loaded.trials[0].timeline.as_ref(), Some(&timeline));
+    assert_eq!(loaded.trials[0].series, t.series);
+    // One full CPU for the aggressor, a tenth for the victim.
+    let usage = timeline.cpu[1].usage();
+    assert_eq!(usage.len(), 3);
+    assert!(
+        usage.iter().all(|(_, u)| (u - 1.0).abs() < 1e-9),
+        "{usage:?}"
+    );
+
+    // A switch in a tenant the run does not have is refused, naming it.
+    let mut bad = t.clone();
+    bad.key = key(3);
+    bad.timeline.as_mut().unwrap().switches[0].tenant = "ghost".into();
+    let err = store.record_trial(&run, &bad).unwrap_err();
+    assert!(err.to_string().contains("ghost"), "{err}");
+    // CPU samples out of order are refused.
+    let mut bad = t.clone();
+    bad.key = key(3);
+    bad.timeline.as_mut().unwrap().cpu[0].samples.reverse();
+    let err = store.record_trial(&run, &bad).unwrap_err();
+    assert!(err.to_string().contains("time order"), "{err}");
 }

@@ -168,6 +168,7 @@ pub(crate) fn stressor_conditions(
                 capped,
                 design,
                 design_reason,
+                limits: Default::default(),
             });
         }
     }

@@ -8,9 +8,13 @@
 
 pub mod artifacts;
 pub(crate) mod curve;
+pub mod fidelity;
 pub mod matrix;
+pub mod pairwise;
+pub mod scale;
 pub mod sensitivity;
 pub mod sweep;
+pub mod timeline;
 pub mod webapp;
 
 use isobench_results::Section;
@@ -75,10 +79,15 @@ pub struct Analysis {
 }
 
 /// Every kind, one line each; the first is the default of a run stored without a plan.
+#[rustfmt::skip]
 pub const KINDS: &[&dyn ExperimentKind] = &[
     &matrix::Matrix,
     &sweep::Sweep,
     &sensitivity::Sensitivity,
+    &pairwise::Pairwise,
+    &scale::Scale,
+    &fidelity::Fidelity,
+    &timeline::Timeline,
     &webapp::Webapp,
     &artifacts::Artifacts,
 ];

@@ -331,6 +331,43 @@ impl TenantCgroup {
         Ok(())
     }
 
+    /// Changes the CPU quota while the tenant lives: `Some(cpus)` lets its tasks run for
+    /// `cpus` CPUs' worth of time in every period of [`CPU_PERIOD_US`] (v1
+    /// `cpu.cfs_period_us` and `cpu.cfs_quota_us`, v2 `cpu.max`); `None` lifts the quota.
+    /// Takes effect from the next period; nothing restarts.
+    pub fn set_cpu_quota(&self, cpus: Option<f64>) -> Result<()> {
+        if let Some(c) = cpus {
+            if !(c.is_finite() && c > 0.0) {
+                bail!("a CPU quota of {c} CPUs is not a positive number of CPUs");
+            }
+        }
+        if !self.fs.has(Controller::Cpu) {
+            bail!(
+                "the `cpu` controller is not available ({}), so the CPU quota cannot be set",
+                self.fs.describe()
+            );
+        }
+        match self.fs.version() {
+            CgroupVersion::V1 => {
+                self.write(
+                    Controller::Cpu,
+                    "cpu.cfs_period_us",
+                    &CPU_PERIOD_US.to_string(),
+                )?;
+                let quota = cpus.map_or_else(|| "-1".to_string(), |c| quota_us(c).to_string());
+                self.write(Controller::Cpu, "cpu.cfs_quota_us", &quota)
+            }
+            CgroupVersion::V2 => {
+                let quota = cpus.map_or_else(|| "max".to_string(), |c| quota_us(c).to_string());
+                self.write(
+                    Controller::Cpu,
+                    "cpu.max",
+                    &format!("{quota} {CPU_PERIOD_US}"),
+                )
+            }
+        }
+    }
+
     /// Opens `cgroup.procs` of every directory, for a child to join before exec (writing
     /// `0` to each).
     pub fn join_fds(&self) -> Result<Vec<OwnedFd>> {

@@ -227,7 +227,7 @@ fn aggressor_cells(
         .filter(|t| t.role.as_str() == "aggressor")
     {
         for cond in &labels.conditions {
-            if let Some(c) = aggressor_cell(plan, stored, labels, t, cond, settings) {
+            if let Some(c) = aggressor_cell(plan, stored, labels, t, cond, None, settings) {
                 aggressor.push(c);
             }
         }
@@ -236,19 +236,54 @@ fn aggressor_cells(
 }
 
 /// Aggressor `t`'s own rate under one condition, when it has any record there.
+/// The aggressors' own degradation beside probe `probe` only: per aggressor and condition,
+/// its rate alone against its rate while that probe ran (what `pairwise` reports for the
+/// aggressor's side of each pair). The cells name the probe.
+pub(crate) fn aggressor_cells_beside(
+    run: &LoadedRun,
+    plan: Option<&Plan>,
+    stored: &Stored,
+    settings: &StatsSettings,
+    probe: &str,
+) -> Vec<Cell> {
+    let labels = Labels::new(plan, stored.trials);
+    let mut out = Vec::new();
+    for t in run
+        .tenants
+        .iter()
+        .filter(|t| t.role.as_str() == "aggressor")
+    {
+        for cond in &labels.conditions {
+            if let Some(mut c) =
+                aggressor_cell(plan, stored, &labels, t, cond, Some(probe), settings)
+            {
+                c.probe = probe.to_string();
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
 fn aggressor_cell(
     plan: Option<&Plan>,
     stored: &Stored,
     labels: &Labels,
     t: &isobench_store::TenantRecord,
     cond: &str,
+    beside: Option<&str>,
     settings: &StatsSettings,
 ) -> Option<Cell> {
     let trials = stored.trials;
+    // Alone, the aggressor's reports are on its solo trials; beside a probe, on the probe's.
+    let counts = |r: &TrialRecord| {
+        stored.usable(r) && (r.probe == SOLO_PROBE || beside.is_none_or(|p| r.probe == p))
+    };
     let rate = |mode: StressorMode| -> Vec<f64> {
         trials
             .iter()
-            .filter(|r| stored.usable(r) && condition_text(&r.condition) == *cond)
+            .filter(|r| counts(r) && condition_text(&r.condition) == *cond)
             .flat_map(|r| {
                 r.stressor_reports
                     .iter()
@@ -315,7 +350,7 @@ fn aggressor_cell(
             io_limit.map(|l| l.to_string()).unwrap_or_default()
         ));
     } else if !idle && !victims_down {
-        let units = solo_pairs(trials, &|r| stored.usable(r), &t.name, cond);
+        let units = solo_pairs(trials, &counts, &t.name, cond);
         if !units.is_empty() {
             apply_design(&mut c, Design::Paired, &units, &[], &label, settings);
         }

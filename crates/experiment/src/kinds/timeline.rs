@@ -1,0 +1,497 @@
+//! `timeline`: a latency probe sampled for the whole run while stressors in several aggressor
+//! tenants start and stop on a schedule, every tenant's CPU use read each second; how much
+//! each start hurts, how long the victim takes to degrade and to recover (paper 003, set 2).
+//!
+//! The scenario's `[timeline]` table gives the schedule ([`settings`]); planning makes one
+//! condition (`schedule`) whose blocks each hold one scheduled trial
+//! ([`crate::scheduled`]: the executor starts and stops the stressors itself, so the condition
+//! assigns nothing); [`analysis`] reads each trial's window series against its switches.
+
+pub mod analysis;
+pub mod settings;
+
+use isobench_results::{Column, Section, Value};
+use isobench_store::{Direction, LoadedRun, TrialRecord};
+use serde::Deserialize;
+use toml::Spanned;
+
+use self::analysis::{analyze_trial, TrialAnalysis};
+use self::settings::{Context, RawTimeline, TimelineSettings};
+use super::{Analysis, ExperimentKind};
+use crate::analysis::{Results, StatsSettings, Stored};
+use crate::fields::Fields;
+use crate::plan::{Condition, Design, Estimate, Plan, Platform};
+use crate::resolve::Resolver;
+use crate::scenario::{Scenario, UnsafeOnHost};
+use crate::schedule::{Block, Needs, ScheduledTrial, TrialWhat};
+use crate::source::{ScenarioError, Span};
+
+/// The `timeline` kind.
+pub struct Timeline;
+
+/// Id of the one condition of a timeline.
+pub const CONDITION: &str = "schedule";
+
+/// The keys of `[timeline]`.
+const KEYS: &[&str] = &[
+    "victim",
+    "probe",
+    "window",
+    "cpu_every",
+    "length",
+    "repeat",
+    "sustain",
+    "band_k",
+    "band_min",
+    "schedule",
+];
+
+/// The settings stored in a plan or a scenario, when they read.
+pub fn settings_of(v: &serde_json::Value) -> Option<TimelineSettings> {
+    serde_json::from_value(v.clone()).ok()
+}
+
+/// The scenario file with its `[timeline]` table, spans kept.
+#[derive(Deserialize)]
+struct Doc {
+    timeline: Option<Spanned<RawTimeline>>,
+}
+
+impl ExperimentKind for Timeline {
+    fn name(&self) -> &'static str {
+        "timeline"
+    }
+
+    fn help(&self) -> &'static str {
+        "a latency probe sampled throughout while stressors start and stop on a schedule: \
+         degradation per switch, time to degrade and to recover, CPU use per tenant"
+    }
+
+    fn settings(&self, f: &mut Fields<'_, '_>, sc: &Scenario) -> serde_json::Value {
+        for k in KEYS {
+            f.get(k);
+        }
+        if !f.present() {
+            f.missing(
+                "schedule",
+                "one [[timeline.schedule]] table per stressor run: tenant, stressor, start, stop",
+                "[{ tenant = \"NAME\", stressor = \"cpu\", start = \"50s\", stop = \"250s\" }]",
+            );
+            return serde_json::Value::Null;
+        }
+        let source = f.source().clone();
+        let table = f.span();
+        let raw = match toml::from_str::<Doc>(&source.text) {
+            Ok(Doc {
+                timeline: Some(raw),
+            }) => raw.into_inner(),
+            Ok(Doc { timeline: None }) => return serde_json::Value::Null,
+            Err(e) => {
+                let span = e.span().map(Span::from).unwrap_or(table);
+                f.error(
+                    span,
+                    "schedule",
+                    e.message().to_string(),
+                    "tenant, stressor, intensity, start and stop in each [[timeline.schedule]]",
+                    "see docs/scenario.md, [timeline]".into(),
+                );
+                return serde_json::Value::Null;
+            }
+        };
+        let cx = Context {
+            source: &source,
+            table,
+            tenants: &sc.tenants,
+            probes: &sc.probes,
+            stressors: &sc.stressors,
+        };
+        let settings = raw.check(cx, &mut |span, key, problem, allowed, fix| {
+            f.error(span, key, problem, allowed, fix)
+        });
+        settings.map_or(serde_json::Value::Null, |s| {
+            serde_json::to_value(s).expect("settings serialize")
+        })
+    }
+
+    /// One condition, `schedule`, that assigns nothing: the scheduled trial starts and stops
+    /// the stressors. Stressors nothing would contain are refused on the host unless the
+    /// scenario allows them capped.
+    fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
+        let sc = r.scenario();
+        let Some(set) = settings_of(&sc.settings) else {
+            return Vec::new();
+        };
+        let host = r.host();
+        let mut aggressive = false;
+        let mut ok = true;
+        for (i, e) in set.schedule.iter().enumerate() {
+            let st = isobench_workloads::stressor(&e.name).expect("validated name");
+            if let Err(u) = st.supported(&host.env) {
+                r.error(sc.source.error(
+                    Span::default(),
+                    format!("timeline.schedule[{i}].stressor"),
+                    format!("{} cannot run here: {}", e.name, u.reason),
+                    "a stressor this platform supports (`isobench list`)",
+                    "schedule another stressor",
+                ));
+                ok = false;
+            }
+            aggressive |= st.aggressive();
+        }
+        let capped = aggressive && platform == Platform::Host;
+        if capped && sc.unsafe_on_host != UnsafeOnHost::Allow {
+            r.error(sc.source.error(
+                Span::default(),
+                "timeline.schedule",
+                "the schedule runs a stressor that can take the whole machine down, and on the \
+                 host platform nothing contains it",
+                "on the host platform: stressors other than forkbomb, memhog and disk",
+                "run as root so tenants are cgroups, or set unsafe_on_host = \"allow\" (run it \
+                 capped)",
+            ));
+            ok = false;
+        }
+        if !ok {
+            return Vec::new();
+        }
+        let first = &set.schedule[0];
+        let st = isobench_workloads::stressor(&first.name).expect("validated name");
+        vec![Condition {
+            id: CONDITION.into(),
+            stressor_id: CONDITION.into(),
+            name: CONDITION.into(),
+            class: st.class(),
+            intensity: set.schedule.iter().map(|e| e.intensity).max().unwrap_or(0),
+            params: Default::default(),
+            assignments: Default::default(),
+            limits: Default::default(),
+            aggressive,
+            design: Design::Paired,
+            design_reason: "a scheduled trial: the stressors start and stop on the schedule \
+                            while the probe measures in windows"
+                .into(),
+            capped,
+        }]
+    }
+
+    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
+        r.scenario().source.error(
+            Span::default(),
+            "timeline.schedule",
+            "the schedule has nothing to run on this platform",
+            "stressors this platform supports (`isobench list`)",
+            "schedule other stressors, or run as root for cgroup tenants",
+        )
+    }
+
+    /// `repeat` trials of `length` each, in the first round.
+    fn estimate(&self, plan: &Plan) -> Estimate {
+        let (n, secs) = settings_of(&plan.settings).map_or((0, 0.0), |s| {
+            (
+                s.repeat,
+                s.repeat as f64 * (s.length + plan.trial.warmup).as_secs_f64(),
+            )
+        });
+        Estimate {
+            trials_per_round: n,
+            trials_min: n,
+            trials_max: n,
+            secs_min: secs,
+            secs_max: secs,
+        }
+    }
+
+    fn first_needs(&self, plan: &Plan) -> Needs {
+        let mut n = Needs::default();
+        if !plan.conditions.is_empty() {
+            n.cells.insert((0, 0));
+        }
+        n
+    }
+
+    /// Round 0: one block per repetition of the schedule, each one scheduled trial; later
+    /// rounds have nothing to add.
+    fn round_blocks(&self, plan: &Plan, round: u32, _needs: &Needs) -> Vec<Block> {
+        let Some(set) = settings_of(&plan.settings) else {
+            return Vec::new();
+        };
+        let Some(p) = plan.probes.iter().position(|p| p.id == set.probe) else {
+            return Vec::new();
+        };
+        if round > 0 || plan.conditions.is_empty() {
+            return Vec::new();
+        }
+        (0..set.repeat)
+            .map(|i| Block {
+                round,
+                index: i,
+                condition: Some(0),
+                trials: vec![ScheduledTrial {
+                    slot: 0,
+                    what: TrialWhat::Scheduled(p),
+                }],
+            })
+            .collect()
+    }
+
+    fn analyze(
+        &self,
+        run: &LoadedRun,
+        plan: Option<&Plan>,
+        _stored: &Stored,
+        settings: &StatsSettings,
+    ) -> Analysis {
+        let set = plan.and_then(|p| settings_of(&p.settings));
+        let transition = set.as_ref().map(|s| s.transition).unwrap_or_default();
+        let mut analyses: Vec<Analysed> = Vec::new();
+        for t in run.trials.iter().filter(|t| t.timeline.is_some()) {
+            for (metric, direction, unit) in metrics(t, plan) {
+                if let Some(a) = analyze_trial(
+                    t,
+                    t.key.block,
+                    &metric,
+                    direction,
+                    &transition,
+                    settings.confidence,
+                ) {
+                    analyses.push(Analysed {
+                        probe: t.probe.clone(),
+                        metric,
+                        unit,
+                        a,
+                    });
+                }
+            }
+        }
+        Analysis {
+            cells: Vec::new(),
+            aggressor: Vec::new(),
+            classes: Vec::new(),
+            sections: sections(&analyses, set.as_ref()),
+        }
+    }
+
+    /// One round holds every scheduled trial; nothing is added after it.
+    fn needs(&self, _plan: &Plan, _results: &Results) -> Needs {
+        Needs::default()
+    }
+}
+
+/// The metrics of a scheduled trial's record that have a window series (those the plan
+/// tracks, when there is a plan), each with its better direction and its unit.
+fn metrics(t: &TrialRecord, plan: Option<&Plan>) -> Vec<(String, Direction, String)> {
+    let spec = isobench_workloads::probe(&t.probe)
+        .or_else(|| {
+            plan.and_then(|p| p.probes.iter().find(|x| x.id == t.probe))
+                .and_then(|x| isobench_workloads::probe(&x.name))
+        })
+        .map(|p| p.metrics());
+    t.series
+        .iter()
+        .filter(|s| plan.is_none_or(|p| p.tracks(&t.probe, &s.metric)))
+        .filter_map(|s| {
+            let (direction, unit) = t
+                .samples
+                .iter()
+                .find(|x| x.metric == s.metric)
+                .map(|x| (x.direction, x.unit.clone()))
+                .or_else(|| {
+                    spec.and_then(|m| m.iter().find(|m| m.name == s.metric))
+                        .map(|m| (m.direction, m.unit.to_string()))
+                })?;
+            Some((s.metric.clone(), direction, unit))
+        })
+        .collect()
+}
+
+/// One scheduled trial's analysis of one metric.
+struct Analysed {
+    probe: String,
+    metric: String,
+    unit: String,
+    a: TrialAnalysis,
+}
+
+/// Seconds with millisecond resolution.
+fn secs(x: f64) -> Value {
+    Value::number(x, 3)
+}
+
+fn opt(x: Option<f64>, digits: u8) -> Value {
+    x.map_or(Value::Empty, |v| Value::number(v, digits))
+}
+
+/// The kind's sections: the episodes, the phases and the series of every scheduled trial
+/// and metric.
+fn sections(analyses: &[Analysed], set: Option<&TimelineSettings>) -> Vec<Section> {
+    let many = analyses.len() > 1;
+    let mut episodes = Vec::new();
+    let mut phases = Vec::new();
+    let mut series = Vec::new();
+    for Analysed {
+        probe,
+        metric,
+        unit,
+        a,
+    } in analyses
+    {
+        let trial = a.series.trial;
+        let suffix = if many {
+            format!(" (trial {trial}, {metric})")
+        } else {
+            String::new()
+        };
+        let id = |base: &str| {
+            if many {
+                format!("{base}-{trial}-{metric}")
+            } else {
+                base.to_string()
+            }
+        };
+        let unit = unit.as_str();
+        let mut s = Section::new(
+            &id("episodes"),
+            format!(
+                "Each stressor run against the phase before its start: {probe} {metric}{suffix}"
+            ),
+            vec![
+                Column::text("tenant"),
+                Column::text("stressor"),
+                Column::unit("start", "s"),
+                Column::unit("stop", "s"),
+                Column::unit("before", unit),
+                Column::unit("during", unit),
+                Column::unit("degradation", "%"),
+                Column::unit("time to degrade", "s"),
+                Column::unit("time to recover", "s"),
+                Column::text("recovered to"),
+                Column::unit("aggressor rate", "ops/s"),
+            ],
+        );
+        for e in &a.episodes {
+            let d = e.degradation.as_ref().map_or(Value::Empty, |d| {
+                Value::estimate(d.estimate, d.lower, d.upper, 1)
+            });
+            s.push(vec![
+                Value::text_of(e.tenant.clone()),
+                Value::text_of(format!("{}@{}", e.stressor, e.intensity)),
+                secs(e.start_s),
+                opt(e.stop_s, 3),
+                opt(e.before, 1),
+                opt(e.during, 1),
+                d,
+                opt(e.time_to_degrade_s, 3),
+                opt(e.time_to_recover_s, 3),
+                e.recovered_to.clone().map_or(Value::Empty, Value::text_of),
+                opt(e.aggressor_ops_per_sec, 0),
+            ]);
+            for n in &e.notes {
+                s.notes.push(format!(
+                    "{} {}@{} at {:.1} s: {n}",
+                    e.tenant, e.stressor, e.intensity, e.start_s
+                ));
+            }
+        }
+        let cfg = set.map(|s| s.transition).unwrap_or_default();
+        s.notes.push(format!(
+            "degradation: the later half of the phase the start opens against the later half \
+             of the phase before (batch means, Welch t); time to degrade: until {} windows in \
+             a row leave the band of before (median +/- max({} x 1.4826 MAD, {}% of the \
+             median)), before the next switch; time to recover: from the stop until {} windows \
+             in a row are back in a band; accurate to one window",
+            cfg.sustain,
+            cfg.k,
+            cfg.min_rel_width * 100.0,
+            cfg.sustain
+        ));
+        episodes.push(s);
+
+        let tenants: Vec<String> = a
+            .phases
+            .first()
+            .map(|p| p.cpu.iter().map(|c| c.0.clone()).collect())
+            .unwrap_or_default();
+        let mut cols = vec![
+            Column::unit("from", "s"),
+            Column::unit("to", "s"),
+            Column::text("running"),
+            Column::text("windows"),
+            Column::unit("median", unit),
+        ];
+        cols.extend(
+            tenants
+                .iter()
+                .map(|t| Column::unit(&format!("{t} CPU"), "CPUs")),
+        );
+        let mut s = Section::new(
+            &id("phases"),
+            format!("Phases between switches: {probe} {metric}{suffix}"),
+            cols,
+        );
+        for p in &a.phases {
+            let mut row = vec![
+                secs(p.from_s),
+                secs(p.to_s),
+                Value::text_of(if p.running.is_empty() {
+                    "idle".to_string()
+                } else {
+                    p.running.join(" ")
+                }),
+                Value::number(p.windows as f64, 0),
+                opt(p.median, 1),
+            ];
+            row.extend(p.cpu.iter().map(|c| Value::number(c.1, 2)));
+            s.push(row);
+        }
+        s.notes.push(
+            "median: of the windows in the later half of the phase; CPU: mean CPUs the \
+             tenant used over the phase"
+                .into(),
+        );
+        phases.push(s);
+
+        let mut cols = vec![
+            Column::unit("window start", "s"),
+            Column::unit("window end", "s"),
+            Column::unit(metric, unit),
+        ];
+        cols.extend(
+            a.series
+                .cpu
+                .iter()
+                .map(|(t, _)| Column::unit(&format!("{t} CPU"), "CPUs")),
+        );
+        let mut s = Section::new(
+            &id("series"),
+            format!("The series: {probe} {metric} per window, each tenant's CPU use{suffix}"),
+            cols,
+        );
+        for &(a0, b0, v) in &a.series.windows {
+            let mut row = vec![secs(a0), secs(b0), Value::number(v, 1)];
+            // The CPU use of the sample interval the window ends in.
+            row.extend(a.series.cpu.iter().map(|(_, xs)| {
+                xs.iter()
+                    .find(|(t, _)| *t >= b0)
+                    .or(xs.last())
+                    .map_or(Value::Empty, |(_, u)| Value::number(*u, 2))
+            }));
+            s.push(row);
+        }
+        s.notes.push(format!(
+            "switches: {}",
+            a.series
+                .switches
+                .iter()
+                .map(|(t, who, what, on, err)| format!(
+                    "{t:.3} s {who} {} {what}{}",
+                    if *on { "start" } else { "stop" },
+                    err.as_ref()
+                        .map_or(String::new(), |e| format!(" (failed: {e})"))
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+        series.push(s);
+    }
+    episodes.into_iter().chain(phases).chain(series).collect()
+}
