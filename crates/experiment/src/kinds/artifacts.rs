@@ -23,14 +23,13 @@ use std::collections::BTreeMap;
 use isobench_results::{Column, Section, Value};
 use isobench_store::{LoadedRun, TrialRecord};
 
-use super::matrix::{self, Matrix};
+use super::matrix::Matrix;
 use super::{Analysis, ExperimentKind};
-use crate::analysis::{condition_text, correct_significance, Results, StatsSettings, Stored};
+use crate::analysis::{condition_text, correct_significance, StatsSettings, Stored};
 use crate::fields::Fields;
-use crate::plan::{Condition, Estimate, Plan, PlannedProbe, Platform};
+use crate::plan::{Condition, Plan, PlannedProbe, Platform};
 use crate::resolve::Resolver;
 use crate::scenario::{Role, Scenario};
-use crate::schedule::{Block, Needs};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
 use crate::source::{ScenarioError, Span};
 use serde::{Deserialize, Serialize};
@@ -231,18 +230,6 @@ impl ExperimentKind for Artifacts {
         Matrix.nothing_to_run(r)
     }
 
-    fn estimate(&self, plan: &Plan) -> Estimate {
-        matrix::schedule::estimate(plan)
-    }
-
-    fn first_needs(&self, plan: &Plan) -> Needs {
-        matrix::schedule::first_needs(plan)
-    }
-
-    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
-        matrix::schedule::round_blocks(plan, round, needs)
-    }
-
     fn analyze(
         &self,
         _run: &LoadedRun,
@@ -276,10 +263,6 @@ impl ExperimentKind for Artifacts {
             classes: Vec::new(),
             sections,
         }
-    }
-
-    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
-        matrix::analysis::needs(plan, results)
     }
 }
 

@@ -20,12 +20,11 @@ use serde::{Deserialize, Serialize};
 
 use super::matrix::{self, stressor_conditions, Variant};
 use super::{Analysis, ExperimentKind};
-use crate::analysis::{Cell, Results, StatsSettings, Stored};
+use crate::analysis::{Cell, StatsSettings, Stored};
 use crate::fields::Fields;
-use crate::plan::{Condition, Design, Estimate, LimitOverride, Plan, Platform};
+use crate::plan::{Condition, Design, LimitOverride, Plan, Platform};
 use crate::resolve::Resolver;
 use crate::scenario::{Placement, Role, Scenario};
-use crate::schedule::{Block, Needs};
 use crate::source::{ScenarioError, Span};
 
 /// The `fidelity` kind.
@@ -300,18 +299,6 @@ impl ExperimentKind for Fidelity {
         )
     }
 
-    fn estimate(&self, plan: &Plan) -> Estimate {
-        matrix::schedule::estimate(plan)
-    }
-
-    fn first_needs(&self, plan: &Plan) -> Needs {
-        matrix::schedule::first_needs(plan)
-    }
-
-    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
-        matrix::schedule::round_blocks(plan, round, needs)
-    }
-
     fn analyze(
         &self,
         run: &LoadedRun,
@@ -335,10 +322,6 @@ impl ExperimentKind for Fidelity {
         }
         a.sections.push(profile(plan, &set, &a.cells));
         a
-    }
-
-    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
-        matrix::analysis::needs(plan, results)
     }
 }
 

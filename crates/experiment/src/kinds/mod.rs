@@ -47,12 +47,18 @@ pub trait ExperimentKind: Sync {
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition>;
     /// The problem to report when planning left no condition to run.
     fn nothing_to_run(&self, r: &Resolver) -> ScenarioError;
-    /// Size and duration of a run of `plan`.
-    fn estimate(&self, plan: &Plan) -> Estimate;
-    /// What the first rounds (the scenario's minimum) measure.
-    fn first_needs(&self, plan: &Plan) -> Needs;
-    /// The blocks of round `round`, given what still needs data.
-    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block>;
+    /// Size and duration of a run of `plan`; by default, the matrix engine's schedule.
+    fn estimate(&self, plan: &Plan) -> Estimate {
+        matrix::schedule::estimate(plan)
+    }
+    /// What the first rounds (the scenario's minimum) measure; by default, the matrix's.
+    fn first_needs(&self, plan: &Plan) -> Needs {
+        matrix::schedule::first_needs(plan)
+    }
+    /// The blocks of round `round`, given what still needs data; by default, the matrix's.
+    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
+        matrix::schedule::round_blocks(plan, round, needs)
+    }
     /// The kind's results from the stored trials.
     fn analyze(
         &self,
@@ -61,8 +67,10 @@ pub trait ExperimentKind: Sync {
         stored: &Stored,
         settings: &StatsSettings,
     ) -> Analysis;
-    /// What still needs data after `results`.
-    fn needs(&self, plan: &Plan, results: &Results) -> Needs;
+    /// What still needs data after `results`; by default, the matrix's stopping rule.
+    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
+        matrix::analysis::needs(plan, results)
+    }
 }
 
 /// What a kind's analysis finds: the cells the run reports.

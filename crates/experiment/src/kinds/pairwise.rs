@@ -18,12 +18,11 @@ use serde::{Deserialize, Serialize};
 
 use super::matrix::{self, stressor_conditions, Variant};
 use super::{Analysis, ExperimentKind};
-use crate::analysis::{Cell, Results, StatsSettings, Stored};
+use crate::analysis::{Cell, StatsSettings, Stored};
 use crate::fields::Fields;
-use crate::plan::{Condition, Estimate, Plan, Platform};
+use crate::plan::{Condition, Plan, Platform};
 use crate::resolve::Resolver;
 use crate::scenario::Scenario;
-use crate::schedule::{Block, Needs};
 use crate::source::{ScenarioError, Span};
 
 /// The `pairwise` kind.
@@ -145,18 +144,6 @@ impl ExperimentKind for Pairwise {
         )
     }
 
-    fn estimate(&self, plan: &Plan) -> Estimate {
-        matrix::schedule::estimate(plan)
-    }
-
-    fn first_needs(&self, plan: &Plan) -> Needs {
-        matrix::schedule::first_needs(plan)
-    }
-
-    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
-        matrix::schedule::round_blocks(plan, round, needs)
-    }
-
     fn analyze(
         &self,
         run: &LoadedRun,
@@ -213,10 +200,6 @@ impl ExperimentKind for Pairwise {
         );
         a.sections.push(section);
         a
-    }
-
-    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
-        matrix::analysis::needs(plan, results)
     }
 }
 

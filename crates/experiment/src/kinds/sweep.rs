@@ -15,12 +15,11 @@ use serde::{Deserialize, Serialize};
 use super::curve::{curve_section, Point};
 use super::matrix::{self, stressor_conditions, Variant};
 use super::{Analysis, ExperimentKind};
-use crate::analysis::{Results, StatsSettings, Stored};
+use crate::analysis::{StatsSettings, Stored};
 use crate::fields::Fields;
-use crate::plan::{Condition, Estimate, Plan, Platform};
+use crate::plan::{Condition, Plan, Platform};
 use crate::resolve::Resolver;
 use crate::scenario::Scenario;
-use crate::schedule::{Block, Needs};
 use crate::source::{ScenarioError, Span};
 
 /// The `sweep` kind.
@@ -219,18 +218,6 @@ impl ExperimentKind for Sweep {
         )
     }
 
-    fn estimate(&self, plan: &Plan) -> Estimate {
-        matrix::schedule::estimate(plan)
-    }
-
-    fn first_needs(&self, plan: &Plan) -> Needs {
-        matrix::schedule::first_needs(plan)
-    }
-
-    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
-        matrix::schedule::round_blocks(plan, round, needs)
-    }
-
     fn analyze(
         &self,
         run: &LoadedRun,
@@ -264,9 +251,5 @@ impl ExperimentKind for Sweep {
             run,
         ));
         a
-    }
-
-    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
-        matrix::analysis::needs(plan, results)
     }
 }

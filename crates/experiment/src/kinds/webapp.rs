@@ -16,17 +16,16 @@ use isobench_results::{Column, Section, Value};
 use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
-use super::matrix::{self, Matrix};
+use super::matrix::Matrix;
 use super::{Analysis, ExperimentKind};
 use crate::analysis::{
-    apply_design, cell_design, correct_significance, make_cell, paired_units, Cell, Results,
-    StatsSettings, Stored,
+    apply_design, cell_design, correct_significance, make_cell, paired_units, Cell, StatsSettings,
+    Stored,
 };
 use crate::fields::Fields;
-use crate::plan::{Condition, Estimate, Plan, Platform};
+use crate::plan::{Condition, Plan, Platform};
 use crate::resolve::Resolver;
 use crate::scenario::{Role, Scenario};
-use crate::schedule::{Block, Needs};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
 use crate::source::{ScenarioError, Span};
 
@@ -120,18 +119,6 @@ impl ExperimentKind for Webapp {
         Matrix.nothing_to_run(r)
     }
 
-    fn estimate(&self, plan: &Plan) -> Estimate {
-        matrix::schedule::estimate(plan)
-    }
-
-    fn first_needs(&self, plan: &Plan) -> Needs {
-        matrix::schedule::first_needs(plan)
-    }
-
-    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
-        matrix::schedule::round_blocks(plan, round, needs)
-    }
-
     fn analyze(
         &self,
         _run: &LoadedRun,
@@ -150,10 +137,6 @@ impl ExperimentKind for Webapp {
             classes: Vec::new(),
             sections,
         }
-    }
-
-    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
-        matrix::analysis::needs(plan, results)
     }
 }
 
