@@ -193,9 +193,10 @@ impl Default for TuningLimits {
 }
 
 /// Chooses window, period and trial length for a probe from an idle pilot series of short
-/// windows: for each candidate window (1, 2, 4 or 8 pilot windows) and phase length (2 to 16
+/// windows: for each candidate window (1, 2, 4 or 8 pilot windows) and phase length (3 to 16
 /// windows), the pilot itself is cut into pseudo on/off cycles (every starting offset, the
-/// first window of each phase dropped as the guard) and the standard deviation of their log
+/// first two windows of each phase dropped: the guard, and the window a trial's unaligned
+/// windows may lose after it) and the standard deviation of their log
 /// ratios measured: an A/A run of the design on real noise, drift included. The cycles needed
 /// for the target follow from it (`n = (z sd / target)^2`); the choice is the least wall time.
 /// Falls back to `fallback` when the pilot is too short to say.
@@ -237,7 +238,7 @@ pub fn tune(
             .map(|c| c.iter().sum::<f64>() / k as f64)
             .collect();
         let window = w0 * k as u32;
-        for m in [2usize, 3, 4, 6, 8, 12, 16] {
+        for m in [3usize, 4, 6, 8, 12, 16] {
             let phase = window * m as u32;
             if phase < limits.min_phase || phase > limits.max_phase {
                 continue;
@@ -305,17 +306,20 @@ fn median_width(ws: &[WindowRecord]) -> Duration {
 }
 
 /// Standard deviation of pseudo-cycle log ratios of an idle series cut into phases of `m`
-/// windows (first window of each phase dropped), over every starting offset; with the number
+/// windows (the first two windows of each phase dropped), over every starting offset; with the number
 /// of cycles per offset.
 fn aa_cycle_sd(xs: &[f64], m: usize) -> Option<(f64, usize)> {
-    if m < 2 {
+    if m < 3 {
         return None;
     }
     let mut ratios = Vec::new();
     let mut per_offset = 0;
     for offset in 0..2 * m {
         let phase_mean = |i: usize| -> Option<f64> {
-            let a = offset + i * m + 1;
+            // A real trial's windows are not aligned with its switches: after the guard (one
+            // window) the next whole window may start up to a window later, so a phase of m
+            // windows is sure to hold m - 2 of them (a phase of 2 may hold none).
+            let a = offset + i * m + 2;
             let b = offset + (i + 1) * m;
             (b <= xs.len()).then(|| xs[a..b].iter().sum::<f64>() / (b - a) as f64)
         };
