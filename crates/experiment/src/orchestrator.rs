@@ -373,12 +373,7 @@ impl<'a> Engine<'a> {
                     }
                 }
                 if needs.is_empty() {
-                    reason = format!(
-                        "stopping rule met: every victim degradation's {:.0}% interval is within \
-                         +/-{} points after {round} rounds",
-                        plan.repetitions.confidence * 100.0,
-                        plan.repetitions.ci_half_width
-                    );
+                    reason = plan.kind.experiment().finished(plan, round);
                     break;
                 }
                 needs
@@ -414,11 +409,7 @@ impl<'a> Engine<'a> {
             }
             if round + 1 == max {
                 reason = if open == 0 {
-                    format!(
-                        "stopping rule met: every victim degradation's interval is within +/-{} \
-                         points after {max} rounds",
-                        plan.repetitions.ci_half_width
-                    )
+                    plan.kind.experiment().finished(plan, max)
                 } else {
                     format!(
                         "repetition cap reached: {max} rounds, {open} result(s) without an \

@@ -7,8 +7,16 @@ use isobench_results::Section;
 
 use crate::table::{render_grid, Row, Style};
 
-/// The sections as terminal grids, each under its title, with its notes.
-pub fn render_sections(sections: &[Section], style: Style) -> String {
+/// Rows a terminal grid shows in full; a longer section (a window series) shows its first
+/// [`HEAD_ROWS`] and last [`TAIL_ROWS`] rows and says where the rest is.
+const MAX_ROWS: usize = 40;
+const HEAD_ROWS: usize = 30;
+const TAIL_ROWS: usize = 5;
+
+/// The sections as terminal grids, each under its title, with its notes. A section longer
+/// than [`MAX_ROWS`] rows is cut in the middle, with the export command that has every row
+/// (`run` is the run's id).
+pub fn render_sections(sections: &[Section], run: &str, style: Style) -> String {
     let mut out = String::new();
     for s in sections {
         let _ = writeln!(out, "\n{}", s.title);
@@ -16,7 +24,7 @@ pub fn render_sections(sections: &[Section], style: Style) -> String {
         let Some((head, columns)) = headers.split_first() else {
             continue;
         };
-        let rows: Vec<Row> = s
+        let mut rows: Vec<Row> = s
             .text_rows()
             .into_iter()
             .map(|mut cells| {
@@ -28,9 +36,28 @@ pub fn render_sections(sections: &[Section], style: Style) -> String {
                 Row { label, cells }
             })
             .collect();
+        let total = rows.len();
+        if total > MAX_ROWS {
+            let tail = rows.split_off(total - TAIL_ROWS);
+            rows.truncate(HEAD_ROWS);
+            rows.push(Row {
+                label: format!("... {} more", total - HEAD_ROWS - TAIL_ROWS),
+                cells: vec![String::new(); columns.len()],
+            });
+            rows.extend(tail);
+        }
         render_grid(&mut out, head, columns, &rows, style);
         for n in &s.notes {
             let _ = writeln!(out, "  {n}");
+        }
+        if total > MAX_ROWS {
+            let _ = writeln!(
+                out,
+                "  {} of {total} rows shown; every row: isobench export {run} --format csv \
+                 --section {}",
+                HEAD_ROWS + TAIL_ROWS,
+                s.id
+            );
         }
     }
     out
@@ -148,7 +175,7 @@ mod tests {
     #[test]
     fn a_section_renders_in_every_format() {
         let s = vec![curve()];
-        insta::assert_snapshot!(render_sections(&s, Style::default()), @r"
+        insta::assert_snapshot!(render_sections(&s, "R", Style::default()), @r"
 
         cpu-int ops_per_sec under cpu
         intensity [%]        loss [%]
@@ -171,5 +198,25 @@ mod tests {
         25,1.5,0.5,2.5
         50,,,
         ");
+    }
+
+    #[test]
+    fn a_long_section_shows_its_ends_and_where_the_rest_is() {
+        let mut s = Section::new("series", "a series", vec![Column::unit("t", "s")]);
+        for i in 0..100 {
+            s.push(vec![Value::number(f64::from(i), 0)]);
+        }
+        let text = render_sections(&[s], "R1", Style::default());
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.contains(&"29"), "{text}");
+        assert!(!lines.contains(&"30"), "{text}");
+        assert!(lines.contains(&"... 65 more"), "{text}");
+        assert!(lines.contains(&"95") && lines.contains(&"99"), "{text}");
+        assert!(
+            text.contains(
+                "35 of 100 rows shown; every row: isobench export R1 --format csv --section series"
+            ),
+            "{text}"
+        );
     }
 }

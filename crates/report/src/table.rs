@@ -385,7 +385,7 @@ pub fn render(r: &Results, style: Style) -> String {
         }
         v
     };
-    if r.cells.is_empty() {
+    if r.cells.is_empty() && r.sections.is_empty() {
         let _ = writeln!(out, "\nno trial has produced a result yet");
     }
     let footnotes = Footnotes::of(r);
@@ -454,12 +454,15 @@ pub fn render(r: &Results, style: Style) -> String {
         }
         render_grid(&mut out, "probe metric", &conditions, &rows, style);
     }
-    let _ = writeln!(
-        out,
-        "\n* {}  ? untrustworthy (see below)  v better under contention (kept, not clipped)  ~ \
-         includes trials disturbed by outside load  DNR k/n: k of n trials did not respond",
-        r.significance_legend()
-    );
+    if !r.cells.is_empty() || !r.aggressor.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n* {}  ? untrustworthy (see below)  v better under contention (kept, not \
+             clipped)  ~ includes trials disturbed by outside load  DNR k/n: k of n trials did \
+             not respond",
+            r.significance_legend()
+        );
+    }
     if !footnotes.is_empty() {
         let _ = writeln!(
             out,
@@ -470,7 +473,11 @@ pub fn render(r: &Results, style: Style) -> String {
         }
     }
 
-    out.push_str(&crate::sections::render_sections(&r.sections, style));
+    out.push_str(&crate::sections::render_sections(
+        &r.sections,
+        r.run.id.as_str(),
+        style,
+    ));
 
     if !r.classes.is_empty() {
         let _ = writeln!(

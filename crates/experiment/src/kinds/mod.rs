@@ -71,6 +71,16 @@ pub trait ExperimentKind: Sync {
     fn needs(&self, plan: &Plan, results: &Results) -> Needs {
         matrix::analysis::needs(plan, results)
     }
+    /// Why the run ended when [`ExperimentKind::needs`] left nothing to measure after
+    /// `rounds` rounds; by default, the matrix's stopping rule.
+    fn finished(&self, plan: &Plan, rounds: u32) -> String {
+        format!(
+            "stopping rule met: every victim degradation's {:.0}% interval is within +/-{} \
+             points after {rounds} rounds",
+            plan.repetitions.confidence * 100.0,
+            plan.repetitions.ci_half_width
+        )
+    }
 }
 
 /// What a kind's analysis finds: the cells the run reports.

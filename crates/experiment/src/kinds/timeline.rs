@@ -275,6 +275,11 @@ impl ExperimentKind for Timeline {
     fn needs(&self, _plan: &Plan, _results: &Results) -> Needs {
         Needs::default()
     }
+
+    fn finished(&self, plan: &Plan, _rounds: u32) -> String {
+        let n = settings_of(&plan.settings).map_or(0, |s| s.repeat);
+        format!("the schedule ran {n} time(s), as planned")
+    }
 }
 
 /// The metrics of a scheduled trial's record that have a window series (those the plan
@@ -321,13 +326,14 @@ fn opt(x: Option<f64>, digits: u8) -> Value {
     x.map_or(Value::Empty, |v| Value::number(v, digits))
 }
 
-/// The kind's sections: the episodes, the phases and the series of every scheduled trial
-/// and metric.
+/// The kind's sections: the episodes of every scheduled trial and metric, then per trial its
+/// phases and its series, one column per metric beside every tenant's CPU use.
 fn sections(analyses: &[Analysed], set: Option<&TimelineSettings>) -> Vec<Section> {
     let many = analyses.len() > 1;
+    let mut trials: Vec<u32> = analyses.iter().map(|x| x.a.series.trial).collect();
+    trials.dedup();
+    let many_trials = trials.len() > 1;
     let mut episodes = Vec::new();
-    let mut phases = Vec::new();
-    let mut series = Vec::new();
     for Analysed {
         probe,
         metric,
@@ -405,93 +411,149 @@ fn sections(analyses: &[Analysed], set: Option<&TimelineSettings>) -> Vec<Sectio
             cfg.sustain
         ));
         episodes.push(s);
-
-        let tenants: Vec<String> = a
-            .phases
-            .first()
-            .map(|p| p.cpu.iter().map(|c| c.0.clone()).collect())
-            .unwrap_or_default();
-        let mut cols = vec![
-            Column::unit("from", "s"),
-            Column::unit("to", "s"),
-            Column::text("running"),
-            Column::text("windows"),
-            Column::unit("median", unit),
-        ];
-        cols.extend(
-            tenants
-                .iter()
-                .map(|t| Column::unit(&format!("{t} CPU"), "CPUs")),
-        );
-        let mut s = Section::new(
-            &id("phases"),
-            format!("Phases between switches: {probe} {metric}{suffix}"),
-            cols,
-        );
-        for p in &a.phases {
-            let mut row = vec![
-                secs(p.from_s),
-                secs(p.to_s),
-                Value::text_of(if p.running.is_empty() {
-                    "idle".to_string()
-                } else {
-                    p.running.join(" ")
-                }),
-                Value::number(p.windows as f64, 0),
-                opt(p.median, 1),
-            ];
-            row.extend(p.cpu.iter().map(|c| Value::number(c.1, 2)));
-            s.push(row);
-        }
-        s.notes.push(
-            "median: of the windows in the later half of the phase; CPU: mean CPUs the \
-             tenant used over the phase"
-                .into(),
-        );
-        phases.push(s);
-
-        let mut cols = vec![
-            Column::unit("window start", "s"),
-            Column::unit("window end", "s"),
-            Column::unit(metric, unit),
-        ];
-        cols.extend(
-            a.series
-                .cpu
-                .iter()
-                .map(|(t, _)| Column::unit(&format!("{t} CPU"), "CPUs")),
-        );
-        let mut s = Section::new(
-            &id("series"),
-            format!("The series: {probe} {metric} per window, each tenant's CPU use{suffix}"),
-            cols,
-        );
-        for &(a0, b0, v) in &a.series.windows {
-            let mut row = vec![secs(a0), secs(b0), Value::number(v, 1)];
-            // The CPU use of the sample interval the window ends in.
-            row.extend(a.series.cpu.iter().map(|(_, xs)| {
-                xs.iter()
-                    .find(|(t, _)| *t >= b0)
-                    .or(xs.last())
-                    .map_or(Value::Empty, |(_, u)| Value::number(*u, 2))
-            }));
-            s.push(row);
-        }
-        s.notes.push(format!(
-            "switches: {}",
-            a.series
-                .switches
-                .iter()
-                .map(|(t, who, what, on, err)| format!(
-                    "{t:.3} s {who} {} {what}{}",
-                    if *on { "start" } else { "stop" },
-                    err.as_ref()
-                        .map_or(String::new(), |e| format!(" (failed: {e})"))
-                ))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ));
-        series.push(s);
     }
-    episodes.into_iter().chain(phases).chain(series).collect()
+    let mut out = episodes;
+    for trial in trials {
+        let of_trial: Vec<&Analysed> = analyses
+            .iter()
+            .filter(|x| x.a.series.trial == trial)
+            .collect();
+        let suffix = if many_trials {
+            format!(" (trial {trial})")
+        } else {
+            String::new()
+        };
+        let id = |base: &str| {
+            if many_trials {
+                format!("{base}-{trial}")
+            } else {
+                base.to_string()
+            }
+        };
+        out.push(phases_section(&of_trial, &id("phases"), &suffix));
+        out.push(series_section(&of_trial, &id("series"), &suffix));
+    }
+    out
+}
+
+/// The tenants whose CPU use a trial's analysis sampled, in the timeline's order.
+fn cpu_tenants(a: &TrialAnalysis) -> Vec<String> {
+    a.series.cpu.iter().map(|(t, _)| t.clone()).collect()
+}
+
+/// One trial's phases between switches: what ran, the median of each metric's settled
+/// windows and each tenant's CPU use.
+fn phases_section(of_trial: &[&Analysed], id: &str, suffix: &str) -> Section {
+    let first = &of_trial[0].a;
+    let probe = &of_trial[0].probe;
+    let tenants: Vec<String> = first
+        .phases
+        .first()
+        .map(|p| p.cpu.iter().map(|c| c.0.clone()).collect())
+        .unwrap_or_else(|| cpu_tenants(first));
+    let mut cols = vec![
+        Column::unit("from", "s"),
+        Column::unit("to", "s"),
+        Column::text("running"),
+        Column::text("windows"),
+    ];
+    cols.extend(
+        of_trial
+            .iter()
+            .map(|x| Column::unit(&format!("{} median", x.metric), &x.unit)),
+    );
+    cols.extend(
+        tenants
+            .iter()
+            .map(|t| Column::unit(&format!("{t} CPU"), "CPUs")),
+    );
+    let mut s = Section::new(
+        id,
+        format!("Phases between switches: {probe}{suffix}"),
+        cols,
+    );
+    for (i, p) in first.phases.iter().enumerate() {
+        let mut row = vec![
+            secs(p.from_s),
+            secs(p.to_s),
+            Value::text_of(if p.running.is_empty() {
+                "idle".to_string()
+            } else {
+                p.running.join(" ")
+            }),
+            Value::number(p.windows as f64, 0),
+        ];
+        // Every metric of a trial comes from the same windows, so its phases line up.
+        row.extend(of_trial.iter().map(|x| {
+            x.a.phases
+                .get(i)
+                .filter(|q| q.from_s == p.from_s)
+                .map_or(Value::Empty, |q| opt(q.median, 1))
+        }));
+        row.extend(p.cpu.iter().map(|c| Value::number(c.1, 2)));
+        s.push(row);
+    }
+    s.notes.push(
+        "median: of the windows in the later half of the phase; CPU: mean CPUs the tenant used \
+         over the phase"
+            .into(),
+    );
+    s
+}
+
+/// One trial's window series: each metric per window and the CPU use of each tenant in the
+/// sample interval the window ends in, with the switches as they happened.
+fn series_section(of_trial: &[&Analysed], id: &str, suffix: &str) -> Section {
+    let first = &of_trial[0].a;
+    let probe = &of_trial[0].probe;
+    let mut cols = vec![
+        Column::unit("window start", "s"),
+        Column::unit("window end", "s"),
+    ];
+    cols.extend(of_trial.iter().map(|x| Column::unit(&x.metric, &x.unit)));
+    cols.extend(
+        first
+            .series
+            .cpu
+            .iter()
+            .map(|(t, _)| Column::unit(&format!("{t} CPU"), "CPUs")),
+    );
+    let mut s = Section::new(
+        id,
+        format!("The series: {probe} per window, each tenant's CPU use{suffix}"),
+        cols,
+    );
+    for (i, &(a0, b0, _)) in first.series.windows.iter().enumerate() {
+        let mut row = vec![secs(a0), secs(b0)];
+        row.extend(of_trial.iter().map(|x| {
+            x.a.series
+                .windows
+                .get(i)
+                .filter(|w| w.0 == a0)
+                .map_or(Value::Empty, |w| Value::number(w.2, 1))
+        }));
+        row.extend(first.series.cpu.iter().map(|(_, xs)| {
+            xs.iter()
+                .find(|(t, _)| *t >= b0)
+                .or(xs.last())
+                .map_or(Value::Empty, |(_, u)| Value::number(*u, 2))
+        }));
+        s.push(row);
+    }
+    s.notes.push(format!(
+        "switches: {}",
+        first
+            .series
+            .switches
+            .iter()
+            .map(|(t, who, what, on, err)| format!(
+                "{t:.3} s {who} {} {what}{}",
+                if *on { "start" } else { "stop" },
+                err.as_ref()
+                    .map_or(String::new(), |e| format!(" (failed: {e})"))
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ));
+    s
 }
