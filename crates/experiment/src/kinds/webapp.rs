@@ -266,6 +266,9 @@ pub(crate) fn tenant_cells(
 /// good-response rate, and the well-behaved tenants' average.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PaperRow {
+    /// The stress test as the paper names it (`Fork`), or the condition id when the paper
+    /// has no such test.
+    pub test: String,
     /// Condition id (`forkbomb@100`).
     pub condition: String,
     /// The misbehaving tenants' degradation, percent (their mean when several); `None`
@@ -309,6 +312,8 @@ pub fn paper_rows(plan: &Plan, cells: &[Cell]) -> Vec<PaperRow> {
             };
             let (b, g) = (mine(&bad), mine(&good));
             PaperRow {
+                test: paper_test(&cond.name)
+                    .map_or_else(|| cond.id.clone(), |t| format!("{t} ({})", cond.id)),
                 condition: cond.id.clone(),
                 bad: mean(&b),
                 bad_dnr: !b.is_empty() && b.iter().all(|c| c.dnr.is_some()),
@@ -317,6 +322,19 @@ pub fn paper_rows(plan: &Plan, cells: &[Cell]) -> Vec<PaperRow> {
             }
         })
         .collect()
+}
+
+/// The name paper 001's Table 2 gives the stress test that stressor `name` implements.
+fn paper_test(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "memhog" => "Memory",
+        "forkbomb" => "Fork",
+        "cpu" => "CPU",
+        "disk" => "Disk Intensive",
+        "net-tx" => "Network Server Transmits",
+        "net-rx" => "Network Server Receives",
+        _ => return None,
+    })
 }
 
 /// The paper's Table 2 as a section: one row per stress test, the misbehaving tenant's
@@ -374,7 +392,7 @@ pub fn paper_section(plan: &Plan, cells: &[Cell]) -> Section {
             r.good.map_or(Value::Empty, |v| Value::number(v, 2))
         };
         s.push(vec![
-            Value::text_of(r.condition.clone()),
+            Value::text_of(r.test.clone()),
             bad_value,
             good_value,
             Value::text_of(format!("{k} of {n}")),
