@@ -38,8 +38,9 @@ pub struct RunArgs {
     /// scenario (one victim, one aggressor, a quick probe set under every stressor).
     #[arg(value_name = "FILE.toml")]
     pub scenario: Option<PathBuf>,
-    /// A built-in scenario instead of a file: quick (the default), standard (+/-2 points) or
-    /// null (A/A: an aggressor that does nothing, for the false-positive rate).
+    /// A built-in scenario instead of a file: quick (the default), standard (+/-2 points),
+    /// null (A/A: an aggressor that does nothing, for the false-positive rate), or one of the
+    /// papers' experiments; `isobench presets` lists them all with what each reproduces.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["scenario", "resume"])]
     pub preset: Option<String>,
     /// Continue an interrupted run: the trials it stored are kept, the rest are run.

@@ -72,6 +72,11 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         include_str!("../../../examples/vits-net.toml"),
     ),
     (
+        "vits-scale",
+        "VITS figure 9: the target's file I/O as 1..8 neighbours run the disk program",
+        include_str!("../../../examples/vits-scale.toml"),
+    ),
+    (
         "hyperv-fidelity",
         "paper 002: a tenant's CPU limit swept 10..100%, neighbour idle and loaded; q = v / (v_ref x s)",
         include_str!("../../../examples/hyperv-fidelity.toml"),
