@@ -464,6 +464,7 @@ fn fidelity_sweeps_the_core_count_and_measures_each_variant_on_its_own_cores() {
         assert!((90.0..100.0).contains(&q), "{row:?}");
     }
     assert!(profile.notes.iter().any(|n| n.starts_with("cores: ")));
+    insta::assert_snapshot!("fidelity_cores_profile", text(profile));
 }
 
 #[test]
