@@ -374,13 +374,18 @@ impl FakeTenant {
     }
 }
 
-/// Share of its speed a probe keeps in a tenant limited to `cpus` CPUs: the probe measures
-/// on one CPU, so a limit of one CPU or more costs nothing; below that it gets the limit's
-/// share of time, less an overhead that grows as the limit shrinks (the scheduler's
-/// throttling costs more when periods are cut short), as hypervisors show (paper 002).
-pub fn cpu_limit_share(cpus: Option<f64>) -> f64 {
+/// Share of its speed a probe of `threads` threads keeps in a tenant limited to `cpus` CPUs:
+/// the probe measures on one CPU per thread, so a limit of that many CPUs or more costs
+/// nothing; below that it gets the limit's share of time, less an overhead that grows as
+/// the limit shrinks (the scheduler's throttling costs more when periods are cut short), as
+/// hypervisors show (paper 002).
+pub fn cpu_limit_share(cpus: Option<f64>, threads: u32) -> f64 {
+    let used = f64::from(threads.max(1));
     match cpus {
-        Some(c) if c < 1.0 => c.max(0.0) * (1.0 - 0.1 * (1.0 - c.max(0.0))),
+        Some(c) if c < used => {
+            let c = c.max(0.0) / used;
+            c * (1.0 - 0.1 * (1.0 - c))
+        }
         _ => 1.0,
     }
 }
@@ -531,7 +536,11 @@ impl TenantDriver for FakeTenant {
                 ));
                 continue;
             }
-            let share = cpu_limit_share(st.cpu_limits.get(&self.name).copied());
+            let threads = run.params.0.get("threads").and_then(|v| v.as_u64());
+            let share = cpu_limit_share(
+                st.cpu_limits.get(&self.name).copied(),
+                threads.map_or(1, |t| t.min(u64::from(u32::MAX)) as u32),
+            );
             let value_at = |st: &mut State, t: Duration| -> f64 {
                 let slowdown = slowdown_at(st, t);
                 let n = st.noise();

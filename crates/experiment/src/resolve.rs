@@ -34,11 +34,13 @@ impl Plan {
             errors: Vec::new(),
             notes: Vec::new(),
             serving: Vec::new(),
+            planned_probes: Vec::new(),
             probes_instead: None,
         };
         let platform = r.platform();
         let mut tenants = r.tenants(platform);
         let mut probes = r.probes(&tenants);
+        r.planned_probes = probes.clone();
         let kind = sc.kind.experiment();
         let conditions = kind.conditions(&mut r, platform);
         if let Some(ps) = r.probes_instead.take() {
@@ -93,6 +95,8 @@ pub struct Resolver<'a> {
     notes: Vec<String>,
     /// Services a kind asked for, by probe id ([`Resolver::serve`]).
     serving: Vec<(String, crate::serving::Serving)>,
+    /// The scenario's probes as planned (supported here, sized from the victims' limits).
+    planned_probes: Vec<PlannedProbe>,
     /// The probes a kind derives from the scenario's, when it derives them
     /// ([`Resolver::replace_probes`]).
     probes_instead: Option<Vec<PlannedProbe>>,
@@ -129,6 +133,12 @@ impl<'a> Resolver<'a> {
     /// against the tenants when the plan is made.
     pub fn serve(&mut self, probe_id: &str, serving: crate::serving::Serving) {
         self.serving.push((probe_id.to_string(), serving));
+    }
+
+    /// The scenario's probes as planned so far: those supported here, sizes resolved from the
+    /// victims' limits (what a kind that derives variants starts from).
+    pub fn planned_probes(&self) -> &[PlannedProbe] {
+        &self.planned_probes
     }
 
     /// Runs `probes` instead of the scenario's (a kind that measures one probe in several

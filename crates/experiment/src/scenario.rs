@@ -78,7 +78,7 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
     ),
     (
         "hyperv-fidelity",
-        "paper 002: a tenant's CPU limit swept 10..100%, neighbour idle and loaded; q = v / (v_ref x s)",
+        "paper 002: a tenant's CPU limit swept 10..100% of 1 and 2 cores, neighbour idle and loaded; q = v / (v_ref x s)",
         include_str!("../../../examples/hyperv-fidelity.toml"),
     ),
     (
@@ -804,7 +804,8 @@ impl Checker<'_> {
     }
 }
 
-fn valid_id(s: &str) -> bool {
+/// Whether `s` is a valid probe, stressor or tenant id ([`ID_ALLOWED`]).
+pub(crate) fn valid_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 32
         && s.chars()

@@ -10,7 +10,7 @@ use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
 use isobench_experiment::progress::Transcript;
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 use isobench_results::Section;
-use isobench_store::{RunStatus, Store};
+use isobench_store::{Condition, LoadedRun, RunStatus, Store};
 
 /// Tenants, timing and one probe of every kind's scenario here; the kind adds the rest.
 const COMMON: &str = r#"
@@ -48,6 +48,11 @@ fn plan_of(text: &str) -> Plan {
 }
 
 fn run(text: &str) -> Results {
+    analyze(&run_stored(text))
+}
+
+/// A run of `text` to its end, as the store holds it.
+fn run_stored(text: &str) -> LoadedRun {
     let plan = plan_of(text);
     let mut store = Store::open_in_memory().unwrap();
     let (mut backend, clock) = FakeBackend::new(plan.seed, FakeScript::default());
@@ -66,7 +71,7 @@ fn run(text: &str) -> Results {
     .execute()
     .unwrap();
     assert_eq!(out.status, RunStatus::Complete, "{}", out.reason);
-    analyze(&store.load_run(&run).unwrap())
+    store.load_run(&run).unwrap()
 }
 
 /// A section as aligned text: title, headers, rows, notes.
@@ -345,6 +350,164 @@ fn fidelity_sweeps_the_limit_idle_and_loaded_and_reports_q() {
     // The fake gives a probe limited to c < 1 CPU the share c x (1 - 0.1 x (1 - c)): q =
     // 92.5% at 25%, 95% at 50%, 100% at 100%; the cpu load costs it another 30%.
     insta::assert_snapshot!("fidelity_profile", text(&r.sections[0]));
+}
+
+#[test]
+fn fidelity_sweeps_the_core_count_and_measures_each_variant_on_its_own_cores() {
+    let scenario = fidelity_scenario("[fidelity]\nlimits = [50, 100]\ncores = [1, 2]\n")
+        .replace("cpuset = \"0\"", "cpuset = \"0-1\"");
+    let plan = plan_of(&scenario);
+    // One variant of the probe per count, with as many threads, each its own baseline.
+    let probes: Vec<(&str, Option<u64>)> = plan
+        .probes
+        .iter()
+        .map(|p| (p.id.as_str(), p.params.0["threads"].as_u64()))
+        .collect();
+    assert_eq!(probes, [("cpu-int-1c", Some(1)), ("cpu-int-2c", Some(2))]);
+    let conds: Vec<(&str, Option<f64>)> = plan
+        .conditions
+        .iter()
+        .map(|c| (c.id.as_str(), c.limits["victim"].cpus))
+        .collect();
+    assert_eq!(
+        conds,
+        [
+            ("50%/1c", Some(0.5)),
+            ("50%/1c+cpu@100", Some(0.5)),
+            ("100%/1c", Some(1.0)),
+            ("100%/1c+cpu@100", Some(1.0)),
+            ("50%/2c", Some(1.0)),
+            ("50%/2c+cpu@100", Some(1.0)),
+            ("100%/2c", Some(2.0)),
+            ("100%/2c+cpu@100", Some(2.0)),
+        ]
+    );
+    // Each variant under the conditions of its own count only: half of the matrix's cells.
+    let mut all = plan.clone();
+    all.kind = isobench_experiment::Kind::named("matrix").unwrap();
+    let every = all.kind.experiment().estimate(&all);
+    assert_eq!(plan.estimate.trials_per_round * 2, every.trials_per_round);
+    assert!(plan.estimate.secs_max < every.secs_max);
+
+    let loaded = run_stored(&scenario);
+    let cores_of_probe = |p: &str| p.rsplit_once('-').map(|(_, k)| k.to_string());
+    let cores_of_condition = |c: &str| {
+        c.split_once('/')
+            .map(|(_, k)| k.split('+').next().unwrap_or(k).to_string())
+    };
+    let mut contended = 0;
+    for t in &loaded.trials {
+        if let Condition::Contended(c) = &t.condition {
+            contended += 1;
+            assert_eq!(
+                cores_of_probe(&t.probe),
+                cores_of_condition(c),
+                "trial {} ran {} under {c}",
+                t.key,
+                t.probe
+            );
+        }
+    }
+    assert!(contended > 0);
+    for p in ["cpu-int-1c", "cpu-int-2c"] {
+        assert!(
+            loaded
+                .trials
+                .iter()
+                .any(|t| t.probe == p && t.condition == Condition::Baseline),
+            "{p} has baseline trials"
+        );
+    }
+    let r = analyze(&loaded);
+    assert!(
+        r.cells
+            .iter()
+            .all(|c| cores_of_probe(&c.probe) == cores_of_condition(&c.condition)),
+        "no cell of a variant under another count"
+    );
+    let profile = &r.sections[0];
+    let headers = profile.headers();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let rows = profile.text_rows();
+    // A row per setting, load, count and metric of cpu-int (four), counts in order.
+    assert_eq!(rows.len(), 2 * 2 * 2 * 4);
+    let mut counts: Vec<&str> = rows.iter().map(|row| row[col("cores")].as_str()).collect();
+    counts.dedup();
+    assert_eq!(counts, ["1", "2"], "rows for both core counts, in order");
+    // The benchmark is the declared probe; cpus = s x cores.
+    assert_eq!(rows[0][col("benchmark")], "cpu-int ops_per_sec [ops/s]");
+    let limits: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|row| {
+            (
+                row[col("s [%]")].as_str(),
+                row[col("cores")].as_str(),
+                row[col("cpus")].as_str(),
+            )
+        })
+        .collect();
+    assert!(limits.contains(&("50", "2", "1.00")), "{limits:?}");
+    assert!(limits.contains(&("100", "2", "2.00")), "{limits:?}");
+    assert!(limits.contains(&("50", "1", "0.50")), "{limits:?}");
+    // The fake gives k threads limited to c CPUs the share c/k x (1 - 0.1 x (1 - c/k)): idle,
+    // q is about 95% at 50% on one core and on two alike (a variant compared with the
+    // baseline of its own count; against the other count's it would be off by a factor 2).
+    for row in rows
+        .iter()
+        .filter(|row| row[col("s [%]")] == "50" && row[col("load")] == "none")
+    {
+        let q: f64 = row[col("q [%]")]
+            .split_whitespace()
+            .next()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("{row:?}"));
+        assert!((90.0..100.0).contains(&q), "{row:?}");
+    }
+    assert!(profile.notes.iter().any(|n| n.starts_with("cores: ")));
+    insta::assert_snapshot!("fidelity_cores_profile", text(profile));
+}
+
+#[test]
+fn fidelity_core_counts_are_checked_where_they_are_written() {
+    // Not increasing, more cores than the cpuset has, and a probe that cannot use them.
+    let e = Scenario::parse(Source::new(
+        "kind.toml",
+        fidelity_scenario("[fidelity]\ncores = [2, 1]\n").replace(
+            "[[stressor]]",
+            "[[probe]]\nname = \"syscall\"\n\n[[stressor]]",
+        ),
+    ))
+    .expect_err("unsorted, too many, no threads")
+    .to_string();
+    assert!(e.starts_with("kind.toml: 3 problems found"), "{e}");
+    for problem in [
+        "kind.toml:36:9: `fidelity.cores`: the core counts are not increasing",
+        "fix: write cores = [1, 2]",
+        "kind.toml:36:9: `fidelity.cores`: tenant `victim`'s cpuset has 1 CPU(s), fewer than 2",
+        "fix: write cores = [1], or give tenant `victim` a cpuset of 2 CPU(s) (cpuset = \"0-1\")",
+        "kind.toml:36:9: `fidelity.cores`: probe `syscall` (syscall) has no `threads` parameter",
+        "fix: write cores = [1], or remove the [[probe]] syscall from this file",
+    ] {
+        assert!(e.contains(problem), "{problem}\n{e}");
+    }
+    // No cpuset at all: the counts are not the tenant's own.
+    let e = Scenario::parse(Source::new(
+        "kind.toml",
+        fidelity_scenario("[fidelity]\ncores = [1]\n").replace(", cpuset = \"0\"", ""),
+    ))
+    .expect_err("no cpuset")
+    .to_string();
+    assert!(
+        e.contains("has no cpuset") && e.contains("cpuset = \"0\""),
+        "{e}"
+    );
+    // One core, a probe without threads: fine, it runs as written.
+    let plan = plan_of(&fidelity_scenario("[fidelity]\ncores = [1]\n").replace(
+        "[[stressor]]",
+        "[[probe]]\nname = \"syscall\"\n\n[[stressor]]",
+    ));
+    let ids: Vec<&str> = plan.probes.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["cpu-int", "syscall"]);
 }
 
 #[test]

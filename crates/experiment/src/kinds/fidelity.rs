@@ -5,13 +5,19 @@
 //! alone: the same tenant with no CPU limit and idle neighbours, which is every run's
 //! baseline.
 //!
-//! Each (setting, load) is a condition of the matrix engine that sets the victim's CPU limit
-//! for its trials (the planned limit comes back after them) and, when loaded, gives every
-//! aggressor the load stressor. Every condition is measured with paired trials next to the
-//! baseline, so `v / v_ref` comes from comparisons close together in time: the degradation
-//! `d` of each cell is turned into the performance ratio (`1 - d` for higher-is-better
-//! metrics, `1 / (1 + d)` for times), its interval with it. The profile of the paper
-//! (setting x benchmark x load x cores) is the kind's section.
+//! The paper measures each VM with one vCPU and with every core (its 1-vCPU and max-vCPU
+//! profiles): `cores = [1, 2]` sweeps the core count `k` too. Each probe is then measured
+//! as one variant per count (`cpu-int-2c`: its `threads` set to `k`), whose own baseline is
+//! `v_ref` on `k` cores, and the limit of a condition on `k` cores is `s x k` CPUs. A
+//! variant is measured only under the conditions of its own count.
+//!
+//! Each (setting, load, cores) is a condition of the matrix engine that sets the victim's
+//! CPU limit for its trials (the planned limit comes back after them) and, when loaded,
+//! gives every aggressor the load stressor. Every condition is measured with paired trials
+//! next to the baseline, so `v / v_ref` comes from comparisons close together in time: the
+//! degradation `d` of each cell is turned into the performance ratio (`1 - d` for
+//! higher-is-better metrics, `1 / (1 + d)` for times), its interval with it. The profile of
+//! the paper (setting x benchmark x load x cores) is the kind's section.
 
 use isobench_results::{Column, Section, Value};
 use isobench_store::LoadedRun;
@@ -20,11 +26,12 @@ use serde::{Deserialize, Serialize};
 
 use super::matrix::{self, stressor_conditions, Variant};
 use super::{Analysis, ExperimentKind};
-use crate::analysis::{Cell, StatsSettings, Stored};
+use crate::analysis::{Cell, Results, StatsSettings, Stored};
 use crate::fields::Fields;
-use crate::plan::{Condition, Design, LimitOverride, Plan, Platform};
+use crate::plan::{Condition, Design, Estimate, LimitOverride, Plan, Platform};
 use crate::resolve::Resolver;
 use crate::scenario::{Placement, Role, Scenario};
+use crate::schedule::Needs;
 use crate::source::{ScenarioError, Span};
 
 /// The `fidelity` kind.
@@ -39,10 +46,15 @@ pub struct FidelitySettings {
     pub limits: Vec<u8>,
     /// The id of the `[[stressor]]` the aggressors run in the loaded conditions.
     pub load: String,
-    /// The CPUs of the tenant's own cpuset, what 100% stands for; 0 when it has none (every
-    /// CPU the plan gives it then stands for 100%).
+    /// The CPUs of the tenant's own cpuset; 0 when it has none (every CPU the plan gives it
+    /// then counts). With no `core_counts`, what 100% stands for.
     #[serde(default)]
     pub cores: usize,
+    /// The core counts `k` swept (`cores = [1, 2]` in the table), increasing, each at most
+    /// [`FidelitySettings::cores`]; each probe runs with `threads = k` under the conditions
+    /// of `k`. Empty when the table gives none: one count, `cores`, the probes as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub core_counts: Vec<usize>,
 }
 
 /// Settings when the table gives none, %.
@@ -53,31 +65,109 @@ impl FidelitySettings {
         serde_json::from_value(v.clone()).ok()
     }
 
-    /// The condition id of setting `s` with no load (`50%`) or with `load` (`50%+cpu@100`).
-    fn condition_id(s: u8, load: Option<(&str, u8)>) -> String {
-        match load {
-            None => format!("{s}%"),
-            Some((id, i)) => format!("{s}%+{id}@{i}"),
+    /// The core counts measured: those written, else the tenant's CPUs alone.
+    fn counts(&self) -> Vec<usize> {
+        if self.core_counts.is_empty() {
+            vec![self.cores.max(1)]
+        } else {
+            self.core_counts.clone()
         }
     }
 
-    /// The CPUs setting `s` leaves the tenant.
-    fn cpus(&self, s: u8) -> f64 {
-        self.cores.max(1) as f64 * f64::from(s) / 100.0
+    /// The core count `k` as ids name it: only when more than one is swept, so a run of one
+    /// count keeps the ids it always had.
+    fn named(&self, k: usize) -> Option<usize> {
+        (self.core_counts.len() > 1).then_some(k)
     }
 
-    /// Setting and load of condition `c`, when it is one of these settings'.
-    fn point_of(&self, c: &Condition) -> Option<(u8, bool)> {
-        self.limits.iter().find_map(|&s| {
-            if c.id == Self::condition_id(s, None) {
-                Some((s, false))
-            } else if c.id == Self::condition_id(s, Some((&self.load, c.intensity))) {
-                Some((s, true))
-            } else {
-                None
-            }
+    /// The condition id of setting `s` with no load (`50%`) or with `load` (`50%+cpu@100`);
+    /// on `k` cores when ids name it (`50%/2c`, `50%/2c+cpu@100`).
+    fn condition_id(s: u8, k: Option<usize>, load: Option<(&str, u8)>) -> String {
+        let point = match k {
+            None => format!("{s}%"),
+            Some(k) => format!("{s}%/{k}c"),
+        };
+        match load {
+            None => point,
+            Some((id, i)) => format!("{point}+{id}@{i}"),
+        }
+    }
+
+    /// The id of probe `id`'s variant on `k` cores when ids name it (`cpu-int-2c`; the
+    /// characters of a scenario id), else `id`.
+    fn probe_id(id: &str, k: Option<usize>) -> String {
+        match k {
+            None => id.to_string(),
+            Some(k) => format!("{id}-{k}c"),
+        }
+    }
+
+    /// The declared probe a variant on `k` cores was derived from (its id without the
+    /// count), for the profile's benchmark column.
+    fn benchmark<'i>(&self, id: &'i str, k: usize) -> &'i str {
+        match self.named(k) {
+            Some(k) => id.strip_suffix(&format!("-{k}c")).unwrap_or(id),
+            None => id,
+        }
+    }
+
+    /// The CPUs setting `s` on `k` cores leaves the tenant.
+    fn cpus(s: u8, k: usize) -> f64 {
+        k as f64 * f64::from(s) / 100.0
+    }
+
+    /// Setting, load and core count of condition `c`, when it is one of these settings'.
+    fn point_of(&self, c: &Condition) -> Option<(u8, bool, usize)> {
+        self.counts().into_iter().find_map(|k| {
+            self.limits.iter().find_map(|&s| {
+                let load = (self.load.as_str(), c.intensity);
+                if c.id == Self::condition_id(s, self.named(k), None) {
+                    Some((s, false, k))
+                } else if c.id == Self::condition_id(s, self.named(k), Some(load)) {
+                    Some((s, true, k))
+                } else {
+                    None
+                }
+            })
         })
     }
+
+    /// The core count of probe variant `id`, when it is one of these settings'.
+    fn probe_cores(&self, id: &str) -> Option<usize> {
+        let counts = self.counts();
+        if self.core_counts.len() <= 1 {
+            return counts.first().copied();
+        }
+        let (_, suffix) = id.rsplit_once('-')?;
+        let k: usize = suffix.strip_suffix('c')?.parse().ok()?;
+        counts.contains(&k).then_some(k)
+    }
+
+    /// Whether the plan measures probe `p` under condition `c`: a variant only under the
+    /// conditions of its own core count (a cell of another count would measure `k` threads
+    /// against a limit of `s x j` CPUs, which the profile has no row for).
+    fn measures(&self, plan: &Plan, p: usize, c: usize) -> bool {
+        let probe = plan.probes.get(p).and_then(|x| self.probe_cores(&x.id));
+        let cond = plan
+            .conditions
+            .get(c)
+            .and_then(|x| self.point_of(x))
+            .map(|x| x.2);
+        match (probe, cond) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+    }
+
+    /// Leaves out of `needs` the cells the plan does not measure.
+    fn keep_measured(&self, plan: &Plan, needs: &mut Needs) {
+        needs.cells.retain(|&(p, c)| self.measures(plan, p, c));
+    }
+}
+
+/// Whether probe `name` has a `threads` parameter (it can use `k` cores).
+fn has_threads(name: &str) -> bool {
+    isobench_workloads::probe(name).is_some_and(|p| p.params().iter().any(|x| x.name == "threads"))
 }
 
 impl ExperimentKind for Fidelity {
@@ -96,10 +186,11 @@ impl ExperimentKind for Fidelity {
             .collect();
         let ids: Vec<&str> = sc.stressors.iter().map(|s| s.id.as_str()).collect();
         // Every key is read first, so a problem with one leaves none of the others unknown.
-        let (tenant, load, limits) = (
+        let (tenant, load, limits, counts) = (
             f.string("tenant"),
             f.string("load"),
             f.int_list("limits", (1, 100)),
+            f.int_list("cores", (1, 256)),
         );
         let tenant = match tenant {
             Some(t) if victims.contains(&t.get_ref().as_str()) => Some(t.into_inner()),
@@ -183,17 +274,23 @@ impl ExperimentKind for Fidelity {
                     .into(),
             );
         }
+        let core_counts = match counts {
+            None => Vec::new(),
+            Some((span, counts)) => core_counts(f, sc, &tenant, cores, span, counts),
+        };
         serde_json::to_value(FidelitySettings {
             tenant,
             limits,
             load,
             cores,
+            core_counts,
         })
         .expect("settings serialize")
     }
 
-    /// Each setting twice: with the neighbours idle and with the load stressor in every
-    /// aggressor; the swept tenant's CPU limit set for the condition's trials. Paired trials.
+    /// Each setting on each core count twice: with the neighbours idle and with the load
+    /// stressor in every aggressor; the swept tenant's CPU limit set for the condition's
+    /// trials. Paired trials. With `cores`, the probes are replaced by their variants.
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
         let Some(mut set) = FidelitySettings::of(&r.scenario().settings) else {
             return Vec::new();
@@ -225,11 +322,15 @@ impl ExperimentKind for Fidelity {
                 "run as root so tenants are cgroups",
             ));
         }
-        let limit = |s: u8| {
+        let counts = set.counts();
+        if !set.core_counts.is_empty() {
+            r.replace_probes(variants(r.planned_probes(), &set));
+        }
+        let limit = |s: u8, k: usize| {
             [(
                 set.tenant.clone(),
                 LimitOverride {
-                    cpus: Some(set.cpus(s)),
+                    cpus: Some(FidelitySettings::cpus(s, k)),
                 },
             )]
             .into_iter()
@@ -240,19 +341,23 @@ impl ExperimentKind for Fidelity {
                 return Vec::new();
             }
             let i = st.intensities.first().copied().unwrap_or(100);
-            set.limits
+            counts
                 .iter()
-                .map(|&s| Variant {
-                    id: FidelitySettings::condition_id(s, Some((&st.id, i))),
+                .flat_map(|&k| set.limits.iter().map(move |&s| (s, k)))
+                .map(|(s, k)| Variant {
+                    id: FidelitySettings::condition_id(s, set.named(k), Some((&st.id, i))),
                     intensity: i,
                     params: st.params.clone(),
                 })
                 .collect()
         });
         let mut conditions = Vec::new();
-        for &s in &set.limits {
+        for (k, s) in counts
+            .iter()
+            .flat_map(|&k| set.limits.iter().map(move |&s| (k, s)))
+        {
             conditions.push(Condition {
-                id: FidelitySettings::condition_id(s, None),
+                id: FidelitySettings::condition_id(s, set.named(k), None),
                 stressor_id: set.load.clone(),
                 name: "cpu-limit".into(),
                 class: Class::Cpu,
@@ -263,11 +368,14 @@ impl ExperimentKind for Fidelity {
                 design: Design::Paired,
                 design_reason: "paired: the neighbours are idle, nothing to switch".into(),
                 capped: false,
-                limits: limit(s),
+                limits: limit(s, k),
             });
-            if let Some(c) = loaded.iter().find(|c| set.point_of(c) == Some((s, true))) {
+            if let Some(c) = loaded
+                .iter()
+                .find(|c| set.point_of(c) == Some((s, true, k)))
+            {
                 let mut c = c.clone();
-                c.limits = limit(s);
+                c.limits = limit(s, k);
                 c.design = Design::Paired;
                 c.design_reason =
                     "paired: the limit is set for the whole block, so the load runs throughout"
@@ -275,18 +383,47 @@ impl ExperimentKind for Fidelity {
                 conditions.push(c);
             }
         }
+        let cores = if set.core_counts.is_empty() {
+            format!("its {} CPU(s)", set.cores)
+        } else {
+            format!(
+                "{} core(s) (each probe with as many threads)",
+                join(counts.iter().map(|k| k.to_string()))
+            )
+        };
         r.note(format!(
-            "fidelity: tenant {}'s CPU limit at {} of its {} CPU(s), neighbours idle and with {}",
+            "fidelity: tenant {}'s CPU limit at {} of {cores}, neighbours idle and with {}",
             set.tenant,
-            set.limits
-                .iter()
-                .map(|s| format!("{s}%"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            set.cores,
+            join(set.limits.iter().map(|s| format!("{s}%"))),
             set.load
         ));
         conditions
+    }
+
+    /// The matrix's size and duration, counting only the cells measured.
+    fn estimate(&self, plan: &Plan) -> Estimate {
+        match FidelitySettings::of(&plan.settings) {
+            Some(set) => matrix::schedule::estimate_cells(plan, &|p, c| set.measures(plan, p, c)),
+            None => matrix::schedule::estimate(plan),
+        }
+    }
+
+    /// The matrix's first rounds, each probe variant under the conditions of its count only.
+    fn first_needs(&self, plan: &Plan) -> Needs {
+        let mut needs = matrix::schedule::first_needs(plan);
+        if let Some(set) = FidelitySettings::of(&plan.settings) {
+            set.keep_measured(plan, &mut needs);
+        }
+        needs
+    }
+
+    /// The matrix's stopping rule over the cells measured.
+    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
+        let mut needs = matrix::analysis::needs(plan, results);
+        if let Some(set) = FidelitySettings::of(&plan.settings) {
+            set.keep_measured(plan, &mut needs);
+        }
+        needs
     }
 
     fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
@@ -312,6 +449,16 @@ impl ExperimentKind for Fidelity {
         else {
             return a;
         };
+        // A variant's cells under the conditions of another core count were never measured.
+        let index = |probe: &str, cond: &str| {
+            Some((
+                plan.probes.iter().position(|p| p.id == probe)?,
+                plan.conditions.iter().position(|c| c.id == cond)?,
+            ))
+        };
+        a.cells.retain(|c| {
+            index(&c.probe, &c.condition).is_none_or(|(p, ci)| set.measures(plan, p, ci))
+        });
         if set.cores == 0 {
             // No cpuset of its own: 100% was every CPU the plan gave it.
             set.cores = plan
@@ -323,6 +470,127 @@ impl ExperimentKind for Fidelity {
         a.sections.push(profile(plan, &set, &a.cells));
         a
     }
+}
+
+/// Checks `cores = [...]` (written at `span`) against tenant `tenant`, whose cpuset has
+/// `cpuset` CPUs (0: none), and the scenario's probes: increasing counts, a cpuset with as
+/// many CPUs as the largest, and a `threads` parameter in every probe when one is above 1.
+fn core_counts(
+    f: &mut Fields<'_, '_>,
+    sc: &Scenario,
+    tenant: &str,
+    cpuset: usize,
+    span: Span,
+    counts: Vec<i64>,
+) -> Vec<usize> {
+    let mut sorted: Vec<usize> = counts.iter().map(|&k| k as usize).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let written: Vec<usize> = counts.iter().map(|&k| k as usize).collect();
+    if sorted != written {
+        f.error(
+            span,
+            "cores",
+            "the core counts are not increasing".into(),
+            "distinct core counts, 1..=the CPUs of the tenant's cpuset, increasing",
+            format!(
+                "write cores = [{}]",
+                join(sorted.iter().map(|k| k.to_string()))
+            ),
+        );
+    }
+    let most = sorted.last().copied().unwrap_or(1);
+    let example = if most == 1 {
+        "cpuset = \"0\"".to_string()
+    } else {
+        format!("cpuset = \"0-{}\"", most - 1)
+    };
+    if cpuset == 0 {
+        f.error(
+            span,
+            "cores",
+            format!(
+                "tenant `{tenant}` has no cpuset, so the {most} core(s) it is measured on are \
+                 not its own"
+            ),
+            "core counts up to the CPUs of the swept tenant's cpuset",
+            format!(
+                "give tenant `{tenant}` a cpuset of {most} CPU(s) ({example}), or remove `cores`"
+            ),
+        );
+    } else if most > cpuset {
+        let fit: Vec<String> = sorted
+            .iter()
+            .filter(|&&k| k <= cpuset)
+            .map(|k| k.to_string())
+            .collect();
+        let write = if fit.is_empty() {
+            String::new()
+        } else {
+            format!("write cores = [{}], or ", fit.join(", "))
+        };
+        f.error(
+            span,
+            "cores",
+            format!("tenant `{tenant}`'s cpuset has {cpuset} CPU(s), fewer than {most} cores"),
+            &format!("1..={cpuset}"),
+            format!("{write}give tenant `{tenant}` a cpuset of {most} CPU(s) ({example})"),
+        );
+    }
+    if most > 1 {
+        let threaded: Vec<&str> = isobench_workloads::PROBES
+            .iter()
+            .map(|p| p.name())
+            .filter(|n| has_threads(n))
+            .collect();
+        for p in sc.probes.iter().filter(|p| !has_threads(&p.name)) {
+            f.error(
+                span,
+                "cores",
+                format!(
+                    "probe `{}` ({}) has no `threads` parameter, so it cannot run on {most} \
+                     cores",
+                    p.id, p.name
+                ),
+                &format!(
+                    "with a core count above 1, probes with `threads` ({})",
+                    threaded.join(", ")
+                ),
+                format!(
+                    "write cores = [1], or remove the [[probe]] {} from this file",
+                    p.name
+                ),
+            );
+        }
+    }
+    sorted
+}
+
+/// Every planned probe once per core count of `set`, with `threads` set to the count (a
+/// probe without the parameter runs as written: the settings refused it above one core),
+/// each named after its count when ids name it.
+fn variants(
+    probes: &[crate::plan::PlannedProbe],
+    set: &FidelitySettings,
+) -> Vec<crate::plan::PlannedProbe> {
+    set.counts()
+        .into_iter()
+        .flat_map(|k| {
+            probes.iter().map(move |p| {
+                let mut v = p.clone();
+                v.id = FidelitySettings::probe_id(&p.id, set.named(k));
+                if has_threads(&p.name) {
+                    v.params.set("threads", serde_json::Value::from(k as u64));
+                }
+                v
+            })
+        })
+        .collect()
+}
+
+/// `a, b, c`.
+fn join(xs: impl Iterator<Item = String>) -> String {
+    xs.collect::<Vec<_>>().join(", ")
 }
 
 /// The performance ratio `v / v_ref` a degradation of `d` % stands for: `1 - d` for a
@@ -368,7 +636,7 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
         columns,
     );
     for c in &plan.conditions {
-        let Some((s, loaded)) = set.point_of(c) else {
+        let Some((s, loaded, k)) = set.point_of(c) else {
             continue;
         };
         let share = f64::from(s) / 100.0;
@@ -378,14 +646,19 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
         {
             let mut row = vec![
                 Value::number(f64::from(s), 0),
-                Value::number(set.cpus(s), 2),
+                Value::number(FidelitySettings::cpus(s, k), 2),
                 Value::text_of(if loaded {
                     format!("{}@{}", set.load, c.intensity)
                 } else {
                     "none".to_string()
                 }),
-                Value::text_of(format!("{} {} [{}]", cell.probe, cell.metric, cell.unit)),
-                Value::number(set.cores as f64, 0),
+                Value::text_of(format!(
+                    "{} {} [{}]",
+                    set.benchmark(&cell.probe, k),
+                    cell.metric,
+                    cell.unit
+                )),
+                Value::number(k as f64, 0),
             ];
             match &cell.comparison {
                 Some(cmp) => {
@@ -426,19 +699,32 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
             section.push(row);
         }
     }
-    section.notes.push(format!(
-        "s: the CPU limit as a share of the tenant's {} CPU(s) (cpus = s x cores); v: the \
-         probe's median under the limit; v_ref: its median alone with no limit (the baseline \
-         trials, paired in time); q = v / (v_ref x s), 100% = the limit provided exactly, with \
-         the confidence interval of the paired comparison.",
-        set.cores
-    ));
-    section.notes.push(
-        "A probe that uses one CPU cannot use more than one: with more than one core, q above \
-         100% at low settings says the limit left it a whole CPU, not that the platform gave \
-         more than promised."
-            .into(),
-    );
+    if set.core_counts.is_empty() {
+        section.notes.push(format!(
+            "s: the CPU limit as a share of the tenant's {} CPU(s) (cpus = s x cores); v: the \
+             probe's median under the limit; v_ref: its median alone with no limit (the \
+             baseline trials, paired in time); q = v / (v_ref x s), 100% = the limit provided \
+             exactly, with the confidence interval of the paired comparison.",
+            set.cores
+        ));
+        section.notes.push(
+            "A probe that uses one CPU cannot use more than one: with more than one core, q \
+             above 100% at low settings says the limit left it a whole CPU, not that the \
+             platform gave more than promised."
+                .into(),
+        );
+    } else {
+        section.notes.push(format!(
+            "cores: the number k of CPUs measured ({} of the tenant's {}), each probe run with \
+             k threads; s: the CPU limit as a share of those k (cpus = s x cores); v: the \
+             probe's median under the limit; v_ref: its median on k cores alone with no limit \
+             (the baseline trials of the same k threads, paired in time); q = v / (v_ref x s), \
+             100% = the limit provided exactly, with the confidence interval of the paired \
+             comparison.",
+            join(set.core_counts.iter().map(|k| k.to_string())),
+            set.cores
+        ));
+    }
     section
 }
 
@@ -459,10 +745,101 @@ mod tests {
 
     #[test]
     fn condition_ids_name_the_setting_and_the_load() {
-        assert_eq!(FidelitySettings::condition_id(50, None), "50%");
+        assert_eq!(FidelitySettings::condition_id(50, None, None), "50%");
         assert_eq!(
-            FidelitySettings::condition_id(50, Some(("cpu", 100))),
+            FidelitySettings::condition_id(50, None, Some(("cpu", 100))),
             "50%+cpu@100"
         );
+        assert_eq!(FidelitySettings::condition_id(50, Some(2), None), "50%/2c");
+        assert_eq!(
+            FidelitySettings::condition_id(50, Some(2), Some(("cpu", 100))),
+            "50%/2c+cpu@100"
+        );
+    }
+
+    fn settings(cores: usize, counts: &[usize]) -> FidelitySettings {
+        FidelitySettings {
+            tenant: "victim".into(),
+            limits: vec![50, 100],
+            load: "cpu".into(),
+            cores,
+            core_counts: counts.to_vec(),
+        }
+    }
+
+    #[test]
+    fn ids_name_the_core_count_only_when_more_than_one_is_swept() {
+        // No `cores`: one count, the cpuset's, and the ids of before.
+        let one = settings(2, &[]);
+        assert_eq!(one.counts(), [2]);
+        assert_eq!(one.named(2), None);
+        assert_eq!(one.probe_cores("cpu-int"), Some(2));
+        // One count written: the same ids.
+        let written = settings(2, &[1]);
+        assert_eq!(written.counts(), [1]);
+        assert_eq!(written.named(1), None);
+        assert_eq!(
+            FidelitySettings::probe_id("cpu-int", written.named(1)),
+            "cpu-int"
+        );
+        // Two: every id says its count, and a variant's count reads back from its id.
+        let two = settings(2, &[1, 2]);
+        let id = FidelitySettings::probe_id("cpu-int", two.named(2));
+        assert_eq!(id, "cpu-int-2c");
+        assert!(crate::scenario::valid_id(&id));
+        assert_eq!(two.probe_cores(&id), Some(2));
+        assert_eq!(two.probe_cores("cpu-int-1c"), Some(1));
+        assert_eq!(two.probe_cores("cpu-int-3c"), None);
+        assert_eq!(two.probe_cores("cpu-int"), None);
+        assert_eq!(two.benchmark("cpu-int-2c", 2), "cpu-int");
+        assert_eq!(one.benchmark("cpu-int", 2), "cpu-int");
+        // A label ending in digits keeps its own: the count is after the last '-'.
+        assert_eq!(two.probe_cores("ring-12-1c"), Some(1));
+        assert_eq!(two.benchmark("ring-12-1c", 1), "ring-12");
+    }
+
+    #[test]
+    fn the_limit_is_the_setting_times_the_core_count() {
+        assert!((FidelitySettings::cpus(50, 2) - 1.0).abs() < 1e-12);
+        assert!((FidelitySettings::cpus(25, 1) - 0.25).abs() < 1e-12);
+        assert!((FidelitySettings::cpus(100, 2) - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_condition_reads_back_its_setting_load_and_count() {
+        let two = settings(2, &[1, 2]);
+        let cond = |id: &str| Condition {
+            id: id.into(),
+            stressor_id: "cpu".into(),
+            name: "cpu".into(),
+            class: Class::Cpu,
+            intensity: 100,
+            params: Default::default(),
+            assignments: Default::default(),
+            aggressive: false,
+            design: Design::Paired,
+            design_reason: String::new(),
+            capped: false,
+            limits: Default::default(),
+        };
+        assert_eq!(two.point_of(&cond("50%/2c")), Some((50, false, 2)));
+        assert_eq!(two.point_of(&cond("100%/1c+cpu@100")), Some((100, true, 1)));
+        assert_eq!(two.point_of(&cond("50%")), None, "one count's id");
+        assert_eq!(
+            settings(2, &[]).point_of(&cond("50%+cpu@100")),
+            Some((50, true, 2))
+        );
+    }
+
+    #[test]
+    fn settings_stored_before_core_counts_read_as_one_count() {
+        let old = serde_json::json!({
+            "tenant": "victim", "limits": [50], "load": "cpu", "cores": 1
+        });
+        let set = FidelitySettings::of(&old).unwrap();
+        assert!(set.core_counts.is_empty());
+        assert_eq!(set.counts(), [1]);
+        // And they write back as they were.
+        assert_eq!(serde_json::to_value(&set).unwrap(), old);
     }
 }

@@ -136,6 +136,12 @@ pub const TRIAL_OVERHEAD_S: f64 = 0.15;
 /// Size and duration of the run if it stops after the minimum rounds, and if it runs to
 /// the cap.
 pub fn estimate(plan: &Plan) -> Estimate {
+    estimate_cells(plan, &|_, _| true)
+}
+
+/// [`estimate`] of a run that measures only the cells `(probe, condition)` for which
+/// `measured` holds (a kind whose probes each belong to some of its conditions).
+pub fn estimate_cells(plan: &Plan, measured: &dyn Fn(usize, usize) -> bool) -> Estimate {
     let p = plan.probes.len();
     let solo = plan.trial.solo > Duration::ZERO;
     let per_trial = plan.trial.duration.as_secs_f64() + TRIAL_OVERHEAD_S;
@@ -145,12 +151,17 @@ pub fn estimate(plan: &Plan) -> Estimate {
     let mut trials_per_round = 0u32;
     let mut round_secs = 0.0;
     for c in 0..plan.conditions.len() {
-        let paired = (0..p)
-            .filter(|&q| plan.design(q, c) == Design::Paired)
+        let probes: Vec<usize> = (0..p).filter(|&q| measured(q, c)).collect();
+        if probes.is_empty() {
+            continue;
+        }
+        let paired = probes
+            .iter()
+            .filter(|&&q| plan.design(q, c) == Design::Paired)
             .count();
-        let onoff = p - paired;
+        let onoff = probes.len() - paired;
         // Contended block, and the paired baseline block next to it.
-        trials_per_round += (p + 2 * paired) as u32 + u32::from(solo);
+        trials_per_round += (probes.len() + 2 * paired) as u32 + u32::from(solo);
         round_secs += warm + onoff as f64 * per_onoff + paired as f64 * per_trial;
         if paired > 0 {
             round_secs += warm + settle + paired as f64 * per_trial;
