@@ -409,6 +409,9 @@ fn fidelity_sweeps_the_core_count_and_measures_each_variant_on_its_own_cores() {
         }
     }
     assert!(contended > 0);
+    // The estimate counts the trials a round runs (paired-only conditions repeat their pair).
+    let first_round = loaded.trials.iter().filter(|t| t.key.round == 0).count();
+    assert_eq!(first_round as u32, plan.estimate.trials_per_round);
     for p in ["cpu-int-1c", "cpu-int-2c"] {
         assert!(
             loaded

@@ -160,11 +160,21 @@ pub fn estimate_cells(plan: &Plan, measured: &dyn Fn(usize, usize) -> bool) -> E
             .filter(|&&q| plan.design(q, c) == Design::Paired)
             .count();
         let onoff = probes.len() - paired;
-        // Contended block, and the paired baseline block next to it.
-        trials_per_round += (probes.len() + 2 * paired) as u32 + u32::from(solo);
+        // Contended block, and the paired baseline block next to it; a condition measured
+        // only with paired trials repeats the pair ([`FIRST_PAIRS`] times while its spread is
+        // unknown), as `round_blocks` does.
+        let repeats = if paired > 0 && paired == probes.len() {
+            FIRST_PAIRS
+        } else {
+            1
+        };
+        trials_per_round +=
+            (probes.len() + paired) as u32 + (repeats - 1) * 2 * paired as u32 + u32::from(solo);
         round_secs += warm + onoff as f64 * per_onoff + paired as f64 * per_trial;
         if paired > 0 {
             round_secs += warm + settle + paired as f64 * per_trial;
+            round_secs +=
+                f64::from(repeats - 1) * 2.0 * (warm + settle + paired as f64 * per_trial);
         }
         if solo {
             round_secs += plan.trial.solo.as_secs_f64() + TRIAL_OVERHEAD_S;
