@@ -593,6 +593,12 @@ fn join(xs: impl Iterator<Item = String>) -> String {
     xs.collect::<Vec<_>>().join(", ")
 }
 
+/// Why q under a limit is flagged when the trial's rate windows are shorter than the CFS
+/// period.
+const SHORT_WINDOWS: &str = "untrustworthy: v is the median of windows shorter than the CPU \
+     quota's 100 ms period, so windows that fall wholly in a throttled stretch pull it down; \
+     it understates what the limit gave (longer trials fix it: at least 2.3 s)";
+
 /// The performance ratio `v / v_ref` a degradation of `d` % stands for: `1 - d` for a
 /// higher-is-better metric, `1 / (1 + d)` for a time (its speed is the inverse). Monotone
 /// decreasing in `d`, so the bounds of an interval map to bounds.
@@ -615,6 +621,11 @@ fn digits(v: f64) -> u8 {
 
 /// The profile: one row per setting, load and victim result of the swept tenant.
 fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
+    // A rate probe reports the median of about 20 windows of its trial; a window shorter than
+    // the quota's period can fall wholly in a throttled stretch.
+    let window = plan.trial.duration.mul_f64(0.9 / 20.0);
+    let short_windows =
+        window < std::time::Duration::from_micros(isobench_platform::limits::CPU_PERIOD_US);
     let columns = vec![
         Column::unit("s", "%"),
         Column::text("cpus"),
@@ -675,6 +686,9 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
                     if !cmp.trustworthy {
                         ratio_v = ratio_v.flagged("untrustworthy: see the notes of the run");
                         q = q.flagged("untrustworthy: see the notes of the run");
+                    } else if s < 100 && short_windows {
+                        ratio_v = ratio_v.flagged(SHORT_WINDOWS);
+                        q = q.flagged(SHORT_WINDOWS);
                     }
                     row.extend([
                         Value::number(v, digits(v)),
@@ -698,6 +712,12 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
             }
             section.push(row);
         }
+    }
+    if short_windows && set.limits.iter().any(|&s| s < 100) {
+        section.notes.push(format!(
+            "! under a limit below 100%: {}",
+            SHORT_WINDOWS.trim_start_matches("untrustworthy: ")
+        ));
     }
     if set.core_counts.is_empty() {
         section.notes.push(format!(
