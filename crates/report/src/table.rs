@@ -273,7 +273,8 @@ pub(crate) fn render_grid(
         cur.push(i);
         used += 2 + w;
     }
-    if !cur.is_empty() {
+    if !cur.is_empty() || groups.is_empty() {
+        // A grid of labels only still shows its rows.
         groups.push(cur);
     }
     for (g, cols) in groups.iter().enumerate() {
