@@ -242,7 +242,16 @@ fn tolerated_section(
                 .and_then(|e| pts.iter().find(|(i, _)| f64::from(*i) == e))
                 .and_then(|(_, id)| delivered_pressure(run, id).into_iter().next());
             row.push(match at {
-                Some(d) => Value::text_of(format!("{} {}", si(d.value), d.unit)),
+                Some(d) => {
+                    // `20.1 G` and `B/s` read as `20.1 GB/s`; `0.51` and `CPUs` as `0.51 CPUs`.
+                    let v = si(d.value);
+                    let sep = if v.ends_with(|c: char| c.is_ascii_alphabetic()) {
+                        ""
+                    } else {
+                        " "
+                    };
+                    Value::text_of(format!("{v}{sep}{}", d.unit))
+                }
                 None => Value::Empty,
             });
         }
