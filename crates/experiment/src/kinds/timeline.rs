@@ -342,18 +342,12 @@ fn sections(analyses: &[Analysed], set: Option<&TimelineSettings>) -> Vec<Sectio
     } in analyses
     {
         let trial = a.series.trial;
-        let suffix = if many {
-            format!(" (trial {trial}, {metric})")
-        } else {
-            String::new()
-        };
-        let id = |base: &str| {
-            if many {
-                format!("{base}-{trial}-{metric}")
-            } else {
-                base.to_string()
-            }
-        };
+        let (suffix, tail) = naming(
+            many,
+            &format!("trial {trial}, {metric}"),
+            &format!("{trial}-{metric}"),
+        );
+        let id = |base: &str| format!("{base}{tail}");
         let unit = unit.as_str();
         let mut s = Section::new(
             &id("episodes"),
@@ -418,22 +412,22 @@ fn sections(analyses: &[Analysed], set: Option<&TimelineSettings>) -> Vec<Sectio
             .iter()
             .filter(|x| x.a.series.trial == trial)
             .collect();
-        let suffix = if many_trials {
-            format!(" (trial {trial})")
-        } else {
-            String::new()
-        };
-        let id = |base: &str| {
-            if many_trials {
-                format!("{base}-{trial}")
-            } else {
-                base.to_string()
-            }
-        };
+        let (suffix, tail) = naming(many_trials, &format!("trial {trial}"), &trial.to_string());
+        let id = |base: &str| format!("{base}{tail}");
         out.push(phases_section(&of_trial, &id("phases"), &suffix));
         out.push(series_section(&of_trial, &id("series"), &suffix));
     }
     out
+}
+
+/// A section's title suffix (` (what)`) and id tail (`-tail`) when a run has several of it
+/// (trials, or trials and metrics); both empty when it has one.
+fn naming(many: bool, what: &str, tail: &str) -> (String, String) {
+    if many {
+        (format!(" ({what})"), format!("-{tail}"))
+    } else {
+        (String::new(), String::new())
+    }
 }
 
 /// The tenants whose CPU use a trial's analysis sampled, in the timeline's order.
