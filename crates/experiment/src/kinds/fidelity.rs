@@ -621,11 +621,8 @@ fn digits(v: f64) -> u8 {
 
 /// The profile: one row per setting, load and victim result of the swept tenant.
 fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
-    // A rate probe reports the median of about 20 windows of its trial; a window shorter than
-    // the quota's period can fall wholly in a throttled stretch.
-    let window = plan.trial.duration.mul_f64(0.9 / 20.0);
-    let short_windows =
-        window < std::time::Duration::from_micros(isobench_platform::limits::CPU_PERIOD_US);
+    let short_windows = isobench_workloads::probes::nominal_rate_window(plan.trial.duration)
+        < std::time::Duration::from_micros(isobench_platform::limits::CPU_PERIOD_US);
     let columns = vec![
         Column::unit("s", "%"),
         Column::text("cpus"),

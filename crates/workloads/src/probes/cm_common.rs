@@ -106,6 +106,19 @@ impl Rate {
     }
 }
 
+/// Windows a rate probe's median is taken over (fewer when chunks are long).
+const RATE_WINDOWS: f64 = 20.0;
+
+/// The share of a rate probe's budget skipped as warm-up (at most half the common interval).
+const RATE_WARMUP_SHARE: u32 = 10;
+
+/// The nominal length of the windows whose median a rate probe (cpu-int, cpu-float) reports
+/// for a budget: the budget after its warm-up share, in [`RATE_WINDOWS`] windows. A window
+/// shorter than a CPU quota's period can fall wholly in a throttled stretch.
+pub fn nominal_rate_window(budget: Duration) -> Duration {
+    (budget - budget / RATE_WARMUP_SHARE).div_f64(RATE_WINDOWS)
+}
+
 /// Runs each chunk function on its own thread (pinned as given) for `budget`, all starting
 /// together, and returns the median total rate (and, with `ctx.window`, the window series).
 /// Stops early when `ctx.stop` is set (after at least three chunks per thread). Timer
@@ -155,7 +168,12 @@ pub(super) fn measure_rate(
     });
     let logs = logs.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
     let window_ns = ctx.window.map(|w| w.as_nanos() as u64);
-    rate_from_logs(&logs, budget_ns / 10, ctx.timer_overhead_ns, window_ns)
+    rate_from_logs(
+        &logs,
+        budget_ns / u64::from(RATE_WARMUP_SHARE),
+        ctx.timer_overhead_ns,
+        window_ns,
+    )
 }
 
 /// Median rate from per-thread logs of (time ns, cumulative units), and with `window_ns` the
@@ -178,7 +196,7 @@ pub(super) fn rate_from_logs(
     // Warm-up: skip the first tenth, but keep at least half the common interval.
     let begin = begin + warmup_ns.min((end - begin) / 2);
     let span = (end - begin) as f64;
-    let windows = (span / (span / 20.0).max(2.0 * med_chunk)) as usize;
+    let windows = (span / (span / RATE_WINDOWS).max(2.0 * med_chunk)) as usize;
     let windows = windows.clamp(1, 50);
     let width = span / windows as f64;
     let correction = med_chunk / (med_chunk - overhead_ns).max(1.0);

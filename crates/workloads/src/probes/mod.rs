@@ -4,6 +4,7 @@ use crate::Probe;
 
 mod cache_latency;
 mod cm_common;
+pub use cm_common::nominal_rate_window;
 mod cm_proc;
 mod context_switch;
 mod cpu_float;
