@@ -25,7 +25,9 @@ use isobench_experiment::scenario::{QUICK_NAME, QUICK_TOML};
 use isobench_experiment::{
     memcheck, HostView, Plan, PlanOptions, PlatformChoice, Scenario, Source,
 };
-use isobench_report::{render, LiveProgress, Style};
+use isobench_report::{render, Style};
+
+use crate::live::LiveProgress;
 use isobench_store::{RunId, RunStatus, Store, StoreError};
 
 use crate::args::DbArgs;

@@ -13,6 +13,7 @@ mod cmd_run;
 mod cmd_serve;
 mod cmd_stress;
 mod exit;
+mod live;
 mod output;
 mod tenant;
 

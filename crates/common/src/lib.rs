@@ -8,12 +8,14 @@
 //! stored result and JSON document already uses. No I/O.
 #![deny(missing_docs)]
 
+mod class;
 mod direction;
 mod median;
 mod role;
 mod size;
 mod word;
 
+pub use class::Class;
 pub use direction::Direction;
 pub use median::{median, median_in_place, median_of_sorted};
 pub use role::Role;

@@ -28,43 +28,8 @@
 use std::fmt::Write as _;
 
 use isobench_platform::sched::SchedTotals;
-use serde::{Deserialize, Serialize};
 
-/// What kind of placement caused a result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CauseKind {
-    /// The victim waited for CPUs it shares with the aggressor.
-    SharedCpus,
-    /// A device's interrupts go to a CPU the aggressor uses, and the victim's completions
-    /// waited there.
-    IrqCpu,
-    /// Softirq work took CPU time from the victim.
-    Softirq,
-    /// Idle states: a busy neighbour kept the CPUs awake (faster wake-ups).
-    IdleStates,
-}
-
-impl CauseKind {
-    /// `shared-cpus`, `irq-cpu`, `softirq`, `idle-states`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CauseKind::SharedCpus => "shared-cpus",
-            CauseKind::IrqCpu => "irq-cpu",
-            CauseKind::Softirq => "softirq",
-            CauseKind::IdleStates => "idle-states",
-        }
-    }
-}
-
-/// A named cause with the measured numbers behind it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cause {
-    /// Machine-readable kind.
-    pub kind: CauseKind,
-    /// One sentence with the numbers.
-    pub text: String,
-}
+pub use isobench_results::{Cause, CauseKind};
 
 /// Thresholds of the rules.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -18,6 +18,8 @@ use isobench_platform::{HostInfo, Limits};
 use isobench_workloads::{Class, Env, ParamValues};
 use serde::{Deserialize, Serialize};
 
+pub use isobench_results::Design;
+
 use crate::scenario::{fmt_duration, Kind, PlatformChoice, RepetitionPolicy, Role, TrialSettings};
 
 const MIB: u64 = 1 << 20;
@@ -190,28 +192,6 @@ pub struct PlannedProbe {
     /// in every victim on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serving: Option<crate::serving::Serving>,
-}
-
-/// How one degradation is measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Design {
-    /// The probe measures in short windows while the aggressors are frozen and thawed with a
-    /// fixed period; on-windows are compared with the neighbouring off-windows, cycle by
-    /// cycle.
-    OnOff,
-    /// Each contended trial is compared with the baseline trial next to it in time.
-    Paired,
-}
-
-impl Design {
-    /// `onoff` or `paired`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Design::OnOff => "onoff",
-            Design::Paired => "paired",
-        }
-    }
 }
 
 /// What one tenant runs during a condition: a stressor at an intensity, with its parameters.

@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use isobench_experiment::analysis::{Cell, Results, SOLO_PROBE};
+use isobench_results::{Cell, Results, SOLO_PROBE};
 use serde_json::json;
 
 use crate::table::{cell_text, notes, signed, trust_line, Footnotes};
@@ -195,7 +195,7 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
             s,
             "## Degradation of victim `{v}`\n\nPercent, positive = worse; {} with {level}% \
              confidence-interval half-width.\n",
-            crate::table::estimator(r)
+            r.estimator()
         );
         let _ = writeln!(s, "| probe | metric | {} |", conditions.join(" | "));
         let _ = writeln!(

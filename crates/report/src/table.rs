@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use isobench_experiment::analysis::{Cell, ClassSummary, Results};
+use isobench_results::{Cell, ClassSummary, Results};
 
 /// How to render.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -346,13 +346,6 @@ fn class_line(c: &ClassSummary) -> String {
     }
 }
 
-/// What the degradations compare: `median` or `mean`.
-pub fn estimator(r: &Results) -> &'static str {
-    r.plan
-        .as_ref()
-        .map_or("median", |p| p.repetitions.estimator.as_str())
-}
-
 /// The whole terminal report.
 pub fn render(r: &Results, style: Style) -> String {
     let mut out = String::new();
@@ -394,7 +387,7 @@ pub fn render(r: &Results, style: Style) -> String {
         let _ = writeln!(
             out,
             "\nDegradation of victim {victim}, % (positive = worse), {} with {level}% CI half-width",
-            estimator(r)
+            r.estimator()
         );
         let mut rows: Vec<Row> = Vec::new();
         let mut seen: Vec<(String, String)> = Vec::new();
@@ -566,7 +559,7 @@ pub fn notes(r: &Results, max: usize) -> Vec<String> {
     let mut out = Vec::new();
     let mut more = 0;
     for c in r.cells.iter().chain(&r.aggressor) {
-        let who = if c.probe == isobench_experiment::analysis::SOLO_PROBE {
+        let who = if c.probe == isobench_results::SOLO_PROBE {
             format!("aggressor {} @ {}", c.tenant, c.condition)
         } else {
             format!("{} {} @ {}", c.probe, c.metric, c.condition)

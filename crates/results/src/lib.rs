@@ -8,6 +8,13 @@
 
 #![deny(missing_docs)]
 
+mod design;
+mod document;
 mod view;
 
+pub use design::{Cause, CauseKind, Design};
+pub use document::{
+    Cell, ClassSummary, Dnr, Results, RunInfo, TenantInfo, Trust, WorstCell,
+    RESULTS_SCHEMA_VERSION, SOLO_PROBE,
+};
 pub use view::{Column, Section, Value};

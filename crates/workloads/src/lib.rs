@@ -31,42 +31,7 @@ pub use stressors::STRESSORS;
 /// Version of the JSON documents isobench writes (probe, stress and list output).
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// The kind of resource a workload measures or contends for.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Class {
-    /// CPU time.
-    Cpu,
-    /// Shared caches.
-    Cache,
-    /// Memory bandwidth, latency and capacity.
-    Memory,
-    /// Block I/O.
-    Disk,
-    /// Networking.
-    Net,
-    /// Process creation, scheduling and system calls.
-    Process,
-    /// Application-level workloads (HTTP).
-    App,
-}
-
-impl Class {
-    /// Lower-case name, as shown by `isobench list`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Class::Cpu => "cpu",
-            Class::Cache => "cache",
-            Class::Memory => "memory",
-            Class::Disk => "disk",
-            Class::Net => "net",
-            Class::Process => "process",
-            Class::App => "app",
-        }
-    }
-}
+pub use isobench_common::Class;
 
 /// A victim micro-benchmark.
 ///
