@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use isobench_results::{Cell, Results, SOLO_PROBE};
+use isobench_results::{Cell, Results, RowSubject, SOLO_PROBE};
 use serde_json::json;
 
 use crate::table::{cell_text, notes, signed, trust_line, Footnotes};
@@ -182,80 +182,44 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
     if let Some(reason) = &r.run.status_reason {
         let _ = writeln!(s, "{}\n", md_escape(reason));
     }
-    let conditions = r.conditions();
     let footnotes = Footnotes::of(r);
-    let mut victims: Vec<&str> = Vec::new();
-    for c in &r.cells {
-        if !victims.contains(&c.tenant.as_str()) {
-            victims.push(&c.tenant);
-        }
-    }
-    for v in &victims {
+    for table in r.matrix() {
         let _ = writeln!(
             s,
-            "## Degradation of victim `{v}`\n\nPercent, positive = worse; {} with {level}% \
+            "## Degradation of victim `{}`\n\nPercent, positive = worse; {} with {level}% \
              confidence-interval half-width.\n",
+            table.victim,
             r.estimator()
         );
-        let _ = writeln!(s, "| probe | metric | {} |", conditions.join(" | "));
+        let _ = writeln!(s, "| probe | metric | {} |", table.conditions.join(" | "));
         let _ = writeln!(
             s,
             "|---|---|{}|",
-            conditions
+            table
+                .conditions
                 .iter()
                 .map(|_| "---:")
                 .collect::<Vec<_>>()
                 .join("|")
         );
-        let mut seen: Vec<(String, String)> = Vec::new();
-        for c in r.cells.iter().filter(|c| c.tenant == *v) {
-            let key = (c.probe.clone(), c.metric.clone());
-            if seen.contains(&key) {
-                continue;
-            }
-            seen.push(key);
-            let row: Vec<String> = conditions
+        for row in &table.rows {
+            let cells: Vec<String> = row
+                .cells
                 .iter()
-                .map(|cond| {
-                    r.cells
-                        .iter()
-                        .find(|x| {
-                            x.tenant == *v
-                                && x.probe == c.probe
-                                && x.metric == c.metric
-                                && &x.condition == cond
-                        })
-                        .map_or_else(
-                            || "-".to_string(),
-                            |x| md_escape(&format!("{}{}", cell_text(x), footnotes.marker(x))),
-                        )
+                .map(|c| {
+                    c.map_or_else(
+                        || "-".to_string(),
+                        |x| md_escape(&format!("{}{}", cell_text(x), footnotes.marker(x))),
+                    )
                 })
                 .collect();
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} |",
-                md_escape(&c.probe),
-                md_escape(&c.metric),
-                row.join(" | ")
-            );
-        }
-        let mut aggressors: Vec<&str> = Vec::new();
-        for c in &r.aggressor {
-            if !aggressors.contains(&c.tenant.as_str()) {
-                aggressors.push(&c.tenant);
-            }
-        }
-        for a in aggressors {
-            let row: Vec<String> = conditions
-                .iter()
-                .map(|cond| {
-                    r.aggressor
-                        .iter()
-                        .find(|x| x.tenant == a && &x.condition == cond)
-                        .map_or_else(|| "-".to_string(), |x| md_escape(&cell_text(x)))
-                })
-                .collect();
-            let _ = writeln!(s, "| aggressor `{a}` | own rate | {} |", row.join(" | "));
+            let (first, second) = match row.subject {
+                RowSubject::Probe { probe, metric } => (md_escape(probe), md_escape(metric)),
+                RowSubject::Aggressor { tenant } => {
+                    (format!("aggressor `{tenant}`"), "own rate".to_string())
+                }
+            };
+            let _ = writeln!(s, "| {first} | {second} | {} |", cells.join(" | "));
         }
         s.push('\n');
     }

@@ -368,85 +368,36 @@ pub fn render(r: &Results, style: Style) -> String {
     if let Some(reason) = &r.run.status_reason {
         let _ = writeln!(out, "{reason}");
     }
-    let conditions = r.conditions();
     let level = (r.confidence * 100.0).round();
-    let victims: Vec<&str> = {
-        let mut v: Vec<&str> = Vec::new();
-        for c in &r.cells {
-            if !v.contains(&c.tenant.as_str()) {
-                v.push(&c.tenant);
-            }
-        }
-        v
-    };
     if r.cells.is_empty() && r.sections.is_empty() {
         let _ = writeln!(out, "\nno trial has produced a result yet");
     }
     let footnotes = Footnotes::of(r);
-    for victim in &victims {
+    for table in r.matrix() {
         let _ = writeln!(
             out,
-            "\nDegradation of victim {victim}, % (positive = worse), {} with {level}% CI half-width",
+            "\nDegradation of victim {}, % (positive = worse), {} with {level}% CI half-width",
+            table.victim,
             r.estimator()
         );
-        let mut rows: Vec<Row> = Vec::new();
-        let mut seen: Vec<(String, String)> = Vec::new();
-        for c in r.cells.iter().filter(|c| c.tenant == *victim) {
-            let key = (c.probe.clone(), c.metric.clone());
-            if seen.contains(&key) {
-                continue;
-            }
-            seen.push(key);
-            let label = if c.metric.is_empty() {
-                c.probe.clone()
-            } else {
-                format!("{} {}", c.probe, c.metric)
-            };
-            let cells = conditions
-                .iter()
-                .map(|cond| {
-                    r.cells
-                        .iter()
-                        .find(|x| {
-                            x.tenant == *victim
-                                && x.probe == c.probe
-                                && x.metric == c.metric
-                                && &x.condition == cond
-                        })
-                        .map_or_else(
+        let rows: Vec<Row> = table
+            .rows
+            .iter()
+            .map(|row| Row {
+                label: row.label(),
+                cells: row
+                    .cells
+                    .iter()
+                    .map(|c| {
+                        c.map_or_else(
                             || "-".to_string(),
                             |x| format!("{}{}", cell_painted(x, style), footnotes.marker(x)),
                         )
-                })
-                .collect();
-            rows.push(Row { label, cells });
-        }
-        let mut aggressors: Vec<&str> = Vec::new();
-        for c in &r.aggressor {
-            if !aggressors.contains(&c.tenant.as_str()) {
-                aggressors.push(&c.tenant);
-            }
-        }
-        for a in &aggressors {
-            let cells = conditions
-                .iter()
-                .map(|cond| {
-                    r.aggressor
-                        .iter()
-                        .find(|x| x.tenant == *a && &x.condition == cond)
-                        .map_or_else(|| "-".to_string(), |x| cell_painted(x, style))
-                })
-                .collect();
-            rows.push(Row {
-                label: if *a == "aggressor" {
-                    "aggressor (own rate)".to_string()
-                } else {
-                    format!("aggressor {a} (own rate)")
-                },
-                cells,
-            });
-        }
-        render_grid(&mut out, "probe metric", &conditions, &rows, style);
+                    })
+                    .collect(),
+            })
+            .collect();
+        render_grid(&mut out, "probe metric", &table.conditions, &rows, style);
     }
     if !r.cells.is_empty() || !r.aggressor.is_empty() {
         let _ = writeln!(

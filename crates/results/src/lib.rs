@@ -10,6 +10,7 @@
 
 mod design;
 mod document;
+mod matrix;
 mod view;
 
 pub use design::{Cause, CauseKind, Design};
@@ -17,4 +18,5 @@ pub use document::{
     Cell, ClassSummary, Dnr, Results, RunInfo, TenantInfo, Trust, WorstCell,
     RESULTS_SCHEMA_VERSION, SOLO_PROBE,
 };
+pub use matrix::{MatrixRow, MatrixTable, RowSubject};
 pub use view::{Column, Section, Value};
