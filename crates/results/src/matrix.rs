@@ -46,7 +46,7 @@ impl MatrixRow<'_> {
     /// `aggressor NAME (own rate)`.
     pub fn label(&self) -> String {
         match self.subject {
-            RowSubject::Probe { probe, metric } if metric.is_empty() => probe.to_string(),
+            RowSubject::Probe { probe, metric: "" } => probe.to_string(),
             RowSubject::Probe { probe, metric } => format!("{probe} {metric}"),
             RowSubject::Aggressor {
                 tenant: "aggressor",
