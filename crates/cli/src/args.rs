@@ -43,6 +43,9 @@ pub enum Command {
     Show(crate::cmd_results::ShowArgs),
     /// Export a stored run's results as JSON (with raw samples), CSV or Markdown.
     Export(crate::cmd_results::ExportArgs),
+    /// Write a stored run's report: one self-contained HTML file with charts (opens with no
+    /// network access).
+    Report(crate::cmd_report::ReportArgs),
     /// Touch memory page by page and print the timings (run inside tenants by `run`).
     #[command(hide = true)]
     Memcheck(crate::cmd_run::MemcheckArgs),

@@ -8,6 +8,7 @@ mod cmd_agent;
 mod cmd_doctor;
 mod cmd_list;
 mod cmd_probe;
+mod cmd_report;
 mod cmd_results;
 mod cmd_run;
 mod cmd_serve;
@@ -48,6 +49,7 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Runs(a) => cmd_results::runs(&a),
         args::Command::Show(a) => cmd_results::show(&a),
         args::Command::Export(a) => cmd_results::export(&a),
+        args::Command::Report(a) => cmd_report::run(&a),
         args::Command::Memcheck(a) => cmd_run::memcheck(&a),
         args::Command::Serve(a) => cmd_serve::run(&a),
     }

@@ -1,5 +1,5 @@
-//! Rendering of isobench results: the terminal report, JSON/CSV/Markdown exports and the list
-//! of runs.
+//! Rendering of isobench results: the terminal report, the self-contained HTML report,
+//! JSON/CSV/Markdown exports and the list of runs.
 //!
 //! Why a crate of its own: rendering only reads results. Every function here takes the
 //! [`Results`](isobench_results::Results) document computed from the store (or the store's
@@ -8,11 +8,13 @@
 #![deny(missing_docs)]
 
 pub mod export;
+pub mod html;
 pub mod runs;
 pub mod sections;
 pub mod table;
 
 pub use export::{serialize, Format};
+pub use html::html_report;
 pub use runs::render_runs;
 pub use sections::{csv_section, markdown_sections, render_sections};
 pub use table::{render, Style};

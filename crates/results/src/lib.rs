@@ -19,4 +19,4 @@ pub use document::{
     RESULTS_SCHEMA_VERSION, SOLO_PROBE,
 };
 pub use matrix::{MatrixRow, MatrixTable, RowSubject};
-pub use view::{Column, Section, Value};
+pub use view::{Column, Guide, Plot, Section, Span, Value};

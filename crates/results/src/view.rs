@@ -16,6 +16,10 @@ pub struct Section {
     /// Lines shown under the table (what a flag means, how a figure was computed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What the rows hold as a figure (a curve over a setting, bars per row, a time series),
+    /// for renderers that draw charts; the table alone says everything without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plot: Option<Plot>,
 }
 
 impl Section {
@@ -27,7 +31,19 @@ impl Section {
             columns,
             rows: Vec::new(),
             notes: Vec::new(),
+            plot: None,
         }
+    }
+
+    /// This section with a plot of its rows.
+    pub fn with_plot(mut self, plot: Plot) -> Section {
+        self.plot = Some(plot);
+        self
+    }
+
+    /// Index of the column named `name`.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
     }
 
     /// Adds a row; it must have one value per column.
@@ -48,6 +64,82 @@ impl Section {
             .map(|r| r.iter().map(Value::text).collect())
             .collect()
     }
+}
+
+/// What a [`Section`]'s rows hold as a figure; columns are given by index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Plot {
+    /// Each `y` column against the setting in column `x` (a number, or text that reads as
+    /// one), a line per `y` column and per distinct text of the `by` columns; estimates with
+    /// their interval as a band.
+    Curve {
+        /// The setting.
+        x: usize,
+        /// The values.
+        y: Vec<usize>,
+        /// Columns whose text tells the rows of different lines apart.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        by: Vec<usize>,
+        /// A limit the values are judged by, drawn as a horizontal line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<Guide>,
+        /// Settings to mark with a vertical line (a tolerated pressure).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        marks: Vec<Guide>,
+    },
+    /// A group of bars per row, labelled by the `label` columns, a bar per `y` column;
+    /// estimates with their interval as whiskers.
+    Bars {
+        /// The label columns.
+        label: Vec<usize>,
+        /// The values.
+        y: Vec<usize>,
+        /// The value that means "no effect" (0 for a degradation, 1 for a ratio).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reference: Option<f64>,
+    },
+    /// A time series: each `y` column against the time in column `x`, one panel per unit,
+    /// with the `spans` (what ran when) shaded behind.
+    Series {
+        /// Time column.
+        x: usize,
+        /// The values.
+        y: Vec<usize>,
+        /// Intervals of time, labelled.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        spans: Vec<Span>,
+    },
+    /// A grid: a cell per row, at the text of column `row` and of column `col`, coloured by
+    /// column `value`.
+    Heat {
+        /// Row column.
+        row: usize,
+        /// Column column.
+        col: usize,
+        /// Value column.
+        value: usize,
+    },
+}
+
+/// A labelled value on an axis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Guide {
+    /// Where.
+    pub at: f64,
+    /// What it is.
+    pub label: String,
+}
+
+/// A labelled interval of time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    /// Start.
+    pub from: f64,
+    /// End.
+    pub to: f64,
+    /// What ran.
+    pub label: String,
 }
 
 /// A column of a [`Section`].

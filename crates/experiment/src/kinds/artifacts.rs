@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use isobench_results::{Column, Section, Value};
+use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::{LoadedRun, TrialRecord};
 
 use super::matrix::Matrix;
@@ -254,7 +254,10 @@ impl ExperimentKind for Artifacts {
                          the run (kept, flagged: see the trust line)"
                     ));
                 }
-                vec![s]
+                let mut all = vec![s];
+                all.extend(surface_sections(p, stored.trials, &usable));
+                all.extend(histogram_section(p, stored.trials, &usable));
+                all
             })
             .unwrap_or_default();
         Analysis {
@@ -450,6 +453,178 @@ fn from_samples(
     })
 }
 
+/// Runs shown in a run x iteration surface; iterations are averaged into at most
+/// [`SURFACE_BINS`] columns.
+const SURFACE_RUNS: usize = 60;
+const SURFACE_BINS: usize = 40;
+
+/// Every kept run of `probe` under `condition`: its iterations in order (the trial's
+/// `iter_ns` series cut into its runs, `run_mean_ns` having one window per run).
+fn runs_of(
+    trials: &[&TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+    probe: &str,
+    condition: &str,
+) -> Vec<Vec<f64>> {
+    let mut runs = Vec::new();
+    for t in trials
+        .iter()
+        .filter(|t| t.probe == probe && condition_text(&t.condition) == condition && usable(t))
+    {
+        let Some(iters) = t.series.iter().find(|s| s.metric == "iter_ns") else {
+            continue;
+        };
+        let n_runs = t
+            .series
+            .iter()
+            .find(|s| s.metric == "run_mean_ns")
+            .map_or(1, |s| s.windows.len().max(1));
+        let per = iters.windows.len() / n_runs;
+        if per == 0 {
+            continue;
+        }
+        runs.extend(
+            iters
+                .windows
+                .chunks(per)
+                .take(n_runs)
+                .map(|c| c.iter().map(|w| w.value).collect::<Vec<f64>>()),
+        );
+    }
+    runs
+}
+
+/// Per variant and condition, the run x iteration surface of paper 004 (figures 3-6): each
+/// run's iterations in order, averaged into at most [`SURFACE_BINS`] spans, in microseconds.
+fn surface_sections(
+    plan: &Plan,
+    trials: &[&TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+) -> Vec<Section> {
+    let mut conds = vec!["baseline".to_string()];
+    conds.extend(plan.conditions.iter().map(|c| c.id.clone()));
+    let mut out = Vec::new();
+    for p in &plan.probes {
+        for c in &conds {
+            let runs = runs_of(trials, usable, &p.id, c);
+            let Some(len) = runs.iter().map(Vec::len).min().filter(|&l| l > 0) else {
+                continue;
+            };
+            let bins = len.min(SURFACE_BINS);
+            let mut s = Section::new(
+                &format!("surface-{}-{c}", p.id),
+                format!(
+                    "Run x iteration: {} under {c}, mean per span of iterations",
+                    p.id
+                ),
+                vec![
+                    Column::text("run"),
+                    Column::text("iterations"),
+                    Column::unit("mean", "us"),
+                ],
+            )
+            .with_plot(Plot::Heat {
+                row: 0,
+                col: 1,
+                value: 2,
+            });
+            for (r, run) in runs.iter().take(SURFACE_RUNS).enumerate() {
+                for b in 0..bins {
+                    let (lo, hi) = (b * len / bins, (b + 1) * len / bins);
+                    let span = &run[lo..hi];
+                    let mean = span.iter().sum::<f64>() / span.len() as f64;
+                    s.push(vec![
+                        Value::text_of(format!("{}", r + 1)),
+                        Value::text_of(format!("{}-{}", lo + 1, hi)),
+                        Value::number(mean / 1e3, 2),
+                    ]);
+                }
+            }
+            if runs.len() > SURFACE_RUNS {
+                s.notes.push(format!(
+                    "the first {SURFACE_RUNS} of {} runs shown",
+                    runs.len()
+                ));
+            }
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// The distribution of iteration times per variant and condition: the share of iterations
+/// in each of 30 logarithmic bins (paper 004's histograms).
+fn histogram_section(
+    plan: &Plan,
+    trials: &[&TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+) -> Option<Section> {
+    const BINS: usize = 30;
+    let mut conds = vec!["baseline".to_string()];
+    conds.extend(plan.conditions.iter().map(|c| c.id.clone()));
+    let mut groups: Vec<(String, String, Vec<f64>)> = Vec::new();
+    for p in &plan.probes {
+        for c in &conds {
+            let xs: Vec<f64> = runs_of(trials, usable, &p.id, c)
+                .into_iter()
+                .flatten()
+                .filter(|x| *x > 0.0)
+                .collect();
+            if !xs.is_empty() {
+                groups.push((p.id.clone(), c.clone(), xs));
+            }
+        }
+    }
+    let lo = groups
+        .iter()
+        .flat_map(|g| &g.2)
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    let hi = groups
+        .iter()
+        .flat_map(|g| &g.2)
+        .copied()
+        .fold(0.0, f64::max);
+    if groups.is_empty() || hi <= lo {
+        return None;
+    }
+    let (l0, l1) = (lo.ln(), hi.ln());
+    let step = (l1 - l0) / BINS as f64;
+    let mut s = Section::new(
+        "histogram",
+        "Iteration times: share of iterations per logarithmic bin",
+        vec![
+            Column::text("variant"),
+            Column::text("condition"),
+            Column::unit("iteration", "us"),
+            Column::unit("share", "%"),
+        ],
+    )
+    .with_plot(Plot::Curve {
+        x: 2,
+        y: vec![3],
+        by: vec![0, 1],
+        limit: None,
+        marks: Vec::new(),
+    });
+    for (variant, condition, xs) in &groups {
+        let mut counts = [0usize; BINS];
+        for x in xs {
+            counts[(((x.ln() - l0) / step) as usize).min(BINS - 1)] += 1;
+        }
+        for (i, n) in counts.iter().enumerate() {
+            let mid = (l0 + step * (i as f64 + 0.5)).exp();
+            s.push(vec![
+                Value::text_of(variant.clone()),
+                Value::text_of(condition.clone()),
+                Value::number(mid / 1e3, 3),
+                Value::number(*n as f64 * 100.0 / xs.len() as f64, 2),
+            ]);
+        }
+    }
+    Some(s)
+}
+
 /// The summaries as a section, in microseconds as Table 1 of paper 004.
 pub fn summary_section(rows: &[Summary]) -> Section {
     let mut s = Section::new(
@@ -465,7 +640,12 @@ pub fn summary_section(rows: &[Summary]) -> Section {
             Column::unit("min", "us"),
             Column::unit("max", "us"),
         ],
-    );
+    )
+    .with_plot(Plot::Bars {
+        label: vec![0, 1],
+        y: vec![4],
+        reference: None,
+    });
     for r in rows {
         s.push(vec![
             Value::text_of(r.variant.clone()),

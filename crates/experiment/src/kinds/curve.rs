@@ -2,7 +2,7 @@
 //! what the aggressors delivered there, and the tolerated pressure read off such a curve.
 //! Shared by the kinds that sweep a setting (`sweep`, `sensitivity`).
 
-use isobench_results::{Column, Section, Value};
+use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::LoadedRun;
 
 use crate::analysis::{delivered_pressure, Cell};
@@ -101,7 +101,14 @@ pub(crate) fn curve_section(
             .unwrap_or_default();
         columns.push(Column::unit(&label, "%"));
     }
-    let mut section = Section::new(id, title, columns);
+    let first = columns.len() - series.len();
+    let mut section = Section::new(id, title, columns).with_plot(Plot::Curve {
+        x: 0,
+        y: (first..first + series.len()).collect(),
+        by: Vec::new(),
+        limit: None,
+        marks: Vec::new(),
+    });
     for (p, d) in points.iter().zip(&delivered) {
         let mut row = vec![p.x.clone()];
         if let Some((name, _, _)) = &pressure_col {

@@ -19,7 +19,7 @@
 //! higher-is-better metrics, `1 / (1 + d)` for times), its interval with it. The profile of
 //! the paper (setting x benchmark x load x cores) is the kind's section.
 
-use isobench_results::{Column, Section, Value};
+use isobench_results::{Column, Guide, Plot, Section, Value};
 use isobench_store::LoadedRun;
 use isobench_workloads::{Class, Direction};
 use serde::{Deserialize, Serialize};
@@ -642,7 +642,17 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
             set.tenant
         ),
         columns,
-    );
+    )
+    .with_plot(Plot::Curve {
+        x: 0,
+        y: vec![9],
+        by: vec![2, 3, 4],
+        limit: Some(Guide {
+            at: 100.0,
+            label: "q = 100%: the limit holds exactly".into(),
+        }),
+        marks: Vec::new(),
+    });
     for c in &plan.conditions {
         let Some((s, loaded, k)) = set.point_of(c) else {
             continue;

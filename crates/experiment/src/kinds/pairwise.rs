@@ -11,7 +11,7 @@
 //! each side is reported as its time to complete relative to alone (x 1.00 = unaffected),
 //! with the interval mapped the same way.
 
-use isobench_results::{Column, Section, Value};
+use isobench_results::{Column, Plot, Section, Value};
 use isobench_stats::Direction;
 use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
@@ -165,7 +165,12 @@ impl ExperimentKind for Pairwise {
                 Column::unit("victim's time", "x"),
                 Column::unit("aggressor's time", "x"),
             ],
-        );
+        )
+        .with_plot(Plot::Bars {
+            label: vec![0, 1],
+            y: vec![2, 3],
+            reference: Some(1.0),
+        });
         for x in &set.workloads {
             let beside =
                 matrix::analysis::aggressor_cells_beside(run, Some(plan), stored, settings, x);

@@ -9,11 +9,11 @@
 //! the confidence bounds of the points, so the interval says which tested intensities are
 //! known, at the run's confidence, to stay below the limit and which to exceed it.
 
-use isobench_results::{Column, Section, Value};
+use isobench_results::{Column, Guide, Plot, Section, Value};
 use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
-use super::curve::{curve_section, series, si, tolerated, Point};
+use super::curve::{curve_section, series, si, tolerated, Point, Tolerated};
 use super::matrix::{self, stressor_conditions, Variant};
 use super::{Analysis, ExperimentKind};
 use crate::analysis::{delivered_pressure, Cell, StatsSettings, Stored};
@@ -164,17 +164,59 @@ impl ExperimentKind for Sensitivity {
                     condition: id.clone(),
                 })
                 .collect();
-            a.sections.push(curve_section(
+            let mut section = curve_section(
                 &format!("curve-{s}"),
                 format!("Sensitivity curve under {s}"),
                 Column::unit("intensity", "%"),
                 &points,
                 &a.cells,
                 run,
-            ));
+            );
+            if let Some(Plot::Curve { limit, marks, .. }) = &mut section.plot {
+                *limit = Some(Guide {
+                    at: set.limit,
+                    label: format!("{}% loss", set.limit),
+                });
+                for (tenant, probe, metric) in series(&a.cells) {
+                    let t = tolerated_of(&a.cells, (&tenant, &probe, &metric), pts, set.limit);
+                    if let Some(Tolerated {
+                        estimate: Some(e),
+                        beyond: false,
+                        ..
+                    }) = t
+                    {
+                        marks.push(Guide {
+                            at: e,
+                            label: format!("{probe} tolerates {e:.0}%"),
+                        });
+                    }
+                }
+            }
+            a.sections.push(section);
         }
         a
     }
+}
+
+/// The tolerated intensity of one victim result (tenant, probe, metric) on the curve of one
+/// stressor (its intensities and conditions); `None` when the curve misses a step.
+fn tolerated_of(
+    cells: &[Cell],
+    (tenant, probe, metric): (&str, &str, &str),
+    pts: &[(u8, String)],
+    limit: f64,
+) -> Option<Tolerated> {
+    let curve: Vec<(f64, f64, f64, f64)> = pts
+        .iter()
+        .filter_map(|(i, id)| {
+            let c = cells.iter().find(|c| {
+                c.tenant == tenant && c.probe == probe && c.metric == metric && &c.condition == id
+            })?;
+            let d = &c.comparison.as_ref()?.degradation;
+            Some((f64::from(*i), d.estimate, d.lower, d.upper))
+        })
+        .collect();
+    (curve.len() == pts.len()).then(|| tolerated(&curve, limit))
 }
 
 /// Per victim result, per stressor: the tolerated intensity with its interval, and what the
@@ -207,24 +249,10 @@ fn tolerated_section(
             row[0] = Value::text_of(format!("{tenant} {probe} {metric}"));
         }
         for (_, pts) in curves {
-            let curve: Vec<(f64, f64, f64, f64)> = pts
-                .iter()
-                .filter_map(|(i, id)| {
-                    let c = cells.iter().find(|c| {
-                        c.tenant == tenant
-                            && c.probe == probe
-                            && c.metric == metric
-                            && &c.condition == id
-                    })?;
-                    let d = &c.comparison.as_ref()?.degradation;
-                    Some((f64::from(*i), d.estimate, d.lower, d.upper))
-                })
-                .collect();
-            if curve.len() < pts.len() {
+            let Some(t) = tolerated_of(cells, (&tenant, &probe, &metric), pts, limit) else {
                 row.extend([Value::text_of("not measured at every step"), Value::Empty]);
                 continue;
-            }
-            let t = tolerated(&curve, limit);
+            };
             let text = match (t.estimate, t.beyond) {
                 (None, _) => format!("< {}", pts[0].0),
                 (Some(e), true) => format!(">= {e:.0}"),

@@ -10,7 +10,7 @@
 pub mod analysis;
 pub mod settings;
 
-use isobench_results::{Column, Section, Value};
+use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::{Direction, LoadedRun, TrialRecord};
 use serde::Deserialize;
 use toml::Spanned;
@@ -367,7 +367,12 @@ fn sections(analyses: &[Analysed], set: Option<&TimelineSettings>) -> Vec<Sectio
                 Column::text("recovered to"),
                 Column::unit("aggressor rate", "ops/s"),
             ],
-        );
+        )
+        .with_plot(Plot::Bars {
+            label: vec![0, 1, 2],
+            y: vec![6],
+            reference: Some(0.0),
+        });
         for e in &a.episodes {
             let d = e.degradation.as_ref().map_or(Value::Empty, |d| {
                 Value::estimate(d.estimate, d.lower, d.upper, 1)
@@ -512,11 +517,27 @@ fn series_section(of_trial: &[&Analysed], id: &str, suffix: &str) -> Section {
             .iter()
             .map(|(t, _)| Column::unit(&format!("{t} CPU"), "CPUs")),
     );
+    let spans = first
+        .phases
+        .iter()
+        .filter(|p| !p.running.is_empty())
+        .map(|p| isobench_results::Span {
+            from: p.from_s,
+            to: p.to_s,
+            label: p.running.join(" "),
+        })
+        .collect();
+    let n = cols.len();
     let mut s = Section::new(
         id,
         format!("The series: {probe} per window, each tenant's CPU use{suffix}"),
         cols,
-    );
+    )
+    .with_plot(Plot::Series {
+        x: 0,
+        y: (2..n).collect(),
+        spans,
+    });
     for (i, &(a0, b0, _)) in first.series.windows.iter().enumerate() {
         let mut row = vec![secs(a0), secs(b0)];
         row.extend(of_trial.iter().map(|x| {

@@ -12,7 +12,7 @@
 //! paper's: rows are the stress tests, columns the misbehaving tenant and the average of the
 //! well-behaved ones, DNR where the load generator got no good answer at all.
 
-use isobench_results::{Column, Section, Value};
+use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
@@ -356,7 +356,12 @@ pub fn paper_section(plan: &Plan, cells: &[Cell]) -> Section {
             Column::unit(&format!("well-behaved (avg of {n_good})"), "%"),
             Column::text("well-behaved DNR"),
         ],
-    );
+    )
+    .with_plot(Plot::Bars {
+        label: vec![0],
+        y: vec![1, 2],
+        reference: Some(0.0),
+    });
     for r in &rows {
         let own: Vec<&Cell> = cells
             .iter()
