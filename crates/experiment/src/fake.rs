@@ -571,7 +571,7 @@ impl TenantDriver for FakeTenant {
                         .with_series(series)
                 }
             };
-            metrics.push(metric);
+            metrics.push(with_fake_histogram(metric));
         }
         Ok(ProbeOutcome {
             metrics,
@@ -787,4 +787,22 @@ pub fn run_fake(
         crate::orchestrator::EngineOptions::default(),
     )
     .execute()
+}
+
+/// A latency metric (ns or us, lower is better) with the distribution a real probe would
+/// record: 200 values spread around its value with a tail, so that what reads histograms
+/// (the HTML report's latency charts) has them in fake runs too.
+fn with_fake_histogram(m: isobench_workloads::Metric) -> isobench_workloads::Metric {
+    if !(matches!(m.unit.as_str(), "ns" | "us") && m.direction == Direction::Lower)
+        || m.value <= 0.0
+    {
+        return m;
+    }
+    let mut h = isobench_workloads::LatencyHistogram::new();
+    for k in 0..200u32 {
+        let spread = 0.8 + 0.4 * f64::from(k % 20) / 20.0;
+        let tail = if k % 50 == 49 { 4.0 } else { 1.0 };
+        h.record((m.value * spread * tail).round() as u64);
+    }
+    m.with_histogram(h)
 }

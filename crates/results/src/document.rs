@@ -13,8 +13,9 @@ use crate::{Cause, Design, Section};
 
 /// Version of the [`Results`] document (JSON export). Bumped when its shape changes; 2 adds
 /// the experiment kind (`kind`) and each condition's per-tenant `assignments` in the plan; 3
-/// adds the kind's own `sections` and the plan's kind `settings`.
-pub const RESULTS_SCHEMA_VERSION: u32 = 3;
+/// adds the kind's own `sections` and the plan's kind `settings`; 4 adds each section's
+/// `plot` (what its rows hold as a figure).
+pub const RESULTS_SCHEMA_VERSION: u32 = 4;
 
 /// Probe name recorded for a trial in which the aggressor ran alone (no probe).
 pub const SOLO_PROBE: &str = "(alone)";
