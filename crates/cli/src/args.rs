@@ -43,6 +43,11 @@ pub enum Command {
     Show(crate::cmd_results::ShowArgs),
     /// Export a stored run's results as JSON (with raw samples), CSV or Markdown.
     Export(crate::cmd_results::ExportArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(crate::cmd_docs::CompletionsArgs),
+    /// Print the man page of isobench (roff), or write one page per command into a
+    /// directory.
+    Man(crate::cmd_docs::ManArgs),
     /// Touch memory page by page and print the timings (run inside tenants by `run`).
     #[command(hide = true)]
     Memcheck(crate::cmd_run::MemcheckArgs),
