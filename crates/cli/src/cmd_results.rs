@@ -11,7 +11,7 @@ use isobench_experiment::analysis::analyze;
 use isobench_report::{csv_section, render, render_runs, serialize, Format};
 use isobench_store::{RunId, Store};
 
-use crate::args::DbArgs;
+use crate::args::{DbArgs, ExportFormat};
 use crate::cmd_run::{open_store, store_error, style};
 use crate::exit::bad_input;
 
@@ -36,9 +36,9 @@ pub struct ShowArgs {
 pub struct ExportArgs {
     /// The run (see `isobench runs`).
     pub run_id: String,
-    /// json (everything, raw samples included), csv (one row per degradation) or md.
+    /// What to write.
     #[arg(long, short = 'f', default_value = "json", value_name = "FORMAT")]
-    pub format: String,
+    pub format: ExportFormat,
     /// Write to this file instead of standard output.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -91,12 +91,7 @@ pub fn show(a: &ShowArgs) -> anyhow::Result<ExitCode> {
 
 /// `isobench export RUN_ID`.
 pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
-    let format = Format::parse(&a.format).ok_or_else(|| {
-        bad_input(format!(
-            "--format {}: unknown format; use json, csv or md",
-            a.format
-        ))
-    })?;
+    let format = Format::from(a.format);
     let r = load(&a.db.path, &a.run_id)?;
     let bytes = match &a.section {
         None => serialize(&r, format),

@@ -28,7 +28,7 @@ use isobench_experiment::{
 use isobench_report::{render, LiveProgress, Style};
 use isobench_store::{RunId, RunStatus, Store, StoreError};
 
-use crate::args::DbArgs;
+use crate::args::{DbArgs, RunPlatform};
 use crate::exit::{self, bad_input, unsupported};
 
 /// `isobench run`.
@@ -48,9 +48,14 @@ pub struct RunArgs {
     pub resume: Option<String>,
     #[command(flatten)]
     pub db: DbArgs,
-    /// Platform instead of the scenario's: auto (cgroup as root, else host), host or cgroup.
-    #[arg(long, value_name = "PLATFORM", conflicts_with = "resume")]
-    pub platform: Option<String>,
+    /// Platform instead of the scenario's.
+    #[arg(
+        long,
+        value_name = "PLATFORM",
+        conflicts_with = "resume",
+        ignore_case = true
+    )]
+    pub platform: Option<RunPlatform>,
     /// Seed instead of the scenario's.
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub seed: Option<u64>,
@@ -116,24 +121,6 @@ pub fn store_error(e: StoreError) -> anyhow::Error {
     }
 }
 
-fn platform_choice(s: &str) -> anyhow::Result<PlatformChoice> {
-    match s {
-        "auto" => Ok(PlatformChoice::Auto),
-        "host" => Ok(PlatformChoice::Host),
-        "cgroup" | "cgroups" => Ok(PlatformChoice::Cgroup),
-        other => {
-            // The platform crate knows the planned ones and the near misses.
-            let msg = match other.parse::<isobench_platform::PlatformKind>() {
-                Err(e) => e.to_string(),
-                Ok(_) => format!("unknown platform `{other}`"),
-            };
-            Err(bad_input(format!(
-                "--platform: {msg} (auto, host or cgroup)"
-            )))
-        }
-    }
-}
-
 fn now_seed() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -173,7 +160,7 @@ fn plan_new(a: &RunArgs, fake: bool) -> anyhow::Result<(Plan, String)> {
         HostView::detect().context("reading this host's CPUs and memory")?
     };
     let opts = PlanOptions {
-        platform: a.platform.as_deref().map(platform_choice).transpose()?,
+        platform: a.platform.map(PlatformChoice::from),
         seed: a.seed,
         random_seed: now_seed(),
         skip_unsupported: builtin,
