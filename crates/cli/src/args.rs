@@ -249,6 +249,16 @@ pub enum ExportFormat {
     Markdown,
 }
 
+impl ExportFormat {
+    /// The value of `--format` that selects it.
+    pub fn name(self) -> String {
+        self.to_possible_value()
+            .expect("no format is skipped")
+            .get_name()
+            .to_owned()
+    }
+}
+
 impl From<ExportFormat> for Format {
     fn from(f: ExportFormat) -> Format {
         match f {
