@@ -2,7 +2,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use isobench_experiment::PlatformChoice;
+use isobench_platform::PlatformKind;
+use isobench_report::Format;
 
 /// Measure performance isolation: how much a misbehaving tenant slows down its neighbours.
 #[derive(Debug, Parser)]
@@ -46,6 +49,11 @@ pub enum Command {
     /// Write a stored run's report: one self-contained HTML file with charts (opens with no
     /// network access).
     Report(crate::cmd_report::ReportArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(crate::cmd_docs::CompletionsArgs),
+    /// Print the man page of isobench (roff), or write one page per command into a
+    /// directory.
+    Man(crate::cmd_docs::ManArgs),
     /// Touch memory page by page and print the timings (run inside tenants by `run`).
     #[command(hide = true)]
     Memcheck(crate::cmd_run::MemcheckArgs),
@@ -92,10 +100,10 @@ pub struct ProbeArgs {
     /// (probes that support it; shown with --json).
     #[arg(long, value_name = "MS")]
     pub window: Option<f64>,
-    /// Run inside a fresh tenant on this platform (`host` or `cgroup`) through an agent,
-    /// instead of in this process.
-    #[arg(long, value_name = "PLATFORM")]
-    pub platform: Option<String>,
+    /// Run inside a fresh tenant on this platform through an agent, instead of in this
+    /// process.
+    #[arg(long, value_name = "PLATFORM", ignore_case = true)]
+    pub platform: Option<TenantPlatform>,
     /// Limits of that tenant, e.g. `cpus=1,memory=1G,pids=64,cpuset=0,io_write_bps=50M`.
     #[arg(long, value_name = "K=V,...", requires = "platform")]
     pub limits: Option<String>,
@@ -128,10 +136,10 @@ pub struct StressArgs {
     /// tenant. They are then capped (64 tasks, a quarter of usable memory, 1 GiB of files).
     #[arg(long)]
     pub allow_unsafe_host: bool,
-    /// Run inside a fresh tenant on this platform (`host` or `cgroup`) through an agent,
-    /// instead of in this process.
-    #[arg(long, value_name = "PLATFORM")]
-    pub platform: Option<String>,
+    /// Run inside a fresh tenant on this platform through an agent, instead of in this
+    /// process.
+    #[arg(long, value_name = "PLATFORM", ignore_case = true)]
+    pub platform: Option<TenantPlatform>,
     /// Limits of that tenant, e.g. `cpus=1,memory=1G,pids=64,cpuset=0,io_write_bps=50M`.
     #[arg(long, value_name = "K=V,...", requires = "platform")]
     pub limits: Option<String>,
@@ -189,4 +197,77 @@ pub struct DbArgs {
         value_name = "FILE"
     )]
     pub path: PathBuf,
+}
+
+/// `--platform` of `isobench run`: what creates the tenants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RunPlatform {
+    /// cgroup when running as root with cgroups mounted, else host
+    Auto,
+    /// plain processes, no isolation
+    Host,
+    /// cgroup v1 or v2 tenants (needs root)
+    #[value(alias = "cgroups")]
+    Cgroup,
+}
+
+impl From<RunPlatform> for PlatformChoice {
+    fn from(p: RunPlatform) -> PlatformChoice {
+        match p {
+            RunPlatform::Auto => PlatformChoice::Auto,
+            RunPlatform::Host => PlatformChoice::Host,
+            RunPlatform::Cgroup => PlatformChoice::Cgroup,
+        }
+    }
+}
+
+/// `--platform` of `isobench probe` and `isobench stress`: where the one tenant is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TenantPlatform {
+    /// plain processes, no isolation
+    Host,
+    /// a cgroup v1 or v2 tenant (needs root)
+    #[value(alias = "cgroups")]
+    Cgroup,
+}
+
+impl From<TenantPlatform> for PlatformKind {
+    fn from(p: TenantPlatform) -> PlatformKind {
+        match p {
+            TenantPlatform::Host => PlatformKind::Host,
+            TenantPlatform::Cgroup => PlatformKind::Cgroup,
+        }
+    }
+}
+
+/// `--format` of `isobench export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// everything: estimates, flags, plan, host facts and every trial's raw samples
+    Json,
+    /// one row per degradation (victims and aggressors), or one section with --section
+    Csv,
+    /// the report's tables, for notes and pull requests (also `markdown`)
+    #[value(name = "md", alias = "markdown")]
+    Markdown,
+}
+
+impl ExportFormat {
+    /// The value of `--format` that selects it.
+    pub fn name(self) -> String {
+        self.to_possible_value()
+            .expect("no format is skipped")
+            .get_name()
+            .to_owned()
+    }
+}
+
+impl From<ExportFormat> for Format {
+    fn from(f: ExportFormat) -> Format {
+        match f {
+            ExportFormat::Json => Format::Json,
+            ExportFormat::Csv => Format::Csv,
+            ExportFormat::Markdown => Format::Markdown,
+        }
+    }
 }

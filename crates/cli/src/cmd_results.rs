@@ -1,6 +1,8 @@
 //! Stored results: `isobench runs` (the list), `isobench show RUN_ID` (the same report as
 //! the end of `isobench run`) and `isobench export RUN_ID --format json|csv|md`. All read the
-//! database only; none creates one.
+//! database only; none creates one. `runs --json` and `show --json` print documents for
+//! scripts: the list in the envelope of every other JSON document, and the run as
+//! `export --format json` writes it.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -10,14 +12,19 @@ use clap::Args;
 use isobench_experiment::analysis::analyze;
 use isobench_report::{csv_section, render, render_runs, serialize, Format};
 use isobench_store::{RunId, Store};
+use serde_json::Value;
 
-use crate::args::DbArgs;
+use crate::args::{DbArgs, ExportFormat};
 use crate::cmd_run::{open_store, store_error, style};
 use crate::exit::bad_input;
+use crate::output::{envelope, print_json};
 
 /// `isobench runs`.
 #[derive(Debug, Args)]
 pub struct RunsArgs {
+    /// Print JSON (with schema version and tool version): every run's summary under `runs`.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -27,6 +34,9 @@ pub struct RunsArgs {
 pub struct ShowArgs {
     /// The run (see `isobench runs`).
     pub run_id: String,
+    /// Print JSON: the document of `isobench export RUN_ID --format json`.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -36,9 +46,9 @@ pub struct ShowArgs {
 pub struct ExportArgs {
     /// The run (see `isobench runs`).
     pub run_id: String,
-    /// json (everything, raw samples included), csv (one row per degradation) or md.
+    /// What to write.
     #[arg(long, short = 'f', default_value = "json", value_name = "FORMAT")]
-    pub format: String,
+    pub format: ExportFormat,
     /// Write to this file instead of standard output.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -70,34 +80,43 @@ pub fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results>
 
 /// `isobench runs`.
 pub fn runs(a: &RunsArgs) -> anyhow::Result<ExitCode> {
-    if !a.db.path.exists() {
+    let list = if a.db.path.exists() {
+        let store = open_store(&a.db.path)?;
+        store.list_runs().map_err(store_error)?
+    } else if a.json {
+        // No database yet is no runs yet, not an error.
+        Vec::new()
+    } else {
         println!(
             "no runs: there is no database at {} yet; `isobench run` starts one",
             a.db.path.display()
         );
         return Ok(ExitCode::SUCCESS);
+    };
+    if a.json {
+        let mut doc = envelope("runs");
+        doc.insert("runs".into(), serde_json::to_value(&list)?);
+        print_json(&Value::Object(doc));
+    } else {
+        print!("{}", render_runs(&list));
     }
-    let store = open_store(&a.db.path)?;
-    let list = store.list_runs().map_err(store_error)?;
-    print!("{}", render_runs(&list));
     Ok(ExitCode::SUCCESS)
 }
 
 /// `isobench show RUN_ID`.
 pub fn show(a: &ShowArgs) -> anyhow::Result<ExitCode> {
     let r = load(&a.db.path, &a.run_id)?;
-    print!("{}", render(&r, style()));
+    if a.json {
+        std::io::stdout().write_all(&serialize(&r, Format::Json))?;
+    } else {
+        print!("{}", render(&r, style()));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 /// `isobench export RUN_ID`.
 pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
-    let format = Format::parse(&a.format).ok_or_else(|| {
-        bad_input(format!(
-            "--format {}: unknown format; use json, csv or md",
-            a.format
-        ))
-    })?;
+    let format = Format::from(a.format);
     let r = load(&a.db.path, &a.run_id)?;
     let bytes = match &a.section {
         None => serialize(&r, format),

@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::Args;
-use isobench_experiment::analysis::analyze;
+use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::backend::{Backend, Clock, SystemClock};
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::orchestrator::{create_run, prepare_resume, Engine, EngineOptions};
@@ -25,12 +25,12 @@ use isobench_experiment::scenario::{QUICK_NAME, QUICK_TOML};
 use isobench_experiment::{
     memcheck, HostView, Plan, PlanOptions, PlatformChoice, Scenario, Source,
 };
-use isobench_report::{render, Style};
+use isobench_report::{render, serialize, Style};
 
 use crate::live::LiveProgress;
 use isobench_store::{RunId, RunStatus, Store, StoreError};
 
-use crate::args::DbArgs;
+use crate::args::{DbArgs, ExportFormat, RunPlatform};
 use crate::exit::{self, bad_input, unsupported};
 
 /// `isobench run`.
@@ -50,9 +50,14 @@ pub struct RunArgs {
     pub resume: Option<String>,
     #[command(flatten)]
     pub db: DbArgs,
-    /// Platform instead of the scenario's: auto (cgroup as root, else host), host or cgroup.
-    #[arg(long, value_name = "PLATFORM", conflicts_with = "resume")]
-    pub platform: Option<String>,
+    /// Platform instead of the scenario's.
+    #[arg(
+        long,
+        value_name = "PLATFORM",
+        conflicts_with = "resume",
+        ignore_case = true
+    )]
+    pub platform: Option<RunPlatform>,
     /// Seed instead of the scenario's.
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub seed: Option<u64>,
@@ -62,6 +67,111 @@ pub struct RunArgs {
     /// No live progress (the results are still printed).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    #[command(flatten)]
+    pub export: ExportFiles,
+}
+
+/// `--export-json FILE`, `--export-csv FILE`, `--export-markdown FILE`: the run's results
+/// written at its end, also when it ended early (a time budget, Ctrl-C), as `isobench export`
+/// writes them.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Export")]
+pub struct ExportFiles {
+    /// At the end of the run, write its results as JSON (the document of `isobench export
+    /// --format json`) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+    /// At the end of the run, write one row per degradation as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+    /// At the end of the run, write the report's tables as Markdown to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+    /// At the end of the run, write its HTML report (charts and tables in one file that opens
+    /// offline; `isobench report` writes the same) and print its path; to
+    /// isobench-RUN_ID.html unless `--report=FILE` names one.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true)]
+    pub report: Option<Option<PathBuf>>,
+}
+
+impl ExportFiles {
+    /// Each requested file with its flag and format, in the order of the flags.
+    fn requested(&self) -> Vec<(&'static str, ExportFormat, &Path)> {
+        [
+            ("--export-json", ExportFormat::Json, &self.export_json),
+            ("--export-csv", ExportFormat::Csv, &self.export_csv),
+            (
+                "--export-markdown",
+                ExportFormat::Markdown,
+                &self.export_markdown,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(flag, format, path)| Some((flag, format, path.as_deref()?)))
+        .collect()
+    }
+
+    /// Refuses, before anything runs, a file whose directory does not exist: a long run
+    /// should not end in an export that could never be written.
+    fn check(&self) -> anyhow::Result<()> {
+        let report = self.report.as_ref().and_then(|r| r.as_deref());
+        let files = self
+            .requested()
+            .into_iter()
+            .map(|(flag, _, path)| (flag, path))
+            .chain(report.map(|p| ("--report", p)));
+        for (flag, path) in files {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if !dir.is_dir() {
+                return Err(bad_input(format!(
+                    "{flag} {}: there is no directory {}; create it or choose another file",
+                    path.display(),
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every requested file, each with the bytes `isobench export` gives, and says so
+    /// on stderr. A file that cannot be written is named with its flag; the others are still
+    /// written. Returns whether all were.
+    fn write(&self, results: &Results, run: &RunId) -> bool {
+        let mut all = true;
+        for (flag, format, path) in self.requested() {
+            match std::fs::write(path, serialize(results, format.into())) {
+                Ok(()) => eprintln!("isobench: wrote {}", path.display()),
+                Err(e) => {
+                    all = false;
+                    eprintln!(
+                        "isobench: error: {flag} {}: {e}; the run is stored, `isobench export \
+                         {run} --format {} --output FILE` writes it again",
+                        path.display(),
+                        format.name()
+                    );
+                }
+            }
+        }
+        if let Some(file) = &self.report {
+            let path = file
+                .clone()
+                .unwrap_or_else(|| crate::cmd_report::default_path(run.as_str()));
+            match crate::cmd_report::write_report(results, &path) {
+                Ok(()) => eprintln!("isobench: wrote the report {}", path.display()),
+                Err(e) => {
+                    all = false;
+                    eprintln!(
+                        "isobench: error: --report: {e:#}; the run is stored, `isobench report \
+                         {run} -o FILE` writes it again"
+                    );
+                }
+            }
+        }
+        all
+    }
 }
 
 /// `isobench memcheck` (internal).
@@ -118,24 +228,6 @@ pub fn store_error(e: StoreError) -> anyhow::Error {
     }
 }
 
-fn platform_choice(s: &str) -> anyhow::Result<PlatformChoice> {
-    match s {
-        "auto" => Ok(PlatformChoice::Auto),
-        "host" => Ok(PlatformChoice::Host),
-        "cgroup" | "cgroups" => Ok(PlatformChoice::Cgroup),
-        other => {
-            // The platform crate knows the planned ones and the near misses.
-            let msg = match other.parse::<isobench_platform::PlatformKind>() {
-                Err(e) => e.to_string(),
-                Ok(_) => format!("unknown platform `{other}`"),
-            };
-            Err(bad_input(format!(
-                "--platform: {msg} (auto, host or cgroup)"
-            )))
-        }
-    }
-}
-
 fn now_seed() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -175,7 +267,7 @@ fn plan_new(a: &RunArgs, fake: bool) -> anyhow::Result<(Plan, String)> {
         HostView::detect().context("reading this host's CPUs and memory")?
     };
     let opts = PlanOptions {
-        platform: a.platform.as_deref().map(platform_choice).transpose()?,
+        platform: a.platform.map(PlatformChoice::from),
         seed: a.seed,
         random_seed: now_seed(),
         skip_unsupported: builtin,
@@ -195,6 +287,7 @@ fn plan_new(a: &RunArgs, fake: bool) -> anyhow::Result<(Plan, String)> {
 /// `isobench run`.
 pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let fake = fake_mode();
+    a.export.check()?;
     if a.dry_run {
         let (plan, _) = plan_new(a, fake.is_some())?;
         print!("{}", plan.summary());
@@ -317,27 +410,33 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let loaded = store.load_run(&outcome.run).map_err(store_error)?;
     let results = analyze(&loaded);
     print!("{}", render(&results, style()));
-    match outcome.status {
+    // Partial results are results: the files are written however the run ended.
+    let exported = a.export.write(&results, &outcome.run);
+    let code = match outcome.status {
         RunStatus::Complete => {
             let partial = results.trust.dnr > 0
                 || results.trust.failed > 0
                 || results.trust.untrustworthy > 0;
-            Ok(ExitCode::from(if partial {
+            if partial {
                 exit::PARTIAL
             } else {
                 exit::OK
-            }))
+            }
         }
         RunStatus::Interrupted => {
             eprintln!("isobench: {}", outcome.reason);
-            Ok(ExitCode::from(exit::INTERRUPTED))
+            exit::INTERRUPTED
         }
-        _ => Err(anyhow::anyhow!(
-            "run {} stopped: {}",
-            outcome.run,
-            outcome.reason
-        )),
-    }
+        _ => {
+            return Err(anyhow::anyhow!(
+                "run {} stopped: {}",
+                outcome.run,
+                outcome.reason
+            ))
+        }
+    };
+    // The run is in the database either way; an export that failed is the failure left.
+    Ok(ExitCode::from(if exported { code } else { exit::FAILURE }))
 }
 
 #[allow(clippy::too_many_arguments)]

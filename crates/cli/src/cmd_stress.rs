@@ -48,8 +48,8 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
         }
         ctx.pin = Some(cpus);
     }
-    if let Some(platform) = &a.platform {
-        let req = crate::tenant::parse_request(platform, a.limits.as_deref())?;
+    if let Some(platform) = a.platform {
+        let req = crate::tenant::parse_request(platform.into(), a.limits.as_deref())?;
         return run_in_tenant(a, stressor, &params, duration, ctx, &req);
     }
     if stressor.aggressive() {

@@ -5,6 +5,7 @@
 
 mod args;
 mod cmd_agent;
+mod cmd_docs;
 mod cmd_doctor;
 mod cmd_list;
 mod cmd_probe;
@@ -50,6 +51,8 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Show(a) => cmd_results::show(&a),
         args::Command::Export(a) => cmd_results::export(&a),
         args::Command::Report(a) => cmd_report::run(&a),
+        args::Command::Completions(a) => cmd_docs::completions(&a),
+        args::Command::Man(a) => cmd_docs::man(&a),
         args::Command::Memcheck(a) => cmd_run::memcheck(&a),
         args::Command::Serve(a) => cmd_serve::run(&a),
     }

@@ -56,15 +56,9 @@ pub fn install_interrupt(run: RunContext, stop: Option<Arc<AtomicBool>>) -> anyh
     Ok(())
 }
 
-/// Parses `--platform` and `--limits` without creating anything.
-pub fn parse_request(platform: &str, limits: Option<&str>) -> anyhow::Result<TenantRequest> {
-    let kind: PlatformKind =
-        platform
-            .parse()
-            .map_err(|e: isobench_platform::PlatformError| match e {
-                isobench_platform::PlatformError::Unavailable { .. } => unsupported(e.to_string()),
-                _ => bad_input(format!("--platform: {e}")),
-            })?;
+/// Parses `--limits` for a tenant on `kind` (clap has parsed `--platform`), without creating
+/// anything.
+pub fn parse_request(kind: PlatformKind, limits: Option<&str>) -> anyhow::Result<TenantRequest> {
     let limits = match limits {
         Some(s) => Limits::parse(s).map_err(|e| bad_input(format!("--limits: {e}")))?,
         None => Limits::none(),

@@ -1,0 +1,77 @@
+//! `isobench completions SHELL` and `isobench man [--output DIR]`: the shell completion
+//! script and the man pages, both generated from the one clap definition of the command line
+//! ([`Cli`]), so they never disagree with `--help`.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, CommandFactory as _};
+use clap_complete::Shell;
+use clap_mangen::Man;
+
+use crate::args::Cli;
+
+/// `isobench completions`.
+#[derive(Debug, Args)]
+#[command(after_help = "Install, for example:\n  \
+    bash: isobench completions bash > ~/.local/share/bash-completion/completions/isobench\n  \
+    zsh:  isobench completions zsh > ~/.zfunc/_isobench   (with fpath+=~/.zfunc)\n  \
+    fish: isobench completions fish > ~/.config/fish/completions/isobench.fish")]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+/// `isobench man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write isobench.1 and one page per command (isobench-run.1, ...) into this directory
+    /// (created if missing) instead of printing isobench.1 to standard output.
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+}
+
+/// `isobench completions SHELL`.
+pub fn completions(a: &CompletionsArgs) -> anyhow::Result<ExitCode> {
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "isobench", &mut out);
+    std::io::stdout().write_all(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `isobench man [--output DIR]`.
+pub fn man(a: &ManArgs) -> anyhow::Result<ExitCode> {
+    let Some(dir) = &a.output else {
+        let mut out = Vec::new();
+        page(Cli::command()).render(&mut out)?;
+        std::io::stdout().write_all(&out)?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("--output {}", dir.display()))?;
+    // Built, the subcommands know their full names (isobench-run) and so their pages' names.
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    for page in write_pages(&cmd, dir).with_context(|| format!("--output {}", dir.display()))? {
+        eprintln!("isobench: wrote {}", page.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the page of `cmd`, then those of its visible subcommands; returns the files.
+fn write_pages(cmd: &clap::Command, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut written = vec![page(cmd.clone()).generate_to(dir)?];
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        written.extend(write_pages(sub, dir)?);
+    }
+    Ok(written)
+}
+
+/// The man page of one command; every page names isobench and its version as its source
+/// (a subcommand has no version of its own).
+fn page(cmd: clap::Command) -> Man {
+    Man::new(cmd).source(concat!("isobench ", env!("CARGO_PKG_VERSION")))
+}
