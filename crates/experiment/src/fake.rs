@@ -571,7 +571,10 @@ impl TenantDriver for FakeTenant {
                         .with_series(series)
                 }
             };
-            metrics.push(with_fake_histogram(metric));
+            metrics.push(with_fake_iterations(
+                with_fake_histogram(metric),
+                window.is_some(),
+            ));
         }
         Ok(ProbeOutcome {
             metrics,
@@ -789,11 +792,43 @@ pub fn run_fake(
     .execute()
 }
 
+/// Runs and iterations per run of the fake relay ring's series.
+const FAKE_RUNS: u64 = 6;
+const FAKE_ITERATIONS: u64 = 50;
+
+/// The relay ring's `iter_ns` (one window per iteration) and `run_mean_ns` (one per run)
+/// series, which the real probe always returns (the artifacts kind's run x iteration
+/// surface), around the metric's value; other metrics, and any under a window, unchanged.
+fn with_fake_iterations(
+    m: isobench_workloads::Metric,
+    windowed: bool,
+) -> isobench_workloads::Metric {
+    let per_run = match m.name.as_str() {
+        "iter_ns" if !windowed => FAKE_ITERATIONS,
+        "run_mean_ns" if !windowed => 1,
+        _ => return m,
+    };
+    let step = 1_000_000;
+    let windows = (0..FAKE_RUNS * per_run)
+        .map(|k| {
+            let wobble = 1.0 + 0.05 * ((k % 7) as f64 - 3.0) / 3.0;
+            isobench_workloads::Window {
+                start_ns: FAKE_MONO_NS + k * step,
+                end_ns: FAKE_MONO_NS + (k + 1) * step,
+                value: m.value * wobble,
+            }
+        })
+        .collect();
+    m.with_series(windows)
+}
+
 /// A latency metric (ns or us, lower is better) with the distribution a real probe would
 /// record: 200 values spread around its value with a tail, so that what reads histograms
 /// (the HTML report's latency charts) has them in fake runs too.
 fn with_fake_histogram(m: isobench_workloads::Metric) -> isobench_workloads::Metric {
-    if !(matches!(m.unit.as_str(), "ns" | "us") && m.direction == Direction::Lower)
+    if !(matches!(m.unit.as_str(), "ns" | "us")
+        && m.direction == Direction::Lower
+        && m.name.contains("p50"))
         || m.value <= 0.0
     {
         return m;
