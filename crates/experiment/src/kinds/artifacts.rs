@@ -535,7 +535,11 @@ fn surface_sections(
                     let mean = span.iter().sum::<f64>() / span.len() as f64;
                     s.push(vec![
                         Value::text_of(format!("{}", r + 1)),
-                        Value::text_of(format!("{}-{}", lo + 1, hi)),
+                        Value::text_of(if hi == lo + 1 {
+                            hi.to_string()
+                        } else {
+                            format!("{}-{hi}", lo + 1)
+                        }),
                         Value::number(mean / 1e3, 2),
                     ]);
                 }

@@ -422,7 +422,16 @@ impl Page {
             if let Some(p) = &s.plot {
                 self.body.push_str(&section_plot(s, p, k));
             }
-            self.body.push_str(&section_table(s));
+            if s.plot.is_some() && s.rows.len() > TABLE_ROWS {
+                let _ = write!(
+                    self.body,
+                    "<details><summary>the {} rows behind the chart</summary>{}</details>",
+                    s.rows.len(),
+                    section_table(s)
+                );
+            } else {
+                self.body.push_str(&section_table(s));
+            }
             if !s.notes.is_empty() {
                 self.body.push_str("<ul class=\"notes\">");
                 for n in &s.notes {
