@@ -483,31 +483,39 @@ impl Page {
     }
 
     fn finish(self, r: &Results) -> String {
+        let sub = [
+            r.run.scenario.as_str(),
+            r.kind.as_str(),
+            r.run.platform.as_str(),
+            r.run.status.as_str(),
+        ]
+        .join(" · ");
+        let footer = format!(
+            "isobench {} · results schema {} · every figure from the run's stored trials; \
+             `isobench export {} --format json` has the raw values.",
+            r.run.tool_version, r.schema_version, r.run.id
+        );
+        self.wrap(&format!("isobench run {}", r.run.id), &sub, &r.run.tool_version, &footer)
+    }
+
+    /// The whole document around the body: head with the style sheet, a header with the
+    /// title, a subtitle and the contents, and a footer.
+    fn wrap(self, title: &str, sub: &str, version: &str, footer: &str) -> String {
         let mut out = String::new();
-        let title = format!("isobench run {}", r.run.id);
         let _ = write!(
             out,
-            r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><meta name="generator" content="isobench {}"><title>{}</title><style>{CSS}</style></head><body><header><h1>{}</h1><p class="sub">{} · {} · {} · {}</p><nav><ul>"#,
-            esc(&r.run.tool_version),
-            esc(&title),
-            esc(&title),
-            esc(&r.run.scenario),
-            esc(&r.kind),
-            esc(&r.run.platform),
-            esc(&r.run.status),
+            r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><meta name="generator" content="isobench {}"><title>{}</title><style>{CSS}</style></head><body><header><h1>{}</h1><p class="sub">{}</p><nav><ul>"#,
+            esc(version),
+            esc(title),
+            esc(title),
+            esc(sub),
         );
         for (id, t) in &self.toc {
             let _ = write!(out, r##"<li><a href="#{}">{}</a></li>"##, esc(id), esc(t));
         }
         out.push_str("</ul></nav></header><main>");
         out.push_str(&self.body);
-        let _ = write!(
-            out,
-            "</main><footer>isobench {} · results schema {} · every figure from the run's stored trials; `isobench export {} --format json` has the raw values.</footer></body></html>\n",
-            esc(&r.run.tool_version),
-            r.schema_version,
-            esc(&r.run.id)
-        );
+        let _ = write!(out, "</main><footer>{}</footer></body></html>\n", esc(footer));
         out
     }
 }
