@@ -102,7 +102,8 @@ pub struct Versus {
 pub struct SettingDifference {
     /// What it is (`platform`, `limits of the victim`, `trial.duration`, ...).
     pub setting: String,
-    /// Its value in each run, `-` where the run has none.
+    /// Its value in each run, `-` where the run has none (listed when at least two runs have
+    /// it and they differ).
     pub values: Vec<String>,
 }
 
@@ -281,29 +282,29 @@ impl RunComparison {
         let level = (self.level * 100.0).round();
         let alpha = 1.0 - self.level;
         let reference = labels.first().copied().unwrap_or("A");
+        let differences: Vec<String> = labels
+            .iter()
+            .skip(1)
+            .map(|l| format!("{l}-{reference}"))
+            .collect();
         vec![
             format!(
-                "{}: each run's degradation, % (positive = worse; ! untrustworthy in its run: \
-                 see isobench show); {}: the difference in percentage points with its {level}% \
-                 interval, against the reference {reference}",
+                "{}: each run's degradation, % (positive = worse; ! untrustworthy in that run). \
+                 {}: the difference in points, with its {level}% interval, against {reference}",
                 labels.join(", "),
-                labels[1.min(labels.len())..]
-                    .iter()
-                    .map(|l| format!("{l}-{reference}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                differences.join(", ")
             ),
             format!(
-                "p adj: two-sided p-value of no difference, {} correction across the {} \
-                 differences tested; * significant (p adj < {alpha:.2}); {} of {} significant",
+                "p adj: p-value of no difference, {}-corrected across the {} differences \
+                 tested; * significant (p adj < {alpha:.2}): {} of {}",
                 self.correction.name(),
                 self.tested,
                 self.significant,
                 self.tested
             ),
-            "each run's interval is read back on the log-ratio scale it was built on; t with \
-             Welch-Satterthwaite degrees of freedom where both are t intervals, normal where \
-             one is a bootstrap interval"
+            "method: each run's interval read back on the log-ratio scale it was built on, the \
+             two combined as independent; t with Welch-Satterthwaite degrees of freedom, normal \
+             where a run's interval is a bootstrap one"
                 .to_string(),
         ]
     }
@@ -893,7 +894,10 @@ fn beside(all: &[&Section], labels: &[String]) -> Section {
     s
 }
 
-/// Settings whose values differ between the runs, in the order first met.
+/// The value of a setting a run does not have.
+const ABSENT: &str = "-";
+
+/// Settings whose values differ between the runs that have them, in the order first met.
 fn setting_differences(runs: &[Results]) -> Vec<SettingDifference> {
     let single = |role: &str| {
         runs.iter()
@@ -918,16 +922,17 @@ fn setting_differences(runs: &[Results]) -> Vec<SettingDifference> {
                 .map(|s| {
                     s.iter()
                         .find(|(n, _)| n == name)
-                        .map_or_else(|| "-".to_string(), |(_, v)| v.clone())
+                        .map_or_else(|| ABSENT.to_string(), |(_, v)| v.clone())
                 })
                 .collect();
-            values
-                .iter()
-                .any(|v| *v != values[0])
-                .then(|| SettingDifference {
-                    setting: name.to_string(),
-                    values,
-                })
+            // A setting of something only some runs have (a condition, a probe) differs
+            // only among those that have it; the thing itself is listed as not shared.
+            let present: Vec<&String> = values.iter().filter(|v| *v != ABSENT).collect();
+            let differs = present.len() >= 2 && present.iter().any(|v| *v != present[0]);
+            differs.then(|| SettingDifference {
+                setting: name.to_string(),
+                values,
+            })
         })
         .collect()
 }
