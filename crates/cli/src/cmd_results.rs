@@ -61,7 +61,7 @@ fn existing_store(path: &Path) -> anyhow::Result<Store> {
     open_store(path)
 }
 
-fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
+pub(crate) fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
     let store = existing_store(db)?;
     let loaded = store.load_run(&RunId::new(id)).map_err(store_error)?;
     Ok(analyze(&loaded))

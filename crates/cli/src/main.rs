@@ -5,6 +5,7 @@
 
 mod args;
 mod cmd_agent;
+mod cmd_compare;
 mod cmd_doctor;
 mod cmd_list;
 mod cmd_probe;
@@ -46,6 +47,7 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Presets => cmd_list::presets(),
         args::Command::Run(a) => cmd_run::run(&a),
         args::Command::Runs(a) => cmd_results::runs(&a),
+        args::Command::Compare(a) => cmd_compare::run(&a),
         args::Command::Show(a) => cmd_results::show(&a),
         args::Command::Export(a) => cmd_results::export(&a),
         args::Command::Memcheck(a) => cmd_run::memcheck(&a),

@@ -505,7 +505,7 @@ mod tests {
             correction: Correction::None,
             significant: p < 0.05,
         };
-        let mut family = vec![mk(0.01), mk(0.04), mk(0.03), mk(0.005)];
+        let mut family = [mk(0.01), mk(0.04), mk(0.03), mk(0.005)];
         assert!(family.iter().all(|d| d.significant));
         correct_differences(family.iter_mut(), Correction::Holm);
         let adj: Vec<f64> = family.iter().map(|d| d.p_adjusted).collect();
