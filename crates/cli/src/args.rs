@@ -42,6 +42,9 @@ pub enum Command {
     Presets,
     /// List the runs stored in the database.
     Runs(crate::cmd_results::RunsArgs),
+    /// Compare stored runs cell by cell against the first: each difference with its interval
+    /// and a corrected p-value, and what the runs do not share.
+    Compare(crate::cmd_compare::CompareArgs),
     /// Print a stored run's results (the same report as the end of `isobench run`).
     Show(crate::cmd_results::ShowArgs),
     /// Export a stored run's results as JSON (with raw samples), CSV or Markdown.

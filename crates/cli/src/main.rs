@@ -5,6 +5,7 @@
 
 mod args;
 mod cmd_agent;
+mod cmd_compare;
 mod cmd_docs;
 mod cmd_doctor;
 mod cmd_list;
@@ -48,6 +49,7 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Presets => cmd_list::presets(),
         args::Command::Run(a) => cmd_run::run(&a),
         args::Command::Runs(a) => cmd_results::runs(&a),
+        args::Command::Compare(a) => cmd_compare::run(&a),
         args::Command::Show(a) => cmd_results::show(&a),
         args::Command::Export(a) => cmd_results::export(&a),
         args::Command::Report(a) => cmd_report::run(&a),

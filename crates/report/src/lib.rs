@@ -7,6 +7,7 @@
 //! show` and the exports always agree, and each is snapshot-tested on fixed results.
 #![deny(missing_docs)]
 
+pub mod compare;
 pub mod export;
 pub mod html;
 pub mod runs;

@@ -8,6 +8,7 @@
 
 #![deny(missing_docs)]
 
+pub mod compare;
 mod design;
 mod document;
 mod matrix;

@@ -1,7 +1,7 @@
 //! Pure statistics for isobench: sample summaries, outliers, degradation with bootstrap
 //! confidence intervals, paired (time-adjacent) degradation estimates, rank and permutation
-//! tests, multiple-comparison corrections, and the stopping rule that decides how many
-//! repetitions a run needs.
+//! tests, multiple-comparison corrections, the difference between two runs' degradations of
+//! the same cell, and the stopping rule that decides how many repetitions a run needs.
 //!
 //! Why a crate of its own: the numbers isobench prints are only as good as the statistics
 //! behind them, so these live apart from measurement, storage and rendering, do no I/O, and are
@@ -17,6 +17,7 @@
 //! - intervals are two-sided at a confidence `level` such as 0.95.
 #![deny(missing_docs)]
 
+mod between_runs;
 mod bootstrap;
 mod compare;
 mod degradation;
@@ -33,6 +34,10 @@ mod summary;
 mod transition;
 mod welch;
 
+pub use between_runs::{
+    correct_differences, degradation_difference, degradation_to_log_ratio, interval_df,
+    log_difference, DegradationDifference, LogScale, Untestable,
+};
 pub use bootstrap::{bootstrap_degradation, BootstrapConfig, CiMethod, DegradationCi};
 pub use compare::{compare, CompareConfig, Comparison, Flag, Side};
 pub use degradation::{degradation_pct, Direction, Estimator};

@@ -1,0 +1,76 @@
+//! `isobench compare RUN_A RUN_B [RUN_C ...]`: stored runs cell by cell against the first (the
+//! reference), each difference with its interval and a p-value corrected across all of them,
+//! and what the runs do not share. Reads the database only.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use isobench_report::compare::{
+    comparison_csv, comparison_json, comparison_markdown, render_comparison,
+};
+use isobench_report::Style;
+use isobench_results::compare::RunComparison;
+
+use crate::args::DbArgs;
+use crate::cmd_results::load;
+use crate::cmd_run::style;
+
+/// `isobench compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The runs (see `isobench runs`): the first is the reference, each other run is compared
+    /// against it.
+    #[arg(value_name = "RUN_ID", num_args = 2.., required = true)]
+    pub runs: Vec<String>,
+    /// text (the tables as `show` prints them), md, json (the comparison document) or csv
+    /// (one row per compared cell).
+    #[arg(long, short = 'f', value_enum, default_value_t = CompareFormat::Text)]
+    pub format: CompareFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+/// What `isobench compare` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompareFormat {
+    /// Tables for the terminal.
+    Text,
+    /// Markdown.
+    #[value(alias = "markdown")]
+    Md,
+    /// The comparison document, with its schema version.
+    Json,
+    /// One row per compared cell.
+    Csv,
+}
+
+/// `isobench compare`.
+pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
+    let runs = a
+        .runs
+        .iter()
+        .map(|id| load(&a.db.path, id))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let comparison = RunComparison::new(&runs);
+    let bytes = match a.format {
+        // Colour only on a terminal, never in a file.
+        CompareFormat::Text if a.output.is_none() => {
+            render_comparison(&comparison, style()).into_bytes()
+        }
+        CompareFormat::Text => render_comparison(&comparison, Style::default()).into_bytes(),
+        CompareFormat::Md => comparison_markdown(&comparison).into_bytes(),
+        CompareFormat::Json => comparison_json(&comparison),
+        CompareFormat::Csv => comparison_csv(&comparison),
+    };
+    match &a.output {
+        Some(p) => std::fs::write(p, &bytes)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,
+        None => std::io::stdout().write_all(&bytes)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

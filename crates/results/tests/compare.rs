@@ -1,0 +1,418 @@
+//! Comparing hand-built runs: cells matched across runs (by role, probe, metric and condition,
+//! tenant names only where a run has several), the difference tested and corrected, and
+//! everything the runs do not share listed.
+
+use isobench_common::{Direction, Role};
+use isobench_results::compare::{RunComparison, COMPARISON_SCHEMA_VERSION};
+use isobench_results::{
+    Cell, Column, Dnr, Results, RunInfo, Section, TenantInfo, Trust, Value, RESULTS_SCHEMA_VERSION,
+    SOLO_PROBE,
+};
+use isobench_stats::{
+    compare, paired_degradation, CompareConfig, Pair, PairedConfig, PairedMethod, Sample,
+};
+use serde_json::json;
+
+/// Units whose contended value is `ratio` x baseline, with a little alternating noise.
+fn units(ratio: f64, n: usize) -> Vec<Pair> {
+    (0..n)
+        .map(|i| {
+            let wobble = if i % 2 == 0 { 1.004 } else { 0.996 };
+            Pair::new(100.0 + i as f64, (100.0 + i as f64) * ratio * wobble)
+        })
+        .collect()
+}
+
+/// A cell estimated as the engine estimates a paired design: t on the log ratios.
+fn cell(tenant: &str, probe: &str, metric: &str, condition: &str, ratio: f64) -> Cell {
+    let u = units(ratio, 8);
+    let direction = Direction::Higher;
+    let paired = paired_degradation(
+        &u,
+        direction,
+        &PairedConfig {
+            method: PairedMethod::LogT,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let baseline: Vec<f64> = u.iter().map(|p| p.baseline).collect();
+    let contended: Vec<f64> = u.iter().map(|p| p.contended).collect();
+    let mut comparison = compare(
+        &Sample::from_slice(&baseline).unwrap(),
+        &Sample::from_slice(&contended).unwrap(),
+        direction,
+        &CompareConfig::default(),
+    )
+    .unwrap();
+    comparison.degradation = paired.degradation.clone();
+    comparison.flags.clear();
+    comparison.trustworthy = true;
+    Cell {
+        tenant: tenant.into(),
+        probe: probe.into(),
+        probe_class: None,
+        metric: metric.into(),
+        unit: "ops/s".into(),
+        direction,
+        condition: condition.into(),
+        stressor_class: None,
+        baseline,
+        contended,
+        comparison: Some(comparison),
+        problem: None,
+        dnr: None,
+        settled: true,
+        disturbed: 0,
+        design: None,
+        paired: Some(paired),
+        p_adjusted: None,
+        independent: None,
+        independent_welch: None,
+        causes: Vec::new(),
+    }
+}
+
+fn run(id: &str, scenario: &str, victims: &[&str], cells: Vec<Cell>) -> Results {
+    let mut tenants: Vec<TenantInfo> = victims
+        .iter()
+        .map(|v| TenantInfo {
+            name: v.to_string(),
+            role: "victim".into(),
+            limits: json!({"applied": "cpuset=0,memory=1G"}),
+        })
+        .collect();
+    tenants.push(TenantInfo {
+        name: "aggressor".into(),
+        role: "aggressor".into(),
+        limits: json!({"applied": "cpuset=1,memory=1G"}),
+    });
+    Results {
+        schema_version: RESULTS_SCHEMA_VERSION,
+        run: RunInfo {
+            id: id.into(),
+            scenario: scenario.into(),
+            status: "complete".into(),
+            status_reason: None,
+            seed: 1,
+            tool_version: "0.1.0".into(),
+            store_schema_version: 3,
+            started_at: "2024-01-01T00:00:00.000Z".into(),
+            ended_at: None,
+            platform: "cgroup".into(),
+            platform_version: "v2".into(),
+            host: json!({"hostname": "h1", "cores": 2}),
+        },
+        kind: "matrix".into(),
+        plan: Some(json!({"trial": {"duration": 0.4}, "repetitions": {"confidence": 0.95}})),
+        tenants,
+        cells,
+        aggressor: Vec::new(),
+        classes: Vec::new(),
+        sections: Vec::new(),
+        trust: Trust::default(),
+        target_half_width: 5.0,
+        confidence: 0.95,
+        trials: Vec::new(),
+        facts: Vec::new(),
+    }
+}
+
+fn row<'a>(s: &'a Section, label: &str) -> &'a [Value] {
+    &s.rows
+        .iter()
+        .find(|r| r[0].text() == label)
+        .unwrap_or_else(|| panic!("no row {label} in {:?}", s.text_rows()))[..]
+}
+
+fn section<'a>(c: &'a RunComparison, id: &str) -> &'a Section {
+    c.sections
+        .iter()
+        .find(|s| s.id == id)
+        .unwrap_or_else(|| panic!("no section {id}"))
+}
+
+#[test]
+fn shared_cells_are_tested_and_the_rest_is_listed() {
+    let a = run(
+        "RA",
+        "quick",
+        &["victim"],
+        vec![
+            cell("victim", "cpu-int", "ops_per_sec", "cpu@100", 0.80),
+            cell("victim", "cpu-int", "ops_per_sec", "cache@100", 0.97),
+            cell("victim", "cpu-int", "ops_per_sec", "membw@100", 0.90),
+        ],
+    );
+    // The only victim has another name in B; cache gets no worse, cpu much worse; membw is
+    // not measured; a probe metric only B has.
+    let mut b = run(
+        "RB",
+        "other",
+        &["web"],
+        vec![
+            cell("web", "cpu-int", "ops_per_sec", "cpu@100", 0.60),
+            cell("web", "cpu-int", "ops_per_sec", "cache@100", 0.97),
+            cell("web", "syscall", "getppid_ns", "cpu@100", 1.0),
+        ],
+    );
+    b.run.platform = "host".into();
+    b.cells[1].comparison.as_mut().unwrap().trustworthy = false;
+    b.run.seed = 99;
+    b.plan = Some(json!({"trial": {"duration": 0.8}, "repetitions": {"confidence": 0.95}}));
+
+    let c = RunComparison::new(&[a, b]);
+    assert_eq!(c.schema_version, COMPARISON_SCHEMA_VERSION);
+    assert_eq!(c.labels(), ["A", "B"]);
+    assert_eq!(c.cells.len(), 2);
+    assert_eq!(c.tested, 2);
+
+    let cpu = &c.cells[0];
+    assert_eq!(cpu.condition, "cpu@100");
+    assert_eq!(cpu.tenants, [Some("victim".into()), Some("web".into())]);
+    assert!(!cpu.by_tenant_name);
+    let d = cpu.versus[0].difference.as_ref().unwrap();
+    assert!((d.estimate - 20.0).abs() < 0.5, "{d:?}");
+    assert!(d.significant && d.lower > 0.0, "{d:?}");
+    let same = c.cells[1].versus[0].difference.as_ref().unwrap();
+    assert!(same.estimate.abs() < 1e-9 && !same.significant, "{same:?}");
+    assert_eq!(c.significant, 1);
+
+    let victims = section(&c, "victims");
+    assert_eq!(
+        victims.headers(),
+        [
+            "probe metric @ condition",
+            "A [%]",
+            "B [%]",
+            "B-A [points]",
+            "p adj",
+            "sig"
+        ]
+    );
+    let r = row(victims, "cpu-int ops_per_sec @ cpu@100");
+    assert_eq!(r[1].text(), "20.0");
+    assert_eq!(r[2].text(), "40.0");
+    assert_eq!(r[5].text(), "*");
+    let r = row(victims, "cpu-int ops_per_sec @ cache@100");
+    assert_eq!(r[2].text(), "3.0!", "untrustworthy in B");
+    assert_eq!(r[5].text(), "");
+    assert!(
+        victims.notes.iter().any(|n| n.contains("Holm")),
+        "{victims:?}"
+    );
+
+    let not_shared: Vec<(String, Vec<String>)> = c
+        .not_shared
+        .iter()
+        .map(|n| (n.what.clone(), n.runs.clone()))
+        .collect();
+    assert_eq!(
+        not_shared,
+        [
+            ("condition membw@100".to_string(), vec!["A".to_string()]),
+            (
+                "probe metric syscall getppid_ns".to_string(),
+                vec!["B".to_string()]
+            ),
+        ]
+    );
+    assert_eq!(c.not_shared[0].why, "not measured in B");
+
+    let settings: Vec<&str> = c.settings.iter().map(|s| s.setting.as_str()).collect();
+    assert_eq!(
+        settings,
+        ["scenario", "platform", "victim tenants", "trial.duration"],
+        "the seed is free to differ"
+    );
+    let platform = &c.settings[1];
+    assert_eq!(platform.values, ["cgroup", "host"]);
+    assert_eq!(section(&c, "settings").rows.len(), 4);
+    assert_eq!(section(&c, "runs").rows.len(), 2);
+
+    // The flat table: one row per cell, every figure with its interval.
+    let t = c.table();
+    assert_eq!(t.rows.len(), 2);
+    assert!(t.headers().contains(&"B-A p adj".to_string()));
+    assert_eq!(t.rows[0][1].text(), "victim/web");
+
+    // Reads back (serde_json parses floats to within the last bit, so compare the text).
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["schema_version"], COMPARISON_SCHEMA_VERSION);
+    let back: RunComparison = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), json);
+}
+
+#[test]
+fn several_victims_are_matched_by_name() {
+    let cells = |r: f64| {
+        vec![
+            cell("v1", "cpu-int", "ops_per_sec", "cpu@100", 0.8),
+            cell("v2", "cpu-int", "ops_per_sec", "cpu@100", r),
+        ]
+    };
+    let a = run("RA", "s", &["v1", "v2"], cells(0.8));
+    let mut b = run("RB", "s", &["v1", "v3"], cells(0.8));
+    b.cells[1].tenant = "v3".into();
+    let c = RunComparison::new(&[a, b]);
+    assert_eq!(c.cells.len(), 1);
+    assert!(c.cells[0].by_tenant_name);
+    let victims = section(&c, "victims");
+    assert_eq!(
+        victims.rows[0][0].text(),
+        "v1: cpu-int ops_per_sec @ cpu@100"
+    );
+    let whats: Vec<&str> = c.not_shared.iter().map(|n| n.what.as_str()).collect();
+    assert_eq!(
+        whats,
+        [
+            "v2: probe metric cpu-int ops_per_sec",
+            "v3: probe metric cpu-int ops_per_sec"
+        ]
+    );
+    assert!(c
+        .settings
+        .iter()
+        .any(|s| s.setting == "victim tenants" && s.values == ["v1, v2", "v1, v3"]));
+}
+
+#[test]
+fn a_cell_without_a_usable_interval_says_why_there_is_no_test() {
+    let mut dnr = cell("victim", "fork-latency", "fork_p50_ns", "forkbomb@100", 0.9);
+    dnr.comparison = None;
+    dnr.dnr = Some(Dnr {
+        count: 3,
+        of: 3,
+        reason: "agent did not answer".into(),
+    });
+    let mut wide = cell("victim", "cpu-int", "ops_per_sec", "cpu@100", 0.9);
+    wide.comparison.as_mut().unwrap().degradation.upper = f64::INFINITY;
+    let a = run("RA", "s", &["victim"], vec![dnr.clone(), wide.clone()]);
+    let b = run(
+        "RB",
+        "s",
+        &["victim"],
+        vec![
+            cell("victim", "fork-latency", "fork_p50_ns", "forkbomb@100", 0.9),
+            cell("victim", "cpu-int", "ops_per_sec", "cpu@100", 0.9),
+        ],
+    );
+    let c = RunComparison::new(&[a, b]);
+    assert_eq!(c.tested, 0);
+    let why: Vec<&str> = c
+        .cells
+        .iter()
+        .map(|x| x.versus[0].no_test.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        why[0],
+        "A has no estimate: DNR in 3 of 3 trials (agent did not answer)"
+    );
+    assert!(
+        why[1].starts_with("A: its interval is not finite"),
+        "{}",
+        why[1]
+    );
+    let victims = section(&c, "victims");
+    assert_eq!(victims.rows[0][3].text(), "no test");
+    assert!(
+        victims
+            .notes
+            .iter()
+            .any(|n| n
+                .starts_with("no test for fork-latency fork_p50_ns @ forkbomb@100, B: A has no")),
+        "{:?}",
+        victims.notes
+    );
+}
+
+#[test]
+fn the_aggressor_rate_is_compared_in_its_own_table() {
+    let agg = |r: f64| {
+        let mut c = cell("aggressor", SOLO_PROBE, "ops_per_sec", "cpu@100", r);
+        c.design = None;
+        c
+    };
+    let mut a = run("RA", "s", &["victim"], Vec::new());
+    a.aggressor = vec![agg(0.9)];
+    let mut b = run("RB", "s", &["victim"], Vec::new());
+    b.aggressor = vec![agg(0.7)];
+    let c = RunComparison::new(&[a, b]);
+    assert_eq!(c.cells[0].role, Role::Aggressor);
+    let s = section(&c, "aggressor");
+    assert_eq!(s.rows[0][0].text(), "own rate @ cpu@100");
+    assert!(s.notes.iter().any(|n| n.contains("Holm")));
+}
+
+#[test]
+fn kind_sections_are_set_side_by_side_when_their_rows_match() {
+    let curve = |rows: &[(&str, f64)]| {
+        let mut s = Section::new(
+            "curve",
+            "cpu-int under cpu",
+            vec![Column::unit("intensity", "%"), Column::unit("loss", "%")],
+        );
+        for (label, v) in rows {
+            s.push(vec![
+                Value::text_of(*label),
+                Value::estimate(*v, v - 1.0, v + 1.0, 1),
+            ]);
+        }
+        s
+    };
+    let mut a = run("RA", "s", &["victim"], Vec::new());
+    let mut b = run("RB", "s", &["victim"], Vec::new());
+    a.sections = vec![
+        curve(&[("25", 1.0), ("50", 2.0)]),
+        Section::new("only-a", "only in A", vec![Column::text("x")]),
+    ];
+    b.sections = vec![curve(&[("25", 1.5), ("50", 3.0)])];
+    let c = RunComparison::new(&[a.clone(), b.clone()]);
+    let s = section(&c, "kind-curve");
+    assert_eq!(s.headers(), ["intensity [%]", "loss A [%]", "loss B [%]"]);
+    assert_eq!(s.text_rows()[1], ["50", "2.0 [1.0, 3.0]", "3.0 [2.0, 4.0]"]);
+    assert_eq!(c.not_shared[0].what, "section only-a (only in A)");
+    assert_eq!(c.not_shared[0].why, "not in B");
+
+    b.sections = vec![curve(&[("25", 1.5), ("75", 3.0)])];
+    let c = RunComparison::new(&[a, b]);
+    assert!(c.sections.iter().all(|s| s.id != "kind-curve"));
+    let why = &c
+        .not_shared
+        .iter()
+        .find(|n| n.what.starts_with("section curve"))
+        .unwrap()
+        .why;
+    assert_eq!(why, "row labels differ: A `50` where B has `75`");
+}
+
+#[test]
+fn a_third_run_is_compared_against_the_reference_too() {
+    let one = |id: &str, r: f64| {
+        run(
+            id,
+            "s",
+            &["victim"],
+            vec![cell("victim", "cpu-int", "ops_per_sec", "cpu@100", r)],
+        )
+    };
+    let c = RunComparison::new(&[one("RA", 0.8), one("RB", 0.8), one("RC", 0.5)]);
+    assert_eq!(c.cells[0].versus.len(), 2);
+    assert_eq!(c.tested, 2);
+    let headers = section(&c, "victims").headers();
+    assert_eq!(headers[7], "C-A [points]");
+    assert!(
+        !c.cells[0].versus[0]
+            .difference
+            .as_ref()
+            .unwrap()
+            .significant
+    );
+    assert!(
+        c.cells[0].versus[1]
+            .difference
+            .as_ref()
+            .unwrap()
+            .significant
+    );
+}
