@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use isobench_report::compare::{
     comparison_csv, comparison_json, comparison_markdown, render_comparison,
 };
-use isobench_report::Style;
+use isobench_report::{html_comparison, Style};
 use isobench_results::compare::RunComparison;
 
 use crate::args::DbArgs;
@@ -24,8 +24,9 @@ pub struct CompareArgs {
     /// against it.
     #[arg(value_name = "RUN_ID", num_args = 2.., required = true)]
     pub runs: Vec<String>,
-    /// text (the tables as `show` prints them), md, json (the comparison document) or csv
-    /// (one row per compared cell).
+    /// text (the tables as `show` prints them), html (one self-contained file with the runs
+    /// side by side and the differences as charts), md, json (the comparison document) or
+    /// csv (one row per compared cell).
     #[arg(long, short = 'f', value_enum, default_value_t = CompareFormat::Text)]
     pub format: CompareFormat,
     /// Write to this file instead of standard output.
@@ -40,6 +41,9 @@ pub struct CompareArgs {
 pub enum CompareFormat {
     /// Tables for the terminal.
     Text,
+    /// One self-contained HTML file: the runs side by side and each difference with its
+    /// interval, as charts, then every table.
+    Html,
     /// Markdown.
     #[value(alias = "markdown")]
     Md,
@@ -63,6 +67,7 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
             render_comparison(&comparison, style()).into_bytes()
         }
         CompareFormat::Text => render_comparison(&comparison, Style::default()).into_bytes(),
+        CompareFormat::Html => html_comparison(&comparison).into_bytes(),
         CompareFormat::Md => comparison_markdown(&comparison).into_bytes(),
         CompareFormat::Json => comparison_json(&comparison),
         CompareFormat::Csv => comparison_csv(&comparison),

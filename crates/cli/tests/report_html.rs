@@ -40,8 +40,17 @@ const KINDS: &[(&str, &str, &[&str])] = &[
 
 /// Runs `preset` on the fake platform into `db` and returns the run's id.
 fn fake_run(db: &Path, preset: &str) -> String {
+    fake_run_of(db, &["--preset", preset])
+}
+
+/// Runs a scenario (`--preset NAME` or a file) on the fake platform into `db` and returns
+/// the run's id (the newest run of `db`).
+fn fake_run_of(db: &Path, scenario: &[&str]) -> String {
+    let preset = scenario.join(" ");
     let out = fake()
-        .args(["run", "--preset", preset, "-q", "--db"])
+        .arg("run")
+        .args(scenario)
+        .args(["-q", "--db"])
         .arg(db)
         .output()
         .unwrap();
@@ -109,7 +118,42 @@ fn every_kind_gets_a_report_with_its_charts_that_opens_offline_in_a_browser() {
         }
         files.push(file);
     }
+    files.push(comparison(dir.path()));
     open_in_browser(&files);
+}
+
+/// Two runs of different scenarios in one database, compared as HTML: the runs side by side
+/// and the differences, each a chart.
+fn comparison(dir: &Path) -> PathBuf {
+    let db = dir.join("compare.db");
+    let a = fake_run(&db, "quick");
+    let quick = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quick.toml");
+    let shared = std::fs::read_to_string(quick)
+        .unwrap()
+        .replace(r#"name = "quick""#, r#"name = "quick-shared""#)
+        .replace(r#"placement = "split""#, r#"placement = "shared""#);
+    let file = common::write(dir, "quick-shared.toml", &shared);
+    let b = fake_run_of(&db, &[file.as_str()]);
+    assert_ne!(a, b);
+    let file = dir.join("compare.html");
+    let out = isobench()
+        .args(["compare", &a, &b, "--format", "html", "-o"])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&file).unwrap();
+    let ids = chart_ids(&html);
+    for want in ["compare-victims-runs", "compare-victims-differences"] {
+        assert!(ids.iter().any(|i| i == want), "no chart {want} in {ids:?}");
+    }
+    assert!(
+        html.contains("Settings that differ"),
+        "the scenarios differ"
+    );
+    file
 }
 
 #[test]

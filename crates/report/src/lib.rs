@@ -15,7 +15,7 @@ pub mod sections;
 pub mod table;
 
 pub use export::{serialize, Format};
-pub use html::html_report;
+pub use html::{html_comparison, html_report};
 pub use runs::render_runs;
 pub use sections::{csv_section, markdown_sections, render_sections};
 pub use table::{render, Style};

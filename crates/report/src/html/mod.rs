@@ -10,8 +10,11 @@
 //! tooltip.
 
 mod charts;
+mod compare;
 mod latency;
 mod svg;
+
+pub use compare::html_comparison;
 
 use std::fmt::Write as _;
 
@@ -495,7 +498,12 @@ impl Page {
              `isobench export {} --format json` has the raw values.",
             r.run.tool_version, r.schema_version, r.run.id
         );
-        self.wrap(&format!("isobench run {}", r.run.id), &sub, &r.run.tool_version, &footer)
+        self.wrap(
+            &format!("isobench run {}", r.run.id),
+            &sub,
+            &r.run.tool_version,
+            &footer,
+        )
     }
 
     /// The whole document around the body: head with the style sheet, a header with the
@@ -515,7 +523,11 @@ impl Page {
         }
         out.push_str("</ul></nav></header><main>");
         out.push_str(&self.body);
-        let _ = write!(out, "</main><footer>{}</footer></body></html>\n", esc(footer));
+        let _ = write!(
+            out,
+            "</main><footer>{}</footer></body></html>\n",
+            esc(footer)
+        );
         out
     }
 }
