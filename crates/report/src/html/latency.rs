@@ -9,6 +9,9 @@ use hdrhistogram::Histogram;
 use isobench_results::Results;
 use isobench_store::TrialStatus;
 
+/// Merged histograms by (tenant, probe, metric, condition): trials merged and the histogram.
+type Merged = BTreeMap<(String, String, String, String), (usize, Histogram<u64>)>;
+
 /// Percentiles the percentile plot shows.
 pub const PERCENTILES: &[f64] = &[50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99];
 
@@ -38,8 +41,7 @@ pub struct Latency {
 /// that does not decode is left out (and counted in the second value).
 pub fn latencies(r: &Results) -> (Vec<Latency>, usize) {
     let mut bad = 0;
-    let mut merged: BTreeMap<(String, String, String, String), (usize, Histogram<u64>)> =
-        BTreeMap::new();
+    let mut merged: Merged = BTreeMap::new();
     let mut order: Vec<(String, String, String)> = Vec::new();
     for t in r
         .trials

@@ -523,11 +523,7 @@ impl Page {
         }
         out.push_str("</ul></nav></header><main>");
         out.push_str(&self.body);
-        let _ = write!(
-            out,
-            "</main><footer>{}</footer></body></html>\n",
-            esc(footer)
-        );
+        let _ = writeln!(out, "</main><footer>{}</footer></body></html>", esc(footer));
         out
     }
 }

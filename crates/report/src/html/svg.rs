@@ -116,7 +116,7 @@ pub fn tick(v: f64) -> String {
         return "0".into();
     }
     let a = v.abs();
-    if a >= 1e6 || a < 1e-3 {
+    if !(1e-3..1e6).contains(&a) {
         return format!("{v:.1e}");
     }
     let s = format!("{v:.3}");
