@@ -279,10 +279,36 @@ impl Svg {
 
     /// A vertical axis at `x` with the scale's ticks and gridlines across to `x_end`.
     pub fn y_axis(&mut self, s: &Scale, x: f64, x_end: f64, label: &str) {
-        for t in s.ticks() {
-            let y = s.at(t);
+        let ticks: Vec<(f64, f64)> = s.ticks().into_iter().map(|t| (t, t)).collect();
+        self.y_axis_ticked(s, &ticks, x, x_end, label);
+    }
+
+    /// A horizontal axis at `y` with the scale's ticks and gridlines up to `y_end`.
+    pub fn x_axis(&mut self, s: &Scale, y: f64, y_end: f64, label: &str) {
+        let ticks: Vec<(f64, f64)> = s.ticks().into_iter().map(|t| (t, t)).collect();
+        self.x_axis_ticked(s, &ticks, y, y_end, label);
+    }
+
+    /// A vertical axis of log10 values: a tick at each power of ten (and at 2 and 5 times
+    /// it when the range spans less than three decades).
+    pub fn y_axis_log(&mut self, s: &Scale, x: f64, x_end: f64, label: &str) {
+        let ticks: Vec<(f64, f64)> = log_ticks(s).into_iter().map(|t| (t.log10(), t)).collect();
+        self.y_axis_ticked(s, &ticks, x, x_end, label);
+    }
+
+    /// A horizontal axis of log10 values, ticked like [`Svg::y_axis_log`].
+    pub fn x_axis_log(&mut self, s: &Scale, y: f64, y_end: f64, label: &str) {
+        let ticks: Vec<(f64, f64)> = log_ticks(s).into_iter().map(|t| (t.log10(), t)).collect();
+        self.x_axis_ticked(s, &ticks, y, y_end, label);
+    }
+
+    /// A vertical axis with `ticks` (position on the scale, value written), gridlines and
+    /// its label turned along it.
+    fn y_axis_ticked(&mut self, s: &Scale, ticks: &[(f64, f64)], x: f64, x_end: f64, label: &str) {
+        for &(at, value) in ticks {
+            let y = s.at(at);
             self.line(x, y, x_end, y, "grid");
-            self.text(x - 4.0, y + 4.0, "end", "tick", &tick(t));
+            self.text(x - 4.0, y + 4.0, "end", "tick", &tick(value));
         }
         self.line(x, s.from, x, s.to, "axis");
         if !label.is_empty() {
@@ -295,12 +321,13 @@ impl Svg {
         }
     }
 
-    /// A horizontal axis at `y` with the scale's ticks and gridlines up to `y_end`.
-    pub fn x_axis(&mut self, s: &Scale, y: f64, y_end: f64, label: &str) {
-        for t in s.ticks() {
-            let x = s.at(t);
+    /// A horizontal axis with `ticks` (position on the scale, value written), gridlines and
+    /// its label under it.
+    fn x_axis_ticked(&mut self, s: &Scale, ticks: &[(f64, f64)], y: f64, y_end: f64, label: &str) {
+        for &(at, value) in ticks {
+            let x = s.at(at);
             self.line(x, y, x, y_end, "grid");
-            self.text(x, y + 14.0, "middle", "tick", &tick(t));
+            self.text(x, y + 14.0, "middle", "tick", &tick(value));
         }
         self.line(s.from, y, s.to, y, "axis");
         if !label.is_empty() {
@@ -328,38 +355,6 @@ impl Svg {
             at += w;
         }
         row - y + 15.0
-    }
-
-    /// A vertical axis of log10 values: a tick at each power of ten (and at 2 and 5 times
-    /// it when the range spans less than three decades).
-    pub fn y_axis_log(&mut self, s: &Scale, x: f64, x_end: f64, label: &str) {
-        for t in log_ticks(s) {
-            let y = s.at(t.log10());
-            self.line(x, y, x_end, y, "grid");
-            self.text(x - 4.0, y + 4.0, "end", "tick", &tick(t));
-        }
-        self.line(x, s.from, x, s.to, "axis");
-        if !label.is_empty() {
-            let _ = write!(
-                self.body,
-                r#"<text class="label" text-anchor="middle" transform="translate(12 {:.1}) rotate(-90)">{}</text>"#,
-                (s.from + s.to) / 2.0,
-                esc(label)
-            );
-        }
-    }
-
-    /// A horizontal axis of log10 values, ticked like [`Svg::y_axis_log`].
-    pub fn x_axis_log(&mut self, s: &Scale, y: f64, y_end: f64, label: &str) {
-        for t in log_ticks(s) {
-            let x = s.at(t.log10());
-            self.line(x, y, x, y_end, "grid");
-            self.text(x, y + 14.0, "middle", "tick", &tick(t));
-        }
-        self.line(s.from, y, s.to, y, "axis");
-        if !label.is_empty() {
-            self.text((s.from + s.to) / 2.0, y + 30.0, "middle", "label", label);
-        }
     }
 
     /// The finished figure, with a caption.
