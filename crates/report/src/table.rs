@@ -298,26 +298,6 @@ pub(crate) fn render_grid(
     }
 }
 
-fn host_line(r: &Results) -> String {
-    let h = &r.run.host;
-    let get = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
-    let cores = h.get("cores").and_then(|v| v.as_u64());
-    let mut parts = Vec::new();
-    if !get("cpu_model").is_empty() {
-        parts.push(get("cpu_model"));
-    }
-    if let Some(c) = cores {
-        parts.push(format!("{c} cores"));
-    }
-    if !get("kernel").is_empty() {
-        parts.push(format!("kernel {}", get("kernel")));
-    }
-    if !get("cgroup_version").is_empty() {
-        parts.push(format!("cgroup {}", get("cgroup_version")));
-    }
-    parts.join(" · ")
-}
-
 fn class_line(c: &ClassSummary) -> String {
     let name = c.class.as_str();
     match &c.worst {
@@ -361,7 +341,7 @@ pub fn render(r: &Results, style: Style) -> String {
             style
         )
     );
-    let host = host_line(r);
+    let host = r.run.host_summary();
     if !host.is_empty() {
         let _ = writeln!(out, "host: {host}");
     }
