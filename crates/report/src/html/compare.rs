@@ -10,7 +10,7 @@ use isobench_results::compare::{ComparedCell, RunComparison};
 
 use super::charts::{self, Bar};
 use super::svg::{esc, exact};
-use super::{section_plot, section_table, Page};
+use super::Page;
 
 /// The comparison as one self-contained HTML file.
 pub fn html_comparison(c: &RunComparison) -> String {
@@ -62,23 +62,7 @@ pub fn html_comparison(c: &RunComparison) -> String {
     }
     page.h2("tables", "Every table");
     for (k, s) in c.sections.iter().enumerate() {
-        let _ = write!(
-            page.body,
-            r#"<h3 id="section-{}">{}</h3>"#,
-            esc(&s.id),
-            esc(&s.title)
-        );
-        if let Some(p) = &s.plot {
-            page.body.push_str(&section_plot(s, p, k));
-        }
-        page.body.push_str(&section_table(s));
-        if !s.notes.is_empty() {
-            page.body.push_str("<ul class=\"notes\">");
-            for n in &s.notes {
-                let _ = write!(page.body, "<li>{}</li>", esc(n));
-            }
-            page.body.push_str("</ul>");
-        }
+        page.section(s, k);
     }
     let title = format!("isobench: {} runs compared", c.runs.len());
     let sub = c

@@ -416,32 +416,38 @@ impl Page {
         }
         self.h2("kind", &format!("{} results", capitalised(&r.kind)));
         for (k, s) in r.sections.iter().enumerate() {
+            self.section(s, k);
+        }
+    }
+
+    /// A section under its title: its chart when it has a plot, its table (folded away
+    /// when a chart stands for many rows), its notes.
+    fn section(&mut self, s: &Section, k: usize) {
+        let _ = write!(
+            self.body,
+            r#"<h3 id="section-{}">{}</h3>"#,
+            esc(&s.id),
+            esc(&s.title)
+        );
+        if let Some(p) = &s.plot {
+            self.body.push_str(&section_plot(s, p, k));
+        }
+        if s.plot.is_some() && s.rows.len() > TABLE_ROWS {
             let _ = write!(
                 self.body,
-                r#"<h3 id="section-{}">{}</h3>"#,
-                esc(&s.id),
-                esc(&s.title)
+                "<details><summary>the {} rows behind the chart</summary>{}</details>",
+                s.rows.len(),
+                section_table(s)
             );
-            if let Some(p) = &s.plot {
-                self.body.push_str(&section_plot(s, p, k));
+        } else {
+            self.body.push_str(&section_table(s));
+        }
+        if !s.notes.is_empty() {
+            self.body.push_str("<ul class=\"notes\">");
+            for n in &s.notes {
+                let _ = write!(self.body, "<li>{}</li>", esc(n));
             }
-            if s.plot.is_some() && s.rows.len() > TABLE_ROWS {
-                let _ = write!(
-                    self.body,
-                    "<details><summary>the {} rows behind the chart</summary>{}</details>",
-                    s.rows.len(),
-                    section_table(s)
-                );
-            } else {
-                self.body.push_str(&section_table(s));
-            }
-            if !s.notes.is_empty() {
-                self.body.push_str("<ul class=\"notes\">");
-                for n in &s.notes {
-                    let _ = write!(self.body, "<li>{}</li>", esc(n));
-                }
-                self.body.push_str("</ul>");
-            }
+            self.body.push_str("</ul>");
         }
     }
 
