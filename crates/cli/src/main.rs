@@ -15,6 +15,7 @@ mod cmd_results;
 mod cmd_run;
 mod cmd_serve;
 mod cmd_stress;
+mod crossrun;
 mod exit;
 mod live;
 mod output;

@@ -104,6 +104,10 @@ impl Backend for RealBackend {
         self.platform.describe()
     }
 
+    fn caveats(&self) -> Vec<String> {
+        self.platform.notes()
+    }
+
     fn create_tenant(&mut self, t: &PlannedTenant) -> Result<Box<dyn TenantDriver>> {
         let role = t.role;
         let mut limits = t.limits.clone();
