@@ -91,7 +91,7 @@ impl Engine<'_> {
                 continue;
             }
             let id = format!("{}.{}", plan.probes[p].id, s.id);
-            let bind = format!("{LOOPBACK}:0");
+            let bind = format!("{}:0", self.slots[slot].driver.service_host());
             match self.slots[slot].driver.start_service(&id, &kind, &bind) {
                 Ok(addr) => {
                     a.endpoints.insert(s.id.clone(), addr);
