@@ -30,7 +30,7 @@ use isobench_report::{render, serialize, Style};
 use crate::live::LiveProgress;
 use isobench_store::{RunId, RunStatus, Store, StoreError};
 
-use crate::args::{DbArgs, ExportFormat, RunPlatform};
+use crate::args::{DbArgs, ExportFormat, PlatformParser};
 use crate::exit::{self, bad_input, unsupported};
 
 /// `isobench run`.
@@ -55,9 +55,9 @@ pub struct RunArgs {
         long,
         value_name = "PLATFORM",
         conflicts_with = "resume",
-        ignore_case = true
+        value_parser = PlatformParser::run()
     )]
-    pub platform: Option<RunPlatform>,
+    pub platform: Option<PlatformChoice>,
     /// Seed instead of the scenario's.
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub seed: Option<u64>,
@@ -267,15 +267,16 @@ fn plan_new(a: &RunArgs, fake: bool) -> anyhow::Result<(Plan, String)> {
         HostView::detect().context("reading this host's CPUs and memory")?
     };
     let opts = PlanOptions {
-        platform: a.platform.map(PlatformChoice::from),
+        platform: a.platform,
         seed: a.seed,
         random_seed: now_seed(),
         skip_unsupported: builtin,
     };
-    if opts.platform == Some(PlatformChoice::Cgroup) {
-        if let Some(why) = &host.cgroup_unavailable {
+    if let Some(PlatformChoice::Named(kind)) = opts.platform {
+        if let Some(why) = host.unavailable(kind) {
             return Err(unsupported(format!(
-                "--platform cgroup: {why}; run as root, or use --platform host"
+                "--platform {kind}: {why}; fix that, or choose another platform (host runs \
+                 without isolation)"
             )));
         }
     }
