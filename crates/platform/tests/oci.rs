@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use isobench_agent::AgentClient;
 use isobench_platform::oci::{self, Engine};
 use isobench_platform::{
-    platform, AgentLaunch, Limits, NetSpec, ObjectKind, Platform, PlatformOptions, Role,
-    RunGuard, Tenant, TenantSpec,
+    platform, AgentLaunch, Limits, NetSpec, ObjectKind, Platform, PlatformOptions, Role, RunGuard,
+    Tenant, TenantSpec,
 };
 
 /// The helper mode of this test binary that leaves a container behind and waits to be
@@ -38,11 +38,7 @@ fn engine_or_skip(test: &str, engine: &str) -> Option<()> {
         _ => Engine::podman().err(),
     }
     .map(|e| e.to_string())
-    .or_else(|| {
-        oci::ImageSource::find()
-            .err()
-            .map(|e| format!("{e:#}"))
-    });
+    .or_else(|| oci::ImageSource::find().err().map(|e| format!("{e:#}")));
     match why {
         None => Some(()),
         Some(why) if in_ci() => panic!("{test}: {engine} is required under CI=true: {why}"),
@@ -137,7 +133,7 @@ fn lifecycle(engine: &str) {
         .create_tenant(&TenantSpec::new("victim", Role::Victim).with_limits(limits.clone()))
         .unwrap();
     let name = t.info().object_name.clone();
-    assert_eq!(containers_named(engine, &name), [name.clone()]);
+    assert_eq!(containers_named(engine, &name), std::slice::from_ref(&name));
     assert!(!t.info().cgroups.is_empty());
 
     // The agent answers from inside the container, and sees the container's limits.
@@ -155,14 +151,23 @@ fn lifecycle(engine: &str) {
     assert_eq!(l.cpus, Some(0.5));
     assert_eq!(l.memory, Some(96 << 20));
     assert_eq!(l.pids, Some(40));
-    assert_eq!(l.cpuset.as_ref().map(|c| c.to_string()).as_deref(), Some("0"));
+    assert_eq!(
+        l.cpuset.as_ref().map(|c| c.to_string()).as_deref(),
+        Some("0")
+    );
     let u = t.usage().unwrap();
-    assert!(u.memory_current.is_some() && u.pids_current.unwrap_or(0) >= 3, "{u:?}");
+    assert!(
+        u.memory_current.is_some() && u.pids_current.unwrap_or(0) >= 3,
+        "{u:?}"
+    );
 
     // The live CPU limit and the freezer act on the container's cgroups.
     t.set_cpu_limit(Some(0.25)).unwrap();
     assert_eq!(t.effective_limits().unwrap().cpus, Some(0.25));
-    assert!(t.set_cpu_limit(Some(2.0)).is_err(), "more CPUs than the cpuset");
+    assert!(
+        t.set_cpu_limit(Some(2.0)).is_err(),
+        "more CPUs than the cpuset"
+    );
     t.set_cpu_limit(None).unwrap();
     assert_eq!(t.effective_limits().unwrap().cpus, None);
     t.set_frozen(true).unwrap();
@@ -209,7 +214,11 @@ fn lifecycle(engine: &str) {
     drop(p);
     let id = guard.id().clone();
     guard.finish();
-    assert!(common::leftovers(&id).is_empty(), "{:?}", common::leftovers(&id));
+    assert!(
+        common::leftovers(&id).is_empty(),
+        "{:?}",
+        common::leftovers(&id)
+    );
 }
 
 fn fork_bomb(engine: &str) {
@@ -221,7 +230,8 @@ fn fork_bomb(engine: &str) {
     let mut p = oci_platform(&guard, engine);
     let bomb = p
         .create_tenant(
-            &TenantSpec::new("bomb", Role::Aggressor).with_limits(Limits::parse("pids=50").unwrap()),
+            &TenantSpec::new("bomb", Role::Aggressor)
+                .with_limits(Limits::parse("pids=50").unwrap()),
         )
         .unwrap();
     let victim = p
@@ -244,7 +254,10 @@ fn fork_bomb(engine: &str) {
             assert!(u.pids_current.unwrap() <= 50, "{u:?}");
             break;
         }
-        assert!(Instant::now() < end, "the fork bomb never reached its limit: {u:?}");
+        assert!(
+            Instant::now() < end,
+            "the fork bomb never reached its limit: {u:?}"
+        );
         thread::sleep(Duration::from_millis(50));
     }
     // The neighbour still starts processes and runs its agent.
@@ -261,7 +274,10 @@ fn fork_bomb(engine: &str) {
     bomb.killer().kill().unwrap();
     let _ = common::wait_timeout(&mut child, Duration::from_secs(20));
     let left = bomb.usage().unwrap().pids_current.unwrap();
-    assert!(left <= 2, "only the container's init and sleeper are left: {left}");
+    assert!(
+        left <= 2,
+        "only the container's init and sleeper are left: {left}"
+    );
     let name = bomb.info().object_name.clone();
     assert_eq!(containers_named(engine, &name).len(), 1);
     drop(bomb);
@@ -299,7 +315,10 @@ fn network(engine: &str) {
     let (code, _) = sh(t.as_ref(), &format!("echo hello | nc {bridge} {port}"));
     assert_eq!(code, Some(0));
     let (from, line) = server.join().unwrap();
-    assert_eq!((from, line.as_str()), (std::net::IpAddr::V4(addr), "hello\n"));
+    assert_eq!(
+        (from, line.as_str()),
+        (std::net::IpAddr::V4(addr), "hello\n")
+    );
     let (_, routes) = sh(t.as_ref(), "ip -4 route");
     assert!(!routes.contains("default"), "{routes}");
 
@@ -309,7 +328,11 @@ fn network(engine: &str) {
     drop(p);
     let id = guard.id().clone();
     guard.finish();
-    assert!(common::leftovers(&id).is_empty(), "{:?}", common::leftovers(&id));
+    assert!(
+        common::leftovers(&id).is_empty(),
+        "{:?}",
+        common::leftovers(&id)
+    );
 }
 
 fn cleanup_after_kill(engine: &str) {
@@ -319,7 +342,12 @@ fn cleanup_after_kill(engine: &str) {
     }
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
-        .args(["--exact", "orphan_helper", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "orphan_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(ORPHAN_ENV, engine)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -340,7 +368,7 @@ fn cleanup_after_kill(engine: &str) {
     let (run, name) = found.expect("the helper reported its container");
     child.kill().unwrap();
     child.wait().unwrap();
-    assert_eq!(containers_named(engine, &name), [name.clone()]);
+    assert_eq!(containers_named(engine, &name), std::slice::from_ref(&name));
 
     let report = isobench_platform::cleanup(false);
     assert!(
@@ -352,7 +380,11 @@ fn cleanup_after_kill(engine: &str) {
     );
     assert!(containers_named(engine, &name).is_empty(), "{report}");
     let id = isobench_platform::RunId::parse(&run).unwrap();
-    assert!(common::leftovers(&id).is_empty(), "{:?}", common::leftovers(&id));
+    assert!(
+        common::leftovers(&id).is_empty(),
+        "{:?}",
+        common::leftovers(&id)
+    );
 }
 
 /// With `ISOBENCH_OCI_ORPHAN=<engine>`: starts a run with one container (frozen, as the

@@ -786,8 +786,7 @@ impl TenantCgroup {
     /// The cgroups of process `pid`, from `/proc/<pid>/cgroup`, in each hierarchy of `fs`.
     pub fn of_process(fs: &CgroupFs, pid: i32) -> Result<TenantCgroup> {
         let file = format!("/proc/{pid}/cgroup");
-        let text =
-            std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?;
+        let text = std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?;
         TenantCgroup::from_proc_cgroup(fs, &text)
             .with_context(|| format!("finding the cgroups of process {pid} in {file}"))
     }

@@ -178,13 +178,13 @@ impl Engine {
             cli,
             host: None,
         };
-        match engine.run_with(&["version", "--format", "{{.Client.Version}}"], PROBE_TIMEOUT) {
+        match engine.run_with(
+            &["version", "--format", "{{.Client.Version}}"],
+            PROBE_TIMEOUT,
+        ) {
             Ok(_) => Ok(engine),
             Err(e) => Err(EngineUnavailable {
-                why: format!(
-                    "`podman version` failed: {}",
-                    first_line(&format!("{e:#}"))
-                ),
+                why: format!("`podman version` failed: {}", first_line(&format!("{e:#}"))),
                 fix: "check the podman installation, or use docker (`--engine docker`)".into(),
             }),
         }
@@ -287,7 +287,10 @@ impl Engine {
             EngineKind::Docker => "{{.Server.Version}}",
             EngineKind::Podman => "{{.Client.Version}}",
         };
-        Ok(self.query(&["version", "--format", fmt])?.trim().to_string())
+        Ok(self
+            .query(&["version", "--format", fmt])?
+            .trim()
+            .to_string())
     }
 
     /// One line for the record of a run.
@@ -308,7 +311,10 @@ impl Engine {
 }
 
 fn first_line(s: &str) -> &str {
-    s.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
 }
 
 #[cfg(test)]

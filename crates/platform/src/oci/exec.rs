@@ -116,7 +116,12 @@ mod tests {
         }
         let mut child = cmd.spawn().unwrap();
         let mut out = String::new();
-        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
         assert_eq!(out, "from-envp /bin/sh\n");
         assert_eq!(child.wait().unwrap().code(), Some(3));
     }

@@ -132,13 +132,10 @@ impl OciPlatform {
             )
             .into());
         }
-        let engine = Engine::detect(opts.oci_engine.as_deref())
-            .map_err(|e| unavailable(e.why, e.fix))?;
+        let engine =
+            Engine::detect(opts.oci_engine.as_deref()).map_err(|e| unavailable(e.why, e.fix))?;
         let fs = CgroupFs::detect().map_err(|e| {
-            unavailable(
-                format!("{e:#}"),
-                "mount cgroupfs (the engine needs it too)",
-            )
+            unavailable(format!("{e:#}"), "mount cgroupfs (the engine needs it too)")
         })?;
         let source = ImageSource::find().map_err(|e| {
             unavailable(
@@ -192,7 +189,14 @@ impl OciPlatform {
         a.extend(label(RUN_LABEL, self.run.id().as_str()));
         a.extend(label(TENANT_LABEL, &spec.name));
         a.push("--network".into());
-        a.push(if spec.network.is_some() { "none" } else { "host" }.into());
+        a.push(
+            if spec.network.is_some() {
+                "none"
+            } else {
+                "host"
+            }
+            .into(),
+        );
         a.extend(limit_args(limits, device)?);
         if self.engine.kind() == EngineKind::Podman {
             // Raising rlimits needs CAP_SYS_RESOURCE, which root lacks on some hosts: set
