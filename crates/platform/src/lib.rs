@@ -35,6 +35,7 @@ pub mod run;
 pub mod sched;
 pub mod sentinel;
 pub mod tenant;
+pub mod vm;
 pub mod watchdog;
 
 use std::fmt;
