@@ -64,6 +64,8 @@ pub enum Command {
     /// Run one network server until stdin ends (the peer a network probe starts for itself).
     #[command(hide = true)]
     Serve(crate::cmd_serve::ServeArgs),
+    /// Prepare the `vm` platform: fetch the guest kernel, build the initramfs, check KVM.
+    Vm(crate::cmd_vm::VmArgs),
 }
 
 /// `isobench list`.

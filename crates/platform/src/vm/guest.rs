@@ -45,17 +45,20 @@ pub(crate) fn log_tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// Waits until the guest's init prints [`READY_LINE`] (or QEMU exits, or `timeout` passes),
-/// then connects to the agent's socket. Returns the stream and the boot time.
+/// Waits until the guest's init prints [`READY_LINE`] in the console log after byte
+/// `offset` (what an earlier boot appended comes before), or QEMU exits, or `timeout`
+/// passes; then connects to the agent's socket. Returns the stream and the boot time.
 pub(crate) fn wait_ready(
     child: &mut Child,
     config: &GuestConfig,
+    offset: u64,
     timeout: Duration,
 ) -> Result<(UnixStream, Duration)> {
     let t0 = Instant::now();
     loop {
-        let console = fs::read_to_string(&config.console_log).unwrap_or_default();
-        if console.contains(READY_LINE) {
+        let console = fs::read(&config.console_log).unwrap_or_default();
+        let new = console.get(offset as usize..).unwrap_or_default();
+        if String::from_utf8_lossy(new).contains(READY_LINE) {
             break;
         }
         if let Some(status) = child.try_wait()? {

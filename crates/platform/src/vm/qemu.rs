@@ -58,8 +58,6 @@ pub struct GuestConfig {
     pub memory_mib: u64,
     /// The host end of the agent's virtio-serial port (a unix socket QEMU listens on).
     pub agent_socket: PathBuf,
-    /// QEMU's QMP socket.
-    pub qmp_socket: PathBuf,
     /// The guest console (serial port) is appended here.
     pub console_log: PathBuf,
     /// The guest's workdir (the disk is mounted there).
@@ -132,13 +130,14 @@ impl GuestConfig {
         push("-display");
         push("none");
         push("-no-reboot");
-        push("-serial");
-        push(&format!("file:{}", self.console_log.display()));
-        push("-qmp");
+        // The console is appended to the log (a `file:` serial port would truncate it).
+        push("-chardev");
         push(&format!(
-            "unix:{},server=on,wait=off",
-            self.qmp_socket.display()
+            "file,id=console,path={},append=on",
+            self.console_log.display()
         ));
+        push("-serial");
+        push("chardev:console");
         push("-kernel");
         push(&self.kernel.display().to_string());
         push("-initrd");
@@ -371,7 +370,6 @@ mod tests {
             cpus: 2,
             memory_mib: 256,
             agent_socket: "/w/agent.sock".into(),
-            qmp_socket: "/w/qmp.sock".into(),
             console_log: "/w/console.log".into(),
             guest_workdir: "/var/tmp/isobench-0badc0de-victim".into(),
             disk: Some("/w/disk.img".into()),
@@ -393,7 +391,7 @@ mod tests {
             "-name isobench-0badc0de-victim,debug-threads=on",
             "-accel tcg,tb-size=64 -cpu max",
             "-smp 2 -m 256M",
-            "-serial file:/w/console.log",
+            "-chardev file,id=console,path=/w/console.log,append=on -serial chardev:console",
             "-kernel /k/vmlinuz -initrd /k/initrd.gz",
             "-chardev socket,id=agent,path=/w/agent.sock,server=on,wait=off",
             "virtserialport,bus=vser0.0,chardev=agent,name=isobench.agent",
