@@ -108,8 +108,8 @@ pub struct ProbeArgs {
     pub window: Option<f64>,
     /// Run inside a fresh tenant on this platform through an agent, instead of in this
     /// process.
-    #[arg(long, value_name = "PLATFORM", ignore_case = true)]
-    pub platform: Option<TenantPlatform>,
+    #[arg(long, value_name = "PLATFORM", value_parser = PlatformParser::tenant())]
+    pub platform: Option<PlatformChoice>,
     /// Limits of that tenant, e.g. `cpus=1,memory=1G,pids=64,cpuset=0,io_write_bps=50M`.
     #[arg(long, value_name = "K=V,...", requires = "platform")]
     pub limits: Option<String>,
@@ -144,8 +144,8 @@ pub struct StressArgs {
     pub allow_unsafe_host: bool,
     /// Run inside a fresh tenant on this platform through an agent, instead of in this
     /// process.
-    #[arg(long, value_name = "PLATFORM", ignore_case = true)]
-    pub platform: Option<TenantPlatform>,
+    #[arg(long, value_name = "PLATFORM", value_parser = PlatformParser::tenant())]
+    pub platform: Option<PlatformChoice>,
     /// Limits of that tenant, e.g. `cpus=1,memory=1G,pids=64,cpuset=0,io_write_bps=50M`.
     #[arg(long, value_name = "K=V,...", requires = "platform")]
     pub limits: Option<String>,
@@ -210,44 +210,63 @@ pub struct DbArgs {
     pub path: PathBuf,
 }
 
-/// `--platform` of `isobench run`: what creates the tenants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RunPlatform {
-    /// cgroup when running as root with cgroups mounted, else host
-    Auto,
-    /// plain processes, no isolation
-    Host,
-    /// cgroup v1 or v2 tenants (needs root)
-    #[value(alias = "cgroups")]
-    Cgroup,
+/// `--platform`: a platform of this build (from the platform table, so help, errors and
+/// completions list every one with what it is), or `auto` where a run allows it.
+#[derive(Debug, Clone, Copy)]
+pub struct PlatformParser {
+    auto: bool,
 }
 
-impl From<RunPlatform> for PlatformChoice {
-    fn from(p: RunPlatform) -> PlatformChoice {
-        match p {
-            RunPlatform::Auto => PlatformChoice::Auto,
-            RunPlatform::Host => PlatformChoice::Host,
-            RunPlatform::Cgroup => PlatformChoice::Cgroup,
-        }
+impl PlatformParser {
+    /// `auto` or a platform (`isobench run`).
+    pub fn run() -> PlatformParser {
+        PlatformParser { auto: true }
+    }
+
+    /// A platform (`isobench probe` and `isobench stress`).
+    pub fn tenant() -> PlatformParser {
+        PlatformParser { auto: false }
     }
 }
 
-/// `--platform` of `isobench probe` and `isobench stress`: where the one tenant is created.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TenantPlatform {
-    /// plain processes, no isolation
-    Host,
-    /// a cgroup v1 or v2 tenant (needs root)
-    #[value(alias = "cgroups")]
-    Cgroup,
-}
+impl clap::builder::TypedValueParser for PlatformParser {
+    type Value = PlatformChoice;
 
-impl From<TenantPlatform> for PlatformKind {
-    fn from(p: TenantPlatform) -> PlatformKind {
-        match p {
-            TenantPlatform::Host => PlatformKind::Host,
-            TenantPlatform::Cgroup => PlatformKind::Cgroup,
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<PlatformChoice, clap::Error> {
+        let s = value.to_string_lossy();
+        if self.auto && s.eq_ignore_ascii_case("auto") {
+            return Ok(PlatformChoice::Auto);
         }
+        if let Ok(kind) = s.parse::<PlatformKind>() {
+            return Ok(PlatformChoice::Named(kind));
+        }
+        // clap's own message: the flag, the value and the possible values.
+        let values = clap::builder::PossibleValuesParser::new(self.possible_values().unwrap());
+        values
+            .parse_ref(cmd, arg, value)
+            .map(|_| PlatformChoice::Auto)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        use clap::builder::PossibleValue;
+        let auto = self.auto.then(|| {
+            PossibleValue::new("auto")
+                .help("the first platform that isolates and works here (cgroup as root), else host")
+        });
+        Some(Box::new(auto.into_iter().chain(
+            isobench_platform::PLATFORMS.iter().map(|e| {
+                PossibleValue::new(e.kind.name())
+                    .help(e.summary)
+                    .aliases(e.aliases.iter().copied())
+            }),
+        )))
     }
 }
 

@@ -62,7 +62,7 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
     // Where each run's own network servers ran (empty through an agent, which does not say).
     let mut servers: Vec<Vec<OwnServer>> = Vec::new();
     if let Some(platform) = a.platform {
-        let req = crate::tenant::parse_request(platform.into(), a.limits.as_deref())?;
+        let req = crate::tenant::parse_request(platform, a.limits.as_deref())?;
         let session = crate::tenant::Session::open(&req, "probe", Role::Victim, false, None, None)?;
         let opts = ProbeOpts {
             pin: a.pin,

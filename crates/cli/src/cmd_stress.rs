@@ -49,7 +49,7 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
         ctx.pin = Some(cpus);
     }
     if let Some(platform) = a.platform {
-        let req = crate::tenant::parse_request(platform.into(), a.limits.as_deref())?;
+        let req = crate::tenant::parse_request(platform, a.limits.as_deref())?;
         return run_in_tenant(a, stressor, &params, duration, ctx, &req);
     }
     if stressor.aggressive() {
@@ -108,11 +108,13 @@ fn run_in_tenant(
     req: &crate::tenant::TenantRequest,
 ) -> anyhow::Result<ExitCode> {
     let aggressive = stressor.aggressive();
-    if aggressive && req.kind == isobench_platform::PlatformKind::Host && !a.allow_unsafe_host {
+    let contains = req.kind.capabilities().contains_aggressors;
+    if aggressive && !contains && !a.allow_unsafe_host {
         return Err(bad_input(format!(
-            "stressor {} can take the whole host down and the host platform contains nothing: \
+            "stressor {} can take the whole host down and the {} platform contains nothing: \
              use `--platform cgroup`, or pass --allow-unsafe-host to run it capped",
-            stressor.name()
+            stressor.name(),
+            req.kind
         )));
     }
     // The watchdog kills the tenant a little after the planned end, whatever happens here.
@@ -132,8 +134,7 @@ fn run_in_tenant(
             session.filled.join(", ")
         );
     }
-    let contained = session.tenant.info().limits.pids.is_some()
-        && req.kind != isobench_platform::PlatformKind::Host;
+    let contained = session.tenant.info().limits.pids.is_some() && contains;
     let opts = StressOpts {
         pin: ctx.pin.clone(),
         caps: if contained || !aggressive {

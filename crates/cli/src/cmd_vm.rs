@@ -56,7 +56,11 @@ fn setup(a: &VmSetupArgs) -> anyhow::Result<ExitCode> {
         Ok(exe) => {
             let dir = vm::kernel::vm_cache_dir()?;
             let initrd = vm::initramfs::build(&dir, k, &exe)?;
-            println!("initramfs  {} (isobench from {})", initrd.display(), exe.display());
+            println!(
+                "initramfs  {} (isobench from {})",
+                initrd.display(),
+                exe.display()
+            );
         }
         Err(e) => {
             println!("initramfs  not built: {e:#}");

@@ -16,6 +16,7 @@ mod cmd_run;
 mod cmd_serve;
 mod cmd_stress;
 mod cmd_vm;
+mod crossrun;
 mod exit;
 mod live;
 mod output;

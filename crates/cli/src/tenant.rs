@@ -6,16 +6,16 @@
 //! created, `isobench agent` is started inside it and driven over its stdio. The run guard
 //! tears the tenant down on every exit path: normal end, error, Ctrl-C, panic.
 
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use isobench_agent::AgentClient;
+use isobench_experiment::PlatformChoice;
 use isobench_platform::{
-    platform, Limits, Platform, PlatformKind, PlatformOptions, Role, RunContext, RunGuard, Tenant,
-    TenantSpec,
+    platform, AgentLaunch, AgentProcess, Limits, Platform, PlatformKind, PlatformOptions, Role,
+    RunContext, RunGuard, Tenant, TenantSpec,
 };
 
 use crate::exit::{bad_input, unsupported};
@@ -58,7 +58,12 @@ pub fn install_interrupt(run: RunContext, stop: Option<Arc<AtomicBool>>) -> anyh
 
 /// Parses `--limits` for a tenant on `kind` (clap has parsed `--platform`), without creating
 /// anything.
-pub fn parse_request(kind: PlatformKind, limits: Option<&str>) -> anyhow::Result<TenantRequest> {
+pub fn parse_request(
+    platform: PlatformChoice,
+    limits: Option<&str>,
+) -> anyhow::Result<TenantRequest> {
+    // The tenant's `--platform` parser accepts no `auto`.
+    let kind = platform.kind().unwrap_or(PlatformKind::HOST);
     let limits = match limits {
         Some(s) => Limits::parse(s).map_err(|e| bad_input(format!("--limits: {e}")))?,
         None => Limits::none(),
@@ -70,7 +75,7 @@ pub fn parse_request(kind: PlatformKind, limits: Option<&str>) -> anyhow::Result
 /// then the tenant, the platform, and last the run guard that removes whatever is left.
 pub struct Session {
     pub client: AgentClient,
-    child: Child,
+    process: AgentProcess,
     pub tenant: Box<dyn Tenant>,
     platform: Box<dyn Platform>,
     pub guard: RunGuard,
@@ -118,20 +123,20 @@ impl Session {
         let tenant = platform
             .create_tenant(&spec)
             .with_context(|| format!("creating tenant {tenant_name} on {}", req.kind))?;
-        let exe = std::env::current_exe().context("locating the isobench binary")?;
-        let mut cmd = Command::new(exe);
-        cmd.arg("agent")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = tenant
-            .spawn(cmd)
-            .context("starting the agent in the tenant")?;
-        let client = AgentClient::from_child(tenant_name, &mut child)?;
+        let launch = AgentLaunch {
+            exe: std::env::current_exe().context("locating the isobench binary")?,
+            // The agent's complaints go where this command's do.
+            log: "/dev/stderr".into(),
+        };
+        let (reader, writer, process) = tenant
+            .start_agent(&launch)
+            .context("starting the agent in the tenant")?
+            .split();
+        let client = AgentClient::new(tenant_name, reader, writer);
         client.hello().context("greeting the agent")?;
         Ok(Session {
             client,
-            child,
+            process,
             tenant,
             platform,
             guard,
@@ -143,14 +148,14 @@ impl Session {
     pub fn close(self) -> anyhow::Result<()> {
         let Session {
             client,
-            mut child,
+            mut process,
             tenant,
             mut platform,
             guard,
             ..
         } = self;
         let _ = client.bye();
-        isobench_platform::procs::wait_or_kill(&mut child, Duration::from_secs(5));
+        process.close(Duration::from_secs(5));
         tenant.teardown()?;
         platform.teardown()?;
         let report = guard.finish();

@@ -49,19 +49,19 @@ fn bad_values_of_value_flags_name_the_flag_and_list_the_possible_values() {
             "[possible values: json, csv, md]",
         ),
         (
-            &["run", "--dry-run", "--platform", "vm"],
+            &["run", "--dry-run", "--platform", "xen"],
             "--platform",
-            "[possible values: auto, host, cgroup]",
+            "[possible values: auto, host, cgroup",
         ),
         (
-            &["probe", "syscall", "--platform", "oci"],
+            &["probe", "syscall", "--platform", "xen"],
             "--platform",
-            "[possible values: host, cgroup]",
+            "[possible values: host, cgroup",
         ),
         (
             &["stress", "cpu", "--platform", "auto"],
             "--platform",
-            "[possible values: host, cgroup]",
+            "[possible values: host, cgroup",
         ),
     ];
     for (args, flag, values) in cases {
@@ -76,7 +76,7 @@ fn bad_values_of_value_flags_name_the_flag_and_list_the_possible_values() {
 fn help_lists_the_values_with_what_each_does() {
     let out = isobench().args(["run", "--help"]).output().unwrap();
     let help = text(&out.stdout);
-    assert!(help.contains("auto:") && help.contains("cgroup when running as root"));
+    assert!(help.contains("auto:") && help.contains("isolates and works here"));
     let out = isobench().args(["export", "--help"]).output().unwrap();
     let help = text(&out.stdout);
     assert!(

@@ -197,6 +197,11 @@ pub struct TenantFacts {
 pub trait Backend {
     /// One line describing the platform, for the record.
     fn describe(&self) -> String;
+    /// Caveats about the platform's figures on this machine (for example a guest under
+    /// software emulation), stored with the run and shown with its results.
+    fn caveats(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Creates a tenant and starts its agent.
     fn create_tenant(&mut self, tenant: &PlannedTenant) -> anyhow::Result<Box<dyn TenantDriver>>;
     /// CPU time of the whole machine so far (root cgroup), when readable.

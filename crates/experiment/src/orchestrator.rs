@@ -30,7 +30,7 @@ use crate::backend::{
 };
 use crate::memcheck;
 use crate::onoff::{Tuning, TuningLimits};
-use crate::plan::{Assignment, Design, Plan, Platform};
+use crate::plan::{Assignment, Design, Plan};
 use crate::progress::{Progress, TrialDone, TrialView};
 use crate::scenario::Role;
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_WINDOW};
@@ -104,7 +104,7 @@ pub fn create_run(
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at: Timestamp::from_unix_millis(started_unix_ms),
         host_facts,
-        platform: plan.platform.as_str().to_string(),
+        platform: plan.platform.name().to_string(),
         platform_version: platform_version.to_string(),
     })?;
     store.record_fact(
@@ -604,7 +604,7 @@ impl<'a> Engine<'a> {
                     &TenantRecord {
                         name: t.name.clone(),
                         role: t.role,
-                        platform: plan.platform.as_str().to_string(),
+                        platform: plan.platform.name().to_string(),
                         limits: json!({
                             "applied": f.limits,
                             "requested": t.limits.to_string(),
@@ -1075,7 +1075,7 @@ impl<'a> Engine<'a> {
             intensity: a.intensity,
             params: a.params.clone(),
             pin: t.limits.cpuset.as_ref().map(|_| t.cpus.clone()),
-            contained: self.plan.platform == Platform::Cgroup,
+            contained: self.plan.platform.capabilities().contains_aggressors,
             timeout: self.plan.trial.timeout,
         })
     }

@@ -34,24 +34,7 @@ pub const MIN_TENANT_MEMORY: u64 = 64 * MIB;
 pub const MIN_VICTIM_PIDS: u64 = 32;
 
 /// The platform a run uses, once `auto` is decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Platform {
-    /// Plain processes, no isolation.
-    Host,
-    /// cgroup tenants.
-    Cgroup,
-}
-
-impl Platform {
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Platform::Host => "host",
-            Platform::Cgroup => "cgroup",
-        }
-    }
-}
+pub type Platform = isobench_platform::PlatformKind;
 
 /// What the planner needs to know about the host.
 #[derive(Debug, Clone)]
@@ -60,8 +43,8 @@ pub struct HostView {
     pub info: HostInfo,
     /// The controller's own environment: caches, page size, available memory.
     pub env: Env,
-    /// Why the cgroup platform cannot be used here, when it cannot.
-    pub cgroup_unavailable: Option<String>,
+    /// The platforms that cannot be used here, with why (by platform name).
+    pub unavailable: BTreeMap<String, String>,
     /// Usable last-level cache, bytes: measured by a latency sweep (sysfs can lie on virtual
     /// machines), sysfs when the sweep cannot tell.
     pub llc: u64,
@@ -79,9 +62,13 @@ impl HostView {
         let caches = isobench_workloads::cachesize::cache_sizes(&env);
         Ok(HostView {
             info: HostInfo::detect()?,
-            cgroup_unavailable: isobench_platform::detect_cgroup_platform()
-                .err()
-                .map(|e| e.to_string()),
+            unavailable: isobench_platform::PLATFORMS
+                .iter()
+                .filter_map(|e| {
+                    let why = (e.available)().err()?;
+                    Some((e.kind.name().to_string(), why.to_string()))
+                })
+                .collect(),
             llc: caches.llc,
             llc_sysfs: caches.llc_sysfs,
             disk_irq: isobench_platform::noise::irq_affinity()
@@ -120,12 +107,24 @@ impl HostView {
                 is_root: cgroup,
                 workdir: std::env::temp_dir(),
             },
-            cgroup_unavailable: (!cgroup)
-                .then(|| "isobench runs as uid 1000 and creating cgroups needs root".to_string()),
+            unavailable: (!cgroup)
+                .then(|| {
+                    (
+                        "cgroup".to_string(),
+                        "isobench runs as uid 1000 and creating cgroups needs root".to_string(),
+                    )
+                })
+                .into_iter()
+                .collect(),
             llc: 32 << 20,
             llc_sysfs: Some(32 << 20),
             disk_irq: None,
         }
+    }
+
+    /// Why `kind` cannot be used here, when it cannot.
+    pub fn unavailable(&self, kind: Platform) -> Option<&str> {
+        self.unavailable.get(kind.name()).map(String::as_str)
     }
 
     /// Host CPUs as plain numbers.
@@ -402,7 +401,7 @@ impl Plan {
             "scenario {} ({}), platform {}, seed {}\n",
             self.scenario,
             self.kind.as_str(),
-            self.platform.as_str(),
+            self.platform.name(),
             self.seed
         );
         for t in &self.tenants {

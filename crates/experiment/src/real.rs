@@ -9,15 +9,15 @@
 use std::fs::{self, File};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use isobench_agent::{AgentClient, AgentError, Caps, ProbeOpts, StressOpts};
 use isobench_platform::{
-    platform, Killer, NetSpec, Platform, PlatformKind, PlatformOptions, RunContext, Sentinel,
-    SentinelConfig, Tenant, TenantSpec,
+    platform, AgentLaunch, AgentProcess, Killer, NetSpec, Platform, PlatformOptions, RunContext,
+    Sentinel, SentinelConfig, Tenant, TenantSpec,
 };
 use isobench_workloads::{ParamValues, StressReport};
 
@@ -26,7 +26,7 @@ use crate::backend::{
     TenantFacts, TenantFailure,
 };
 use crate::memcheck::{self, Walk};
-use crate::plan::{Plan, PlannedTenant, Platform as PlanPlatform};
+use crate::plan::{Plan, PlannedTenant};
 use crate::scenario::Role;
 
 /// Interval of the stressors' progress samples.
@@ -62,10 +62,7 @@ impl RealBackend {
     /// The platform of `plan`, for run `run`; `exe` is the isobench binary started as the
     /// agent inside each tenant.
     pub fn new(plan: &Plan, run: RunContext, exe: PathBuf) -> Result<RealBackend> {
-        let kind = match plan.platform {
-            PlanPlatform::Host => PlatformKind::Host,
-            PlanPlatform::Cgroup => PlatformKind::Cgroup,
-        };
+        let kind = plan.platform;
         let run_id = run.id().as_str().to_string();
         let platform = platform(kind, PlatformOptions::new(run))?;
         // A watchdog deadline well past the longest the run can take.
@@ -105,6 +102,10 @@ impl RealBackend {
 impl Backend for RealBackend {
     fn describe(&self) -> String {
         self.platform.describe()
+    }
+
+    fn caveats(&self) -> Vec<String> {
+        self.platform.notes()
     }
 
     fn create_tenant(&mut self, t: &PlannedTenant) -> Result<Box<dyn TenantDriver>> {
@@ -306,7 +307,7 @@ pub fn own_cpu() -> CpuTimes {
 
 struct Agent {
     client: Arc<AgentClient>,
-    child: Child,
+    process: AgentProcess,
 }
 
 /// A probe started with `begin_probe`, measuring on a thread of its own.
@@ -377,21 +378,16 @@ fn log_path(workdir: &Path) -> PathBuf {
 
 impl RealTenant {
     fn start_agent(&mut self) -> Result<()> {
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(log_path(self.tenant.workdir()))
-            .context("opening the agent's log")?;
-        let mut cmd = Command::new(&self.exe);
-        cmd.arg("agent")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log));
-        let mut child = self
+        let launch = AgentLaunch {
+            exe: self.exe.clone(),
+            log: log_path(self.tenant.workdir()),
+        };
+        let conn = self
             .tenant
-            .spawn(cmd)
+            .start_agent(&launch)
             .with_context(|| format!("starting the agent in tenant {}", self.name))?;
-        let client = AgentClient::from_child(&self.name, &mut child)?.with_timeout(self.timeout);
+        let (reader, writer, process) = conn.split();
+        let client = AgentClient::new(&self.name, reader, writer).with_timeout(self.timeout);
         let hello = client
             .hello()
             .with_context(|| format!("greeting the agent of tenant {}", self.name))?;
@@ -403,10 +399,11 @@ impl RealTenant {
             "mem_usable": hello.env.mem_usable,
             "mem_limit": hello.env.mem_limit,
             "workdir": self.tenant.workdir(),
+            "transport": process.transport,
         });
         self.agent = Some(Agent {
             client: Arc::new(client),
-            child,
+            process,
         });
         self.stressor = None;
         self.last = None;
@@ -779,8 +776,7 @@ impl TenantDriver for RealTenant {
 
     fn restart(&mut self) -> Result<()> {
         if let Some(mut a) = self.agent.take() {
-            let _ = a.child.kill();
-            isobench_platform::procs::wait_or_kill(&mut a.child, Duration::from_secs(5));
+            a.process.kill();
         }
         // Whatever the old agent left (stressor workers, a fork bomb's children) goes too.
         let _ = self.tenant.killer().kill();
@@ -788,7 +784,11 @@ impl TenantDriver for RealTenant {
     }
 
     fn teardown(&mut self) -> Result<()> {
-        if let Some(Agent { client, mut child }) = self.agent.take() {
+        if let Some(Agent {
+            client,
+            mut process,
+        }) = self.agent.take()
+        {
             // A probe thread still holding the client is waited for (its deadline bounds it).
             if let Some(h) = self.pending.take() {
                 let _ = h.join();
@@ -796,7 +796,7 @@ impl TenantDriver for RealTenant {
             if let Ok(client) = Arc::try_unwrap(client) {
                 let _ = client.bye();
             }
-            isobench_platform::procs::wait_or_kill(&mut child, Duration::from_secs(5));
+            process.close(Duration::from_secs(5));
         }
         self.tenant.teardown()
     }

@@ -215,38 +215,47 @@ impl<'a> Resolver<'a> {
                 t,
                 "tenant.platform",
                 "the tenants use different platforms; one run uses one platform",
-                "one of auto, host, cgroup for every tenant",
+                platform_words(),
                 "set the same platform on every tenant, or only the top-level `platform`",
             ));
         }
         let choice = choices.first().copied().unwrap_or(choice);
         match choice {
-            PlatformChoice::Host => Platform::Host,
-            PlatformChoice::Cgroup => {
-                if let Some(why) = &host.cgroup_unavailable {
+            PlatformChoice::Named(kind) => {
+                if let Some(why) = host.unavailable(kind) {
                     self.errors.push(src.error(
                         top,
                         "platform",
-                        format!("the cgroup platform cannot be used here: {why}"),
-                        "auto, host, cgroup",
-                        "run isobench as root, or use platform = \"host\" (no isolation)",
+                        format!("the {kind} platform cannot be used here: {why}"),
+                        platform_words(),
+                        "fix what is named, or choose another platform (host runs without \
+                         isolation)",
                     ));
                 }
-                Platform::Cgroup
+                kind
             }
-            PlatformChoice::Auto => match &host.cgroup_unavailable {
-                None => {
-                    self.notes
-                        .push("platform auto: cgroup (running as root with cgroups)".into());
-                    Platform::Cgroup
+            PlatformChoice::Auto => {
+                let mut passed = Vec::new();
+                for &kind in isobench_platform::AUTO {
+                    match host.unavailable(kind) {
+                        None => {
+                            let note = if kind.capabilities().enforces_limits {
+                                format!("platform auto: {kind}")
+                            } else {
+                                format!("platform auto: {kind}, no isolation")
+                            };
+                            self.notes.push(if passed.is_empty() {
+                                note
+                            } else {
+                                format!("{note} ({})", passed.join("; "))
+                            });
+                            return kind;
+                        }
+                        Some(why) => passed.push(format!("{kind} unavailable: {why}")),
+                    }
                 }
-                Some(why) => {
-                    self.notes.push(format!(
-                        "platform auto: host, no isolation (cgroup unavailable: {why})"
-                    ));
-                    Platform::Host
-                }
-            },
+                Platform::HOST
+            }
         }
     }
 
@@ -282,9 +291,9 @@ impl<'a> Resolver<'a> {
                 Some(_) => (cpus.first().copied(), cpus.get(1).or(cpus.first()).copied()),
                 None => (None, None),
             };
-            if platform == Platform::Host && !limits.is_empty() {
+            if !platform.capabilities().enforces_limits && !limits.is_empty() {
                 self.notes.push(format!(
-                    "tenant {}: the host platform does not enforce limits ({limits})",
+                    "tenant {}: the {platform} platform does not enforce limits ({limits})",
                     t.name
                 ));
             }
@@ -715,4 +724,11 @@ fn split_placement(
         );
     }
     (placed, format!("placement split: {}{why}", said.join("; ")))
+}
+
+/// `auto` and the platforms of this build, for error messages.
+fn platform_words() -> String {
+    let mut words = vec!["auto"];
+    words.extend(isobench_platform::platform_names());
+    format!("one of {}", words.join(", "))
 }

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use isobench_platform::PlatformKind;
 use isobench_stats::Estimator;
 use isobench_workloads::{nearest_names, ParamError, ParamValues, PROBES, STRESSORS};
 use serde::{Deserialize, Serialize};
@@ -139,16 +140,15 @@ fn kind_words() -> Vec<(&'static str, Kind)> {
 /// Kinds that exist in the design but are not implemented yet, for a helpful error.
 const PLANNED_KINDS: &[&str] = &[];
 
-/// Which platform creates the tenants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// Which platform creates the tenants: `auto`, or one of the platforms of this build
+/// ([`isobench_platform::PLATFORMS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlatformChoice {
-    /// cgroup when running as root with cgroups mounted, else host.
+    /// The first platform that isolates and can work here (cgroup when running as root
+    /// with cgroups mounted), else host.
     Auto,
-    /// Plain processes, no isolation.
-    Host,
-    /// cgroup v1 or v2 tenants.
-    Cgroup,
+    /// That platform.
+    Named(PlatformKind),
 }
 
 impl PlatformChoice {
@@ -156,14 +156,58 @@ impl PlatformChoice {
     pub fn as_str(self) -> &'static str {
         match self {
             PlatformChoice::Auto => "auto",
-            PlatformChoice::Host => "host",
-            PlatformChoice::Cgroup => "cgroup",
+            PlatformChoice::Named(k) => k.name(),
         }
+    }
+
+    /// The platform, once one is named.
+    pub fn kind(self) -> Option<PlatformKind> {
+        match self {
+            PlatformChoice::Auto => None,
+            PlatformChoice::Named(k) => Some(k),
+        }
+    }
+
+    /// `auto` and every platform name and alias of this build, for parsing scenario words.
+    pub fn table() -> Vec<(&'static str, PlatformChoice)> {
+        let mut t = vec![("auto", PlatformChoice::Auto)];
+        for e in isobench_platform::PLATFORMS {
+            t.push((e.kind.name(), PlatformChoice::Named(e.kind)));
+            t.extend(
+                e.aliases
+                    .iter()
+                    .map(|a| (*a, PlatformChoice::Named(e.kind))),
+            );
+        }
+        t
     }
 }
 
-const PLATFORMS: &[&str] = &["auto", "host", "cgroup"];
-const PLANNED_PLATFORMS: &[&str] = &["oci", "vm", "k8s"];
+impl From<PlatformKind> for PlatformChoice {
+    fn from(k: PlatformKind) -> PlatformChoice {
+        PlatformChoice::Named(k)
+    }
+}
+
+impl Serialize for PlatformChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for PlatformChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PlatformChoice, D::Error> {
+        let name = String::deserialize(d)?;
+        if name == "auto" {
+            return Ok(PlatformChoice::Auto);
+        }
+        name.parse::<PlatformKind>()
+            .map(PlatformChoice::Named)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+const PLANNED_PLATFORMS: &[&str] = &["k8s", "kubernetes"];
 
 pub use isobench_common::Role;
 
@@ -1038,16 +1082,11 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
         }
     });
 
-    let platform_table: &[(&str, PlatformChoice)] = &[
-        ("auto", PlatformChoice::Auto),
-        ("host", PlatformChoice::Host),
-        ("cgroup", PlatformChoice::Cgroup),
-    ];
-    debug_assert_eq!(platform_table.len(), PLATFORMS.len());
+    let platform_table = PlatformChoice::table();
     let platform = raw
         .platform
         .as_ref()
-        .and_then(|p| c.word(p, "platform", platform_table, PLANNED_PLATFORMS))
+        .and_then(|p| c.word(p, "platform", &platform_table, PLANNED_PLATFORMS))
         .unwrap_or(PlatformChoice::Auto);
 
     let unsafe_on_host = raw
@@ -1214,7 +1253,7 @@ fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
         }
     };
 
-    let tenants = check_tenants(c, &raw.tenant, platform_table);
+    let tenants = check_tenants(c, &raw.tenant, &platform_table);
     let probes = check_probes(c, &raw.probe);
     let stressors = check_stressors(c, &raw.stressor);
 

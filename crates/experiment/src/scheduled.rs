@@ -88,7 +88,7 @@ pub fn spec_for(
                 intensity: e.intensity,
                 params: e.params.clone(),
                 pin: t.limits.cpuset.as_ref().map(|_| t.cpus.clone()),
-                contained: plan.platform == crate::plan::Platform::Cgroup,
+                contained: plan.platform.capabilities().contains_aggressors,
                 timeout: plan.trial.timeout,
             },
             start: e.start,

@@ -90,6 +90,10 @@ impl Tenant for Beside {
     /// namespace when it has one, in a new process group, with `ISOBENCH_RUN` set (so
     /// `isobench cleanup` finds it) but not `ISOBENCH_TENANT` (killing the served tenant's
     /// processes leaves it alone).
+    fn start_agent(&self, launch: &crate::agent::AgentLaunch) -> Result<crate::AgentConnection> {
+        crate::agent::start_local_agent(self, launch)
+    }
+
     fn spawn(&self, mut cmd: Command) -> Result<Child> {
         cmd.env(procs::ENV_RUN, &self.run)
             .env(procs::ENV_WORKDIR, &self.info.workdir);

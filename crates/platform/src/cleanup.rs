@@ -36,6 +36,16 @@ pub enum ObjectKind {
     Workdir,
     /// A run's state directory.
     StateDir,
+    /// A container.
+    Container,
+    /// A container image.
+    Image,
+    /// A virtual machine guest (its QEMU process).
+    Guest,
+    /// A TAP device.
+    Tap,
+    /// A file (a guest's disk image, a socket).
+    File,
 }
 
 impl fmt::Display for ObjectKind {
@@ -47,6 +57,11 @@ impl fmt::Display for ObjectKind {
             ObjectKind::Link => "link",
             ObjectKind::Workdir => "workdir",
             ObjectKind::StateDir => "state",
+            ObjectKind::Container => "container",
+            ObjectKind::Image => "image",
+            ObjectKind::Guest => "guest",
+            ObjectKind::Tap => "tap",
+            ObjectKind::File => "file",
         })
     }
 }
@@ -106,7 +121,7 @@ impl CleanupReport {
         self.removed.is_empty() && self.failed.is_empty()
     }
 
-    fn ok(&mut self, kind: ObjectKind, name: impl Into<String>, run: &str) {
+    pub(crate) fn ok(&mut self, kind: ObjectKind, name: impl Into<String>, run: &str) {
         self.removed.push(Removed {
             kind,
             name: name.into(),
@@ -114,7 +129,13 @@ impl CleanupReport {
         });
     }
 
-    fn fail(&mut self, kind: ObjectKind, name: impl Into<String>, run: &str, e: impl fmt::Display) {
+    pub(crate) fn fail(
+        &mut self,
+        kind: ObjectKind,
+        name: impl Into<String>,
+        run: &str,
+        e: impl fmt::Display,
+    ) {
         self.failed.push(Failure {
             kind,
             name: name.into(),
@@ -163,6 +184,13 @@ pub fn cleanup(all: bool) -> CleanupReport {
     sweep(if all { Scope::All } else { Scope::Dead })
 }
 
+/// Which runs' objects a sweep removes; a platform's own sweep asks it for each object it
+/// finds.
+pub trait RunFilter {
+    /// Whether the objects of run `run` (its id) are to be removed now.
+    fn selected(&mut self, run: &str) -> bool;
+}
+
 /// Which runs are live. The snapshot taken when the sweep starts can miss a run that starts
 /// during the sweep; since a run creates its state directory before any object, a run first
 /// met through an object is looked up afresh, after the object was seen.
@@ -171,6 +199,12 @@ struct Runs {
     live: BTreeMap<String, bool>,
     scope_all: bool,
     only: Option<String>,
+}
+
+impl RunFilter for Runs {
+    fn selected(&mut self, run: &str) -> bool {
+        Runs::selected(self, run)
+    }
 }
 
 impl Runs {
@@ -340,6 +374,11 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             _ => None,
         },
     };
+    // 0. What each platform owns (containers, guests): before the cgroups and namespaces
+    // they sit in.
+    for entry in crate::PLATFORMS {
+        (entry.sweep)(&mut runs, &mut report);
+    }
     // 1. cgroups: freeze and kill their tasks, remove.
     let mounts = cgroup::host_mounts().unwrap_or_default();
     let mut names: BTreeSet<String> = BTreeSet::new();

@@ -433,7 +433,8 @@ fn kvm_check() -> Result<String> {
     // SAFETY: `vm` is a descriptor we own.
     unsafe { libc::close(vm) };
     Ok("/dev/kvm opens and creates a VM (guests may still be slow or hang when nested)".into())
-}/// The `vm` platform's prerequisites: busybox-static, the guest kernel, the static isobench
+}
+/// The `vm` platform's prerequisites: busybox-static, the guest kernel, the static isobench
 /// binary, and the accelerator guests get (KVM only when a guest really boots with it).
 fn vm_checks() -> Vec<Check> {
     use crate::vm::{initramfs, kernel, qemu};
@@ -478,5 +479,3 @@ fn vm_checks() -> Vec<Check> {
     ));
     checks
 }
-
-

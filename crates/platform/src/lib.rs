@@ -18,6 +18,7 @@
 //! are raised before anything is created.
 #![deny(missing_docs)]
 
+pub mod agent;
 pub mod beside;
 pub mod blockdev;
 pub mod cgroup;
@@ -34,6 +35,7 @@ pub mod procs;
 pub mod run;
 pub mod sched;
 pub mod sentinel;
+pub mod staticexe;
 pub mod tenant;
 pub mod vm;
 pub mod watchdog;
@@ -45,6 +47,7 @@ use std::str::FromStr;
 use anyhow::Result;
 use serde::Serialize;
 
+pub use agent::{AgentConnection, AgentLaunch, AgentProcess, Transport};
 pub use beside::Beside;
 pub use blockdev::{device_for_path, BlockDevice, DevNum};
 pub use cgroup::{CgroupFs, CgroupVersion, Controller};
@@ -59,64 +62,153 @@ pub use sentinel::{Sentinel, SentinelConfig, SentinelPriority, Stall};
 pub use tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec, Usage};
 pub use watchdog::Watchdog;
 
-/// The platforms isobench can create tenants on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PlatformKind {
-    /// Plain processes, no isolation: the baseline.
-    Host,
-    /// One cgroup per tenant (v1 or v2).
-    Cgroup,
-}
+/// A platform's name: `host`, `cgroup`, ... Each platform module defines its own, and
+/// [`PLATFORMS`] lists them; the engine never tests a name, it asks [`Capabilities`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PlatformKind(&'static str);
 
 impl PlatformKind {
-    /// Every platform of this build.
-    pub const ALL: [PlatformKind; 2] = [PlatformKind::Host, PlatformKind::Cgroup];
+    /// Plain processes, no isolation: the baseline.
+    pub const HOST: PlatformKind = PlatformKind::new("host");
+    /// One cgroup per tenant (v1 or v2).
+    pub const CGROUP: PlatformKind = PlatformKind::new("cgroup");
+
+    /// A platform named `name` (lower case; what the command line and scenarios use).
+    pub const fn new(name: &'static str) -> PlatformKind {
+        PlatformKind(name)
+    }
 
     /// The name used on the command line and in scenario files.
     pub fn name(self) -> &'static str {
-        match self {
-            PlatformKind::Host => "host",
-            PlatformKind::Cgroup => "cgroup",
-        }
+        self.0
+    }
+
+    /// The platform's line in [`PLATFORMS`].
+    pub fn entry(self) -> &'static PlatformEntry {
+        PLATFORMS
+            .iter()
+            .find(|e| e.kind == self)
+            .expect("every PlatformKind comes from the PLATFORMS table")
+    }
+
+    /// What the platform can do.
+    pub fn capabilities(self) -> Capabilities {
+        self.entry().caps
     }
 }
 
 impl fmt::Display for PlatformKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 
+impl Serialize for PlatformKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PlatformKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PlatformKind, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a platform can do. The engine asks these, never which platform it runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    /// Resource limits (cpus, memory, pids, io) are enforced.
+    pub enforces_limits: bool,
+    /// Aggressive stressors (fork bomb, memory hog, disk flood) stay inside their tenant.
+    pub contains_aggressors: bool,
+    /// A tenant can be held to a set of CPUs.
+    pub pins_cpus: bool,
+    /// Freezing a tenant stops every process at once (a freezer), not by signals.
+    pub freezer: bool,
+    /// The CPU limit can change while the tenant runs.
+    pub live_cpu_limit: bool,
+    /// A tenant can have its own address on the run's bridge.
+    pub own_network: bool,
+    /// [`Tenant::spawn`] can start more processes inside a tenant.
+    pub exec: bool,
+    /// How the agent is reached.
+    pub agent: Transport,
+}
+
+/// One platform: its name, what it can do, how to build it, and its cleanup sweep.
+pub struct PlatformEntry {
+    /// Its name.
+    pub kind: PlatformKind,
+    /// Other names accepted on the command line and in scenarios.
+    pub aliases: &'static [&'static str],
+    /// One line for listings.
+    pub summary: &'static str,
+    /// What it can do.
+    pub caps: Capabilities,
+    /// Builds it. Errors with [`PlatformError::Unavailable`] (why, and the fix) when it
+    /// cannot work here; nothing is created then.
+    pub build: fn(PlatformOptions, HostInfo) -> Result<Box<dyn Platform>>,
+    /// Whether it can work here, cheaply and without creating anything.
+    pub available: fn() -> Result<(), PlatformError>,
+    /// Removes what runs on this platform left behind (containers, guests, ...), for the
+    /// runs the filter selects. Runs before the sweep of cgroups, namespaces, links and
+    /// workdirs that every platform shares.
+    pub sweep: fn(&mut dyn cleanup::RunFilter, &mut CleanupReport),
+}
+
+impl fmt::Debug for PlatformEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PlatformEntry")
+            .field("kind", &self.kind)
+            .field("caps", &self.caps)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every platform of this build: adding a platform is a module and a line here.
+pub static PLATFORMS: &[&PlatformEntry] = &[&local::HOST, &local::CGROUP, &vm::ENTRY];
+
+/// The platforms `auto` tries, in order: the first that can work here is used.
+pub const AUTO: &[PlatformKind] = &[PlatformKind::CGROUP, PlatformKind::HOST];
+
 /// Platforms of the design that this build does not provide yet.
-const PLANNED: &[&str] = &["oci", "docker", "podman", "vm", "qemu", "k8s", "kubernetes"];
+const PLANNED: &[&str] = &["k8s", "kubernetes"];
 
 impl FromStr for PlatformKind {
     type Err = PlatformError;
     fn from_str(s: &str) -> Result<PlatformKind, PlatformError> {
         let lower = s.trim().to_ascii_lowercase();
-        match lower.as_str() {
-            "host" => Ok(PlatformKind::Host),
-            "cgroup" | "cgroups" => Ok(PlatformKind::Cgroup),
-            p if PLANNED.contains(&p) => Err(PlatformError::Unavailable {
-                kind: p.to_string(),
-                why: "this build of isobench does not implement it yet".into(),
-                fix: "use `host` or `cgroup`".into(),
-            }),
-            _ => {
-                let suggestion = PlatformKind::ALL
-                    .iter()
-                    .map(|k| (strsim::jaro_winkler(&lower, k.name()), k.name()))
-                    .filter(|(score, _)| *score >= 0.7)
-                    .max_by(|a, b| a.0.total_cmp(&b.0))
-                    .map(|(_, n)| n);
-                Err(PlatformError::UnknownPlatform {
-                    name: s.to_string(),
-                    suggestion,
-                })
-            }
+        if let Some(e) = PLATFORMS
+            .iter()
+            .find(|e| e.kind.name() == lower || e.aliases.contains(&lower.as_str()))
+        {
+            return Ok(e.kind);
         }
+        if PLANNED.contains(&lower.as_str()) {
+            return Err(PlatformError::Unavailable {
+                kind: lower,
+                why: "this build of isobench does not implement it yet".into(),
+                fix: format!("use one of {}", platform_names().join(", ")),
+            });
+        }
+        let suggestion = PLATFORMS
+            .iter()
+            .map(|e| (strsim::jaro_winkler(&lower, e.kind.name()), e.kind.name()))
+            .filter(|(score, _)| *score >= 0.7)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, n)| n);
+        Err(PlatformError::UnknownPlatform {
+            name: s.to_string(),
+            suggestion,
+        })
     }
+}
+
+/// The names of every platform of this build, in table order.
+pub fn platform_names() -> Vec<&'static str> {
+    PLATFORMS.iter().map(|e| e.kind.name()).collect()
 }
 
 /// How to build a platform.
@@ -130,6 +222,12 @@ pub struct PlatformOptions {
     pub workdir_root: PathBuf,
     /// Host facts to check limits against instead of detecting them.
     pub host: Option<HostInfo>,
+    /// The container engine of the `oci` platform (`docker` or `podman`); `None` picks
+    /// docker when a daemon answers, else podman.
+    pub oci_engine: Option<String>,
+    /// The kernel of the `vm` platform's guests; `None` uses the one `isobench vm setup`
+    /// cached.
+    pub vm_kernel: Option<PathBuf>,
 }
 
 impl PlatformOptions {
@@ -140,6 +238,8 @@ impl PlatformOptions {
             cgroup_fs: None,
             workdir_root: run::default_workdir_root(),
             host: None,
+            oci_engine: None,
+            vm_kernel: None,
         }
     }
 }
@@ -152,8 +252,21 @@ pub trait Platform: Send {
     /// One line for the record of a run (e.g. the cgroup version and controller mounts).
     fn describe(&self) -> String;
 
+    /// What the platform can do.
+    fn capabilities(&self) -> Capabilities {
+        self.kind().capabilities()
+    }
+
     /// Whether the platform enforces resource limits (false for `host`).
-    fn enforces_limits(&self) -> bool;
+    fn enforces_limits(&self) -> bool {
+        self.capabilities().enforces_limits
+    }
+
+    /// Caveats about this platform's figures on this machine (for example that a guest runs
+    /// under software emulation), printed with a run and stored in its record.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// The host facts limits are checked against.
     fn host(&self) -> &HostInfo;
@@ -199,24 +312,11 @@ pub fn detect_cgroup_platform() -> Result<CgroupFs, PlatformError> {
 /// Builds a platform. Errors with [`PlatformError::Unavailable`] (naming why and the fix)
 /// when it cannot work here; nothing is created then.
 pub fn platform(kind: PlatformKind, opts: PlatformOptions) -> Result<Box<dyn Platform>> {
-    let host = match opts.host {
+    let host = match opts.host.clone() {
         Some(h) => h,
         None => HostInfo::detect()?,
     };
-    let fs = match kind {
-        PlatformKind::Host => None,
-        PlatformKind::Cgroup => Some(match opts.cgroup_fs {
-            Some(fs) => fs,
-            None => detect_cgroup_platform()?,
-        }),
-    };
-    Ok(Box::new(local::LocalPlatform::new(
-        kind,
-        opts.run,
-        host,
-        fs,
-        opts.workdir_root,
-    )))
+    (kind.entry().build)(opts, host)
 }
 
 #[cfg(test)]
@@ -225,16 +325,16 @@ mod tests {
 
     #[test]
     fn platform_names() {
-        assert_eq!("host".parse::<PlatformKind>().unwrap(), PlatformKind::Host);
+        assert_eq!("host".parse::<PlatformKind>().unwrap(), PlatformKind::HOST);
         assert_eq!(
             "CGroup".parse::<PlatformKind>().unwrap(),
-            PlatformKind::Cgroup
+            PlatformKind::CGROUP
         );
         let e = "cgrop".parse::<PlatformKind>().unwrap_err().to_string();
         assert!(e.contains("did you mean `cgroup`"), "{e}");
-        let e = "docker".parse::<PlatformKind>().unwrap_err().to_string();
+        let e = "k8s".parse::<PlatformKind>().unwrap_err().to_string();
         assert!(
-            e.contains("not available") && e.contains("use `host` or `cgroup`"),
+            e.contains("not available") && e.contains("use one of host, cgroup"),
             "{e}"
         );
     }

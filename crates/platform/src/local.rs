@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use crate::agent::Transport;
 use crate::blockdev::device_for_path;
 use crate::cgroup::{CgroupFs, TenantCgroup};
+use crate::cleanup::{CleanupReport, RunFilter};
 use crate::error::PlatformError;
 use crate::hostinfo::HostInfo;
 use crate::net::{self, RunNet};
@@ -19,7 +21,74 @@ use crate::run::RunContext;
 use crate::tenant::{
     validate_tenant_name, Inner, Jail, LocalTenant, Role, Tenant, TenantInfo, TenantSpec,
 };
-use crate::{Platform, PlatformKind};
+use crate::PlatformOptions;
+use crate::{detect_cgroup_platform, Capabilities, Platform, PlatformEntry, PlatformKind};
+
+/// `host`: plain processes, no isolation (the baseline every platform is measured against).
+pub(crate) static HOST: PlatformEntry = PlatformEntry {
+    kind: PlatformKind::HOST,
+    aliases: &[],
+    summary: "plain processes, no isolation (the baseline)",
+    caps: Capabilities {
+        enforces_limits: false,
+        contains_aggressors: false,
+        pins_cpus: false,
+        freezer: false,
+        live_cpu_limit: false,
+        own_network: true,
+        exec: true,
+        agent: Transport::Stdio,
+    },
+    build: |opts, host| {
+        Ok(Box::new(LocalPlatform::new(
+            PlatformKind::HOST,
+            opts.run,
+            host,
+            None,
+            opts.workdir_root,
+        )))
+    },
+    available: || Ok(()),
+    sweep: no_sweep,
+};
+
+/// `cgroup`: one cgroup per tenant, v1 or v2.
+pub(crate) static CGROUP: PlatformEntry = PlatformEntry {
+    kind: PlatformKind::CGROUP,
+    aliases: &["cgroups"],
+    summary: "one cgroup per tenant (v1 or v2), with an optional network namespace",
+    caps: Capabilities {
+        enforces_limits: true,
+        contains_aggressors: true,
+        pins_cpus: true,
+        freezer: true,
+        live_cpu_limit: true,
+        own_network: true,
+        exec: true,
+        agent: Transport::Stdio,
+    },
+    build: build_cgroup,
+    available: || detect_cgroup_platform().map(|_| ()),
+    sweep: no_sweep,
+};
+
+fn build_cgroup(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Platform>> {
+    let fs = match opts.cgroup_fs {
+        Some(fs) => fs,
+        None => detect_cgroup_platform()?,
+    };
+    Ok(Box::new(LocalPlatform::new(
+        PlatformKind::CGROUP,
+        opts.run,
+        host,
+        Some(fs),
+        opts.workdir_root,
+    )))
+}
+
+/// Local tenants leave only what the shared sweep removes (cgroups, namespaces, links,
+/// processes, workdirs).
+fn no_sweep(_: &mut dyn RunFilter, _: &mut CleanupReport) {}
 
 pub(crate) struct LocalPlatform {
     kind: PlatformKind,
@@ -61,10 +130,6 @@ impl Platform for LocalPlatform {
             Some(fs) => fs.describe(),
             None => "host: plain processes, no isolation".into(),
         }
-    }
-
-    fn enforces_limits(&self) -> bool {
-        self.fs.is_some()
     }
 
     fn host(&self) -> &HostInfo {

@@ -284,6 +284,17 @@ impl Drop for RunGuard {
     }
 }
 
+/// The cache directory kept between runs (`$XDG_CACHE_HOME/isobench`, else
+/// `~/.cache/isobench`): static binary, VM kernels, images.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d).join("isobench"));
+    }
+    std::env::var_os("HOME")
+        .filter(|d| !d.is_empty())
+        .map(|h| PathBuf::from(h).join(".cache").join("isobench"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,15 +325,4 @@ mod tests {
         fs::remove_file(dir.path().join("pid")).unwrap();
         assert!(!state_dir_live(dir.path()));
     }
-}
-
-/// The cache directory kept between runs (`$XDG_CACHE_HOME/isobench`, else
-/// `~/.cache/isobench`): static binary, VM kernels, images.
-pub fn cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(d).join("isobench"));
-    }
-    std::env::var_os("HOME")
-        .filter(|d| !d.is_empty())
-        .map(|h| PathBuf::from(h).join(".cache").join("isobench"))
 }

@@ -231,6 +231,11 @@ pub trait Tenant: Send + Sync {
     /// `ISOBENCH_TENANT` and `ISOBENCH_WORKDIR` in its environment. The caller waits for it.
     fn spawn(&self, cmd: Command) -> Result<Child>;
 
+    /// Starts the agent inside the tenant, the platform's way, and returns the connection
+    /// to it (standard input and output of a local process, a container's `run -i`, a
+    /// guest's virtio-serial port).
+    fn start_agent(&self, launch: &crate::agent::AgentLaunch) -> Result<crate::AgentConnection>;
+
     /// Current usage counters.
     fn usage(&self) -> Result<Usage>;
 
@@ -513,6 +518,10 @@ impl Tenant for LocalTenant {
                 .push(child.id() as i32);
         }
         Ok(child)
+    }
+
+    fn start_agent(&self, launch: &crate::agent::AgentLaunch) -> Result<crate::AgentConnection> {
+        crate::agent::start_local_agent(self, launch)
     }
 
     fn usage(&self) -> Result<Usage> {

@@ -26,7 +26,7 @@ fn helper() {
 }
 
 fn cgroup_platform(guard: &RunGuard) -> Box<dyn Platform> {
-    platform(PlatformKind::Cgroup, PlatformOptions::new(guard.context())).expect("cgroup platform")
+    platform(PlatformKind::CGROUP, PlatformOptions::new(guard.context())).expect("cgroup platform")
 }
 
 fn tagged_with(key_value: &str) -> Vec<u32> {
@@ -396,7 +396,7 @@ fn bad_input_is_refused_and_creates_nothing() {
     drop(ok);
 
     // The host platform cannot enforce resource limits.
-    let mut host = platform(PlatformKind::Host, PlatformOptions::new(guard.context())).unwrap();
+    let mut host = platform(PlatformKind::HOST, PlatformOptions::new(guard.context())).unwrap();
     let e = err(
         TenantSpec::new("bad", Role::Victim).with_limits("memory=64M".parse().unwrap()),
         &mut host,
@@ -511,7 +511,7 @@ fn v2_tenants_work_on_the_real_unified_hierarchy() {
     let guard = RunGuard::start().unwrap();
     let mut opts = PlatformOptions::new(guard.context());
     opts.cgroup_fs = Some(fs_v2);
-    let mut p = platform(PlatformKind::Cgroup, opts).unwrap();
+    let mut p = platform(PlatformKind::CGROUP, opts).unwrap();
     let t = p
         .create_tenant(&TenantSpec::new("v2", Role::Victim))
         .unwrap();
@@ -533,7 +533,7 @@ fn v2_tenants_work_on_the_real_unified_hierarchy() {
 #[test]
 fn the_host_platform_runs_and_kills_plain_processes() {
     let guard = RunGuard::start().unwrap();
-    let mut p = platform(PlatformKind::Host, PlatformOptions::new(guard.context())).unwrap();
+    let mut p = platform(PlatformKind::HOST, PlatformOptions::new(guard.context())).unwrap();
     assert!(!p.enforces_limits());
     let t = p
         .create_tenant(&TenantSpec::new("plain", Role::Victim))
@@ -748,7 +748,7 @@ fn the_cpu_limit_changes_while_the_tenant_runs() {
 #[test]
 fn the_host_platform_cannot_change_a_cpu_limit_and_says_why() {
     let guard = RunGuard::start().unwrap();
-    let mut p = platform(PlatformKind::Host, PlatformOptions::new(guard.context())).unwrap();
+    let mut p = platform(PlatformKind::HOST, PlatformOptions::new(guard.context())).unwrap();
     let t = p
         .create_tenant(&TenantSpec::new("plain", Role::Victim))
         .unwrap();

@@ -56,7 +56,7 @@ fn v2_limits_are_written_read_back_and_torn_down() {
     opts.cgroup_fs = Some(fs_v2);
     opts.host = Some(host());
     opts.workdir_root = work.path().to_path_buf();
-    let mut p = platform(PlatformKind::Cgroup, opts).unwrap();
+    let mut p = platform(PlatformKind::CGROUP, opts).unwrap();
 
     let asked: Limits = "cpus=1.5,weight=50,cpuset=1-2,mems=0,memory=96M,pids=50,\
                          io_read_bps=10M,io_write_bps=20M,io_read_iops=300,io_write_iops=400"
@@ -165,7 +165,7 @@ fn aggressor_safe_defaults_in_v2_syntax() {
         return;
     };
     opts.workdir_root = work.path().to_path_buf();
-    let mut p = platform(PlatformKind::Cgroup, opts).unwrap();
+    let mut p = platform(PlatformKind::CGROUP, opts).unwrap();
     let t = p
         .create_tenant(&TenantSpec::new("agg", Role::Aggressor))
         .unwrap();
@@ -187,7 +187,7 @@ fn a_missing_v2_controller_is_refused_before_anything_is_created() {
     opts.cgroup_fs = Some(fs_v2);
     opts.host = Some(host());
     opts.workdir_root = work.path().to_path_buf();
-    let mut p = platform(PlatformKind::Cgroup, opts).unwrap();
+    let mut p = platform(PlatformKind::CGROUP, opts).unwrap();
     let e = match p.create_tenant(
         &TenantSpec::new("x", Role::Victim).with_limits("memory=64M,pids=10".parse().unwrap()),
     ) {
@@ -258,7 +258,7 @@ fn v2_cpu_limit_changes_in_cpu_max() {
     opts.cgroup_fs = Some(CgroupFs::fake_v2(root.path()).unwrap());
     opts.host = Some(host());
     opts.workdir_root = work.path().to_path_buf();
-    let mut p = platform(PlatformKind::Cgroup, opts).unwrap();
+    let mut p = platform(PlatformKind::CGROUP, opts).unwrap();
     let t = p
         .create_tenant(
             &TenantSpec::new("swept", Role::Victim).with_limits("cpuset=0-1".parse().unwrap()),

@@ -70,7 +70,7 @@ fn tenants_reach_each_other_over_the_bridge_and_rates_are_applied() {
         return;
     }
     let guard = RunGuard::start().unwrap();
-    let mut p = platform(PlatformKind::Cgroup, PlatformOptions::new(guard.context())).unwrap();
+    let mut p = platform(PlatformKind::CGROUP, PlatformOptions::new(guard.context())).unwrap();
     let net = NetSpec::default();
     let shaped = p
         .create_tenant(
@@ -168,7 +168,7 @@ fn host_tenants_can_have_a_network_too() {
         return;
     }
     let guard = RunGuard::start().unwrap();
-    let mut p = platform(PlatformKind::Host, PlatformOptions::new(guard.context())).unwrap();
+    let mut p = platform(PlatformKind::HOST, PlatformOptions::new(guard.context())).unwrap();
     let a = p
         .create_tenant(&TenantSpec::new("a", Role::Victim).with_network(NetSpec::default()))
         .unwrap();

@@ -112,8 +112,7 @@ fn mib(n: u64) -> u64 {
 
 #[test]
 fn a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on() {
-    if !vm_or_skip("a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on")
-    {
+    if !vm_or_skip("a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on") {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -175,7 +174,12 @@ fn a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on() 
         "the agent sees the guest's memory: {:?}",
         hello.env
     );
-    assert_eq!(hello.env.cpus.len(), 1, "one vCPU for cpus=1: {:?}", hello.env);
+    assert_eq!(
+        hello.env.cpus.len(),
+        1,
+        "one vCPU for cpus=1: {:?}",
+        hello.env
+    );
     assert_eq!(
         hello.env.workdir,
         victim.workdir(),
@@ -189,7 +193,10 @@ fn a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on() 
     };
     let r = vc.run_probe("cpu-int", Params::new(), &opts).unwrap();
     assert!(!r.metrics.is_empty(), "{r:?}");
-    assert!(r.metrics.iter().all(|m| m.value.is_finite() && m.value > 0.0));
+    assert!(r
+        .metrics
+        .iter()
+        .all(|m| m.value.is_finite() && m.value > 0.0));
 
     // The hog asks for all the guest's memory: the guest's kernel kills it, not the host's
     // kernel QEMU.
@@ -317,8 +324,17 @@ fn a_killed_run_leaves_no_guest_after_cleanup() {
     assert!(qemu_of_run().is_empty(), "QEMU left: {:?}", qemu_of_run());
     let left = leftovers(&id);
     assert!(left.is_empty(), "left behind after cleanup: {left:#?}");
-    let mine: Vec<_> = report.removed.iter().filter(|r| r.run == id.as_str()).collect();
-    for kind in [ObjectKind::Guest, ObjectKind::Tap, ObjectKind::Cgroup, ObjectKind::Workdir] {
+    let mine: Vec<_> = report
+        .removed
+        .iter()
+        .filter(|r| r.run == id.as_str())
+        .collect();
+    for kind in [
+        ObjectKind::Guest,
+        ObjectKind::Tap,
+        ObjectKind::Cgroup,
+        ObjectKind::Workdir,
+    ] {
         assert!(
             mine.iter().any(|r| r.kind == kind),
             "cleanup should list a removed {kind}: {report}"

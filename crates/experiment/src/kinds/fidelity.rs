@@ -313,11 +313,14 @@ impl ExperimentKind for Fidelity {
                 ));
             }
         }
-        if platform == Platform::Host {
+        if !platform.capabilities().live_cpu_limit {
             r.error(sc.source.error(
                 Span::default(),
                 "platform",
-                "[fidelity] changes a tenant's CPU limit, and the host platform enforces no limit",
+                format!(
+                    "[fidelity] changes a tenant's CPU limit, and the {platform} platform enforces no limit \
+                     it can change while a tenant runs"
+                ),
                 "platform = \"cgroup\" (or auto as root)",
                 "run as root so tenants are cgroups",
             ));

@@ -125,7 +125,7 @@ pub(crate) fn stressor_conditions(
         }
         let aggressive = st.aggressive();
         let mut capped = false;
-        if aggressive && platform == Platform::Host {
+        if aggressive && !platform.capabilities().contains_aggressors {
             match sc.unsafe_on_host {
                 UnsafeOnHost::Skip => {
                     skipped.push(s.id.clone());

@@ -138,7 +138,7 @@ impl ExperimentKind for Timeline {
             }
             aggressive |= st.aggressive();
         }
-        let capped = aggressive && platform == Platform::Host;
+        let capped = aggressive && !platform.capabilities().contains_aggressors;
         if capped && sc.unsafe_on_host != UnsafeOnHost::Allow {
             r.error(sc.source.error(
                 Span::default(),

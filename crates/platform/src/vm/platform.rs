@@ -122,13 +122,12 @@ pub(crate) fn build(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Pla
         why: format!("{e:#}"),
         fix: "install QEMU (`apt-get install qemu-system-x86`)".into(),
     })?;
-    let kernel = kernel::resolve(opts.vm_kernel.as_deref()).map_err(|e| {
-        PlatformError::Unavailable {
+    let kernel =
+        kernel::resolve(opts.vm_kernel.as_deref()).map_err(|e| PlatformError::Unavailable {
             kind: "vm".into(),
             why: format!("{e:#}"),
             fix: "run `isobench vm setup`".into(),
-        }
-    })?;
+        })?;
     let exe = crate::staticexe::find().map_err(|e| PlatformError::Unavailable {
         kind: "vm".into(),
         why: format!("{e:#}"),
@@ -267,7 +266,9 @@ impl Platform for VmPlatform {
             ));
         }
         if spec.limits.pids.is_none() && guest_pids.is_some() {
-            notes.push(format!("safe default pids={SAFE_GUEST_PIDS} inside the guest"));
+            notes.push(format!(
+                "safe default pids={SAFE_GUEST_PIDS} inside the guest"
+            ));
         }
         notes.push(format!(
             "{cpus} vCPU(s), {} MiB guest memory; QEMU's cgroup holds {} MiB (guest + QEMU)",
@@ -323,7 +324,8 @@ impl Platform for VmPlatform {
         }
         info.limits.pids = guest_pids;
         info.limits.io_write_bps = jail.info().limits.io_write_bps;
-        info.notes.retain(|n| !n.contains("memory=") && !n.contains("pids="));
+        info.notes
+            .retain(|n| !n.contains("memory=") && !n.contains("pids="));
         info.notes.extend(notes);
         info.address = tap.as_ref().map(|t| t.address());
         info.host_link = tap.as_ref().map(|t| t.name().to_string());
@@ -366,7 +368,15 @@ fn make_disk(path: &Path) -> Result<()> {
     let p = path.display().to_string();
     let o = cmd::run_with_timeout(
         "mkfs.ext4",
-        &["-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", &p],
+        &[
+            "-q",
+            "-F",
+            "-m",
+            "0",
+            "-E",
+            "lazy_itable_init=1,lazy_journal_init=1",
+            &p,
+        ],
         Duration::from_secs(60),
     )
     .context("running mkfs.ext4 (install e2fsprogs)")?;

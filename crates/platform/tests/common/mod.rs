@@ -285,8 +285,8 @@ fn crash_run(mode: &str) -> i32 {
         })
         .expect("ctrlc handler");
     }
-    let mut cg = platform(PlatformKind::Cgroup, PlatformOptions::new(ctx.clone())).expect("cgroup");
-    let mut host = platform(PlatformKind::Host, PlatformOptions::new(ctx)).expect("host");
+    let mut cg = platform(PlatformKind::CGROUP, PlatformOptions::new(ctx.clone())).expect("cgroup");
+    let mut host = platform(PlatformKind::HOST, PlatformOptions::new(ctx)).expect("host");
     let a = cg
         .create_tenant(
             &TenantSpec::new("a", Role::Aggressor)
