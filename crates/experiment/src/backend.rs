@@ -279,6 +279,13 @@ pub trait TenantDriver: Send {
     fn sched_mark(&mut self) -> Option<isobench_platform::sched::SchedMark> {
         None
     }
+    /// The address this tenant's services bind to so that a process beside it reaches them:
+    /// its loopback, unless the tenant runs its own kernel (a guest), whose loopback only it
+    /// can reach.
+    fn service_host(&self) -> String {
+        crate::serving::LOOPBACK.to_string()
+    }
+
     /// Starts network service `kind` (`http:4K`, `relay-forwarder:127.0.0.1:7000`, as the
     /// agent's `start_service` takes it) bound to `bind` inside the tenant, named `id`;
     /// returns the address it listens on.

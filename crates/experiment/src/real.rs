@@ -712,6 +712,12 @@ impl TenantDriver for RealTenant {
         self.latest_progress()
     }
 
+    fn service_host(&self) -> String {
+        self.tenant
+            .service_address()
+            .map_or_else(|| crate::serving::LOOPBACK.to_string(), |ip| ip.to_string())
+    }
+
     fn start_service(&mut self, id: &str, kind: &str, bind: &str) -> Result<String, TenantFailure> {
         let client = self.client()?;
         client

@@ -4,8 +4,9 @@
 //! A [`Platform`] creates [`Tenant`]s from a [`TenantSpec`] (name, role, [`Limits`], an
 //! optional own network, a workdir, a deadline). `host` runs plain processes (the
 //! no-isolation baseline); `cgroup` puts each tenant in its own cgroup, v1 or v2 detected at
-//! run time, through a thin layer over cgroupfs ([`cgroup`]). A tenant can also get its own
-//! network namespace on a per-run bridge, with rate limits ([`net`]).
+//! run time, through a thin layer over cgroupfs ([`cgroup`]); `oci` runs each tenant in a
+//! container made by Docker or Podman ([`oci`]). A tenant can also get its own network
+//! namespace on a per-run bridge, with rate limits ([`net`]).
 //!
 //! Safety is part of the contract, not an option: the child of [`Tenant::spawn`] joins its
 //! cgroup and namespace before it executes; aggressors always run under pids, memory and io
@@ -31,6 +32,7 @@ pub mod limits;
 mod local;
 pub mod net;
 pub mod noise;
+pub mod oci;
 pub mod procs;
 pub mod run;
 pub mod sched;
@@ -168,7 +170,7 @@ impl fmt::Debug for PlatformEntry {
 }
 
 /// Every platform of this build: adding a platform is a module and a line here.
-pub static PLATFORMS: &[&PlatformEntry] = &[&local::HOST, &local::CGROUP, &vm::ENTRY];
+pub static PLATFORMS: &[&PlatformEntry] = &[&local::HOST, &local::CGROUP, &oci::ENTRY, &vm::ENTRY];
 
 /// The platforms `auto` tries, in order: the first that can work here is used.
 pub const AUTO: &[PlatformKind] = &[PlatformKind::CGROUP, PlatformKind::HOST];

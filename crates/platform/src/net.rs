@@ -227,6 +227,30 @@ impl RunNet {
         spec: &NetSpec,
         limits: &Limits,
     ) -> Result<TenantNet> {
+        self.create_tenant_in(netns, None, spec, limits)
+    }
+
+    /// Like [`RunNet::create_tenant`], but the namespace is that of process `pid` (a
+    /// container's, made by its engine): it is named `netns` (`ip netns attach`) and gets
+    /// the tenant's veth end. Teardown removes the name and the link; the namespace itself
+    /// goes with its last process.
+    pub(crate) fn attach_tenant(
+        &self,
+        netns: &str,
+        pid: i32,
+        spec: &NetSpec,
+        limits: &Limits,
+    ) -> Result<TenantNet> {
+        self.create_tenant_in(netns, Some(pid), spec, limits)
+    }
+
+    fn create_tenant_in(
+        &self,
+        netns: &str,
+        pid: Option<i32>,
+        spec: &NetSpec,
+        limits: &Limits,
+    ) -> Result<TenantNet> {
         let bridge = self.bridge()?;
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         if n > 252 {
@@ -244,7 +268,7 @@ impl RunNet {
             made_ns: false,
             made_link: false,
         };
-        if let Err(e) = t.build(&self.run, spec, limits) {
+        if let Err(e) = t.build(&self.run, pid, spec, limits) {
             let _ = t.teardown();
             return Err(e.context(format!("setting up the network of {netns}")));
         }
@@ -288,7 +312,13 @@ fn tbf_args(dev: &str, rate_bits: u64) -> Vec<String> {
 }
 
 impl TenantNet {
-    fn build(&mut self, run: &RunId, spec: &NetSpec, limits: &Limits) -> Result<()> {
+    fn build(
+        &mut self,
+        run: &RunId,
+        pid: Option<i32>,
+        spec: &NetSpec,
+        limits: &Limits,
+    ) -> Result<()> {
         let ns = self.netns.clone();
         let (h, p) = (self.host_if.clone(), self.peer_if.clone());
         let bridge = self
@@ -297,7 +327,10 @@ impl TenantNet {
             .map(|b| b.name.clone())
             .unwrap_or_default();
         let alias = run.prefix();
-        cmd::ip(&["netns", "add", &ns])?;
+        match pid {
+            None => cmd::ip(&["netns", "add", &ns])?,
+            Some(pid) => cmd::ip(&["netns", "attach", &ns, &pid.to_string()])?,
+        };
         self.made_ns = true;
         cmd::ip(&[
             "link", "add", "name", &h, "type", "veth", "peer", "name", &p,

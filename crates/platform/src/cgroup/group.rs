@@ -779,6 +779,131 @@ impl TenantCgroup {
     }
 }
 
+/// Cgroups made by someone else (a container engine), adopted by process: isobench reads
+/// their limits and usage, freezes them and kills inside them, but never creates or removes
+/// them.
+impl TenantCgroup {
+    /// The cgroups of process `pid`, from `/proc/<pid>/cgroup`, in each hierarchy of `fs`.
+    pub fn of_process(fs: &CgroupFs, pid: i32) -> Result<TenantCgroup> {
+        let file = format!("/proc/{pid}/cgroup");
+        let text = std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?;
+        TenantCgroup::from_proc_cgroup(fs, &text)
+            .with_context(|| format!("finding the cgroups of process {pid} in {file}"))
+    }
+
+    /// The cgroups listed in the text of a `/proc/<pid>/cgroup` file (`id:controllers:path`
+    /// lines; `0::path` for v2), relative to each hierarchy's root of `fs`.
+    pub fn from_proc_cgroup(fs: &CgroupFs, text: &str) -> Result<TenantCgroup> {
+        let lines: Vec<(Vec<&str>, &str)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.splitn(3, ':');
+                let (_, ctrls, path) = (it.next()?, it.next()?, it.next()?);
+                Some((ctrls.split(',').filter(|c| !c.is_empty()).collect(), path))
+            })
+            .collect();
+        let mut dirs = Vec::new();
+        for h in fs.hierarchies() {
+            let path = match fs.version() {
+                CgroupVersion::V2 => lines.iter().find(|(c, _)| c.is_empty()).map(|(_, p)| *p),
+                CgroupVersion::V1 => lines
+                    .iter()
+                    .find(|(c, _)| h.controllers.iter().any(|hc| c.contains(&hc.v1_name())))
+                    .map(|(_, p)| *p),
+            };
+            let Some(path) = path else {
+                bail!("no line for the hierarchy at {}", h.root.display());
+            };
+            let rel = path.trim_start_matches('/');
+            if rel.is_empty() {
+                bail!(
+                    "the process is in the root cgroup of {}, not in a cgroup of its own",
+                    h.root.display()
+                );
+            }
+            dirs.push((h.root.join(rel), h.controllers.clone()));
+        }
+        let name = dirs
+            .first()
+            .and_then(|(d, _)| d.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(TenantCgroup {
+            fs: fs.clone(),
+            name,
+            dirs,
+        })
+    }
+
+    /// Kills every task of the cgroup except those in `keep` (the container's init, which
+    /// the engine owns): freeze, SIGKILL, thaw, then wait up to `timeout` until only `keep`
+    /// is left. The limits stay as they are. Returns the processes that were signalled.
+    pub fn kill_all_except(&self, keep: &[i32], timeout: Duration) -> Result<Vec<i32>> {
+        let tree = self.fs.tree();
+        if !tree.is_real() {
+            return Ok(Vec::new());
+        }
+        let others = || -> Vec<i32> {
+            self.procs()
+                .into_iter()
+                .filter(|p| !keep.contains(p))
+                .collect()
+        };
+        let mut killed: BTreeSet<i32> = BTreeSet::new();
+        let freeze = match self.fs.version() {
+            CgroupVersion::V1 => self.dir_of(Controller::Freezer).map(|d| {
+                let state = d.join("freezer.state");
+                (state.clone(), state, "FROZEN", "THAWED", "FROZEN")
+            }),
+            CgroupVersion::V2 => {
+                let d = &self.dirs[0].0;
+                Some((
+                    d.join("cgroup.freeze"),
+                    d.join("cgroup.events"),
+                    "1",
+                    "0",
+                    "frozen 1",
+                ))
+            }
+        };
+        let frozen = freeze.as_ref().is_some_and(|(file, state, on, _, want)| {
+            tree.write(file, on).is_ok() && self.wait_state(state, want, Duration::from_secs(2))
+        });
+        for p in others() {
+            if procs::kill9(p) {
+                killed.insert(p);
+            }
+        }
+        if let Some((file, _, _, off, _)) = &freeze {
+            if frozen || tree.exists(file) {
+                let _ = tree.write(file, off);
+            }
+        }
+        let end = Instant::now() + timeout;
+        loop {
+            let left = others();
+            if left.is_empty() {
+                return Ok(killed.into_iter().collect());
+            }
+            if Instant::now() >= end {
+                bail!(
+                    "{} processes still in cgroup {} after {:?} (pids {:?})",
+                    left.len(),
+                    self.name,
+                    timeout,
+                    &left[..left.len().min(8)]
+                );
+            }
+            for p in left {
+                if procs::kill9(p) {
+                    killed.insert(p);
+                }
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 /// Removes a cgroup directory and its child cgroups, deepest first, retrying on EBUSY.
 pub(crate) fn remove_tree(
     tree: &dyn super::CgroupTree,
@@ -858,5 +983,20 @@ mod tests {
     fn quota_rounds_and_has_a_floor() {
         assert_eq!(quota_us(1.5), 150_000);
         assert_eq!(quota_us(0.001), 1000);
+    }
+    #[test]
+    fn cgroups_of_a_process_are_adopted_per_hierarchy() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = CgroupFs::fake_v1(dir.path()).unwrap();
+        let text = "12:pids:/docker/abc\n4:memory:/docker/abc\n2:cpu,cpuacct:/docker/abc\n\
+                    3:cpuset:/docker/abc\n5:blkio:/docker/abc\n6:freezer:/docker/abc\n\
+                    1:name=systemd:/docker/abc\n0::/\n";
+        let cg = TenantCgroup::from_proc_cgroup(&fs, text).unwrap();
+        assert_eq!(cg.name(), "abc");
+        let mem = cg.dir_of(Controller::Memory).unwrap();
+        assert!(mem.ends_with("memory/docker/abc"), "{}", mem.display());
+        assert_eq!(cg.dirs().len(), fs.hierarchies().len());
+        let e = TenantCgroup::from_proc_cgroup(&fs, "4:memory:/\n").unwrap_err();
+        assert!(format!("{e:#}").contains("no line") || format!("{e:#}").contains("root cgroup"));
     }
 }

@@ -1,0 +1,520 @@
+//! The `oci` platform: one container per tenant, made by Docker or Podman.
+//!
+//! The engine applies the limits (`--cpus`, `--cpuset-cpus`, `--memory` with as much swap
+//! as memory, so none, `--pids-limit`, `--device-*-bps` on the workdir's disk, `--cpu-shares`)
+//! and isobench reads them back from the container's own cgroups, found through its init
+//! process; freezing and live CPU limits write those cgroups directly (no engine round trip
+//! in the on/off design). The image is built offline from the static isobench binary and a
+//! static busybox ([`image`]); the agent is `/isobench agent` started with `exec -i`, over
+//! its standard streams. A tenant with a network gets its own address on the run's bridge:
+//! the container starts with `--network none` and its namespace receives the tenant's veth
+//! end, the same layout as a `cgroup` tenant's.
+//!
+//! Every container carries the labels `isobench.run` and `isobench.tenant` and is named
+//! `isobench-<run>-<tenant>`, so the sweep ([`sweep`]) finds what a killed run left.
+
+mod engine;
+mod exec;
+pub mod image;
+mod sweep;
+mod tenant;
+
+pub use engine::{Engine, EngineKind, EngineUnavailable, DEFAULT_DOCKER_HOST};
+pub use image::ImageSource;
+pub use tenant::{RUN_LABEL, TENANT_LABEL};
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::agent::Transport;
+use crate::blockdev::{device_for_path, BlockDevice};
+use crate::cgroup::{CgroupFs, TenantCgroup};
+use crate::error::PlatformError;
+use crate::hostinfo::HostInfo;
+use crate::limits::Limits;
+use crate::net::{self, RunNet};
+use crate::run::RunContext;
+use crate::tenant::{validate_tenant_name, Role, Tenant, TenantInfo, TenantSpec};
+use crate::{Capabilities, Platform, PlatformEntry, PlatformKind, PlatformOptions};
+
+/// The platform's name.
+pub const KIND: PlatformKind = PlatformKind::new("oci");
+
+/// What containers can do here.
+pub const CAPS: Capabilities = Capabilities {
+    enforces_limits: true,
+    contains_aggressors: true,
+    pins_cpus: true,
+    freezer: true,
+    live_cpu_limit: true,
+    own_network: true,
+    exec: true,
+    agent: Transport::Stdio,
+};
+
+/// The `oci` line of [`crate::PLATFORMS`].
+pub(crate) static ENTRY: PlatformEntry = PlatformEntry {
+    kind: KIND,
+    aliases: &["container", "containers"],
+    summary: "one container per tenant (Docker or Podman), limits set by the engine, the \
+              agent started with exec",
+    caps: CAPS,
+    build,
+    available,
+    sweep: sweep::sweep,
+};
+
+fn unavailable(why: impl Into<String>, fix: impl Into<String>) -> PlatformError {
+    PlatformError::Unavailable {
+        kind: KIND.name().into(),
+        why: why.into(),
+        fix: fix.into(),
+    }
+}
+
+/// Whether containers can be made here: root, an engine (a Docker daemon that answers, or
+/// Podman), the static isobench binary and a static busybox for the image. Creates nothing.
+pub fn available() -> Result<(), PlatformError> {
+    if crate::procs::euid() != 0 {
+        return Err(unavailable(
+            format!(
+                "isobench runs as uid {} and containers' cgroups and namespaces need root",
+                crate::procs::euid()
+            ),
+            "run it as root",
+        ));
+    }
+    Engine::detect(None).map_err(|e| unavailable(e.why, e.fix))?;
+    ImageSource::find().map_err(|e| {
+        unavailable(
+            format!("the agent's image cannot be built: {e:#}"),
+            "see `isobench doctor`",
+        )
+    })?;
+    Ok(())
+}
+
+fn build(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Platform>> {
+    Ok(Box::new(OciPlatform::new(opts, host)?))
+}
+
+/// The `oci` platform.
+pub struct OciPlatform {
+    engine: Engine,
+    run: RunContext,
+    host: HostInfo,
+    fs: CgroupFs,
+    source: ImageSource,
+    image: Mutex<Option<String>>,
+    net: Arc<RunNet>,
+    names: BTreeSet<String>,
+    workdir_root: PathBuf,
+}
+
+impl OciPlatform {
+    /// Finds the engine (`opts.oci_engine`, else Docker when a daemon answers, else
+    /// Podman), the host's cgroups and what the image is made of. Creates nothing; the image
+    /// is built with the first tenant when the engine lacks it.
+    pub fn new(opts: PlatformOptions, host: HostInfo) -> Result<OciPlatform> {
+        if crate::procs::euid() != 0 {
+            return Err(unavailable(
+                format!(
+                    "isobench runs as uid {} and containers' cgroups and namespaces need root",
+                    crate::procs::euid()
+                ),
+                "run it as root",
+            )
+            .into());
+        }
+        let engine =
+            Engine::detect(opts.oci_engine.as_deref()).map_err(|e| unavailable(e.why, e.fix))?;
+        let fs = CgroupFs::detect().map_err(|e| {
+            unavailable(format!("{e:#}"), "mount cgroupfs (the engine needs it too)")
+        })?;
+        let source = ImageSource::find().map_err(|e| {
+            unavailable(
+                format!("the agent's image cannot be built: {e:#}"),
+                "build the static binary with `scripts/build-static` and install \
+                 busybox-static",
+            )
+        })?;
+        Ok(OciPlatform {
+            net: RunNet::for_run(opts.run.id()),
+            engine,
+            run: opts.run,
+            host,
+            fs,
+            source,
+            image: Mutex::new(None),
+            names: BTreeSet::new(),
+            workdir_root: opts.workdir_root,
+        })
+    }
+
+    /// The engine in use.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The agent image's tag, built and imported the first time it is missing.
+    pub fn image(&self) -> Result<String> {
+        let mut slot = self.image.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = slot.as_ref() {
+            return Ok(t.clone());
+        }
+        let tag = image::ensure(&self.engine, &self.source)?;
+        *slot = Some(tag.clone());
+        Ok(tag)
+    }
+
+    /// The engine's `run` arguments for a tenant (after `run`, before the image).
+    fn run_args(
+        &self,
+        object: &str,
+        spec: &TenantSpec,
+        limits: &Limits,
+        workdir: &std::path::Path,
+        device: Option<&BlockDevice>,
+    ) -> Result<Vec<String>> {
+        let mut a: Vec<String> = ["-d", "--init", "--name", object, "--hostname", &spec.name]
+            .map(String::from)
+            .to_vec();
+        let label = |k: &str, v: &str| ["--label".to_string(), format!("{k}={v}")];
+        a.extend(label(RUN_LABEL, self.run.id().as_str()));
+        a.extend(label(TENANT_LABEL, &spec.name));
+        a.push("--network".into());
+        a.push(
+            if spec.network.is_some() {
+                "none"
+            } else {
+                "host"
+            }
+            .into(),
+        );
+        a.extend(limit_args(limits, device)?);
+        if self.engine.kind() == EngineKind::Podman {
+            // Raising rlimits needs CAP_SYS_RESOURCE, which root lacks on some hosts: set
+            // them explicitly to values the host allows.
+            for u in ["nofile=4096:4096", "nproc=4096:4096"] {
+                a.push("--ulimit".into());
+                a.push(u.into());
+            }
+        }
+        let w = workdir.to_string_lossy().into_owned();
+        a.extend(["-v".into(), format!("{w}:{w}"), "-w".into(), w.clone()]);
+        for (k, v) in [
+            (crate::procs::ENV_RUN, self.run.id().as_str().to_string()),
+            (crate::procs::ENV_TENANT, object.to_string()),
+            (crate::procs::ENV_WORKDIR, w),
+        ] {
+            a.push("-e".into());
+            a.push(format!("{k}={v}"));
+        }
+        Ok(a)
+    }
+}
+
+/// The engine's flags for `limits`; io limits apply to `device`.
+fn limit_args(l: &Limits, device: Option<&BlockDevice>) -> Result<Vec<String>> {
+    let mut a = Vec::new();
+    let mut flag = |k: &str, v: String| {
+        a.push(k.to_string());
+        a.push(v);
+    };
+    if let Some(c) = l.cpus {
+        flag("--cpus", format!("{c}"));
+    }
+    if let Some(w) = l.cpu_weight {
+        flag("--cpu-shares", w.as_shares().to_string());
+    }
+    if let Some(s) = &l.cpuset {
+        flag("--cpuset-cpus", s.to_string());
+    }
+    if let Some(m) = &l.mems {
+        flag("--cpuset-mems", m.to_string());
+    }
+    if let Some(m) = l.memory {
+        flag("--memory", m.to_string());
+        flag("--memory-swap", m.to_string());
+    }
+    if let Some(p) = l.pids {
+        flag("--pids-limit", p.to_string());
+    }
+    if l.has_io() {
+        let Some(d) = device else {
+            bail!("io limits need the block device of the tenant's workdir, and none was found");
+        };
+        let node = PathBuf::from("/dev").join(&d.name);
+        if !node.exists() {
+            bail!(
+                "io limits: the device node {} of the workdir's disk {d} does not exist",
+                node.display()
+            );
+        }
+        let node = node.display().to_string();
+        for (k, v) in [
+            ("--device-read-bps", l.io_read_bps),
+            ("--device-write-bps", l.io_write_bps),
+            ("--device-read-iops", l.io_read_iops),
+            ("--device-write-iops", l.io_write_iops),
+        ] {
+            if let Some(v) = v {
+                flag(k, format!("{node}:{v}"));
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// The children of process `pid` (from `/proc/<pid>/task/<pid>/children`).
+fn children(pid: i32) -> Vec<i32> {
+    fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+impl Platform for OciPlatform {
+    fn kind(&self) -> PlatformKind {
+        KIND
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "oci: {}, image {}; {}",
+            self.engine.describe(),
+            self.image
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+                .unwrap_or_else(|| "not built yet".into()),
+            self.fs.describe()
+        )
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPS
+    }
+
+    fn notes(&self) -> Vec<String> {
+        vec![format!(
+            "the agents run the static isobench binary {} (in the image), not necessarily the \
+             controller's own build",
+            self.source.exe.display()
+        )]
+    }
+
+    fn host(&self) -> &HostInfo {
+        &self.host
+    }
+
+    fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
+        // ---- Checks: nothing is created before all of them pass. ----
+        validate_tenant_name(&spec.name)?;
+        if self.names.contains(&spec.name) {
+            return Err(PlatformError::DuplicateTenant {
+                name: spec.name.clone(),
+            }
+            .into());
+        }
+        spec.limits.validate(&self.host)?;
+        if spec.network.is_none() {
+            let key = match (spec.limits.net_egress, spec.limits.net_ingress) {
+                (Some(e), Some(i)) if e == i => Some("net_rate"),
+                (Some(_), _) => Some("net_egress"),
+                (None, Some(_)) => Some("net_ingress"),
+                (None, None) => None,
+            };
+            if let Some(key) = key {
+                return Err(PlatformError::NetLimitWithoutNetwork { key }.into());
+            }
+        }
+        let mut limits = spec.limits.clone();
+        let mut notes = Vec::new();
+        if spec.role == Role::Aggressor {
+            let (l, filled) = limits.with_safe_defaults(&self.host);
+            notes.extend(filled.into_iter().map(|f| format!("safe default {f}")));
+            limits = l;
+        }
+        let parent = spec
+            .workdir
+            .clone()
+            .unwrap_or_else(|| self.workdir_root.clone());
+        if !parent.is_dir() {
+            bail!(
+                "the workdir parent {} of tenant {} is not a directory; create it or choose \
+                 another",
+                parent.display(),
+                spec.name
+            );
+        }
+        let device = if limits.has_io() {
+            match device_for_path(&parent) {
+                Ok(d) => Some(d),
+                Err(why) if spec.limits.has_io() => {
+                    return Err(PlatformError::NoBlockDevice {
+                        path: parent.display().to_string(),
+                        why,
+                    }
+                    .into())
+                }
+                Err(why) => {
+                    limits.io_write_bps = None;
+                    notes.retain(|n| !n.contains("io_write_bps"));
+                    notes.push(format!("io_write_bps not applied: {why}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        TenantCgroup::check(&self.fs, &limits)?;
+        if spec.network.is_some() {
+            net::check_available().map_err(|why| PlatformError::Unavailable {
+                kind: "network namespace".into(),
+                why,
+                fix: "run isobench as root with iproute2 installed, or give the tenant no network"
+                    .into(),
+            })?;
+        }
+        let image = self.image()?;
+        let object = self.run.id().object_name(&spec.name);
+        let workdir = parent.join(&object);
+        let mut args = vec!["run".to_string()];
+        args.extend(self.run_args(&object, spec, &limits, &workdir, device.as_ref())?);
+        args.push(image);
+        // The container's own process: the engine's init (reaping orphans) over a sleeper.
+        args.extend(["sleep".to_string(), "2147483647".to_string()]);
+
+        // ---- Creation, undone step by step on error. ----
+        self.run.record_workdir_parent(&parent)?;
+        fs::create_dir(&workdir)
+            .with_context(|| format!("creating the workdir {}", workdir.display()))?;
+        let undo = |engine: &Engine, with_container: bool| {
+            if with_container {
+                let mut rm = vec!["rm", "-f"];
+                if engine.kind() == EngineKind::Podman {
+                    rm.extend(["-t", "0"]);
+                }
+                rm.push(&object);
+                let _ = engine.change(&rm);
+            }
+            let _ = fs::remove_dir_all(&workdir);
+        };
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        if let Err(e) = self.engine.change(&refs) {
+            undo(&self.engine, true);
+            return Err(e.context(format!("starting the container of tenant {}", spec.name)));
+        }
+        let started = (|| -> Result<(i32, Vec<i32>, TenantCgroup)> {
+            let pid: i32 = self
+                .engine
+                .query(&["inspect", "--format", "{{.State.Pid}}", &object])?
+                .trim()
+                .parse()
+                .context("the engine reported no process id")?;
+            if pid <= 0 {
+                bail!("container {object} is not running");
+            }
+            let cgroup = TenantCgroup::of_process(&self.fs, pid)?;
+            // The init forks the sleeper right after it starts.
+            let end = Instant::now() + Duration::from_secs(5);
+            let mut keep = vec![pid];
+            loop {
+                let c = children(pid);
+                if !c.is_empty() {
+                    keep.extend(c);
+                    break;
+                }
+                if Instant::now() > end {
+                    bail!("the init of container {object} started no process");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok((pid, keep, cgroup))
+        })();
+        let (pid, keep, cgroup) = match started {
+            Ok(s) => s,
+            Err(e) => {
+                undo(&self.engine, true);
+                return Err(e.context(format!("inspecting the container of tenant {}", spec.name)));
+            }
+        };
+        let tenant_net = match &spec.network {
+            Some(ns) => match self.net.attach_tenant(&object, pid, ns, &limits) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    undo(&self.engine, true);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        let info = TenantInfo {
+            name: spec.name.clone(),
+            role: spec.role,
+            platform: KIND,
+            object_name: object.clone(),
+            limits,
+            notes,
+            cgroups: cgroup.dirs(),
+            netns: tenant_net.as_ref().map(|n| n.netns().to_string()),
+            address: tenant_net.as_ref().map(|n| n.address()),
+            host_link: tenant_net.as_ref().map(|n| n.host_link().to_string()),
+            netns_link: tenant_net.as_ref().map(|n| n.netns_link().to_string()),
+            workdir,
+            io_device: device,
+            deadline_s: spec.deadline.map(|d| d.as_secs_f64()),
+        };
+        self.names.insert(spec.name.clone());
+        Ok(Box::new(tenant::OciTenant::new(tenant::Inner {
+            info,
+            engine: self.engine.clone(),
+            container: object,
+            keep,
+            cgroup,
+            net: Mutex::new(tenant_net),
+            run: self.run.clone(),
+            torn_down: AtomicBool::new(false),
+        })))
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        // Containers go with their tenants; the bridge with the last tenant using it.
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::CpuList;
+
+    #[test]
+    fn limits_become_engine_flags() {
+        let l = Limits::parse("cpus=1.5,cpuset=0-1,memory=256M,pids=64,shares=512").unwrap();
+        assert_eq!(
+            limit_args(&l, None).unwrap().join(" "),
+            "--cpus 1.5 --cpu-shares 512 --cpuset-cpus 0-1 --memory 268435456 \
+             --memory-swap 268435456 --pids-limit 64"
+        );
+        let l = Limits {
+            io_write_bps: Some(1 << 20),
+            ..Limits::default()
+        };
+        let e = limit_args(&l, None).unwrap_err().to_string();
+        assert!(e.contains("block device"), "{e}");
+        let none = Limits {
+            cpuset: Some(CpuList::from_cpus([1])),
+            ..Limits::default()
+        };
+        assert_eq!(limit_args(&none, None).unwrap(), ["--cpuset-cpus", "1"]);
+    }
+}

@@ -1,0 +1,338 @@
+//! One tenant of the `oci` platform: a container that lives as long as the tenant.
+//!
+//! The container's own process is the engine's init (`--init`: it reaps the orphans a fork
+//! bomb leaves) with a sleeping child; the agent and every other process are started with
+//! `exec`, so they land in the container's cgroups and namespaces. The container exists from
+//! `create_tenant` on: its cgroups (read back, frozen, throttled by isobench directly) and
+//! its network are known before the first process starts, and a restarted agent finds the
+//! same tenant.
+
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io;
+use std::net::IpAddr;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use super::engine::{Engine, EngineKind};
+use super::exec::{is_isobench, ExecImage};
+use super::image::IMAGE_EXE;
+use crate::agent::{AgentConnection, AgentLaunch};
+use crate::cgroup::TenantCgroup;
+use crate::limits::Limits;
+use crate::net::TenantNet;
+use crate::procs;
+use crate::run::RunContext;
+use crate::tenant::{Killer, Tenant, TenantInfo, Usage};
+use crate::watchdog::Watchdog;
+
+/// Label carrying the run id on every container.
+pub const RUN_LABEL: &str = "isobench.run";
+/// Label carrying the tenant name on every container.
+pub const TENANT_LABEL: &str = "isobench.tenant";
+
+/// What `create_tenant` made, shared with the killer and the watchdog.
+pub(crate) struct Inner {
+    pub(crate) info: TenantInfo,
+    pub(crate) engine: Engine,
+    /// The container's name (`isobench-<run>-<tenant>`).
+    pub(crate) container: String,
+    /// The engine's init and its sleeping child: the container ends when they do, so the
+    /// killer spares them.
+    pub(crate) keep: Vec<i32>,
+    pub(crate) cgroup: TenantCgroup,
+    pub(crate) net: Mutex<Option<TenantNet>>,
+    pub(crate) run: RunContext,
+    pub(crate) torn_down: AtomicBool,
+}
+
+impl Inner {
+    /// Kills every process of the tenant but the container's own.
+    pub(crate) fn kill_processes(&self) -> Result<usize> {
+        Ok(self
+            .cgroup
+            .kill_all_except(&self.keep, Duration::from_secs(10))
+            .with_context(|| format!("killing the processes of tenant {}", self.info.name))?
+            .len())
+    }
+
+    /// Removes the container: kills everything in its cgroups first (thawing them, lifting
+    /// io throttles), so the engine never waits on a frozen or throttled task.
+    fn remove_container(&self) -> Result<()> {
+        let _ = self.cgroup.kill_all(Duration::from_secs(10));
+        let mut args = vec!["rm", "-f"];
+        if self.engine.kind() == EngineKind::Podman {
+            args.extend(["-t", "0"]);
+        }
+        args.push(&self.container);
+        match self.engine.change(&args) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let msg = format!("{e:#}");
+                if msg.contains("No such container") || msg.contains("no such container") {
+                    Ok(())
+                } else {
+                    Err(e.context(format!("removing container {}", self.container)))
+                }
+            }
+        }
+    }
+
+    pub(crate) fn teardown(&self) -> Result<()> {
+        if self.torn_down.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut errors: Vec<String> = Vec::new();
+        if let Err(e) = self.remove_container() {
+            errors.push(format!("{e:#}"));
+        }
+        if let Some(mut net) = self.net.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if let Err(e) = net.teardown() {
+                errors.push(format!("{e:#}"));
+            }
+        }
+        match fs::remove_dir_all(&self.info.workdir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => errors.push(format!("removing {}: {e}", self.info.workdir.display())),
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(anyhow!(
+                "tearing down tenant {} (run {}): {}",
+                self.info.name,
+                self.run.id(),
+                errors.join("; ")
+            ))
+        }
+    }
+}
+
+/// A tenant of the `oci` platform.
+pub(crate) struct OciTenant {
+    inner: Arc<Inner>,
+    expired: Arc<AtomicBool>,
+    watchdog: Mutex<Option<Watchdog>>,
+}
+
+impl OciTenant {
+    pub(crate) fn new(inner: Inner) -> OciTenant {
+        let inner = Arc::new(inner);
+        let watchdog = inner.info.deadline_s.map(|d| {
+            let target = inner.clone();
+            Watchdog::start(&inner.info.name, Duration::from_secs_f64(d), move || {
+                if let Err(e) = target.kill_processes() {
+                    eprintln!(
+                        "isobench: warning: watchdog of tenant {}: {e:#}",
+                        target.info.name
+                    );
+                }
+            })
+        });
+        let expired = watchdog
+            .as_ref()
+            .map(Watchdog::fired_flag)
+            .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
+        OciTenant {
+            inner,
+            expired,
+            watchdog: Mutex::new(watchdog),
+        }
+    }
+
+    /// The `exec` arguments (after the engine's global ones) that run `program args` in the
+    /// container, in `dir`, with `env` added.
+    fn exec_args(
+        &self,
+        program: OsString,
+        args: impl IntoIterator<Item = OsString>,
+        dir: &Path,
+        env: Vec<(OsString, OsString)>,
+    ) -> Vec<OsString> {
+        let inner = &self.inner;
+        let mut v: Vec<OsString> = inner
+            .engine
+            .global_args()
+            .into_iter()
+            .map(OsString::from)
+            .collect();
+        v.extend(["exec", "-i", "-w"].map(OsString::from));
+        v.push(dir.as_os_str().to_owned());
+        let tags = [
+            (procs::ENV_RUN, OsString::from(inner.run.id().as_str())),
+            (procs::ENV_TENANT, OsString::from(&inner.info.object_name)),
+            (
+                procs::ENV_WORKDIR,
+                inner.info.workdir.as_os_str().to_owned(),
+            ),
+        ];
+        for (k, val) in tags
+            .into_iter()
+            .map(|(k, v)| (OsString::from(k), v))
+            .chain(env)
+        {
+            let mut kv = k;
+            kv.push("=");
+            kv.push(val);
+            v.push("-e".into());
+            v.push(kv);
+        }
+        v.push(OsString::from(&inner.container));
+        v.push(program);
+        v.extend(args);
+        v
+    }
+}
+
+impl Tenant for OciTenant {
+    fn name(&self) -> &str {
+        &self.inner.info.name
+    }
+
+    fn info(&self) -> &TenantInfo {
+        &self.inner.info
+    }
+
+    /// Runs `cmd` with `exec -i` in the container: the isobench binary becomes the image's
+    /// `/isobench`, the command's environment is passed with `-e` (the host's is not), its
+    /// directory (else the workdir, mounted at the same path) is the working directory. The
+    /// returned child is the engine's CLI, which relays the streams and the exit status.
+    fn spawn(&self, mut cmd: Command) -> Result<Child> {
+        let inner = &self.inner;
+        if inner.torn_down.load(Ordering::SeqCst) {
+            bail!("tenant {} has been torn down", inner.info.name);
+        }
+        let program = if is_isobench(cmd.get_program()) {
+            OsString::from(IMAGE_EXE)
+        } else {
+            cmd.get_program().to_owned()
+        };
+        let shown = program.to_string_lossy().into_owned();
+        let args: Vec<OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
+        let dir = cmd
+            .get_current_dir()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| inner.info.workdir.clone());
+        let env: Vec<(OsString, OsString)> = cmd
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
+            .collect();
+        let argv = self.exec_args(program, args, &dir, env);
+        let image = ExecImage::new(inner.engine.cli(), &argv, std::env::vars_os())?;
+        // The engine's CLI runs on the host, in the directory the caller chose if it exists
+        // here (the workdir does), else where isobench runs.
+        if !dir.is_dir() {
+            cmd.current_dir("/");
+        }
+        cmd.process_group(0);
+        // SAFETY: the closure only calls execve(2) with data prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || Err(image.exec()));
+        }
+        cmd.spawn().with_context(|| {
+            format!(
+                "starting `{shown}` in container {} of tenant {}",
+                inner.container, inner.info.name
+            )
+        })
+    }
+
+    fn start_agent(&self, launch: &AgentLaunch) -> Result<AgentConnection> {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&launch.log)
+            .with_context(|| format!("opening the agent's log {}", launch.log.display()))?;
+        let mut cmd = Command::new(IMAGE_EXE);
+        cmd.arg("agent")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        let child = self
+            .spawn(cmd)
+            .with_context(|| format!("starting the agent in tenant {}", self.name()))?;
+        AgentConnection::stdio(child)
+    }
+
+    fn usage(&self) -> Result<Usage> {
+        Ok(self.inner.cgroup.usage())
+    }
+
+    fn effective_limits(&self) -> Result<Limits> {
+        let inner = &self.inner;
+        let mut l = inner
+            .cgroup
+            .read_limits(inner.info.io_device.as_ref().map(|d| d.dev))
+            .with_context(|| format!("reading the limits of container {}", inner.container))?;
+        l.net_egress = inner.info.limits.net_egress;
+        l.net_ingress = inner.info.limits.net_ingress;
+        Ok(l)
+    }
+
+    fn address(&self) -> Option<IpAddr> {
+        self.inner.info.address.map(IpAddr::V4)
+    }
+
+    fn workdir(&self) -> &Path {
+        &self.inner.info.workdir
+    }
+
+    fn killer(&self) -> Killer {
+        let inner = self.inner.clone();
+        Killer::new(self.inner.info.name.clone(), move || inner.kill_processes())
+    }
+
+    fn set_frozen(&self, frozen: bool) -> Result<()> {
+        self.inner.cgroup.set_frozen(frozen, Duration::from_secs(2))
+    }
+
+    fn set_cpu_limit(&self, cpus: Option<f64>) -> Result<()> {
+        let info = &self.inner.info;
+        if let (Some(c), Some(set)) = (cpus, &info.limits.cpuset) {
+            if c > set.len() as f64 + 1e-9 {
+                bail!(
+                    "tenant {}: a CPU limit of {c} CPUs is more than the {} CPU(s) of its \
+                     cpuset {set}; use cpus={} or less",
+                    info.name,
+                    set.len(),
+                    set.len()
+                );
+            }
+        }
+        self.inner
+            .cgroup
+            .set_cpu_quota(cpus)
+            .with_context(|| format!("setting the CPU limit of tenant {}", info.name))
+    }
+
+    fn expired(&self) -> bool {
+        self.expired.load(Ordering::SeqCst)
+    }
+
+    fn teardown(&self) -> Result<()> {
+        if let Some(w) = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            w.cancel();
+        }
+        self.inner.teardown()
+    }
+}
+
+impl Drop for OciTenant {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!("isobench: warning: {e:#}");
+        }
+    }
+}

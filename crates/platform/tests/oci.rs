@@ -1,0 +1,454 @@
+//! The `oci` platform against the real engines: Docker (a daemon at `DOCKER_HOST`) and
+//! Podman. Each test runs once per engine.
+//!
+//! Needs root, the engine, the static isobench binary (`scripts/build-static --debug`, or
+//! `ISOBENCH_STATIC_EXE`) and busybox-static; `scripts/test` sets all of them up. Without
+//! them a test prints why and passes, except under `CI=true`, where a missing engine fails.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use isobench_agent::AgentClient;
+use isobench_platform::oci::{self, Engine};
+use isobench_platform::{
+    platform, AgentLaunch, Limits, NetSpec, ObjectKind, Platform, PlatformOptions, Role, RunGuard,
+    Tenant, TenantSpec,
+};
+
+/// The helper mode of this test binary that leaves a container behind and waits to be
+/// killed.
+const ORPHAN_ENV: &str = "ISOBENCH_OCI_ORPHAN";
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// The engine if the test can run, else prints why (and fails under CI).
+fn engine_or_skip(test: &str, engine: &str) -> Option<()> {
+    if !common::root_or_skip(test) {
+        return None;
+    }
+    let why = match engine {
+        "docker" => Engine::docker().err(),
+        _ => Engine::podman().err(),
+    }
+    .map(|e| e.to_string())
+    .or_else(|| oci::ImageSource::find().err().map(|e| format!("{e:#}")));
+    match why {
+        None => Some(()),
+        Some(why) if in_ci() => panic!("{test}: {engine} is required under CI=true: {why}"),
+        Some(why) => {
+            common::skip(test, &why);
+            None
+        }
+    }
+}
+
+fn oci_platform(guard: &RunGuard, engine: &str) -> Box<dyn Platform> {
+    let mut opts = PlatformOptions::new(guard.context());
+    opts.oci_engine = Some(engine.to_string());
+    platform(oci::KIND, opts).expect("building the oci platform")
+}
+
+/// The engine's CLI with its global arguments, for checks from outside isobench.
+fn engine_cmd(engine: &str) -> Command {
+    let e = match engine {
+        "docker" => Engine::docker(),
+        _ => Engine::podman(),
+    }
+    .expect("engine");
+    let mut c = Command::new(e.cli());
+    match e.host() {
+        Some(h) => {
+            c.args(["-H", h]);
+        }
+        None => {
+            c.args(["--runtime", "runc", "--cgroup-manager", "cgroupfs"]);
+        }
+    }
+    c
+}
+
+fn containers_named(engine: &str, name: &str) -> Vec<String> {
+    let out = engine_cmd(engine)
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("name={name}"),
+            "--format",
+            "{{.Names}}",
+        ])
+        .output()
+        .expect("engine ps");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.trim() == name)
+        .map(str::to_string)
+        .collect()
+}
+
+fn launch(tenant: &dyn Tenant) -> AgentLaunch {
+    AgentLaunch {
+        exe: "isobench".into(),
+        log: tenant.workdir().join("agent.log"),
+    }
+}
+
+/// Runs `sh -c script` in the tenant and returns its exit code and standard output.
+fn sh(tenant: &dyn Tenant, script: &str) -> (Option<i32>, String) {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = tenant.spawn(cmd).expect("spawn");
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let st = common::wait_timeout(&mut child, Duration::from_secs(60)).expect("exits");
+    (st.code(), out)
+}
+
+fn lifecycle(engine: &str) {
+    let test = &format!("{engine}_lifecycle");
+    if engine_or_skip(test, engine).is_none() {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = oci_platform(&guard, engine);
+    assert_eq!(p.kind(), oci::KIND);
+    assert!(p.capabilities().freezer && p.capabilities().exec);
+    let limits = Limits::parse("cpus=0.5,cpuset=0,memory=96M,pids=40").unwrap();
+    let t = p
+        .create_tenant(&TenantSpec::new("victim", Role::Victim).with_limits(limits.clone()))
+        .unwrap();
+    let name = t.info().object_name.clone();
+    assert_eq!(containers_named(engine, &name), std::slice::from_ref(&name));
+    assert!(!t.info().cgroups.is_empty());
+
+    // The agent answers from inside the container, and sees the container's limits.
+    let conn = t.start_agent(&launch(t.as_ref())).unwrap();
+    let (r, w, mut process) = conn.split();
+    let client = AgentClient::new("victim", r, w).with_timeout(Duration::from_secs(30));
+    let hello = client.hello().expect("hello from the container's agent");
+    assert_eq!(hello.tool_version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(hello.env.cpus, vec![0], "{:?}", hello.env);
+    assert_eq!(hello.env.mem_limit, Some(96 << 20), "{:?}", hello.env);
+    client.ping().unwrap();
+
+    // Limits read back from the container's cgroups.
+    let l = t.effective_limits().unwrap();
+    assert_eq!(l.cpus, Some(0.5));
+    assert_eq!(l.memory, Some(96 << 20));
+    assert_eq!(l.pids, Some(40));
+    assert_eq!(
+        l.cpuset.as_ref().map(|c| c.to_string()).as_deref(),
+        Some("0")
+    );
+    let u = t.usage().unwrap();
+    assert!(
+        u.memory_current.is_some() && u.pids_current.unwrap_or(0) >= 3,
+        "{u:?}"
+    );
+
+    // The live CPU limit and the freezer act on the container's cgroups.
+    t.set_cpu_limit(Some(0.25)).unwrap();
+    assert_eq!(t.effective_limits().unwrap().cpus, Some(0.25));
+    assert!(
+        t.set_cpu_limit(Some(2.0)).is_err(),
+        "more CPUs than the cpuset"
+    );
+    t.set_cpu_limit(None).unwrap();
+    assert_eq!(t.effective_limits().unwrap().cpus, None);
+    t.set_frozen(true).unwrap();
+    t.set_frozen(false).unwrap();
+    client.ping().expect("the agent answers after a thaw");
+
+    // Other processes: the isobench binary is the image's, the workdir is shared.
+    let mut mc = Command::new("isobench");
+    mc.args(["memcheck", &(8u64 << 20).to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let out = t.spawn(mc).unwrap().wait_with_output().unwrap();
+    assert!(out.status.success(), "memcheck in the container");
+    let (code, out) = sh(
+        t.as_ref(),
+        "echo $ISOBENCH_TENANT; pwd; echo hi > from-container",
+    );
+    assert_eq!(code, Some(0));
+    let wd = t.workdir().display().to_string();
+    assert_eq!(out, format!("{name}\n{wd}\n"));
+    assert_eq!(
+        std::fs::read_to_string(t.workdir().join("from-container")).unwrap(),
+        "hi\n"
+    );
+
+    // The killer ends the agent but not the container; a new agent starts.
+    drop(client);
+    process.close(Duration::from_secs(5));
+    let _ = t.killer().kill().unwrap();
+    let conn = t.start_agent(&launch(t.as_ref())).unwrap();
+    let (r, w, mut process) = conn.split();
+    let client = AgentClient::new("victim", r, w).with_timeout(Duration::from_secs(30));
+    client.hello().expect("a restarted agent answers");
+    drop(client);
+    process.close(Duration::from_secs(5));
+
+    t.teardown().unwrap();
+    t.teardown().unwrap();
+    assert!(containers_named(engine, &name).is_empty(), "removed");
+    assert!(!t.workdir().exists());
+    drop(t);
+    p.teardown().unwrap();
+    drop(p);
+    let id = guard.id().clone();
+    guard.finish();
+    assert!(
+        common::leftovers(&id).is_empty(),
+        "{:?}",
+        common::leftovers(&id)
+    );
+}
+
+fn fork_bomb(engine: &str) {
+    let test = &format!("{engine}_fork_bomb");
+    if engine_or_skip(test, engine).is_none() {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = oci_platform(&guard, engine);
+    let bomb = p
+        .create_tenant(
+            &TenantSpec::new("bomb", Role::Aggressor)
+                .with_limits(Limits::parse("pids=50").unwrap()),
+        )
+        .unwrap();
+    let victim = p
+        .create_tenant(&TenantSpec::new("neighbour", Role::Victim))
+        .unwrap();
+    // Safe defaults filled in for the aggressor (memory), the user's pids kept.
+    assert_eq!(bomb.effective_limits().unwrap().pids, Some(50));
+    assert!(bomb.info().limits.memory.is_some());
+
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "b() { b | b & }; b; sleep 1000"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = bomb.spawn(cmd).unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let u = bomb.usage().unwrap();
+        if u.pids_limit_hits.unwrap_or(0) > 0 {
+            assert!(u.pids_current.unwrap() <= 50, "{u:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the fork bomb never reached its limit: {u:?}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    // The neighbour still starts processes and runs its agent.
+    let (code, out) = sh(victim.as_ref(), "echo alive");
+    assert_eq!((code, out.as_str()), (Some(0), "alive\n"));
+    let conn = victim.start_agent(&launch(victim.as_ref())).unwrap();
+    let (r, w, mut process) = conn.split();
+    let client = AgentClient::new("neighbour", r, w).with_timeout(Duration::from_secs(30));
+    client.hello().expect("the neighbour's agent answers");
+    drop(client);
+    process.close(Duration::from_secs(5));
+
+    // The killer stops the bomb and leaves the container.
+    bomb.killer().kill().unwrap();
+    let _ = common::wait_timeout(&mut child, Duration::from_secs(20));
+    let left = bomb.usage().unwrap().pids_current.unwrap();
+    assert!(
+        left <= 2,
+        "only the container's init and sleeper are left: {left}"
+    );
+    let name = bomb.info().object_name.clone();
+    assert_eq!(containers_named(engine, &name).len(), 1);
+    drop(bomb);
+    drop(victim);
+    assert!(containers_named(engine, &name).is_empty());
+    drop(p);
+    guard.finish();
+}
+
+fn network(engine: &str) {
+    let test = &format!("{engine}_network");
+    if engine_or_skip(test, engine).is_none() || !common::net_or_skip(test) {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = oci_platform(&guard, engine);
+    let t = p
+        .create_tenant(&TenantSpec::new("net", Role::Victim).with_network(NetSpec::default()))
+        .unwrap();
+    let addr = t.info().address.expect("an address on the run's bridge");
+    let o = addr.octets();
+    let bridge = std::net::Ipv4Addr::new(o[0], o[1], o[2], 1);
+    let (code, out) = sh(t.as_ref(), "ip -4 -o addr show");
+    assert_eq!(code, Some(0));
+    assert!(out.contains(&format!("{addr}/24")), "{out}");
+    // The container reaches a listener on the bridge, and nothing else is routed.
+    let l = TcpListener::bind((bridge, 0)).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let server = thread::spawn(move || {
+        let (s, from) = l.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        (from.ip(), line)
+    });
+    let (code, _) = sh(t.as_ref(), &format!("echo hello | nc {bridge} {port}"));
+    assert_eq!(code, Some(0));
+    let (from, line) = server.join().unwrap();
+    assert_eq!(
+        (from, line.as_str()),
+        (std::net::IpAddr::V4(addr), "hello\n")
+    );
+    let (_, routes) = sh(t.as_ref(), "ip -4 route");
+    assert!(!routes.contains("default"), "{routes}");
+
+    let netns = t.info().netns.clone().unwrap();
+    drop(t);
+    assert!(!std::path::Path::new("/run/netns").join(&netns).exists());
+    drop(p);
+    let id = guard.id().clone();
+    guard.finish();
+    assert!(
+        common::leftovers(&id).is_empty(),
+        "{:?}",
+        common::leftovers(&id)
+    );
+}
+
+fn cleanup_after_kill(engine: &str) {
+    let test = &format!("{engine}_cleanup_after_kill");
+    if engine_or_skip(test, engine).is_none() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "orphan_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ORPHAN_ENV, engine)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut found = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        // The harness may have started the line (`test orphan_helper ... `).
+        if let Some(rest) = line.split_once("ORPHAN ").map(|(_, r)| r) {
+            let (run, name) = rest.split_once(' ').unwrap();
+            found = Some((run.to_string(), name.to_string()));
+            break;
+        }
+    }
+    let (run, name) = found.expect("the helper reported its container");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(containers_named(engine, &name), std::slice::from_ref(&name));
+
+    let report = isobench_platform::cleanup(false);
+    assert!(
+        report
+            .removed
+            .iter()
+            .any(|r| r.kind == ObjectKind::Container && r.run == run && r.name.contains(&name)),
+        "{report}"
+    );
+    assert!(containers_named(engine, &name).is_empty(), "{report}");
+    let id = isobench_platform::RunId::parse(&run).unwrap();
+    assert!(
+        common::leftovers(&id).is_empty(),
+        "{:?}",
+        common::leftovers(&id)
+    );
+}
+
+/// With `ISOBENCH_OCI_ORPHAN=<engine>`: starts a run with one container (frozen, as the
+/// on/off design may leave it), reports it and waits to be killed.
+#[test]
+fn orphan_helper() {
+    let Ok(engine) = std::env::var(ORPHAN_ENV) else {
+        return;
+    };
+    let guard = RunGuard::start().unwrap();
+    let mut p = oci_platform(&guard, &engine);
+    let t = p
+        .create_tenant(&TenantSpec::new("orphan", Role::Aggressor))
+        .unwrap();
+    t.set_frozen(true).unwrap();
+    // Straight to the descriptor: the test harness may capture `println!`.
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ORPHAN {} {}", guard.id(), t.info().object_name).unwrap();
+    out.flush().unwrap();
+    drop(out);
+    std::mem::forget(t);
+    std::mem::forget(p);
+    std::mem::forget(guard);
+    loop {
+        thread::sleep(Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn docker_lifecycle() {
+    lifecycle("docker");
+}
+
+#[test]
+fn docker_fork_bomb() {
+    fork_bomb("docker");
+}
+
+#[test]
+fn docker_network() {
+    network("docker");
+}
+
+#[test]
+fn docker_cleanup_after_kill() {
+    cleanup_after_kill("docker");
+}
+
+#[test]
+fn podman_lifecycle() {
+    lifecycle("podman");
+}
+
+#[test]
+fn podman_fork_bomb() {
+    fork_bomb("podman");
+}
+
+#[test]
+fn podman_network() {
+    network("podman");
+}
+
+#[test]
+fn podman_cleanup_after_kill() {
+    cleanup_after_kill("podman");
+}
