@@ -518,6 +518,11 @@ impl Tenant for VmTenant {
         self.info.address.map(IpAddr::V4)
     }
 
+    /// A guest's loopback is its own kernel's: services bind to its address on the bridge.
+    fn service_address(&self) -> Option<IpAddr> {
+        self.address()
+    }
+
     fn workdir(&self) -> &Path {
         self.jail.workdir()
     }
