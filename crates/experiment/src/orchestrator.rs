@@ -640,6 +640,29 @@ impl<'a> Engine<'a> {
 
     /// Returns a refusal when a tenant cannot hold its workloads' memory.
     fn memory_check(&mut self) -> Result<Option<String>> {
+        if !self.plan.platform.capabilities().exec {
+            // The check is a process of its own beside the agent, so the kernel can kill it
+            // alone; a platform that starts nothing but the agent (a guest) cannot run it.
+            // A guest's memory is its own, held by its kernel.
+            let why = format!(
+                "memory check not run: the {} platform starts no process in a tenant besides \
+                 its agent (a guest's memory is its own: its kernel holds it)",
+                self.plan.platform
+            );
+            self.progress.note(&why);
+            for i in 0..self.slots.len() {
+                let name = self.slots[i].name.clone();
+                self.store.record_fact(
+                    &self.run,
+                    &Fact {
+                        scope: name,
+                        key: "memory_check".into(),
+                        value: serde_json::json!({ "skipped": why }),
+                    },
+                )?;
+            }
+            return Ok(None);
+        }
         let timeout = self.plan.trial.timeout.max(Duration::from_secs(30));
         for i in 0..self.slots.len() {
             let need = self.plan.tenants[i].mem_need;
