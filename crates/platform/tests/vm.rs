@@ -186,6 +186,19 @@ fn a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on() 
         "the guest's workdir is the tenant's (its disk is mounted there)"
     );
 
+    // The guest answers on its address on the run's bridge (through its TAP device).
+    let ip = victim.address().unwrap().to_string();
+    let ping = std::process::Command::new(vm::initramfs::BUSYBOX)
+        .args(["ping", "-c", "1", "-W", "10", &ip])
+        .output()
+        .unwrap();
+    assert!(
+        ping.status.success(),
+        "ping {ip}: {}",
+        String::from_utf8_lossy(&ping.stdout)
+    );
+    assert_eq!(victim.service_address(), victim.address());
+
     let opts = ProbeOpts {
         budget: Some(Duration::from_millis(300)),
         deadline: Some(Duration::from_secs(60)),
@@ -334,16 +347,16 @@ fn a_killed_run_leaves_no_guest_after_cleanup() {
         .iter()
         .filter(|r| r.run == id.as_str())
         .collect();
-    for kind in [
-        ObjectKind::Guest,
-        ObjectKind::Tap,
-        ObjectKind::Cgroup,
-        ObjectKind::Workdir,
-    ] {
+    for kind in [ObjectKind::Tap, ObjectKind::Cgroup, ObjectKind::Workdir] {
         assert!(
             mine.iter().any(|r| r.kind == kind),
             "cleanup should list a removed {kind}: {report}"
         );
+    }
+    // The guest's agent sees its controller's end of the port close, ends, and the guest
+    // powers off by itself; cleanup kills a guest that is still running.
+    if !mine.iter().any(|r| r.kind == ObjectKind::Guest) {
+        eprintln!("the guest powered off before cleanup reached it");
     }
     assert!(
         !report.failed.iter().any(|f| f.run == id.as_str()),
