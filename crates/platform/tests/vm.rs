@@ -135,7 +135,7 @@ fn a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on() 
     let victim = p
         .create_tenant(
             &TenantSpec::new("victim", Role::Victim)
-                .with_limits(Limits::parse("cpus=1,memory=256M").unwrap())
+                .with_limits(Limits::parse("cpus=1,memory=256M,net_rate=100M").unwrap())
                 .with_network(NetSpec::default()),
         )
         .unwrap();
@@ -148,6 +148,13 @@ fn a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on() 
     assert!(victim.address().is_some());
     let tap = victim.info().host_link.clone().expect("the victim's TAP");
     assert!(Path::new("/sys/class/net").join(&tap).exists(), "{tap}");
+    // Both directions shaped: the TAP for what the guest receives, an ifb device for
+    // what it sends.
+    let ifb = format!("{}i{}", &tap[..8], &tap[9..]);
+    assert!(Path::new("/sys/class/net").join(&ifb).exists(), "{ifb}");
+    let limits = victim.effective_limits().unwrap();
+    assert_eq!(limits.net_egress, Some(100_000_000));
+    assert_eq!(limits.net_ingress, Some(100_000_000));
     assert_eq!(
         victim.effective_limits().unwrap().memory,
         Some(mib(256)),
@@ -261,6 +268,7 @@ fn a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on() 
     aggressor.teardown().unwrap();
     victim.teardown().unwrap();
     assert!(!Path::new("/sys/class/net").join(&tap).exists(), "{tap}");
+    assert!(!Path::new("/sys/class/net").join(&ifb).exists(), "{ifb}");
     p.teardown().unwrap();
     drop(p);
     let id = guard.id().clone();

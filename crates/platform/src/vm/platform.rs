@@ -219,15 +219,16 @@ impl Platform for VmPlatform {
         // ---- Checks: nothing is created before all of them pass. ----
         crate::tenant::validate_tenant_name(&spec.name)?;
         spec.limits.validate(&self.host)?;
-        if spec.limits.net_egress.is_some() {
-            return Err(Self::unenforceable(
-                "net_egress",
-                "a guest's outgoing traffic enters the host through its TAP device, where \
-                 this build shapes only the incoming direction",
-            ));
-        }
-        if spec.network.is_none() && spec.limits.net_ingress.is_some() {
-            return Err(PlatformError::NetLimitWithoutNetwork { key: "net_ingress" }.into());
+        if spec.network.is_none() {
+            let key = match (spec.limits.net_egress, spec.limits.net_ingress) {
+                (Some(e), Some(i)) if e == i => Some("net_rate"),
+                (Some(_), _) => Some("net_egress"),
+                (None, Some(_)) => Some("net_ingress"),
+                (None, None) => None,
+            };
+            if let Some(key) = key {
+                return Err(PlatformError::NetLimitWithoutNetwork { key }.into());
+            }
         }
         if spec.network.as_ref().is_some_and(|n| n.mtu.is_some()) {
             return Err(Self::unenforceable(
@@ -509,8 +510,9 @@ impl Tenant for VmTenant {
         // The guest's own memory and pids, not QEMU's cgroup's.
         l.memory = self.info.limits.memory;
         l.pids = self.info.limits.pids;
+        // Rates live in tc, as configured.
         l.net_ingress = self.info.limits.net_ingress;
-        l.net_egress = None;
+        l.net_egress = self.info.limits.net_egress;
         Ok(l)
     }
 
