@@ -142,7 +142,7 @@ fn a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on() 
     let aggressor = p
         .create_tenant(
             &TenantSpec::new("hog", Role::Aggressor)
-                .with_limits(Limits::parse("cpus=1,memory=192M").unwrap()),
+                .with_limits(Limits::parse("cpuset=1,memory=192M").unwrap()),
         )
         .unwrap();
     assert!(victim.address().is_some());
@@ -174,7 +174,12 @@ fn a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on() 
         (v.join().unwrap(), a.join().unwrap())
     });
     let (vc, mut vproc, vboot, hello) = v;
-    let (ac, mut aproc, aboot, _) = a;
+    let (ac, mut aproc, aboot, ahello) = a;
+    assert_eq!(
+        ahello.env.cpus,
+        [1],
+        "a guest's CPUs are numbered as the host's: the agent of cpuset=1 runs on vCPU 1"
+    );
     eprintln!("boot (to agent ready): victim {vboot:?}, aggressor {aboot:?}");
     assert!(
         hello.env.mem_usable <= mib(256),
