@@ -30,6 +30,10 @@ pub enum Command {
     /// Remove what crashed or killed runs left behind (cgroups, namespaces, links,
     /// processes, files) and list it.
     Cleanup(CleanupArgs),
+    /// Build the container image of the `oci` platform's agents (offline, from the static
+    /// isobench binary and busybox) and print its tag.
+    #[command(subcommand)]
+    Image(crate::cmd_image::ImageCommand),
     /// Run as an agent: execute workloads on a controller's command (JSON lines; see
     /// docs/agent-protocol.md). Speaks on stdin/stdout unless --unix, --serial or --tcp is
     /// given.

@@ -9,7 +9,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -352,8 +352,7 @@ pub fn run_one(
 
     let outcome = match fake {
         Some(real_time) => {
-            let s = stop.clone();
-            let _ = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst));
+            let _ = crate::tenant::install_stop(stop.clone());
             let (mut backend, clock) = FakeBackend::new(
                 plan.seed,
                 FakeScript {

@@ -8,6 +8,7 @@ mod cmd_agent;
 mod cmd_compare;
 mod cmd_docs;
 mod cmd_doctor;
+mod cmd_image;
 mod cmd_list;
 mod cmd_probe;
 mod cmd_report;
@@ -48,6 +49,7 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Agent(a) => cmd_agent::run(&a),
         args::Command::Doctor(a) => cmd_doctor::doctor(&a),
         args::Command::Cleanup(a) => cmd_doctor::cleanup(&a),
+        args::Command::Image(a) => cmd_image::run(&a),
         args::Command::Presets => cmd_list::presets(),
         args::Command::Run(a) => cmd_run::run(&a),
         args::Command::Runs(a) => cmd_results::runs(&a),

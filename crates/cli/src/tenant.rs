@@ -7,7 +7,7 @@
 //! tears the tenant down on every exit path: normal end, error, Ctrl-C, panic.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -26,34 +26,68 @@ pub struct TenantRequest {
     pub limits: Limits,
 }
 
+/// The run Ctrl-C and a panic act on: the latest one [`install_interrupt`] was given (runs
+/// on several platforms follow each other in one process).
+struct Interrupt {
+    run: Option<RunContext>,
+    stop: Option<Arc<AtomicBool>>,
+}
+
+static CURRENT: Mutex<Interrupt> = Mutex::new(Interrupt {
+    run: None,
+    stop: None,
+});
+static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+
 /// Installs the Ctrl-C and panic handling of a run: the first Ctrl-C sets `stop` when there
 /// is one (the caller then ends the run normally); otherwise, or on a second Ctrl-C, every
 /// object of the run is removed at once and the process exits with 130. A panic removes
-/// everything too before the default panic report.
+/// everything too before the default panic report. Called again for a later run, the
+/// handling moves to it (the handlers themselves are installed once per process).
 pub fn install_interrupt(run: RunContext, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
-    let hits = AtomicUsize::new(0);
-    let on_int = run.clone();
-    ctrlc::set_handler(move || {
-        let n = hits.fetch_add(1, Ordering::SeqCst);
-        match (&stop, n) {
-            (Some(s), 0) => s.store(true, Ordering::SeqCst),
-            _ => {
-                eprintln!("isobench: interrupted; removing the run's tenants");
-                let r = on_int.cleanup_now();
-                for f in &r.failed {
-                    eprintln!("isobench: could not remove {f}");
+    install(Some(run), stop)
+}
+
+/// The same for a run with nothing to remove (the fake platform): Ctrl-C sets `stop`.
+pub fn install_stop(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    install(None, Some(stop))
+}
+
+fn install(run: Option<RunContext>, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
+    *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = Interrupt { run, stop };
+    let installed = INSTALLED.get_or_init(|| {
+        let hits = AtomicUsize::new(0);
+        ctrlc::set_handler(move || {
+            let n = hits.fetch_add(1, Ordering::SeqCst);
+            let cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+            match (&cur.stop, n) {
+                (Some(s), 0) => s.store(true, Ordering::SeqCst),
+                _ => {
+                    eprintln!("isobench: interrupted; removing the run's tenants");
+                    if let Some(run) = &cur.run {
+                        let r = run.cleanup_now();
+                        for f in &r.failed {
+                            eprintln!("isobench: could not remove {f}");
+                        }
+                    }
+                    std::process::exit(i32::from(crate::exit::INTERRUPTED));
                 }
-                std::process::exit(i32::from(crate::exit::INTERRUPTED));
             }
-        }
-    })
-    .context("installing the Ctrl-C handler")?;
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let _ = run.cleanup_now();
-        default_hook(info);
-    }));
-    Ok(())
+        })
+        .map_err(|e| format!("installing the Ctrl-C handler: {e}"))?;
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            // A panic while the state is held must still report.
+            if let Ok(cur) = CURRENT.try_lock() {
+                if let Some(run) = &cur.run {
+                    let _ = run.cleanup_now();
+                }
+            }
+            default_hook(info);
+        }));
+        Ok(())
+    });
+    installed.clone().map_err(anyhow::Error::msg)
 }
 
 /// Parses `--limits` for a tenant on `kind` (clap has parsed `--platform`), without creating
@@ -125,8 +159,13 @@ impl Session {
             .with_context(|| format!("creating tenant {tenant_name} on {}", req.kind))?;
         let launch = AgentLaunch {
             exe: std::env::current_exe().context("locating the isobench binary")?,
-            // The agent's complaints go where this command's do.
-            log: "/dev/stderr".into(),
+            // The agent's complaints go where this command's do; a guest's console (its
+            // kernel's messages) to a file in its workdir.
+            log: if req.kind.capabilities().agent == isobench_platform::Transport::Stdio {
+                "/dev/stderr".into()
+            } else {
+                tenant.workdir().join("console.log")
+            },
         };
         let (reader, writer, process) = tenant
             .start_agent(&launch)

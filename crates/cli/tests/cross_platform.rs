@@ -98,3 +98,67 @@ fn several_platforms_refuse_single_run_exports_and_repeated_platforms() {
     assert!(text(&out.stderr).contains("names host twice"));
     assert!(!db.exists() || Store::open(&db).unwrap().list_runs().unwrap().is_empty());
 }
+
+/// A small matrix scenario: one probe, one stressor, short trials.
+const TINY: &str = r#"
+name = "tiny"
+kind = "matrix"
+seed = 5
+
+[trial]
+duration = "100ms"
+warmup = "50ms"
+solo = "0s"
+pilot = "0s"
+
+[repetitions]
+min = 2
+max = 2
+
+[[tenant]]
+name = "victim"
+role = "victim"
+limits = { memory = "256M", pids = 64 }
+
+[[tenant]]
+name = "aggressor"
+role = "aggressor"
+limits = { memory = "256M", pids = 64 }
+
+[[probe]]
+name = "syscall"
+metrics = ["getppid_ns"]
+
+[[stressor]]
+name = "cpu"
+"#;
+
+#[test]
+fn for_real_each_platform_runs_in_the_same_process() {
+    // Each platform's run installs the Ctrl-C and panic handling again, in one process.
+    if let Some(why) = common::cgroup_missing(&["cpu", "memory", "pids"]) {
+        eprintln!("SKIP for_real_each_platform_runs_in_the_same_process: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let scenario = dir.path().join("tiny.toml");
+    std::fs::write(&scenario, TINY).unwrap();
+    let out = common::isobench()
+        .arg("run")
+        .arg(&scenario)
+        .args(["-q", "--platform", "host,cgroup", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!([0, 4].contains(&code(&out)), "{stderr}");
+    assert!(!stderr.contains("not run"), "{stderr}");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("cgroup good [%]"), "{stdout}");
+    assert!(!stdout.contains("not run:"), "{stdout}");
+    let runs = Store::open(&db).unwrap().list_runs().unwrap();
+    let platforms: Vec<String> = runs.iter().map(|r| r.platform.clone()).collect();
+    assert_eq!(runs.len(), 2, "{platforms:?}");
+    assert!(platforms.contains(&"host".to_string()) && platforms.contains(&"cgroup".to_string()));
+}

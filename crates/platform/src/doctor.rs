@@ -120,14 +120,7 @@ pub fn doctor() -> Vec<Check> {
             .map_err(|why| anyhow!("{}: {why}; io limits need a workdir on a disk", p.display()))
     }));
     checks.push(Check::new("sentinel", sentinel_check()));
-    checks.push(Check::new(
-        "docker",
-        tool_version("docker", &["version", "--format", "{{.Server.Version}}"]),
-    ));
-    checks.push(Check::new(
-        "podman",
-        tool_version("podman", &["version", "--format", "{{.Version}}"]),
-    ));
+    checks.extend(oci_checks());
     checks.push(Check::new(
         "qemu",
         tool_version("qemu-system-x86_64", &["--version"]),
@@ -410,6 +403,38 @@ fn tool_version(prog: &str, args: &[&str]) -> Result<String> {
         bail!("`{prog} {}` failed: {why}", args.join(" "));
     }
     Ok(out.stdout.lines().next().unwrap_or("").trim().to_string())
+}
+
+/// The `oci` platform: each engine (usable, or why not and the fix), and what the agent
+/// image is built from (the static isobench binary and a static busybox).
+fn oci_checks() -> Vec<Check> {
+    use crate::oci::{image, Engine};
+    let engine = |e: Result<Engine, crate::oci::EngineUnavailable>| -> Result<String> {
+        let e = e.map_err(|u| anyhow!("{u}"))?;
+        Ok(e.describe())
+    };
+    vec![
+        Check::new(
+            "platform oci",
+            crate::oci::available()
+                .map_err(|e| anyhow!("{e}"))
+                .and_then(|()| {
+                    let e = Engine::detect(None).map_err(|u| anyhow!("{u}"))?;
+                    Ok(format!("containers with {} (by default)", e.kind()))
+                }),
+        ),
+        Check::new("docker", engine(Engine::docker())),
+        Check::new("podman", engine(Engine::podman())),
+        Check::new(
+            "static isobench",
+            crate::staticexe::find()
+                .map(|p| format!("{} (carried by container images)", p.display())),
+        ),
+        Check::new(
+            "static busybox",
+            image::find_busybox().map(|p| format!("{} (the images' shell and tools)", p.display())),
+        ),
+    ]
 }
 
 fn kvm_check() -> Result<String> {

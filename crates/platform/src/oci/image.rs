@@ -213,10 +213,15 @@ pub fn write_rootfs(src: &ImageSource, out: impl Write) -> Result<()> {
     Ok(())
 }
 
+/// Whether the engine has an image tagged `tag`.
+pub fn exists(engine: &Engine, tag: &str) -> bool {
+    engine.image_exists(tag)
+}
+
 /// Builds and imports the image of `src` unless the engine has it; returns its tag.
 pub fn ensure(engine: &Engine, src: &ImageSource) -> Result<String> {
     let tag = src.tag()?;
-    if engine.image_exists(&tag) {
+    if exists(engine, &tag) {
         return Ok(tag);
     }
     build(engine, src, &tag)?;

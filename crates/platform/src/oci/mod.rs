@@ -43,6 +43,9 @@ use crate::run::RunContext;
 use crate::tenant::{validate_tenant_name, Role, Tenant, TenantInfo, TenantSpec};
 use crate::{Capabilities, Platform, PlatformEntry, PlatformKind, PlatformOptions};
 
+/// The variable that chooses the engine (`docker` or `podman`) when the options do not.
+pub const ENV_ENGINE: &str = "ISOBENCH_OCI_ENGINE";
+
 /// The platform's name.
 pub const KIND: PlatformKind = PlatformKind::new("oci");
 
@@ -118,8 +121,8 @@ pub struct OciPlatform {
 }
 
 impl OciPlatform {
-    /// Finds the engine (`opts.oci_engine`, else Docker when a daemon answers, else
-    /// Podman), the host's cgroups and what the image is made of. Creates nothing; the image
+    /// Finds the engine (`opts.oci_engine`, else [`ENV_ENGINE`], else Docker when a daemon
+    /// answers, else Podman), the host's cgroups and what the image is made of. Creates nothing; the image
     /// is built with the first tenant when the engine lacks it.
     pub fn new(opts: PlatformOptions, host: HostInfo) -> Result<OciPlatform> {
         if crate::procs::euid() != 0 {
@@ -132,8 +135,12 @@ impl OciPlatform {
             )
             .into());
         }
-        let engine =
-            Engine::detect(opts.oci_engine.as_deref()).map_err(|e| unavailable(e.why, e.fix))?;
+        let choice = opts.oci_engine.clone().or_else(|| {
+            std::env::var(ENV_ENGINE)
+                .ok()
+                .filter(|e| !e.trim().is_empty())
+        });
+        let engine = Engine::detect(choice.as_deref()).map_err(|e| unavailable(e.why, e.fix))?;
         let fs = CgroupFs::detect().map_err(|e| {
             unavailable(format!("{e:#}"), "mount cgroupfs (the engine needs it too)")
         })?;

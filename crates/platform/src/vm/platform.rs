@@ -314,15 +314,19 @@ impl Platform for VmPlatform {
             let _ = jail.teardown();
             return Err(e.context(format!("making the disk of tenant {}", spec.name)));
         }
-        let tap = match &spec.network {
-            Some(_) => match self.net.create_tap(&spec.limits) {
+        // A guest's loopback is its own kernel's: without an address on the bridge nothing
+        // beside it (a load generator, another tenant's forwarder) reaches its services, so
+        // every guest gets one whenever this host can make it.
+        let tap = if spec.network.is_some() || crate::net::check_available().is_ok() {
+            match self.net.create_tap(&spec.limits) {
                 Ok(t) => Some(t),
                 Err(e) => {
                     let _ = jail.teardown();
                     return Err(e);
                 }
-            },
-            None => None,
+            }
+        } else {
+            None
         };
         let mut info = jail.info().clone();
         info.platform = super::KIND;
