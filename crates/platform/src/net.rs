@@ -424,13 +424,17 @@ impl TenantNet {
 
 /// A VM guest's TAP device on the run's bridge: `ib<tag>t<n>` (found by `isobench cleanup`
 /// like every link of a run), with the address the guest takes from its kernel command line.
-/// The tenant's ingress rate shapes the TAP (what the host sends leaves through it).
+/// The tenant's ingress rate shapes the TAP (what the host sends the guest leaves through
+/// it); its egress rate shapes an ifb device `ib<tag>i<n>` the TAP's incoming traffic (what
+/// the guest sends) is redirected through.
 #[derive(Debug)]
 pub(crate) struct TenantTap {
     name: String,
+    ifb: String,
     addr: Ipv4Addr,
     bridge: Option<Arc<Bridge>>,
     made: bool,
+    made_ifb: bool,
 }
 
 impl RunNet {
@@ -444,9 +448,11 @@ impl RunNet {
         }
         let mut t = TenantTap {
             name: format!("{LINK_PREFIX}{}t{n}", self.run.tag()),
+            ifb: format!("{LINK_PREFIX}{}i{n}", self.run.tag()),
             addr: bridge.address(n as u8 + 2),
             bridge: Some(bridge),
             made: false,
+            made_ifb: false,
         };
         if let Err(e) = t.build(&self.run, limits) {
             let _ = t.teardown();
@@ -474,6 +480,23 @@ impl TenantTap {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             cmd::tc(&args).context("setting the ingress rate")?;
         }
+        if let Some(rate) = limits.net_egress {
+            let ifb = self.ifb.clone();
+            cmd::ip(&["link", "add", "name", &ifb, "type", "ifb"])
+                .context("creating an ifb device for the egress rate")?;
+            self.made_ifb = true;
+            cmd::ip(&["link", "set", "dev", &ifb, "alias", &run.prefix()])?;
+            cmd::ip(&["link", "set", "dev", &ifb, "up"])?;
+            let args = tbf_args(&ifb, rate);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cmd::tc(&args).context("setting the egress rate")?;
+            cmd::tc(&["qdisc", "add", "dev", &name, "handle", "ffff:", "ingress"])?;
+            cmd::tc(&[
+                "filter", "add", "dev", &name, "parent", "ffff:", "protocol", "all", "u32",
+                "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", &ifb,
+            ])
+            .context("redirecting the guest's traffic through the egress shaper")?;
+        }
         Ok(())
     }
 
@@ -487,19 +510,31 @@ impl TenantTap {
         self.addr
     }
 
-    /// Removes the device. Idempotent.
+    /// Removes the devices. Idempotent.
     pub(crate) fn teardown(&mut self) -> Result<()> {
         let mut result = Ok(());
-        if self.made {
-            let gone = || !PathBuf::from("/sys/class/net").join(&self.name).exists();
+        let del = |name: &str| -> Result<()> {
+            let gone = || !PathBuf::from("/sys/class/net").join(name).exists();
             if !gone() {
-                if let Err(e) = cmd::ip(&["link", "del", &self.name]) {
+                if let Err(e) = cmd::ip(&["link", "del", name]) {
                     if !gone() {
-                        result = Err(e);
+                        return Err(e);
                     }
                 }
             }
+            Ok(())
+        };
+        if self.made {
+            if let Err(e) = del(&self.name) {
+                result = Err(e);
+            }
             self.made = false;
+        }
+        if self.made_ifb {
+            if let Err(e) = del(&self.ifb) {
+                result = result.and(Err(e));
+            }
+            self.made_ifb = false;
         }
         self.bridge.take();
         result

@@ -28,7 +28,8 @@ const MODULES: &[&str] = &["virtio_pci", "virtio_console", "virtio_blk", "virtio
 /// `/init`. Parameters come from the kernel command line: `isobench.workdir=` (the tenant's
 /// workdir; the virtio disk, when there is one, is mounted there), `isobench.ip=` (the
 /// address of `eth0`, CIDR; no default route), `isobench.pids=` (a pids limit for everything
-/// the agent starts).
+/// the agent starts), `isobench.cpus=` (the CPUs the agent and its workloads may use: the
+/// tenant's cpuset, numbered as on the host).
 pub(crate) const INIT: &str = r#"#!/bin/sh
 # isobench guest init: mounts, drivers, network, disk, then the agent; power off when it ends.
 export PATH=/bin
@@ -43,11 +44,13 @@ for m in $(cat /etc/isobench-modules); do insmod "/lib/modules/$m" || echo "isob
 workdir=/work
 ip=
 pids=
+cpus=
 for w in $(cat /proc/cmdline); do
   case "$w" in
     isobench.workdir=*) workdir="${w#*=}" ;;
     isobench.ip=*) ip="${w#*=}" ;;
     isobench.pids=*) pids="${w#*=}" ;;
+    isobench.cpus=*) cpus="${w#*=}" ;;
   esac
 done
 ip link set lo up
@@ -71,7 +74,11 @@ fi
 cd "$workdir"
 export ISOBENCH_WORKDIR="$workdir" HOME="$workdir"
 echo "isobench-init: ready in $(cut -d' ' -f1 /proc/uptime) s, starting the agent"
-/bin/isobench agent --serial isobench.agent
+if [ -n "$cpus" ]; then
+  taskset -c "$cpus" /bin/isobench agent --serial isobench.agent
+else
+  /bin/isobench agent --serial isobench.agent
+fi
 echo "isobench-init: agent exited ($?), powering off"
 sync
 poweroff -f

@@ -61,6 +61,11 @@ fn qemu_run(pid: i32) -> Option<String> {
         return Some(run);
     }
     let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    run_of_qemu_cmdline(&cmdline)
+}
+
+/// The run in the `-name isobench-<run>-<tenant>,...` of a QEMU command line (NUL-separated).
+fn run_of_qemu_cmdline(cmdline: &[u8]) -> Option<String> {
     let args: Vec<String> = cmdline
         .split(|&b| b == 0)
         .map(|a| String::from_utf8_lossy(a).into_owned())
@@ -147,6 +152,18 @@ mod tests {
         assert!(!is_tap_name("ib0badc0t"));
         assert!(!is_tap_name("ib0badc0b"));
         assert!(!is_tap_name("eth0"));
+    }
+
+    #[test]
+    fn a_guest_is_found_by_the_name_on_its_command_line() {
+        let line =
+            b"qemu-system-x86_64\0-name\0isobench-0badc0de-victim,debug-threads=on\0-M\0q35\0";
+        assert_eq!(run_of_qemu_cmdline(line).as_deref(), Some("0badc0de"));
+        assert_eq!(
+            run_of_qemu_cmdline(b"qemu-system-x86_64\0-name\0other\0"),
+            None
+        );
+        assert_eq!(run_of_qemu_cmdline(b"qemu-system-x86_64\0-M\0q35\0"), None);
     }
 
     #[test]

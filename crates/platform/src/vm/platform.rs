@@ -154,16 +154,17 @@ pub(crate) fn build(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Pla
     }))
 }
 
-/// The guest's vCPU count: the CPU limit rounded up, at most the cpuset's size; without
-/// either, every host CPU.
+/// The guest's vCPU count. With a cpuset, vCPUs are numbered as the host's CPUs (vCPU `n`
+/// runs on host CPU `n`, the agent is held to the cpuset's numbers inside the guest, so a
+/// CPU the controller names means the same CPU on both sides): up to the cpuset's highest
+/// CPU. Without one: the CPU limit rounded up, or every host CPU.
 pub(crate) fn guest_cpus(limits: &Limits, host: &HostInfo) -> u32 {
-    let set = limits.cpuset.as_ref().map(|s| s.len() as u32);
-    let quota = limits.cpus.map(|c| c.ceil().max(1.0) as u32);
-    match (quota, set) {
-        (Some(q), Some(s)) => q.min(s).max(1),
-        (Some(q), None) => q,
-        (None, Some(s)) => s.max(1),
-        (None, None) => (host.cpus.len() as u32).max(1),
+    if let Some(set) = &limits.cpuset {
+        return set.iter().max().map_or(1, |m| m + 1);
+    }
+    match limits.cpus {
+        Some(c) => c.ceil().max(1.0) as u32,
+        None => (host.cpus.len() as u32).max(1),
     }
 }
 
@@ -219,15 +220,16 @@ impl Platform for VmPlatform {
         // ---- Checks: nothing is created before all of them pass. ----
         crate::tenant::validate_tenant_name(&spec.name)?;
         spec.limits.validate(&self.host)?;
-        if spec.limits.net_egress.is_some() {
-            return Err(Self::unenforceable(
-                "net_egress",
-                "a guest's outgoing traffic enters the host through its TAP device, where \
-                 this build shapes only the incoming direction",
-            ));
-        }
-        if spec.network.is_none() && spec.limits.net_ingress.is_some() {
-            return Err(PlatformError::NetLimitWithoutNetwork { key: "net_ingress" }.into());
+        if spec.network.is_none() {
+            let key = match (spec.limits.net_egress, spec.limits.net_ingress) {
+                (Some(e), Some(i)) if e == i => Some("net_rate"),
+                (Some(_), _) => Some("net_egress"),
+                (None, Some(_)) => Some("net_ingress"),
+                (None, None) => None,
+            };
+            if let Some(key) = key {
+                return Err(PlatformError::NetLimitWithoutNetwork { key }.into());
+            }
         }
         if spec.network.as_ref().is_some_and(|n| n.mtu.is_some()) {
             return Err(Self::unenforceable(
@@ -275,6 +277,12 @@ impl Platform for VmPlatform {
             guest_memory >> 20,
             (guest_memory + QEMU_OVERHEAD + initrd_bytes) >> 20
         ));
+        if let Some(set) = &spec.limits.cpuset {
+            notes.push(format!(
+                "vCPUs numbered as the host's CPUs: the agent runs on vCPUs {set}, each pinned \
+                 to the host CPU of its number"
+            ));
+        }
 
         // ---- The cgroup QEMU runs in: CPU, cpuset and io limits as given, memory for the
         // guest plus QEMU, pids for QEMU's threads. ----
@@ -345,6 +353,7 @@ impl Platform for VmPlatform {
             disk: Some(disk),
             net: tap.as_ref().map(|t| (t.name().to_string(), t.address())),
             pids: guest_pids,
+            agent_cpus: spec.limits.cpuset.as_ref().map(|c| c.to_string()),
             accel: self.accel.clone(),
         };
         Ok(Box::new(VmTenant {
@@ -445,7 +454,8 @@ impl VmTenant {
         }
     }
 
-    /// Pins vCPU `i` to the `i`-th CPU of the tenant's cpuset (round robin).
+    /// Pins vCPU `n` to host CPU `n` when the cpuset has it, else (a vCPU the agent does not
+    /// use) to the cpuset's first CPU.
     fn pin_vcpus(&self, pid: u32) -> Result<()> {
         let Some(set) = &self.cpuset else {
             return Ok(());
@@ -457,7 +467,8 @@ impl VmTenant {
             if all || threads.len() >= self.config.cpus as usize {
                 for (tid, v) in threads {
                     let cpus = match v {
-                        Some(i) => vec![set[i as usize % set.len()]],
+                        Some(n) if set.contains(&n) => vec![n],
+                        Some(_) => vec![set[0]],
                         None => set.clone(),
                     };
                     qemu::pin_thread(tid, &cpus)?;
@@ -513,8 +524,9 @@ impl Tenant for VmTenant {
         // The guest's own memory and pids, not QEMU's cgroup's.
         l.memory = self.info.limits.memory;
         l.pids = self.info.limits.pids;
+        // Rates live in tc, as configured.
         l.net_ingress = self.info.limits.net_ingress;
-        l.net_egress = None;
+        l.net_egress = self.info.limits.net_egress;
         Ok(l)
     }
 
@@ -579,12 +591,12 @@ mod tests {
         assert_eq!(guest_cpus(&l, &host), 4);
         l.cpus = Some(1.5);
         assert_eq!(guest_cpus(&l, &host), 2);
-        l.cpuset = Some(CpuList::from_cpus([3]));
-        assert_eq!(guest_cpus(&l, &host), 1);
-        l.cpus = None;
-        l.cpuset = Some(CpuList::from_cpus([1, 2, 3]));
-        assert_eq!(guest_cpus(&l, &host), 3);
         l.cpus = Some(0.2);
         assert_eq!(guest_cpus(&l, &host), 1);
+        // With a cpuset, vCPU numbers are the host's: up to its highest CPU.
+        l.cpuset = Some(CpuList::from_cpus([3]));
+        assert_eq!(guest_cpus(&l, &host), 4);
+        l.cpuset = Some(CpuList::from_cpus([0, 1]));
+        assert_eq!(guest_cpus(&l, &host), 2);
     }
 }

@@ -68,6 +68,8 @@ pub struct GuestConfig {
     pub net: Option<(String, Ipv4Addr)>,
     /// A pids limit inside the guest.
     pub pids: Option<u64>,
+    /// The CPUs (vCPU numbers) the guest's agent may use, as a list (`1`, `0-1`).
+    pub agent_cpus: Option<String>,
     /// Accelerator.
     pub accel: Accel,
 }
@@ -95,6 +97,9 @@ impl GuestConfig {
         }
         if let Some(p) = self.pids {
             a.push(format!("isobench.pids={p}"));
+        }
+        if let Some(c) = &self.agent_cpus {
+            a.push(format!("isobench.cpus={c}"));
         }
         a.join(" ")
     }
@@ -375,6 +380,7 @@ mod tests {
             disk: Some("/w/disk.img".into()),
             net: Some(("ib0badc0t0".into(), Ipv4Addr::new(10, 213, 7, 2))),
             pids: Some(256),
+            agent_cpus: Some("1".into()),
             accel: Accel::Tcg("test".into()),
         }
     }
@@ -406,6 +412,7 @@ mod tests {
         assert!(append.contains("isobench.ip=10.213.7.2/24"), "{append}");
         assert!(append.contains("isobench.workdir=/var/tmp/isobench-0badc0de-victim"));
         assert!(append.contains("isobench.pids=256"));
+        assert!(append.contains("isobench.cpus=1"));
         let mut kvm = config();
         kvm.accel = Accel::Kvm;
         kvm.net = None;
