@@ -576,12 +576,14 @@ mod tests {
                 .into_owned();
             (File::from_raw_fd(m), PathBuf::from(name))
         };
+        // Held open until the session ends: with no slave open, reading the master fails
+        // (EIO) until the agent has opened its side.
+        let s = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&slave_path)
+            .unwrap();
         {
-            let s = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&slave_path)
-                .unwrap();
             use std::os::fd::AsRawFd;
             // SAFETY: termios calls on an open terminal.
             unsafe {
@@ -598,6 +600,7 @@ mod tests {
         client.ping().unwrap();
         client.bye().unwrap();
         assert_eq!(agent.join().unwrap(), SessionEnd::Bye);
+        drop(s);
     }
 
     #[test]
