@@ -8,19 +8,16 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use crate::agent::Transport;
-use crate::blockdev::device_for_path;
 use crate::cgroup::{CgroupFs, TenantCgroup};
 use crate::cleanup::{CleanupReport, RunFilter};
 use crate::error::PlatformError;
 use crate::hostinfo::HostInfo;
 use crate::net::{self, RunNet};
 use crate::run::RunContext;
-use crate::tenant::{
-    validate_tenant_name, Inner, Jail, LocalTenant, Role, Tenant, TenantInfo, TenantSpec,
-};
+use crate::tenant::{Inner, Jail, LocalTenant, Role, Tenant, TenantInfo, TenantSpec};
 use crate::PlatformOptions;
 use crate::{detect_cgroup_platform, Capabilities, Platform, PlatformEntry, PlatformKind};
 
@@ -138,25 +135,7 @@ impl Platform for LocalPlatform {
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
-        validate_tenant_name(&spec.name)?;
-        if self.names.contains(&spec.name) {
-            return Err(PlatformError::DuplicateTenant {
-                name: spec.name.clone(),
-            }
-            .into());
-        }
-        spec.limits.validate(&self.host)?;
-        if spec.network.is_none() {
-            let key = match (spec.limits.net_egress, spec.limits.net_ingress) {
-                (Some(e), Some(i)) if e == i => Some("net_rate"),
-                (Some(_), _) => Some("net_egress"),
-                (None, Some(_)) => Some("net_ingress"),
-                (None, None) => None,
-            };
-            if let Some(key) = key {
-                return Err(PlatformError::NetLimitWithoutNetwork { key }.into());
-            }
-        }
+        crate::tenant::check_spec(spec, &self.names, &self.host)?;
         let mut limits = spec.limits.clone();
         let mut notes = Vec::new();
         match &self.fs {
@@ -182,40 +161,8 @@ impl Platform for LocalPlatform {
                 }
             }
         }
-        let parent = spec
-            .workdir
-            .clone()
-            .unwrap_or_else(|| self.workdir_root.clone());
-        if !parent.is_dir() {
-            bail!(
-                "the workdir parent {} of tenant {} is not a directory; create it or choose \
-                 another",
-                parent.display(),
-                spec.name
-            );
-        }
-        let device = if limits.has_io() {
-            match device_for_path(&parent) {
-                Ok(d) => Some(d),
-                Err(why) if spec.limits.has_io() => {
-                    return Err(PlatformError::NoBlockDevice {
-                        path: parent.display().to_string(),
-                        why,
-                    }
-                    .into())
-                }
-                Err(why) => {
-                    // Only the safe default asked for io: a workdir without a disk (tmpfs)
-                    // cannot flood one.
-                    limits.io_write_bps = None;
-                    notes.retain(|n| !n.contains("io_write_bps"));
-                    notes.push(format!("io_write_bps not applied: {why}"));
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let (parent, device) =
+            crate::tenant::workdir_device(spec, &self.workdir_root, &mut limits, &mut notes)?;
         if let Some(fs) = &self.fs {
             TenantCgroup::check(fs, &limits)?;
         }

@@ -84,6 +84,74 @@ impl TenantSpec {
     }
 }
 
+/// The checks every platform makes before it creates anything: the name (valid, not one of
+/// `taken`), the limits against the host, and no network rate without a network.
+pub(crate) fn check_spec(
+    spec: &TenantSpec,
+    taken: &std::collections::BTreeSet<String>,
+    host: &crate::HostInfo,
+) -> Result<()> {
+    validate_tenant_name(&spec.name)?;
+    if taken.contains(&spec.name) {
+        return Err(crate::PlatformError::DuplicateTenant {
+            name: spec.name.clone(),
+        }
+        .into());
+    }
+    spec.limits.validate(host)?;
+    if spec.network.is_none() {
+        let key = match (spec.limits.net_egress, spec.limits.net_ingress) {
+            (Some(e), Some(i)) if e == i => Some("net_rate"),
+            (Some(_), _) => Some("net_egress"),
+            (None, Some(_)) => Some("net_ingress"),
+            (None, None) => None,
+        };
+        if let Some(key) = key {
+            return Err(crate::PlatformError::NetLimitWithoutNetwork { key }.into());
+        }
+    }
+    Ok(())
+}
+
+/// The parent of a tenant's workdir (its own, else `default_root`), checked, and the disk
+/// `limits`' io limits apply to. An io limit only a safe default asked for is dropped (with a
+/// note) where the workdir has no disk: a tmpfs cannot be flooded.
+pub(crate) fn workdir_device(
+    spec: &TenantSpec,
+    default_root: &Path,
+    limits: &mut Limits,
+    notes: &mut Vec<String>,
+) -> Result<(PathBuf, Option<BlockDevice>)> {
+    let parent = spec
+        .workdir
+        .clone()
+        .unwrap_or_else(|| default_root.to_path_buf());
+    if !parent.is_dir() {
+        bail!(
+            "the workdir parent {} of tenant {} is not a directory; create it or choose another",
+            parent.display(),
+            spec.name
+        );
+    }
+    if !limits.has_io() {
+        return Ok((parent, None));
+    }
+    match crate::blockdev::device_for_path(&parent) {
+        Ok(d) => Ok((parent, Some(d))),
+        Err(why) if spec.limits.has_io() => Err(crate::PlatformError::NoBlockDevice {
+            path: parent.display().to_string(),
+            why,
+        }
+        .into()),
+        Err(why) => {
+            limits.io_write_bps = None;
+            notes.retain(|n| !n.contains("io_write_bps"));
+            notes.push(format!("io_write_bps not applied: {why}"));
+            Ok((parent, None))
+        }
+    }
+}
+
 /// Checks a tenant name: it becomes part of cgroup, namespace and directory names.
 pub fn validate_tenant_name(name: &str) -> Result<(), crate::PlatformError> {
     let bad = |why| {

@@ -33,14 +33,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 
 use crate::agent::Transport;
-use crate::blockdev::{device_for_path, BlockDevice};
+use crate::blockdev::BlockDevice;
 use crate::cgroup::{CgroupFs, TenantCgroup};
 use crate::error::PlatformError;
 use crate::hostinfo::HostInfo;
 use crate::limits::Limits;
 use crate::net::{self, RunNet};
 use crate::run::RunContext;
-use crate::tenant::{validate_tenant_name, Role, Tenant, TenantInfo, TenantSpec};
+use crate::tenant::{Role, Tenant, TenantInfo, TenantSpec};
 use crate::{Capabilities, Platform, PlatformEntry, PlatformKind, PlatformOptions};
 
 /// The variable that chooses the engine (`docker` or `podman`) when the options do not.
@@ -324,25 +324,7 @@ impl Platform for OciPlatform {
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
-        validate_tenant_name(&spec.name)?;
-        if self.names.contains(&spec.name) {
-            return Err(PlatformError::DuplicateTenant {
-                name: spec.name.clone(),
-            }
-            .into());
-        }
-        spec.limits.validate(&self.host)?;
-        if spec.network.is_none() {
-            let key = match (spec.limits.net_egress, spec.limits.net_ingress) {
-                (Some(e), Some(i)) if e == i => Some("net_rate"),
-                (Some(_), _) => Some("net_egress"),
-                (None, Some(_)) => Some("net_ingress"),
-                (None, None) => None,
-            };
-            if let Some(key) = key {
-                return Err(PlatformError::NetLimitWithoutNetwork { key }.into());
-            }
-        }
+        crate::tenant::check_spec(spec, &self.names, &self.host)?;
         let mut limits = spec.limits.clone();
         let mut notes = Vec::new();
         if spec.role == Role::Aggressor {
@@ -350,38 +332,8 @@ impl Platform for OciPlatform {
             notes.extend(filled.into_iter().map(|f| format!("safe default {f}")));
             limits = l;
         }
-        let parent = spec
-            .workdir
-            .clone()
-            .unwrap_or_else(|| self.workdir_root.clone());
-        if !parent.is_dir() {
-            bail!(
-                "the workdir parent {} of tenant {} is not a directory; create it or choose \
-                 another",
-                parent.display(),
-                spec.name
-            );
-        }
-        let device = if limits.has_io() {
-            match device_for_path(&parent) {
-                Ok(d) => Some(d),
-                Err(why) if spec.limits.has_io() => {
-                    return Err(PlatformError::NoBlockDevice {
-                        path: parent.display().to_string(),
-                        why,
-                    }
-                    .into())
-                }
-                Err(why) => {
-                    limits.io_write_bps = None;
-                    notes.retain(|n| !n.contains("io_write_bps"));
-                    notes.push(format!("io_write_bps not applied: {why}"));
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let (parent, device) =
+            crate::tenant::workdir_device(spec, &self.workdir_root, &mut limits, &mut notes)?;
         TenantCgroup::check(&self.fs, &limits)?;
         if spec.network.is_some() {
             net::check_available().map_err(|why| PlatformError::Unavailable {

@@ -218,19 +218,7 @@ impl Platform for VmPlatform {
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
-        crate::tenant::validate_tenant_name(&spec.name)?;
-        spec.limits.validate(&self.host)?;
-        if spec.network.is_none() {
-            let key = match (spec.limits.net_egress, spec.limits.net_ingress) {
-                (Some(e), Some(i)) if e == i => Some("net_rate"),
-                (Some(_), _) => Some("net_egress"),
-                (None, Some(_)) => Some("net_ingress"),
-                (None, None) => None,
-            };
-            if let Some(key) = key {
-                return Err(PlatformError::NetLimitWithoutNetwork { key }.into());
-            }
-        }
+        crate::tenant::check_spec(spec, &Default::default(), &self.host)?;
         if spec.network.as_ref().is_some_and(|n| n.mtu.is_some()) {
             return Err(Self::unenforceable(
                 "mtu",
