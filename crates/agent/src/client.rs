@@ -382,6 +382,18 @@ impl AgentClient {
                      AgentClient::from_child",
                 ),
             }),
+            Transport::Serial(p) => Err(AgentError::Io {
+                agent: name,
+                context: "connecting".into(),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "serial:{} is the agent's end of a serial line: connect to the host's \
+                         end (for a VM, the unix socket of its chardev) instead",
+                        p.display()
+                    ),
+                ),
+            }),
         }
     }
 

@@ -5,14 +5,16 @@
 //! the tenant is a process group, a cgroup, a container, a VM or a pod, so the conversation
 //! must not depend on how the bytes travel. It is versioned JSON lines (one object per line;
 //! `docs/agent-protocol.md` documents every message), and it runs over any byte stream:
-//! standard input/output of a spawned agent, a unix socket, or TCP with a token.
+//! standard input/output of a spawned agent, a unix socket, a VM's serial port, or TCP with a
+//! token.
 //!
 //! - [`protocol`]: the messages as Rust types, the protocol version and error codes.
 //! - [`wire`]: framing (line length limit, `id` first).
 //! - [`server`]: the agent loop ([`serve_connection`]); [`transport`]: stdio, unix socket and
 //!   TCP entry points ([`serve`] with a [`Transport`] parsed from `stdio`, `unix:<path>` or
 //!   `tcp:<host:port>`; [`serve_stdio`], [`serve_unix`], [`serve_tcp`]; [`AgentListener`] to
-//!   bind first and learn the address).
+//!   bind first and learn the address); [`serve_serial`] on a serial port (a VM guest's
+//!   virtio-serial port, `serial:<device>`).
 //! - [`services`]: the network services (server halves of the network probes).
 //! - [`client`]: [`AgentClient`], the controller side, with a deadline on every request.
 //! - [`mechanism`]: scheduler and interrupt statistics around each probe run, returned as the
@@ -40,6 +42,6 @@ pub use protocol::{
 pub use server::{serve_connection, AgentConfig, SessionEnd};
 pub use token::{generate_token, tokens_match};
 pub use transport::{
-    serve, serve_stdio, serve_stdio_with, serve_tcp, serve_unix, serve_with, AgentListener,
-    Transport, TOKEN_ENV,
+    resolve_serial, serve, serve_serial, serve_serial_with, serve_stdio, serve_stdio_with,
+    serve_tcp, serve_unix, serve_with, AgentListener, Transport, SERIAL_CONNECT_TIMEOUT, TOKEN_ENV,
 };

@@ -1,4 +1,4 @@
-//! Transports: standard input/output, a unix socket, TCP.
+//! Transports: standard input/output, a unix socket, TCP, a serial port.
 //!
 //! The protocol is the same on all of them (see [`crate::server::serve_connection`]); a
 //! transport only decides where the bytes come from and who may connect.
@@ -9,6 +9,9 @@
 //! - unix socket: the socket file is created mode 0600; a stale file is replaced, a live one
 //!   is an error.
 //! - TCP: a token is required on any address other than loopback.
+//! - serial: a character device, in practice a VM guest's virtio-serial port whose host end
+//!   is a socket only the controller can open. The agent waits until the host end is
+//!   connected (the port reports hang-up until then), then serves one session on it.
 //!
 //! On socket transports connections are accepted concurrently, but only one session gets
 //! past `hello` at a time (others are answered `busy`), and a connection that does not send
@@ -45,6 +48,10 @@ pub enum Transport {
     Stdio,
     /// A unix socket at this path.
     Unix(PathBuf),
+    /// A serial port (a character device such as a guest's virtio-serial port): a path, or
+    /// the name of a virtio-serial port (`isobench.agent`), looked up in
+    /// `/sys/class/virtio-ports`.
+    Serial(PathBuf),
     /// TCP at `host:port`; the token is required unless the address is loopback.
     Tcp {
         /// `host:port`.
@@ -64,6 +71,14 @@ impl std::str::FromStr for Transport {
                 return Err("`unix:` needs a socket path, as in unix:/run/isobench/a.sock".into());
             }
             Ok(Transport::Unix(PathBuf::from(p)))
+        } else if let Some(p) = s.strip_prefix("serial:") {
+            if p.is_empty() {
+                return Err(
+                    "`serial:` needs a device path or port name, as in serial:isobench.agent"
+                        .into(),
+                );
+            }
+            Ok(Transport::Serial(PathBuf::from(p)))
         } else if let Some(a) = s.strip_prefix("tcp:") {
             if !a.contains(':') {
                 return Err(format!("`{s}`: write the TCP address as tcp:host:port"));
@@ -74,7 +89,7 @@ impl std::str::FromStr for Transport {
             })
         } else {
             Err(format!(
-                "`{s}` is not a transport: use stdio, unix:<path> or tcp:<host:port>"
+                "`{s}` is not a transport: use stdio, unix:<path>, serial:<device> or tcp:<host:port>"
             ))
         }
     }
@@ -85,6 +100,7 @@ impl std::fmt::Display for Transport {
         match self {
             Transport::Stdio => f.write_str("stdio"),
             Transport::Unix(p) => write!(f, "unix:{}", p.display()),
+            Transport::Serial(p) => write!(f, "serial:{}", p.display()),
             Transport::Tcp { addr, .. } => write!(f, "tcp:{addr}"),
         }
     }
@@ -114,6 +130,7 @@ pub fn serve_with(transport: &Transport, mut config: AgentConfig) -> anyhow::Res
     match transport {
         Transport::Stdio => serve_stdio_with(&config),
         Transport::Unix(p) => AgentListener::bind_unix(p, config)?.serve(),
+        Transport::Serial(p) => serve_serial_with(p, &config, SERIAL_CONNECT_TIMEOUT),
         Transport::Tcp { addr, token } => {
             if token.is_some() {
                 config.token = token.clone();
@@ -158,6 +175,113 @@ pub fn serve_tcp(addr: impl ToSocketAddrs, token: Option<String>) -> anyhow::Res
         ..AgentConfig::default()
     };
     AgentListener::bind_tcp(addr, config)?.serve()
+}
+
+/// How long a serial agent waits for the host to connect to its port before giving up.
+pub const SERIAL_CONNECT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Where virtio-serial ports are listed, each with its `name`.
+const VIRTIO_PORTS: &str = "/sys/class/virtio-ports";
+
+/// The device of a serial transport: `path` itself when it exists, else the virtio-serial
+/// port whose name is the last component of `path` (`/dev/virtio-ports/isobench.agent` and
+/// `isobench.agent` both find `/dev/vportNpM` named `isobench.agent` without udev).
+pub fn resolve_serial(path: &Path) -> anyhow::Result<PathBuf> {
+    resolve_serial_in(path, Path::new(VIRTIO_PORTS), Path::new("/dev"))
+}
+
+fn resolve_serial_in(path: &Path, ports: &Path, dev: &Path) -> anyhow::Result<PathBuf> {
+    if path.exists() {
+        return Ok(path.to_path_buf());
+    }
+    let Some(want) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        bail!("{} is not a serial device", path.display());
+    };
+    let mut names = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(ports) {
+        for e in rd.flatten() {
+            let name = std::fs::read_to_string(e.path().join("name")).unwrap_or_default();
+            let name = name.trim();
+            if name == want {
+                return Ok(dev.join(e.file_name()));
+            }
+            if !name.is_empty() {
+                names.push(name.to_string());
+            }
+        }
+    }
+    bail!(
+        "no serial device {} and no virtio-serial port named `{want}` (ports: {}); start the \
+         VM with `-device virtserialport,name={want},...`",
+        path.display(),
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    )
+}
+
+/// Serves one session on a serial device (a path or a virtio-serial port name) with the
+/// built-in catalogue, waiting up to `connect_timeout` for the host to connect.
+pub fn serve_serial(
+    path: impl AsRef<Path>,
+    connect_timeout: Duration,
+) -> anyhow::Result<SessionEnd> {
+    serve_serial_with(path.as_ref(), &AgentConfig::default(), connect_timeout)
+}
+
+/// Serves one session on a serial device: waits until the host end is connected, then runs
+/// the protocol over it until `bye` or until the host goes away.
+pub fn serve_serial_with(
+    path: &Path,
+    config: &AgentConfig,
+    connect_timeout: Duration,
+) -> anyhow::Result<SessionEnd> {
+    let dev = resolve_serial(path)?;
+    let port = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&dev)
+        .with_context(|| format!("opening the serial port {}", dev.display()))?;
+    wait_for_host(&port, connect_timeout)
+        .with_context(|| format!("waiting for the host on {}", dev.display()))?;
+    let writer = port
+        .try_clone()
+        .with_context(|| format!("duplicating {}", dev.display()))?;
+    Ok(serve_connection(port, writer, config))
+}
+
+/// Waits until the other end of a serial port is connected. A virtio-serial port reports
+/// hang-up while its host end is closed (a read would return end of file at once); a plain
+/// serial line never does, so it is taken as connected.
+fn wait_for_host(port: &File, timeout: Duration) -> anyhow::Result<()> {
+    use std::os::fd::AsRawFd;
+    let end = std::time::Instant::now() + timeout;
+    loop {
+        let mut p = libc::pollfd {
+            fd: port.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut p, 1, 100) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e).context("poll");
+        }
+        let hung_up = n > 0 && p.revents & libc::POLLHUP != 0 && p.revents & libc::POLLIN == 0;
+        if !hung_up {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= end {
+            bail!("nobody connected within {timeout:?}");
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
 }
 
 enum Socket {
@@ -396,12 +520,84 @@ mod tests {
         assert!("tcp:7000".parse::<Transport>().is_err());
         assert!("unix:".parse::<Transport>().is_err());
         let e = "vsock:3:7000".parse::<Transport>().unwrap_err();
-        assert!(e.contains("stdio, unix:<path> or tcp:<host:port>"), "{e}");
+        assert!(e.contains("serial:<device> or tcp:<host:port>"), "{e}");
+        assert_eq!(
+            "serial:isobench.agent".parse::<Transport>().unwrap(),
+            Transport::Serial(PathBuf::from("isobench.agent"))
+        );
+        assert!("serial:".parse::<Transport>().is_err());
         let t = "tcp:127.0.0.1:1"
             .parse::<Transport>()
             .unwrap()
             .with_token(Some("x".into()));
         assert!(matches!(t, Transport::Tcp { token: Some(_), .. }));
+    }
+
+    #[test]
+    fn serial_ports_are_found_by_name() {
+        let d = tempfile::tempdir().unwrap();
+        let ports = d.path().join("ports");
+        let dev = d.path().join("dev");
+        std::fs::create_dir_all(ports.join("vport0p0")).unwrap();
+        std::fs::create_dir_all(ports.join("vport1p1")).unwrap();
+        std::fs::write(ports.join("vport0p0/name"), "\n").unwrap();
+        std::fs::write(ports.join("vport1p1/name"), "isobench.agent\n").unwrap();
+        let found =
+            resolve_serial_in(Path::new("/dev/virtio-ports/isobench.agent"), &ports, &dev).unwrap();
+        assert_eq!(found, dev.join("vport1p1"));
+        let found = resolve_serial_in(Path::new("isobench.agent"), &ports, &dev).unwrap();
+        assert_eq!(found, dev.join("vport1p1"));
+        let e = resolve_serial_in(Path::new("other"), &ports, &dev)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("isobench.agent") && e.contains("virtserialport"),
+            "{e}"
+        );
+        // An existing path is used as it is.
+        let f = d.path().join("tty");
+        std::fs::write(&f, "").unwrap();
+        assert_eq!(resolve_serial_in(&f, &ports, &dev).unwrap(), f);
+    }
+
+    #[test]
+    fn a_serial_port_serves_a_session() {
+        // A pseudo-terminal in raw mode stands in for a serial line.
+        // SAFETY: plain libc calls on descriptors this test owns.
+        let (master, slave_path) = unsafe {
+            let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+            assert!(m >= 0);
+            assert_eq!(libc::grantpt(m), 0);
+            assert_eq!(libc::unlockpt(m), 0);
+            let mut buf = [0 as libc::c_char; 128];
+            assert_eq!(libc::ptsname_r(m, buf.as_mut_ptr(), buf.len()), 0);
+            let name = std::ffi::CStr::from_ptr(buf.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+            (File::from_raw_fd(m), PathBuf::from(name))
+        };
+        {
+            let s = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&slave_path)
+                .unwrap();
+            use std::os::fd::AsRawFd;
+            // SAFETY: termios calls on an open terminal.
+            unsafe {
+                let mut t: libc::termios = std::mem::zeroed();
+                assert_eq!(libc::tcgetattr(s.as_raw_fd(), &mut t), 0);
+                libc::cfmakeraw(&mut t);
+                assert_eq!(libc::tcsetattr(s.as_raw_fd(), libc::TCSANOW, &t), 0);
+            }
+        }
+        let agent =
+            thread::spawn(move || serve_serial(&slave_path, Duration::from_secs(5)).unwrap());
+        let client = crate::AgentClient::new("serial", master.try_clone().unwrap(), master);
+        client.hello().unwrap();
+        client.ping().unwrap();
+        client.bye().unwrap();
+        assert_eq!(agent.join().unwrap(), SessionEnd::Bye);
     }
 
     #[test]

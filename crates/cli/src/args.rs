@@ -35,7 +35,8 @@ pub enum Command {
     #[command(subcommand)]
     Image(crate::cmd_image::ImageCommand),
     /// Run as an agent: execute workloads on a controller's command (JSON lines; see
-    /// docs/agent-protocol.md). Speaks on stdin/stdout unless --unix or --tcp is given.
+    /// docs/agent-protocol.md). Speaks on stdin/stdout unless --unix, --serial or --tcp is
+    /// given.
     Agent(AgentArgs),
     /// Run a scenario: probes in the victims while each stressor misbehaves in an aggressor,
     /// against a baseline; report the degradation of both with confidence intervals. Without
@@ -67,6 +68,8 @@ pub enum Command {
     /// Run one network server until stdin ends (the peer a network probe starts for itself).
     #[command(hide = true)]
     Serve(crate::cmd_serve::ServeArgs),
+    /// Prepare the `vm` platform: fetch the guest kernel, build the initramfs, check KVM.
+    Vm(crate::cmd_vm::VmArgs),
 }
 
 /// `isobench list`.
@@ -156,8 +159,13 @@ pub struct StressArgs {
 #[derive(Debug, Args)]
 pub struct AgentArgs {
     /// Listen on this unix socket path instead of stdio.
-    #[arg(long, value_name = "PATH", conflicts_with = "tcp")]
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["tcp", "serial"])]
     pub unix: Option<PathBuf>,
+    /// Serve on this serial port instead of stdio: a character device, or the name of a
+    /// virtio-serial port (e.g. isobench.agent, found in /sys/class/virtio-ports). Waits for
+    /// the host to connect. This is how the agent runs inside a VM guest.
+    #[arg(long, value_name = "PATH", conflicts_with = "tcp")]
+    pub serial: Option<PathBuf>,
     /// Listen on this TCP address (e.g. 127.0.0.1:7878). A token is required unless the
     /// address is loopback.
     #[arg(long, value_name = "ADDR")]

@@ -16,13 +16,15 @@ use isobench_results::compare::RunComparison;
 use crate::args::DbArgs;
 use crate::cmd_results::load;
 use crate::cmd_run::style;
+use crate::exit::bad_input;
 
 /// `isobench compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The runs (see `isobench runs`): the first is the reference, each other run is compared
-    /// against it.
-    #[arg(value_name = "RUN_ID", num_args = 2.., required = true)]
+    /// against it. One run of a set run across platforms (`run --platform a,b,...`) stands
+    /// for its whole set.
+    #[arg(value_name = "RUN_ID", num_args = 1.., required = true)]
     pub runs: Vec<String>,
     /// text (the tables as `show` prints them), html (one self-contained file with the runs
     /// side by side and the differences as charts), md, json (the comparison document) or
@@ -55,11 +57,25 @@ pub enum CompareFormat {
 
 /// `isobench compare`.
 pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
-    let runs = a
+    let mut runs = a
         .runs
         .iter()
         .map(|id| load(&a.db.path, id))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    if let [one] = runs.as_slice() {
+        let set = crate::crossrun::linked(one);
+        if set.len() < 2 {
+            return Err(bad_input(format!(
+                "compare needs two runs or more; run {} ran alone (give another RUN_ID, see \
+                 `isobench runs`)",
+                one.run.id
+            )));
+        }
+        runs = set
+            .iter()
+            .map(|(_, id)| load(&a.db.path, id))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+    }
     let comparison = RunComparison::new(&runs);
     let bytes = match a.format {
         // Colour only on a terminal, never in a file.

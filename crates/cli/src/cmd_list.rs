@@ -37,8 +37,40 @@ pub fn run(a: &ListArgs) -> anyhow::Result<ExitCode> {
             })
         })
         .collect();
+    let platforms: Vec<(Value, String)> = isobench_platform::PLATFORMS
+        .iter()
+        .map(|e| {
+            let available = (e.available)();
+            let caps = caps_text(&e.caps);
+            (
+                json!({
+                    "name": e.kind.name(),
+                    "aliases": e.aliases,
+                    "help": e.summary,
+                    "capabilities": e.caps,
+                    "supported": match &available {
+                        Ok(()) => json!({"ok": true}),
+                        Err(why) => json!({"ok": false, "reason": why.to_string()}),
+                    },
+                }),
+                format!(
+                    "  {:<16} {}\n      {}\n      can: {caps}",
+                    e.kind.name(),
+                    match &available {
+                        Ok(()) => String::new(),
+                        Err(why) => format!("[not here: {why}]"),
+                    },
+                    e.summary,
+                ),
+            )
+        })
+        .collect();
     if a.json {
         let mut doc = envelope("list");
+        doc.insert(
+            "platforms".into(),
+            Value::Array(platforms.into_iter().map(|(j, _)| j).collect()),
+        );
         doc.insert("probes".into(), Value::Array(probes));
         doc.insert("stressors".into(), Value::Array(stressors));
         print_json(&Value::Object(doc));
@@ -71,7 +103,32 @@ pub fn run(a: &ListArgs) -> anyhow::Result<ExitCode> {
         );
         println!("      intensity: {}", s.intensity_knob());
     }
+    println!("\nPLATFORMS");
+    for (_, text) in platforms {
+        println!("{}", text.trim_end());
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a platform can do, in words.
+fn caps_text(c: &isobench_platform::Capabilities) -> String {
+    let mut can: Vec<String> = [
+        (c.enforces_limits, "enforce limits"),
+        (c.contains_aggressors, "contain aggressors"),
+        (c.pins_cpus, "pin CPUs"),
+        (c.freezer, "freeze tenants"),
+        (c.live_cpu_limit, "change CPU limits live"),
+        (c.own_network, "give tenants their own network"),
+        (c.exec, "start extra processes in a tenant"),
+    ]
+    .iter()
+    .filter(|(yes, _)| *yes)
+    .map(|(_, w)| w.to_string())
+    .collect();
+    if can.is_empty() {
+        can.push("no isolation".into());
+    }
+    format!("{}; agent over {}", can.join(", "), c.agent)
 }
 
 fn params_json(specs: &[ParamSpec]) -> Value {

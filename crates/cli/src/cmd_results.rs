@@ -75,7 +75,9 @@ fn existing_store(path: &Path) -> anyhow::Result<Store> {
 pub fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
     let store = existing_store(db)?;
     let loaded = store.load_run(&RunId::new(id)).map_err(store_error)?;
-    Ok(analyze(&loaded))
+    let mut r = analyze(&loaded);
+    crate::crossrun::add_linked(&store, &mut r);
+    Ok(r)
 }
 
 /// `isobench runs`.

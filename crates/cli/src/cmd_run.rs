@@ -50,14 +50,17 @@ pub struct RunArgs {
     pub resume: Option<String>,
     #[command(flatten)]
     pub db: DbArgs,
-    /// Platform instead of the scenario's.
+    /// Platform instead of the scenario's. Several, comma-separated (`host,cgroup,oci,vm`),
+    /// run the scenario on each in turn, store the runs linked, and print one table across
+    /// the platforms (paper 001's layout) with an isolation score for each.
     #[arg(
         long,
-        value_name = "PLATFORM",
+        value_name = "PLATFORM[,PLATFORM...]",
         conflicts_with = "resume",
+        value_delimiter = ',',
         value_parser = PlatformParser::run()
     )]
-    pub platform: Option<PlatformChoice>,
+    pub platform: Vec<PlatformChoice>,
     /// Seed instead of the scenario's.
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub seed: Option<u64>,
@@ -235,7 +238,11 @@ fn now_seed() -> u64 {
 }
 
 /// Reads, validates and resolves a scenario. Returns the plan and the scenario text.
-fn plan_new(a: &RunArgs, fake: bool) -> anyhow::Result<(Plan, String)> {
+fn plan_new(
+    a: &RunArgs,
+    fake: bool,
+    platform: Option<PlatformChoice>,
+) -> anyhow::Result<(Plan, String)> {
     let (source, builtin) = match &a.scenario {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -267,7 +274,7 @@ fn plan_new(a: &RunArgs, fake: bool) -> anyhow::Result<(Plan, String)> {
         HostView::detect().context("reading this host's CPUs and memory")?
     };
     let opts = PlanOptions {
-        platform: a.platform,
+        platform,
         seed: a.seed,
         random_seed: now_seed(),
         skip_unsupported: builtin,
@@ -287,12 +294,32 @@ fn plan_new(a: &RunArgs, fake: bool) -> anyhow::Result<(Plan, String)> {
 
 /// `isobench run`.
 pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
-    let fake = fake_mode();
     a.export.check()?;
+    if a.platform.len() > 1 {
+        return crate::crossrun::run(a);
+    }
+    run_one(a, a.platform.first().copied(), true).map(|(code, _)| ExitCode::from(code))
+}
+
+/// Every platform's plan, each checked as its run would check it (`--dry-run` of several
+/// platforms).
+pub fn dry_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<()> {
+    let (plan, _) = plan_new(a, fake_mode().is_some(), platform)?;
+    print!("{}", plan.summary());
+    Ok(())
+}
+
+/// One run on `platform` (the scenario's when `None`): its exit code and the run, once
+/// one was stored.
+pub fn run_one(
+    a: &RunArgs,
+    platform: Option<PlatformChoice>,
+    export: bool,
+) -> anyhow::Result<(u8, Option<RunId>)> {
+    let fake = fake_mode();
     if a.dry_run {
-        let (plan, _) = plan_new(a, fake.is_some())?;
-        print!("{}", plan.summary());
-        return Ok(ExitCode::SUCCESS);
+        dry_run(a, platform)?;
+        return Ok((exit::OK, None));
     }
     // The scenario is checked before the database is touched; the database is opened before
     // any tenant exists, so a locked or newer database stops everything early.
@@ -308,7 +335,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             (plan, None, Some(id), store)
         }
         None => {
-            let (plan, text) = plan_new(a, fake.is_some())?;
+            let (plan, text) = plan_new(a, fake.is_some(), platform)?;
             (plan, Some(text), None, open_store(&a.db.path)?)
         }
     };
@@ -411,8 +438,9 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let loaded = store.load_run(&outcome.run).map_err(store_error)?;
     let results = analyze(&loaded);
     print!("{}", render(&results, style()));
+    let run = Some(outcome.run.clone());
     // Partial results are results: the files are written however the run ended.
-    let exported = a.export.write(&results, &outcome.run);
+    let exported = !export || a.export.write(&results, &outcome.run);
     let code = match outcome.status {
         RunStatus::Complete => {
             let partial = results.trust.dnr > 0
@@ -437,7 +465,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     // The run is in the database either way; an export that failed is the failure left.
-    Ok(ExitCode::from(if exported { code } else { exit::FAILURE }))
+    Ok((if exported { code } else { exit::FAILURE }, run))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -465,6 +493,22 @@ fn execute(
         )
         .map_err(store_error)?,
     };
+    let caveats = backend.caveats();
+    if !caveats.is_empty() {
+        for c in &caveats {
+            progress.note(&format!("warning: {c}"));
+        }
+        store
+            .record_fact(
+                &run,
+                &isobench_store::Fact {
+                    scope: "platform".into(),
+                    key: "caveats".into(),
+                    value: serde_json::json!(caveats),
+                },
+            )
+            .map_err(store_error)?;
+    }
     Engine::new(plan, run, store, backend, clock, progress, stop, options).execute()
 }
 

@@ -16,6 +16,8 @@ mod cmd_results;
 mod cmd_run;
 mod cmd_serve;
 mod cmd_stress;
+mod cmd_vm;
+mod crossrun;
 mod exit;
 mod live;
 mod output;
@@ -59,6 +61,7 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Man(a) => cmd_docs::man(&a),
         args::Command::Memcheck(a) => cmd_run::memcheck(&a),
         args::Command::Serve(a) => cmd_serve::run(&a),
+        args::Command::Vm(a) => cmd_vm::run(&a),
     }
 }
 

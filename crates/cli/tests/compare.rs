@@ -204,11 +204,12 @@ fn compare_in_every_format_and_its_errors() {
         "{csv}"
     );
 
-    // Errors: one run is a usage error; an unknown run is named, with where to look.
+    // Errors: one run that ran alone is a usage error; an unknown run is named, with where
+    // to look.
     let out = compare(&r, &[&r.quick]);
     assert_eq!(code(&out), 2);
     assert!(
-        text(&out.stderr).contains("2 values required"),
+        text(&out.stderr).contains("compare needs two runs or more"),
         "{}",
         text(&out.stderr)
     );

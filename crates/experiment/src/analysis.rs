@@ -467,6 +467,12 @@ fn run_info(run: &LoadedRun) -> RunInfo {
         ended_at: run.run.ended_at.map(|t| t.to_rfc3339()),
         platform: run.run.platform.clone(),
         platform_version: run.run.platform_version.clone(),
+        caveats: run
+            .facts
+            .iter()
+            .find(|f| f.scope == "platform" && f.key == "caveats")
+            .and_then(|f| serde_json::from_value(f.value.clone()).ok())
+            .unwrap_or_default(),
         host: run.run.host_facts.clone(),
     }
 }

@@ -197,6 +197,11 @@ pub struct TenantFacts {
 pub trait Backend {
     /// One line describing the platform, for the record.
     fn describe(&self) -> String;
+    /// Caveats about the platform's figures on this machine (for example a guest under
+    /// software emulation), stored with the run and shown with its results.
+    fn caveats(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Creates a tenant and starts its agent.
     fn create_tenant(&mut self, tenant: &PlannedTenant) -> anyhow::Result<Box<dyn TenantDriver>>;
     /// CPU time of the whole machine so far (root cgroup), when readable.
@@ -274,6 +279,13 @@ pub trait TenantDriver: Send {
     fn sched_mark(&mut self) -> Option<isobench_platform::sched::SchedMark> {
         None
     }
+    /// The address this tenant's services bind to so that a process beside it reaches them:
+    /// its loopback, unless the tenant runs its own kernel (a guest), whose loopback only it
+    /// can reach.
+    fn service_host(&self) -> String {
+        crate::serving::LOOPBACK.to_string()
+    }
+
     /// Starts network service `kind` (`http:4K`, `relay-forwarder:127.0.0.1:7000`, as the
     /// agent's `start_service` takes it) bound to `bind` inside the tenant, named `id`;
     /// returns the address it listens on.

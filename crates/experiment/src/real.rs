@@ -104,6 +104,10 @@ impl Backend for RealBackend {
         self.platform.describe()
     }
 
+    fn caveats(&self) -> Vec<String> {
+        self.platform.notes()
+    }
+
     fn create_tenant(&mut self, t: &PlannedTenant) -> Result<Box<dyn TenantDriver>> {
         let role = t.role;
         let mut limits = t.limits.clone();
@@ -706,6 +710,12 @@ impl TenantDriver for RealTenant {
 
     fn stressor_progress(&mut self) -> Result<StressProgress, TenantFailure> {
         self.latest_progress()
+    }
+
+    fn service_host(&self) -> String {
+        self.tenant
+            .service_address()
+            .map_or_else(|| crate::serving::LOOPBACK.to_string(), |ip| ip.to_string())
     }
 
     fn start_service(&mut self, id: &str, kind: &str, bind: &str) -> Result<String, TenantFailure> {

@@ -126,6 +126,7 @@ pub fn doctor() -> Vec<Check> {
         tool_version("qemu-system-x86_64", &["--version"]),
     ));
     checks.push(Check::new("kvm", kvm_check()));
+    checks.extend(vm_checks());
 
     if let Ok(g) = guard {
         let report = g.finish();
@@ -457,4 +458,49 @@ fn kvm_check() -> Result<String> {
     // SAFETY: `vm` is a descriptor we own.
     unsafe { libc::close(vm) };
     Ok("/dev/kvm opens and creates a VM (guests may still be slow or hang when nested)".into())
+}
+/// The `vm` platform's prerequisites: busybox-static, the guest kernel, the static isobench
+/// binary, and the accelerator guests get (KVM only when a guest really boots with it).
+fn vm_checks() -> Vec<Check> {
+    use crate::vm::{initramfs, kernel, qemu};
+    let mut checks = vec![Check::new("vm busybox", {
+        let p = Path::new(initramfs::BUSYBOX);
+        match initramfs::is_static_elf(p) {
+            Ok(true) => Ok(format!("{} is static", p.display())),
+            Ok(false) => Err(anyhow!(
+                "{} is dynamically linked; install busybox-static",
+                p.display()
+            )),
+            Err(e) => Err(anyhow!("{e:#}; install busybox-static")),
+        }
+    })];
+    let k = kernel::recorded().ok().flatten();
+    checks.push(Check::new(
+        "vm kernel",
+        match &k {
+            Some(k) => Ok(format!("{} ({})", k.image.display(), k.source)),
+            None => Err(anyhow!("no guest kernel; run `isobench vm setup`")),
+        },
+    ));
+    checks.push(Check::new(
+        "vm static isobench",
+        crate::staticexe::find().map(|p| p.display().to_string()),
+    ));
+    checks.push(Check::new(
+        "vm kvm-or-tcg",
+        match (&k, qemu::qemu_version()) {
+            (_, Err(e)) => Err(e),
+            (None, Ok(_)) => Err(anyhow!(
+                "no kernel to boot a test guest with; run `isobench vm setup`"
+            )),
+            (Some(k), Ok(_)) => Ok(match qemu::accel(&k.image) {
+                qemu::Accel::Kvm => "kvm: a test guest booted with it".to_string(),
+                qemu::Accel::Tcg(why) => format!(
+                    "tcg: {why}; guests run under software emulation (speed figures are not \
+                     representative)"
+                ),
+            }),
+        },
+    ));
+    checks
 }

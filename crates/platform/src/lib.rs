@@ -39,6 +39,7 @@ pub mod sched;
 pub mod sentinel;
 pub mod staticexe;
 pub mod tenant;
+pub mod vm;
 pub mod watchdog;
 
 use std::fmt;
@@ -169,7 +170,7 @@ impl fmt::Debug for PlatformEntry {
 }
 
 /// Every platform of this build: adding a platform is a module and a line here.
-pub static PLATFORMS: &[&PlatformEntry] = &[&local::HOST, &local::CGROUP, &oci::ENTRY];
+pub static PLATFORMS: &[&PlatformEntry] = &[&local::HOST, &local::CGROUP, &oci::ENTRY, &vm::ENTRY];
 
 /// The platforms `auto` tries, in order: the first that can work here is used.
 pub const AUTO: &[PlatformKind] = &[PlatformKind::CGROUP, PlatformKind::HOST];

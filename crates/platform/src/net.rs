@@ -422,6 +422,96 @@ impl TenantNet {
     }
 }
 
+/// A VM guest's TAP device on the run's bridge: `ib<tag>t<n>` (found by `isobench cleanup`
+/// like every link of a run), with the address the guest takes from its kernel command line.
+/// The tenant's ingress rate shapes the TAP (what the host sends leaves through it).
+#[derive(Debug)]
+pub(crate) struct TenantTap {
+    name: String,
+    addr: Ipv4Addr,
+    bridge: Option<Arc<Bridge>>,
+    made: bool,
+}
+
+impl RunNet {
+    /// Creates a TAP device for a guest, attached to the run's bridge, with the next
+    /// address of the run's subnet. On error nothing is left behind (but the bridge).
+    pub(crate) fn create_tap(&self, limits: &Limits) -> Result<TenantTap> {
+        let bridge = self.bridge()?;
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        if n > 252 {
+            bail!("a run can have at most 253 tenants with their own network");
+        }
+        let mut t = TenantTap {
+            name: format!("{LINK_PREFIX}{}t{n}", self.run.tag()),
+            addr: bridge.address(n as u8 + 2),
+            bridge: Some(bridge),
+            made: false,
+        };
+        if let Err(e) = t.build(&self.run, limits) {
+            let _ = t.teardown();
+            return Err(e.context(format!("setting up the TAP device {}", t.name)));
+        }
+        Ok(t)
+    }
+}
+
+impl TenantTap {
+    fn build(&mut self, run: &RunId, limits: &Limits) -> Result<()> {
+        let name = self.name.clone();
+        let bridge = self
+            .bridge
+            .as_ref()
+            .map(|b| b.name.clone())
+            .unwrap_or_default();
+        cmd::ip(&["tuntap", "add", "dev", &name, "mode", "tap"])?;
+        self.made = true;
+        cmd::ip(&["link", "set", "dev", &name, "alias", &run.prefix()])?;
+        cmd::ip(&["link", "set", "dev", &name, "master", &bridge])?;
+        cmd::ip(&["link", "set", "dev", &name, "up"])?;
+        if let Some(rate) = limits.net_ingress {
+            let args = tbf_args(&name, rate);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cmd::tc(&args).context("setting the ingress rate")?;
+        }
+        Ok(())
+    }
+
+    /// The TAP device's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The guest's address on the bridge.
+    pub(crate) fn address(&self) -> Ipv4Addr {
+        self.addr
+    }
+
+    /// Removes the device. Idempotent.
+    pub(crate) fn teardown(&mut self) -> Result<()> {
+        let mut result = Ok(());
+        if self.made {
+            let gone = || !PathBuf::from("/sys/class/net").join(&self.name).exists();
+            if !gone() {
+                if let Err(e) = cmd::ip(&["link", "del", &self.name]) {
+                    if !gone() {
+                        result = Err(e);
+                    }
+                }
+            }
+            self.made = false;
+        }
+        self.bridge.take();
+        result
+    }
+}
+
+impl Drop for TenantTap {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,5 +532,7 @@ mod tests {
         let run = RunId::parse("0123abcd").unwrap();
         let longest = format!("{LINK_PREFIX}{}h252", run.tag());
         assert!(longest.len() <= 15, "{longest}");
+        let tap = format!("{LINK_PREFIX}{}t252", run.tag());
+        assert!(tap.len() <= 15, "{tap}");
     }
 }

@@ -245,6 +245,13 @@ pub trait Tenant: Send + Sync {
     /// The tenant's own address, when it has its own network namespace.
     fn address(&self) -> Option<IpAddr>;
 
+    /// The address the tenant's network services bind to so that a process beside the
+    /// tenant (on the host, in its network) reaches them; `None`: the tenant's loopback.
+    /// A guest with its own kernel has a loopback nothing beside it can reach.
+    fn service_address(&self) -> Option<IpAddr> {
+        None
+    }
+
     /// The tenant's working directory (created empty, removed at teardown).
     fn workdir(&self) -> &Path;
 

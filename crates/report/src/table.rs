@@ -348,6 +348,9 @@ pub fn render(r: &Results, style: Style) -> String {
     if let Some(reason) = &r.run.status_reason {
         let _ = writeln!(out, "{reason}");
     }
+    for c in &r.run.caveats {
+        let _ = writeln!(out, "{}", paint(&format!("warning: {c}"), BOLD, style));
+    }
     let level = (r.confidence * 100.0).round();
     if r.cells.is_empty() && r.sections.is_empty() {
         let _ = writeln!(out, "\nno trial has produced a result yet");

@@ -45,6 +45,10 @@ pub struct RunInfo {
     pub platform: String,
     /// Platform version / description.
     pub platform_version: String,
+    /// Caveats about the platform's figures on this machine (a guest under software
+    /// emulation), from the platform itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caveats: Vec<String>,
     /// Host facts.
     pub host: serde_json::Value,
 }

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod cross;
 mod design;
 mod document;
 mod matrix;

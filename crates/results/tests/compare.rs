@@ -101,6 +101,7 @@ fn run(id: &str, scenario: &str, victims: &[&str], cells: Vec<Cell>) -> Results 
             ended_at: None,
             platform: "cgroup".into(),
             platform_version: "v2".into(),
+            caveats: Vec::new(),
             host: json!({"hostname": "h1", "cores": 2}),
         },
         kind: "matrix".into(),

@@ -57,10 +57,21 @@ impl Engine<'_> {
             keep: sv.keep,
             stale: false,
         };
+        // A reserved endpoint is bound by the probe itself, in the tenant of its first site:
+        // on that tenant's service address (a guest's own, or loopback).
+        let probe_host = sv
+            .sites
+            .first()
+            .and_then(|s| self.slot_of(&s.tenant))
+            .map_or_else(
+                || LOOPBACK.to_string(),
+                |slot| self.slots[slot].driver.service_host(),
+            );
         for r in &sv.reserve {
             match self.backend.reserve_port() {
                 Ok(port) => {
-                    a.endpoints.insert(r.clone(), format!("{LOOPBACK}:{port}"));
+                    a.endpoints
+                        .insert(r.clone(), format!("{probe_host}:{port}"));
                 }
                 Err(e) => {
                     a.failed.insert(
@@ -91,7 +102,7 @@ impl Engine<'_> {
                 continue;
             }
             let id = format!("{}.{}", plan.probes[p].id, s.id);
-            let bind = format!("{LOOPBACK}:0");
+            let bind = format!("{}:0", self.slots[slot].driver.service_host());
             match self.slots[slot].driver.start_service(&id, &kind, &bind) {
                 Ok(addr) => {
                     a.endpoints.insert(s.id.clone(), addr);

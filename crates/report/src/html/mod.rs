@@ -72,6 +72,11 @@ impl Page {
                 "platform".into(),
                 format!("{} ({})", run.platform, run.platform_version),
             ),
+        ];
+        for c in &run.caveats {
+            facts.push(("platform caveat".into(), c.clone()));
+        }
+        facts.extend([
             ("started".into(), run.started_at.clone()),
             (
                 "ended".into(),
@@ -92,7 +97,7 @@ impl Page {
                 ),
             ),
             ("statistic".into(), r.estimator().to_string()),
-        ];
+        ]);
         if let Some(d) = r
             .plan
             .as_ref()
