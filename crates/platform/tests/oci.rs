@@ -238,8 +238,18 @@ fn fork_bomb(engine: &str) {
         .create_tenant(&TenantSpec::new("neighbour", Role::Victim))
         .unwrap();
     // Safe defaults filled in for the aggressor (memory), the user's pids kept.
-    assert_eq!(bomb.effective_limits().unwrap().pids, Some(50));
-    assert!(bomb.info().limits.memory.is_some());
+    let l = bomb.effective_limits().unwrap();
+    assert_eq!(l.pids, Some(50));
+    assert_eq!(l.memory, bomb.info().limits.memory);
+    assert!(l.memory.is_some());
+    // The default write bandwidth cap is on the workdir's disk.
+    assert_eq!(l.io_write_bps, bomb.info().limits.io_write_bps);
+    assert_eq!(
+        l.io_write_bps.is_some(),
+        bomb.info().io_device.is_some(),
+        "{:?}",
+        bomb.info()
+    );
 
     let mut cmd = Command::new("sh");
     cmd.args(["-c", "b() { b | b & }; b; sleep 1000"])
@@ -282,6 +292,32 @@ fn fork_bomb(engine: &str) {
     assert_eq!(containers_named(engine, &name).len(), 1);
     drop(bomb);
     drop(victim);
+    assert!(containers_named(engine, &name).is_empty());
+    drop(p);
+    guard.finish();
+}
+
+fn deadline(engine: &str) {
+    let test = &format!("{engine}_deadline");
+    if engine_or_skip(test, engine).is_none() {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = oci_platform(&guard, engine);
+    let t = p
+        .create_tenant(&TenantSpec::new("late", Role::Victim).with_deadline(Duration::from_secs(2)))
+        .unwrap();
+    let mut cmd = Command::new("sleep");
+    cmd.arg("1000").stdin(Stdio::null());
+    let mut child = t.spawn(cmd).unwrap();
+    let st = common::wait_timeout(&mut child, Duration::from_secs(30));
+    assert!(st.is_some(), "the watchdog ended the process");
+    assert!(t.expired());
+    // The tenant's container stays, with only its own processes left.
+    let name = t.info().object_name.clone();
+    assert_eq!(containers_named(engine, &name).len(), 1);
+    assert!(t.usage().unwrap().pids_current.unwrap() <= 2);
+    drop(t);
     assert!(containers_named(engine, &name).is_empty());
     drop(p);
     guard.finish();
@@ -421,6 +457,16 @@ fn docker_lifecycle() {
 #[test]
 fn docker_fork_bomb() {
     fork_bomb("docker");
+}
+
+#[test]
+fn docker_deadline() {
+    deadline("docker");
+}
+
+#[test]
+fn podman_deadline() {
+    deadline("podman");
 }
 
 #[test]
