@@ -107,6 +107,14 @@ fn build(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Platform>> {
     Ok(Box::new(OciPlatform::new(opts, host)?))
 }
 
+/// What the checks of a tenant settled.
+struct Checked {
+    limits: Limits,
+    notes: Vec<String>,
+    parent: PathBuf,
+    device: Option<BlockDevice>,
+}
+
 /// The `oci` platform.
 pub struct OciPlatform {
     engine: Engine,
@@ -225,6 +233,113 @@ impl OciPlatform {
         }
         Ok(a)
     }
+    /// Every check of a tenant before anything is created: its name, its limits against the
+    /// host and the controllers, its workdir's parent and disk, the network's tools. Fills in
+    /// an aggressor's containment limits.
+    fn check(&self, spec: &TenantSpec) -> Result<Checked> {
+        validate_tenant_name(&spec.name)?;
+        if self.names.contains(&spec.name) {
+            return Err(PlatformError::DuplicateTenant {
+                name: spec.name.clone(),
+            }
+            .into());
+        }
+        spec.limits.validate(&self.host)?;
+        if spec.network.is_none() {
+            let key = match (spec.limits.net_egress, spec.limits.net_ingress) {
+                (Some(e), Some(i)) if e == i => Some("net_rate"),
+                (Some(_), _) => Some("net_egress"),
+                (None, Some(_)) => Some("net_ingress"),
+                (None, None) => None,
+            };
+            if let Some(key) = key {
+                return Err(PlatformError::NetLimitWithoutNetwork { key }.into());
+            }
+        }
+        let mut limits = spec.limits.clone();
+        let mut notes = Vec::new();
+        if spec.role == Role::Aggressor {
+            let (l, filled) = limits.with_safe_defaults(&self.host);
+            notes.extend(filled.into_iter().map(|f| format!("safe default {f}")));
+            limits = l;
+        }
+        let parent = spec
+            .workdir
+            .clone()
+            .unwrap_or_else(|| self.workdir_root.clone());
+        if !parent.is_dir() {
+            bail!(
+                "the workdir parent {} of tenant {} is not a directory; create it or choose \
+                 another",
+                parent.display(),
+                spec.name
+            );
+        }
+        let device = if limits.has_io() {
+            match device_for_path(&parent) {
+                Ok(d) => Some(d),
+                Err(why) if spec.limits.has_io() => {
+                    return Err(PlatformError::NoBlockDevice {
+                        path: parent.display().to_string(),
+                        why,
+                    }
+                    .into())
+                }
+                Err(why) => {
+                    limits.io_write_bps = None;
+                    notes.retain(|n| !n.contains("io_write_bps"));
+                    notes.push(format!("io_write_bps not applied: {why}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        TenantCgroup::check(&self.fs, &limits)?;
+        if spec.network.is_some() {
+            net::check_available().map_err(|why| PlatformError::Unavailable {
+                kind: "network namespace".into(),
+                why,
+                fix: "run isobench as root with iproute2 installed, or give the tenant no network"
+                    .into(),
+            })?;
+        }
+        Ok(Checked {
+            limits,
+            notes,
+            parent,
+            device,
+        })
+    }
+
+    /// The container's init, the processes the killer spares (the init and its sleeper) and
+    /// its cgroups, once the engine has started it.
+    fn started(&self, object: &str) -> Result<(i32, Vec<i32>, TenantCgroup)> {
+        let pid: i32 = self
+            .engine
+            .query(&["inspect", "--format", "{{.State.Pid}}", object])?
+            .trim()
+            .parse()
+            .context("the engine reported no process id")?;
+        if pid <= 0 {
+            bail!("container {object} is not running");
+        }
+        let cgroup = TenantCgroup::of_process(&self.fs, pid)?;
+        // The init forks the sleeper right after it starts.
+        let end = Instant::now() + Duration::from_secs(5);
+        let mut keep = vec![pid];
+        loop {
+            let c = children(pid);
+            if !c.is_empty() {
+                keep.extend(c);
+                return Ok((pid, keep, cgroup));
+            }
+            if Instant::now() > end {
+                bail!("the init of container {object} started no process");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 /// The engine's flags for `limits`; io limits apply to `device`.
@@ -324,73 +439,12 @@ impl Platform for OciPlatform {
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
-        validate_tenant_name(&spec.name)?;
-        if self.names.contains(&spec.name) {
-            return Err(PlatformError::DuplicateTenant {
-                name: spec.name.clone(),
-            }
-            .into());
-        }
-        spec.limits.validate(&self.host)?;
-        if spec.network.is_none() {
-            let key = match (spec.limits.net_egress, spec.limits.net_ingress) {
-                (Some(e), Some(i)) if e == i => Some("net_rate"),
-                (Some(_), _) => Some("net_egress"),
-                (None, Some(_)) => Some("net_ingress"),
-                (None, None) => None,
-            };
-            if let Some(key) = key {
-                return Err(PlatformError::NetLimitWithoutNetwork { key }.into());
-            }
-        }
-        let mut limits = spec.limits.clone();
-        let mut notes = Vec::new();
-        if spec.role == Role::Aggressor {
-            let (l, filled) = limits.with_safe_defaults(&self.host);
-            notes.extend(filled.into_iter().map(|f| format!("safe default {f}")));
-            limits = l;
-        }
-        let parent = spec
-            .workdir
-            .clone()
-            .unwrap_or_else(|| self.workdir_root.clone());
-        if !parent.is_dir() {
-            bail!(
-                "the workdir parent {} of tenant {} is not a directory; create it or choose \
-                 another",
-                parent.display(),
-                spec.name
-            );
-        }
-        let device = if limits.has_io() {
-            match device_for_path(&parent) {
-                Ok(d) => Some(d),
-                Err(why) if spec.limits.has_io() => {
-                    return Err(PlatformError::NoBlockDevice {
-                        path: parent.display().to_string(),
-                        why,
-                    }
-                    .into())
-                }
-                Err(why) => {
-                    limits.io_write_bps = None;
-                    notes.retain(|n| !n.contains("io_write_bps"));
-                    notes.push(format!("io_write_bps not applied: {why}"));
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        TenantCgroup::check(&self.fs, &limits)?;
-        if spec.network.is_some() {
-            net::check_available().map_err(|why| PlatformError::Unavailable {
-                kind: "network namespace".into(),
-                why,
-                fix: "run isobench as root with iproute2 installed, or give the tenant no network"
-                    .into(),
-            })?;
-        }
+        let Checked {
+            limits,
+            notes,
+            parent,
+            device,
+        } = self.check(spec)?;
         let image = self.image()?;
         let object = self.run.id().object_name(&spec.name);
         let workdir = parent.join(&object);
@@ -404,53 +458,20 @@ impl Platform for OciPlatform {
         self.run.record_workdir_parent(&parent)?;
         fs::create_dir(&workdir)
             .with_context(|| format!("creating the workdir {}", workdir.display()))?;
-        let undo = |engine: &Engine, with_container: bool| {
-            if with_container {
-                let mut rm = vec!["rm", "-f"];
-                if engine.kind() == EngineKind::Podman {
-                    rm.extend(["-t", "0"]);
-                }
-                rm.push(&object);
-                let _ = engine.change(&rm);
-            }
+        let undo = |engine: &Engine| {
+            let _ = engine.remove_container(&object);
             let _ = fs::remove_dir_all(&workdir);
         };
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         if let Err(e) = self.engine.change(&refs) {
-            undo(&self.engine, true);
+            undo(&self.engine);
             return Err(e.context(format!("starting the container of tenant {}", spec.name)));
         }
-        let started = (|| -> Result<(i32, Vec<i32>, TenantCgroup)> {
-            let pid: i32 = self
-                .engine
-                .query(&["inspect", "--format", "{{.State.Pid}}", &object])?
-                .trim()
-                .parse()
-                .context("the engine reported no process id")?;
-            if pid <= 0 {
-                bail!("container {object} is not running");
-            }
-            let cgroup = TenantCgroup::of_process(&self.fs, pid)?;
-            // The init forks the sleeper right after it starts.
-            let end = Instant::now() + Duration::from_secs(5);
-            let mut keep = vec![pid];
-            loop {
-                let c = children(pid);
-                if !c.is_empty() {
-                    keep.extend(c);
-                    break;
-                }
-                if Instant::now() > end {
-                    bail!("the init of container {object} started no process");
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Ok((pid, keep, cgroup))
-        })();
+        let started = self.started(&object);
         let (pid, keep, cgroup) = match started {
             Ok(s) => s,
             Err(e) => {
-                undo(&self.engine, true);
+                undo(&self.engine);
                 return Err(e.context(format!("inspecting the container of tenant {}", spec.name)));
             }
         };
@@ -458,7 +479,7 @@ impl Platform for OciPlatform {
             Some(ns) => match self.net.attach_tenant(&object, pid, ns, &limits) {
                 Ok(n) => Some(n),
                 Err(e) => {
-                    undo(&self.engine, true);
+                    undo(&self.engine);
                     return Err(e);
                 }
             },

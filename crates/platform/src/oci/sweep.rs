@@ -82,13 +82,8 @@ fn sweep_containers(
                 }
             }
         }
-        let mut rm = vec!["rm", "-f"];
-        if engine.kind() == EngineKind::Podman {
-            rm.extend(["-t", "0"]);
-        }
-        rm.push(&name);
         let shown = format!("{name} ({})", engine.kind());
-        match engine.change(&rm) {
+        match engine.remove_container(&name) {
             Ok(_) => report.ok(ObjectKind::Container, shown, &run),
             Err(e) => report.fail(ObjectKind::Container, shown, &run, e),
         }
