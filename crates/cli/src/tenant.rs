@@ -125,8 +125,13 @@ impl Session {
             .with_context(|| format!("creating tenant {tenant_name} on {}", req.kind))?;
         let launch = AgentLaunch {
             exe: std::env::current_exe().context("locating the isobench binary")?,
-            // The agent's complaints go where this command's do.
-            log: "/dev/stderr".into(),
+            // The agent's complaints go where this command's do; a guest's console (its
+            // kernel's messages) to a file in its workdir.
+            log: if req.kind.capabilities().agent == isobench_platform::Transport::Stdio {
+                "/dev/stderr".into()
+            } else {
+                tenant.workdir().join("console.log")
+            },
         };
         let (reader, writer, process) = tenant
             .start_agent(&launch)

@@ -48,7 +48,8 @@ pub fn is_static(path: &Path) -> Result<bool> {
 
 /// Where the static binary is looked for, in order: `ISOBENCH_STATIC_EXE`, the running
 /// binary when it is static itself, what `scripts/build-static` builds next to the running
-/// binary's target directory, and the cache (`~/.cache/isobench/isobench-static`).
+/// binary's target directory (the newer of its release and debug builds first), and the
+/// cache (`~/.cache/isobench/isobench-static`).
 pub fn candidates() -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(p) = std::env::var_os(ENV_STATIC_EXE) {
@@ -61,14 +62,16 @@ pub fn candidates() -> Vec<PathBuf> {
         for dir in exe.ancestors().skip(1).take(3) {
             if dir.file_name().is_some_and(|n| n == "target") {
                 let triple = "x86_64-unknown-linux-gnu";
-                for profile in ["release", "debug"] {
-                    out.push(
-                        dir.join("static")
-                            .join(triple)
-                            .join(profile)
-                            .join("isobench"),
-                    );
-                }
+                // The newer build first: an old release build must not shadow a fresh
+                // debug one (or the other way round).
+                let mut built: Vec<PathBuf> = ["release", "debug"]
+                    .iter()
+                    .map(|p| dir.join("static").join(triple).join(p).join("isobench"))
+                    .collect();
+                built.sort_by_key(|p| {
+                    std::cmp::Reverse(std::fs::metadata(p).and_then(|m| m.modified()).ok())
+                });
+                out.extend(built);
             }
         }
     }

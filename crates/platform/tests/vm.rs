@@ -75,7 +75,7 @@ fn vm_platform(guard: &RunGuard, workdir_root: &Path) -> Box<dyn Platform> {
 fn launch(tenant: &dyn Tenant) -> AgentLaunch {
     AgentLaunch {
         exe: isobench_platform::staticexe::find().unwrap(),
-        log: tenant.workdir().join("console.log"),
+        log: tenant.workdir().join("agent.log"),
     }
 }
 
@@ -236,8 +236,13 @@ fn a_guest_runs_a_probe_and_holds_a_memory_hog_while_its_neighbour_carries_on() 
     ac.bye().unwrap();
     vproc.close(Duration::from_secs(30));
     aproc.close(Duration::from_secs(30));
-    let console = std::fs::read_to_string(victim.workdir().join("console.log")).unwrap();
-    assert!(console.contains("powering off"), "{console}");
+    // The guest's console was copied to the agent's log.
+    std::thread::sleep(Duration::from_millis(300));
+    let log = std::fs::read_to_string(victim.workdir().join("agent.log")).unwrap();
+    assert!(
+        log.contains("isobench-init: ready") && log.contains("powering off"),
+        "{log}"
+    );
 
     victim.teardown().unwrap();
     aggressor.teardown().unwrap();

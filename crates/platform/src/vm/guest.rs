@@ -19,20 +19,59 @@ pub(crate) const READY_LINE: &str = "isobench-init: ready";
 /// How long a guest may take to boot (TCG on a busy 2-CPU host is slow).
 pub(crate) const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// The QEMU command of `config`, with its standard output and error appended to the
-/// console log (QEMU's own warnings end up beside the guest's messages).
-pub(crate) fn command(config: &GuestConfig) -> Result<Command> {
+/// The QEMU command of `config`, with its standard output and error appended to `log`.
+pub(crate) fn command(config: &GuestConfig, log: &Path) -> Result<Command> {
     let log = fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&config.console_log)
-        .with_context(|| format!("opening {}", config.console_log.display()))?;
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
     let mut cmd = Command::new(QEMU);
     cmd.args(config.args())
         .stdin(Stdio::null())
         .stdout(Stdio::from(log.try_clone()?))
         .stderr(Stdio::from(log));
     Ok(cmd)
+}
+
+/// Copies what the guest writes to its console (`console`, from byte `offset` on) to `log`
+/// as it comes, until QEMU (`pid`) has exited, in a thread of its own.
+pub(crate) fn copy_console(console: &Path, offset: u64, log: &Path, pid: u32) {
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    if same(console, log) {
+        return;
+    }
+    let (console, log) = (console.to_path_buf(), log.to_path_buf());
+    let copy = move || {
+        use std::io::{Seek, SeekFrom, Write};
+        let Ok(mut out) = fs::OpenOptions::new().create(true).append(true).open(&log) else {
+            return;
+        };
+        let mut at = offset;
+        let mut buf = Vec::new();
+        loop {
+            let done = !crate::procs::alive(pid as i32);
+            if let Ok(mut f) = fs::File::open(&console) {
+                if f.seek(SeekFrom::Start(at)).is_ok() {
+                    buf.clear();
+                    if let Ok(n) = f.read_to_end(&mut buf) {
+                        at += n as u64;
+                        let _ = out.write_all(&buf);
+                    }
+                }
+            }
+            if done {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let _ = std::thread::Builder::new()
+        .name("vm-console".into())
+        .spawn(copy);
 }
 
 /// The last `n` lines of a console log, for error messages.

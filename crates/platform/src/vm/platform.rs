@@ -306,15 +306,19 @@ impl Platform for VmPlatform {
             let _ = jail.teardown();
             return Err(e.context(format!("making the disk of tenant {}", spec.name)));
         }
-        let tap = match &spec.network {
-            Some(_) => match self.net.create_tap(&spec.limits) {
+        // A guest's loopback is its own kernel's: without an address on the bridge nothing
+        // beside it (a load generator, another tenant's forwarder) reaches its services, so
+        // every guest gets one whenever this host can make it.
+        let tap = if spec.network.is_some() || crate::net::check_available().is_ok() {
+            match self.net.create_tap(&spec.limits) {
                 Ok(t) => Some(t),
                 Err(e) => {
                     let _ = jail.teardown();
                     return Err(e);
                 }
-            },
-            None => None,
+            }
+        } else {
+            None
         };
         let mut info = jail.info().clone();
         info.platform = super::KIND;
@@ -399,7 +403,9 @@ pub(crate) struct VmTenant {
 }
 
 impl VmTenant {
-    /// Starts QEMU in the tenant's cgroup and waits for the guest's agent.
+    /// Starts QEMU in the tenant's cgroup and waits for the guest's agent. The guest's
+    /// console goes to `console.log` in the workdir (where the boot is watched) and is
+    /// copied to `log` as it grows; QEMU's own messages go to `log` directly.
     fn boot(&self, log: &Path) -> Result<(std::os::unix::net::UnixStream, Child, Duration)> {
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(pid) = *running {
@@ -411,21 +417,23 @@ impl VmTenant {
                 );
             }
         }
-        let mut config = self.config.clone();
-        config.console_log = log.to_path_buf();
+        let config = &self.config;
         let _ = fs::remove_file(&config.agent_socket);
-        let offset = fs::metadata(log).map(|m| m.len()).unwrap_or(0);
-        let cmd: Command = guest::command(&config)?;
+        let offset = fs::metadata(&config.console_log)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let cmd: Command = guest::command(config, log)?;
         let mut child = self
             .jail
             .spawn(cmd)
             .with_context(|| format!("starting QEMU for tenant {}", self.info.name))?;
         *running = Some(child.id());
         drop(running);
+        guest::copy_console(&config.console_log, offset, log, child.id());
         let started = Instant::now();
         let result = (|| {
             self.pin_vcpus(child.id())?;
-            guest::wait_ready(&mut child, &config, offset, guest::BOOT_TIMEOUT)
+            guest::wait_ready(&mut child, config, offset, guest::BOOT_TIMEOUT)
         })();
         match result {
             Ok((stream, _)) => Ok((stream, child, started.elapsed())),
@@ -512,6 +520,11 @@ impl Tenant for VmTenant {
 
     fn address(&self) -> Option<IpAddr> {
         self.info.address.map(IpAddr::V4)
+    }
+
+    /// A guest's loopback is its own kernel's: services bind to its address on the bridge.
+    fn service_address(&self) -> Option<IpAddr> {
+        self.address()
     }
 
     fn workdir(&self) -> &Path {
