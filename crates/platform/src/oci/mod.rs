@@ -126,6 +126,8 @@ pub struct OciPlatform {
     net: Arc<RunNet>,
     names: BTreeSet<String>,
     workdir_root: PathBuf,
+    /// A caveat for the record: the agents' binary is another version than this one.
+    note: Option<String>,
 }
 
 impl OciPlatform {
@@ -159,6 +161,7 @@ impl OciPlatform {
                  busybox-static",
             )
         })?;
+        let note = version_note(&source.exe);
         Ok(OciPlatform {
             net: RunNet::for_run(opts.run.id()),
             engine,
@@ -169,6 +172,7 @@ impl OciPlatform {
             image: Mutex::new(None),
             names: BTreeSet::new(),
             workdir_root: opts.workdir_root,
+            note,
         })
     }
 
@@ -394,6 +398,27 @@ fn limit_args(l: &Limits, device: Option<&BlockDevice>) -> Result<Vec<String>> {
     Ok(a)
 }
 
+/// A note when the static binary the agents run (`exe --version`) is not this isobench's
+/// version.
+fn version_note(exe: &std::path::Path) -> Option<String> {
+    let out = std::process::Command::new(exe)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let theirs = String::from_utf8_lossy(&out.stdout);
+    let theirs = theirs.split_whitespace().nth(1).unwrap_or("?");
+    let ours = env!("CARGO_PKG_VERSION");
+    (theirs != ours).then(|| {
+        format!(
+            "the agents run isobench {theirs} (the static binary {} in the image), not this \
+             isobench {ours}; rebuild it with `scripts/build-static`",
+            exe.display()
+        )
+    })
+}
+
 /// The children of process `pid` (from `/proc/<pid>/task/<pid>/children`).
 fn children(pid: i32) -> Vec<i32> {
     fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
@@ -426,11 +451,7 @@ impl Platform for OciPlatform {
     }
 
     fn notes(&self) -> Vec<String> {
-        vec![format!(
-            "the agents run the static isobench binary {} (in the image), not necessarily the \
-             controller's own build",
-            self.source.exe.display()
-        )]
+        self.note.iter().cloned().collect()
     }
 
     fn host(&self) -> &HostInfo {
