@@ -169,8 +169,10 @@ impl fmt::Debug for PlatformEntry {
     }
 }
 
-/// Every platform of this build: adding a platform is a module and a line here.
-pub static PLATFORMS: &[&PlatformEntry] = &[&local::HOST, &local::CGROUP, &oci::ENTRY, &vm::ENTRY];
+/// Every platform of this build: adding a platform is a module and a line here. Their
+/// sweeps run in this order: `vm`'s (processes, at once) before `oci`'s, whose engine queries
+/// take a moment in which an orphaned guest could power off unrecorded.
+pub static PLATFORMS: &[&PlatformEntry] = &[&local::HOST, &local::CGROUP, &vm::ENTRY, &oci::ENTRY];
 
 /// The platforms `auto` tries, in order: the first that can work here is used.
 pub const AUTO: &[PlatformKind] = &[PlatformKind::CGROUP, PlatformKind::HOST];

@@ -135,6 +135,24 @@ fn lifecycle(engine: &str) {
     let name = t.info().object_name.clone();
     assert_eq!(containers_named(engine, &name), std::slice::from_ref(&name));
     assert!(!t.info().cgroups.is_empty());
+    // Refused before anything is created, naming the fix.
+    let e = p
+        .create_tenant(&TenantSpec::new("victim", Role::Victim))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("already exists"), "{e}");
+    let e = p
+        .create_tenant(
+            &TenantSpec::new("shaped", Role::Victim)
+                .with_limits(Limits::parse("net_rate=10mbit").unwrap()),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("give the tenant a network"), "{e}");
+    let shaped = guard.id().object_name("shaped");
+    assert!(containers_named(engine, &shaped).is_empty());
 
     // The agent answers from inside the container, and sees the container's limits.
     let conn = t.start_agent(&launch(t.as_ref())).unwrap();
@@ -238,8 +256,18 @@ fn fork_bomb(engine: &str) {
         .create_tenant(&TenantSpec::new("neighbour", Role::Victim))
         .unwrap();
     // Safe defaults filled in for the aggressor (memory), the user's pids kept.
-    assert_eq!(bomb.effective_limits().unwrap().pids, Some(50));
-    assert!(bomb.info().limits.memory.is_some());
+    let l = bomb.effective_limits().unwrap();
+    assert_eq!(l.pids, Some(50));
+    assert_eq!(l.memory, bomb.info().limits.memory);
+    assert!(l.memory.is_some());
+    // The default write bandwidth cap is on the workdir's disk.
+    assert_eq!(l.io_write_bps, bomb.info().limits.io_write_bps);
+    assert_eq!(
+        l.io_write_bps.is_some(),
+        bomb.info().io_device.is_some(),
+        "{:?}",
+        bomb.info()
+    );
 
     let mut cmd = Command::new("sh");
     cmd.args(["-c", "b() { b | b & }; b; sleep 1000"])
@@ -273,15 +301,53 @@ fn fork_bomb(engine: &str) {
     // The killer stops the bomb and leaves the container.
     bomb.killer().kill().unwrap();
     let _ = common::wait_timeout(&mut child, Duration::from_secs(20));
-    let left = bomb.usage().unwrap().pids_current.unwrap();
-    assert!(
-        left <= 2,
-        "only the container's init and sleeper are left: {left}"
-    );
+    // Killed tasks count until the container's init has reaped them.
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = bomb.usage().unwrap().pids_current.unwrap();
+        if left <= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "only the container's init and sleeper are left: {left}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
     let name = bomb.info().object_name.clone();
     assert_eq!(containers_named(engine, &name).len(), 1);
     drop(bomb);
     drop(victim);
+    assert!(containers_named(engine, &name).is_empty());
+    drop(p);
+    guard.finish();
+}
+
+fn deadline(engine: &str) {
+    let test = &format!("{engine}_deadline");
+    if engine_or_skip(test, engine).is_none() {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = oci_platform(&guard, engine);
+    let t = p
+        .create_tenant(&TenantSpec::new("late", Role::Victim).with_deadline(Duration::from_secs(2)))
+        .unwrap();
+    let mut cmd = Command::new("sleep");
+    cmd.arg("1000").stdin(Stdio::null());
+    let mut child = t.spawn(cmd).unwrap();
+    let st = common::wait_timeout(&mut child, Duration::from_secs(30));
+    assert!(st.is_some(), "the watchdog ended the process");
+    assert!(t.expired());
+    // The tenant's container stays, with only its own processes left.
+    let name = t.info().object_name.clone();
+    assert_eq!(containers_named(engine, &name).len(), 1);
+    let end = Instant::now() + Duration::from_secs(20);
+    while t.usage().unwrap().pids_current.unwrap() > 2 {
+        assert!(Instant::now() < end, "{:?}", t.usage());
+        thread::sleep(Duration::from_millis(20));
+    }
+    drop(t);
     assert!(containers_named(engine, &name).is_empty());
     drop(p);
     guard.finish();
@@ -421,6 +487,16 @@ fn docker_lifecycle() {
 #[test]
 fn docker_fork_bomb() {
     fork_bomb("docker");
+}
+
+#[test]
+fn docker_deadline() {
+    deadline("docker");
+}
+
+#[test]
+fn podman_deadline() {
+    deadline("podman");
 }
 
 #[test]

@@ -303,6 +303,27 @@ impl Engine {
         }
     }
 
+    /// Removes container `name` at once (SIGKILL); one that is already gone is no error.
+    pub(crate) fn remove_container(&self, name: &str) -> Result<()> {
+        let mut args = vec!["rm", "-f"];
+        if self.kind == EngineKind::Podman {
+            // Podman would first wait for a stop timeout.
+            args.extend(["-t", "0"]);
+        }
+        args.push(name);
+        match self.change(&args) {
+            Ok(_) => Ok(()),
+            Err(e)
+                if format!("{e:#}")
+                    .to_ascii_lowercase()
+                    .contains("no such container") =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e.context(format!("removing container {name}"))),
+        }
+    }
+
     /// Whether an image of this name exists.
     pub(crate) fn image_exists(&self, tag: &str) -> bool {
         self.query(&["image", "inspect", "--format", "{{.Id}}", tag])

@@ -95,6 +95,17 @@ fn fnv1a(mut h: u64, data: &[u8]) -> u64 {
     h
 }
 
+/// FNV-1a over little-endian 64-bit words (and the bytes of a short tail): eight times fewer
+/// steps than over bytes, for binaries of tens of megabytes.
+fn fnv1a_words(mut h: u64, data: &[u8]) -> u64 {
+    let mut words = data.chunks_exact(8);
+    for w in words.by_ref() {
+        h ^= u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    fnv1a(h, words.remainder())
+}
+
 fn hash_files(files: &[&Path]) -> Result<u64> {
     let mut h: u64 = fnv1a(0xcbf2_9ce4_8422_2325, LAYOUT.as_bytes());
     let mut buf = vec![0u8; 1 << 20];
@@ -107,7 +118,7 @@ fn hash_files(files: &[&Path]) -> Result<u64> {
             if n == 0 {
                 break;
             }
-            h = fnv1a(h, &buf[..n]);
+            h = fnv1a_words(h, &buf[..n]);
         }
         // Separate the files, so moving bytes from one to the other changes the hash.
         h = fnv1a(h, &[0xff]);

@@ -107,6 +107,14 @@ fn build(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Platform>> {
     Ok(Box::new(OciPlatform::new(opts, host)?))
 }
 
+/// What the checks of a tenant settled.
+struct Checked {
+    limits: Limits,
+    notes: Vec<String>,
+    parent: PathBuf,
+    device: Option<BlockDevice>,
+}
+
 /// The `oci` platform.
 pub struct OciPlatform {
     engine: Engine,
@@ -118,6 +126,8 @@ pub struct OciPlatform {
     net: Arc<RunNet>,
     names: BTreeSet<String>,
     workdir_root: PathBuf,
+    /// A caveat for the record: the agents' binary is another version than this one.
+    note: Option<String>,
 }
 
 impl OciPlatform {
@@ -151,6 +161,7 @@ impl OciPlatform {
                  busybox-static",
             )
         })?;
+        let note = version_note(&source.exe);
         Ok(OciPlatform {
             net: RunNet::for_run(opts.run.id()),
             engine,
@@ -161,6 +172,7 @@ impl OciPlatform {
             image: Mutex::new(None),
             names: BTreeSet::new(),
             workdir_root: opts.workdir_root,
+            note,
         })
     }
 
@@ -225,6 +237,65 @@ impl OciPlatform {
         }
         Ok(a)
     }
+    /// Every check of a tenant before anything is created: its name, its limits against the
+    /// host and the controllers, its workdir's parent and disk, the network's tools. Fills in
+    /// an aggressor's containment limits.
+    fn check(&self, spec: &TenantSpec) -> Result<Checked> {
+        crate::tenant::check_spec(spec, &self.names, &self.host)?;
+        let mut limits = spec.limits.clone();
+        let mut notes = Vec::new();
+        if spec.role == Role::Aggressor {
+            let (l, filled) = limits.with_safe_defaults(&self.host);
+            notes.extend(filled.into_iter().map(|f| format!("safe default {f}")));
+            limits = l;
+        }
+        let (parent, device) =
+            crate::tenant::workdir_device(spec, &self.workdir_root, &mut limits, &mut notes)?;
+        TenantCgroup::check(&self.fs, &limits)?;
+        if spec.network.is_some() {
+            net::check_available().map_err(|why| PlatformError::Unavailable {
+                kind: "network namespace".into(),
+                why,
+                fix: "run isobench as root with iproute2 installed, or give the tenant no network"
+                    .into(),
+            })?;
+        }
+        Ok(Checked {
+            limits,
+            notes,
+            parent,
+            device,
+        })
+    }
+
+    /// The container's init, the processes the killer spares (the init and its sleeper) and
+    /// its cgroups, once the engine has started it.
+    fn started(&self, object: &str) -> Result<(i32, Vec<i32>, TenantCgroup)> {
+        let pid: i32 = self
+            .engine
+            .query(&["inspect", "--format", "{{.State.Pid}}", object])?
+            .trim()
+            .parse()
+            .context("the engine reported no process id")?;
+        if pid <= 0 {
+            bail!("container {object} is not running");
+        }
+        let cgroup = TenantCgroup::of_process(&self.fs, pid)?;
+        // The init forks the sleeper right after it starts.
+        let end = Instant::now() + Duration::from_secs(5);
+        let mut keep = vec![pid];
+        loop {
+            let c = children(pid);
+            if !c.is_empty() {
+                keep.extend(c);
+                return Ok((pid, keep, cgroup));
+            }
+            if Instant::now() > end {
+                bail!("the init of container {object} started no process");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 /// The engine's flags for `limits`; io limits apply to `device`.
@@ -279,6 +350,27 @@ fn limit_args(l: &Limits, device: Option<&BlockDevice>) -> Result<Vec<String>> {
     Ok(a)
 }
 
+/// A note when the static binary the agents run (`exe --version`) is not this isobench's
+/// version.
+fn version_note(exe: &std::path::Path) -> Option<String> {
+    let out = std::process::Command::new(exe)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let theirs = String::from_utf8_lossy(&out.stdout);
+    let theirs = theirs.split_whitespace().nth(1).unwrap_or("?");
+    let ours = env!("CARGO_PKG_VERSION");
+    (theirs != ours).then(|| {
+        format!(
+            "the agents run isobench {theirs} (the static binary {} in the image), not this \
+             isobench {ours}; rebuild it with `scripts/build-static`",
+            exe.display()
+        )
+    })
+}
+
 /// The children of process `pid` (from `/proc/<pid>/task/<pid>/children`).
 fn children(pid: i32) -> Vec<i32> {
     fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
@@ -311,11 +403,7 @@ impl Platform for OciPlatform {
     }
 
     fn notes(&self) -> Vec<String> {
-        vec![format!(
-            "the agents run the static isobench binary {} (in the image), not necessarily the \
-             controller's own build",
-            self.source.exe.display()
-        )]
+        self.note.iter().cloned().collect()
     }
 
     fn host(&self) -> &HostInfo {
@@ -324,25 +412,12 @@ impl Platform for OciPlatform {
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
-        crate::tenant::check_spec(spec, &self.names, &self.host)?;
-        let mut limits = spec.limits.clone();
-        let mut notes = Vec::new();
-        if spec.role == Role::Aggressor {
-            let (l, filled) = limits.with_safe_defaults(&self.host);
-            notes.extend(filled.into_iter().map(|f| format!("safe default {f}")));
-            limits = l;
-        }
-        let (parent, device) =
-            crate::tenant::workdir_device(spec, &self.workdir_root, &mut limits, &mut notes)?;
-        TenantCgroup::check(&self.fs, &limits)?;
-        if spec.network.is_some() {
-            net::check_available().map_err(|why| PlatformError::Unavailable {
-                kind: "network namespace".into(),
-                why,
-                fix: "run isobench as root with iproute2 installed, or give the tenant no network"
-                    .into(),
-            })?;
-        }
+        let Checked {
+            limits,
+            notes,
+            parent,
+            device,
+        } = self.check(spec)?;
         let image = self.image()?;
         let object = self.run.id().object_name(&spec.name);
         let workdir = parent.join(&object);
@@ -356,53 +431,20 @@ impl Platform for OciPlatform {
         self.run.record_workdir_parent(&parent)?;
         fs::create_dir(&workdir)
             .with_context(|| format!("creating the workdir {}", workdir.display()))?;
-        let undo = |engine: &Engine, with_container: bool| {
-            if with_container {
-                let mut rm = vec!["rm", "-f"];
-                if engine.kind() == EngineKind::Podman {
-                    rm.extend(["-t", "0"]);
-                }
-                rm.push(&object);
-                let _ = engine.change(&rm);
-            }
+        let undo = |engine: &Engine| {
+            let _ = engine.remove_container(&object);
             let _ = fs::remove_dir_all(&workdir);
         };
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         if let Err(e) = self.engine.change(&refs) {
-            undo(&self.engine, true);
+            undo(&self.engine);
             return Err(e.context(format!("starting the container of tenant {}", spec.name)));
         }
-        let started = (|| -> Result<(i32, Vec<i32>, TenantCgroup)> {
-            let pid: i32 = self
-                .engine
-                .query(&["inspect", "--format", "{{.State.Pid}}", &object])?
-                .trim()
-                .parse()
-                .context("the engine reported no process id")?;
-            if pid <= 0 {
-                bail!("container {object} is not running");
-            }
-            let cgroup = TenantCgroup::of_process(&self.fs, pid)?;
-            // The init forks the sleeper right after it starts.
-            let end = Instant::now() + Duration::from_secs(5);
-            let mut keep = vec![pid];
-            loop {
-                let c = children(pid);
-                if !c.is_empty() {
-                    keep.extend(c);
-                    break;
-                }
-                if Instant::now() > end {
-                    bail!("the init of container {object} started no process");
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Ok((pid, keep, cgroup))
-        })();
+        let started = self.started(&object);
         let (pid, keep, cgroup) = match started {
             Ok(s) => s,
             Err(e) => {
-                undo(&self.engine, true);
+                undo(&self.engine);
                 return Err(e.context(format!("inspecting the container of tenant {}", spec.name)));
             }
         };
@@ -410,7 +452,7 @@ impl Platform for OciPlatform {
             Some(ns) => match self.net.attach_tenant(&object, pid, ns, &limits) {
                 Ok(n) => Some(n),
                 Err(e) => {
-                    undo(&self.engine, true);
+                    undo(&self.engine);
                     return Err(e);
                 }
             },

@@ -23,56 +23,76 @@ fn engines() -> Vec<Engine> {
 pub(crate) fn sweep(filter: &mut dyn RunFilter, report: &mut CleanupReport) {
     let fs = CgroupFs::detect().ok();
     for engine in engines() {
-        sweep_containers(&engine, fs.as_ref(), filter, report);
-        sweep_images(&engine, report);
+        let containers = match containers(&engine) {
+            Ok(c) => c,
+            Err(e) => {
+                report.fail(ObjectKind::Container, engine.kind().name(), "?", e);
+                continue;
+            }
+        };
+        sweep_containers(&engine, &containers, fs.as_ref(), filter, report);
+        sweep_images(&engine, &containers, report);
     }
 }
 
-/// `(name, run)` of every container with the run label.
-fn labelled(engine: &Engine) -> anyhow::Result<Vec<(String, String)>> {
-    let fmt = match engine.kind() {
-        EngineKind::Docker => format!("{{{{.Names}}}}\t{{{{.Label \"{RUN_LABEL}\"}}}}"),
-        EngineKind::Podman => format!("{{{{.Names}}}}\t{{{{index .Labels \"{RUN_LABEL}\"}}}}"),
+/// One container: its name, its run (`None`: not isobench's) and its image.
+struct Container {
+    name: String,
+    run: Option<String>,
+    image: String,
+}
+
+/// Every container of the engine, in one query.
+fn containers(engine: &Engine) -> anyhow::Result<Vec<Container>> {
+    let label = match engine.kind() {
+        EngineKind::Docker => format!("{{{{.Label \"{RUN_LABEL}\"}}}}"),
+        EngineKind::Podman => format!("{{{{index .Labels \"{RUN_LABEL}\"}}}}"),
     };
-    let filter = format!("label={RUN_LABEL}");
-    let out = engine.query(&["ps", "-a", "--filter", &filter, "--format", &fmt])?;
+    let fmt = format!("{{{{.Names}}}}\t{label}\t{{{{.Image}}}}");
+    let out = engine.query(&["ps", "-a", "--format", &fmt])?;
     Ok(out
         .lines()
         .filter_map(|l| {
-            let (name, run) = l.split_once('\t')?;
-            let run = if RunId::parse(run.trim()).is_ok() {
-                run.trim().to_string()
+            let mut f = l.split('\t').map(str::trim);
+            let (name, run, image) = (f.next()?, f.next().unwrap_or(""), f.next().unwrap_or(""));
+            let run = if RunId::parse(run).is_ok() {
+                Some(run.to_string())
+            } else if !run.is_empty() && run != "<no value>" {
+                Some(
+                    RunId::from_object_name(name)
+                        .map_or_else(|| "?".to_string(), |r| r.to_string()),
+                )
             } else {
-                RunId::from_object_name(name.trim())
-                    .map_or_else(|| "?".to_string(), |r| r.to_string())
+                None
             };
-            Some((name.trim().to_string(), run))
+            Some(Container {
+                name: name.to_string(),
+                run,
+                image: image.trim_start_matches("localhost/").to_string(),
+            })
         })
         .collect())
 }
 
 fn sweep_containers(
     engine: &Engine,
+    containers: &[Container],
     fs: Option<&CgroupFs>,
     filter: &mut dyn RunFilter,
     report: &mut CleanupReport,
 ) {
-    let list = match labelled(engine) {
-        Ok(l) => l,
-        Err(e) => {
-            report.fail(ObjectKind::Container, engine.kind().name(), "?", e);
-            return;
-        }
-    };
-    for (name, run) in list {
-        if !filter.selected(&run) {
+    for c in containers {
+        let (name, Some(run)) = (&c.name, &c.run) else {
+            continue;
+        };
+        if !filter.selected(run) {
             continue;
         }
         // A container left frozen (the on/off design) or throttled would not die: kill its
         // processes through its cgroups first.
         if let (Some(fs), Ok(pid)) = (
             fs,
-            engine.query(&["inspect", "--format", "{{.State.Pid}}", &name]),
+            engine.query(&["inspect", "--format", "{{.State.Pid}}", name]),
         ) {
             if let Ok(pid) = pid.trim().parse::<i32>() {
                 if pid > 0 {
@@ -82,26 +102,17 @@ fn sweep_containers(
                 }
             }
         }
-        let mut rm = vec!["rm", "-f"];
-        if engine.kind() == EngineKind::Podman {
-            rm.extend(["-t", "0"]);
-        }
-        rm.push(&name);
         let shown = format!("{name} ({})", engine.kind());
-        match engine.change(&rm) {
-            Ok(_) => report.ok(ObjectKind::Container, shown, &run),
-            Err(e) => report.fail(ObjectKind::Container, shown, &run, e),
+        match engine.remove_container(name) {
+            Ok(_) => report.ok(ObjectKind::Container, shown, run),
+            Err(e) => report.fail(ObjectKind::Container, shown, run, e),
         }
     }
 }
 
 /// Removes agent images other than the current build's that no container uses (the engine
 /// refuses to remove an image in use, and that is left alone).
-fn sweep_images(engine: &Engine, report: &mut CleanupReport) {
-    // Without the current build's tag, nothing is known to be stale.
-    let Ok(current) = ImageSource::find().and_then(|s| s.tag()) else {
-        return;
-    };
+fn sweep_images(engine: &Engine, containers: &[Container], report: &mut CleanupReport) {
     let filter = format!("label={IMAGE_LABEL}=agent");
     let Ok(out) = engine.query(&[
         "images",
@@ -112,15 +123,17 @@ fn sweep_images(engine: &Engine, report: &mut CleanupReport) {
     ]) else {
         return;
     };
-    let used: Vec<String> = engine
-        .query(&["ps", "-a", "--format", "{{.Image}}"])
-        .unwrap_or_default()
-        .lines()
-        .map(|l| l.trim().trim_start_matches("localhost/").to_string())
-        .collect();
+    if out.trim().is_empty() {
+        return;
+    }
+    // Without the current build's tag, nothing is known to be stale.
+    let Ok(current) = ImageSource::find().and_then(|s| s.tag()) else {
+        return;
+    };
+    let used: Vec<&str> = containers.iter().map(|c| c.image.as_str()).collect();
     for tag in out.lines().map(str::trim).filter(|t| !t.is_empty()) {
         let bare = tag.trim_start_matches("localhost/");
-        if bare == current || bare.ends_with(":<none>") || used.iter().any(|u| u == bare) {
+        if bare == current || bare.ends_with(":<none>") || used.contains(&bare) {
             continue;
         }
         let shown = format!("{tag} ({})", engine.kind());

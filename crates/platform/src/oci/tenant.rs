@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::engine::{Engine, EngineKind};
+use super::engine::Engine;
 use super::exec::{is_isobench, ExecImage};
 use super::image::IMAGE_EXE;
 use crate::agent::{AgentConnection, AgentLaunch};
@@ -66,22 +66,7 @@ impl Inner {
     /// io throttles), so the engine never waits on a frozen or throttled task.
     fn remove_container(&self) -> Result<()> {
         let _ = self.cgroup.kill_all(Duration::from_secs(10));
-        let mut args = vec!["rm", "-f"];
-        if self.engine.kind() == EngineKind::Podman {
-            args.extend(["-t", "0"]);
-        }
-        args.push(&self.container);
-        match self.engine.change(&args) {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let msg = format!("{e:#}");
-                if msg.contains("No such container") || msg.contains("no such container") {
-                    Ok(())
-                } else {
-                    Err(e.context(format!("removing container {}", self.container)))
-                }
-            }
-        }
+        self.engine.remove_container(&self.container)
     }
 
     pub(crate) fn teardown(&self) -> Result<()> {
