@@ -191,11 +191,6 @@ pub fn add_linked(store: &Store, r: &mut Results) {
     }
     let pairs: Vec<(&str, &Results)> = loaded.iter().map(|(p, x)| (p.as_str(), x)).collect();
     let mut section = CrossTable::new(&pairs).section();
-    for (p, x) in &loaded {
-        for c in &x.run.caveats {
-            section.notes.push(format!("{p}: {c}"));
-        }
-    }
     if let Some(f) = r.facts.iter().find(|f| f.scope == SCOPE && f.key == KEY) {
         for n in f.value["not_run"].as_array().into_iter().flatten() {
             if let Some(t) = n.as_str() {

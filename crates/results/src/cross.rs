@@ -19,7 +19,7 @@ pub struct CrossCell {
     pub good: Option<f64>,
     /// Well-behaved tenants that stopped answering (DNR), and how many there are.
     pub good_dnr: (usize, usize),
-    /// Some well-behaved figure is flagged untrustworthy in its run.
+    /// Some well-behaved figure is flagged untrustworthy in its run (or has no statistics).
     pub good_flagged: bool,
     /// The misbehaving tenants' degradation, percent.
     pub bad: Option<f64>,
@@ -42,6 +42,9 @@ pub struct CrossTable {
     pub rows: Vec<(String, Vec<CrossCell>)>,
     /// Isolation score per platform ([`CrossTable::score`]).
     pub scores: Vec<Option<f64>>,
+    /// Each platform's caveats about its figures (a guest under software emulation): its
+    /// columns are marked and the caveats noted under the table.
+    pub caveats: Vec<Vec<String>>,
 }
 
 /// Degradation counted for a well-behaved tenant that stopped answering: all of it.
@@ -80,6 +83,7 @@ impl CrossTable {
             metrics,
             rows,
             scores,
+            caveats: runs.iter().map(|(_, r)| r.run.caveats.clone()).collect(),
         }
     }
 
@@ -111,7 +115,13 @@ impl CrossTable {
     /// The table as a section: the terminal, Markdown and HTML renderers draw it.
     pub fn section(&self) -> Section {
         let mut columns = vec![Column::text("stress test")];
-        for p in &self.platforms {
+        for (p, caveats) in self.platforms.iter().zip(&self.caveats) {
+            // A platform with caveats is marked in its own columns, not only in the notes.
+            let p = if caveats.is_empty() {
+                p.clone()
+            } else {
+                format!("{p}(!)")
+            };
             columns.push(Column::unit(&format!("{p} good"), "%"));
             columns.push(Column::unit(&format!("{p} bad"), "%"));
         }
@@ -166,6 +176,12 @@ impl CrossTable {
              untrustworthy; - : not measured on that platform",
             metrics.join(" / ")
         ));
+        for (p, caveats) in self.platforms.iter().zip(&self.caveats) {
+            for c in caveats {
+                let c = c.strip_prefix(&format!("{p}: ")).unwrap_or(c);
+                s.notes.push(format!("(!) {p}: {c}"));
+            }
+        }
         s.notes.push(
             "isolation score: 100 minus the well-behaved tenants' mean degradation over the \
              stress tests (each clamped to 0-100, a tenant that stopped answering counting as \
@@ -224,7 +240,9 @@ fn cell(r: &Results, metric: &str, cond: &str) -> CrossCell {
     CrossCell {
         good: mean(&answered(&good)),
         good_dnr: (good.iter().filter(|c| c.dnr.is_some()).count(), good.len()),
-        good_flagged: good.iter().any(|c| c.problem.is_some()),
+        good_flagged: good
+            .iter()
+            .any(|c| c.problem.is_some() || c.comparison.as_ref().is_some_and(|x| !x.trustworthy)),
         bad: mean(&answered(&bad)),
         bad_dnr: !bad.is_empty() && bad.iter().all(|c| c.dnr.is_some()),
         missing: good.is_empty() && bad.is_empty(),
