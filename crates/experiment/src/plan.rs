@@ -43,8 +43,14 @@ pub struct HostView {
     pub info: HostInfo,
     /// The controller's own environment: caches, page size, available memory.
     pub env: Env,
-    /// The platforms that cannot be used here, with why (by platform name).
+    /// Platforms known not to work here, with why (by platform name).
     pub unavailable: BTreeMap<String, String>,
+    /// Whether a platform not in `unavailable` is checked on this host when first asked
+    /// about (a run on cgroups never asks the container engines), or assumed to work (a
+    /// synthetic host).
+    pub check_live: bool,
+    /// The answers of the live checks so far.
+    checked: std::sync::Arc<std::sync::Mutex<BTreeMap<String, Option<String>>>>,
     /// Usable last-level cache, bytes: measured by a latency sweep (sysfs can lie on virtual
     /// machines), sysfs when the sweep cannot tell.
     pub llc: u64,
@@ -62,13 +68,9 @@ impl HostView {
         let caches = isobench_workloads::cachesize::cache_sizes(&env);
         Ok(HostView {
             info: HostInfo::detect()?,
-            unavailable: isobench_platform::PLATFORMS
-                .iter()
-                .filter_map(|e| {
-                    let why = (e.available)().err()?;
-                    Some((e.kind.name().to_string(), why.to_string()))
-                })
-                .collect(),
+            unavailable: BTreeMap::new(),
+            check_live: true,
+            checked: Default::default(),
             llc: caches.llc,
             llc_sysfs: caches.llc_sysfs,
             disk_irq: isobench_platform::noise::irq_affinity()
@@ -116,6 +118,8 @@ impl HostView {
                 })
                 .into_iter()
                 .collect(),
+            check_live: false,
+            checked: Default::default(),
             llc: 32 << 20,
             llc_sysfs: Some(32 << 20),
             disk_irq: None,
@@ -123,8 +127,18 @@ impl HostView {
     }
 
     /// Why `kind` cannot be used here, when it cannot.
-    pub fn unavailable(&self, kind: Platform) -> Option<&str> {
-        self.unavailable.get(kind.name()).map(String::as_str)
+    pub fn unavailable(&self, kind: Platform) -> Option<String> {
+        if let Some(why) = self.unavailable.get(kind.name()) {
+            return Some(why.clone());
+        }
+        if !self.check_live {
+            return None;
+        }
+        let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        checked
+            .entry(kind.name().to_string())
+            .or_insert_with(|| (kind.entry().available)().err().map(|e| e.to_string()))
+            .clone()
     }
 
     /// Host CPUs as plain numbers.
