@@ -14,7 +14,7 @@ use isobench_report::{html_comparison, Style};
 use isobench_results::compare::RunComparison;
 
 use crate::args::DbArgs;
-use crate::cmd_results::load;
+use crate::cmd_results::load_alone;
 use crate::cmd_run::style;
 use crate::exit::bad_input;
 
@@ -60,7 +60,7 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     let mut runs = a
         .runs
         .iter()
-        .map(|id| load(&a.db.path, id))
+        .map(|id| load_alone(&a.db.path, id))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if let [one] = runs.as_slice() {
         let set = crate::crossrun::linked(one);
@@ -73,7 +73,7 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         }
         runs = set
             .iter()
-            .map(|(_, id)| load(&a.db.path, id))
+            .map(|(_, id)| load_alone(&a.db.path, id))
             .collect::<anyhow::Result<Vec<_>>>()?;
     }
     let comparison = RunComparison::new(&runs);

@@ -74,10 +74,20 @@ fn existing_store(path: &Path) -> anyhow::Result<Store> {
 /// Loads and analyzes stored run `id` from database `db` (which must exist).
 pub fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
     let store = existing_store(db)?;
-    let loaded = store.load_run(&RunId::new(id)).map_err(store_error)?;
-    let mut r = analyze(&loaded);
+    let mut r = analyzed(&store, id)?;
     crate::crossrun::add_linked(&store, &mut r);
     Ok(r)
+}
+
+/// A stored run's results alone, without the table of the runs linked with it (each run of
+/// a comparison is one column; the set's table would be analysed again for every run).
+pub fn load_alone(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
+    analyzed(&existing_store(db)?, id)
+}
+
+fn analyzed(store: &Store, id: &str) -> anyhow::Result<isobench_experiment::Results> {
+    let loaded = store.load_run(&RunId::new(id)).map_err(store_error)?;
+    Ok(analyze(&loaded))
 }
 
 /// `isobench runs`.
