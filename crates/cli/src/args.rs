@@ -67,7 +67,7 @@ pub enum Command {
     Memcheck(crate::cmd_run::MemcheckArgs),
     /// Run one network server until stdin ends (the peer a network probe starts for itself).
     #[command(hide = true)]
-    Serve(crate::cmd_serve::ServeArgs),
+    Netserve(crate::cmd_netserve::NetserveArgs),
     /// Prepare the `vm` platform: fetch the guest kernel, build the initramfs, check KVM.
     Vm(crate::cmd_vm::VmArgs),
 }

@@ -14,7 +14,7 @@ mod cmd_probe;
 mod cmd_report;
 mod cmd_results;
 mod cmd_run;
-mod cmd_serve;
+mod cmd_netserve;
 mod cmd_stress;
 mod cmd_vm;
 mod crossrun;
@@ -60,12 +60,12 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Completions(a) => cmd_docs::completions(&a),
         args::Command::Man(a) => cmd_docs::man(&a),
         args::Command::Memcheck(a) => cmd_run::memcheck(&a),
-        args::Command::Serve(a) => cmd_serve::run(&a),
+        args::Command::Netserve(a) => cmd_netserve::run(&a),
         args::Command::Vm(a) => cmd_vm::run(&a),
     }
 }
 
-/// This binary, for the probes to start their own servers with (`isobench serve`).
+/// This binary, for the probes to start their own servers with (`isobench netserve`).
 /// `/proc/self/exe` names the running file even after a rebuild has replaced or removed it
 /// at its path, so a server is always the same build as its probe.
 fn own_exe() -> Option<std::path::PathBuf> {

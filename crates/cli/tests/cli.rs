@@ -183,7 +183,7 @@ fn a_server_that_cannot_start_fails_the_probe_with_its_reason() {
 fn serve_reports_its_address_and_stops_at_the_end_of_stdin() {
     use std::io::{BufRead, Read, Write};
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"))
-        .args(["serve", "tcp-echo", "--bind", "127.0.0.1:0"])
+        .args(["netserve", "tcp-echo", "--bind", "127.0.0.1:0"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

@@ -2,7 +2,7 @@
 //!
 //! A network probe measures a path between two ends. When both ends live in one tenant the
 //! probe starts its own server on loopback, in a process of its own when it knows the
-//! isobench binary ([`process::ServerProcess`], `isobench serve`), else as threads of its own
+//! isobench binary ([`process::ServerProcess`], `isobench netserve`), else as threads of its own
 //! process; to measure *between* tenants a controller starts the server in one tenant with
 //! [`start_server`] (the agent's "start service" command) and points the probe in another
 //! tenant at the returned address (`addr=... port=...`).

@@ -1,4 +1,4 @@
-//! A server in a process of its own: both ends of `isobench serve`.
+//! A server in a process of its own: both ends of `isobench netserve`.
 //!
 //! Why: a probe that measures a path between two ends should not share its process with the
 //! other end (an address space, a file table, the allocator, per-process scheduling), so that
@@ -79,14 +79,14 @@ pub struct OwnServer {
     pub kind: String,
     /// The address it served on.
     pub addr: SocketAddr,
-    /// True when it ran in a process of its own (`isobench serve`); false when it ran as
+    /// True when it ran in a process of its own (`isobench netserve`); false when it ran as
     /// threads of the probe's process, because no server executable was given (library use).
     pub separate_process: bool,
     /// Id of the process it ran in (the probe's own when `separate_process` is false).
     pub pid: u32,
 }
 
-/// The serving end (`isobench serve`): starts a `kind` server on `bind`, writes
+/// The serving end (`isobench netserve`): starts a `kind` server on `bind`, writes
 /// [`ServeEvent::Ready`] to `out`, serves until a line or the end of `input`, stops the server
 /// and writes [`ServeEvent::Stopped`]. A bind error is returned before anything is written.
 pub fn serve_until_stopped(
@@ -153,7 +153,7 @@ impl ServerProcess {
     ) -> io::Result<ServerProcess> {
         let mut cmd = Command::new(exe);
         cmd.arg0("isobench")
-            .arg("serve")
+            .arg("netserve")
             .arg(kind.to_string())
             .arg("--bind")
             .arg(bind.to_string())
@@ -315,7 +315,7 @@ impl LineReader {
                     io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!(
-                            "it wrote `{}`, not an isobench serve event ({e}): is the \
+                            "it wrote `{}`, not an isobench netserve event ({e}): is the \
                              executable the isobench binary?",
                             String::from_utf8_lossy(&line).trim()
                         ),
@@ -349,7 +349,7 @@ mod tests {
         "127.0.0.1:0".parse().unwrap()
     }
 
-    /// An executable shell script standing in for `isobench serve`.
+    /// An executable shell script standing in for `isobench netserve`.
     fn fake_exe(dir: &Path, body: &str) -> std::path::PathBuf {
         let p = dir.join("fake-isobench");
         std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -502,7 +502,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let exe = fake_exe(dir.path(), "echo hello\nexec sleep 30");
         let e = spawn(&exe, ServerKind::TcpEcho).unwrap_err().to_string();
-        assert!(e.contains("not an isobench serve event"), "{e}");
+        assert!(e.contains("not an isobench netserve event"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! threshold.
 //!
 //! The server is our own (`netserve` `http`, port 0, pinned to `ctx.pin_peer`, bodies of
-//! `body` bytes) in a process of its own (`isobench serve`; threads of this process when the
+//! `body` bytes) in a process of its own (`isobench netserve`; threads of this process when the
 //! context has no server executable), or an external one, typically an isobench `http`
 //! service in another tenant (it answers `GET /<n>` with `n` bytes; for another server set
 //! `path`).

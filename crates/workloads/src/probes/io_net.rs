@@ -2,7 +2,7 @@
 //! a server another tenant started with [`crate::netserve::start_server`]), waiting for an
 //! intended send time, and accepting with a timeout.
 //!
-//! Our own server runs in a process of its own ([`ServerProcess`], `isobench serve`), as the
+//! Our own server runs in a process of its own ([`ServerProcess`], `isobench netserve`), as the
 //! reference tools run theirs, when the context names the isobench binary
 //! ([`ProbeCtx::server_exe`]); otherwise (the library without the binary, as in tests) as
 //! threads of the probe's process. Which one ran is recorded in [`ProbeCtx::own_servers`].

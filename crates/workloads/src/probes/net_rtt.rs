@@ -4,7 +4,7 @@
 //! sequence number, the peer echoes it, the client times send to matching reply. TCP runs
 //! with Nagle off (TCP_NODELAY) on both ends. The peer is our own echo server on loopback
 //! (port 0, pinned to `ctx.pin_peer`), in a process of its own as sockperf's and qperf's are
-//! (`isobench serve`; threads of this process when the context has no server executable),
+//! (`isobench netserve`; threads of this process when the context has no server executable),
 //! or an external `udp-echo` / `tcp-echo` server started in another tenant with
 //! `netserve::start_server`.
 //!

@@ -14,7 +14,7 @@
 //! does; 1 Mbit = 10^6 bits.
 //!
 //! The server is our own on `addr` (port 0, pinned to `ctx.pin_peer`), in a process of its
-//! own as iperf3's is (`isobench serve`; threads of this process when the context has no
+//! own as iperf3's is (`isobench netserve`; threads of this process when the context has no
 //! server executable), or an external `tcp-sink` / `udp-sink` started in another tenant with
 //! `netserve::start_server`.
 //!

@@ -1,4 +1,4 @@
-//! `isobench serve KIND --bind ADDR` (hidden): one network server in a process of its own,
+//! `isobench netserve KIND --bind ADDR` (hidden): one network server in a process of its own,
 //! the peer a network probe starts for itself (`isobench_workloads::netserve::process`).
 //!
 //! It prints `{"event":"ready","addr":...}` on stdout once bound, serves until a line or the
@@ -14,9 +14,9 @@ use isobench_workloads::netserve::{ServerKind, ServerOptions};
 
 use crate::exit::bad_input;
 
-/// `isobench serve`.
+/// `isobench netserve`.
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub struct NetserveArgs {
     /// Server kind: udp-echo, tcp-echo, tcp-sink, udp-sink, http[:<body bytes>],
     /// relay-forwarder:<ip:port>.
     pub kind: String,
@@ -31,7 +31,7 @@ pub struct ServeArgs {
     pub io_timeout_ms: u64,
 }
 
-pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
+pub fn run(a: &NetserveArgs) -> anyhow::Result<ExitCode> {
     let kind: ServerKind = a.kind.parse().map_err(bad_input)?;
     // Started as /proc/self/exe, the process would be listed as `exe`.
     let _ = std::fs::write("/proc/self/comm", "isobench");
