@@ -1,1 +1,1041 @@
+// isobench's web UI: one page, hash routes, only the HTTP API under /api/v1.
+//
+// Routes: #/runs (list), #/runs/<id> (one run: live progress, stop/resume, report),
+// #/launch (preset or scenario; problems shown at their line), #/queue, #/compare.
+// Every value from the server reaches the DOM through textContent or an attribute, never as
+// HTML. Every state-changing request carries the CSRF token from GET /api/v1/session.
 "use strict";
+
+(function () {
+  const API = "/api/v1";
+  const FINAL_JOB_STATES = new Set(["done", "failed", "cancelled", "interrupted"]);
+  const ACTIVE_JOB_STATES = new Set(["queued", "running", "stopping"]);
+
+  const state = {
+    session: null,
+    jobs: new Map(), // job id -> Job, kept current by the event stream
+    live: new Map(), // job id -> {notes, failures, waiting, summary, planned}
+    runsCache: [], // the last runs list, for the compare picker
+    selected: new Set(), // run ids ticked for comparison
+    view: null, // {name, update(kind, data), leave()} of the page shown
+    source: null,
+  };
+
+  // ---------- DOM helpers ----------
+
+  /** Creates an element; attrs: class, text, on<Event> handlers, dataset object, others as
+   *  attributes (false/null skipped). Children: nodes or strings (as text). */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "class") el.className = v;
+      else if (k === "text") el.textContent = v;
+      else if (k === "dataset") Object.assign(el.dataset, v);
+      else if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+      else if (v === true) el.setAttribute(k, "");
+      else el.setAttribute(k, String(v));
+    }
+    append(el, children);
+    return el;
+  }
+
+  function append(el, children) {
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      el.appendChild(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
+    }
+    return el;
+  }
+
+  function clear(el) {
+    while (el.firstChild) el.removeChild(el.firstChild);
+    return el;
+  }
+
+  function $(sel, root) {
+    return (root || document).querySelector(sel);
+  }
+
+  function toast(text, kind) {
+    const t = $("#toast");
+    t.textContent = text;
+    t.className = "toast " + (kind || "error");
+    t.hidden = false;
+    clearTimeout(toast.timer);
+    toast.timer = setTimeout(() => { t.hidden = true; }, 6000);
+  }
+
+  // ---------- formatting ----------
+
+  function fmtDuration(s) {
+    if (s === null || s === undefined || !isFinite(s)) return "—";
+    s = Math.max(0, Math.round(s));
+    if (s < 60) return s + "s";
+    const m = Math.floor(s / 60), sec = s % 60;
+    if (m < 60) return m + "m " + String(sec).padStart(2, "0") + "s";
+    const hr = Math.floor(m / 60);
+    return hr + "h " + String(m % 60).padStart(2, "0") + "m";
+  }
+
+  function fmtRelative(iso) {
+    if (!iso) return "—";
+    const t = Date.parse(iso);
+    if (isNaN(t)) return String(iso);
+    const d = (Date.now() - t) / 1000;
+    if (d < 0) return "just now";
+    if (d < 45) return "just now";
+    if (d < 3600) return Math.round(d / 60) + " min ago";
+    if (d < 86400) return Math.round(d / 3600) + " h ago";
+    if (d < 86400 * 30) return Math.round(d / 86400) + " d ago";
+    return new Date(t).toISOString().slice(0, 10);
+  }
+
+  function timeEl(iso) {
+    if (!iso) return h("span", { class: "muted", text: "—" });
+    return h("time", { datetime: iso, title: new Date(Date.parse(iso) || 0).toLocaleString(), text: fmtRelative(iso) });
+  }
+
+  function badge(status) {
+    const s = String(status || "unknown");
+    return h("span", { class: "badge status-" + s.replace(/[^a-z]/g, ""), text: s });
+  }
+
+  function headlineText(run) {
+    const hl = run && run.headline;
+    if (!hl) return "—";
+    if (hl.text) return (hl.label ? hl.label + ": " : "") + hl.text;
+    if (hl.value !== null && hl.value !== undefined) return (hl.label ? hl.label + ": " : "") + hl.value + (hl.unit || "");
+    return "—";
+  }
+
+  function jobWhat(job) {
+    const s = job.spec || {};
+    const parts = [];
+    if (s.resume) parts.push("resume of " + s.resume);
+    else if (s.preset) parts.push("preset " + s.preset);
+    else if (s.scenario_name) parts.push(s.scenario_name);
+    else parts.push("scenario");
+    if (s.platform) parts.push("on " + s.platform);
+    if (s.seed !== null && s.seed !== undefined) parts.push("seed " + s.seed);
+    return parts.join(", ");
+  }
+
+  function progressText(p) {
+    return p && p.of ? p.n + " / " + p.of : "0 / ?";
+  }
+
+  // ---------- API ----------
+
+  class ApiError extends Error {
+    constructor(status, body) {
+      super((body && body.error) || "HTTP " + status);
+      this.status = status;
+      this.body = body || {};
+    }
+  }
+
+  /** A request to the API: JSON in and out; state-changing methods carry the CSRF header. */
+  async function api(path, opts) {
+    opts = opts || {};
+    const method = opts.method || "GET";
+    const headers = { Accept: "application/json" };
+    if (method !== "GET" && method !== "HEAD" && state.session && state.session.csrf) {
+      headers["X-Isobench-Csrf"] = state.session.csrf;
+    }
+    let body;
+    if (opts.json !== undefined) {
+      headers["Content-Type"] = "application/json";
+      body = JSON.stringify(opts.json);
+    }
+    let res;
+    try {
+      res = await fetch(API + path, { method, headers, body, credentials: "same-origin" });
+    } catch (e) {
+      throw new ApiError(0, { error: "the server did not answer (" + e.message + ")" });
+    }
+    const text = await res.text();
+    let data = null;
+    if (text) {
+      try { data = JSON.parse(text); } catch (e) { data = { error: text.slice(0, 300) }; }
+    }
+    if (!res.ok) {
+      if (res.status === 401 && !opts.noLogin) showLogin();
+      throw new ApiError(res.status, data);
+    }
+    return data;
+  }
+
+  // ---------- live events ----------
+
+  function liveOf(jobId) {
+    let l = state.live.get(jobId);
+    if (!l) {
+      l = { notes: [], failures: [], waiting: null, summary: null, condition: null };
+      state.live.set(jobId, l);
+    }
+    return l;
+  }
+
+  function connectEvents() {
+    if (state.source) state.source.close();
+    const liveEl = $("#live");
+    const es = new EventSource(API + "/events");
+    state.source = es;
+    es.onopen = () => {
+      liveEl.textContent = "live";
+      liveEl.className = "live on";
+    };
+    es.onerror = () => {
+      liveEl.textContent = "reconnecting…";
+      liveEl.className = "live off";
+    };
+    es.addEventListener("job", (e) => {
+      let job;
+      try { job = JSON.parse(e.data); } catch (err) { return; }
+      if (!job || !job.id) return;
+      const before = state.jobs.get(job.id);
+      state.jobs.set(job.id, job);
+      updateQueueCount();
+      notify("job", { job, before });
+    });
+    es.addEventListener("run", (e) => {
+      let msg;
+      try { msg = JSON.parse(e.data); } catch (err) { return; }
+      if (!msg || !msg.event) return;
+      absorbRunEvent(msg);
+      notify("run", msg);
+    });
+  }
+
+  /** Keeps what a run page shows from the run events: progress, notes, trial failures. */
+  function absorbRunEvent(msg) {
+    const ev = msg.event;
+    const jobId = msg.job;
+    if (!jobId) return;
+    const l = liveOf(jobId);
+    const job = state.jobs.get(jobId);
+    switch (ev.event) {
+      case "planned":
+        l.summary = ev.summary || null;
+        if (job) {
+          if (!job.run && ev.run) job.run = ev.run;
+          if (!job.progress && ev.trials) job.progress = { n: ev.done || 0, of: ev.trials };
+        }
+        break;
+      case "tenants_ready":
+        for (const t of ev.tenants || []) {
+          for (const n of t.notes || []) l.notes.push({ kind: "note", text: t.name + ": " + n });
+        }
+        break;
+      case "memory_checked":
+        if (ev.ok === false) l.notes.push({ kind: "warn", text: ev.text || ev.tenant + ": memory check failed" });
+        break;
+      case "waiting":
+        l.waiting = ev.why ? ev.why + (ev.seconds ? " (" + fmtDuration(ev.seconds) + ")" : "") : null;
+        break;
+      case "block_started":
+        l.condition = ev.condition || l.condition;
+        break;
+      case "trial_started":
+      case "trial_ended":
+        l.waiting = null;
+        if (job) {
+          job.progress = Object.assign({}, job.progress || {}, {
+            n: ev.n, of: ev.of, round: ev.round, condition: ev.condition, what: ev.what, eta_s: ev.eta_s,
+          });
+        }
+        if (ev.event === "trial_ended" && ev.status && ev.status !== "ok") {
+          l.failures.push({
+            text: "trial " + ev.n + " (" + (ev.what || "?") + " under " + (ev.condition || "?") + "): " +
+              ev.status + (ev.reason ? " — " + ev.reason : ""),
+          });
+        }
+        break;
+      case "note":
+        if (ev.text) l.notes.push({ kind: "note", text: ev.text });
+        break;
+      case "finished":
+        l.waiting = null;
+        if (ev.reason) l.notes.push({ kind: ev.status === "complete" ? "note" : "warn", text: "finished " + ev.status + ": " + ev.reason });
+        break;
+      default:
+        break; // unknown events are ignored (the stream may grow)
+    }
+    if (l.notes.length > 200) l.notes.splice(0, l.notes.length - 200);
+    if (l.failures.length > 200) l.failures.splice(0, l.failures.length - 200);
+  }
+
+  function notify(kind, data) {
+    if (state.view && state.view.update) {
+      try { state.view.update(kind, data); } catch (e) { console.warn(e); }
+    }
+  }
+
+  function updateQueueCount() {
+    const n = [...state.jobs.values()].filter((j) => ACTIVE_JOB_STATES.has(j.state)).length;
+    const el = $("#queue-count");
+    el.textContent = String(n);
+    el.hidden = n === 0;
+  }
+
+  function activeJobFor(runId) {
+    for (const j of state.jobs.values()) {
+      if (!ACTIVE_JOB_STATES.has(j.state)) continue;
+      if (j.run === runId || (j.spec && j.spec.resume === runId)) return j;
+    }
+    return null;
+  }
+
+  // ---------- login ----------
+
+  function showLogin(message) {
+    if (state.view && state.view.leave) state.view.leave();
+    state.view = { name: "login" };
+    if (state.source) { state.source.close(); state.source = null; }
+    const err = h("p", { id: "login-error", class: "error", role: "alert", hidden: !message, text: message || "" });
+    const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "current-password", required: true });
+    const form = h("form", { id: "login-form", class: "card narrow" },
+      h("h1", { text: "Sign in" }),
+      h("p", { class: "muted", text: "This server needs its access token (the contents of the file given to --token-file)." }),
+      h("label", { for: "token", text: "Token" }), input,
+      h("div", { class: "actions" }, h("button", { id: "login-submit", type: "submit", class: "primary", text: "Sign in" })),
+      err);
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      err.hidden = true;
+      try {
+        await api("/login", { method: "POST", json: { token: input.value }, noLogin: true });
+        location.reload();
+      } catch (ex) {
+        err.textContent = ex.status === 401 ? "That token is not right." : ex.message;
+        err.hidden = false;
+      }
+    });
+    setMain(form);
+    input.focus();
+  }
+
+  // ---------- routing ----------
+
+  function setMain(...nodes) {
+    const main = clear($("#app"));
+    append(main, nodes);
+  }
+
+  function route() {
+    if (!state.session) return;
+    if (state.view && state.view.leave) state.view.leave();
+    state.view = null;
+    const hash = location.hash || "#/runs";
+    const [path, query] = hash.slice(1).split("?");
+    const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+    const params = new URLSearchParams(query || "");
+    for (const a of document.querySelectorAll("[data-nav]")) {
+      if (a.dataset.nav === (parts[0] || "runs")) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+    if (parts[0] === "runs" && parts[1]) return runPage(parts[1]);
+    if (parts[0] === "launch") return launchPage();
+    if (parts[0] === "queue") return queuePage();
+    if (parts[0] === "compare") return comparePage(params.get("runs"));
+    return runsPage();
+  }
+
+  function go(hash) {
+    if (location.hash === hash) route();
+    else location.hash = hash;
+  }
+
+  // ---------- runs list ----------
+
+  function runsPage() {
+    const status = h("p", { class: "muted", text: "Loading runs…" });
+    const compareBtn = h("button", { type: "button", id: "compare-selected", disabled: true, text: "Compare selected" });
+    const table = h("table", { id: "runs-table", class: "data" },
+      h("thead", {}, h("tr", {},
+        h("th", { scope: "col", class: "pick" }, h("span", { class: "sr-only", text: "Compare" })),
+        ["Status", "Run", "Kind", "Platform", "Host", "Started", "Duration", "Trials", "Result"].map((t) => h("th", { scope: "col", text: t })))),
+      h("tbody"));
+    const view = { name: "runs", timer: null };
+    state.view = view;
+
+    function refreshCompareBtn() {
+      compareBtn.disabled = state.selected.size < 2;
+      compareBtn.textContent = "Compare selected" + (state.selected.size ? " (" + state.selected.size + ")" : "");
+    }
+    compareBtn.addEventListener("click", () => go("#/compare?runs=" + encodeURIComponent([...state.selected].join(","))));
+
+    async function load() {
+      try {
+        const data = await api("/runs");
+        if (state.view !== view) return;
+        const runs = (data && data.runs) || [];
+        state.runsCache = runs;
+        const tbody = clear(table.tBodies[0]);
+        for (const r of runs) tbody.appendChild(runRow(r, refreshCompareBtn));
+        status.textContent = runs.length ? runs.length + " runs, newest first." : "No runs yet. Launch one.";
+        for (const id of [...state.selected]) if (!runs.some((r) => r.id === id)) state.selected.delete(id);
+        refreshCompareBtn();
+      } catch (e) {
+        if (e.status !== 401) status.textContent = "Could not load the runs: " + e.message;
+      }
+    }
+
+    view.update = (kind, data) => {
+      // A job that starts, ends or changes its run changes the list: reload, at most every 1.5 s.
+      if (kind === "job" && (!data.before || data.before.state !== data.job.state || data.before.run !== data.job.run)) {
+        if (!view.timer) view.timer = setTimeout(() => { view.timer = null; load(); }, 1500);
+      }
+    };
+    view.leave = () => clearTimeout(view.timer);
+
+    setMain(
+      h("div", { class: "page-head" },
+        h("h1", { text: "Runs" }),
+        h("div", { class: "actions" }, compareBtn, h("a", { class: "button primary", href: "#/launch", text: "Launch a run" }))),
+      status, h("div", { class: "table-wrap" }, table));
+    load();
+  }
+
+  function runRow(r, onPick) {
+    const href = "#/runs/" + encodeURIComponent(r.id);
+    const pick = h("input", { type: "checkbox", class: "pick-run", "aria-label": "Compare " + r.id, checked: state.selected.has(r.id) });
+    pick.addEventListener("click", (e) => e.stopPropagation());
+    pick.addEventListener("change", () => {
+      if (pick.checked) state.selected.add(r.id); else state.selected.delete(r.id);
+      onPick();
+    });
+    const tr = h("tr", { dataset: { run: r.id }, class: "clickable" },
+      h("td", { class: "pick" }, pick),
+      h("td", {}, badge(r.status)),
+      h("td", {}, h("a", { href, text: r.scenario || r.id }), h("div", { class: "muted small mono", text: r.id })),
+      h("td", { text: r.kind || "—" }),
+      h("td", { text: r.platform || "—" }),
+      h("td", { text: r.host || "—" }),
+      h("td", {}, timeEl(r.started_at)),
+      h("td", { class: "num", text: r.status === "running" && r.duration_s == null ? "running" : fmtDuration(r.duration_s) }),
+      h("td", { class: "num", text: (r.trials_ok ?? "?") + " / " + (r.trials ?? "?") }),
+      h("td", { text: headlineText(r) }));
+    tr.addEventListener("click", (e) => {
+      if (e.target.closest("a, input, button")) return;
+      go(href);
+    });
+    return tr;
+  }
+
+  // ---------- one run ----------
+
+  function runPage(id) {
+    const view = { name: "run", id, run: null, reportShown: false, timer: null };
+    state.view = view;
+
+    const title = h("h1", {}, "Run ", h("span", { class: "mono", text: id }));
+    const statusEl = h("span", { id: "run-status", class: "badge", text: "…" });
+    const stopBtn = h("button", { id: "stop-run", type: "button", class: "danger", hidden: true, text: "Stop" });
+    const resumeBtn = h("button", { id: "resume-run", type: "button", class: "primary", hidden: true, text: "Resume" });
+    const meta = h("dl", { class: "meta" });
+    const caveats = h("ul", { id: "run-caveats", class: "caveats" });
+
+    const bar = h("progress", { id: "run-progress-bar", max: 1, value: 0, "aria-labelledby": "run-progress" });
+    const progressText_ = h("span", { id: "run-progress", class: "mono", text: "0 / ?" });
+    const condEl = h("dd", { id: "run-condition", text: "—" });
+    const whatEl = h("dd", { id: "run-probe", text: "—" });
+    const etaEl = h("dd", { id: "run-eta", text: "—" });
+    const roundEl = h("dd", { id: "run-round", text: "—" });
+    const waitingEl = h("p", { id: "run-waiting", class: "muted", hidden: true });
+    const notesEl = h("ul", { id: "run-notes", class: "notes" });
+    const failuresEl = h("ul", { id: "run-failures", class: "failures" });
+    const summaryEl = h("pre", { id: "run-plan", class: "plan" });
+    const liveBox = h("section", { id: "run-live", class: "card", hidden: true, "aria-live": "polite" },
+      h("h2", { text: "Progress" }),
+      h("div", { class: "progress-line" }, bar, progressText_),
+      h("dl", { class: "meta compact" },
+        h("dt", { text: "Condition" }), condEl,
+        h("dt", { text: "Probe" }), whatEl,
+        h("dt", { text: "Round" }), roundEl,
+        h("dt", { text: "ETA" }), etaEl),
+      waitingEl,
+      h("details", { id: "run-plan-box", hidden: true }, h("summary", { text: "Plan" }), summaryEl));
+    const notesBox = h("section", { class: "card", id: "run-notes-box", hidden: true },
+      h("h2", { text: "Notes and warnings" }), notesEl);
+    const failuresBox = h("section", { class: "card", id: "run-failures-box", hidden: true },
+      h("h2", { text: "Trial failures" }), failuresEl);
+    const downloads = h("p", { class: "downloads" },
+      h("span", { class: "muted", text: "Download: " }),
+      ["json", "csv", "markdown"].map((f) => [h("a", { href: API + "/runs/" + encodeURIComponent(id) + "/export?format=" + f, download: "", text: f }), " "]),
+      h("a", { href: API + "/runs/" + encodeURIComponent(id) + "/report?download=1", download: "", text: "html" }));
+    const reportBox = h("section", { id: "run-report", class: "report", hidden: true });
+    const message = h("p", { id: "run-message", class: "error", role: "alert", hidden: true });
+
+    stopBtn.addEventListener("click", async () => {
+      const job = activeJobFor(id);
+      if (!job) return;
+      stopBtn.disabled = true;
+      try {
+        const j = await api("/jobs/" + encodeURIComponent(job.id) + "/stop", { method: "POST" });
+        if (j && j.id) state.jobs.set(j.id, j);
+        render();
+      } catch (e) {
+        toast("Stop failed: " + e.message);
+      } finally {
+        stopBtn.disabled = false;
+      }
+    });
+    resumeBtn.addEventListener("click", async () => {
+      resumeBtn.disabled = true;
+      try {
+        const j = await api("/runs/" + encodeURIComponent(id) + "/resume", { method: "POST" });
+        if (j && j.id) {
+          state.jobs.set(j.id, j);
+          state.live.delete(j.id);
+        }
+        view.reportShown = false;
+        clear(reportBox);
+        reportBox.hidden = true;
+        render();
+      } catch (e) {
+        toast("Resume failed: " + e.message);
+      } finally {
+        resumeBtn.disabled = false;
+      }
+    });
+
+    function metaRow(k, v) {
+      return [h("dt", { text: k }), h("dd", {}, v)];
+    }
+
+    function render() {
+      const run = view.run;
+      const job = activeJobFor(id);
+      // What the run is doing now: an active job speaks for it, else the stored status.
+      let status = run ? run.status : "unknown";
+      if (job) status = job.state === "queued" ? "queued" : job.state === "stopping" ? "stopping" : "running";
+      else if (status === "running" && run && run.job) {
+        const j = state.jobs.get(run.job);
+        if (j && FINAL_JOB_STATES.has(j.state)) scheduleReload(300);
+      }
+      statusEl.textContent = status;
+      statusEl.className = "badge status-" + status.replace(/[^a-z]/g, "");
+      stopBtn.hidden = !job || job.state === "stopping";
+      resumeBtn.hidden = !!job || !run || run.status !== "interrupted" || run.resumable === false;
+
+      if (run) {
+        clear(meta);
+        append(meta, [
+          metaRow("Scenario", run.scenario || "—"),
+          metaRow("Kind", run.kind || "—"),
+          metaRow("Platform", run.platform || "—"),
+          metaRow("Host", run.host || "—"),
+          metaRow("Seed", run.seed === null || run.seed === undefined ? "—" : String(run.seed)),
+          metaRow("Started", timeEl(run.started_at)),
+          metaRow("Duration", fmtDuration(run.duration_s)),
+          metaRow("Trials", (run.trials_ok ?? "?") + " ok of " + (run.trials ?? "?")),
+          metaRow("Result", headlineText(run)),
+        ]);
+        if (run.reason) append(meta, metaRow("Reason", run.reason));
+        clear(caveats);
+        for (const c of run.caveats || []) caveats.appendChild(h("li", { text: typeof c === "string" ? c : JSON.stringify(c) }));
+      }
+
+      const running = !!job;
+      liveBox.hidden = !running;
+      if (job) {
+        const p = job.progress || {};
+        const l = liveOf(job.id);
+        progressText_.textContent = progressText(p);
+        bar.max = p.of || 1;
+        bar.value = Math.min(p.n || 0, p.of || 1);
+        condEl.textContent = p.condition || l.condition || "—";
+        whatEl.textContent = p.what || "—";
+        roundEl.textContent = p.round === null || p.round === undefined ? "—" : String(p.round);
+        etaEl.textContent = p.eta_s === null || p.eta_s === undefined ? "—" : fmtDuration(p.eta_s);
+        waitingEl.hidden = !l.waiting;
+        waitingEl.textContent = l.waiting ? "Waiting: " + l.waiting : "";
+        if (job.state === "queued") {
+          waitingEl.hidden = false;
+          waitingEl.textContent = "Queued" + (job.position ? " at position " + job.position : "") + ".";
+        }
+        const planBox = $("#run-plan-box", liveBox);
+        planBox.hidden = !l.summary;
+        summaryEl.textContent = l.summary || "";
+      }
+      renderLists(job);
+
+      const finished = !job && run && run.status !== "running";
+      if (finished && !view.reportShown) {
+        view.reportShown = true;
+        clear(reportBox);
+        append(reportBox, [
+          h("h2", { text: "Report" }),
+          h("iframe", { id: "report-frame", title: "The HTML report of run " + id, src: API + "/runs/" + encodeURIComponent(id) + "/report" }),
+        ]);
+        reportBox.hidden = false;
+      }
+    }
+
+    // Notes and failures stay shown after the run ends (from the job that ran it last).
+    function renderLists(job) {
+      const jobId = job ? job.id : view.lastJob;
+      if (job) view.lastJob = job.id;
+      const l = jobId ? state.live.get(jobId) : null;
+      clear(notesEl);
+      clear(failuresEl);
+      if (l) {
+        for (const n of l.notes) notesEl.appendChild(h("li", { class: n.kind, text: n.text }));
+        for (const f of l.failures) failuresEl.appendChild(h("li", { text: f.text }));
+      }
+      const caveatCount = caveats.childElementCount;
+      notesBox.hidden = notesEl.childElementCount === 0;
+      failuresBox.hidden = failuresEl.childElementCount === 0;
+      $("#caveats-box", page).hidden = caveatCount === 0;
+    }
+
+    async function load() {
+      try {
+        const run = await api("/runs/" + encodeURIComponent(id));
+        if (state.view !== view) return;
+        view.run = run;
+        message.hidden = true;
+        render();
+      } catch (e) {
+        if (state.view !== view) return;
+        if (e.status === 404 && activeJobFor(id)) {
+          // Planned but not stored yet: the job's events will bring it.
+          scheduleReload(1000);
+          render();
+          return;
+        }
+        message.textContent = e.status === 404 ? "No run " + id + " in this database." : "Could not load the run: " + e.message;
+        message.hidden = false;
+      }
+    }
+
+    function scheduleReload(ms) {
+      if (view.timer) return;
+      view.timer = setTimeout(() => { view.timer = null; load(); }, ms);
+    }
+
+    view.update = (kind, data) => {
+      if (kind === "job") {
+        const j = data.job;
+        if (j.run !== id && !(j.spec && j.spec.resume === id)) return;
+        if (!data.before || data.before.state !== j.state) scheduleReload(FINAL_JOB_STATES.has(j.state) ? 200 : 500);
+        render();
+      } else if (kind === "run") {
+        const j = state.jobs.get(data.job);
+        if (data.run !== id && !(j && (j.run === id || (j.spec && j.spec.resume === id)))) return;
+        if (data.event.event === "finished") scheduleReload(200);
+        render();
+      }
+    };
+    view.leave = () => clearTimeout(view.timer);
+
+    const page = h("div", { class: "run-page" },
+      h("p", { class: "crumbs" }, h("a", { href: "#/runs", text: "← Runs" })),
+      h("div", { class: "page-head" }, h("div", {}, title, " ", statusEl),
+        h("div", { class: "actions" }, stopBtn, resumeBtn)),
+      message,
+      h("div", { class: "columns" },
+        h("section", { class: "card" }, h("h2", { text: "Details" }), meta, downloads),
+        liveBox),
+      h("section", { class: "card", id: "caveats-box", hidden: true }, h("h2", { text: "Caveats" }), caveats),
+      failuresBox, notesBox, reportBox);
+    setMain(page);
+    load();
+  }
+
+  // ---------- launch ----------
+
+  function launchPage() {
+    const view = { name: "launch", waitingFor: null, timer: null };
+    state.view = view;
+    const s = state.session;
+
+    const sourcePreset = h("input", { type: "radio", name: "source", id: "source-preset", value: "preset", checked: true });
+    const sourceScenario = h("input", { type: "radio", name: "source", id: "source-scenario", value: "scenario" });
+    const preset = h("select", { id: "preset", name: "preset" },
+      (s.presets || []).map((p) => h("option", { value: p.name, title: p.summary || "", text: p.name + (p.summary ? " — " + p.summary : "") })));
+    const platform = h("select", { id: "platform", name: "platform" },
+      h("option", { value: "", text: "as the scenario says" }),
+      (s.platforms || []).map((p) => h("option", {
+        value: p.name, disabled: !p.available, title: p.available ? "" : (p.why || "unavailable here"),
+        text: p.name + (p.available ? "" : " (unavailable: " + (p.why || "here") + ")"),
+      })));
+    const seed = h("input", { id: "seed", name: "seed", type: "number", min: 0, step: 1, inputmode: "numeric", placeholder: "the scenario's" });
+    const scenario = h("textarea", { id: "scenario", name: "scenario", rows: 14, spellcheck: "false", placeholder: 'name = "my-scenario"\nkind = "matrix"\n…' });
+    const scenarioName = h("input", { id: "scenario-name", name: "name", type: "text", value: "scenario.toml" });
+    const file = h("input", { id: "scenario-file", type: "file", accept: ".toml,text/plain" });
+    const submit = h("button", { id: "launch-submit", type: "submit", class: "primary", text: "Launch" });
+    const errorEl = h("p", { id: "launch-error", class: "error", role: "alert", hidden: true });
+    const problems = h("ul", { id: "problems", class: "problems", hidden: true });
+    const linesView = h("ol", { id: "scenario-lines", class: "lines", hidden: true, "aria-label": "The scenario, line by line" });
+    const result = h("p", { id: "launch-result", role: "status", hidden: true });
+
+    preset.addEventListener("change", () => { sourcePreset.checked = true; });
+    scenario.addEventListener("input", () => {
+      sourceScenario.checked = scenario.value.trim() !== "" || sourceScenario.checked;
+    });
+    file.addEventListener("change", async () => {
+      const f = file.files && file.files[0];
+      if (!f) return;
+      scenario.value = await f.text();
+      scenarioName.value = f.name;
+      sourceScenario.checked = true;
+    });
+
+    function clearProblems() {
+      errorEl.hidden = true;
+      problems.hidden = true;
+      clear(problems);
+      linesView.hidden = true;
+      clear(linesView);
+    }
+
+    function showProblems(text, list) {
+      const byLine = new Map();
+      for (const p of list) {
+        const line = Number(p.line) || 0;
+        const li = h("li", { dataset: { line: String(line) }, tabindex: 0 },
+          h("span", { class: "where", text: "line " + line + (p.column ? ", column " + p.column : "") + ": " }),
+          h("span", { class: "field", text: p.field ? p.field + ": " : "" }),
+          h("span", { class: "message", text: p.message || "" }),
+          p.fix ? h("span", { class: "fix", text: " — " + p.fix }) : null);
+        li.addEventListener("click", () => focusLine(line));
+        li.addEventListener("keydown", (e) => { if (e.key === "Enter") focusLine(line); });
+        problems.appendChild(li);
+        if (!byLine.has(line)) byLine.set(line, []);
+        byLine.get(line).push(p);
+      }
+      problems.hidden = list.length === 0;
+      if (text !== null) {
+        const lines = text.split("\n");
+        lines.forEach((ln, i) => {
+          const n = i + 1;
+          const ps = byLine.get(n);
+          const item = h("li", { id: "scenario-line-" + n, class: ps ? "bad" : null, dataset: { line: String(n) } },
+            h("code", { text: ln === "" ? " " : ln }),
+            ps ? ps.map((p) => h("div", { class: "line-problem", text: "↑ " + (p.column ? "column " + p.column + ": " : "") + (p.field ? p.field + ": " : "") + (p.message || "") })) : null);
+          linesView.appendChild(item);
+        });
+        linesView.hidden = false;
+      }
+    }
+
+    function focusLine(line) {
+      const item = $("#scenario-line-" + line);
+      if (item) item.scrollIntoView({ block: "center" });
+      if (sourceScenario.checked && line > 0) {
+        const lines = scenario.value.split("\n");
+        let start = 0;
+        for (let i = 0; i < line - 1 && i < lines.length; i++) start += lines[i].length + 1;
+        const end = start + (lines[line - 1] || "").length;
+        scenario.focus();
+        scenario.setSelectionRange(start, end);
+      }
+    }
+
+    const form = h("form", { id: "launch-form", class: "card", novalidate: true },
+      h("fieldset", {},
+        h("legend", { text: "What to run" }),
+        h("div", { class: "choice" }, sourcePreset, h("label", { for: "source-preset", text: "A preset" })),
+        h("div", { class: "field indent" }, h("label", { for: "preset", text: "Preset" }), preset),
+        h("div", { class: "choice" }, sourceScenario, h("label", { for: "source-scenario", text: "A scenario (TOML): paste it or open a file" })),
+        h("div", { class: "field indent" },
+          h("label", { for: "scenario", text: "Scenario" }), scenario,
+          h("div", { class: "row" },
+            h("span", {}, h("label", { for: "scenario-file", text: "Open a file " }), file),
+            h("span", {}, h("label", { for: "scenario-name", text: "Name " }), scenarioName)))),
+      h("fieldset", {},
+        h("legend", { text: "Options" }),
+        h("div", { class: "row" },
+          h("span", { class: "field" }, h("label", { for: "platform", text: "Platform" }), platform),
+          h("span", { class: "field" }, h("label", { for: "seed", text: "Seed" }), seed))),
+      h("div", { class: "actions" }, submit),
+      errorEl, problems, linesView, result);
+
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      clearProblems();
+      result.hidden = true;
+      const body = {};
+      const useScenario = sourceScenario.checked;
+      if (useScenario) {
+        if (!scenario.value.trim()) {
+          errorEl.textContent = "Paste a scenario or open a file, or choose a preset.";
+          errorEl.hidden = false;
+          return;
+        }
+        body.scenario = scenario.value;
+        body.name = scenarioName.value.trim() || "scenario.toml";
+      } else {
+        body.preset = preset.value;
+      }
+      if (platform.value) body.platform = platform.value;
+      if (seed.value.trim() !== "") {
+        const n = Number(seed.value);
+        if (!Number.isInteger(n) || n < 0) {
+          errorEl.textContent = "The seed is a whole number, 0 or more.";
+          errorEl.hidden = false;
+          return;
+        }
+        body.seed = n;
+      }
+      submit.disabled = true;
+      const sent = useScenario ? scenario.value : null;
+      try {
+        const job = await api("/jobs", { method: "POST", json: body });
+        state.jobs.set(job.id, job);
+        updateQueueCount();
+        result.textContent = "";
+        append(result, ["Queued as ", h("a", { href: "#/queue", text: job.id }),
+          job.position ? " (position " + job.position + ")" : "", ". Its run opens here when it starts…"]);
+        result.hidden = false;
+        view.waitingFor = job.id;
+        poll();
+      } catch (ex) {
+        errorEl.textContent = ex.message;
+        errorEl.hidden = false;
+        const list = (ex.body && ex.body.problems) || [];
+        if (list.length) showProblems(sent, list);
+        if (ex.status === 413) errorEl.textContent = "The scenario is too large (the limit is 1 MiB).";
+      } finally {
+        submit.disabled = false;
+      }
+    });
+
+    // Once the queued job has a run, its page opens; the event stream usually tells first,
+    // this poll covers a stream that is reconnecting.
+    function openWhenStarted() {
+      const j = view.waitingFor && state.jobs.get(view.waitingFor);
+      if (!j) return false;
+      if (j.run) { go("#/runs/" + encodeURIComponent(j.run)); return true; }
+      if (FINAL_JOB_STATES.has(j.state)) {
+        result.textContent = "Job " + j.id + " ended " + j.state + (j.error ? ": " + j.error : "") + " before its run started.";
+        view.waitingFor = null;
+        return true;
+      }
+      return false;
+    }
+    async function poll() {
+      if (state.view !== view || !view.waitingFor) return;
+      if (openWhenStarted()) return;
+      try {
+        const j = await api("/jobs/" + encodeURIComponent(view.waitingFor));
+        if (j && j.id) state.jobs.set(j.id, Object.assign({}, state.jobs.get(j.id) || {}, j));
+      } catch (e) { /* the stream or the next poll will tell */ }
+      if (state.view === view && !openWhenStarted()) view.timer = setTimeout(poll, 1000);
+    }
+    view.update = (kind) => { if (kind === "job" || kind === "run") openWhenStarted(); };
+    view.leave = () => clearTimeout(view.timer);
+
+    setMain(h("div", { class: "page-head" }, h("h1", { text: "Launch a run" })), form);
+  }
+
+  // ---------- queue ----------
+
+  function queuePage() {
+    const view = { name: "queue", pending: false };
+    state.view = view;
+    const active = h("table", { id: "queue-table", class: "data" },
+      h("thead", {}, h("tr", {}, ["#", "Job", "What", "State", "Progress", "Queued", "Run", "Actions"].map((t) => h("th", { scope: "col", text: t })))),
+      h("tbody"));
+    const finished = h("table", { id: "finished-table", class: "data" },
+      h("thead", {}, h("tr", {}, ["Job", "What", "State", "Exit", "Ended", "Run"].map((t) => h("th", { scope: "col", text: t })))),
+      h("tbody"));
+    const activeEmpty = h("p", { class: "muted", text: "Nothing running or queued." });
+    const finishedEmpty = h("p", { class: "muted", text: "No finished jobs yet." });
+
+    async function act(promise, what) {
+      try {
+        const res = await promise;
+        if (res && Array.isArray(res.jobs)) for (const j of res.jobs) state.jobs.set(j.id, j);
+        else if (res && res.id) state.jobs.set(res.id, res);
+        await load();
+      } catch (e) {
+        toast(what + " failed: " + e.message);
+        load();
+      }
+    }
+
+    function render() {
+      view.pending = false;
+      const jobs = [...state.jobs.values()];
+      const order = { running: 0, stopping: 0, queued: 1 };
+      const live = jobs.filter((j) => ACTIVE_JOB_STATES.has(j.state)).sort((a, b) =>
+        (order[a.state] - order[b.state]) || ((a.position || 0) - (b.position || 0)) || String(a.created_at).localeCompare(String(b.created_at)));
+      const done = jobs.filter((j) => !ACTIVE_JOB_STATES.has(j.state)).sort((a, b) =>
+        String(b.ended_at || b.created_at).localeCompare(String(a.ended_at || a.created_at)));
+      const queued = live.filter((j) => j.state === "queued");
+      const tb = clear(active.tBodies[0]);
+      for (const j of live) {
+        const qi = queued.indexOf(j);
+        const id = encodeURIComponent(j.id);
+        const actions = h("td", { class: "actions" });
+        if (j.state === "queued") {
+          actions.append(
+            h("button", { type: "button", class: "move-up", disabled: qi <= 0, "aria-label": "Move " + j.id + " up", title: "Move up", text: "↑",
+              onclick: () => act(api("/jobs/" + id + "/move", { method: "POST", json: { position: qi } }), "Moving") }),
+            h("button", { type: "button", class: "move-down", disabled: qi >= queued.length - 1, "aria-label": "Move " + j.id + " down", title: "Move down", text: "↓",
+              onclick: () => act(api("/jobs/" + id + "/move", { method: "POST", json: { position: qi + 2 } }), "Moving") }),
+            h("button", { type: "button", class: "cancel", "aria-label": "Cancel " + j.id, text: "Cancel",
+              onclick: () => act(api("/jobs/" + id, { method: "DELETE" }), "Cancelling") }));
+        } else if (j.state === "running") {
+          actions.append(h("button", { type: "button", class: "stop danger", "aria-label": "Stop " + j.id, text: "Stop",
+            onclick: () => act(api("/jobs/" + id + "/stop", { method: "POST" }), "Stopping") }));
+        }
+        const p = j.progress;
+        tb.appendChild(h("tr", { dataset: { job: j.id } },
+          h("td", { class: "num", text: j.state === "queued" ? String(j.position || qi + 1) : "▶" }),
+          h("td", { class: "mono", text: j.id }),
+          h("td", { text: jobWhat(j) }),
+          h("td", {}, badge(j.state)),
+          h("td", {}, p && p.of ? [h("progress", { max: p.of, value: Math.min(p.n, p.of), "aria-label": "Progress of " + j.id }), " ", progressText(p)] : "—"),
+          h("td", {}, timeEl(j.created_at)),
+          h("td", {}, j.run ? h("a", { href: "#/runs/" + encodeURIComponent(j.run), class: "mono", text: j.run }) : "—"),
+          actions));
+      }
+      activeEmpty.hidden = live.length > 0;
+      active.hidden = live.length === 0;
+      const fb = clear(finished.tBodies[0]);
+      for (const j of done) {
+        fb.appendChild(h("tr", { dataset: { job: j.id } },
+          h("td", { class: "mono", text: j.id }),
+          h("td", { text: jobWhat(j) }),
+          h("td", {}, badge(j.state), j.error ? h("div", { class: "small error", text: j.error }) : null),
+          h("td", { class: "num", text: j.exit_code === null || j.exit_code === undefined ? "—" : String(j.exit_code) }),
+          h("td", {}, timeEl(j.ended_at)),
+          h("td", {}, j.run ? h("a", { href: "#/runs/" + encodeURIComponent(j.run), class: "mono", text: j.run }) : "—")));
+      }
+      finishedEmpty.hidden = done.length > 0;
+      finished.hidden = done.length === 0;
+    }
+
+    async function load() {
+      try {
+        const data = await api("/jobs");
+        if (state.view !== view) return;
+        const seen = new Set();
+        for (const j of (data && data.jobs) || []) { state.jobs.set(j.id, j); seen.add(j.id); }
+        // Jobs the server no longer lists (older than its last 50) leave the table.
+        for (const id of [...state.jobs.keys()]) if (!seen.has(id) && !ACTIVE_JOB_STATES.has(state.jobs.get(id).state)) state.jobs.delete(id);
+        updateQueueCount();
+        render();
+      } catch (e) {
+        if (e.status !== 401) toast("Could not load the queue: " + e.message);
+      }
+    }
+
+    view.update = (kind) => {
+      if (kind !== "job" || view.pending) return;
+      view.pending = true;
+      requestAnimationFrame(render);
+    };
+
+    setMain(
+      h("div", { class: "page-head" }, h("h1", { text: "Queue" }), h("div", { class: "actions" }, h("a", { class: "button primary", href: "#/launch", text: "Launch a run" }))),
+      h("section", { class: "card" }, h("h2", { text: "Running and queued" }), activeEmpty, h("div", { class: "table-wrap" }, active)),
+      h("section", { class: "card" }, h("h2", { text: "Finished" }), finishedEmpty, h("div", { class: "table-wrap" }, finished)));
+    render();
+    load();
+  }
+
+  // ---------- compare ----------
+
+  function comparePage(runsParam) {
+    const view = { name: "compare" };
+    state.view = view;
+    const input = h("input", { id: "compare-runs", name: "runs", type: "text", size: 60, placeholder: "RUN_ID, RUN_ID, …", value: runsParam || "" });
+    const picker = h("fieldset", { id: "compare-picker" }, h("legend", { text: "Or tick runs" }));
+    const out = h("pre", { id: "compare-text", class: "compare", hidden: true });
+    const err = h("p", { id: "compare-error", class: "error", role: "alert", hidden: true });
+    const submit = h("button", { id: "compare-submit", type: "submit", class: "primary", text: "Compare" });
+    const form = h("form", { id: "compare-form", class: "card" },
+      h("label", { for: "compare-runs", text: "Runs to compare (two or more ids, separated by commas)" }), input,
+      picker, h("div", { class: "actions" }, submit), err);
+
+    function ids() {
+      return input.value.split(/[\s,]+/).map((x) => x.trim()).filter(Boolean);
+    }
+
+    function fillPicker(runs) {
+      const chosen = new Set(ids());
+      for (const r of runs.slice(0, 30)) {
+        const cb = h("input", { type: "checkbox", id: "cmp-" + r.id, value: r.id, checked: chosen.has(r.id) });
+        cb.addEventListener("change", () => {
+          const now = ids().filter((x) => x !== r.id);
+          if (cb.checked) now.push(r.id);
+          input.value = now.join(",");
+        });
+        picker.appendChild(h("div", { class: "choice" }, cb,
+          h("label", { for: "cmp-" + r.id }, h("span", { class: "mono", text: r.id }), " " + (r.scenario || "") + " ", badge(r.status))));
+      }
+    }
+
+    async function compare() {
+      const list = ids();
+      err.hidden = true;
+      if (list.length < 2) {
+        err.textContent = "Pick two or more runs.";
+        err.hidden = false;
+        return;
+      }
+      submit.disabled = true;
+      try {
+        const data = await api("/compare?runs=" + encodeURIComponent(list.join(",")));
+        if (state.view !== view) return;
+        out.textContent = (data && data.text) || "";
+        out.hidden = false;
+      } catch (e) {
+        err.textContent = e.message;
+        err.hidden = false;
+        out.hidden = true;
+      } finally {
+        submit.disabled = false;
+      }
+    }
+
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const list = ids();
+      const want = "#/compare?runs=" + encodeURIComponent(list.join(","));
+      if (location.hash !== want) history.replaceState(null, "", want);
+      compare();
+    });
+
+    setMain(h("div", { class: "page-head" }, h("h1", { text: "Compare runs" })), form, out);
+    (async () => {
+      try {
+        const data = await api("/runs");
+        if (state.view === view) fillPicker((data && data.runs) || []);
+      } catch (e) { /* the form still takes ids */ }
+    })();
+    if (ids().length >= 2) compare();
+  }
+
+  // ---------- start ----------
+
+  async function boot() {
+    try {
+      state.session = await api("/session", { noLogin: true });
+    } catch (e) {
+      if (e.status === 401) return showLogin();
+      setMain(h("p", { class: "error", text: "The server did not answer: " + e.message + ". " }),
+        h("button", { type: "button", text: "Try again", onclick: boot }));
+      return;
+    }
+    const info = $("#server-info");
+    info.textContent = "v" + (state.session.version || "?");
+    info.title = "database: " + (state.session.db || "?");
+    try {
+      const data = await api("/jobs");
+      for (const j of (data && data.jobs) || []) state.jobs.set(j.id, j);
+      updateQueueCount();
+    } catch (e) { /* the stream sends the jobs too */ }
+    connectEvents();
+    window.addEventListener("hashchange", route);
+    route();
+  }
+
+  boot();
+})();
