@@ -41,7 +41,7 @@
   }
 
   function append(el, children) {
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === null || c === undefined || c === false) continue;
       el.appendChild(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
     }
@@ -355,7 +355,8 @@
     const table = h("table", { id: "runs-table", class: "data" },
       h("thead", {}, h("tr", {},
         h("th", { scope: "col", class: "pick" }, h("span", { class: "sr-only", text: "Compare" })),
-        ["Status", "Run", "Kind", "Platform", "Host", "Started", "Duration", "Trials", "Result"].map((t) => h("th", { scope: "col", text: t })))),
+        ["Status", "Run", "Kind", "Platform", "Host", "Started", "Duration", "Trials", "Result"].map((t) =>
+          h("th", { scope: "col", class: t === "Duration" || t === "Trials" ? "num" : null, text: t })))),
       h("tbody"));
     const view = { name: "runs", timer: null };
     state.view = view;
@@ -710,6 +711,7 @@
       problems.hidden = list.length === 0;
       if (text !== null) {
         const lines = text.split("\n");
+        if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
         lines.forEach((ln, i) => {
           const n = i + 1;
           const ps = byLine.get(n);
@@ -896,7 +898,6 @@
           actions));
       }
       activeEmpty.hidden = live.length > 0;
-      active.hidden = live.length === 0;
       const fb = clear(finished.tBodies[0]);
       for (const j of done) {
         fb.appendChild(h("tr", { dataset: { job: j.id } },
@@ -908,7 +909,6 @@
           h("td", {}, j.run ? h("a", { href: "#/runs/" + encodeURIComponent(j.run), class: "mono", text: j.run }) : "—")));
       }
       finishedEmpty.hidden = done.length > 0;
-      finished.hidden = done.length === 0;
     }
 
     async function load() {

@@ -100,3 +100,5 @@ pub fn cgroup_missing(controllers: &[&str]) -> Option<String> {
         .find(|c| !Path::new(&format!("/sys/fs/cgroup/{c}")).exists() && !v2.contains(*c))
         .map(|c| format!("cgroup controller {c} is missing"))
 }
+
+pub mod served;
