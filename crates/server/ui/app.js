@@ -514,7 +514,7 @@
       if (job) status = job.state === "queued" ? "queued" : job.state === "stopping" ? "stopping" : "running";
       else if (status === "running" && run && run.job) {
         const j = state.jobs.get(run.job);
-        if (j && FINAL_JOB_STATES.has(j.state)) scheduleReload(300);
+        if (j && FINAL_JOB_STATES.has(j.state)) scheduleReload(2000);
       }
       statusEl.textContent = status;
       statusEl.className = "badge status-" + status.replace(/[^a-z]/g, "");

@@ -158,8 +158,7 @@ impl Response {
 
     /// The body as JSON.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
 }
 
@@ -171,7 +170,11 @@ pub fn http(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> Response {
-    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    // A server listening on every address is reached on loopback.
+    let to = addr
+        .replace("0.0.0.0:", "127.0.0.1:")
+        .replace("[::]:", "[::1]:");
+    let mut s = TcpStream::connect(&to).unwrap_or_else(|e| panic!("connect {to}: {e}"));
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
