@@ -262,12 +262,17 @@ def queue_page(f: Flow) -> list[str]:
         expect(f.page.locator("#launch-result")).to_contain_text("Queued as", timeout=SHORT_MS)
     f.go("#/queue")
     rows = f.page.locator("#queue-table tbody tr[data-job]")
-    expect(rows).to_have_count(3, timeout=SHORT_MS)
-    queued = [r.get_attribute("data-job") for r in rows.all()
-              if r.locator(".badge").inner_text().strip() == "queued"]
-    if len(queued) != 2:
-        states = rows.locator(".badge").all_inner_texts()
-        raise Failed(f"expected one running and two queued jobs, the table shows {states}")
+    table_js = """() => [...document.querySelectorAll('#queue-table tbody tr[data-job]')]
+                      .map((r) => [r.dataset.job, r.querySelector('.badge').textContent.trim()])"""
+    try:
+        f.page.wait_for_function(
+            f"() => {{ const t = ({table_js})(); return t.length === 3"
+            " && t[0][1] === 'running' && t[1][1] === 'queued' && t[2][1] === 'queued'; }",
+            timeout=RUN_MS)
+    except Error:
+        raise Failed("expected one running job and two queued below it; the table shows "
+                     f"{f.page.evaluate(table_js)}") from None
+    queued = [job for job, _ in f.page.evaluate(table_js)[1:]]
     f.shot("queue")
 
     f.step("move the first waiting job down, then cancel both")
@@ -304,8 +309,9 @@ def compare(f: Flow, a: str, b: str) -> None:
     out = f.page.locator("#compare-text")
     err = f.page.locator("#compare-error")
     f.page.wait_for_function(
-        "() => !document.querySelector('#compare-text')?.hidden"
-        " || !document.querySelector('#compare-error')?.hidden", timeout=SHORT_MS)
+        """() => [document.querySelector('#compare-text'),
+                  document.querySelector('#compare-error')].some((e) => e && !e.hidden)""",
+        timeout=RUN_MS)
     if err.is_visible():
         raise Failed(f"comparing {a} and {b} failed: {err.inner_text()}")
     text = out.inner_text()

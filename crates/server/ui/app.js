@@ -384,6 +384,12 @@
     }
 
     view.update = (kind, data) => {
+      // A running job's progress shows in its run's row as it comes.
+      const j = kind === "job" ? data.job : state.jobs.get(data.job);
+      const runId = j && (j.run || (j.spec && j.spec.resume));
+      const cell = runId && table.querySelector('tr[data-run="' + CSS.escape(runId) + '"] td.trials');
+      const run = runId && state.runsCache.find((r) => r.id === runId);
+      if (cell && run) cell.textContent = trialsText(run);
       // A job that starts, ends or changes its run changes the list: reload, at most every 1.5 s.
       if (kind === "job" && (!data.before || data.before.state !== data.job.state || data.before.run !== data.job.run)) {
         if (!view.timer) view.timer = setTimeout(() => { view.timer = null; load(); }, 1500);
@@ -416,13 +422,20 @@
       h("td", { text: r.host || "—" }),
       h("td", {}, timeEl(r.started_at)),
       h("td", { class: "num", text: r.status === "running" && r.duration_s == null ? "running" : fmtDuration(r.duration_s) }),
-      h("td", { class: "num", text: (r.trials_ok ?? "?") + " / " + (r.trials ?? "?") }),
+      h("td", { class: "num trials", text: trialsText(r) }),
       h("td", { text: headlineText(r) }));
     tr.addEventListener("click", (e) => {
       if (e.target.closest("a, input, button")) return;
       go(href);
     });
     return tr;
+  }
+
+  /** ok / planned trials of a stored run, or the live "n / of" while a job runs it. */
+  function trialsText(r) {
+    const job = activeJobFor(r.id);
+    if (job && job.progress && job.progress.of) return progressText(job.progress) + " run";
+    return (r.trials_ok ?? "?") + " / " + (r.trials ?? "?");
   }
 
   // ---------- one run ----------
