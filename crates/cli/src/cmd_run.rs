@@ -186,7 +186,7 @@ pub struct MemcheckArgs {
 
 /// Hidden test mode: `ISOBENCH_DEBUG_FAKE=1` runs on the fake platform and clock (instant),
 /// `=slow` lets real time pass as well.
-fn fake_mode() -> Option<f64> {
+pub fn fake_mode() -> Option<f64> {
     match std::env::var("ISOBENCH_DEBUG_FAKE").ok()?.as_str() {
         "" | "0" => None,
         "slow" => Some(1.0),

@@ -32,6 +32,7 @@ pub mod schedule;
 pub mod scheduled;
 pub mod serving;
 pub mod source;
+pub mod stored;
 
 pub use analysis::{analyze, Results};
 pub use plan::{HostView, Plan, PlanOptions};
