@@ -240,6 +240,12 @@ impl Session {
             for r in &guard.swept().removed {
                 sink.note(&format!("removed a leftover of a dead run: {r}"));
             }
+            for other in guard.others_live() {
+                sink.note(&format!(
+                    "warning: run {other} is measuring on this host at the same time; each \
+                     disturbs the other (its trials are flagged when the load shows)"
+                ));
+            }
         }
         let out = self.execute_engine(sink);
         drop(self.backend);
