@@ -47,7 +47,7 @@ pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
         db: a.db.path.clone(),
         state_dir,
         exe,
-        fake: crate::cmd_run::fake_mode().is_some(),
+        mode: crate::cmd_run::mode(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -31,6 +31,7 @@ pub mod scenario;
 pub mod schedule;
 pub mod scheduled;
 pub mod serving;
+pub mod session;
 pub mod source;
 pub mod stored;
 

@@ -369,7 +369,7 @@ pub async fn create_job(
         seed: body.seed,
         resume: None,
     };
-    let fake = app.config.fake;
+    let mode = app.config.mode;
     let checked = spec.clone();
     let text = body.scenario.clone();
     blocking(move || {
@@ -382,7 +382,7 @@ pub async fn create_job(
                 ))
             }
         };
-        validate::check(input, checked.platform.as_deref(), checked.seed, fake)
+        validate::check(input, checked.platform.as_deref(), checked.seed, mode)
     })
     .await?;
     let job = app.update_jobs(|q| {

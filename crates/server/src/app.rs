@@ -24,8 +24,9 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// The isobench binary that runs the jobs.
     pub exe: PathBuf,
-    /// Plan on a synthetic host, as runs on the fake platform do (`ISOBENCH_DEBUG_FAKE`).
-    pub fake: bool,
+    /// Where runs happen: scenarios are planned against this mode's host (a synthetic one
+    /// for the fake platform of `ISOBENCH_DEBUG_FAKE`).
+    pub mode: isobench_experiment::session::Mode,
 }
 
 /// One message to the live views.

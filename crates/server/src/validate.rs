@@ -1,12 +1,10 @@
-//! Checking a job before it is queued, as `isobench run` checks its scenario before it runs:
-//! the preset or uploaded scenario is parsed and its plan resolved against this host, so a
-//! broken scenario is answered at once (422, each problem at its line) instead of failing
-//! at its turn in the queue.
+//! Checking a job before it is queued, as `isobench run` checks its scenario before it runs
+//! (the same library session planning): the preset or uploaded scenario is parsed and its
+//! plan resolved against this host, so a broken scenario is answered at once (422, each
+//! problem at its line) instead of failing at its turn in the queue.
 
-use isobench_experiment::scenario::{preset, PRESETS};
-use isobench_experiment::{
-    HostView, Plan, PlanOptions, PlatformChoice, Scenario, ScenarioErrors, Source,
-};
+use isobench_experiment::session::{Mode, NewRun, SessionError};
+use isobench_experiment::{PlatformChoice, ScenarioErrors};
 use isobench_platform::PlatformKind;
 
 use crate::error::{ApiError, Problem};
@@ -35,48 +33,32 @@ pub fn platform(name: &str) -> Result<PlatformChoice, ApiError> {
         .map_err(|e| ApiError::unprocessable(format!("platform {name}: {e}")))
 }
 
-/// Parses and plans `input` as `isobench run` would, on a synthetic host when `fake`.
+/// Parses and plans `input` as `isobench run` would, on the host of `mode`.
 pub fn check(
     input: Input<'_>,
     platform_name: Option<&str>,
     seed: Option<u64>,
-    fake: bool,
+    mode: Mode,
 ) -> Result<(), ApiError> {
-    let platform = platform_name.map(platform).transpose()?;
-    let (source, builtin) = match input {
-        Input::Preset(name) => {
-            let text = preset(name).ok_or_else(|| {
-                let names: Vec<&str> = PRESETS.iter().map(|p| p.0).collect();
-                ApiError::unprocessable(format!(
-                    "no preset {name}; the presets are {}",
-                    names.join(", ")
-                ))
-            })?;
-            (Source::new(format!("<builtin:{name}>"), text), true)
-        }
-        Input::Scenario { name, text } => (Source::new(name, text), false),
+    let mut run = match input {
+        Input::Preset(name) => NewRun::preset(Some(name)).map_err(session_error)?,
+        Input::Scenario { name, text } => NewRun::scenario(name, text),
     };
-    let sc = Scenario::parse(source).map_err(problems)?;
-    let host = if fake {
-        HostView::synthetic(2, 8 << 30, true)
-    } else {
-        HostView::detect().map_err(|e| ApiError::internal(format!("reading this host: {e:#}")))?
-    };
-    if let Some(PlatformChoice::Named(kind)) = platform {
-        if let Some(why) = host.unavailable(kind) {
-            return Err(ApiError::unprocessable(format!(
-                "platform {kind}: {why}; choose another platform (host runs without isolation)"
-            )));
-        }
-    }
-    let opts = PlanOptions {
-        platform,
-        seed,
-        random_seed: 1,
-        skip_unsupported: builtin,
-    };
-    Plan::resolve(&sc, &host, &opts).map_err(problems)?;
+    run.platform = platform_name.map(platform).transpose()?;
+    run.seed = seed;
+    let host = mode
+        .host()
+        .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+    run.plan(&host).map_err(session_error)?;
     Ok(())
+}
+
+fn session_error(e: SessionError) -> ApiError {
+    match e {
+        SessionError::Scenario(errors) => problems(errors),
+        SessionError::BadInput(m) | SessionError::Unsupported(m) => ApiError::unprocessable(m),
+        other => ApiError::internal(other),
+    }
 }
 
 /// 422 with each problem at its place.
@@ -102,6 +84,8 @@ fn problems(e: ScenarioErrors) -> ApiError {
 mod tests {
     use super::*;
 
+    const FAKE: Mode = Mode::Fake { real_time: 0.0 };
+
     #[test]
     fn a_broken_scenario_is_answered_with_its_problems_at_their_lines() {
         let text = "kind = \"matrix\"\n\n[[tenant]]\nname = 1\n";
@@ -124,11 +108,11 @@ mod tests {
 
     #[test]
     fn presets_and_platforms_are_checked_by_name() {
-        check(Input::Preset("quick"), None, None, true).unwrap();
-        let e = check(Input::Preset("nope"), None, None, true).unwrap_err();
+        check(Input::Preset("quick"), None, None, FAKE).unwrap();
+        let e = check(Input::Preset("nope"), None, None, FAKE).unwrap_err();
         assert_eq!(e.status, 422);
         assert!(e.body.error.contains("quick"), "{}", e.body.error);
-        let e = check(Input::Preset("quick"), Some("mars"), None, true).unwrap_err();
+        let e = check(Input::Preset("quick"), Some("mars"), None, FAKE).unwrap_err();
         assert_eq!(e.status, 422);
     }
 }
