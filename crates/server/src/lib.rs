@@ -21,6 +21,9 @@ pub mod results;
 pub mod runner;
 pub mod validate;
 
+#[cfg(test)]
+mod tests;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;

@@ -96,7 +96,7 @@ mod tests {
             },
             None,
             None,
-            true,
+            FAKE,
         )
         .unwrap_err();
         assert_eq!(e.status, 422);
