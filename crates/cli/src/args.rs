@@ -68,6 +68,9 @@ pub enum Command {
     /// Run one network server until stdin ends (the peer a network probe starts for itself).
     #[command(hide = true)]
     Netserve(crate::cmd_netserve::NetserveArgs),
+    /// Serve the web UI and HTTP API: queue runs, watch them live, stop and resume them,
+    /// browse, compare and download results (docs/server.md).
+    Serve(crate::cmd_serve::ServeArgs),
     /// Prepare the `vm` platform: fetch the guest kernel, build the initramfs, check KVM.
     Vm(crate::cmd_vm::VmArgs),
 }

@@ -9,9 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use isobench_experiment::analysis::analyze;
 use isobench_report::{csv_section, render, render_runs, serialize, Format};
-use isobench_store::{RunId, Store};
+use isobench_store::Store;
 use serde_json::Value;
 
 use crate::args::{DbArgs, ExportFormat};
@@ -73,21 +72,13 @@ fn existing_store(path: &Path) -> anyhow::Result<Store> {
 
 /// Loads and analyzes stored run `id` from database `db` (which must exist).
 pub fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
-    let store = existing_store(db)?;
-    let mut r = analyzed(&store, id)?;
-    crate::crossrun::add_linked(&store, &mut r);
-    Ok(r)
+    isobench_experiment::stored::with_linked(&existing_store(db)?, id).map_err(store_error)
 }
 
 /// A stored run's results alone, without the table of the runs linked with it (each run of
 /// a comparison is one column; the set's table would be analysed again for every run).
 pub fn load_alone(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
-    analyzed(&existing_store(db)?, id)
-}
-
-fn analyzed(store: &Store, id: &str) -> anyhow::Result<isobench_experiment::Results> {
-    let loaded = store.load_run(&RunId::new(id)).map_err(store_error)?;
-    Ok(analyze(&loaded))
+    isobench_experiment::stored::analyzed(&existing_store(db)?, id).map_err(store_error)
 }
 
 /// `isobench runs`.

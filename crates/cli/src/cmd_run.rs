@@ -9,29 +9,19 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Context as _;
 use clap::Args;
 use isobench_experiment::analysis::{analyze, Results};
-use isobench_experiment::backend::{Backend, Clock, SystemClock};
-use isobench_experiment::fake::{FakeBackend, FakeScript};
-use isobench_experiment::orchestrator::{create_run, prepare_resume, Engine, EngineOptions};
-use isobench_experiment::progress::{NoProgress, Progress};
-use isobench_experiment::real::RealBackend;
-use isobench_experiment::scenario::{QUICK_NAME, QUICK_TOML};
-use isobench_experiment::{
-    memcheck, HostView, Plan, PlanOptions, PlatformChoice, Scenario, Source,
-};
+use isobench_experiment::memcheck;
+use isobench_experiment::progress::{JsonLines, NoProgress, Progress};
+use isobench_experiment::session::{Mode, NewRun, Session, SessionError, Start};
+use isobench_experiment::PlatformChoice;
 use isobench_report::{render, serialize, Style};
-
-use crate::live::LiveProgress;
 use isobench_store::{RunId, RunStatus, Store, StoreError};
 
 use crate::args::{DbArgs, ExportFormat, PlatformParser};
 use crate::exit::{self, bad_input, unsupported};
+use crate::live::LiveProgress;
 
 /// `isobench run`.
 #[derive(Debug, Args)]
@@ -70,6 +60,11 @@ pub struct RunArgs {
     /// No live progress (the results are still printed).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Instead of the progress bar and the results table, write the run's events as JSON
+    /// lines on stdout (planned, tenants_ready, trial_started, trial_ended, round_ended,
+    /// note, finished; docs/cli.md), for a program that watches the run.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub json_stream: bool,
     #[command(flatten)]
     pub export: ExportFiles,
 }
@@ -186,11 +181,11 @@ pub struct MemcheckArgs {
 
 /// Hidden test mode: `ISOBENCH_DEBUG_FAKE=1` runs on the fake platform and clock (instant),
 /// `=slow` lets real time pass as well.
-fn fake_mode() -> Option<f64> {
-    match std::env::var("ISOBENCH_DEBUG_FAKE").ok()?.as_str() {
-        "" | "0" => None,
-        "slow" => Some(1.0),
-        _ => Some(0.0),
+pub fn mode() -> Mode {
+    match std::env::var("ISOBENCH_DEBUG_FAKE").as_deref() {
+        Err(_) | Ok("" | "0") => Mode::Real,
+        Ok("slow") => Mode::Fake { real_time: 1.0 },
+        Ok(_) => Mode::Fake { real_time: 0.0 },
     }
 }
 
@@ -231,65 +226,30 @@ pub fn store_error(e: StoreError) -> anyhow::Error {
     }
 }
 
-fn now_seed() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64 ^ std::process::id() as u64)
-}
-
-/// Reads, validates and resolves a scenario. Returns the plan and the scenario text.
-fn plan_new(
-    a: &RunArgs,
-    fake: bool,
-    platform: Option<PlatformChoice>,
-) -> anyhow::Result<(Plan, String)> {
-    let (source, builtin) = match &a.scenario {
+/// The run `a` asks for (a scenario file, a preset, or the quick scenario), on `platform`.
+fn new_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<NewRun> {
+    let mut new = match &a.scenario {
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .map_err(|e| bad_input(format!("cannot read scenario {}: {e}", p.display())))?;
-            (Source::new(p.display().to_string(), text), false)
+            NewRun::scenario(p.display().to_string(), text)
         }
-        None => match a.preset.as_deref() {
-            None => (Source::new(QUICK_NAME, QUICK_TOML), true),
-            Some(name) => {
-                let text = isobench_experiment::scenario::preset(name).ok_or_else(|| {
-                    let names: Vec<&str> = isobench_experiment::scenario::PRESETS
-                        .iter()
-                        .map(|p| p.0)
-                        .collect();
-                    bad_input(format!(
-                        "--preset {name}: no such preset; the presets are {}",
-                        names.join(", ")
-                    ))
-                })?;
-                (Source::new(format!("<builtin:{name}>"), text), true)
-            }
-        },
+        None => NewRun::preset(a.preset.as_deref()).map_err(|e| bad_input(format!("--{e}")))?,
     };
-    let sc =
-        Scenario::parse(source).map_err(|e| bad_input(e.to_string().trim_end().to_string()))?;
-    let host = if fake {
-        HostView::synthetic(2, 8 << 30, true)
-    } else {
-        HostView::detect().context("reading this host's CPUs and memory")?
-    };
-    let opts = PlanOptions {
-        platform,
-        seed: a.seed,
-        random_seed: now_seed(),
-        skip_unsupported: builtin,
-    };
-    if let Some(PlatformChoice::Named(kind)) = opts.platform {
-        if let Some(why) = host.unavailable(kind) {
-            return Err(unsupported(format!(
-                "--platform {kind}: {why}; fix that, or choose another platform (host runs \
-                 without isolation)"
-            )));
-        }
+    new.platform = platform;
+    new.seed = a.seed;
+    Ok(new)
+}
+
+/// The exit-coded error for a session's.
+fn session_error(e: SessionError) -> anyhow::Error {
+    match e {
+        SessionError::BadInput(m) => bad_input(m),
+        SessionError::Scenario(_) => bad_input(e.to_string()),
+        SessionError::Unsupported(m) => unsupported(m),
+        SessionError::Store(se) => store_error(se),
+        SessionError::Other(e) => e,
     }
-    let plan = Plan::resolve(&sc, &host, &opts)
-        .map_err(|e| bad_input(e.to_string().trim_end().to_string()))?;
-    Ok((plan, sc.source.text))
 }
 
 /// `isobench run`.
@@ -304,7 +264,12 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
 /// Every platform's plan, each checked as its run would check it (`--dry-run` of several
 /// platforms).
 pub fn dry_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<()> {
-    let (plan, _) = plan_new(a, fake_mode().is_some(), platform)?;
+    let mode = mode();
+    let host = mode.host()?;
+    let plan = new_run(a, platform)?.plan(&host).map_err(|e| match e {
+        SessionError::Unsupported(m) => unsupported(format!("--{m}")),
+        e => session_error(e),
+    })?;
     print!("{}", plan.summary());
     Ok(())
 }
@@ -316,127 +281,42 @@ pub fn run_one(
     platform: Option<PlatformChoice>,
     export: bool,
 ) -> anyhow::Result<(u8, Option<RunId>)> {
-    let fake = fake_mode();
     if a.dry_run {
         dry_run(a, platform)?;
         return Ok((exit::OK, None));
     }
-    // The scenario is checked before the database is touched; the database is opened before
-    // any tenant exists, so a locked or newer database stops everything early.
-    let (plan, text, resumed, mut store) = match &a.resume {
-        Some(id) => {
-            let mut store = open_store(&a.db.path)?;
-            let id = RunId::new(id.clone());
-            let plan =
-                prepare_resume(&mut store, &id).map_err(|e| match e.downcast::<StoreError>() {
-                    Ok(se) => store_error(se),
-                    Err(e) => bad_input(format!("{e:#}")),
-                })?;
-            (plan, None, Some(id), store)
-        }
-        None => {
-            let (plan, text) = plan_new(a, fake.is_some(), platform)?;
-            (plan, Some(text), None, open_store(&a.db.path)?)
-        }
+    let start = match &a.resume {
+        Some(id) => Start::Resume(RunId::new(id.clone())),
+        None => Start::New(new_run(a, platform)?),
     };
-
-    let stop = Arc::new(AtomicBool::new(false));
+    let session = Session::open(start, a.db.path.clone(), mode()).map_err(|e| match e {
+        SessionError::Unsupported(m) if platform.is_some() => unsupported(format!("--{m}")),
+        e => session_error(e),
+    })?;
+    match session.run_context() {
+        Some(run) => crate::tenant::install_interrupt(run, Some(session.stop_flag()))?,
+        None => crate::tenant::install_stop(session.stop_flag())?,
+    }
     let mut live;
+    let mut json;
     let mut quiet = NoProgress;
-    let progress: &mut dyn Progress = if a.quiet {
+    let sink: &mut dyn Progress = if a.json_stream {
+        json = JsonLines::new(std::io::stdout());
+        &mut json
+    } else if a.quiet {
         &mut quiet
     } else {
         live = LiveProgress::new(color_enabled());
         &mut live
     };
-
-    let outcome = match fake {
-        Some(real_time) => {
-            let _ = crate::tenant::install_stop(stop.clone());
-            let (mut backend, clock) = FakeBackend::new(
-                plan.seed,
-                FakeScript {
-                    real_time,
-                    ..FakeScript::default()
-                },
-            );
-            execute(
-                &plan,
-                text.as_deref(),
-                resumed,
-                &mut store,
-                &mut backend,
-                &clock,
-                progress,
-                stop,
-                serde_json::json!({"hostname": "fake", "cores": 2}),
-                EngineOptions::default(),
-            )?
-        }
-        None => {
-            let guard = isobench_platform::RunGuard::start().context("starting a run")?;
-            crate::tenant::install_interrupt(guard.context(), Some(stop.clone()))?;
-            for r in &guard.swept().removed {
-                progress.note(&format!("removed a leftover of a dead run: {r}"));
-            }
-            let exe = std::env::current_exe().context("locating the isobench binary")?;
-            let mut backend = match RealBackend::new(&plan, guard.context(), exe) {
-                Ok(b) => b,
-                Err(e) => {
-                    // A resumed run goes back to `interrupted`, ready for another attempt.
-                    if let Some(id) = &resumed {
-                        let _ = store.finish_run(
-                            id,
-                            RunStatus::Interrupted,
-                            Some(&format!("could not resume here: {e:#}")),
-                            isobench_store::Timestamp::now(),
-                        );
-                    }
-                    return Err(match e.downcast_ref::<isobench_platform::PlatformError>() {
-                        Some(pe) => unsupported(pe.to_string()),
-                        None => e,
-                    });
-                }
-            };
-            let clock = SystemClock::new();
-            let mut host =
-                serde_json::to_value(isobench_workloads::HostFacts::detect()).unwrap_or_default();
-            // Where the disks' and network devices' interrupts go: a result caused by the
-            // IRQ's CPU is named from this.
-            if let (Some(h), Ok(irqs)) = (
-                host.as_object_mut(),
-                isobench_platform::noise::irq_affinity(),
-            ) {
-                h.insert(
-                    "device_irqs".into(),
-                    serde_json::to_value(irqs).unwrap_or_default(),
-                );
-            }
-            let out = execute(
-                &plan,
-                text.as_deref(),
-                resumed,
-                &mut store,
-                &mut backend,
-                &clock,
-                progress,
-                stop,
-                host,
-                EngineOptions::default(),
-            );
-            drop(backend);
-            let report = guard.finish();
-            for f in &report.failed {
-                eprintln!("isobench: warning: could not remove {f}");
-            }
-            out?
-        }
-    };
+    let (outcome, store) = session.execute(sink).map_err(session_error)?;
 
     // Render from the database, exactly as `isobench show` does.
     let loaded = store.load_run(&outcome.run).map_err(store_error)?;
     let results = analyze(&loaded);
-    print!("{}", render(&results, style()));
+    if !a.json_stream {
+        print!("{}", render(&results, style()));
+    }
     let run = Some(outcome.run.clone());
     // Partial results are results: the files are written however the run ended.
     let exported = !export || a.export.write(&results, &outcome.run);
@@ -465,50 +345,6 @@ pub fn run_one(
     };
     // The run is in the database either way; an export that failed is the failure left.
     Ok((if exported { code } else { exit::FAILURE }, run))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn execute(
-    plan: &Plan,
-    text: Option<&str>,
-    resumed: Option<RunId>,
-    store: &mut Store,
-    backend: &mut dyn Backend,
-    clock: &dyn Clock,
-    progress: &mut dyn Progress,
-    stop: Arc<AtomicBool>,
-    host: serde_json::Value,
-    options: EngineOptions,
-) -> anyhow::Result<isobench_experiment::orchestrator::RunOutcome> {
-    let run = match resumed {
-        Some(id) => id,
-        None => create_run(
-            store,
-            plan,
-            text.unwrap_or_default(),
-            &backend.describe(),
-            host,
-            clock.unix_ms(),
-        )
-        .map_err(store_error)?,
-    };
-    let caveats = backend.caveats();
-    if !caveats.is_empty() {
-        for c in &caveats {
-            progress.note(&format!("warning: {c}"));
-        }
-        store
-            .record_fact(
-                &run,
-                &isobench_store::Fact {
-                    scope: "platform".into(),
-                    key: "caveats".into(),
-                    value: serde_json::json!(caveats),
-                },
-            )
-            .map_err(store_error)?;
-    }
-    Engine::new(plan, run, store, backend, clock, progress, stop, options).execute()
 }
 
 /// `isobench memcheck BYTES`: touches the memory page by page and prints the timings as JSON

@@ -2,25 +2,18 @@
 //! stored as linked runs, and one table across them in the layout of paper 001's Table 2
 //! with an isolation score per platform.
 //!
-//! The link is a fact of every run of the set (`run`/`linked`: the runs and their
-//! platforms), so `isobench show`, `report` and `export` of any of them carry the table, and
-//! `isobench compare` of one of them compares the whole set.
+//! The link is a fact of every run of the set (`isobench_experiment::stored`), so `isobench
+//! show`, `report` and `export` of any of them carry the table, and `isobench compare` of one
+//! of them compares the whole set.
 
 use std::process::ExitCode;
 
-use isobench_experiment::analysis::analyze;
+use isobench_experiment::stored::{link, with_linked};
 use isobench_report::render_sections;
-use isobench_results::cross::CrossTable;
-use isobench_results::Results;
-use isobench_store::{Fact, RunId, Store};
-use serde_json::json;
+use isobench_store::RunId;
 
 use crate::cmd_run::{open_store, run_one, store_error, style, RunArgs};
 use crate::exit::{self, bad_input};
-
-/// The fact that links the runs of one cross-platform set.
-const SCOPE: &str = "run";
-const KEY: &str = "linked";
 
 /// Runs `a`'s scenario on each of its platforms.
 pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -84,11 +77,9 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let mut store = open_store(&a.db.path)?;
-    link(&mut store, &runs, &failed)?;
+    link(&mut store, &runs, &failed).map_err(store_error)?;
     let first = &runs[0].1;
-    let loaded = store.load_run(first).map_err(store_error)?;
-    let mut results = analyze(&loaded);
-    add_linked(&store, &mut results);
+    let results = with_linked(&store, first.as_str()).map_err(store_error)?;
     if let Some(section) = results.sections.first() {
         print!(
             "{}",
@@ -125,83 +116,5 @@ fn worse(a: u8, b: u8) -> u8 {
     }
 }
 
-/// Records the set in every run of it.
-fn link(store: &mut Store, runs: &[(String, RunId)], failed: &[String]) -> anyhow::Result<()> {
-    let value = json!({
-        "runs": runs
-            .iter()
-            .map(|(p, r)| json!({"platform": p, "run": r.as_str()}))
-            .collect::<Vec<_>>(),
-        "not_run": failed,
-    });
-    for (_, run) in runs {
-        store
-            .record_fact(
-                run,
-                &Fact {
-                    scope: SCOPE.into(),
-                    key: KEY.into(),
-                    value: value.clone(),
-                },
-            )
-            .map_err(store_error)?;
-    }
-    Ok(())
-}
-
-/// The runs linked with `r`, in the order they ran, each with its platform (`r` itself
-/// included); empty when `r` ran alone.
-pub fn linked(r: &Results) -> Vec<(String, String)> {
-    let Some(f) = r.facts.iter().find(|f| f.scope == SCOPE && f.key == KEY) else {
-        return Vec::new();
-    };
-    f.value["runs"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| {
-                    Some((
-                        x["platform"].as_str()?.to_string(),
-                        x["run"].as_str()?.to_string(),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Puts the table across platforms first among `r`'s sections when `r` is one of a linked
-/// set (runs of the set no longer in the database are left out, and said so).
-pub fn add_linked(store: &Store, r: &mut Results) {
-    let set = linked(r);
-    if set.is_empty() {
-        return;
-    }
-    let mut loaded: Vec<(String, Results)> = Vec::new();
-    let mut missing = Vec::new();
-    for (platform, id) in &set {
-        if *id == r.run.id {
-            loaded.push((platform.clone(), r.clone()));
-            continue;
-        }
-        match store.load_run(&RunId::new(id.clone())) {
-            Ok(l) => loaded.push((platform.clone(), analyze(&l))),
-            Err(e) => missing.push(format!("{platform} {id}: {e}")),
-        }
-    }
-    let pairs: Vec<(&str, &Results)> = loaded.iter().map(|(p, x)| (p.as_str(), x)).collect();
-    let mut section = CrossTable::new(&pairs).section();
-    if let Some(f) = r.facts.iter().find(|f| f.scope == SCOPE && f.key == KEY) {
-        for n in f.value["not_run"].as_array().into_iter().flatten() {
-            if let Some(t) = n.as_str() {
-                section.notes.push(format!("not run: {t}"));
-            }
-        }
-    }
-    for m in missing {
-        section
-            .notes
-            .push(format!("left out (no longer stored): {m}"));
-    }
-    r.sections.insert(0, section);
-}
+/// The runs linked with `r` (see [`isobench_experiment::stored::linked`]).
+pub use isobench_experiment::stored::linked;

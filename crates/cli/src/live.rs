@@ -1,15 +1,12 @@
-//! Live progress of a run on the terminal (indicatif): trial n of m, the condition and the
+//! Live progress of a run on the terminal (indicatif), drawn from the run's events: trial n of m, the condition and the
 //! probe, the estimated time left; anything unusual (DNR, a disturbed trial, a restarted
 //! agent) as a line above the bar. Writes to stderr, so results on stdout stay clean.
 
 use std::io::IsTerminal;
-use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use isobench_experiment::backend::{MemCheck, TenantFacts};
-use isobench_experiment::memcheck;
-use isobench_experiment::plan::{fmt_secs, Plan};
-use isobench_experiment::progress::{Progress, TrialDone, TrialView};
+use isobench_experiment::plan::fmt_secs;
+use isobench_experiment::progress::{Event, Progress, TrialDone, TrialView};
 
 /// The indicatif display. When stderr is not a terminal there is no bar: the same lines are
 /// written plainly, with one line per round.
@@ -57,11 +54,51 @@ impl LiveProgress {
 }
 
 impl Progress for LiveProgress {
-    fn planned(&mut self, plan: &Plan, run_id: &str, done: usize) {
-        self.bar.set_length(plan.estimate.trials_min.max(1) as u64);
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::Planned {
+                run,
+                summary,
+                trials,
+                done,
+                ..
+            } => self.planned(run, summary, *trials, *done),
+            Event::TenantsReady { tenants } => {
+                for t in tenants {
+                    let limits = if t.limits.is_empty() {
+                        "none"
+                    } else {
+                        &t.limits
+                    };
+                    self.line(&format!("tenant {} ready, limits: {limits}", t.name));
+                    for n in &t.notes {
+                        self.line(&format!("  {n}"));
+                    }
+                }
+                self.bar.set_message("checking memory");
+            }
+            Event::MemoryChecked { text, .. } => self.line(&format!("memory check: {text}")),
+            Event::Waiting { why, seconds } => {
+                self.line(&format!("waiting {}: {why}", fmt_secs(*seconds)));
+            }
+            Event::BlockStarted { condition } => {
+                self.bar.set_message(format!("{condition}: warm-up"));
+            }
+            Event::TrialStarted(t) => self.trial_started(t),
+            Event::TrialEnded(t) => self.trial_ended(t),
+            Event::RoundEnded { round, open } => self.round_ended(*round, *open),
+            Event::Note { text } => self.line(text),
+            Event::Finished { .. } => self.bar.finish_and_clear(),
+        }
+    }
+}
+
+impl LiveProgress {
+    fn planned(&mut self, run: &str, summary: &str, trials: usize, done: usize) {
+        self.bar.set_length(trials.max(1) as u64);
         self.bar.set_position(done as u64);
-        self.line(&format!("run {run_id}"));
-        for l in plan.summary().lines() {
+        self.line(&format!("run {run}"));
+        for l in summary.lines() {
             self.line(l);
         }
         if done > 0 {
@@ -69,39 +106,14 @@ impl Progress for LiveProgress {
         }
         self.bar.set_message("creating tenants");
     }
-    fn tenants_ready(&mut self, tenants: &[TenantFacts]) {
-        for t in tenants {
-            let limits = if t.limits.is_empty() {
-                "none"
-            } else {
-                &t.limits
-            };
-            self.line(&format!("tenant {} ready, limits: {limits}", t.name));
-            for n in &t.notes {
-                self.line(&format!("  {n}"));
-            }
-        }
-        self.bar.set_message("checking memory");
-    }
-    fn memory_checked(&mut self, tenant: &str, check: &MemCheck) {
-        self.line(&format!(
-            "memory check: {}",
-            memcheck::explain(tenant, check)
-        ));
-    }
-    fn waiting(&mut self, why: &str, d: Duration) {
-        self.line(&format!("waiting {}: {why}", fmt_secs(d.as_secs_f64())));
-    }
-    fn block_started(&mut self, condition: &str) {
-        self.bar.set_message(format!("{condition}: warm-up"));
-    }
+
     fn trial_started(&mut self, t: &TrialView) {
         self.last = Some(t.clone());
         self.bar.set_length(t.of as u64);
         self.bar.set_position(t.n.saturating_sub(1) as u64);
         let eta = t
-            .eta
-            .map(|d| format!(" · ETA {}", fmt_secs(d.as_secs_f64())))
+            .eta_s
+            .map(|d| format!(" · ETA {}", fmt_secs(d)))
             .unwrap_or_default();
         self.bar.set_message(format!(
             "round {} · {} · {}{eta}",
@@ -110,13 +122,14 @@ impl Progress for LiveProgress {
             t.what
         ));
     }
-    fn trial_finished(&mut self, t: &TrialDone) {
+
+    fn trial_ended(&mut self, t: &TrialDone) {
         self.bar.set_position(t.view.n as u64);
         if t.status != "ok" {
             let word = if self.color {
                 format!("\x1b[33m{}\x1b[0m", t.status)
             } else {
-                t.status.to_string()
+                t.status.clone()
             };
             self.line(&format!(
                 "trial {} ({} · {}): {word}{}",
@@ -129,12 +142,13 @@ impl Progress for LiveProgress {
             ));
         }
     }
-    fn round_finished(&mut self, round: u32, open: usize) {
+
+    fn round_ended(&mut self, round: u32, open: usize) {
         if self.plain {
             if let Some(t) = &self.last {
                 let eta = t
-                    .eta
-                    .map(|d| format!(", ETA {}", fmt_secs(d.as_secs_f64())))
+                    .eta_s
+                    .map(|d| format!(", ETA {}", fmt_secs(d)))
                     .unwrap_or_default();
                 self.line(&format!(
                     "round {}: trial {} of {}{eta}",
@@ -150,11 +164,5 @@ impl Progress for LiveProgress {
                 round + 1
             ));
         }
-    }
-    fn note(&mut self, text: &str) {
-        self.line(text);
-    }
-    fn finished(&mut self) {
-        self.bar.finish_and_clear();
     }
 }

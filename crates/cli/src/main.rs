@@ -10,11 +10,12 @@ mod cmd_docs;
 mod cmd_doctor;
 mod cmd_image;
 mod cmd_list;
+mod cmd_netserve;
 mod cmd_probe;
 mod cmd_report;
 mod cmd_results;
 mod cmd_run;
-mod cmd_netserve;
+mod cmd_serve;
 mod cmd_stress;
 mod cmd_vm;
 mod crossrun;
@@ -25,6 +26,7 @@ mod tenant;
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -61,6 +63,9 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Man(a) => cmd_docs::man(&a),
         args::Command::Memcheck(a) => cmd_run::memcheck(&a),
         args::Command::Netserve(a) => cmd_netserve::run(&a),
+        args::Command::Serve(a) => {
+            cmd_serve::run(&a, own_exe().context("locating the isobench binary")?)
+        }
         args::Command::Vm(a) => cmd_vm::run(&a),
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use isobench_store::{RunId, RunStatus, Store, TrialKey, TrialStatus};
 
 mod common;
-use common::{cgroup_missing, code, fake, isobench, text, write};
+use common::{cgroup_missing, code, fake, isobench, spawnable, text, write};
 
 const SMALL: &str = r#"
 name = "small"
@@ -520,4 +520,95 @@ fn null_preset_runs_and_reports_its_false_positive_share() {
         .find(|l| l.contains("victim cells significant"))
         .unwrap_or_else(|| panic!("no significance share in:\n{stdout}"));
     eprintln!("null preset (short): {line}");
+}
+
+/// The events of `--json-stream`, one JSON object per stdout line.
+fn events(stdout: &[u8]) -> Vec<serde_json::Value> {
+    text(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[test]
+fn json_stream_is_the_runs_events_and_nothing_else_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = fake()
+        .args(["run", "--json-stream", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let ev = events(&out.stdout);
+    let names: Vec<&str> = ev.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(names.first(), Some(&"planned"));
+    assert_eq!(names.last(), Some(&"finished"));
+    assert!(names.contains(&"tenants_ready"), "{names:?}");
+    let run = ev[0]["run"].as_str().unwrap();
+    assert_eq!(ev.last().unwrap()["run"], run);
+    assert_eq!(ev.last().unwrap()["status"], "complete");
+    // Every trial that started ended, numbered in order, and the count is the run's.
+    let started = names.iter().filter(|n| **n == "trial_started").count();
+    let ended: Vec<&serde_json::Value> =
+        ev.iter().filter(|e| e["event"] == "trial_ended").collect();
+    assert_eq!(started, ended.len());
+    assert_eq!(
+        ended.len() as u64,
+        ev.last().unwrap()["trials_run"].as_u64().unwrap()
+    );
+    for (i, e) in ended.iter().enumerate() {
+        assert_eq!(e["n"].as_u64(), Some(i as u64 + 1), "{e}");
+        assert!(e["status"].is_string() && e["condition"].is_string(), "{e}");
+    }
+    let runs = Store::open(&db).unwrap().list_runs().unwrap();
+    assert_eq!(runs[0].id.as_str(), run);
+}
+
+#[test]
+fn json_stream_run_stopped_by_sigint_ends_interrupted_and_resumes_to_complete() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let mut child = spawnable()
+        .env("ISOBENCH_DEBUG_FAKE", "slow")
+        .args(["run", "--json-stream", "--db"])
+        .arg(&db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    // Stop once two trials ended, as a watcher of the stream would.
+    for line in lines.by_ref() {
+        let e: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let ended = e["event"] == "trial_ended";
+        seen.push(e);
+        if ended && seen.iter().filter(|e| e["event"] == "trial_ended").count() == 2 {
+            break;
+        }
+    }
+    // SAFETY: kill has no preconditions; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let rest: Vec<serde_json::Value> = lines
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let last = rest.last().expect("a finished event");
+    assert_eq!(last["event"], "finished");
+    assert_eq!(last["status"], "interrupted");
+    let run = seen[0]["run"].as_str().unwrap().to_string();
+
+    let out = fake()
+        .args(["run", "--json-stream", "--resume", &run, "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let ev = events(&out.stdout);
+    assert_eq!(ev[0]["event"], "planned");
+    assert_eq!(ev[0]["run"], run.as_str());
+    assert!(ev[0]["done"].as_u64().unwrap() >= 2, "{}", ev[0]);
+    assert_eq!(ev.last().unwrap()["status"], "complete");
 }

@@ -31,7 +31,9 @@ pub mod scenario;
 pub mod schedule;
 pub mod scheduled;
 pub mod serving;
+pub mod session;
 pub mod source;
+pub mod stored;
 
 pub use analysis::{analyze, Results};
 pub use plan::{HostView, Plan, PlanOptions};

@@ -31,7 +31,7 @@ use crate::backend::{
 use crate::memcheck;
 use crate::onoff::{Tuning, TuningLimits};
 use crate::plan::{Assignment, Design, Plan};
-use crate::progress::{Progress, TrialDone, TrialView};
+use crate::progress::{Event, Progress, TrialDone, TrialView};
 use crate::scenario::Role;
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_WINDOW};
 use isobench_platform::sched::{Phases, SchedMark};
@@ -319,11 +319,17 @@ impl<'a> Engine<'a> {
                 let _ = self
                     .store
                     .finish_run(&self.run, RunStatus::Failed, Some(&reason), end);
-                self.progress.finished();
+                self.progress.event(&Event::finished(&RunOutcome {
+                    run: self.run.clone(),
+                    status: RunStatus::Failed,
+                    reason,
+                    trials_run: self.ran,
+                    trials_skipped: self.skipped,
+                }));
                 return Err(e);
             }
         };
-        self.progress.finished();
+        self.progress.event(&Event::finished(&outcome));
         Ok(outcome)
     }
 
@@ -1500,7 +1506,7 @@ impl<'a> Engine<'a> {
             round: block.round,
             condition: self.condition_label(cond),
             what: what.clone(),
-            eta: self.eta(),
+            eta_s: self.eta().map(|d| d.as_secs_f64()),
         };
         self.progress.trial_started(&view);
         if let Some(c) = cond {
@@ -1562,9 +1568,9 @@ impl<'a> Engine<'a> {
                 self.restart(*v);
             }
         }
-        self.progress.trial_finished(&TrialDone {
+        self.progress.trial_finished(TrialDone {
             view,
-            status,
+            status: status.to_string(),
             reason,
         });
         Ok(common.disturbed.is_some())

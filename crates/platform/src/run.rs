@@ -261,6 +261,26 @@ impl RunGuard {
         self.ctx.clone()
     }
 
+    /// Other runs live on this host now (their controllers are running): their measuring
+    /// disturbs this run's, and this run's theirs.
+    pub fn others_live(&self) -> Vec<String> {
+        let mut ids: Vec<String> = state_roots()
+            .iter()
+            .filter_map(|root| fs::read_dir(root).ok())
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                !name.starts_with('.') && name != self.ctx.id.as_str() && state_dir_live(&e.path())
+            })
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
     /// What the sweep of dead runs removed when this run started.
     pub fn swept(&self) -> &CleanupReport {
         &self.swept
@@ -298,6 +318,19 @@ pub fn cache_dir() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_sees_the_other_live_runs_but_not_itself_nor_finished_ones() {
+        let a = RunGuard::start_without_sweep().unwrap();
+        let b = RunGuard::start_without_sweep().unwrap();
+        let seen = a.others_live();
+        assert!(seen.contains(&b.id().to_string()), "{seen:?}");
+        assert!(!seen.contains(&a.id().to_string()), "{seen:?}");
+        let b_id = b.id().to_string();
+        b.finish();
+        assert!(!a.others_live().contains(&b_id));
+        a.finish();
+    }
 
     #[test]
     fn run_ids() {

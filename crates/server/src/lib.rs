@@ -1,5 +1,262 @@
-//! isobench's web UI and HTTP API (`isobench serve`).
+//! isobench's web UI and HTTP API (`isobench serve`): queue runs, watch them live, stop and
+//! resume them, and browse, compare and download stored results from a browser.
+//!
+//! Why it looks like this: a measurement must not share the machine with another, so the
+//! server is a queue with one worker that runs each job as a child `isobench run
+//! --json-stream` (the same run as on the command line, and one that cannot crash the server);
+//! results are read from the same SQLite database with the same library functions as the
+//! terminal commands. The queue survives a crash of the server (it is saved on every change
+//! and an interrupted run is resumed), and everything but the static UI files needs the token
+//! on a non-loopback address. The HTTP contract is docs/server.md.
 #![deny(missing_docs)]
+
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod error;
+pub mod events;
+pub mod metrics;
+pub mod queue;
+pub mod results;
+pub mod runner;
+pub mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::http::{header, HeaderName, HeaderValue};
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
+use utoipa::OpenApi;
+
+pub use app::{App, Config};
+
+/// The largest request body accepted (413 past it).
+pub const BODY_LIMIT: usize = 1 << 20;
 
 /// The UI's page.
 pub const INDEX_HTML: &str = include_str!("../ui/index.html");
+/// The UI's script.
+pub const APP_JS: &str = include_str!("../ui/app.js");
+/// The UI's style sheet.
+pub const STYLE_CSS: &str = include_str!("../ui/style.css");
+
+/// Why the server will not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A non-loopback address without a token.
+    #[error(
+        "--listen {0} is reachable from other machines, so a token is required: write one to a \
+         file and pass --token-file FILE (or listen on 127.0.0.1)"
+    )]
+    TokenRequired(SocketAddr),
+    /// The token file could not be read, or holds no token.
+    #[error("--token-file {path}: {why}; write the token (any non-empty text) into it")]
+    BadTokenFile {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Reads a token file: its text, trimmed, which must not be empty.
+pub fn read_token(path: &Path) -> Result<String, ConfigError> {
+    let bad = |why: String| ConfigError::BadTokenFile {
+        path: path.display().to_string(),
+        why,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(bad("it is empty".into()));
+    }
+    Ok(token.to_string())
+}
+
+/// Refuses a non-loopback address without a token.
+pub fn check_listen(listen: SocketAddr, token: Option<&str>) -> Result<(), ConfigError> {
+    if !listen.ip().is_loopback() && token.is_none() {
+        return Err(ConfigError::TokenRequired(listen));
+    }
+    Ok(())
+}
+
+/// The OpenAPI document of the API.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "isobench", description = "Queue, watch and browse isobench runs (docs/server.md)."),
+    paths(
+        api::session, api::login, api::runs, api::run, api::report, api::export, api::resume,
+        api::compare, api::jobs, api::create_job, api::job, api::stop, api::move_job,
+        api::cancel, events::events, openapi, metrics::metrics
+    ),
+    components(schemas(
+        api::Session, api::PresetInfo, api::Login, api::RunList, api::Comparison,
+        api::JobList, api::NewJob, api::Move, app::PlatformInfo, app::RunEvent,
+        error::ErrorBody, error::Problem, queue::Job, queue::JobSpec, queue::JobState,
+        queue::Progress, results::RunView, results::RunDetail, results::Headline
+    )),
+    modifiers(&Security),
+    security((), ("bearer" = []), ("cookie" = []))
+)]
+pub struct ApiDoc;
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{
+            ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme,
+        };
+        let c = doc.components.get_or_insert_with(Default::default);
+        c.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        c.add_security_scheme(
+            "cookie",
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new(auth::COOKIE))),
+        );
+    }
+}
+
+/// `GET /api/v1/openapi.json`.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "session", security(()),
+    responses((status = 200, description = "this document", body = Object)))]
+pub async fn openapi() -> axum::Json<utoipa::openapi::OpenApi> {
+    axum::Json(ApiDoc::openapi())
+}
+
+/// The policy of the UI's page: its own files, and its own reports in a frame.
+const UI_CSP: &str = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
+                      frame-src 'self'; frame-ancestors 'self'";
+
+fn static_file(body: &'static str, mime: &'static str) -> Response {
+    let mut resp = body.into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(UI_CSP),
+    );
+    h.insert(
+        header::X_FRAME_OPTIONS,
+        HeaderValue::from_static("SAMEORIGIN"),
+    );
+    resp
+}
+
+/// The HTTP routes of a server with state `app`.
+pub fn router(app: Arc<App>) -> Router {
+    let guarded = Router::new()
+        .route("/api/v1/session", get(api::session))
+        .route("/api/v1/login", post(api::login))
+        .route("/api/v1/runs", get(api::runs))
+        .route("/api/v1/runs/{id}", get(api::run))
+        .route("/api/v1/runs/{id}/report", get(api::report))
+        .route("/api/v1/runs/{id}/export", get(api::export))
+        .route("/api/v1/runs/{id}/resume", post(api::resume))
+        .route("/api/v1/compare", get(api::compare))
+        .route("/api/v1/jobs", get(api::jobs).post(api::create_job))
+        .route("/api/v1/jobs/{id}", get(api::job).delete(api::cancel))
+        .route("/api/v1/jobs/{id}/stop", post(api::stop))
+        .route("/api/v1/jobs/{id}/move", post(api::move_job))
+        .route("/api/v1/events", get(events::events))
+        .route("/api/v1/openapi.json", get(openapi))
+        .route("/metrics", get(metrics::metrics))
+        .route_layer(from_fn_with_state(app.clone(), auth::guard));
+    let ui = Router::new()
+        .route(
+            "/",
+            get(|| async { static_file(INDEX_HTML, "text/html; charset=utf-8") }),
+        )
+        .route(
+            "/ui/app.js",
+            get(|| async { static_file(APP_JS, "text/javascript; charset=utf-8") }),
+        )
+        .route(
+            "/ui/style.css",
+            get(|| async { static_file(STYLE_CSS, "text/css; charset=utf-8") }),
+        );
+    guarded
+        .merge(ui)
+        .fallback(error::not_found)
+        .with_state(app)
+        .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
+        .layer(from_fn(error::json_errors))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            HeaderName::from_static("x-content-type-options"),
+            HeaderValue::from_static("nosniff"),
+        ))
+}
+
+/// Each platform of this build and whether it works here (may run docker or podman, so
+/// it runs once, at start).
+fn platforms() -> Vec<app::PlatformInfo> {
+    isobench_platform::PLATFORMS
+        .iter()
+        .map(|e| {
+            let why = (e.available)().err().map(|e| e.to_string());
+            app::PlatformInfo {
+                name: e.kind.name().to_string(),
+                available: why.is_none(),
+                why,
+            }
+        })
+        .collect()
+}
+
+/// The state of a server with `config`: its state directory made, its queue read back (a
+/// job it died under put back at the head). Returns the state and the process of that
+/// job's run, which may still be ending.
+pub fn open(config: Config) -> anyhow::Result<(Arc<App>, Option<u32>)> {
+    let dir = &config.state_dir;
+    std::fs::create_dir_all(dir.join("jobs"))
+        .map_err(|e| anyhow::anyhow!("creating the state directory {}: {e}", dir.display()))?;
+    let mut queue = queue::Queue::load(&dir.join("queue.json"))?;
+    let previous = queue.recover();
+    let app = App::new(config, queue);
+    app.update(|_| ())
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", app.queue_path().display()))?;
+    Ok((app, previous))
+}
+
+/// Serves until Ctrl-C or SIGTERM; then stops the running run gracefully, puts it back at
+/// the head of the queue as a resume, and returns. `on_ready` is called with the bound
+/// address once the server accepts connections.
+pub async fn serve(config: Config, on_ready: impl FnOnce(SocketAddr)) -> anyhow::Result<()> {
+    check_listen(config.listen, config.token.as_deref())?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("--listen {}: {e}", config.listen))?;
+    let (app, previous) = open(config)?;
+    let probe = app.clone();
+    tokio::task::spawn_blocking(move || {
+        *probe.platforms.lock().unwrap_or_else(|e| e.into_inner()) = platforms();
+    });
+    let worker = tokio::spawn(runner::worker(app.clone(), previous));
+    on_ready(listener.local_addr()?);
+    axum::serve(listener, router(app.clone()))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    runner::shutdown(&app, worker).await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -23,6 +23,14 @@ pub fn fake() -> Command {
     c
 }
 
+/// [`isobench`] as a `std::process::Command`, for a process the test spawns and talks to
+/// while it runs (assert_cmd's waits for the end).
+pub fn spawnable() -> std::process::Command {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"));
+    c.env_remove("ISOBENCH_DB").env("NO_COLOR", "1");
+    c
+}
+
 /// The exit code, -1 when a signal ended the process.
 pub fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)

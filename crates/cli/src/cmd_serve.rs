@@ -1,0 +1,60 @@
+//! `isobench serve`: the web UI and HTTP API (crates/server, docs/server.md) on an address,
+//! until Ctrl-C or SIGTERM. Jobs run as child `isobench run --json-stream` of this binary.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use isobench_server::{check_listen, read_token, Config};
+
+use crate::args::DbArgs;
+use crate::exit::bad_input;
+
+/// `isobench serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port). A token is required unless the
+    /// address is loopback.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// File holding the token clients must present (Bearer or the login cookie).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Where the job queue and uploaded scenarios are kept (default: DB.serve/ beside the
+    /// database).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// `isobench serve`.
+pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
+    let token = match &a.token_file {
+        Some(f) => Some(read_token(f).map_err(|e| bad_input(e.to_string()))?),
+        None => None,
+    };
+    check_listen(a.listen, token.as_deref()).map_err(|e| bad_input(e.to_string()))?;
+    let state_dir = a.state_dir.clone().unwrap_or_else(|| {
+        let mut s = a.db.path.clone().into_os_string();
+        s.push(".serve");
+        PathBuf::from(s)
+    });
+    let config = Config {
+        listen: a.listen,
+        token,
+        db: a.db.path.clone(),
+        state_dir,
+        exe,
+        mode: crate::cmd_run::mode(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(isobench_server::serve(config, |addr| {
+        eprintln!("isobench: serving on http://{addr}/");
+        println!("listening on http://{addr}/");
+    }))?;
+    Ok(ExitCode::SUCCESS)
+}

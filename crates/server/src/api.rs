@@ -1,0 +1,506 @@
+//! The handlers of `/api/v1`, each with its OpenAPI description (the document at
+//! `/api/v1/openapi.json` is derived from these, so it cannot drift from the code).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use isobench_report::Format;
+use isobench_store::RunStatus;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::app::{App, PlatformInfo};
+use crate::auth::{login_cookie, same};
+use crate::error::{ApiError, ErrorBody, JsonBody};
+use crate::queue::{Job, JobSpec, QueueError};
+use crate::results::{self, check_run_id, RunDetail, RunView};
+use crate::validate::{self, Input};
+
+/// The shared state, as handlers take it.
+pub type AppState = State<Arc<App>>;
+
+/// Runs `f` on the blocking pool (database reads, planning).
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(ApiError::internal)?
+}
+
+impl From<QueueError> for ApiError {
+    fn from(e: QueueError) -> ApiError {
+        match e {
+            QueueError::Unknown(_) => ApiError::not_found(e.to_string()),
+            QueueError::State { .. } => ApiError::conflict(e.to_string()),
+        }
+    }
+}
+
+/// 500 for a queue that could not be saved.
+fn save_error(e: std::io::Error) -> ApiError {
+    ApiError::internal(format!("saving the queue: {e}"))
+}
+
+/// A preset's name and what it is for.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PresetInfo {
+    /// Name (`isobench run --preset NAME`).
+    pub name: String,
+    /// What it is for.
+    pub summary: String,
+}
+
+/// What the UI needs to start.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Session {
+    /// isobench's version.
+    pub version: String,
+    /// The value to send as `X-Isobench-Csrf` on state-changing requests.
+    pub csrf: String,
+    /// Whether the server requires a token.
+    pub auth: bool,
+    /// The results database.
+    pub db: String,
+    /// The built-in presets.
+    pub presets: Vec<PresetInfo>,
+    /// The platforms and whether each works here.
+    pub platforms: Vec<PlatformInfo>,
+}
+
+/// `GET /api/v1/session`.
+#[utoipa::path(get, path = "/api/v1/session", tag = "session",
+    responses((status = 200, body = Session), (status = 401, body = ErrorBody)))]
+pub async fn session(State(app): AppState) -> Json<Session> {
+    let presets = isobench_experiment::scenario::PRESETS
+        .iter()
+        .map(|(name, summary, _)| PresetInfo {
+            name: name.to_string(),
+            summary: summary.to_string(),
+        })
+        .collect();
+    let platforms = app
+        .platforms
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    Json(Session {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        csrf: app.csrf.clone(),
+        auth: app.config.token.is_some(),
+        db: app.config.db.display().to_string(),
+        presets,
+        platforms,
+    })
+}
+
+/// `POST /api/v1/login` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct Login {
+    /// The server's token.
+    pub token: String,
+}
+
+/// `POST /api/v1/login`: sets the token cookie.
+#[utoipa::path(post, path = "/api/v1/login", tag = "session", request_body = Login,
+    responses((status = 204, description = "logged in; the cookie is set"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn login(State(app): AppState, JsonBody(body): JsonBody<Login>) -> Response {
+    let Some(token) = &app.config.token else {
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    if !same(body.token.trim(), token) {
+        return ApiError::new(StatusCode::UNAUTHORIZED, "wrong token").into_response();
+    }
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    if let Ok(v) = HeaderValue::from_str(&login_cookie(token)) {
+        resp.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+/// `{"runs": [...]}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunList {
+    /// Newest first.
+    pub runs: Vec<RunView>,
+}
+
+fn job_lookup(app: &App) -> impl Fn(&str) -> (Option<String>, bool) + '_ {
+    move |run| {
+        let q = app.queue();
+        (q.job_of_run(run).map(str::to_string), q.has_live_run(run))
+    }
+}
+
+/// `GET /api/v1/runs`.
+#[utoipa::path(get, path = "/api/v1/runs", tag = "runs",
+    responses((status = 200, body = RunList), (status = 401, body = ErrorBody)))]
+pub async fn runs(State(app): AppState) -> Result<Json<RunList>, ApiError> {
+    let runs = blocking(move || app.runs.list(&app.config.db, &job_lookup(&app))).await?;
+    Ok(Json(RunList { runs }))
+}
+
+/// `GET /api/v1/runs/{id}`.
+#[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs",
+    params(("id" = String, Path, description = "run id")),
+    responses((status = 200, body = RunDetail), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn run(
+    State(app): AppState,
+    Path(id): Path<String>,
+) -> Result<Json<RunDetail>, ApiError> {
+    check_run_id(&id)?;
+    let detail = blocking(move || app.runs.detail(&app.config.db, &id, &job_lookup(&app))).await?;
+    Ok(Json(detail))
+}
+
+/// `?download=1`.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ReportQuery {
+    /// 1: as an attachment.
+    pub download: Option<u8>,
+}
+
+/// `GET /api/v1/runs/{id}/report`: the self-contained HTML report.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/report", tag = "runs",
+    params(("id" = String, Path, description = "run id"), ReportQuery),
+    responses((status = 200, content_type = "text/html", body = String),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub async fn report(
+    State(app): AppState,
+    Path(id): Path<String>,
+    Query(q): Query<ReportQuery>,
+) -> Result<Response, ApiError> {
+    check_run_id(&id)?;
+    let name = id.clone();
+    let html = blocking(move || results::report(&app.config.db, &id)).await?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    // The report is self-contained: inline scripts and styles, nothing from elsewhere.
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+             img-src data:; frame-ancestors 'self'",
+        ),
+    );
+    headers.insert(
+        header::X_FRAME_OPTIONS,
+        HeaderValue::from_static("SAMEORIGIN"),
+    );
+    if q.download == Some(1) {
+        attachment(&mut headers, &format!("isobench-{name}.html"));
+    }
+    Ok((headers, html).into_response())
+}
+
+fn attachment(headers: &mut HeaderMap, file: &str) {
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{file}\"")) {
+        headers.insert(header::CONTENT_DISPOSITION, v);
+    }
+}
+
+/// `?format=json|csv|markdown`.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ExportQuery {
+    /// json, csv or markdown (also md).
+    pub format: String,
+}
+
+/// `GET /api/v1/runs/{id}/export`: the bytes of `isobench export`.
+#[utoipa::path(get, path = "/api/v1/runs/{id}/export", tag = "runs",
+    params(("id" = String, Path, description = "run id"), ExportQuery),
+    responses((status = 200, description = "the export, as an attachment", content(
+            (Object = "application/json"), (String = "text/csv"), (String = "text/markdown"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub async fn export(
+    State(app): AppState,
+    Path(id): Path<String>,
+    Query(q): Query<ExportQuery>,
+) -> Result<Response, ApiError> {
+    check_run_id(&id)?;
+    let (format, ext, mime) = match q.format.as_str() {
+        "json" => (Format::Json, "json", "application/json"),
+        "csv" => (Format::Csv, "csv", "text/csv; charset=utf-8"),
+        "markdown" | "md" => (Format::Markdown, "md", "text/markdown; charset=utf-8"),
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "format={other}: the formats are json, csv and markdown"
+            )))
+        }
+    };
+    let name = format!("isobench-{id}.{ext}");
+    let bytes = blocking(move || results::export(&app.config.db, &id, format)).await?;
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
+    attachment(&mut headers, &name);
+    Ok((headers, bytes).into_response())
+}
+
+/// `POST /api/v1/runs/{id}/resume`: queues the rest of a stored run.
+#[utoipa::path(post, path = "/api/v1/runs/{id}/resume", tag = "runs",
+    params(("id" = String, Path, description = "run id")),
+    responses((status = 201, body = Job), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn resume(
+    State(app): AppState,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Job>), ApiError> {
+    check_run_id(&id)?;
+    let (db, run) = (app.config.db.clone(), id.clone());
+    let status = blocking(move || results::status(&db, &run)).await?;
+    if status == RunStatus::Complete {
+        return Err(ApiError::conflict(format!(
+            "run {id} is complete: every trial it planned is stored"
+        )));
+    }
+    let job = app.update_jobs(|q| {
+        if q.has_live_run(&id) {
+            return (
+                Err(ApiError::conflict(format!(
+                    "run {id} is already queued or running"
+                ))),
+                Vec::new(),
+            );
+        }
+        let job = q.push(JobSpec {
+            resume: Some(id.clone()),
+            ..JobSpec::default()
+        });
+        let ids = vec![job.id.clone()];
+        (Ok(job), ids)
+    });
+    let job = job.map_err(save_error)??;
+    app.wake.notify_one();
+    Ok((StatusCode::CREATED, Json(job)))
+}
+
+/// `?runs=A,B[,C...]`.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct CompareQuery {
+    /// Run ids, comma-separated; the first is the reference.
+    pub runs: String,
+}
+
+/// The comparison of runs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Comparison {
+    /// The tables as `isobench compare` prints them.
+    pub text: String,
+    /// The same as Markdown.
+    pub markdown: String,
+}
+
+/// `GET /api/v1/compare`.
+#[utoipa::path(get, path = "/api/v1/compare", tag = "runs", params(CompareQuery),
+    responses((status = 200, body = Comparison), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn compare(
+    State(app): AppState,
+    Query(q): Query<CompareQuery>,
+) -> Result<Json<Comparison>, ApiError> {
+    let ids: Vec<String> = q.runs.split(',').map(|s| s.trim().to_string()).collect();
+    let (text, markdown) = blocking(move || {
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        results::compare(&app.config.db, &ids)
+    })
+    .await?;
+    Ok(Json(Comparison { text, markdown }))
+}
+
+/// `{"jobs": [...]}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobList {
+    /// Running first, then queued in order, then the last 50 finished, newest first.
+    pub jobs: Vec<Job>,
+}
+
+/// `GET /api/v1/jobs`.
+#[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs",
+    responses((status = 200, body = JobList), (status = 401, body = ErrorBody)))]
+pub async fn jobs(State(app): AppState) -> Json<JobList> {
+    Json(JobList {
+        jobs: app.queue().list(),
+    })
+}
+
+/// `POST /api/v1/jobs` body: a preset or a scenario.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct NewJob {
+    /// A built-in preset.
+    pub preset: Option<String>,
+    /// A scenario's TOML text.
+    pub scenario: Option<String>,
+    /// The scenario's file name (default `scenario.toml`).
+    pub name: Option<String>,
+    /// Platform instead of the scenario's (`auto` or a platform).
+    pub platform: Option<String>,
+    /// Seed instead of the scenario's.
+    pub seed: Option<u64>,
+}
+
+/// `POST /api/v1/jobs`: checks the scenario and queues it.
+#[utoipa::path(post, path = "/api/v1/jobs", tag = "jobs", request_body = NewJob,
+    responses((status = 201, body = Job), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn create_job(
+    State(app): AppState,
+    JsonBody(body): JsonBody<NewJob>,
+) -> Result<(StatusCode, Json<Job>), ApiError> {
+    let spec = JobSpec {
+        preset: body.preset.clone(),
+        scenario_name: body
+            .scenario
+            .as_ref()
+            .map(|_| body.name.clone().unwrap_or_else(|| "scenario.toml".into())),
+        platform: body.platform.clone(),
+        seed: body.seed,
+        resume: None,
+    };
+    let mode = app.config.mode;
+    let checked = spec.clone();
+    let text = body.scenario.clone();
+    blocking(move || {
+        let input = match (&checked.preset, &checked.scenario_name, &text) {
+            (Some(p), None, _) => Input::Preset(p),
+            (None, Some(name), Some(text)) => Input::Scenario { name, text },
+            _ => {
+                return Err(ApiError::unprocessable(
+                    "give either \"preset\" or \"scenario\" (TOML text, with \"name\")",
+                ))
+            }
+        };
+        validate::check(input, checked.platform.as_deref(), checked.seed, mode)
+    })
+    .await?;
+    let job = app.update_jobs(|q| {
+        let job = q.push(spec);
+        let written = match &body.scenario {
+            Some(text) => write_scenario(&app.scenario_path(&job.id), text),
+            None => Ok(()),
+        };
+        let ids = vec![job.id.clone()];
+        (written.map(|()| job), ids)
+    });
+    let job = job
+        .and_then(|r| r)
+        .map_err(|e| ApiError::internal(format!("saving the job: {e}")))?;
+    app.wake.notify_one();
+    Ok((StatusCode::CREATED, Json(job)))
+}
+
+fn write_scenario(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text)
+}
+
+/// `GET /api/v1/jobs/{id}`.
+#[utoipa::path(get, path = "/api/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses((status = 200, body = Job), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub async fn job(State(app): AppState, Path(id): Path<String>) -> Result<Json<Job>, ApiError> {
+    let job = app.queue().view(&id);
+    job.map(Json).ok_or_else(|| QueueError::Unknown(id).into())
+}
+
+/// `POST /api/v1/jobs/{id}/stop`: a running job's run stops gracefully; a queued job is
+/// cancelled.
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/stop", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses((status = 202, body = Job), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub async fn stop(
+    State(app): AppState,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Job>), ApiError> {
+    use crate::queue::JobState;
+    let signal = app.update_jobs(|q| {
+        let state = match q.view(&id) {
+            Some(j) => j.state,
+            None => return (Err(QueueError::Unknown(id.clone())), Vec::new()),
+        };
+        let out = match state {
+            JobState::Queued => q.cancel(&id).map(|()| false),
+            JobState::Running => {
+                q.get_mut(&id).expect("listed").state = JobState::Stopping;
+                Ok(true)
+            }
+            JobState::Stopping => Ok(false),
+            s => Err(QueueError::State {
+                id: id.clone(),
+                state: s.as_str(),
+                what: "it has finished",
+            }),
+        };
+        (out, vec![id.clone()])
+    });
+    let signal = signal.map_err(save_error)??;
+    if signal {
+        crate::runner::interrupt(&app);
+    }
+    app.announce_all();
+    let job = app.queue().view(&id).ok_or(QueueError::Unknown(id))?;
+    Ok((StatusCode::ACCEPTED, Json(job)))
+}
+
+/// `POST /api/v1/jobs/{id}/move` body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct Move {
+    /// 1-based place among the queued jobs.
+    #[schema(minimum = 1)]
+    pub position: usize,
+}
+
+/// `POST /api/v1/jobs/{id}/move`: reorders the queue.
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/move", tag = "jobs", request_body = Move,
+    params(("id" = String, Path, description = "job id")),
+    responses((status = 200, body = JobList), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+pub async fn move_job(
+    State(app): AppState,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<Move>,
+) -> Result<Json<JobList>, ApiError> {
+    if body.position == 0 {
+        return Err(ApiError::unprocessable(
+            "position is 1-based: 1 is the head of the queue",
+        ));
+    }
+    app.update(|q| q.move_to(&id, body.position))
+        .map_err(save_error)??;
+    app.announce_all();
+    Ok(Json(JobList {
+        jobs: app.queue().list(),
+    }))
+}
+
+/// `DELETE /api/v1/jobs/{id}`: cancels a queued job.
+#[utoipa::path(delete, path = "/api/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses((status = 204, description = "cancelled"), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub async fn cancel(State(app): AppState, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    let out = app.update_jobs(|q| (q.cancel(&id), vec![id.clone()]));
+    out.map_err(save_error)??;
+    app.announce_all();
+    Ok(StatusCode::NO_CONTENT)
+}

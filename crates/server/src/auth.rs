@@ -1,0 +1,125 @@
+//! Who may use the API. With a token (required on a non-loopback address), every API request
+//! carries it as `Authorization: Bearer TOKEN` or in the `isobench_token` cookie that
+//! `POST /api/v1/login` sets; tokens are compared in constant time. A browser sends the
+//! cookie on any request, also one a hostile page triggers, so a state-changing request that
+//! is not authenticated by Bearer must also carry this process's CSRF value (which only a
+//! page of this origin can read, from `GET /api/v1/session`), and a present `Origin` must
+//! be this server.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
+
+use crate::app::App;
+use crate::error::ApiError;
+
+/// The cookie that carries the token.
+pub const COOKIE: &str = "isobench_token";
+/// The header that carries the CSRF value.
+pub const CSRF_HEADER: &str = "x-isobench-csrf";
+
+/// Whether `given` is `expected`, in time that does not depend on where they differ.
+pub fn same(given: &str, expected: &str) -> bool {
+    given.len() == expected.len() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    v.strip_prefix("Bearer ").map(str::trim)
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// The `Set-Cookie` value that logs a browser in.
+pub fn login_cookie(token: &str) -> String {
+    format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/")
+}
+
+fn state_changing(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
+}
+
+/// Whether a present `Origin` names this server (the `Host` it was asked as).
+pub fn origin_ok(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin = origin.to_str().ok();
+    match (origin, host) {
+        (Some(o), Some(h)) => {
+            let o = o
+                .strip_prefix("http://")
+                .or_else(|| o.strip_prefix("https://"));
+            o == Some(h)
+        }
+        _ => false,
+    }
+}
+
+/// Requests that need no token: the login itself and the API's description.
+fn open_route(method: &Method, path: &str) -> bool {
+    (method == Method::POST && path == "/api/v1/login")
+        || (method == Method::GET && path == "/api/v1/openapi.json")
+}
+
+/// Checks the token, the CSRF value and the origin of API and metrics requests.
+pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    match check(&app, req.method(), req.uri().path(), req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn check(app: &App, method: &Method, path: &str, headers: &HeaderMap) -> Result<(), ApiError> {
+    if open_route(method, path) {
+        if state_changing(method) && !origin_ok(headers) {
+            return Err(forbidden("the Origin of this request is not this server"));
+        }
+        return Ok(());
+    }
+    let by_bearer = bearer(headers).is_some();
+    if let Some(token) = &app.config.token {
+        let given = bearer(headers).or_else(|| cookie(headers, COOKIE));
+        if !given.is_some_and(|g| same(g, token)) {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "a token is needed: send `Authorization: Bearer TOKEN`, or log in with POST \
+                 /api/v1/login {\"token\": \"...\"}",
+            ));
+        }
+    }
+    if state_changing(method) {
+        if !origin_ok(headers) {
+            return Err(forbidden("the Origin of this request is not this server"));
+        }
+        let csrf = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+        if !by_bearer && !csrf.is_some_and(|c| same(c, &app.csrf)) {
+            return Err(forbidden(
+                "missing or wrong X-Isobench-Csrf header: send the `csrf` of GET \
+                 /api/v1/session (or authenticate with Authorization: Bearer)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn forbidden(message: &str) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, message)
+}

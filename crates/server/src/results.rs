@@ -1,0 +1,331 @@
+//! Reading stored runs for the API: the list with each run's headline, one run's details, its
+//! report and exports, and comparisons. Everything goes through the same library functions as
+//! `isobench runs`, `show`, `report`, `export` and `compare`, so a run reads the same in the
+//! browser as in the terminal. The database is opened per request (WAL: a reader never blocks
+//! the writing run); analysing a run is costly, so each finished run's facts are cached by
+//! (run id, end time).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use isobench_experiment::stored::{analyzed, with_linked};
+use isobench_experiment::Results;
+use isobench_report::compare::{comparison_markdown, render_comparison};
+use isobench_report::{html_report, serialize, Format, Style};
+use isobench_results::compare::RunComparison;
+use isobench_results::cross::CrossTable;
+use isobench_store::{RunStatus, RunSummary, Store, StoreError};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+
+/// A run's one number: its isolation score, or else its worst victim degradation.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Headline {
+    /// What the number is.
+    pub label: String,
+    /// The number.
+    pub value: f64,
+    /// Its unit (`%`, or empty for a score).
+    pub unit: String,
+    /// The number as text.
+    pub text: String,
+}
+
+/// A stored run, as listed.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunView {
+    /// Run id.
+    pub id: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Experiment kind.
+    pub kind: String,
+    /// running, complete, interrupted or failed.
+    pub status: String,
+    /// Platform.
+    pub platform: String,
+    /// Host name.
+    pub host: String,
+    /// Start (RFC 3339).
+    pub started_at: String,
+    /// End (RFC 3339).
+    pub ended_at: Option<String>,
+    /// Seconds from start to end.
+    pub duration_s: Option<f64>,
+    /// Trials stored.
+    pub trials: u64,
+    /// Of which measured normally.
+    pub trials_ok: u64,
+    /// Its headline number, once finished.
+    pub headline: Option<Headline>,
+    /// The job that ran it.
+    pub job: Option<String>,
+    /// Whether `POST /api/v1/runs/{id}/resume` would queue it.
+    pub resumable: bool,
+}
+
+/// A stored run with its details.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RunDetail {
+    /// The run as listed.
+    #[serde(flatten)]
+    pub run: RunView,
+    /// Why it ended as it did.
+    pub reason: Option<String>,
+    /// The platform's caveats about its figures.
+    pub caveats: Vec<String>,
+    /// Its seed.
+    pub seed: u64,
+}
+
+/// What analysing a run tells the list.
+#[derive(Debug, Clone)]
+struct Facts {
+    kind: String,
+    host: String,
+    headline: Option<Headline>,
+    reason: Option<String>,
+    caveats: Vec<String>,
+}
+
+/// Analysed facts of runs, by (id, end time).
+#[derive(Debug, Default)]
+pub struct RunCache(Mutex<HashMap<(String, Option<i64>), Facts>>);
+
+/// Whether `id` can be a run id: `[0-9A-Za-z-]{1,64}`. Checked before the store is asked.
+pub fn valid_run_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// 400 for a malformed run id.
+pub fn check_run_id(id: &str) -> Result<(), ApiError> {
+    if valid_run_id(id) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "`{id}` is not a run id (letters, digits and `-`, at most 64); GET /api/v1/runs \
+             lists the runs"
+        )))
+    }
+}
+
+/// Maps a store error to an answer.
+pub fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::UnknownRun { .. } => {
+            ApiError::not_found(format!("{e}; GET /api/v1/runs lists the runs"))
+        }
+        other => ApiError::internal(other),
+    }
+}
+
+/// Opens the database for reading; `None` when there is none yet.
+pub fn open(db: &Path) -> Result<Option<Store>, ApiError> {
+    if !db.exists() {
+        return Ok(None);
+    }
+    Store::open(db).map(Some).map_err(store_error)
+}
+
+fn open_existing(db: &Path, id: &str) -> Result<Store, ApiError> {
+    check_run_id(id)?;
+    open(db)?.ok_or_else(|| ApiError::not_found(format!("no run {id}: no run is stored yet")))
+}
+
+/// The headline of analysed results.
+pub fn headline(r: &Results) -> Option<Headline> {
+    let score = CrossTable::new(&[(r.run.platform.as_str(), r)]).scores[0];
+    if let Some(v) = score {
+        return Some(Headline {
+            label: "isolation score".into(),
+            value: round1(v),
+            unit: String::new(),
+            text: format!("{v:.1}"),
+        });
+    }
+    let worst = r
+        .cells
+        .iter()
+        .filter_map(|c| c.estimate())
+        .filter(|v| v.is_finite())
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
+    Some(Headline {
+        label: "worst victim degradation".into(),
+        value: round1(worst),
+        unit: "%".into(),
+        text: format!("{worst:.1}%"),
+    })
+}
+
+fn round1(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+impl RunCache {
+    fn facts(&self, store: &Store, s: &RunSummary) -> Result<Facts, ApiError> {
+        let key = (
+            s.id.as_str().to_string(),
+            s.ended_at.map(|t| t.unix_millis()),
+        );
+        if let Some(f) = self.lock().get(&key) {
+            return Ok(f.clone());
+        }
+        let r = analyzed(store, s.id.as_str()).map_err(store_error)?;
+        let finished = s.status != RunStatus::Running;
+        let facts = Facts {
+            kind: r.kind.clone(),
+            host: r.run.host["hostname"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            headline: if finished { headline(&r) } else { None },
+            reason: r.run.status_reason.clone(),
+            caveats: r.run.caveats.clone(),
+        };
+        // A running run's facts change as it goes; only its kind and host are kept.
+        if finished {
+            self.lock().insert(key, facts.clone());
+        }
+        Ok(facts)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Option<i64>), Facts>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every stored run, newest first. `job_of` names the job of a run and whether one is
+    /// queued or running for it.
+    pub fn list(
+        &self,
+        db: &Path,
+        job_of: &dyn Fn(&str) -> (Option<String>, bool),
+    ) -> Result<Vec<RunView>, ApiError> {
+        let Some(store) = open(db)? else {
+            return Ok(Vec::new());
+        };
+        let mut runs = store.list_runs().map_err(store_error)?;
+        runs.reverse();
+        runs.iter()
+            .map(|s| Ok(view(s, &self.facts(&store, s)?, job_of)))
+            .collect()
+    }
+
+    /// One stored run with its details.
+    pub fn detail(
+        &self,
+        db: &Path,
+        id: &str,
+        job_of: &dyn Fn(&str) -> (Option<String>, bool),
+    ) -> Result<RunDetail, ApiError> {
+        let store = open_existing(db, id)?;
+        let summary = store
+            .list_runs()
+            .map_err(store_error)?
+            .into_iter()
+            .find(|s| s.id.as_str() == id)
+            .ok_or_else(|| {
+                ApiError::not_found(format!("no run {id}; GET /api/v1/runs lists the runs"))
+            })?;
+        let facts = self.facts(&store, &summary)?;
+        Ok(RunDetail {
+            run: view(&summary, &facts, job_of),
+            reason: facts.reason,
+            caveats: facts.caveats,
+            seed: summary.seed,
+        })
+    }
+}
+
+fn view(s: &RunSummary, f: &Facts, job_of: &dyn Fn(&str) -> (Option<String>, bool)) -> RunView {
+    let (job, live) = job_of(s.id.as_str());
+    RunView {
+        id: s.id.as_str().to_string(),
+        scenario: s.scenario_name.clone(),
+        kind: f.kind.clone(),
+        status: s.status.as_str().to_string(),
+        platform: s.platform.clone(),
+        host: f.host.clone(),
+        started_at: s.started_at.to_rfc3339(),
+        ended_at: s.ended_at.map(|t| t.to_rfc3339()),
+        duration_s: s
+            .ended_at
+            .map(|e| (e.unix_millis() - s.started_at.unix_millis()) as f64 / 1000.0),
+        trials: s.trials,
+        trials_ok: s.trials_ok,
+        headline: f.headline.clone(),
+        job,
+        resumable: s.status != RunStatus::Complete && !live,
+    }
+}
+
+/// A run's status, read from the store.
+pub fn status(db: &Path, id: &str) -> Result<RunStatus, ApiError> {
+    let store = open_existing(db, id)?;
+    store
+        .list_runs()
+        .map_err(store_error)?
+        .into_iter()
+        .find(|s| s.id.as_str() == id)
+        .map(|s| s.status)
+        .ok_or_else(|| ApiError::not_found(format!("no run {id}; GET /api/v1/runs lists the runs")))
+}
+
+/// The self-contained HTML report of a run, as `isobench report` writes it.
+pub fn report(db: &Path, id: &str) -> Result<String, ApiError> {
+    let store = open_existing(db, id)?;
+    Ok(html_report(&with_linked(&store, id).map_err(store_error)?))
+}
+
+/// A run's export, as `isobench export` writes it.
+pub fn export(db: &Path, id: &str, format: Format) -> Result<Vec<u8>, ApiError> {
+    let store = open_existing(db, id)?;
+    Ok(serialize(
+        &with_linked(&store, id).map_err(store_error)?,
+        format,
+    ))
+}
+
+/// The comparison of `ids` against the first: the terminal table and Markdown.
+pub fn compare(db: &Path, ids: &[&str]) -> Result<(String, String), ApiError> {
+    if ids.len() < 2 {
+        return Err(ApiError::bad_request(
+            "compare needs two runs or more: ?runs=A,B (the first is the reference)",
+        ));
+    }
+    for id in ids {
+        check_run_id(id)?;
+    }
+    let store = open_existing(db, ids[0])?;
+    let runs = ids
+        .iter()
+        .map(|id| analyzed(&store, id).map_err(store_error))
+        .collect::<Result<Vec<_>, _>>()?;
+    let c = RunComparison::new(&runs);
+    Ok((
+        render_comparison(&c, Style::default()),
+        comparison_markdown(&c),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_checked_before_the_store_sees_them() {
+        assert!(valid_run_id("20261125-101010-ab12"));
+        for bad in [
+            "",
+            "../../etc/passwd",
+            "a/b",
+            "a b",
+            "x.db",
+            &"a".repeat(65),
+        ] {
+            assert!(!valid_run_id(bad), "{bad}");
+        }
+    }
+}

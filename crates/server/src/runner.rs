@@ -1,0 +1,315 @@
+//! The worker: runs the queued jobs one at a time, each as a child `isobench run
+//! --json-stream` (a crash of a run cannot take the server down, and the run is the same as
+//! on the command line). It reads the child's events line by line, keeps the last progress,
+//! learns the run id from `planned`, passes every event on to the live views, and keeps the
+//! tail of the child's stderr as the job's error when it fails. A stop is a SIGINT to the
+//! child: the run ends gracefully, stored and resumable.
+
+use std::collections::VecDeque;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::app::{App, Broadcast, RunEvent};
+use crate::queue::{Job, JobState, Progress};
+
+/// Exit code of a run stopped by SIGINT.
+const INTERRUPTED: i32 = 130;
+/// How long a run may take to stop gracefully when the server shuts down.
+const STOP_GRACE: Duration = Duration::from_secs(60);
+/// Lines of the child's stderr kept for a failure's message.
+const STDERR_LINES: usize = 12;
+
+/// The command line of a job's run.
+pub fn run_args(app: &App, job: &Job) -> Vec<String> {
+    let mut args = vec!["run".to_string()];
+    let spec = &job.spec;
+    if let Some(run) = &spec.resume {
+        args.extend(["--resume".into(), run.clone()]);
+    } else {
+        if let Some(p) = &spec.preset {
+            args.extend(["--preset".into(), p.clone()]);
+        } else if spec.scenario_name.is_some() {
+            args.push(app.scenario_path(&job.id).display().to_string());
+        }
+        if let Some(p) = &spec.platform {
+            args.extend(["--platform".into(), p.clone()]);
+        }
+        if let Some(s) = spec.seed {
+            args.extend(["--seed".into(), s.to_string()]);
+        }
+    }
+    args.extend([
+        "--db".into(),
+        app.config.db.display().to_string(),
+        "--json-stream".into(),
+    ]);
+    args
+}
+
+/// Runs jobs until the server shuts down.
+pub async fn worker(app: Arc<App>, previous_child: Option<u32>) {
+    if let Some(pid) = previous_child {
+        wait_gone(pid, STOP_GRACE).await;
+    }
+    loop {
+        if app.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        let next = app.queue().next().cloned();
+        match next {
+            Some(job) => run_job(&app, job).await,
+            None => app.wake.notified().await,
+        }
+    }
+}
+
+/// Waits until process `pid` (a run of a server that died) has ended.
+async fn wait_gone(pid: u32, limit: Duration) {
+    let start = tokio::time::Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && start.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn now() -> String {
+    isobench_store::Timestamp::now().to_rfc3339()
+}
+
+async fn run_job(app: &Arc<App>, job: Job) {
+    let mut cmd = Command::new(&app.config.exe);
+    cmd.args(run_args(app, &job))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(false)
+        // Its own process group: a Ctrl-C at the server's terminal reaches the server only,
+        // which then stops the run itself.
+        .process_group(0);
+    stop_with_parent(&mut cmd);
+    let child = cmd.spawn();
+    let resume = job.spec.resume.clone();
+    let _ = app.update_jobs(|q| {
+        let j = q.get_mut(&job.id).expect("the worker's job");
+        j.state = JobState::Running;
+        j.started_at = Some(now());
+        j.run = resume.or(j.run.take());
+        if let Ok(c) = &child {
+            q.child_pid = c.id();
+        }
+        ((), vec![job.id.clone()])
+    });
+    match child {
+        Ok(child) => supervise(app, &job.id, child).await,
+        Err(e) => finish(
+            app,
+            &job.id,
+            JobState::Failed,
+            None,
+            Some(format!("could not start {}: {e}", app.config.exe.display())),
+        ),
+    }
+}
+
+/// Asks the kernel to send the run SIGINT if the server dies (a kill -9), so the run stops
+/// gracefully and the restarted server can resume it.
+fn stop_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT);
+            Ok(())
+        });
+    }
+}
+
+async fn supervise(app: &Arc<App>, id: &str, mut child: Child) {
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let tail = tokio::spawn(stderr_tail(stderr));
+    read_events(app, id, stdout).await;
+    let status = child.wait().await;
+    let tail = tail.await.unwrap_or_default();
+    let _ = app.update(|q| q.child_pid = None);
+    match status {
+        Ok(status) => ended(app, id, status, tail),
+        Err(e) => finish(app, id, JobState::Failed, None, Some(e.to_string())),
+    }
+}
+
+async fn stderr_tail(stderr: impl AsyncRead + Unpin) -> String {
+    let mut lines = BufReader::new(stderr).lines();
+    let mut tail = VecDeque::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if tail.len() == STDERR_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+    Vec::from(tail).join("\n")
+}
+
+async fn read_events(app: &Arc<App>, id: &str, stdout: impl AsyncRead + Unpin) {
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        // Anything that is not an event object is ignored, as unknown events are.
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if event.get("event").and_then(|e| e.as_str()).is_some() {
+            on_event(app, id, event);
+        }
+    }
+}
+
+/// Applies one run event to its job and passes it on.
+pub fn on_event(app: &App, id: &str, event: serde_json::Value) {
+    let kind = event["event"].as_str().unwrap_or_default().to_string();
+    let run = app
+        .update_jobs(|q| {
+            let Some(job) = q.get_mut(id) else {
+                return (None, Vec::new());
+            };
+            let mut changed = false;
+            if kind == "planned" {
+                if let Some(r) = event["run"].as_str() {
+                    job.run = Some(r.to_string());
+                    changed = true;
+                }
+            }
+            if let Some(p) = progress_of(&kind, &event) {
+                job.progress = Some(p);
+                changed = true;
+            }
+            let ids = if changed {
+                vec![id.to_string()]
+            } else {
+                Vec::new()
+            };
+            (job.run.clone(), ids)
+        })
+        .unwrap_or(None);
+    let _ = app.events.send(Broadcast::Run(RunEvent {
+        job: id.to_string(),
+        run,
+        event,
+    }));
+}
+
+fn progress_of(kind: &str, e: &serde_json::Value) -> Option<Progress> {
+    match kind {
+        "trial_started" | "trial_ended" => Some(Progress {
+            n: e["n"].as_u64()?,
+            of: e["of"].as_u64()?,
+            round: e["round"].as_u64().unwrap_or(0),
+            condition: e["condition"].as_str().unwrap_or_default().to_string(),
+            what: e["what"].as_str().unwrap_or_default().to_string(),
+            eta_s: e["eta_s"].as_f64(),
+        }),
+        "planned" => Some(Progress {
+            n: e["done"].as_u64().unwrap_or(0),
+            of: e["trials"].as_u64()?,
+            round: 0,
+            condition: String::new(),
+            what: String::new(),
+            eta_s: None,
+        }),
+        _ => None,
+    }
+}
+
+/// Records how a run ended.
+fn ended(app: &App, id: &str, status: ExitStatus, tail: String) {
+    use std::os::unix::process::ExitStatusExt;
+    let code = status.code();
+    let shutting_down = app.shutting_down.load(Ordering::SeqCst);
+    let stopping = app
+        .queue()
+        .view(id)
+        .is_some_and(|j| j.state == JobState::Stopping);
+    if shutting_down && !stopping {
+        // The server stopped the run to shut down: it goes on after the restart.
+        let _ = app.update_jobs(|q| {
+            q.requeue_front(id);
+            ((), vec![id.to_string()])
+        });
+        return;
+    }
+    let (state, error) = match (code, status.signal()) {
+        (Some(0 | 4), _) => (JobState::Done, None),
+        (Some(INTERRUPTED), _) => (JobState::Interrupted, None),
+        (Some(c), _) => (
+            JobState::Failed,
+            Some(failure(&format!("exit code {c}"), &tail)),
+        ),
+        (None, Some(sig)) => (
+            JobState::Failed,
+            Some(failure(
+                &format!("the run was killed by signal {sig}"),
+                &tail,
+            )),
+        ),
+        (None, None) => (JobState::Failed, Some(failure("the run ended", &tail))),
+    };
+    finish(app, id, state, code, error);
+}
+
+fn failure(what: &str, tail: &str) -> String {
+    if tail.is_empty() {
+        what.to_string()
+    } else {
+        format!("{what}: {tail}")
+    }
+}
+
+fn finish(app: &App, id: &str, state: JobState, code: Option<i32>, error: Option<String>) {
+    let _ = app.update_jobs(|q| {
+        if let Some(j) = q.get_mut(id) {
+            j.state = state;
+            j.ended_at = Some(now());
+            j.exit_code = code;
+            j.error = error;
+        }
+        ((), vec![id.to_string()])
+    });
+    app.announce_all();
+}
+
+/// Sends SIGINT to the running job's run: it ends gracefully, stored and resumable.
+pub fn interrupt(app: &App) -> bool {
+    let Some(pid) = app.queue().child_pid else {
+        return false;
+    };
+    // SAFETY: kill(2) with a pid this server started and has not reaped yet.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) == 0 }
+}
+
+/// Shuts the worker down: stops the running run gracefully (waiting up to a minute, then
+/// killing it), after which its job is back at the head of the queue as a resume.
+pub async fn shutdown(app: &Arc<App>, worker: tokio::task::JoinHandle<()>) {
+    app.shutting_down.store(true, Ordering::SeqCst);
+    app.wake.notify_one();
+    interrupt(app);
+    let abort = worker.abort_handle();
+    if tokio::time::timeout(STOP_GRACE, worker).await.is_err() {
+        if let Some(pid) = app.queue().child_pid {
+            // SAFETY: as in `interrupt`.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        abort.abort();
+        let active = app.queue().active().map(|j| j.id.clone());
+        if let Some(id) = active {
+            let _ = app.update(|q| {
+                q.child_pid = None;
+                q.requeue_front(&id)
+            });
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! The router and the worker, driven in-process: authentication, CSRF, limits, run ids, the
+//! queue through the API, a restart, and runs of a stand-in for `isobench run`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{to_bytes, Body};
+use axum::http::{header, Request, StatusCode};
+use isobench_experiment::session::Mode;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use crate::queue::JobState;
+use crate::{open, router, App, Config};
+
+const TOKEN: &str = "s3cret-token";
+
+fn config(dir: &Path, token: Option<&str>, exe: PathBuf) -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        token: token.map(str::to_string),
+        db: dir.join("r.db"),
+        state_dir: dir.join("r.db.serve"),
+        exe,
+        mode: Mode::Fake { real_time: 0.0 },
+    }
+}
+
+fn app(dir: &Path, token: Option<&str>) -> Arc<App> {
+    open(config(dir, token, "/bin/false".into())).unwrap().0
+}
+
+async fn call(app: &Arc<App>, req: Request<Body>) -> (StatusCode, Value) {
+    let resp = router(app.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn get(uri: &str) -> axum::http::request::Builder {
+    Request::get(uri)
+}
+
+fn post(uri: &str, app: &App) -> axum::http::request::Builder {
+    Request::post(uri).header("x-isobench-csrf", &app.csrf)
+}
+
+fn json_body(v: Value) -> Body {
+    Body::from(v.to_string())
+}
+
+#[tokio::test]
+async fn with_a_token_every_api_request_needs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), Some(TOKEN));
+    let (s, body) = call(&app, get("/api/v1/jobs").body(Body::empty()).unwrap()).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert!(body["error"].as_str().unwrap().contains("token"));
+    let bearer = get("/api/v1/jobs").header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+    assert_eq!(
+        call(&app, bearer.body(Body::empty()).unwrap()).await.0,
+        StatusCode::OK
+    );
+    let wrong = get("/api/v1/jobs").header(header::AUTHORIZATION, "Bearer s3cret-tokeX");
+    assert_eq!(
+        call(&app, wrong.body(Body::empty()).unwrap()).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    let cookie = get("/metrics").header(header::COOKIE, format!("a=b; isobench_token={TOKEN}"));
+    assert_eq!(
+        call(&app, cookie.body(Body::empty()).unwrap()).await.0,
+        StatusCode::OK
+    );
+    // The API's description and the UI's files are open.
+    let doc = get("/api/v1/openapi.json").body(Body::empty()).unwrap();
+    assert_eq!(call(&app, doc).await.0, StatusCode::OK);
+    let page = router(app.clone())
+        .oneshot(get("/").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert_eq!(page.headers()["x-frame-options"], "SAMEORIGIN");
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+}
+
+#[tokio::test]
+async fn login_sets_a_strict_http_only_cookie_for_the_right_token_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), Some(TOKEN));
+    let req = |t: &str| {
+        Request::post("/api/v1/login")
+            .body(json_body(json!({ "token": t })))
+            .unwrap()
+    };
+    let resp = router(app.clone()).oneshot(req(TOKEN)).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT);
+    let cookie = resp.headers()[header::SET_COOKIE].to_str().unwrap();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    assert_eq!(call(&app, req("nope")).await.0, StatusCode::UNAUTHORIZED);
+    let foreign = Request::post("/api/v1/login")
+        .header(header::HOST, "127.0.0.1:8080")
+        .header(header::ORIGIN, "http://evil.example")
+        .body(json_body(json!({ "token": TOKEN })))
+        .unwrap();
+    assert_eq!(call(&app, foreign).await.0, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn state_changing_requests_need_the_csrf_value_unless_bearer() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let body = || json_body(json!({ "preset": "quick" }));
+    let bare = Request::post("/api/v1/jobs").body(body()).unwrap();
+    assert_eq!(call(&app, bare).await.0, StatusCode::FORBIDDEN);
+    let wrong = Request::post("/api/v1/jobs")
+        .header("x-isobench-csrf", "0000")
+        .body(body())
+        .unwrap();
+    assert_eq!(call(&app, wrong).await.0, StatusCode::FORBIDDEN);
+    let (s, job) = call(&app, post("/api/v1/jobs", &app).body(body()).unwrap()).await;
+    assert_eq!(s, StatusCode::CREATED, "{job}");
+    assert_eq!(job["state"], "queued");
+    let bearer = Request::post("/api/v1/jobs")
+        .header(header::AUTHORIZATION, "Bearer anything")
+        .body(body())
+        .unwrap();
+    assert_eq!(call(&app, bearer).await.0, StatusCode::CREATED);
+    let cross = post("/api/v1/jobs", &app)
+        .header(header::HOST, "127.0.0.1:8080")
+        .header(header::ORIGIN, "http://127.0.0.1:9999")
+        .body(body())
+        .unwrap();
+    assert_eq!(call(&app, cross).await.0, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn bodies_over_a_mebibyte_are_refused_with_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let big = "x".repeat(crate::BODY_LIMIT + 1);
+    let req = post("/api/v1/jobs", &app)
+        .header(header::CONTENT_LENGTH, big.len())
+        .body(json_body(json!({ "scenario": big })))
+        .unwrap();
+    let (s, body) = call(&app, req).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(body["error"].is_string(), "{body}");
+}
+
+#[tokio::test]
+async fn malformed_bodies_and_unknown_routes_answer_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let (s, body) = call(
+        &app,
+        post("/api/v1/jobs", &app).body(Body::from("{")).unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(body["error"].is_string());
+    let shape = post("/api/v1/jobs", &app)
+        .body(json_body(json!({ "seed": "x" })))
+        .unwrap();
+    assert_eq!(call(&app, shape).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    let (s, body) = call(&app, get("/api/v1/nothing").body(Body::empty()).unwrap()).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert!(body["error"].is_string());
+    let (s, body) = call(
+        &app,
+        get("/api/v1/jobs/j-1/stop").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(body["error"].is_string());
+}
+
+#[tokio::test]
+async fn run_ids_that_could_name_a_path_never_reach_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    for uri in [
+        "/api/v1/runs/..%2F..%2Fetc%2Fpasswd",
+        "/api/v1/runs/..%2F..%2Fetc%2Fpasswd/report",
+        "/api/v1/runs/a.b/export?format=json",
+    ] {
+        let (s, body) = call(&app, get(uri).body(Body::empty()).unwrap()).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {body}");
+    }
+    let (s, _) = call(
+        &app,
+        get("/api/v1/runs/20990101-000000-aa")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert!(
+        !dir.path().join("r.db").exists(),
+        "reading creates no database"
+    );
+    let (s, _) = call(
+        &app,
+        get("/api/v1/runs/x/export?format=pdf")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_broken_scenario_is_refused_with_its_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let text = "name = \"x\"\nkind = \"matrix\"\nseed = \"one\"\n";
+    let req = post("/api/v1/jobs", &app)
+        .body(json_body(json!({ "scenario": text, "name": "x.toml" })))
+        .unwrap();
+    let (s, body) = call(&app, req).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let seed = body["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["field"] == "seed")
+        .expect("the seed's problem");
+    assert_eq!(seed["line"], 3, "{body}");
+    let req = post("/api/v1/jobs", &app)
+        .body(json_body(json!({ "preset": "nope" })))
+        .unwrap();
+    assert_eq!(call(&app, req).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(app.queue().list().is_empty());
+}
+
+async fn queue_preset(app: &Arc<App>) -> String {
+    let req = post("/api/v1/jobs", app)
+        .body(json_body(json!({ "preset": "quick" })))
+        .unwrap();
+    let (s, job) = call(app, req).await;
+    assert_eq!(s, StatusCode::CREATED);
+    job["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn queued_jobs_move_and_cancel_through_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    for _ in 0..3 {
+        queue_preset(&app).await;
+    }
+    let req = post("/api/v1/jobs/j-3/move", &app)
+        .body(json_body(json!({ "position": 1 })))
+        .unwrap();
+    let (s, list) = call(&app, req).await;
+    assert_eq!(s, StatusCode::OK);
+    let ids: Vec<&str> = list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["j-3", "j-1", "j-2"]);
+    let del = Request::delete("/api/v1/jobs/j-1").header("x-isobench-csrf", &app.csrf);
+    assert_eq!(
+        call(&app, del.body(Body::empty()).unwrap()).await.0,
+        StatusCode::NO_CONTENT
+    );
+    let (s, job) = call(
+        &app,
+        post("/api/v1/jobs/j-2/stop", &app)
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    assert_eq!(job["state"], "cancelled");
+    let again = post("/api/v1/jobs/j-2/stop", &app)
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(call(&app, again).await.0, StatusCode::CONFLICT);
+    let moved = post("/api/v1/jobs/j-1/move", &app)
+        .body(json_body(json!({ "position": 1 })))
+        .unwrap();
+    assert_eq!(call(&app, moved).await.0, StatusCode::CONFLICT);
+    let unknown = get("/api/v1/jobs/j-99").body(Body::empty()).unwrap();
+    assert_eq!(call(&app, unknown).await.0, StatusCode::NOT_FOUND);
+    // The queue on disk is the queue shown.
+    let saved = crate::queue::Queue::load(&app.queue_path()).unwrap();
+    assert_eq!(saved.list(), app.queue().list());
+}
+
+#[tokio::test]
+async fn a_restart_puts_the_job_it_died_under_first_as_a_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = app(dir.path(), None);
+    queue_preset(&first).await;
+    queue_preset(&first).await;
+    first
+        .update(|q| {
+            let j = q.get_mut("j-2").unwrap();
+            j.state = JobState::Running;
+            j.run = Some("20261125-000000-abcd".into());
+        })
+        .unwrap();
+    drop(first);
+    let back = app(dir.path(), None);
+    let list = back.queue().list();
+    assert_eq!(list[0].id, "j-2");
+    assert_eq!(list[0].state, JobState::Queued);
+    assert_eq!(list[0].spec.resume.as_deref(), Some("20261125-000000-abcd"));
+    assert_eq!(list[1].id, "j-1");
+}
+
+#[test]
+fn a_non_loopback_address_needs_a_token() {
+    let any = "0.0.0.0:8080".parse().unwrap();
+    let e = crate::check_listen(any, None).unwrap_err().to_string();
+    assert!(e.contains("--token-file"), "{e}");
+    crate::check_listen(any, Some("t")).unwrap();
+    crate::check_listen("127.0.0.1:8080".parse().unwrap(), None).unwrap();
+    crate::check_listen("[::1]:8080".parse().unwrap(), None).unwrap();
+}
+
+#[test]
+fn a_token_file_must_hold_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("token");
+    std::fs::write(&f, "  \n").unwrap();
+    assert!(crate::read_token(&f)
+        .unwrap_err()
+        .to_string()
+        .contains("empty"));
+    std::fs::write(&f, " abc \n").unwrap();
+    assert_eq!(crate::read_token(&f).unwrap(), "abc");
+    assert!(crate::read_token(&dir.path().join("none")).is_err());
+}
+
+/// A stand-in for `isobench run --json-stream`: plans run R-1 with 3 trials, reports them,
+/// then behaves as `tail` says (the rest of a shell script).
+fn stand_in(dir: &Path, tail: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("fake-isobench");
+    let script = format!(
+        "#!/bin/sh\n\
+         echo '{{\"event\":\"planned\",\"run\":\"R-1\",\"trials\":3,\"done\":0}}'\n\
+         echo 'not an event'\n\
+         echo '{{\"event\":\"trial_started\",\"n\":1,\"of\":3,\"round\":0,\"condition\":\"cpu@100\",\"what\":\"cpu-int\",\"eta_s\":2.0}}'\n\
+         echo 'something went wrong' >&2\n\
+         {tail}\n"
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+async fn run_one(tail: &str) -> (Arc<App>, crate::queue::Job) {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = stand_in(dir.path(), tail);
+    let (app, _) = open(config(dir.path(), None, exe)).unwrap();
+    let mut events = app.events.subscribe();
+    queue_preset(&app).await;
+    let worker = tokio::spawn(crate::runner::worker(app.clone(), None));
+    let job = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Ok(crate::app::Broadcast::Job(j)) = events.recv().await {
+                if j.state.finished() {
+                    return j;
+                }
+                if j.state == JobState::Running && j.progress.as_ref().is_some_and(|p| p.n == 1) {
+                    // A stop arrives while the run measures.
+                    if tail.contains("INT") {
+                        let req = post(&format!("/api/v1/jobs/{}/stop", j.id), &app);
+                        call(&app, req.body(Body::empty()).unwrap()).await;
+                    }
+                }
+            }
+        }
+    })
+    .await
+    .expect("the job ends");
+    worker.abort();
+    std::mem::forget(dir);
+    (app, job)
+}
+
+#[tokio::test]
+async fn the_worker_follows_a_run_to_its_end() {
+    let (_, job) = run_one("exit 4").await;
+    assert_eq!(job.state, JobState::Done);
+    assert_eq!(job.exit_code, Some(4));
+    assert_eq!(job.run.as_deref(), Some("R-1"));
+    assert_eq!(job.progress.unwrap().what, "cpu-int");
+}
+
+#[tokio::test]
+async fn a_stopped_run_is_interrupted_and_resumable() {
+    let (_, job) = run_one("trap 'exit 130' INT\nwhile true; do sleep 0.05; done").await;
+    assert_eq!(job.state, JobState::Interrupted);
+    assert_eq!(job.exit_code, Some(130));
+}
+
+#[tokio::test]
+async fn a_failing_run_fails_its_job_with_the_end_of_its_stderr() {
+    let (_, job) = run_one("exit 1").await;
+    assert_eq!(job.state, JobState::Failed);
+    assert!(
+        job.error
+            .as_deref()
+            .unwrap()
+            .contains("something went wrong"),
+        "{job:?}"
+    );
+    let (_, job) = run_one("kill -9 $$").await;
+    assert_eq!(job.state, JobState::Failed);
+    assert!(
+        job.error.as_deref().unwrap().contains("signal 9"),
+        "{job:?}"
+    );
+}

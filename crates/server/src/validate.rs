@@ -1,0 +1,118 @@
+//! Checking a job before it is queued, as `isobench run` checks its scenario before it runs
+//! (the same library session planning): the preset or uploaded scenario is parsed and its
+//! plan resolved against this host, so a broken scenario is answered at once (422, each
+//! problem at its line) instead of failing at its turn in the queue.
+
+use isobench_experiment::session::{Mode, NewRun, SessionError};
+use isobench_experiment::{PlatformChoice, ScenarioErrors};
+use isobench_platform::PlatformKind;
+
+use crate::error::{ApiError, Problem};
+
+/// What to check: a preset by name, or a scenario's name and text.
+#[derive(Debug, Clone, Copy)]
+pub enum Input<'a> {
+    /// A built-in preset.
+    Preset(&'a str),
+    /// An uploaded scenario.
+    Scenario {
+        /// Its file name.
+        name: &'a str,
+        /// Its text.
+        text: &'a str,
+    },
+}
+
+/// The platform choice of a `platform` field: `auto` or a platform of this build.
+pub fn platform(name: &str) -> Result<PlatformChoice, ApiError> {
+    if name.eq_ignore_ascii_case("auto") {
+        return Ok(PlatformChoice::Auto);
+    }
+    name.parse::<PlatformKind>()
+        .map(PlatformChoice::Named)
+        .map_err(|e| ApiError::unprocessable(format!("platform {name}: {e}")))
+}
+
+/// Parses and plans `input` as `isobench run` would, on the host of `mode`.
+pub fn check(
+    input: Input<'_>,
+    platform_name: Option<&str>,
+    seed: Option<u64>,
+    mode: Mode,
+) -> Result<(), ApiError> {
+    let mut run = match input {
+        Input::Preset(name) => NewRun::preset(Some(name)).map_err(session_error)?,
+        Input::Scenario { name, text } => NewRun::scenario(name, text),
+    };
+    run.platform = platform_name.map(platform).transpose()?;
+    run.seed = seed;
+    let host = mode
+        .host()
+        .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+    run.plan(&host).map_err(session_error)?;
+    Ok(())
+}
+
+fn session_error(e: SessionError) -> ApiError {
+    match e {
+        SessionError::Scenario(errors) => problems(errors),
+        SessionError::BadInput(m) | SessionError::Unsupported(m) => ApiError::unprocessable(m),
+        other => ApiError::internal(other),
+    }
+}
+
+/// 422 with each problem at its place.
+fn problems(e: ScenarioErrors) -> ApiError {
+    let first_line = e.to_string().lines().next().unwrap_or_default().to_string();
+    let mut err = ApiError::unprocessable(first_line);
+    err.body.problems = Some(
+        e.errors()
+            .iter()
+            .map(|p| Problem {
+                line: p.line,
+                column: p.column,
+                field: p.field.clone(),
+                message: p.problem.clone(),
+                fix: p.fix.clone(),
+            })
+            .collect(),
+    );
+    err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FAKE: Mode = Mode::Fake { real_time: 0.0 };
+
+    #[test]
+    fn a_broken_scenario_is_answered_with_its_problems_at_their_lines() {
+        let text = "kind = \"matrix\"\n\n[[tenant]]\nname = 1\n";
+        let e = check(
+            Input::Scenario {
+                name: "x.toml",
+                text,
+            },
+            None,
+            None,
+            FAKE,
+        )
+        .unwrap_err();
+        assert_eq!(e.status, 422);
+        assert!(e.body.error.starts_with("x.toml:"), "{}", e.body.error);
+        let problems = e.body.problems.unwrap();
+        assert!(!problems.is_empty());
+        assert!(problems.iter().all(|p| p.line >= 1));
+    }
+
+    #[test]
+    fn presets_and_platforms_are_checked_by_name() {
+        check(Input::Preset("quick"), None, None, FAKE).unwrap();
+        let e = check(Input::Preset("nope"), None, None, FAKE).unwrap_err();
+        assert_eq!(e.status, 422);
+        assert!(e.body.error.contains("quick"), "{}", e.body.error);
+        let e = check(Input::Preset("quick"), Some("mars"), None, FAKE).unwrap_err();
+        assert_eq!(e.status, 422);
+    }
+}
