@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -30,10 +30,8 @@ impl Server {
     /// `DB.server.log` (shown by [`Server::log`]).
     pub fn start(db: &Path, fake: &str, args: &[&str]) -> Server {
         let log = db.with_extension("server.log");
-        let mut cmd = Command::new(super::isobench().get_program());
-        cmd.env_remove("ISOBENCH_DB")
-            .env("NO_COLOR", "1")
-            .arg("serve")
+        let mut cmd = super::spawnable();
+        cmd.arg("serve")
             .args(args)
             .arg("--db")
             .arg(db)
