@@ -2,17 +2,19 @@
 //! into the browser venv) reads GET /api/v1/openapi.json from a real `isobench serve` on the
 //! instant fake platform and sends each operation generated requests, checking every answer
 //! against the document (status codes, content types, response schemas, no server error).
-//! State-changing requests carry the session's CSRF header, as the UI's do.
+//! State-changing requests carry the session's CSRF header, as the UI's do. The database
+//! holds one finished run, which the operations on a run are sent (tests/browser/
+//! schemathesis.toml), so its report and exports are checked too.
 
 use std::path::Path;
 
 mod common;
 use common::served::{browser_python, repo_root, Server};
-use common::text;
+use common::{fake, isobench, json_of, text};
 
 /// Test cases per operation: enough to reach each operation's answers, few enough to stay
 /// within a minute or two on a busy machine.
-const EXAMPLES: &str = "15";
+const EXAMPLES: &str = "25";
 
 #[test]
 fn the_http_api_answers_as_its_openapi_document_says() {
@@ -33,11 +35,9 @@ fn the_http_api_answers_as_its_openapi_document_says() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        &dir.path().join("schema.db"),
-        "1",
-        &["--listen", "127.0.0.1:0"],
-    );
+    let db = dir.path().join("schema.db");
+    let run = stored_run(&db);
+    let server = Server::start(&db, "1", &["--listen", "127.0.0.1:0"]);
     let session = server.get("/api/v1/session", &[]);
     assert_eq!(session.status, 200, "{}", session.body);
     let csrf = session.json()["csrf"]
@@ -49,6 +49,7 @@ fn the_http_api_answers_as_its_openapi_document_says() {
     let out = std::process::Command::new(&schemathesis)
         .current_dir(dir.path())
         .env("NO_COLOR", "1")
+        .env("ISOBENCH_SCHEMA_RUN", &run)
         .arg("--config-file")
         .arg(repo_root().join("tests/browser/schemathesis.toml"))
         .arg("run")
@@ -56,7 +57,10 @@ fn the_http_api_answers_as_its_openapi_document_says() {
         .args(["--checks", "all"])
         .args(["--header", &format!("X-Isobench-Csrf: {csrf}")])
         .args(["--max-examples", EXAMPLES, "--seed", "1", "--workers", "1"])
-        .args(["--generation-database", "none", "--request-timeout", "60"])
+        .args(["--generation-database", "none", "--request-timeout", "30"])
+        // The event stream never ends by design: each request to it would wait out the
+        // timeout; the browser test (serve_browser.rs) follows it end to end.
+        .args(["--exclude-path", "/api/v1/events"])
         .args(["--report", "junit", "--report-dir"])
         .arg(&reports)
         .output()
@@ -69,4 +73,29 @@ fn the_http_api_answers_as_its_openapi_document_says() {
         server.log()
     );
     eprintln!("{}", text(&out.stdout));
+}
+
+/// Stores a quick run on the instant fake platform in `db` and returns its id.
+fn stored_run(db: &Path) -> String {
+    let out = fake()
+        .args(["run", "--preset", "quick", "-q", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() || out.status.code() == Some(4),
+        "{}",
+        text(&out.stderr)
+    );
+    let runs = json_of(
+        &isobench()
+            .args(["runs", "--json", "--db"])
+            .arg(db)
+            .output()
+            .unwrap(),
+    );
+    runs["runs"][0]["id"]
+        .as_str()
+        .expect("the stored run")
+        .to_string()
 }
