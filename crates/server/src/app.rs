@@ -33,7 +33,7 @@ pub struct Config {
 #[derive(Debug, Clone)]
 pub enum Broadcast {
     /// A job changed (`event: job`).
-    Job(Job),
+    Job(Box<Job>),
     /// A run reported an event (`event: run`).
     Run(RunEvent),
 }
@@ -141,7 +141,7 @@ impl App {
         q.save(&self.queue_path())?;
         for id in changed {
             if let Some(job) = q.view(&id) {
-                let _ = self.events.send(Broadcast::Job(job));
+                let _ = self.events.send(Broadcast::Job(Box::new(job)));
             }
         }
         Ok(out)
@@ -150,7 +150,7 @@ impl App {
     /// Tells the live views about every listed job (their positions may have changed).
     pub fn announce_all(&self) {
         for job in self.queue().list() {
-            let _ = self.events.send(Broadcast::Job(job));
+            let _ = self.events.send(Broadcast::Job(Box::new(job)));
         }
     }
 }

@@ -38,7 +38,7 @@ pub async fn events(State(app): AppState) -> Sse<impl Stream<Item = Result<Event
         .queue()
         .list()
         .into_iter()
-        .filter_map(|j| event(&Broadcast::Job(j)))
+        .filter_map(|j| event(&Broadcast::Job(Box::new(j))))
         .collect();
     let stream = tokio_stream::iter(snapshot).chain(live).map(Ok);
     Sse::new(stream).keep_alive(

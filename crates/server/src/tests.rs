@@ -387,7 +387,7 @@ async fn run_one(tail: &str) -> (Arc<App>, crate::queue::Job) {
     .expect("the job ends");
     worker.abort();
     std::mem::forget(dir);
-    (app, job)
+    (app, *job)
 }
 
 #[tokio::test]
