@@ -82,7 +82,8 @@ fn now() -> String {
 
 async fn run_job(app: &Arc<App>, job: Job) {
     let mut cmd = Command::new(&app.config.exe);
-    cmd.args(run_args(app, &job))
+    cmd.arg0("isobench")
+        .args(run_args(app, &job))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
