@@ -150,6 +150,16 @@ impl Server {
         )
     }
 
+    /// A POST without a body (stop, resume).
+    fn post_empty(&self, path: &str) -> Answer {
+        Server::answer(
+            self.agent
+                .post(format!("{}{path}", self.url))
+                .header("X-Isobench-Csrf", &self.csrf)
+                .send_empty(),
+        )
+    }
+
     /// Queues `TINY` with `seed`; returns the job's id.
     fn queue_tiny(&self, seed: u64) -> String {
         let a = self.post(
@@ -227,7 +237,7 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
     }
 
     // Stopped: the run is interrupted, stored and resumable.
-    let a = server.post(&format!("/api/v1/jobs/{job}/stop"), json!({}));
+    let a = server.post_empty(&format!("/api/v1/jobs/{job}/stop"));
     assert_eq!(a.status, 202, "{}", a.body);
     let stopped = server.wait_job(&job, "was interrupted", ended("interrupted"));
     assert_eq!(stopped["state"], "interrupted", "{stopped}");
@@ -237,7 +247,7 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
     assert_eq!(run["resumable"], true, "{run}");
 
     // Resumed to completion.
-    let a = server.post(&format!("/api/v1/runs/{run_id}/resume"), json!({}));
+    let a = server.post_empty(&format!("/api/v1/runs/{run_id}/resume"));
     assert_eq!(a.status, 201, "{}", a.body);
     let resumed = a.json()["id"].as_str().unwrap().to_string();
     let done = server.wait_job(&resumed, "was done", ended("done"));
@@ -245,7 +255,7 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
     let run = server.get(&format!("/api/v1/runs/{run_id}")).json();
     assert_eq!(run["status"], "complete", "{run}");
     assert!(run["headline"]["value"].is_number(), "{run}");
-    let again = server.post(&format!("/api/v1/runs/{run_id}/resume"), json!({}));
+    let again = server.post_empty(&format!("/api/v1/runs/{run_id}/resume"));
     assert_eq!(again.status, 409, "a complete run is not resumed");
 
     // Read back: the report and each export.

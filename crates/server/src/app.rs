@@ -78,6 +78,8 @@ pub struct App {
     pub platforms: Mutex<Vec<PlatformInfo>>,
     /// Set when the server is shutting down.
     pub shutting_down: std::sync::atomic::AtomicBool,
+    /// Becomes true when the server is shutting down (ends the event streams).
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// A random hex string of `bytes` bytes.
@@ -101,7 +103,22 @@ impl App {
             runs: RunCache::default(),
             platforms: Mutex::new(Vec::new()),
             shutting_down: false.into(),
+            stopping: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Marks the server as shutting down: the worker starts no other job and the event
+    /// streams end (an open stream would keep the server waiting for it).
+    pub fn begin_shutdown(&self) {
+        self.shutting_down
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stopping.send_replace(true);
+        self.wake.notify_one();
+    }
+
+    /// Whether the server is shutting down, watched.
+    pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 
     /// `queue.json` in the state directory.

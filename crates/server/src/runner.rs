@@ -294,8 +294,7 @@ pub fn interrupt(app: &App) -> bool {
 /// Shuts the worker down: stops the running run gracefully (waiting up to a minute, then
 /// killing it), after which its job is back at the head of the queue as a resume.
 pub async fn shutdown(app: &Arc<App>, worker: tokio::task::JoinHandle<()>) {
-    app.shutting_down.store(true, Ordering::SeqCst);
-    app.wake.notify_one();
+    app.begin_shutdown();
     interrupt(app);
     let abort = worker.abort_handle();
     if tokio::time::timeout(STOP_GRACE, worker).await.is_err() {
