@@ -401,12 +401,21 @@ fn man_output_writes_a_page_per_command_but_not_the_hidden_ones() {
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
-    for page in ["isobench.1", "isobench-run.1", "isobench-export.1"] {
+    for page in [
+        "isobench.1",
+        "isobench-run.1",
+        "isobench-export.1",
+        "isobench-serve.1",
+    ] {
         let text_ = std::fs::read_to_string(into.join(page)).unwrap();
         assert!(text_.starts_with(".ie"), "{page}");
     }
     assert!(text(&std::fs::read(into.join("isobench-run.1")).unwrap()).contains("export\\-json"));
-    for hidden in ["isobench-memcheck.1", "isobench-serve.1", "isobench-help.1"] {
+    for hidden in [
+        "isobench-memcheck.1",
+        "isobench-netserve.1",
+        "isobench-help.1",
+    ] {
         assert!(!into.join(hidden).exists(), "{hidden}");
     }
 }

@@ -123,6 +123,15 @@ pub async fn login(State(app): AppState, JsonBody(body): JsonBody<Login>) -> Res
     resp
 }
 
+/// The run of a `/api/v1/runs/{id}` path.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct RunPath {
+    /// Run id (letters, digits and `-`).
+    #[param(pattern = r"^[0-9A-Za-z-]{1,64}$")]
+    pub id: String,
+}
+
 /// `{"runs": [...]}`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RunList {
@@ -147,7 +156,7 @@ pub async fn runs(State(app): AppState) -> Result<Json<RunList>, ApiError> {
 
 /// `GET /api/v1/runs/{id}`.
 #[utoipa::path(get, path = "/api/v1/runs/{id}", tag = "runs",
-    params(("id" = String, Path, description = "run id")),
+    params(RunPath),
     responses((status = 200, body = RunDetail), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn run(
@@ -163,12 +172,13 @@ pub async fn run(
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct ReportQuery {
     /// 1: as an attachment.
+    #[param(maximum = 1)]
     pub download: Option<u8>,
 }
 
 /// `GET /api/v1/runs/{id}/report`: the self-contained HTML report.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/report", tag = "runs",
-    params(("id" = String, Path, description = "run id"), ReportQuery),
+    params(RunPath, ReportQuery),
     responses((status = 200, content_type = "text/html", body = String),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody)))]
@@ -209,16 +219,30 @@ fn attachment(headers: &mut HeaderMap, file: &str) {
     }
 }
 
+/// The formats of `isobench export`.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExportFormat {
+    /// Everything, with raw samples.
+    Json,
+    /// One row per degradation.
+    Csv,
+    /// The report's tables.
+    Markdown,
+    /// Markdown, by its short name.
+    Md,
+}
+
 /// `?format=json|csv|markdown`.
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct ExportQuery {
-    /// json, csv or markdown (also md).
-    pub format: String,
+    /// What to export.
+    pub format: ExportFormat,
 }
 
 /// `GET /api/v1/runs/{id}/export`: the bytes of `isobench export`.
 #[utoipa::path(get, path = "/api/v1/runs/{id}/export", tag = "runs",
-    params(("id" = String, Path, description = "run id"), ExportQuery),
+    params(RunPath, ExportQuery),
     responses((status = 200, description = "the export, as an attachment", content(
             (Object = "application/json"), (String = "text/csv"), (String = "text/markdown"))),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
@@ -229,14 +253,11 @@ pub async fn export(
     Query(q): Query<ExportQuery>,
 ) -> Result<Response, ApiError> {
     check_run_id(&id)?;
-    let (format, ext, mime) = match q.format.as_str() {
-        "json" => (Format::Json, "json", "application/json"),
-        "csv" => (Format::Csv, "csv", "text/csv; charset=utf-8"),
-        "markdown" | "md" => (Format::Markdown, "md", "text/markdown; charset=utf-8"),
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "format={other}: the formats are json, csv and markdown"
-            )))
+    let (format, ext, mime) = match q.format {
+        ExportFormat::Json => (Format::Json, "json", "application/json"),
+        ExportFormat::Csv => (Format::Csv, "csv", "text/csv; charset=utf-8"),
+        ExportFormat::Markdown | ExportFormat::Md => {
+            (Format::Markdown, "md", "text/markdown; charset=utf-8")
         }
     };
     let name = format!("isobench-{id}.{ext}");
@@ -249,7 +270,7 @@ pub async fn export(
 
 /// `POST /api/v1/runs/{id}/resume`: queues the rest of a stored run.
 #[utoipa::path(post, path = "/api/v1/runs/{id}/resume", tag = "runs",
-    params(("id" = String, Path, description = "run id")),
+    params(RunPath),
     responses((status = 201, body = Job), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
@@ -290,6 +311,7 @@ pub async fn resume(
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct CompareQuery {
     /// Run ids, comma-separated; the first is the reference.
+    #[param(pattern = r"^[0-9A-Za-z-]{1,64}(,[0-9A-Za-z-]{1,64})+$")]
     pub runs: String,
 }
 
@@ -339,15 +361,50 @@ pub async fn jobs(State(app): AppState) -> Json<JobList> {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct NewJob {
     /// A built-in preset.
+    #[schema(schema_with = preset_names)]
     pub preset: Option<String>,
     /// A scenario's TOML text.
     pub scenario: Option<String>,
     /// The scenario's file name (default `scenario.toml`).
     pub name: Option<String>,
     /// Platform instead of the scenario's (`auto` or a platform).
+    #[schema(schema_with = platform_names)]
     pub platform: Option<String>,
     /// Seed instead of the scenario's.
+    #[serde(default, deserialize_with = "whole_number_opt")]
     pub seed: Option<u64>,
+}
+
+/// A string that is one of `names`, or null.
+fn one_of(names: Vec<String>, what: &str) -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::SchemaType;
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let mut values: Vec<serde_json::Value> = names.into_iter().map(Into::into).collect();
+    values.push(serde_json::Value::Null);
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .enum_values(Some(values))
+        .description(Some(what))
+        .build()
+}
+
+fn preset_names() -> utoipa::openapi::schema::Object {
+    let names = isobench_experiment::scenario::PRESETS
+        .iter()
+        .map(|p| p.0.to_string());
+    one_of(names.collect(), "A built-in preset (`isobench presets`).")
+}
+
+fn platform_names() -> utoipa::openapi::schema::Object {
+    let names = std::iter::once("auto".to_string()).chain(
+        isobench_platform::PLATFORMS
+            .iter()
+            .map(|e| e.kind.name().to_string()),
+    );
+    one_of(
+        names.collect(),
+        "Platform instead of the scenario's; one that cannot run here is refused (422).",
+    )
 }
 
 /// `POST /api/v1/jobs`: checks the scenario and queues it.
@@ -459,12 +516,33 @@ pub async fn stop(
     Ok((StatusCode::ACCEPTED, Json(job)))
 }
 
+/// A non-negative integer, also written as a whole float (`3.0` is the integer 3 in JSON
+/// Schema).
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let n = serde_json::Number::deserialize(d)?;
+    n.as_u64()
+        .or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && (0.0..1.8e19).contains(f))
+                .map(|f| f as u64)
+        })
+        .ok_or_else(|| serde::de::Error::custom(format!("{n} is not a whole number >= 0")))
+}
+
+fn whole_number_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Option::<serde_json::Value>::deserialize(d)?
+        .filter(|v| !v.is_null())
+        .map(|v| whole_number(v).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
 /// `POST /api/v1/jobs/{id}/move` body.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct Move {
     /// 1-based place among the queued jobs.
     #[schema(minimum = 1)]
-    pub position: usize,
+    #[serde(deserialize_with = "whole_number")]
+    pub position: u64,
 }
 
 /// `POST /api/v1/jobs/{id}/move`: reorders the queue.
@@ -484,7 +562,7 @@ pub async fn move_job(
             "position is 1-based: 1 is the head of the queue",
         ));
     }
-    app.update(|q| q.move_to(&id, body.position))
+    app.update(|q| q.move_to(&id, body.position as usize))
         .map_err(save_error)??;
     app.announce_all();
     Ok(Json(JobList {

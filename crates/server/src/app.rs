@@ -33,7 +33,7 @@ pub struct Config {
 #[derive(Debug, Clone)]
 pub enum Broadcast {
     /// A job changed (`event: job`).
-    Job(Job),
+    Job(Box<Job>),
     /// A run reported an event (`event: run`).
     Run(RunEvent),
 }
@@ -78,6 +78,8 @@ pub struct App {
     pub platforms: Mutex<Vec<PlatformInfo>>,
     /// Set when the server is shutting down.
     pub shutting_down: std::sync::atomic::AtomicBool,
+    /// Becomes true when the server is shutting down (ends the event streams).
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// A random hex string of `bytes` bytes.
@@ -101,7 +103,22 @@ impl App {
             runs: RunCache::default(),
             platforms: Mutex::new(Vec::new()),
             shutting_down: false.into(),
+            stopping: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Marks the server as shutting down: the worker starts no other job and the event
+    /// streams end (an open stream would keep the server waiting for it).
+    pub fn begin_shutdown(&self) {
+        self.shutting_down
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stopping.send_replace(true);
+        self.wake.notify_one();
+    }
+
+    /// Whether the server is shutting down, watched.
+    pub fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 
     /// `queue.json` in the state directory.
@@ -141,7 +158,7 @@ impl App {
         q.save(&self.queue_path())?;
         for id in changed {
             if let Some(job) = q.view(&id) {
-                let _ = self.events.send(Broadcast::Job(job));
+                let _ = self.events.send(Broadcast::Job(Box::new(job)));
             }
         }
         Ok(out)
@@ -150,7 +167,7 @@ impl App {
     /// Tells the live views about every listed job (their positions may have changed).
     pub fn announce_all(&self) {
         for job in self.queue().list() {
-            let _ = self.events.send(Broadcast::Job(job));
+            let _ = self.events.send(Broadcast::Job(Box::new(job)));
         }
     }
 }

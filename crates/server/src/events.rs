@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 use tokio_stream::{Stream, StreamExt};
 
 use crate::api::AppState;
@@ -38,9 +38,18 @@ pub async fn events(State(app): AppState) -> Sse<impl Stream<Item = Result<Event
         .queue()
         .list()
         .into_iter()
-        .filter_map(|j| event(&Broadcast::Job(j)))
+        .filter_map(|j| event(&Broadcast::Job(Box::new(j))))
         .collect();
-    let stream = tokio_stream::iter(snapshot).chain(live).map(Ok);
+    // The stream ends when the server shuts down (an open one would hold the shutdown up).
+    let stop = WatchStream::new(app.stopping())
+        .filter(|stopping| *stopping)
+        .map(|_| None);
+    let stream = tokio_stream::iter(snapshot)
+        .chain(live)
+        .map(Some)
+        .merge(stop)
+        .map_while(|e| e)
+        .map(Ok);
     Sse::new(stream).keep_alive(
         KeepAlive::new()
             .interval(Duration::from_secs(15))

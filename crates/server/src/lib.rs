@@ -101,7 +101,7 @@ pub fn check_listen(listen: SocketAddr, token: Option<&str>) -> Result<(), Confi
     ),
     components(schemas(
         api::Session, api::PresetInfo, api::Login, api::RunList, api::Comparison,
-        api::JobList, api::NewJob, api::Move, app::PlatformInfo, app::RunEvent,
+        api::JobList, api::NewJob, api::Move, api::ExportFormat, app::PlatformInfo, app::RunEvent,
         error::ErrorBody, error::Problem, queue::Job, queue::JobSpec, queue::JobState,
         queue::Progress, results::RunView, results::RunDetail, results::Headline
     )),
@@ -246,17 +246,18 @@ pub async fn serve(config: Config, on_ready: impl FnOnce(SocketAddr)) -> anyhow:
     let worker = tokio::spawn(runner::worker(app.clone(), previous));
     on_ready(listener.local_addr()?);
     axum::serve(listener, router(app.clone()))
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(shutdown_signal(app.clone()))
         .await?;
     runner::shutdown(&app, worker).await;
     Ok(())
 }
 
-async fn shutdown_signal() {
+async fn shutdown_signal(app: Arc<App>) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
+    app.begin_shutdown();
 }

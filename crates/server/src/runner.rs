@@ -82,7 +82,8 @@ fn now() -> String {
 
 async fn run_job(app: &Arc<App>, job: Job) {
     let mut cmd = Command::new(&app.config.exe);
-    cmd.args(run_args(app, &job))
+    cmd.arg0("isobench")
+        .args(run_args(app, &job))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -171,31 +172,30 @@ async fn read_events(app: &Arc<App>, id: &str, stdout: impl AsyncRead + Unpin) {
 
 /// Applies one run event to its job and passes it on.
 pub fn on_event(app: &App, id: &str, event: serde_json::Value) {
-    let kind = event["event"].as_str().unwrap_or_default().to_string();
-    let run = app
-        .update_jobs(|q| {
+    let kind = event["event"].as_str().unwrap_or_default();
+    let progress = progress_of(kind, &event);
+    let planned = match kind {
+        "planned" => event["run"].as_str().map(str::to_string),
+        _ => None,
+    };
+    // Only the plan and the trials change the job (and so the saved queue).
+    let run = if planned.is_none() && progress.is_none() {
+        app.queue().view(id).and_then(|j| j.run)
+    } else {
+        app.update_jobs(|q| {
             let Some(job) = q.get_mut(id) else {
                 return (None, Vec::new());
             };
-            let mut changed = false;
-            if kind == "planned" {
-                if let Some(r) = event["run"].as_str() {
-                    job.run = Some(r.to_string());
-                    changed = true;
-                }
+            if let Some(r) = planned {
+                job.run = Some(r);
             }
-            if let Some(p) = progress_of(&kind, &event) {
+            if let Some(p) = progress {
                 job.progress = Some(p);
-                changed = true;
             }
-            let ids = if changed {
-                vec![id.to_string()]
-            } else {
-                Vec::new()
-            };
-            (job.run.clone(), ids)
+            (job.run.clone(), vec![id.to_string()])
         })
-        .unwrap_or(None);
+        .unwrap_or(None)
+    };
     let _ = app.events.send(Broadcast::Run(RunEvent {
         job: id.to_string(),
         run,
@@ -294,8 +294,7 @@ pub fn interrupt(app: &App) -> bool {
 /// Shuts the worker down: stops the running run gracefully (waiting up to a minute, then
 /// killing it), after which its job is back at the head of the queue as a resume.
 pub async fn shutdown(app: &Arc<App>, worker: tokio::task::JoinHandle<()>) {
-    app.shutting_down.store(true, Ordering::SeqCst);
-    app.wake.notify_one();
+    app.begin_shutdown();
     interrupt(app);
     let abort = worker.abort_handle();
     if tokio::time::timeout(STOP_GRACE, worker).await.is_err() {

@@ -387,7 +387,7 @@ async fn run_one(tail: &str) -> (Arc<App>, crate::queue::Job) {
     .expect("the job ends");
     worker.abort();
     std::mem::forget(dir);
-    (app, job)
+    (app, *job)
 }
 
 #[tokio::test]
@@ -423,4 +423,31 @@ async fn a_failing_run_fails_its_job_with_the_end_of_its_stderr() {
         job.error.as_deref().unwrap().contains("signal 9"),
         "{job:?}"
     );
+}
+
+#[tokio::test]
+async fn shutting_down_stops_the_run_and_keeps_it_first_as_a_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = stand_in(
+        dir.path(),
+        "trap 'exit 130' INT\nwhile true; do sleep 0.05; done",
+    );
+    let (app, _) = open(config(dir.path(), None, exe)).unwrap();
+    queue_preset(&app).await;
+    queue_preset(&app).await;
+    let worker = tokio::spawn(crate::runner::worker(app.clone(), None));
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while app.queue().view("j-1").and_then(|j| j.progress).is_none() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the run starts");
+    crate::runner::shutdown(&app, worker).await;
+    let saved = crate::queue::Queue::load(&app.queue_path()).unwrap().list();
+    assert_eq!(saved[0].id, "j-1");
+    assert_eq!(saved[0].state, JobState::Queued);
+    assert_eq!(saved[0].spec.resume.as_deref(), Some("R-1"));
+    assert_eq!(saved[1].id, "j-2");
+    assert_eq!(saved[1].state, JobState::Queued, "no other job started");
 }
