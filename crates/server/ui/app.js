@@ -674,10 +674,16 @@
       h("option", { value: "", text: "as the scenario says" }),
       (s.platforms || []).map((p) => h("option", {
         value: p.name, disabled: !p.available, title: p.available ? "" : (p.why || "unavailable here"),
-        text: p.name + (p.available ? "" : " (unavailable: " + (p.why || "here") + ")"),
+        text: p.name + (p.available ? "" : " (unavailable here)"),
       })));
+    const unavailable = (s.platforms || []).filter((p) => !p.available);
+    const platformWhy = unavailable.length
+      ? h("details", { id: "platform-why", class: "small" },
+        h("summary", { text: "Why " + unavailable.map((p) => p.name).join(", ") + (unavailable.length > 1 ? " are" : " is") + " unavailable" }),
+        h("ul", {}, unavailable.map((p) => h("li", {}, h("strong", { text: p.name + ": " }), p.why || "no reason given"))))
+      : null;
     const seed = h("input", { id: "seed", name: "seed", type: "number", min: 0, step: 1, inputmode: "numeric", placeholder: "the scenario's" });
-    const scenario = h("textarea", { id: "scenario", name: "scenario", rows: 14, spellcheck: "false", placeholder: 'name = "my-scenario"\nkind = "matrix"\n…' });
+    const scenario = h("textarea", { id: "scenario", name: "scenario", rows: 10, spellcheck: "false", placeholder: 'name = "my-scenario"\nkind = "matrix"\n…' });
     const scenarioName = h("input", { id: "scenario-name", name: "name", type: "text", value: "scenario.toml" });
     const file = h("input", { id: "scenario-file", type: "file", accept: ".toml,text/plain" });
     const submit = h("button", { id: "launch-submit", type: "submit", class: "primary", text: "Launch" });
@@ -765,7 +771,8 @@
         h("legend", { text: "Options" }),
         h("div", { class: "row" },
           h("span", { class: "field" }, h("label", { for: "platform", text: "Platform" }), platform),
-          h("span", { class: "field" }, h("label", { for: "seed", text: "Seed" }), seed))),
+          h("span", { class: "field" }, h("label", { for: "seed", text: "Seed" }), seed)),
+        platformWhy),
       h("div", { class: "actions" }, submit),
       errorEl, problems, linesView, result);
 
