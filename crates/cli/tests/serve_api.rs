@@ -137,7 +137,11 @@ impl Server {
     }
 
     fn get(&self, path: &str) -> Answer {
-        Server::answer(self.agent.get(format!("{}{path}", self.url)).call())
+        let url = format!("{}{path}", self.url);
+        // A GET is repeated once on a kept-alive connection that was closed meanwhile, as
+        // browsers do; a server that is gone fails both.
+        let resp = self.agent.get(&url).call();
+        Server::answer(resp.or_else(|_| self.agent.get(&url).call()))
     }
 
     fn post(&self, path: &str, body: Value) -> Answer {
