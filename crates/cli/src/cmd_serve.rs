@@ -16,7 +16,7 @@ use crate::exit::bad_input;
 pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port). A token is required unless the
     /// address is loopback.
-    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR", value_parser = parse_listen)]
     pub listen: SocketAddr,
     /// File holding the token clients must present (Bearer or the login cookie).
     #[arg(long, value_name = "FILE")]
@@ -27,6 +27,17 @@ pub struct ServeArgs {
     /// database).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+}
+
+/// `--listen`: `IP:PORT` or `HOST:PORT` (the first address the name resolves to).
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    s.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            format!("`{s}` is not an address: write IP:PORT, e.g. 127.0.0.1:8080 (port 0 picks a free one)")
+        })
 }
 
 /// `isobench serve`.

@@ -137,7 +137,11 @@ impl Server {
     }
 
     fn get(&self, path: &str) -> Answer {
-        Server::answer(self.agent.get(format!("{}{path}", self.url)).call())
+        let url = format!("{}{path}", self.url);
+        // A GET is repeated once on a kept-alive connection that was closed meanwhile, as
+        // browsers do; a server that is gone fails both.
+        let resp = self.agent.get(&url).call();
+        Server::answer(resp.or_else(|_| self.agent.get(&url).call()))
     }
 
     fn post(&self, path: &str, body: Value) -> Answer {
@@ -309,6 +313,38 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
     assert!(a.json()["text"].as_str().unwrap().contains("cpu-int"));
     let a = server.get(&format!("/api/v1/compare?runs={run_id}"));
     assert_eq!(a.status, 400);
+}
+
+#[test]
+fn sigterm_stops_the_run_keeps_it_first_as_a_resume_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let mut server = Server::start(&db);
+    // An open event stream does not hold the shutdown up.
+    let _events = server.events();
+    let job = server.queue_tiny(3);
+    server.wait_job(&job, "progressed", |j| {
+        j["progress"]["n"].as_u64().unwrap_or(0) >= 2 || j["state"] == "failed"
+    });
+    // SAFETY: kill(2) of the server this test started.
+    unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = server.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < PATIENCE, "the server did not exit");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(0));
+    let queue: Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("runs.db.serve/queue.json")).unwrap(),
+    )
+    .unwrap();
+    let saved = &queue["jobs"][0];
+    assert_eq!(saved["id"], job.as_str(), "{queue}");
+    assert_eq!(saved["state"], "queued", "{queue}");
+    assert!(saved["spec"]["resume"].is_string(), "{queue}");
 }
 
 #[test]

@@ -185,10 +185,8 @@ impl RunCache {
             reason: r.run.status_reason.clone(),
             caveats: r.run.caveats.clone(),
         };
-        // A running run's facts change as it goes; only its kind and host are kept.
-        if finished {
-            self.lock().insert(key, facts.clone());
-        }
+        // A running run has no headline yet; its key changes when it ends.
+        self.lock().insert(key, facts.clone());
         Ok(facts)
     }
 
