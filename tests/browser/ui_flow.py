@@ -13,7 +13,8 @@ takes long enough to watch), it:
 6. fills the queue with three jobs: one runs, two wait; moves one down, cancels the waiting
    ones, stops the running one;
 7. sends a scenario with an error on line 5 and sees the problem listed at line 5 and the line
-   marked in the scenario's numbered view.
+   marked in the scenario's numbered view; its name, markup that would run a script, comes
+   back in the error and must show as text.
 
 No request may leave the server's origin (the UI works offline) and no console or page error
 may happen. A screenshot of each step goes to the screenshots folder. Exit 0 when every step
@@ -66,6 +67,7 @@ name = "cpu-int"
 name = "cpu"
 """
 BAD_LINE = 5
+XSS_NAME = "<img src=x onerror=window.__isobench_xss=1>ui-bad.toml"
 EXPECTED_STATUS = re.compile(r"Failed to load resource: the server responded with a status of 4\d\d")
 BAD_FIELD = "trial.duration"
 
@@ -325,7 +327,8 @@ def bad_scenario(f: Flow) -> None:
     f.go("#/launch")
     f.page.wait_for_selector("#launch-form", timeout=SHORT_MS)
     f.page.fill("#scenario", BAD_SCENARIO)
-    f.page.fill("#scenario-name", "ui-bad.toml")
+    # The name comes back in the error message: it must show as text, never as markup.
+    f.page.fill("#scenario-name", XSS_NAME)
     f.page.click("#launch-submit")
     item = f.page.locator(f'#problems li[data-line="{BAD_LINE}"]')
     expect(item).to_have_count(1, timeout=SHORT_MS)
@@ -336,8 +339,11 @@ def bad_scenario(f: Flow) -> None:
     expect(marked).to_have_count(1)
     expect(marked).to_contain_text('duration = "fast"')
     expect(f.page.locator("#launch-error")).to_contain_text("nothing was run")
+    injected = f.page.evaluate(
+        "() => [window.__isobench_xss, document.querySelectorAll('#app img').length]")
+    if injected != [None, 0]:
+        raise Failed(f"a scenario's name was put into the page as HTML: {injected}")
     f.shot("problems")
-    # The current job count cannot have grown: nothing was queued.
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -120,7 +120,7 @@ impl Drop for Server {
         // A graceful stop first (it stops its runs), then the whole group, runs included.
         let pid = self.child.id() as i32;
         // SAFETY: kill has no memory preconditions; the group is the one this child leads.
-        unsafe { libc::kill(pid, libc::SIGINT) };
+        unsafe { libc::kill(pid, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
