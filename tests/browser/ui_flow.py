@@ -252,6 +252,11 @@ def runs_list(f: Flow, run: str) -> None:
     expect(row).to_have_count(1, timeout=SHORT_MS)
     expect(row.locator(".badge")).to_have_text("complete", timeout=SHORT_MS)
     f.shot("runs")
+    f.page.fill("#runs-filter", "no-such-run-anywhere")
+    expect(row).to_be_hidden(timeout=SHORT_MS)
+    f.page.fill("#runs-filter", run)
+    expect(row).to_be_visible(timeout=SHORT_MS)
+    f.page.fill("#runs-filter", "")
 
 
 def queue_page(f: Flow) -> list[str]:

@@ -360,6 +360,21 @@
       h("tbody"));
     const view = { name: "runs", timer: null };
     state.view = view;
+    const filter = h("input", { id: "runs-filter", type: "search", placeholder: "scenario, id, status, platform, host…", value: state.runsFilter || "" });
+    function applyFilter() {
+      state.runsFilter = filter.value;
+      const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+      let shown = 0;
+      for (const tr of table.tBodies[0].rows) {
+        const hay = tr.textContent.toLowerCase();
+        tr.hidden = !words.every((w) => hay.includes(w));
+        if (!tr.hidden) shown++;
+      }
+      const total = table.tBodies[0].rows.length;
+      status.textContent = total === 0 ? "No runs yet. Launch one."
+        : words.length ? shown + " of " + total + " runs match." : total + " runs, newest first.";
+    }
+    filter.addEventListener("input", applyFilter);
 
     function refreshCompareBtn() {
       compareBtn.disabled = state.selected.size < 2;
@@ -375,7 +390,7 @@
         state.runsCache = runs;
         const tbody = clear(table.tBodies[0]);
         for (const r of runs) tbody.appendChild(runRow(r, refreshCompareBtn));
-        status.textContent = runs.length ? runs.length + " runs, newest first." : "No runs yet. Launch one.";
+        applyFilter();
         for (const id of [...state.selected]) if (!runs.some((r) => r.id === id)) state.selected.delete(id);
         refreshCompareBtn();
       } catch (e) {
@@ -401,7 +416,8 @@
       h("div", { class: "page-head" },
         h("h1", { text: "Runs" }),
         h("div", { class: "actions" }, compareBtn, h("a", { class: "button primary", href: "#/launch", text: "Launch a run" }))),
-      status, h("div", { class: "table-wrap" }, table));
+      h("div", { class: "toolbar" }, h("label", { for: "runs-filter", text: "Filter" }), filter, status),
+      h("div", { class: "table-wrap" }, table));
     load();
   }
 
@@ -1056,6 +1072,11 @@
     window.addEventListener("hashchange", route);
     route();
   }
+
+  // Relative times ("3 min ago") stay true while the page is open.
+  setInterval(() => {
+    for (const t of document.querySelectorAll("time[datetime]")) t.textContent = fmtRelative(t.getAttribute("datetime"));
+  }, 30000);
 
   boot();
 })();
