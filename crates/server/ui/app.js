@@ -461,7 +461,7 @@
     state.view = view;
 
     const title = h("h1", {}, "Run ", h("span", { class: "mono", text: id }));
-    const statusEl = h("span", { id: "run-status", class: "badge", text: "…" });
+    const statusEl = h("span", { id: "run-status", class: "badge", role: "status", "aria-label": "Status", text: "…" });
     const stopBtn = h("button", { id: "stop-run", type: "button", class: "danger", hidden: true, text: "Stop" });
     const resumeBtn = h("button", { id: "resume-run", type: "button", class: "primary", hidden: true, text: "Resume" });
     const meta = h("dl", { class: "meta" });
