@@ -191,21 +191,12 @@ pub async fn report(
     let name = id.clone();
     let html = blocking(move || results::report(&app.config.db, &id)).await?;
     let mut headers = HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
     // The report is self-contained: inline scripts and styles, nothing from elsewhere.
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-             img-src data:; frame-ancestors 'self'",
-        ),
-    );
-    headers.insert(
-        header::X_FRAME_OPTIONS,
-        HeaderValue::from_static("SAMEORIGIN"),
+    crate::html_headers(
+        &mut headers,
+        "text/html; charset=utf-8",
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+         img-src data:; frame-ancestors 'self'",
     );
     if q.download == Some(1) {
         attachment(&mut headers, &format!("isobench-{name}.html"));

@@ -73,6 +73,23 @@ pub fn origin_ok(headers: &HeaderMap) -> bool {
     }
 }
 
+/// Whether the `Host` a request was sent to is a loopback name or address. Without a token
+/// the server answers only those: a page of another site whose name was made to resolve to
+/// 127.0.0.1 (DNS rebinding) would otherwise be same-origin with it.
+pub fn host_is_local(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return true;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Requests that need no token: the login itself and the API's description.
 fn open_route(method: &Method, path: &str) -> bool {
     (method == Method::POST && path == "/api/v1/login")
@@ -88,6 +105,12 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
 }
 
 fn check(app: &App, method: &Method, path: &str, headers: &HeaderMap) -> Result<(), ApiError> {
+    if app.config.token.is_none() && !host_is_local(headers) {
+        return Err(forbidden(
+            "without a token this server answers only to localhost and loopback addresses; \
+             give it --token-file to serve other names",
+        ));
+    }
     if open_route(method, path) {
         if state_changing(method) && !origin_ok(headers) {
             return Err(forbidden("the Origin of this request is not this server"));

@@ -140,18 +140,23 @@ pub async fn openapi() -> axum::Json<utoipa::openapi::OpenApi> {
 const UI_CSP: &str = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; \
                       frame-src 'self'; frame-ancestors 'self'";
 
-fn static_file(body: &'static str, mime: &'static str) -> Response {
-    let mut resp = body.into_response();
-    let h = resp.headers_mut();
+/// The headers of an HTML answer (or a file of the UI): its type, its content security
+/// policy, and framing by this origin only.
+pub fn html_headers(h: &mut axum::http::HeaderMap, mime: &'static str, csp: &'static str) {
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
     h.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(UI_CSP),
+        HeaderValue::from_static(csp),
     );
     h.insert(
         header::X_FRAME_OPTIONS,
         HeaderValue::from_static("SAMEORIGIN"),
     );
+}
+
+fn static_file(body: &'static str, mime: &'static str) -> Response {
+    let mut resp = body.into_response();
+    html_headers(resp.headers_mut(), mime, UI_CSP);
     resp
 }
 

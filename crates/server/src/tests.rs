@@ -141,6 +141,34 @@ async fn state_changing_requests_need_the_csrf_value_unless_bearer() {
 }
 
 #[tokio::test]
+async fn without_a_token_only_loopback_names_are_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    for (host, status) in [
+        ("127.0.0.1:8080", StatusCode::OK),
+        ("localhost:8080", StatusCode::OK),
+        ("[::1]:8080", StatusCode::OK),
+        ("evil.example:8080", StatusCode::FORBIDDEN),
+        ("10.0.0.1", StatusCode::FORBIDDEN),
+    ] {
+        let req = get("/api/v1/session").header(header::HOST, host);
+        assert_eq!(
+            call(&app, req.body(Body::empty()).unwrap()).await.0,
+            status,
+            "{host}"
+        );
+    }
+    let with_token = self::app(tempfile::tempdir().unwrap().path(), Some(TOKEN));
+    let req = get("/api/v1/session")
+        .header(header::HOST, "isobench.example")
+        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+    assert_eq!(
+        call(&with_token, req.body(Body::empty()).unwrap()).await.0,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
 async fn bodies_over_a_mebibyte_are_refused_with_json() {
     let dir = tempfile::tempdir().unwrap();
     let app = app(dir.path(), None);
