@@ -170,6 +170,7 @@ pub async fn run(
 
 /// `?download=1`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ReportQuery {
     /// 1: as an attachment.
     #[param(maximum = 1)]
@@ -226,6 +227,7 @@ pub enum ExportFormat {
 
 /// `?format=json|csv|markdown`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ExportQuery {
     /// What to export.
     pub format: ExportFormat,
@@ -300,6 +302,7 @@ pub async fn resume(
 
 /// `?runs=A,B[,C...]`.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct CompareQuery {
     /// Run ids, comma-separated; the first is the reference.
     #[param(pattern = r"^[0-9A-Za-z-]{1,64}(,[0-9A-Za-z-]{1,64})+$")]

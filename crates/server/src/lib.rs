@@ -129,11 +129,43 @@ impl utoipa::Modify for Security {
     }
 }
 
+/// Links from the answers that create a job to the operations on it, so a client (or
+/// a fuzzer) can follow them. (Added to the JSON: utoipa 5 writes a link's `operationId` in
+/// snake case.)
+fn add_links(doc: &mut serde_json::Value) {
+    const JOB_OPS: &[&str] = &["job", "stop", "move_job", "cancel"];
+    let links = [
+        ("/api/v1/jobs", "post", "201", "$response.body#/id", JOB_OPS),
+        (
+            "/api/v1/runs/{id}/resume",
+            "post",
+            "201",
+            "$response.body#/id",
+            JOB_OPS,
+        ),
+    ];
+    for (path, method, status, id, ops) in links {
+        let Some(resp) = doc["paths"][path][method]["responses"][status].as_object_mut() else {
+            continue;
+        };
+        let links: serde_json::Map<String, serde_json::Value> = ops
+            .iter()
+            .map(|op| {
+                let link = serde_json::json!({"operationId": op, "parameters": {"id": id}});
+                (op.to_string(), link)
+            })
+            .collect();
+        resp.insert("links".into(), links.into());
+    }
+}
+
 /// `GET /api/v1/openapi.json`.
 #[utoipa::path(get, path = "/api/v1/openapi.json", tag = "session", security(()),
     responses((status = 200, description = "this document", body = Object)))]
-pub async fn openapi() -> axum::Json<utoipa::openapi::OpenApi> {
-    axum::Json(ApiDoc::openapi())
+pub async fn openapi() -> axum::Json<serde_json::Value> {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    add_links(&mut doc);
+    axum::Json(doc)
 }
 
 /// The policy of the UI's page: its own files, and its own reports in a frame.

@@ -479,3 +479,50 @@ async fn shutting_down_stops_the_run_and_keeps_it_first_as_a_resume() {
     assert_eq!(saved[1].id, "j-2");
     assert_eq!(saved[1].state, JobState::Queued, "no other job started");
 }
+
+#[tokio::test]
+async fn the_api_document_describes_every_route_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let (s, doc) = call(
+        &app,
+        get("/api/v1/openapi.json").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let paths = doc["paths"].as_object().unwrap();
+    for path in [
+        "/api/v1/session",
+        "/api/v1/login",
+        "/api/v1/runs",
+        "/api/v1/runs/{id}",
+        "/api/v1/runs/{id}/report",
+        "/api/v1/runs/{id}/export",
+        "/api/v1/runs/{id}/resume",
+        "/api/v1/compare",
+        "/api/v1/jobs",
+        "/api/v1/jobs/{id}",
+        "/api/v1/jobs/{id}/stop",
+        "/api/v1/jobs/{id}/move",
+        "/api/v1/events",
+        "/api/v1/openapi.json",
+        "/metrics",
+    ] {
+        assert!(paths.contains_key(path), "{path}");
+    }
+    for (path, ops) in paths {
+        for (method, op) in ops.as_object().unwrap() {
+            let params: Vec<&str> = op["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| p["name"].as_str().unwrap())
+                .collect();
+            let mut unique = params.clone();
+            unique.dedup();
+            assert_eq!(params, unique, "{method} {path}");
+        }
+    }
+    let link = &paths["/api/v1/jobs"]["post"]["responses"]["201"]["links"]["stop"];
+    assert_eq!(link["operationId"], "stop", "{link}");
+}
