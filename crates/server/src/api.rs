@@ -189,6 +189,15 @@ pub async fn report(
     Query(q): Query<ReportQuery>,
 ) -> Result<Response, ApiError> {
     check_run_id(&id)?;
+    let download = match q.download {
+        None | Some(0) => false,
+        Some(1) => true,
+        Some(n) => {
+            return Err(ApiError::bad_request(format!(
+                "download={n}: write download=1 for an attachment, or leave it out"
+            )))
+        }
+    };
     let name = id.clone();
     let html = blocking(move || results::report(&app.config.db, &id)).await?;
     let mut headers = HeaderMap::new();
@@ -199,7 +208,7 @@ pub async fn report(
         "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
          img-src data:; frame-ancestors 'self'",
     );
-    if q.download == Some(1) {
+    if download {
         attachment(&mut headers, &format!("isobench-{name}.html"));
     }
     Ok((headers, html).into_response())

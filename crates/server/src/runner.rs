@@ -118,6 +118,10 @@ async fn run_job(app: &Arc<App>, job: Job) {
 
 /// Asks the kernel to send the run SIGINT if the server dies (a kill -9), so the run stops
 /// gracefully and the restarted server can resume it.
+///
+/// The kernel ties the signal to the thread that spawned the child: [`worker`] runs on the
+/// runtime's worker threads, which live as long as the server (never spawn a run from
+/// `spawn_blocking`, whose threads end when idle).
 fn stop_with_parent(cmd: &mut Command) {
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
