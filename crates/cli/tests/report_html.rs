@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{fake, isobench, json_of, text};
+use common::{fake, fake_run_of, isobench, text};
 
 /// A preset per experiment kind, and a part of the id of each chart its report must hold.
 const KINDS: &[(&str, &str, &[&str])] = &[
@@ -41,48 +41,6 @@ const KINDS: &[(&str, &str, &[&str])] = &[
 /// Runs `preset` on the fake platform into `db` and returns the run's id.
 fn fake_run(db: &Path, preset: &str) -> String {
     fake_run_of(db, &["--preset", preset])
-}
-
-/// The ids of the runs stored in `db` (none when it does not exist yet).
-fn run_ids(db: &Path) -> Vec<String> {
-    let runs = json_of(
-        &isobench()
-            .args(["runs", "--json", "--db"])
-            .arg(db)
-            .output()
-            .unwrap(),
-    );
-    runs["runs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r["id"].as_str().map(str::to_string))
-        .collect()
-}
-
-/// Runs a scenario (`--preset NAME` or a file) on the fake platform into `db` and returns
-/// the new run's id (fake runs share their start time, so it is found by what is new).
-fn fake_run_of(db: &Path, scenario: &[&str]) -> String {
-    let before = run_ids(db);
-    let preset = scenario.join(" ");
-    let out = fake()
-        .arg("run")
-        .args(scenario)
-        .args(["-q", "--db"])
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() || out.status.code() == Some(4),
-        "{preset}: {}",
-        text(&out.stderr)
-    );
-    let mut new: Vec<String> = run_ids(db)
-        .into_iter()
-        .filter(|id| !before.contains(id))
-        .collect();
-    assert_eq!(new.len(), 1, "{preset}: one new run, got {new:?}");
-    new.remove(0)
 }
 
 fn chart_ids(html: &str) -> Vec<String> {

@@ -6,12 +6,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
+use common::served::{Response, Server};
 use serde_json::{json, Value};
 
 /// A small scenario: one probe under one stressor, six rounds (tens of seconds here).
@@ -51,117 +49,40 @@ name = "cpu"
 /// How long any one step may take before the test gives up.
 const PATIENCE: Duration = Duration::from_secs(240);
 
-/// A running `isobench serve`, killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    agent: ureq::Agent,
+/// The test's view of a server: JSON calls with the CSRF value.
+struct Api {
+    server: Server,
     csrf: String,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// An answer: status, headers we look at, body.
-struct Answer {
-    status: u16,
-    content_type: String,
-    disposition: String,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
-}
-
-impl Server {
-    fn start(db: &Path) -> Server {
-        let mut child = common::spawnable()
-            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-            .arg(db)
-            .env("ISOBENCH_DEBUG_FAKE", "slow")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("isobench serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .trim_end_matches('/')
-            .to_string();
-        let agent = ureq::Agent::new_with_config(
-            ureq::config::Config::builder()
-                .http_status_as_error(false)
-                .build(),
-        );
-        let mut s = Server {
-            child,
-            url,
-            agent,
-            csrf: String::new(),
-        };
-        s.csrf = s.get("/api/v1/session").json()["csrf"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        s
+impl Api {
+    fn start(db: &Path) -> Api {
+        let server = Server::start(db, "slow", &["--listen", "127.0.0.1:0"]);
+        let csrf = server.csrf();
+        Api { server, csrf }
     }
 
-    fn answer(resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Answer {
-        let mut resp = resp.expect("the server answers");
-        let header = |name: &str| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string()
-        };
-        let (content_type, disposition) = (header("content-type"), header("content-disposition"));
-        Answer {
-            status: resp.status().as_u16(),
-            content_type,
-            disposition,
-            body: resp.body_mut().read_to_string().unwrap_or_default(),
-        }
+    fn get(&self, path: &str) -> Response {
+        self.server.get(path, &[])
     }
 
-    fn get(&self, path: &str) -> Answer {
-        let url = format!("{}{path}", self.url);
-        // A GET is repeated once on a kept-alive connection that was closed meanwhile, as
-        // browsers do; a server that is gone fails both.
-        let resp = self.agent.get(&url).call();
-        Server::answer(resp.or_else(|_| self.agent.get(&url).call()))
-    }
-
-    fn post(&self, path: &str, body: Value) -> Answer {
-        Server::answer(
-            self.agent
-                .post(format!("{}{path}", self.url))
-                .header("X-Isobench-Csrf", &self.csrf)
-                .content_type("application/json")
-                .send(body.to_string()),
+    fn post(&self, path: &str, body: Value) -> Response {
+        let body = body.to_string();
+        self.server.request(
+            "POST",
+            path,
+            &[
+                ("X-Isobench-Csrf", &self.csrf),
+                ("Content-Type", "application/json"),
+            ],
+            Some(&body),
         )
     }
 
     /// A POST without a body (stop, resume).
-    fn post_empty(&self, path: &str) -> Answer {
-        Server::answer(
-            self.agent
-                .post(format!("{}{path}", self.url))
-                .header("X-Isobench-Csrf", &self.csrf)
-                .send_empty(),
-        )
+    fn post_empty(&self, path: &str) -> Response {
+        self.server
+            .request("POST", path, &[("X-Isobench-Csrf", &self.csrf)], None)
     }
 
     /// Queues `TINY` with `seed`; returns the job's id.
@@ -186,31 +107,6 @@ impl Server {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-
-    /// The server-sent events, one `(event, data)` per message, read on a thread.
-    fn events(&self) -> Receiver<(String, Value)> {
-        let resp = self
-            .agent
-            .get(format!("{}/api/v1/events", self.url))
-            .call()
-            .expect("the event stream opens");
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            let reader = BufReader::new(resp.into_body().into_reader());
-            let mut event = String::new();
-            for line in reader.lines().map_while(Result::ok) {
-                if let Some(e) = line.strip_prefix("event: ") {
-                    event = e.to_string();
-                } else if let Some(d) = line.strip_prefix("data: ") {
-                    let data = serde_json::from_str(d).unwrap_or(Value::Null);
-                    if tx.send((event.clone(), data)).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-        rx
-    }
 }
 
 fn ended(state: &'static str) -> impl Fn(&Value) -> bool {
@@ -221,10 +117,10 @@ fn ended(state: &'static str) -> impl Fn(&Value) -> bool {
 fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
-    let server = Server::start(&db);
+    let server = Api::start(&db);
 
     // Queued, and followed live: trial progress arrives as `run` events.
-    let events = server.events();
+    let events = server.server.events();
     let job = server.queue_tiny(1);
     let mut trials = 0;
     let mut run_id = String::new();
@@ -265,12 +161,16 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
     // Read back: the report and each export.
     let report = server.get(&format!("/api/v1/runs/{run_id}/report"));
     assert_eq!(report.status, 200);
-    assert!(report.content_type.starts_with("text/html"));
+    assert!(report
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("text/html")));
     assert!(report.body.contains(&run_id));
     for (format, ext) in [("json", "json"), ("csv", "csv"), ("markdown", "md")] {
         let a = server.get(&format!("/api/v1/runs/{run_id}/export?format={format}"));
         assert_eq!(a.status, 200, "{format}: {}", a.body);
-        assert!(a.disposition.contains(&format!("isobench-{run_id}.{ext}")));
+        assert!(a
+            .header("content-disposition")
+            .is_some_and(|d| d.contains(&format!("isobench-{run_id}.{ext}"))));
         assert!(a.body.contains("cpu-int"), "{format}");
     }
 
@@ -297,8 +197,10 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
         j["progress"]["n"].as_u64().unwrap_or(0) >= 2 || j["state"] == "failed"
     });
     let second = running["run"].as_str().expect("a run id").to_string();
+    let mut server = server;
+    server.server.kill_hard();
     drop(server);
-    let server = Server::start(&db);
+    let server = Api::start(&db);
     let first = server.get("/api/v1/jobs").json()["jobs"][0].clone();
     assert_eq!(first["id"], job.as_str(), "{first}");
     assert_eq!(first["spec"]["resume"], second.as_str(), "{first}");
@@ -319,18 +221,18 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
 fn sigterm_stops_the_run_keeps_it_first_as_a_resume_and_exits_0() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
-    let mut server = Server::start(&db);
+    let mut server = Api::start(&db);
     // An open event stream does not hold the shutdown up.
-    let _events = server.events();
+    let _events = server.server.events();
     let job = server.queue_tiny(3);
     server.wait_job(&job, "progressed", |j| {
         j["progress"]["n"].as_u64().unwrap_or(0) >= 2 || j["state"] == "failed"
     });
     // SAFETY: kill(2) of the server this test started.
-    unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGTERM) };
+    unsafe { libc::kill(server.server.pid() as libc::pid_t, libc::SIGTERM) };
     let start = Instant::now();
     let status = loop {
-        if let Some(s) = server.child.try_wait().unwrap() {
+        if let Some(s) = server.server.try_wait() {
             break s;
         }
         assert!(start.elapsed() < PATIENCE, "the server did not exit");

@@ -10,7 +10,7 @@ use std::path::Path;
 
 mod common;
 use common::served::{browser_python, repo_root, Server};
-use common::{fake, isobench, json_of, text};
+use common::{fake_run_of, text};
 
 /// Test cases per operation: enough to reach each operation's answers, few enough to stay
 /// within a minute or two on a busy machine.
@@ -36,7 +36,7 @@ fn the_http_api_answers_as_its_openapi_document_says() {
     }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("schema.db");
-    let run = stored_run(&db);
+    let run = fake_run_of(&db, &["--preset", "quick"]);
     let server = Server::start(&db, "1", &["--listen", "127.0.0.1:0"]);
     let session = server.get("/api/v1/session", &[]);
     assert_eq!(session.status, 200, "{}", session.body);
@@ -75,29 +75,4 @@ fn the_http_api_answers_as_its_openapi_document_says() {
         server.log()
     );
     eprintln!("{}", text(&out.stdout));
-}
-
-/// Stores a quick run on the instant fake platform in `db` and returns its id.
-fn stored_run(db: &Path) -> String {
-    let out = fake()
-        .args(["run", "--preset", "quick", "-q", "--db"])
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() || out.status.code() == Some(4),
-        "{}",
-        text(&out.stderr)
-    );
-    let runs = json_of(
-        &isobench()
-            .args(["runs", "--json", "--db"])
-            .arg(db)
-            .output()
-            .unwrap(),
-    );
-    runs["runs"][0]["id"]
-        .as_str()
-        .expect("the stored run")
-        .to_string()
 }

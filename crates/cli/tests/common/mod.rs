@@ -110,3 +110,45 @@ pub fn cgroup_missing(controllers: &[&str]) -> Option<String> {
 }
 
 pub mod served;
+
+/// The ids of the runs stored in `db` (none when it does not exist yet).
+pub fn run_ids(db: &Path) -> Vec<String> {
+    let runs = json_of(
+        &isobench()
+            .args(["runs", "--json", "--db"])
+            .arg(db)
+            .output()
+            .unwrap(),
+    );
+    runs["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["id"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Runs a scenario (`--preset NAME` or a file) on the fake platform into `db` and returns
+/// the new run's id (fake runs share their start time, so it is found by what is new).
+pub fn fake_run_of(db: &Path, scenario: &[&str]) -> String {
+    let before = run_ids(db);
+    let preset = scenario.join(" ");
+    let out = fake()
+        .arg("run")
+        .args(scenario)
+        .args(["-q", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() || out.status.code() == Some(4),
+        "{preset}: {}",
+        text(&out.stderr)
+    );
+    let mut new: Vec<String> = run_ids(db)
+        .into_iter()
+        .filter(|id| !before.contains(id))
+        .collect();
+    assert_eq!(new.len(), 1, "{preset}: one new run, got {new:?}");
+    new.remove(0)
+}

@@ -1,13 +1,12 @@
 //! A running `isobench serve` for the web tests: started on a free port with its own database,
-//! its address read from the `listening on http://ADDR/` line, small HTTP requests to it, and
-//! torn down (with every process it started) when dropped. Also the browser venv that
-//! `scripts/test` sets up, or why a test that needs it skips.
+//! its address read from the `listening on http://ADDR/` line, HTTP requests (ureq) and its
+//! event stream, and torn down (with every process it started) when dropped. Also the browser
+//! venv that `scripts/test` sets up, or why a test that needs it skips.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +21,7 @@ pub struct Server {
     /// `ADDR`, e.g. `127.0.0.1:41234`.
     pub addr: String,
     log: PathBuf,
+    agent: ureq::Agent,
 }
 
 impl Server {
@@ -61,17 +61,28 @@ impl Server {
                 }
             }
         });
+        let agent = ureq::Agent::new_with_config(
+            ureq::config::Config::builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(Duration::from_secs(120)))
+                .build(),
+        );
         let mut server = Server {
             child,
             url: String::new(),
             addr: String::new(),
             log,
+            agent,
         };
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             match rx.recv_timeout(Duration::from_millis(200)) {
                 Ok(addr) => {
-                    server.url = format!("http://{addr}");
+                    // A server listening on every address is reached on loopback.
+                    let to = addr
+                        .replace("0.0.0.0:", "127.0.0.1:")
+                        .replace("[::]:", "[::1]:");
+                    server.url = format!("http://{to}");
                     server.addr = addr;
                     return server;
                 }
@@ -97,8 +108,9 @@ impl Server {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// One HTTP/1.1 request (`Connection: close`): the status, the headers (lower-case
-    /// names) and the body as text.
+    /// One HTTP request: the status, the headers (lower-case names) and the body as text.
+    /// A GET is repeated once when a kept-alive connection was closed meanwhile, as browsers
+    /// do; a server that is gone fails both.
     pub fn request(
         &self,
         method: &str,
@@ -106,12 +118,95 @@ impl Server {
         headers: &[(&str, &str)],
         body: Option<&str>,
     ) -> Response {
-        http(&self.addr, method, path, headers, body)
+        let send = || {
+            let mut req = ureq::http::Request::builder()
+                .method(method)
+                .uri(format!("{}{path}", self.url));
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            let req = req
+                .body(body.unwrap_or_default().to_string())
+                .expect("a valid request");
+            self.agent.run(req)
+        };
+        let resp = match send() {
+            Err(_) if method == "GET" => send(),
+            r => r,
+        };
+        let mut resp =
+            resp.unwrap_or_else(|e| panic!("{method} {path}: {e}\nserver log:\n{}", self.log()));
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_ascii_lowercase(),
+                    v.to_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        Response {
+            status: resp.status().as_u16(),
+            headers,
+            body: resp.body_mut().read_to_string().unwrap_or_default(),
+        }
     }
 
     /// `GET path` as [`Server::request`].
     pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Response {
         self.request("GET", path, headers, None)
+    }
+
+    /// The CSRF value state-changing requests carry (`X-Isobench-Csrf`).
+    pub fn csrf(&self) -> String {
+        self.get("/api/v1/session", &[]).json()["csrf"]
+            .as_str()
+            .expect("the session has a csrf value")
+            .to_string()
+    }
+
+    /// The server-sent events of `/api/v1/events`, one `(event, data)` per message, read on
+    /// a thread until the stream or the receiver ends.
+    pub fn events(&self) -> mpsc::Receiver<(String, serde_json::Value)> {
+        let resp = self
+            .agent
+            .get(format!("{}/api/v1/events", self.url))
+            .call()
+            .expect("the event stream opens");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let reader = BufReader::new(resp.into_body().into_reader());
+            let mut event = String::new();
+            for line in reader.lines().map_while(Result::ok) {
+                if let Some(e) = line.strip_prefix("event: ") {
+                    event = e.to_string();
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    let data = serde_json::from_str(d).unwrap_or(serde_json::Value::Null);
+                    if tx.send((event.clone(), data)).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        rx
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `kill -9` of the server alone (its run, in a group of its own, is left to the
+    /// server's parent-death signal), reaped.
+    pub fn kill_hard(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The server's exit status, once it has exited.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().expect("waiting for the server")
     }
 }
 
@@ -158,80 +253,6 @@ impl Response {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
-}
-
-/// A minimal HTTP/1.1 client for tests: one request per connection.
-pub fn http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&str>,
-) -> Response {
-    // A server listening on every address is reached on loopback.
-    let to = addr
-        .replace("0.0.0.0:", "127.0.0.1:")
-        .replace("[::]:", "[::1]:");
-    let mut s = TcpStream::connect(&to).unwrap_or_else(|e| panic!("connect {to}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if let Some(b) = body {
-        req.push_str(&format!("Content-Length: {}\r\n", b.len()));
-    }
-    req.push_str("\r\n");
-    if let Some(b) = body {
-        req.push_str(b);
-    }
-    s.write_all(req.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let mut rest = raw[split + 4..].to_vec();
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("bad status line in {head}"));
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    if headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"))
-    {
-        rest = dechunk(&rest);
-    }
-    Response {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&rest).into_owned(),
-    }
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
-        let size = std::str::from_utf8(&b[..eol])
-            .ok()
-            .and_then(|s| usize::from_str_radix(s.split(';').next()?.trim(), 16).ok())
-            .unwrap_or(0);
-        if size == 0 {
-            break;
-        }
-        let start = eol + 2;
-        out.extend_from_slice(&b[start..(start + size).min(b.len())]);
-        b = &b[(start + size + 2).min(b.len())..];
-    }
-    out
 }
 
 /// The venv's python that `scripts/test` sets up (`ISOBENCH_BROWSER_PYTHON`), or `None` after
