@@ -24,21 +24,18 @@ the browser is never downloaded.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from playwright.sync_api import Browser, BrowserContext, Error, Page, sync_playwright
 
+import chromium
+
 # The flags a report is checked under. The proxy points at a closed local port and every host
 # name resolves to nothing: the routing below aborts any request that is not local, and these
 # make sure nothing the router does not see (a preconnect, a prefetch) can leave the machine.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
+EXTRA_ARGS = [
     "--proxy-server=http://127.0.0.1:9",
     "--host-resolver-rules=MAP * ~NOTFOUND",
 ]
@@ -278,27 +275,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description="Check isobench HTML reports in headless Chromium.")
     parser.add_argument("--screenshots", required=True, type=Path, metavar="DIR",
                         help="folder for one full-page PNG per file (created if missing)")
-    parser.add_argument("--chromium", metavar="PATH",
-                        default=os.environ.get("ISOBENCH_CHROMIUM") or shutil.which("chromium")
-                        or "/usr/bin/chromium",
-                        help="the Chromium to run (default: $ISOBENCH_CHROMIUM, else "
-                             "chromium on PATH)")
+    chromium.add_argument(parser)
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE.html")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    if not Path(args.chromium).exists():
-        print(f"check_html: no Chromium at {args.chromium}; install Debian's chromium package "
-              "or pass --chromium PATH", file=sys.stderr)
+    if chromium.missing(args.chromium, "check_html"):
         return 2
     args.screenshots.mkdir(parents=True, exist_ok=True)
     failed = 0
     taken: set[Path] = set()
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=args.chromium, headless=True,
-                                    args=CHROMIUM_ARGS)
+        browser = chromium.launch(p, args.chromium, EXTRA_ARGS)
         try:
             for path in args.files:
                 r = check_file(browser, path, args.screenshots, taken)

@@ -29,9 +29,7 @@ Usage: ui_flow.py --screenshots DIR [--chromium PATH] [--token TOKEN] URL
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -39,7 +37,9 @@ from urllib.parse import urlsplit
 
 from playwright.sync_api import Error, Page, expect, sync_playwright
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu"]
+import chromium
+
+EXTRA_ARGS: list[str] = []
 VIEWPORT = {"width": 1280, "height": 800}
 # The machine is shared and noisy: waits are for states, with room to spare.
 SHORT_MS = 30_000
@@ -355,11 +355,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Drive isobench's web UI in headless Chromium.")
     parser.add_argument("--screenshots", required=True, type=Path, metavar="DIR",
                         help="folder for the screenshots (created if missing)")
-    parser.add_argument("--chromium", metavar="PATH",
-                        default=os.environ.get("ISOBENCH_CHROMIUM") or shutil.which("chromium")
-                        or "/usr/bin/chromium",
-                        help="the Chromium to run (default: $ISOBENCH_CHROMIUM, else chromium "
-                             "on PATH)")
+    chromium.add_argument(parser)
     parser.add_argument("--token", metavar="TOKEN",
                         help="the server's token: the flow starts by signing in with it")
     parser.add_argument("url", metavar="URL", help="the server, e.g. http://127.0.0.1:8080/")
@@ -368,14 +364,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    if not Path(args.chromium).exists():
-        print(f"ui_flow: no Chromium at {args.chromium}; install Debian's chromium package or "
-              "pass --chromium PATH", file=sys.stderr)
+    if chromium.missing(args.chromium, "ui_flow"):
         return 2
     args.screenshots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=args.chromium, headless=True,
-                                    args=CHROMIUM_ARGS)
+        browser = chromium.launch(p, args.chromium, EXTRA_ARGS)
         context = browser.new_context(viewport=VIEWPORT)
         page = context.new_page()
         f = Flow(page, args.url, args.screenshots)
