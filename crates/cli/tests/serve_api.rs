@@ -174,6 +174,22 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
         assert!(a.body.contains("cpu-int"), "{format}");
     }
 
+    // Prometheus sees the finished run's score, and the queue.
+    let m = server.get("/metrics");
+    assert_eq!(m.status, 200);
+    assert!(
+        m.body.contains(&format!(
+            "isobench_run_isolation_score{{run=\"{run_id}\",scenario=\"tiny\""
+        )),
+        "{}",
+        m.body
+    );
+    assert!(
+        m.body.contains("isobench_queue_jobs{state=\"done\"} 1"),
+        "{}",
+        m.body
+    );
+
     // A broken scenario is refused, with the problem at its line.
     let broken = TINY.replace("seed = 1", "seed = \"one\"");
     let a = server.post(

@@ -41,7 +41,9 @@ fn registry(jobs: &[JobState], live: Option<(u64, u64)>, runs: &[RunView]) -> Re
         "Trials planned by the live run",
         g,
     );
-    let headline = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    // One metric per meaning: a score and a degradation are not the same quantity.
+    let score = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let worst = Family::<Labels, Gauge<f64, AtomicU64>>::default();
     for r in runs {
         if let Some(h) = &r.headline {
             let labels = vec![
@@ -49,13 +51,20 @@ fn registry(jobs: &[JobState], live: Option<(u64, u64)>, runs: &[RunView]) -> Re
                 ("scenario".into(), r.scenario.clone()),
                 ("platform".into(), r.platform.clone()),
             ];
-            headline.get_or_create(&labels).set(h.value);
+            let family = if h.unit.is_empty() { &score } else { &worst };
+            family.get_or_create(&labels).set(h.value);
         }
     }
     reg.register(
-        "isobench_run_headline",
-        "Headline of each finished run: its isolation score, or its worst victim degradation",
-        headline,
+        "isobench_run_isolation_score",
+        "Isolation score of each finished run (100 minus the well-behaved tenants' mean \
+         degradation)",
+        score,
+    );
+    reg.register(
+        "isobench_run_worst_degradation_percent",
+        "Worst victim degradation of each finished run without an isolation score, percent",
+        worst,
     );
     let info = Info::new(vec![(
         "version".to_string(),
