@@ -121,6 +121,11 @@
     return parts.join(", ");
   }
 
+  /** "1 run", "2 runs". */
+  function plural(n, word) {
+    return n + " " + word + (n === 1 ? "" : "s");
+  }
+
   function progressText(p) {
     return p && p.of ? p.n + " / " + p.of : "0 / ?";
   }
@@ -372,7 +377,7 @@
       }
       const total = table.tBodies[0].rows.length;
       status.textContent = total === 0 ? "No runs yet. Launch one."
-        : words.length ? shown + " of " + total + " runs match." : total + " runs, newest first.";
+        : words.length ? shown + " of " + plural(total, "run") + " match." : plural(total, "run") + ", newest first.";
     }
     filter.addEventListener("input", applyFilter);
 
@@ -560,7 +565,10 @@
           metaRow("Seed", run.seed === null || run.seed === undefined ? "—" : String(run.seed)),
           metaRow("Started", timeEl(run.started_at)),
           metaRow("Duration", fmtDuration(run.duration_s)),
-          metaRow("Trials", (run.trials_ok ?? "?") + " ok of " + (run.trials ?? "?")),
+          // While a job runs it, the stored counts lag: the live count speaks instead.
+          metaRow("Trials", job && job.progress && job.progress.of
+            ? progressText(job.progress) + " run so far"
+            : (run.trials_ok ?? "?") + " ok of " + (run.trials ?? "?")),
           metaRow("Result", headlineText(run)),
         ]);
         if (run.reason) append(meta, metaRow("Reason", run.reason));
