@@ -33,13 +33,6 @@ pub struct TrialView {
     pub eta_s: Option<f64>,
 }
 
-impl TrialView {
-    /// The estimated time left.
-    pub fn eta(&self) -> Option<Duration> {
-        self.eta_s.map(Duration::from_secs_f64)
-    }
-}
-
 /// How a finished trial went.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialDone {
