@@ -29,6 +29,7 @@ pub mod doctor;
 pub mod error;
 pub mod hostinfo;
 pub mod limits;
+pub mod lockfile;
 mod local;
 pub mod net;
 pub mod noise;
