@@ -323,6 +323,71 @@ impl Drop for RunGuard {
     }
 }
 
+/// The process controlling a run, as recorded beside the run in its database: a run left
+/// `running` whose controller is gone was killed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RunController {
+    /// The host's name.
+    pub host: String,
+    /// The kernel's boot id: a pid means nothing across a reboot.
+    pub boot: String,
+    /// The controller's pid.
+    pub pid: i32,
+    /// Its start time, in clock ticks since boot: a reused pid is another process.
+    pub start: u64,
+}
+
+/// Whether a recorded controller still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// It runs.
+    Live,
+    /// It is gone (killed, crashed, or the host rebooted).
+    Gone,
+    /// It ran on another host; this one cannot tell.
+    Unknown,
+}
+
+impl RunController {
+    /// This process.
+    pub fn current() -> Result<RunController> {
+        let pid = std::process::id() as i32;
+        Ok(RunController {
+            host: hostname(),
+            boot: boot_id().context("reading /proc/sys/kernel/random/boot_id")?,
+            pid,
+            start: procs::start_time(pid).context("reading this process's start time")?,
+        })
+    }
+
+    /// Whether it still runs, as far as this host can tell.
+    pub fn liveness(&self) -> Liveness {
+        if self.host != hostname() {
+            return Liveness::Unknown;
+        }
+        if boot_id().as_deref() != Some(self.boot.as_str()) {
+            return Liveness::Gone;
+        }
+        if procs::start_time(self.pid) == Some(self.start) && procs::alive(self.pid) {
+            Liveness::Live
+        } else {
+            Liveness::Gone
+        }
+    }
+}
+
+fn hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn boot_id() -> Option<String> {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|b| b.trim().to_string())
+}
+
 /// The host's measurement slot: the run holding it is the only one measuring here.
 /// Held until dropped; the kernel frees it however its holder ends.
 #[derive(Debug)]
@@ -471,6 +536,27 @@ mod tests {
         assert!(!state_dir_live(&dir));
         g.context().cleanup_now();
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_controller_is_live_while_its_process_runs() {
+        let me = RunController::current().unwrap();
+        assert_eq!(me.liveness(), Liveness::Live);
+        let reused_pid = RunController {
+            start: me.start + 1,
+            ..me.clone()
+        };
+        assert_eq!(reused_pid.liveness(), Liveness::Gone);
+        let rebooted = RunController {
+            boot: "another boot".into(),
+            ..me.clone()
+        };
+        assert_eq!(rebooted.liveness(), Liveness::Gone);
+        let elsewhere = RunController {
+            host: format!("not-{}", me.host),
+            ..me
+        };
+        assert_eq!(elsewhere.liveness(), Liveness::Unknown);
     }
 
     #[test]
