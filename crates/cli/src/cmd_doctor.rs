@@ -1,6 +1,7 @@
 //! `isobench doctor` and `isobench cleanup`: what this host can do, and removing what
 //! killed runs left (their objects on the host, their `running` status in the database).
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use isobench_experiment::orphans;
@@ -26,16 +27,20 @@ pub fn doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Marks the runs of the database `db` whose controller died as interrupted (nothing when
+/// there is no database yet).
+pub fn mark_orphans_of(db: &Path) -> anyhow::Result<Vec<orphans::Orphan>> {
+    if !db.exists() {
+        return Ok(Vec::new());
+    }
+    let mut store = open_store(db)?;
+    orphans::mark_orphans(&mut store).map_err(store_error)
+}
+
 pub fn cleanup(a: &CleanupArgs) -> anyhow::Result<ExitCode> {
     let report = isobench_platform::cleanup(a.all);
-    // The database's runs whose controller died: interrupted, not running.
     let db = &a.db.path;
-    let orphans = if db.exists() {
-        let mut store = open_store(db)?;
-        orphans::mark_orphans(&mut store).map_err(store_error)?
-    } else {
-        Vec::new()
-    };
+    let orphans = mark_orphans_of(db)?;
     if a.json {
         let mut doc = envelope("cleanup");
         doc.insert("report".into(), json!(report));

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use isobench_report::{csv_section, render, render_runs, serialize, Format};
 use isobench_experiment::orphans;
+use isobench_report::{csv_section, render, render_runs, serialize, Format};
 use isobench_store::{RunStatus, RunSummary, Store};
 use serde_json::Value;
 
@@ -100,8 +100,7 @@ pub fn runs(a: &RunsArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     };
     let resume = |r: &RunSummary| {
-        (r.status == RunStatus::Interrupted)
-            .then(|| orphans::resume_command(&r.id, &a.db.path))
+        (r.status == RunStatus::Interrupted).then(|| orphans::resume_command(&r.id, &a.db.path))
     };
     if a.json {
         let mut doc = envelope("runs");

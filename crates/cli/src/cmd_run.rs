@@ -63,7 +63,11 @@ pub struct RunArgs {
     pub dry_run: bool,
     /// When another run is measuring on this host, wait for it to end instead of refusing
     /// (two runs at once would disturb each other's figures).
-    #[arg(long, env = "ISOBENCH_WAIT", conflicts_with = "dry_run")]
+    #[arg(
+        long,
+        env = "ISOBENCH_WAIT",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub wait: bool,
     /// No live progress (the results are still printed).
     #[arg(long, short = 'q')]

@@ -1,5 +1,6 @@
 //! `isobench serve`: the web UI and HTTP API (crates/server, docs/server.md) on an address,
 //! until Ctrl-C or SIGTERM. Jobs run as child `isobench run --json-stream` of this binary.
+//! Starting, it removes what killed runs left, as every command that starts runs does.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,6 +48,13 @@ pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
         None => None,
     };
     check_listen(a.listen, token.as_deref()).map_err(|e| bad_input(e.to_string()))?;
+    // What killed runs left: their objects on the host, their `running` rows.
+    for line in isobench_platform::cleanup(false).summary() {
+        eprintln!("isobench: removed what a dead run left: {line}");
+    }
+    for o in crate::cmd_doctor::mark_orphans_of(&a.db.path)? {
+        eprintln!("isobench: {o}; resume it from its page or with `isobench run --resume`");
+    }
     let state_dir = a.state_dir.clone().unwrap_or_else(|| {
         let mut s = a.db.path.clone().into_os_string();
         s.push(".serve");

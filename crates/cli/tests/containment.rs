@@ -250,9 +250,19 @@ fn a_controller_killed_mid_run_is_cleaned_up_by_cleanup() {
     let left = left_of(&prefix);
     assert!(left.is_empty(), "left behind: {left:?}");
     // No process of that run is left either (processes carry ISOBENCH_RUN).
+    let survivors = processes_of(&prefix);
+    assert!(
+        survivors.is_empty(),
+        "processes of the killed run survived: {survivors:?}"
+    );
+}
+
+/// The processes of the run whose objects start with `prefix` (`isobench-<run>-`): they
+/// carry `ISOBENCH_RUN=<run>`.
+fn processes_of(prefix: &str) -> Vec<String> {
     let run = prefix.trim_start_matches("isobench-").trim_end_matches('-');
     let tag = format!("ISOBENCH_RUN={run}");
-    let survivors: Vec<String> = std::fs::read_dir("/proc")
+    std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter(|e| {
@@ -266,12 +276,150 @@ fn a_controller_killed_mid_run_is_cleaned_up_by_cleanup() {
                 .is_ok_and(|env| env.split(|&b| b == 0).any(|kv| kv == tag.as_bytes()))
         })
         .map(|e| e.file_name().to_string_lossy().to_string())
-        .collect();
-    assert!(
-        survivors.is_empty(),
-        "processes of the killed run survived: {survivors:?}"
-    );
+        .collect()
 }
+
+/// Waits for a cgroup named `isobench-<run>-<suffix>` that was not in `before`; its run's
+/// object prefix.
+fn new_run_prefix(before: &[String], suffix: &str) -> String {
+    let t0 = std::time::Instant::now();
+    loop {
+        let found = isobench_objects()
+            .into_iter()
+            .filter(|o| !before.contains(o) && o.ends_with(suffix))
+            .find_map(|o| {
+                let run = o.split('/').nth(1)?.split('-').nth(1)?.to_string();
+                Some(format!("isobench-{run}-"))
+            });
+        if let Some(p) = found {
+            return p;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(180),
+            "the run never created its tenant"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_run_killed_with_sigkill_leaves_nothing_after_the_next_plain_run() {
+    require_cgroup!();
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("tiny.toml");
+    std::fs::write(&scenario, TINY_RUN).unwrap();
+    let db = dir.path().join("k.db");
+    let run = |stream: bool| {
+        let mut c = StdCommand::new(assert_cmd::cargo::cargo_bin("isobench"));
+        c.env("ISOBENCH_WAIT", "1")
+            .arg("run")
+            .arg(&scenario)
+            .args(if stream { "--json-stream" } else { "-q" }.split(' '))
+            .arg("--db")
+            .arg(&db);
+        c
+    };
+    let before = isobench_objects();
+    let log = dir.path().join("killed.log");
+    let mut child = run(false)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let prefix = new_run_prefix(&before, "-victim");
+    // Until a trial is stored: killed mid-run, not mid-setup.
+    let t0 = std::time::Instant::now();
+    let stored = loop {
+        let runs = isobench_store::Store::open(&db).and_then(|s| s.list_runs());
+        if let Some(r) = runs.ok().and_then(|r| r.into_iter().find(|r| r.trials > 0)) {
+            break r.id;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(180) && child.try_wait().unwrap().is_none(),
+            "no trial stored: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    child.kill().unwrap(); // SIGKILL: no handler runs
+    child.wait().unwrap();
+    assert!(
+        !left_of(&prefix).is_empty(),
+        "a killed run leaves its tenants"
+    );
+
+    // The user just runs again.
+    let out = run(true).output().unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 4)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let notes: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "note")
+        .filter_map(|e| e["text"].as_str().map(str::to_string))
+        .collect();
+    let run_id = prefix.trim_start_matches("isobench-").trim_end_matches('-');
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with(&format!("removed what a dead run left: run {run_id}: "))),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&format!("run {stored} was left running"))
+                && n.contains(&format!("isobench run --resume {stored} --db "))),
+        "{notes:?}"
+    );
+    let left = left_of(&prefix);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(processes_of(&prefix).is_empty());
+    assert!(!std::path::Path::new("/run/isobench").join(run_id).exists());
+    let store = isobench_store::Store::open(&db).unwrap();
+    let killed = store.load_run(&stored).unwrap().run;
+    assert_eq!(killed.status, isobench_store::RunStatus::Interrupted);
+}
+
+/// A run of a few seconds on cgroup tenants.
+const TINY_RUN: &str = r#"
+name = "tiny"
+kind = "matrix"
+seed = 2
+platform = "cgroup"
+
+[trial]
+duration = "150ms"
+warmup = "100ms"
+solo = "150ms"
+max_retries = 0
+pilot = "300ms"
+onoff_max = "1s"
+
+[repetitions]
+min = 3
+max = 3
+
+[[tenant]]
+name = "victim"
+role = "victim"
+limits = { memory = "256M", pids = 128 }
+
+[[tenant]]
+name = "aggressor"
+role = "aggressor"
+limits = { memory = "256M", pids = 128 }
+
+[[probe]]
+name = "syscall"
+metrics = ["getppid_ns"]
+
+[[stressor]]
+name = "cpu"
+"#;
 
 #[test]
 fn a_net_probe_s_own_server_process_runs_in_the_probe_s_cgroup() {

@@ -261,6 +261,30 @@ fn a_killed_run_resumes_with_every_trial_exactly_once() {
             .map(|t| ((t.key, t.tenant.clone()), format!("{:?}", t.samples)))
             .collect()
     };
+    // The next command finds the run's process gone: interrupted, with how to resume it.
+    let out = isobench().args(["runs", "--db"]).arg(&db).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let listing = text(&out.stdout);
+    assert!(listing.contains("interrupted"), "{listing}");
+    assert!(
+        listing.contains(&format!(
+            "resume: isobench run --resume {run} --db {}",
+            db.display()
+        )),
+        "{listing}"
+    );
+    let reason = Store::open(&db)
+        .unwrap()
+        .load_run(&run)
+        .unwrap()
+        .run
+        .status_reason;
+    assert!(
+        reason
+            .as_deref()
+            .is_some_and(|r| r.contains(&format!("pid {}", child.id()))),
+        "{reason:?}"
+    );
 
     let out = fake()
         .args(["run", "-q", "--resume", run.as_str(), "--db"])
@@ -567,6 +591,17 @@ fn json_stream_is_the_runs_events_and_nothing_else_on_stdout() {
 
 #[test]
 fn json_stream_run_stopped_by_sigint_ends_interrupted_and_resumes_to_complete() {
+    stopped_by_a_signal_ends_interrupted_and_resumes(libc::SIGINT, 130);
+}
+
+#[test]
+fn a_run_stopped_by_sigterm_exits_143_interrupted_and_resumes_to_complete() {
+    stopped_by_a_signal_ends_interrupted_and_resumes(libc::SIGTERM, 143);
+}
+
+/// A run stopped by `signal` after two trials: graceful end, `interrupted`, exit `code`
+/// (128 + the signal), and `--resume` completes it.
+fn stopped_by_a_signal_ends_interrupted_and_resumes(signal: i32, code_wanted: i32) {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db");
@@ -590,11 +625,11 @@ fn json_stream_run_stopped_by_sigint_ends_interrupted_and_resumes_to_complete() 
         }
     }
     // SAFETY: kill has no preconditions; the pid is our child's.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, signal) };
     let rest: Vec<serde_json::Value> = lines
         .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
         .collect();
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(child.wait().unwrap().code(), Some(code_wanted));
     let last = rest.last().expect("a finished event");
     assert_eq!(last["event"], "finished");
     assert_eq!(last["status"], "interrupted");
@@ -611,4 +646,109 @@ fn json_stream_run_stopped_by_sigint_ends_interrupted_and_resumes_to_complete() 
     assert_eq!(ev[0]["run"], run.as_str());
     assert!(ev[0]["done"].as_u64().unwrap() >= 2, "{}", ev[0]);
     assert_eq!(ev.last().unwrap()["status"], "complete");
+}
+
+/// Holds the host's measurement slot as a run named `R-1` would (waiting while another test's
+/// real run has it).
+fn hold_the_measurement_slot(db: &std::path::Path) -> isobench_platform::MeasureSlot {
+    let t0 = Instant::now();
+    let mut slot = loop {
+        match isobench_platform::MeasureSlot::try_take().unwrap() {
+            Ok(slot) => break slot,
+            Err(_) => {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(600),
+                    "the slot stays taken"
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    slot.describe("R-1", db).unwrap();
+    slot
+}
+
+#[test]
+fn a_second_real_run_refuses_naming_the_measuring_run_or_waits_for_it() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "host.toml",
+        r#"
+name = "host-one"
+kind = "matrix"
+platform = "host"
+unsafe_on_host = "skip"
+
+[[tenant]]
+name = "victim"
+role = "victim"
+
+[[tenant]]
+name = "aggressor"
+role = "aggressor"
+
+[[probe]]
+name = "syscall"
+metrics = ["getppid_ns"]
+
+[[stressor]]
+name = "cpu"
+"#,
+    );
+    let db = dir.path().join("second.db");
+    let other_db = dir.path().join("first.db");
+    let slot = hold_the_measurement_slot(&other_db);
+
+    let out = isobench()
+        .env_remove("ISOBENCH_WAIT")
+        .args(["run", &f, "-q", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 5, "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "run R-1 (pid {}, database {}) is measuring on this host",
+            std::process::id(),
+            other_db.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("--wait"), "{err}");
+    // Refused before anything: no database, no run.
+    assert!(!db.exists());
+
+    let mut child = spawnable()
+        .env_remove("ISOBENCH_WAIT")
+        .args(["run", &f, "--wait", "--json-stream", "--db"])
+        .arg(&db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["event"], "note", "{first}");
+    assert!(
+        first["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("run R-1") && t.contains("waiting for it to end")),
+        "{first}"
+    );
+    drop(slot);
+    // The slot is free: the run starts.
+    let planned = lines
+        .by_ref()
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap())
+        .find(|e| e["event"] == "planned")
+        .expect("the run starts once the slot is free");
+    assert_eq!(planned["scenario"], "host-one");
+    // SAFETY: kill has no preconditions; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let last = lines.last().expect("a finished event").unwrap();
+    assert!(last.contains(r#""status":"interrupted""#), "{last}");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
 }

@@ -447,9 +447,11 @@ impl MeasureSlot {
                 slot.write()?;
                 Ok(Ok(slot))
             }
-            // A holder that has not written its note yet is "a run that is starting".
+            // A holder that has not written its note yet (or a note left by a process that
+            // is gone) is "a run that is starting".
             None => Ok(Err(LockFile::note_of(&path)
-                .and_then(|t| serde_json::from_str(&t).ok())
+                .and_then(|t| serde_json::from_str::<SlotHolder>(&t).ok())
+                .filter(|h| procs::alive(h.pid))
                 .unwrap_or_default())),
         }
     }
@@ -466,6 +468,13 @@ impl MeasureSlot {
         self.lock
             .set_note(&text)
             .with_context(|| format!("writing {}", self.lock.path().display()))
+    }
+}
+
+impl Drop for MeasureSlot {
+    fn drop(&mut self) {
+        // The next holder writes its own; until then nobody is named.
+        let _ = self.lock.set_note("");
     }
 }
 
@@ -509,8 +518,11 @@ mod tests {
         let holder = MeasureSlot::try_take().unwrap().unwrap_err();
         assert_eq!(holder.pid, std::process::id() as i32);
         assert_eq!(holder.run, None);
-        assert!(holder.to_string().starts_with("a run that is starting (pid "));
-        slot.describe("20261125-033942-817990", Path::new("/tmp/x.db")).unwrap();
+        assert!(holder
+            .to_string()
+            .starts_with("a run that is starting (pid "));
+        slot.describe("20261125-033942-817990", Path::new("/tmp/x.db"))
+            .unwrap();
         let holder = MeasureSlot::try_take().unwrap().unwrap_err();
         assert_eq!(
             holder.to_string(),

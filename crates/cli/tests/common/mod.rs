@@ -9,10 +9,13 @@ use std::process::Output;
 
 use assert_cmd::Command;
 
-/// The `isobench` binary, unaffected by the caller's `ISOBENCH_DB` and colours.
+/// The `isobench` binary, unaffected by the caller's `ISOBENCH_DB` and colours. Real runs
+/// of tests running at once wait for each other (`ISOBENCH_WAIT`) instead of refusing.
 pub fn isobench() -> Command {
     let mut c = Command::cargo_bin("isobench").expect("binary built");
-    c.env_remove("ISOBENCH_DB").env("NO_COLOR", "1");
+    c.env_remove("ISOBENCH_DB")
+        .env("NO_COLOR", "1")
+        .env("ISOBENCH_WAIT", "1");
     c
 }
 
@@ -27,7 +30,9 @@ pub fn fake() -> Command {
 /// while it runs (assert_cmd's waits for the end).
 pub fn spawnable() -> std::process::Command {
     let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"));
-    c.env_remove("ISOBENCH_DB").env("NO_COLOR", "1");
+    c.env_remove("ISOBENCH_DB")
+        .env("NO_COLOR", "1")
+        .env("ISOBENCH_WAIT", "1");
     c
 }
 
