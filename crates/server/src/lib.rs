@@ -90,7 +90,12 @@ pub fn read_token(path: &Path) -> Result<String, ConfigError> {
         why,
     };
     let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
-    let mode = file.metadata().map_err(|e| bad(e.to_string()))?.permissions().mode() & 0o777;
+    let mode = file
+        .metadata()
+        .map_err(|e| bad(e.to_string()))?
+        .permissions()
+        .mode()
+        & 0o777;
     if mode & 0o077 != 0 {
         return Err(ConfigError::ExposedTokenFile {
             path: path.display().to_string(),

@@ -414,7 +414,14 @@ fn a_missing_token_file_gets_a_fresh_token_only_its_owner_can_read() {
 fn token_comparison_is_exact_and_constant_time_by_construction() {
     // `same` compares through `subtle::ConstantTimeEq`; what it must decide:
     assert!(crate::auth::same("s3cret-token", "s3cret-token"));
-    for wrong in ["", "s", "s3cret-toke", "s3cret-tokeN", "s3cret-token ", "S3cret-token"] {
+    for wrong in [
+        "",
+        "s",
+        "s3cret-toke",
+        "s3cret-tokeN",
+        "s3cret-token ",
+        "S3cret-token",
+    ] {
         assert!(!crate::auth::same(wrong, "s3cret-token"), "{wrong:?}");
     }
 }
