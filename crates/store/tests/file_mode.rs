@@ -41,13 +41,22 @@ fn a_run() -> NewRun {
 fn a_new_database_and_its_wal_files_are_private_to_their_owner() {
     // Under a umask that lets others read (the usual 022), a file created without an explicit
     // mode would be readable by them: the test would see it.
-    assert_ne!(umask() & 0o044, 0o044, "the umask alone hides files from others");
+    assert_ne!(
+        umask() & 0o044,
+        0o044,
+        "the umask alone hides files from others"
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("results.db");
     let mut store = Store::open(&path).unwrap();
     store.create_run(&a_run()).unwrap();
     let mut seen = 0;
-    for name in ["results.db", "results.db-wal", "results.db-shm", "results.db-journal"] {
+    for name in [
+        "results.db",
+        "results.db-wal",
+        "results.db-shm",
+        "results.db-journal",
+    ] {
         let p = dir.path().join(name);
         if p.exists() {
             seen += 1;
