@@ -2,7 +2,6 @@
 //! reference), each difference with its interval and a p-value corrected across all of them,
 //! and what the runs do not share. Reads the database only.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -91,7 +90,7 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     match &a.output {
         Some(p) => std::fs::write(p, &bytes)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,
-        None => std::io::stdout().write_all(&bytes)?,
+        None => crate::output::write_stdout(&bytes)?,
     }
     Ok(ExitCode::SUCCESS)
 }

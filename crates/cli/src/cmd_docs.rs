@@ -2,7 +2,6 @@
 //! script and the man pages, both generated from the one clap definition of the command line
 //! ([`Cli`]), so they never disagree with `--help`.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -39,7 +38,7 @@ pub fn completions(a: &CompletionsArgs) -> anyhow::Result<ExitCode> {
     let mut cmd = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "isobench", &mut out);
-    std::io::stdout().write_all(&out)?;
+    crate::output::write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -48,7 +47,7 @@ pub fn man(a: &ManArgs) -> anyhow::Result<ExitCode> {
     let Some(dir) = &a.output else {
         let mut out = Vec::new();
         page(Cli::command()).render(&mut out)?;
-        std::io::stdout().write_all(&out)?;
+        crate::output::write_stdout(&out)?;
         return Ok(ExitCode::SUCCESS);
     };
     std::fs::create_dir_all(dir).with_context(|| format!("--output {}", dir.display()))?;

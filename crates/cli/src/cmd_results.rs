@@ -4,7 +4,6 @@
 //! scripts: the list in the envelope of every other JSON document, and the run as
 //! `export --format json` writes it.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -141,7 +140,7 @@ const RESUME_HINTS: usize = 5;
 pub fn show(a: &ShowArgs) -> anyhow::Result<ExitCode> {
     let r = load(&a.db.path, &a.run_id)?;
     if a.json {
-        std::io::stdout().write_all(&serialize(&r, Format::Json))?;
+        crate::output::write_stdout(&serialize(&r, Format::Json))?;
     } else {
         print!("{}", render(&r, style()));
     }
@@ -182,7 +181,7 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
     match &a.output {
         Some(p) => std::fs::write(p, &bytes)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,
-        None => std::io::stdout().write_all(&bytes)?,
+        None => crate::output::write_stdout(&bytes)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use isobench_server::{check_listen, read_token, Config};
+use isobench_server::{check_listen, token_from_file, Config};
 
 use crate::args::DbArgs;
 use crate::exit::bad_input;
@@ -19,7 +19,8 @@ pub struct ServeArgs {
     /// address is loopback.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR", value_parser = parse_listen)]
     pub listen: SocketAddr,
-    /// File holding the token clients must present (Bearer or the login cookie).
+    /// File holding the token clients must present (Bearer or the login cookie); only its
+    /// owner may read it (mode 0600). A missing file is created with a fresh random token.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     #[command(flatten)]
@@ -44,7 +45,13 @@ fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 /// `isobench serve`.
 pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
     let token = match &a.token_file {
-        Some(f) => Some(read_token(f).map_err(|e| bad_input(e.to_string()))?),
+        Some(f) => {
+            let (token, made) = token_from_file(f).map_err(|e| bad_input(e.to_string()))?;
+            if made {
+                eprintln!("isobench: wrote a new token to {} (mode 0600)", f.display());
+            }
+            Some(token)
+        }
         None => None,
     };
     check_listen(a.listen, token.as_deref()).map_err(|e| bad_input(e.to_string()))?;

@@ -3,6 +3,25 @@
 //! `main` only maps the outcome of [`run`] to an exit code; every command is parse -> plan ->
 //! execute -> render in its own module.
 
+/// `print!` for this crate, ahead of every module so that it replaces `std`'s: standard
+/// output closed by its reader ends the command quietly (see [`output::print_stdout`])
+/// instead of panicking with "failed printing to stdout: Broken pipe".
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::output::print_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` for this crate, as [`print!`] with a newline.
+macro_rules! println {
+    () => {
+        $crate::output::print_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::print_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod args;
 mod cmd_agent;
 mod cmd_compare;
@@ -29,13 +48,21 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 
+/// Maps the outcome of [`run`] to an exit code. Standard output closed by its reader
+/// (`isobench runs --json | head -1`) is a normal end: exit 0 and no message, ripgrep's
+/// convention (docs/cli.md, "Exit codes"), whether it surfaced as an error or as the unwind
+/// of a `print!`.
 fn main() -> ExitCode {
-    match run() {
-        Ok(code) => code,
-        Err(err) => {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    match outcome {
+        Ok(Ok(code)) => code,
+        Ok(Err(err)) if err.downcast_ref::<output::StdoutClosed>().is_some() => ExitCode::SUCCESS,
+        Ok(Err(err)) => {
             eprintln!("isobench: error: {err:#}");
             exit::code_for(&err)
         }
+        Err(payload) if payload.is::<output::StdoutClosed>() => ExitCode::SUCCESS,
+        Err(payload) => std::panic::resume_unwind(payload),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Shared output pieces: the JSON envelope every document carries, workload lookup with
-//! "did you mean", number formatting.
+//! "did you mean", number formatting, and standard output that may be a closed pipe.
+
+use std::io::Write as _;
 
 use isobench_workloads::{
     nearest_names, HostFacts, Probe, Stressor, PROBES, SCHEMA_VERSION, STRESSORS,
@@ -20,6 +22,38 @@ pub fn envelope(kind: &str) -> serde_json::Map<String, Value> {
         serde_json::to_value(HostFacts::detect()).unwrap_or(Value::Null),
     );
     m
+}
+
+/// Standard output was closed by its reader (`isobench runs --json | head -1`): the normal
+/// end of a command whose output nobody wants any more, not a failure. `main` exits 0 on it,
+/// quietly, as ripgrep does.
+#[derive(Debug, thiserror::Error)]
+#[error("standard output was closed")]
+pub struct StdoutClosed;
+
+/// Writes `bytes` to standard output; a closed pipe is [`StdoutClosed`].
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        r => Ok(r?),
+    }
+}
+
+/// What the crate's `print!` and `println!` (defined in `main.rs`) do: write to standard
+/// output, and on a closed pipe unwind to `main` with a [`StdoutClosed`] payload, which runs
+/// every destructor on the way (tenants are removed) and prints no panic message
+/// (`resume_unwind` skips the panic hook). Any other write error panics as `std`'s do.
+pub fn print_stdout(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(args) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            drop(out);
+            std::panic::resume_unwind(Box::new(StdoutClosed))
+        }
+        Err(e) => panic!("failed printing to stdout: {e}"),
+    }
 }
 
 /// Prints a JSON value, pretty, to stdout.

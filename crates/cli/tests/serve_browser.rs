@@ -18,7 +18,7 @@ fn the_web_ui_launches_watches_stops_resumes_and_reports_a_run() {
     };
     let dir = tempfile::tempdir().unwrap();
     let token = "ui-flow-token-1234567890";
-    let token_file = common::write(dir.path(), "token", &format!("{token}\n"));
+    let token_file = common::write_private(dir.path(), "token", &format!("{token}\n"));
     let server = Server::start(
         &dir.path().join("ui.db"),
         "slow",

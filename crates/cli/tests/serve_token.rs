@@ -11,7 +11,7 @@ use common::served::Server;
 fn a_server_with_a_token_answers_only_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let token = "token-for-the-test-0123456789";
-    let file = common::write(dir.path(), "token", &format!("{token}\n"));
+    let file = common::write_private(dir.path(), "token", &format!("{token}\n"));
     let server = Server::start(
         &dir.path().join("t.db"),
         "1",

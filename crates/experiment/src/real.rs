@@ -550,9 +550,12 @@ impl TenantDriver for RealTenant {
             .spawn(cmd)
             .map_err(|e| TenantFailure::Failed(format!("starting the memory check: {e:#}")))?;
         let mut out = child.stdout.take().expect("piped");
+        // Its answer is one short line; what runs inside the tenant is read at most 64 KiB
+        // into memory, the rest drained so it never blocks on a full pipe.
         let reader = std::thread::spawn(move || {
             let mut s = String::new();
-            let _ = out.read_to_string(&mut s);
+            let _ = (&mut out).take(64 << 10).read_to_string(&mut s);
+            let _ = std::io::copy(&mut out, &mut std::io::sink());
             s
         });
         let t0 = Instant::now();

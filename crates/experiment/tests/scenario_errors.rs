@@ -262,3 +262,29 @@ name = "cpu"
     assert!(e.contains("`tenant[1].limits.memory`"), "{e}");
     assert_eq!(e.matches("too little for a tenant").count(), 1, "{e}");
 }
+
+#[test]
+fn tenant_names_that_could_become_a_path_or_an_option_are_refused() {
+    // As written in TOML. Each would reach a path (cgroup dir, workdir, netns name), split a
+    // command line or read as an option of ip/tc.
+    for name in [
+        r#""../x""#,
+        r#""a/b""#,
+        r#"".""#,
+        r#""a\u0000b""#,
+        r#""a b""#,
+        r#""a\nb""#,
+        r#""-x""#,
+        r#""--help""#,
+        r#""a,b""#,
+        r#""""#,
+    ] {
+        let text = format!(
+            "[[tenant]]\nname = {name}\nrole = \"victim\"\n\n[[tenant]]\nname = \"a\"\n\
+             role = \"aggressor\"\n\n[[probe]]\nname = \"syscall\"\n\n[[stressor]]\nname = \"cpu\"\n"
+        );
+        let e = parse_err(&text);
+        assert!(e.contains("is not a valid tenant name"), "{name}: {e}");
+        assert!(e.contains("tenant[0].name"), "{name}: {e}");
+    }
+}

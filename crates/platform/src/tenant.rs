@@ -713,10 +713,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tenant_names() {
+    fn tenant_names_that_could_become_a_path_or_an_option_are_refused() {
         validate_tenant_name("victim").unwrap();
         validate_tenant_name("agg-1_b").unwrap();
-        for bad in ["", "a b", "a/b", "-x", &"x".repeat(41), "é"] {
+        // Each would reach a path (`../x`, `a/b`, `.`), end or split a C string or a
+        // command line (NUL, space, newline), or read as an option of ip/tc (`-x`), or end
+        // a QEMU option value (`,`).
+        for bad in [
+            "",
+            "a b",
+            "a/b",
+            "../x",
+            ".",
+            "..",
+            "a\0b",
+            "a\nb",
+            "-x",
+            "--help",
+            "a,b",
+            "a:b",
+            "$(x)",
+            &"x".repeat(41),
+            "é",
+        ] {
             let e = validate_tenant_name(bad).unwrap_err().to_string();
             assert!(e.contains("e.g. `victim`"), "{e}");
         }

@@ -463,9 +463,9 @@ pub async fn create_job(
 
 fn write_scenario(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::private::create_dir_all(dir)?;
     }
-    std::fs::write(path, text)
+    crate::private::replace(path, &path.with_extension("toml.tmp"), text.as_bytes())
 }
 
 /// `GET /api/v1/jobs/{id}`.

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod error;
 pub mod events;
 pub mod metrics;
+pub mod private;
 pub mod queue;
 pub mod results;
 pub mod runner;
@@ -66,20 +67,67 @@ pub enum ConfigError {
         /// What is wrong.
         why: String,
     },
+    /// The token file can be read or changed by other users.
+    #[error(
+        "--token-file {path} can be read or changed by other users (mode {mode:03o}): \
+         restrict it with `chmod 600 {path}`"
+    )]
+    ExposedTokenFile {
+        /// The file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
 }
 
-/// Reads a token file: its text, trimmed, which must not be empty.
+/// Reads a token file: its text, trimmed, which must not be empty. A file that group or
+/// others may read or write is refused (as ssh refuses such a key): the token would not be
+/// a secret.
 pub fn read_token(path: &Path) -> Result<String, ConfigError> {
+    use std::os::unix::fs::PermissionsExt as _;
     let bad = |why: String| ConfigError::BadTokenFile {
         path: path.display().to_string(),
         why,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mode = file
+        .metadata()
+        .map_err(|e| bad(e.to_string()))?
+        .permissions()
+        .mode()
+        & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(ConfigError::ExposedTokenFile {
+            path: path.display().to_string(),
+            mode,
+        });
+    }
+    let text = std::io::read_to_string(file).map_err(|e| bad(e.to_string()))?;
     let token = text.trim();
     if token.is_empty() {
         return Err(bad("it is empty".into()));
     }
     Ok(token.to_string())
+}
+
+/// The token of `--token-file path`: read from the file ([`read_token`]), or, when there is
+/// no file yet, a fresh random one (128 bits from the thread's CSPRNG, as hex) written to a new file of mode 0600.
+/// The flag is true when the token was made here.
+pub fn token_from_file(path: &Path) -> Result<(String, bool), ConfigError> {
+    let bad = |why: String| ConfigError::BadTokenFile {
+        path: path.display().to_string(),
+        why,
+    };
+    if std::fs::symlink_metadata(path).is_ok() {
+        return Ok((read_token(path)?, false));
+    }
+    let token = app::random_hex(16);
+    match private::write_new(path, format!("{token}\n").as_bytes()) {
+        Ok(()) => Ok((token, true)),
+        // Made by someone else in the meantime: theirs is the token.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok((read_token(path)?, false)),
+        Err(e) => Err(bad(format!("creating it: {e}"))),
+    }
 }
 
 /// Refuses a non-loopback address without a token.
@@ -257,7 +305,7 @@ fn platforms() -> Vec<app::PlatformInfo> {
 /// job's run, which may still be ending.
 pub fn open(config: Config) -> anyhow::Result<(Arc<App>, Option<u32>)> {
     let dir = &config.state_dir;
-    std::fs::create_dir_all(dir.join("jobs"))
+    private::create_dir_all(&dir.join("jobs"))
         .map_err(|e| anyhow::anyhow!("creating the state directory {}: {e}", dir.display()))?;
     let mut queue = queue::Queue::load(&dir.join("queue.json"))?;
     let previous = queue.recover();

@@ -362,12 +362,10 @@ impl Queue {
         }
     }
 
-    /// Writes the queue to `path` atomically.
+    /// Writes the queue to `path` atomically, readable by its owner only (mode 0600).
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        let tmp = tmp_path(path);
         let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, path)
+        crate::private::replace(path, &tmp_path(path), &bytes)
     }
 }
 

@@ -24,28 +24,30 @@ const STOP_GRACE: Duration = Duration::from_secs(60);
 /// Lines of the child's stderr kept for a failure's message.
 const STDERR_LINES: usize = 12;
 
-/// The command line of a job's run.
+/// The command line of a job's run, as an argument vector. The values a client chose (a run
+/// id, a preset, a platform) were checked when the job was queued, and are also written
+/// joined to their flag (`--preset=VALUE`), so even a value that starts with `-` is that
+/// flag's value and never an option of its own.
 pub fn run_args(app: &App, job: &Job) -> Vec<String> {
     let mut args = vec!["run".to_string()];
     let spec = &job.spec;
     if let Some(run) = &spec.resume {
-        args.extend(["--resume".into(), run.clone()]);
+        args.push(format!("--resume={run}"));
     } else {
         if let Some(p) = &spec.preset {
-            args.extend(["--preset".into(), p.clone()]);
+            args.push(format!("--preset={p}"));
         } else if spec.scenario_name.is_some() {
             args.push(app.scenario_path(&job.id).display().to_string());
         }
         if let Some(p) = &spec.platform {
-            args.extend(["--platform".into(), p.clone()]);
+            args.push(format!("--platform={p}"));
         }
         if let Some(s) = spec.seed {
-            args.extend(["--seed".into(), s.to_string()]);
+            args.push(format!("--seed={s}"));
         }
     }
     args.extend([
-        "--db".into(),
-        app.config.db.display().to_string(),
+        format!("--db={}", app.config.db.display()),
         "--json-stream".into(),
         // A run measuring on this host from a shell: the job waits for it, saying so.
         "--wait".into(),

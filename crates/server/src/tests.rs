@@ -356,18 +356,74 @@ fn a_non_loopback_address_needs_a_token() {
     crate::check_listen("[::1]:8080".parse().unwrap(), None).unwrap();
 }
 
+/// Writes `text` to a token file of mode 0600.
+fn token_file(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let f = dir.join("token");
+    std::fs::write(&f, text).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    f
+}
+
 #[test]
 fn a_token_file_must_hold_a_token() {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("token");
-    std::fs::write(&f, "  \n").unwrap();
+    let f = token_file(dir.path(), "  \n");
     assert!(crate::read_token(&f)
         .unwrap_err()
         .to_string()
         .contains("empty"));
-    std::fs::write(&f, " abc \n").unwrap();
+    let f = token_file(dir.path(), " abc \n");
     assert_eq!(crate::read_token(&f).unwrap(), "abc");
     assert!(crate::read_token(&dir.path().join("none")).is_err());
+}
+
+#[test]
+fn a_token_file_other_users_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let f = token_file(dir.path(), "a-secret-of-some-length\n");
+    for mode in [0o644, 0o640, 0o604, 0o620, 0o602] {
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        let e = crate::read_token(&f).unwrap_err().to_string();
+        assert!(e.contains(&format!("mode {mode:03o}")), "{e}");
+        assert!(e.contains("chmod 600"), "{e}");
+    }
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o400)).unwrap();
+    assert_eq!(crate::read_token(&f).unwrap(), "a-secret-of-some-length");
+}
+
+#[test]
+fn a_missing_token_file_gets_a_fresh_token_only_its_owner_can_read() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("new-token");
+    let (token, made) = crate::token_from_file(&f).unwrap();
+    assert!(made);
+    assert_eq!(token.len(), 32, "{token}");
+    assert!(token.chars().all(|c| c.is_ascii_hexdigit()), "{token}");
+    let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // The next start reads the same token back; another file gets another one.
+    assert_eq!(crate::token_from_file(&f).unwrap(), (token.clone(), false));
+    let (other, _) = crate::token_from_file(&dir.path().join("other")).unwrap();
+    assert_ne!(other, token);
+}
+
+#[test]
+fn token_comparison_is_exact_and_constant_time_by_construction() {
+    // `same` compares through `subtle::ConstantTimeEq`; what it must decide:
+    assert!(crate::auth::same("s3cret-token", "s3cret-token"));
+    for wrong in [
+        "",
+        "s",
+        "s3cret-toke",
+        "s3cret-tokeN",
+        "s3cret-token ",
+        "S3cret-token",
+    ] {
+        assert!(!crate::auth::same(wrong, "s3cret-token"), "{wrong:?}");
+    }
 }
 
 /// A stand-in for `isobench run --json-stream`: plans run R-1 with 3 trials, reports them,
@@ -525,4 +581,33 @@ async fn the_api_document_describes_every_route_once() {
     }
     let link = &paths["/api/v1/jobs"]["post"]["responses"]["201"]["links"]["stop"];
     assert_eq!(link["operationId"], "stop", "{link}");
+}
+
+#[test]
+fn a_jobs_client_chosen_values_stay_values_of_their_flags() {
+    use crate::queue::{JobSpec, Queue};
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let mut q = Queue::default();
+    let hostile = "--db=/tmp/elsewhere";
+    let job = q.push(JobSpec {
+        preset: Some(hostile.into()),
+        platform: Some("-x".into()),
+        seed: Some(7),
+        ..JobSpec::default()
+    });
+    let args = crate::runner::run_args(&app, &job);
+    assert_eq!(args[0], "run");
+    assert!(args.contains(&format!("--preset={hostile}")), "{args:?}");
+    assert!(args.contains(&"--platform=-x".to_string()), "{args:?}");
+    assert!(args.contains(&"--seed=7".to_string()), "{args:?}");
+    // Only the server's own database is passed as --db.
+    let dbs: Vec<&String> = args.iter().filter(|a| a.starts_with("--db")).collect();
+    assert_eq!(dbs.len(), 1, "{args:?}");
+    let resume = q.push(JobSpec {
+        resume: Some("-r".into()),
+        ..JobSpec::default()
+    });
+    let args = crate::runner::run_args(&app, &resume);
+    assert_eq!(args[1], "--resume=-r", "{args:?}");
 }

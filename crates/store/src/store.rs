@@ -73,6 +73,26 @@ impl DbFile {
     }
 }
 
+/// Creates `path` empty with mode 0600 unless something is there already, so that SQLite
+/// opens a file only its owner can read: results and the server's jobs name the host, its
+/// tenants and their scenarios. SQLite gives the `-wal`, `-shm` and `-journal` files it makes
+/// beside a database the database's own mode, so they are 0600 too. There is no moment with
+/// a wider mode (`O_CREAT|O_EXCL` with the mode, never a chmod after), and an existing file
+/// is neither opened here nor changed. Failures are left to SQLite's open, which reports them
+/// with its own error (a missing directory, no permission).
+fn create_private(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let special = path.as_os_str() == ":memory:" || path.to_string_lossy().starts_with("file:");
+    if special || path.as_os_str().is_empty() {
+        return;
+    }
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
+}
+
 /// An open isobench results database.
 ///
 /// Writes take `&mut self`; one `Store` per thread. Several processes may open the same file:
@@ -100,8 +120,12 @@ impl Store {
     /// Opens (creating if needed) the database at `path`: refuses it if its schema is newer
     /// than this build ([`StoreError::NewerSchema`], before writing anything), switches it to
     /// WAL mode, enables foreign keys and full sync, and applies any missing migrations.
+    ///
+    /// A new database is created with mode 0600 (see [`create_private`]); an existing one
+    /// keeps its mode.
     pub fn open_with(path: impl AsRef<Path>, options: &OpenOptions) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
+        create_private(&path);
         let conn = Connection::open(&path).map_err(|source| StoreError::Open {
             path: path.clone(),
             source,

@@ -953,6 +953,23 @@ mod tests {
     }
 
     #[test]
+    fn an_http_request_head_over_the_limit_is_answered_431_and_closed() {
+        let h = start_server(ServerKind::Http { body: 10 }, lo(), Arc::default()).unwrap();
+        let mut c = TcpStream::connect(h.local_addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        // One byte over the limit and no blank line: the server reads all of it (so it
+        // closes with nothing unread), answers and hangs up.
+        let mut head = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        head.resize(HTTP_MAX_HEAD + 1, b'a');
+        c.write_all(&head).unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).unwrap();
+        let text = String::from_utf8(all).unwrap();
+        assert!(text.starts_with("HTTP/1.1 431 "), "{text}");
+        assert_eq!(h.stop().unwrap().requests, 0);
+    }
+
+    #[test]
     fn relay_forwarder_reports_an_unreachable_next_hop() {
         let dead = TcpListener::bind(lo()).unwrap().local_addr().unwrap();
         let h = start_server(

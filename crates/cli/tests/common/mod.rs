@@ -64,6 +64,15 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
     p.display().to_string()
 }
 
+/// Writes `text` to `dir/name`, readable by its owner only (a token file), and returns the
+/// path.
+pub fn write_private(dir: &Path, name: &str, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt as _;
+    let p = write(dir, name, text);
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    p
+}
+
 /// The children of `pid` now.
 pub fn children_of(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();

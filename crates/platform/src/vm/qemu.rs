@@ -80,6 +80,18 @@ pub fn mac_for(addr: Ipv4Addr) -> String {
     format!("52:54:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3])
 }
 
+/// `s` as a value inside a QEMU option string (`file,path=VALUE,append=on`): QEMU reads a
+/// doubled comma as one comma of the value, so a path with a comma cannot end the value and
+/// add an option of its own.
+fn opt_value(s: &str) -> String {
+    s.replace(',', ",,")
+}
+
+/// A path as a QEMU option value ([`opt_value`]).
+fn opt_path(p: &std::path::Path) -> String {
+    opt_value(&p.display().to_string())
+}
+
 impl GuestConfig {
     /// The kernel command line.
     pub fn append(&self) -> String {
@@ -109,7 +121,7 @@ impl GuestConfig {
         let mut v: Vec<OsString> = Vec::new();
         let mut push = |s: &str| v.push(OsString::from(s));
         push("-name");
-        push(&format!("{},debug-threads=on", self.name));
+        push(&format!("{},debug-threads=on", opt_value(&self.name)));
         push("-M");
         push("q35");
         match &self.accel {
@@ -139,7 +151,7 @@ impl GuestConfig {
         push("-chardev");
         push(&format!(
             "file,id=console,path={},append=on",
-            self.console_log.display()
+            opt_path(&self.console_log)
         ));
         push("-serial");
         push("chardev:console");
@@ -154,7 +166,7 @@ impl GuestConfig {
         push("-chardev");
         push(&format!(
             "socket,id=agent,path={},server=on,wait=off",
-            self.agent_socket.display()
+            opt_path(&self.agent_socket)
         ));
         push("-device");
         push(&format!(
@@ -165,14 +177,17 @@ impl GuestConfig {
             // cache=none: O_DIRECT on the host, so the tenant's blkio throttle applies.
             push(&format!(
                 "file={},if=none,id=disk0,format=raw,cache=none,aio=threads",
-                disk.display()
+                opt_path(disk)
             ));
             push("-device");
             push("virtio-blk-pci,drive=disk0");
         }
         if let Some((tap, ip)) = &self.net {
             push("-netdev");
-            push(&format!("tap,id=net0,ifname={tap},script=no,downscript=no"));
+            push(&format!(
+                "tap,id=net0,ifname={},script=no,downscript=no",
+                opt_value(tap)
+            ));
             push("-device");
             push(&format!("virtio-net-pci,netdev=net0,mac={}", mac_for(*ip)));
         }
@@ -428,6 +443,26 @@ mod tests {
             !joined.contains("netdev") && !joined.contains("-drive"),
             "{joined}"
         );
+    }
+
+    #[test]
+    fn a_comma_in_a_path_stays_in_its_value() {
+        let mut c = config();
+        c.console_log = "/w,script=/tmp/x/console.log".into();
+        c.agent_socket = "/a,b/agent.sock".into();
+        c.disk = Some("/d,format=qcow2/disk.img".into());
+        let args: Vec<String> = c
+            .args()
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        for want in [
+            "file,id=console,path=/w,,script=/tmp/x/console.log,append=on",
+            "socket,id=agent,path=/a,,b/agent.sock,server=on,wait=off",
+            "file=/d,,format=qcow2/disk.img,if=none,id=disk0,format=raw,cache=none,aio=threads",
+        ] {
+            assert!(args.iter().any(|a| a == want), "{want} not in {args:?}");
+        }
     }
 
     #[test]

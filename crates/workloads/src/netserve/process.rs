@@ -47,6 +47,11 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// write gives up only after the server's I/O timeout.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
+/// Longest event line read from a server process (its events are a few hundred bytes); past
+/// it, the process is not an isobench netserve and is given up on, with the memory held
+/// bounded.
+pub const MAX_EVENT_BYTES: usize = 64 << 10;
+
 /// One line a server process writes on its standard output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -322,6 +327,16 @@ impl LineReader {
                     )
                 });
             }
+            if self.buf.len() > MAX_EVENT_BYTES {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "it wrote more than {} KiB without a newline, not an isobench netserve \
+                         event: is the executable the isobench binary?",
+                        MAX_EVENT_BYTES >> 10
+                    ),
+                ));
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time"));
@@ -460,6 +475,22 @@ mod tests {
         let p = spawn(&exe, ServerKind::UdpEcho).unwrap();
         let e = p.stop().unwrap_err();
         assert!(e.to_string().contains("failed: injected"), "{e}");
+    }
+
+    #[test]
+    fn an_endless_line_from_a_server_process_is_refused_at_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        // Four times the limit, no newline, then it would wait for half a minute.
+        let exe = fake_exe(
+            dir.path(),
+            &format!(
+                "head -c {} /dev/zero | tr '\\0' x\nexec sleep 30",
+                4 * MAX_EVENT_BYTES
+            ),
+        );
+        let e = spawn(&exe, ServerKind::TcpEcho).unwrap_err().to_string();
+        // Refused for its length, not for the deadline it would have reached.
+        assert!(e.contains("without a newline"), "{e}");
     }
 
     #[test]
