@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use isobench_store::{
-    Condition, Direction, Fact, HistogramRecord, Modulation, NewRun, Role, RunStatus,
-    SampleRecord, ScheduledSwitch, SeriesRecord, Store, StressorMode, StressorReport, Switch,
-    TenantRecord, Timeline, Timestamp, TrialKey, TrialRecord, TrialStatus, WindowRecord,
+    Condition, Direction, Fact, HistogramRecord, Modulation, NewRun, Role, RunStatus, SampleRecord,
+    ScheduledSwitch, SeriesRecord, Store, StressorMode, StressorReport, Switch, TenantRecord,
+    Timeline, Timestamp, TrialKey, TrialRecord, TrialStatus, WindowRecord,
 };
 use isobench_store::{CpuSample, CpuSeries, RunId};
 use libfuzzer_sys::fuzz_target;
@@ -41,11 +41,13 @@ extern "C" fn remove_dir() {
 fn dir() -> &'static Path {
     DIR.get_or_init(|| {
         let shm = Path::new("/dev/shm");
-        let b = tempfile::Builder::new().prefix("isobench-fuzz-store-").tempdir_in(if shm.is_dir() {
-            shm.to_path_buf()
-        } else {
-            std::env::temp_dir()
-        });
+        let b = tempfile::Builder::new()
+            .prefix("isobench-fuzz-store-")
+            .tempdir_in(if shm.is_dir() {
+                shm.to_path_buf()
+            } else {
+                std::env::temp_dir()
+            });
         let d = b.expect("creating the fuzz directory");
         // SAFETY: registers a plain function with no captured state, called once at exit.
         unsafe { libc::atexit(remove_dir) };
@@ -204,8 +206,16 @@ fn fill_run(store: &mut Store) {
         })
         .expect("creating a run");
     for (name, role, limits) in [
-        ("victim", Role::Victim, json!({"cpuset": "0", "memory": 1 << 30})),
-        ("noisy", Role::Aggressor, json!({"cpuset": "1", "pids": 256})),
+        (
+            "victim",
+            Role::Victim,
+            json!({"cpuset": "0", "memory": 1 << 30}),
+        ),
+        (
+            "noisy",
+            Role::Aggressor,
+            json!({"cpuset": "1", "pids": 256}),
+        ),
     ] {
         let t = TenantRecord {
             name: name.into(),
@@ -241,7 +251,12 @@ fn fill_run(store: &mut Store) {
             .expect("recording a trial");
     }
     store
-        .finish_run(&run, RunStatus::Complete, None, Timestamp::from_unix_millis(1_767_225_700_000))
+        .finish_run(
+            &run,
+            RunStatus::Complete,
+            None,
+            Timestamp::from_unix_millis(1_767_225_700_000),
+        )
         .expect("finishing the run");
 }
 
