@@ -158,13 +158,10 @@ fn a_sentinel_drill_kills_the_tenant_and_reports_its_reaction_time() {
     assert!(sentinel["kill_error"].is_null(), "{sentinel}");
     let reaction = sentinel["first_stall"]["callback_ms"].as_f64().unwrap();
     assert!(reaction > 0.0, "{sentinel}");
-    // The stressor's report died with its tenant; the tenant was empty after the kill.
+    // The stressor's report died with its tenant. (The kill returns once no task is left in
+    // the cgroup; `pids_current` may still count bomb children that died after their parent
+    // and wait as zombies for pid 1 to reap them.)
     assert!(doc["report"].is_null());
-    assert_eq!(
-        doc["tenant"]["usage"]["pids_current"], 0,
-        "{}",
-        doc["tenant"]
-    );
     let left = left_of(&run_prefix(&doc));
     assert!(left.is_empty(), "left behind: {left:?}");
 }
