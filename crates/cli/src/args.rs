@@ -120,6 +120,15 @@ pub struct ProbeArgs {
     /// Limits of that tenant, e.g. `cpus=1,memory=1G,pids=64,cpuset=0,io_write_bps=50M`.
     #[arg(long, value_name = "K=V,...", requires = "platform")]
     pub limits: Option<String>,
+    /// In a tenant: the host sentinel kills the tenant when its heartbeat wakes later than
+    /// this many milliseconds (default 1000).
+    #[arg(long, value_name = "MS", requires = "platform", hide = true)]
+    pub sentinel_threshold: Option<u64>,
+    /// In a tenant: a drill of the host sentinel. This many seconds after the stressor
+    /// starts, its threshold drops to zero, so its next heartbeat counts as a stall and it
+    /// kills the tenant as on a real one; the JSON says how long that took.
+    #[arg(long, value_name = "SECS", requires = "platform", hide = true)]
+    pub sentinel_drill: Option<f64>,
 }
 
 /// `isobench stress`.
@@ -156,6 +165,15 @@ pub struct StressArgs {
     /// Limits of that tenant, e.g. `cpus=1,memory=1G,pids=64,cpuset=0,io_write_bps=50M`.
     #[arg(long, value_name = "K=V,...", requires = "platform")]
     pub limits: Option<String>,
+    /// In a tenant: the host sentinel kills the tenant when its heartbeat wakes later than
+    /// this many milliseconds (default 1000).
+    #[arg(long, value_name = "MS", requires = "platform", hide = true)]
+    pub sentinel_threshold: Option<u64>,
+    /// In a tenant: a drill of the host sentinel. This many seconds after the stressor
+    /// starts, its threshold drops to zero, so its next heartbeat counts as a stall and it
+    /// kills the tenant as on a real one; the JSON says how long that took.
+    #[arg(long, value_name = "SECS", requires = "platform", hide = true)]
+    pub sentinel_drill: Option<f64>,
 }
 
 /// `isobench agent`.

@@ -1,8 +1,8 @@
 //! `isobench stress NAME`: run one stressor until the duration ends or Ctrl-C.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use isobench_agent::{Caps, StressOpts};
@@ -93,9 +93,45 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let report = stressor.run(&ctx, &params)?;
-    render(a, stressor, &params, &report, Value::Null)?;
+    render(a, stressor, &params, Some(&report), Value::Null)?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The host sentinel's settings for a run in a tenant: the default threshold unless the
+/// hidden `--sentinel-threshold` sets one; `--sentinel-drill` checked against the duration.
+fn sentinel_plan(
+    a: &StressArgs,
+    duration: Option<Duration>,
+) -> anyhow::Result<(SentinelConfig, Option<Duration>)> {
+    let mut config = SentinelConfig::default();
+    if let Some(ms) = a.sentinel_threshold {
+        config.threshold = Duration::from_millis(ms);
+    }
+    let drill = match a.sentinel_drill {
+        None => None,
+        Some(s) if !(s >= 0.0 && s.is_finite()) => {
+            return Err(bad_input(format!(
+                "--sentinel-drill {s} is not a number of seconds (0 or more)"
+            )))
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+    };
+    if let (Some(d), Some(end)) = (drill, duration) {
+        if d >= end {
+            return Err(bad_input(format!(
+                "--sentinel-drill {} comes after the run ends (--duration {}): use a drill \
+                 time under the duration",
+                d.as_secs_f64(),
+                end.as_secs_f64()
+            )));
+        }
+    }
+    Ok((config, drill))
+}
+
+/// What the sentinel's callback did when it fired: the tenant emptied (processes
+/// signalled), or why not.
+type KillOutcome = Arc<Mutex<Option<Result<usize, String>>>>;
 
 /// Runs the stressor inside a fresh tenant through its agent, until the duration ends or
 /// Ctrl-C; prints the live rate each second.
@@ -117,6 +153,7 @@ fn run_in_tenant(
             req.kind
         )));
     }
+    let (sentinel_config, drill) = sentinel_plan(a, duration)?;
     // The watchdog kills the tenant a little after the planned end, whatever happens here.
     let deadline = duration.map(|d| d + Duration::from_secs(30));
     let session = crate::tenant::Session::open(
@@ -151,18 +188,25 @@ fn run_in_tenant(
         sample_interval: Some(Duration::from_secs(1)),
     };
     // The host sentinel: when even a real-time heartbeat in this process wakes more than a
-    // second late, the host has stopped responding and the aggressor tenant is killed.
+    // second late, the host has stopped responding and the aggressor tenant is killed. The
+    // kill returns once the tenant is empty, so the sentinel's timing of this callback is
+    // its reaction time.
     let killer = session.tenant.killer();
-    let stalled = Arc::new(AtomicBool::new(false));
+    let killed: KillOutcome = Arc::default();
     let sentinel = {
-        let (stalled, stop) = (stalled.clone(), ctx.stop.clone());
-        Sentinel::start(SentinelConfig::default(), move |stall| {
-            if !stalled.swap(true, Ordering::SeqCst) {
-                eprintln!(
-                    "isobench: host stopped responding (heartbeat {} ms late): killing the aggressor",
-                    stall.late_by.as_millis()
-                );
-                let _ = killer.kill();
+        let (killed, stop) = (killed.clone(), ctx.stop.clone());
+        let quiet = drill.is_some();
+        Sentinel::start(sentinel_config, move |stall| {
+            let mut k = killed.lock().unwrap_or_else(|p| p.into_inner());
+            if k.is_none() {
+                if !quiet {
+                    eprintln!(
+                        "isobench: host stopped responding (heartbeat {} ms late): killing the \
+                         aggressor",
+                        stall.late_by.as_millis()
+                    );
+                }
+                *k = Some(killer.kill().map_err(|e| format!("{e:#}")));
                 stop.store(true, Ordering::SeqCst);
             }
         })?
@@ -181,8 +225,13 @@ fn run_in_tenant(
         );
     }
     let t0 = Instant::now();
+    let mut drill_due = drill;
     let mut died = None;
     while !ctx.stop.load(Ordering::Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) {
+        if drill_due.is_some_and(|d| t0.elapsed() >= d) {
+            sentinel.set_threshold(Duration::ZERO);
+            drill_due = None;
+        }
         if let Some(s) = session.client.next_sample(Duration::from_millis(100)) {
             if !a.json {
                 eprintln!(
@@ -200,15 +249,13 @@ fn run_in_tenant(
             break;
         }
     }
-    sentinel.stop();
-    if stalled.load(Ordering::SeqCst) {
-        let _ = session.close();
-        return Err(anyhow::anyhow!(
-            "the host stopped responding while {} ran; its tenant was killed by the sentinel",
-            stressor.name()
-        ));
-    }
-    let report = session.client.stop_stressor("s1");
+    let seen = sentinel.stop();
+    let killed = killed.lock().unwrap_or_else(|p| p.into_inner()).take();
+    // The stressor's report dies with a tenant the sentinel killed.
+    let report = match killed {
+        Some(_) => None,
+        None => Some(session.client.stop_stressor("s1")),
+    };
     let usage = session.tenant.usage().ok();
     let tenant_doc = json!({
         "platform": req.kind,
@@ -217,9 +264,39 @@ fn run_in_tenant(
         "usage": usage,
         "stressor_exit": died,
     });
+    let mut sentinel_doc = serde_json::to_value(seen)?;
+    sentinel_doc["drill_after_s"] = json!(drill.map(|d| d.as_secs_f64()));
+    sentinel_doc["killed_tenant"] = json!(matches!(killed, Some(Ok(_))));
+    sentinel_doc["kill_error"] = json!(killed.as_ref().and_then(|k| k.as_ref().err()));
     session.close()?;
-    let report = report?;
-    render(a, stressor, params, &report, tenant_doc.clone())?;
+    let report = report.transpose()?;
+    let extra = json!({ "tenant": tenant_doc, "sentinel": sentinel_doc });
+    render(a, stressor, params, report.as_ref(), extra)?;
+    if let Some(k) = &killed {
+        let first = seen.first_stall.map_or(0.0, |f| f.callback_ms);
+        return match (k, drill) {
+            (Ok(_), Some(_)) => {
+                if !a.json {
+                    println!(
+                        "  sentinel drill: the tenant was killed and empty {first:.1} ms after \
+                         the stall was detected"
+                    );
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            (Ok(_), None) => Err(anyhow::anyhow!(
+                "the host stopped responding while {} ran (heartbeat {:.0} ms late); the \
+                 sentinel killed its tenant in {first:.1} ms",
+                stressor.name(),
+                seen.first_stall.map_or(0.0, |f| f.late_by_ms)
+            )),
+            (Err(e), _) => Err(anyhow::anyhow!(
+                "the sentinel fired while {} ran but could not empty its tenant: {e}; run \
+                 `isobench cleanup` to remove what is left",
+                stressor.name()
+            )),
+        };
+    }
     if !a.json {
         if let Some(u) = usage {
             let oom = u.oom_kills.unwrap_or(0);
@@ -230,16 +307,22 @@ fn run_in_tenant(
                 u.memory_peak.unwrap_or(0) >> 20
             );
         }
+        println!(
+            "  sentinel: heartbeat at most {:.1} ms late (threshold {:.0} ms)",
+            seen.max_lateness_ms, seen.threshold_ms
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// Prints the stressor's report (none when the sentinel killed its tenant) with `extra`
+/// top-level JSON fields (the tenant, the sentinel).
 fn render(
     a: &StressArgs,
     stressor: &dyn Stressor,
     params: &ParamValues,
-    report: &StressReport,
-    tenant: Value,
+    report: Option<&StressReport>,
+    extra: Value,
 ) -> anyhow::Result<()> {
     if a.json {
         let mut doc = envelope("stress");
@@ -248,31 +331,34 @@ fn render(
         doc.insert("intensity".into(), json!(a.intensity));
         doc.insert("params".into(), serde_json::to_value(params)?);
         doc.insert("report".into(), serde_json::to_value(report)?);
-        if !tenant.is_null() {
-            doc.insert("tenant".into(), tenant);
+        if let Value::Object(m) = extra {
+            doc.extend(m);
         }
         print_json(&Value::Object(doc));
-    } else {
-        println!(
-            "{}: {} ops/s ({} ops of {} in {:.2} s, {} workers{})",
-            stressor.name(),
-            fmt_value(report.ops_per_sec),
-            report.ops,
-            report.op_unit,
-            report.elapsed_s,
-            report.workers,
-            if report.bytes > 0 {
-                format!(
-                    ", {:.1} MB/s",
-                    report.bytes as f64 / report.elapsed_s.max(1e-9) / 1e6
-                )
-            } else {
-                String::new()
-            }
-        );
-        for n in &report.notes {
-            println!("  note: {n}");
+        return Ok(());
+    }
+    let Some(report) = report else {
+        return Ok(());
+    };
+    println!(
+        "{}: {} ops/s ({} ops of {} in {:.2} s, {} workers{})",
+        stressor.name(),
+        fmt_value(report.ops_per_sec),
+        report.ops,
+        report.op_unit,
+        report.elapsed_s,
+        report.workers,
+        if report.bytes > 0 {
+            format!(
+                ", {:.1} MB/s",
+                report.bytes as f64 / report.elapsed_s.max(1e-9) / 1e6
+            )
+        } else {
+            String::new()
         }
+    );
+    for n in &report.notes {
+        println!("  note: {n}");
     }
     Ok(())
 }

@@ -136,6 +136,62 @@ fn forkbomb_is_held_at_its_pids_limit_and_leaves_nothing() {
 }
 
 #[test]
+fn a_sentinel_drill_kills_the_tenant_and_reports_its_reaction_time() {
+    require_cgroup!();
+    let out = isobench()
+        .args([
+            "stress",
+            "forkbomb",
+            "--platform",
+            "cgroup",
+            "--limits",
+            "pids=64",
+        ])
+        .args(["--duration", "30", "--sentinel-drill", "1", "--json"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let doc = json_of(&out);
+    let sentinel = &doc["sentinel"];
+    assert_eq!(sentinel["killed_tenant"], true, "{sentinel}");
+    assert_eq!(sentinel["drill_after_s"], 1.0);
+    assert!(sentinel["kill_error"].is_null(), "{sentinel}");
+    let reaction = sentinel["first_stall"]["callback_ms"].as_f64().unwrap();
+    assert!(reaction > 0.0, "{sentinel}");
+    // The stressor's report died with its tenant. (The kill returns once no task is left in
+    // the cgroup; `pids_current` may still count bomb children that died after their parent
+    // and wait as zombies for pid 1 to reap them.)
+    assert!(doc["report"].is_null());
+    let left = left_of(&run_prefix(&doc));
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn without_a_drill_the_sentinel_reports_its_heartbeat_and_stays_quiet() {
+    require_cgroup!();
+    let out = isobench()
+        .args([
+            "stress",
+            "cpu",
+            "--platform",
+            "cgroup",
+            "--limits",
+            "cpus=1",
+        ])
+        .args(["--duration", "1", "--json"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let doc = json_of(&out);
+    let sentinel = &doc["sentinel"];
+    assert_eq!(sentinel["threshold_ms"], 1000.0);
+    assert!(sentinel["ticks"].as_u64().unwrap() > 0, "{sentinel}");
+    assert!(sentinel["max_lateness_ms"].as_f64().is_some());
+    assert_eq!(sentinel["killed_tenant"], false);
+    assert!(doc["report"]["ops"].as_u64().unwrap() > 0);
+}
+
+#[test]
 fn a_probe_runs_inside_a_limited_cgroup_tenant() {
     require_cgroup!();
     let out = isobench()

@@ -484,9 +484,13 @@ fn a_sentinel_stall_kills_the_aggressors_only() {
     )
     .unwrap();
     let status = wait_timeout(&mut a, Duration::from_secs(60)).expect("aggressor killed");
-    s.stop();
+    let seen = s.stop();
     assert_eq!(status.signal(), Some(libc::SIGKILL));
     assert!(*fired.lock().unwrap() >= 1);
+    // The kill returns once the tenant is empty: the sentinel timed it as its reaction.
+    let first = seen.first_stall.expect("the first stall is recorded");
+    assert!(first.callback_ms > 0.0, "{seen:?}");
+    assert_eq!(agg.usage().unwrap().pids_current.unwrap_or(0), 0);
     assert!(alive(v.id()), "the victim must survive");
     drop(victim);
     v.wait().unwrap();
