@@ -197,6 +197,10 @@ pub struct CleanupArgs {
     /// Also remove objects of runs that are still alive.
     #[arg(long)]
     pub all: bool,
+    /// The results database whose runs left `running` by a dead process are marked
+    /// interrupted (nothing is created when the file does not exist).
+    #[command(flatten)]
+    pub db: DbArgs,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -211,7 +215,7 @@ pub struct DbArgs {
         id = "db",
         long = "db",
         env = "ISOBENCH_DB",
-        default_value = "isobench.db",
+        default_value = isobench_experiment::DEFAULT_DB,
         value_name = "FILE"
     )]
     pub path: PathBuf,

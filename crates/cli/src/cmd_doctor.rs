@@ -1,10 +1,13 @@
-//! `isobench doctor` and `isobench cleanup`.
+//! `isobench doctor` and `isobench cleanup`: what this host can do, and removing what
+//! killed runs left (their objects on the host, their `running` status in the database).
 
 use std::process::ExitCode;
 
+use isobench_experiment::orphans;
 use serde_json::{json, Value};
 
 use crate::args::{CleanupArgs, DoctorArgs};
+use crate::cmd_run::{open_store, store_error};
 use crate::output::{envelope, print_json};
 
 pub fn doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
@@ -25,18 +28,44 @@ pub fn doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
 
 pub fn cleanup(a: &CleanupArgs) -> anyhow::Result<ExitCode> {
     let report = isobench_platform::cleanup(a.all);
+    // The database's runs whose controller died: interrupted, not running.
+    let db = &a.db.path;
+    let orphans = if db.exists() {
+        let mut store = open_store(db)?;
+        orphans::mark_orphans(&mut store).map_err(store_error)?
+    } else {
+        Vec::new()
+    };
     if a.json {
         let mut doc = envelope("cleanup");
         doc.insert("report".into(), json!(report));
+        let marked: Vec<Value> = orphans
+            .iter()
+            .map(|o| {
+                json!({
+                    "run": o.run.as_str(),
+                    "pid": o.pid,
+                    "resume": orphans::resume_command(&o.run, db),
+                })
+            })
+            .collect();
+        doc.insert("interrupted".into(), Value::Array(marked));
         print_json(&Value::Object(doc));
-    } else if report.is_empty() {
-        println!("nothing to remove");
     } else {
+        if report.is_empty() && orphans.is_empty() {
+            println!("nothing to remove");
+        }
         for r in &report.removed {
             println!("removed {r}");
         }
         for f in &report.failed {
             eprintln!("could not remove {f}");
+        }
+        for o in &orphans {
+            println!(
+                "{o}; resume it with `{}`",
+                orphans::resume_command(&o.run, db)
+            );
         }
     }
     Ok(if report.failed.is_empty() {

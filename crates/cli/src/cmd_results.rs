@@ -10,7 +10,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 use isobench_report::{csv_section, render, render_runs, serialize, Format};
-use isobench_store::Store;
+use isobench_experiment::orphans;
+use isobench_store::{RunStatus, RunSummary, Store};
 use serde_json::Value;
 
 use crate::args::{DbArgs, ExportFormat};
@@ -84,7 +85,9 @@ pub fn load_alone(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Re
 /// `isobench runs`.
 pub fn runs(a: &RunsArgs) -> anyhow::Result<ExitCode> {
     let list = if a.db.path.exists() {
-        let store = open_store(&a.db.path)?;
+        let mut store = open_store(&a.db.path)?;
+        // A run whose process was killed is listed as what it is: interrupted.
+        orphans::mark_orphans(&mut store).map_err(store_error)?;
         store.list_runs().map_err(store_error)?
     } else if a.json {
         // No database yet is no runs yet, not an error.
@@ -96,15 +99,44 @@ pub fn runs(a: &RunsArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     };
+    let resume = |r: &RunSummary| {
+        (r.status == RunStatus::Interrupted)
+            .then(|| orphans::resume_command(&r.id, &a.db.path))
+    };
     if a.json {
         let mut doc = envelope("runs");
-        doc.insert("runs".into(), serde_json::to_value(&list)?);
+        let runs = list
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r)?;
+                if let (Some(cmd), Some(obj)) = (resume(r), v.as_object_mut()) {
+                    obj.insert("resume".into(), Value::String(cmd));
+                }
+                Ok(v)
+            })
+            .collect::<serde_json::Result<Vec<Value>>>()?;
+        doc.insert("runs".into(), Value::Array(runs));
         print_json(&Value::Object(doc));
     } else {
         print!("{}", render_runs(&list));
+        // The latest interrupted runs, newest last, each with the command that resumes it.
+        let interrupted: Vec<String> = list.iter().filter_map(resume).collect();
+        let shown = interrupted.len().saturating_sub(RESUME_HINTS);
+        if !interrupted.is_empty() {
+            println!();
+            if shown > 0 {
+                println!("({shown} older interrupted runs not shown)");
+            }
+        }
+        for cmd in &interrupted[shown..] {
+            println!("resume: {cmd}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// How many interrupted runs `isobench runs` shows the resume command of.
+const RESUME_HINTS: usize = 5;
 
 /// `isobench show RUN_ID`.
 pub fn show(a: &ShowArgs) -> anyhow::Result<ExitCode> {

@@ -1,7 +1,8 @@
 //! `isobench run`: the main question end to end. Parse and validate the scenario (the
 //! built-in `quick` one without a file), resolve the plan against this host, open the
 //! database, create the tenants, run the trials (committing each as it ends), then render the
-//! results from the database. `--resume RUN_ID` continues an interrupted run.
+//! results from the database. `--resume RUN_ID` continues an interrupted run. One run
+//! measures on a host at a time: a second one refuses, or waits with `--wait`.
 //!
 //! Also the hidden `isobench memcheck BYTES` that the memory-availability check starts inside
 //! each tenant.
@@ -9,6 +10,9 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use isobench_experiment::analysis::{analyze, Results};
@@ -57,6 +61,10 @@ pub struct RunArgs {
     /// Check the scenario and print the plan, without running anything.
     #[arg(long)]
     pub dry_run: bool,
+    /// When another run is measuring on this host, wait for it to end instead of refusing
+    /// (two runs at once would disturb each other's figures).
+    #[arg(long, env = "ISOBENCH_WAIT", conflicts_with = "dry_run")]
+    pub wait: bool,
     /// No live progress (the results are still printed).
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -248,6 +256,7 @@ fn session_error(e: SessionError) -> anyhow::Error {
         SessionError::Scenario(_) => bad_input(e.to_string()),
         SessionError::Unsupported(m) => unsupported(m),
         SessionError::Store(se) => store_error(se),
+        e @ SessionError::Busy(_) => exit::busy(e.to_string()),
         SessionError::Other(e) => e,
     }
 }
@@ -289,14 +298,6 @@ pub fn run_one(
         Some(id) => Start::Resume(RunId::new(id.clone())),
         None => Start::New(new_run(a, platform)?),
     };
-    let session = Session::open(start, a.db.path.clone(), mode()).map_err(|e| match e {
-        SessionError::Unsupported(m) if platform.is_some() => unsupported(format!("--{m}")),
-        e => session_error(e),
-    })?;
-    match session.run_context() {
-        Some(run) => crate::tenant::install_interrupt(run, Some(session.stop_flag()))?,
-        None => crate::tenant::install_stop(session.stop_flag())?,
-    }
     let mut live;
     let mut json;
     let mut quiet = NoProgress;
@@ -309,6 +310,13 @@ pub fn run_one(
         live = LiveProgress::new(color_enabled());
         &mut live
     };
+    let Some(session) = open_session(a, start, platform, sink)? else {
+        return Ok((exit::interrupted(), None));
+    };
+    match session.run_context() {
+        Some(run) => crate::tenant::install_interrupt(run, Some(session.stop_flag()))?,
+        None => crate::tenant::install_stop(session.stop_flag())?,
+    }
     let (outcome, store) = session.execute(sink).map_err(session_error)?;
 
     // Render from the database, exactly as `isobench show` does.
@@ -333,7 +341,7 @@ pub fn run_one(
         }
         RunStatus::Interrupted => {
             eprintln!("isobench: {}", outcome.reason);
-            exit::INTERRUPTED
+            exit::interrupted()
         }
         _ => {
             return Err(anyhow::anyhow!(
@@ -345,6 +353,41 @@ pub fn run_one(
     };
     // The run is in the database either way; an export that failed is the failure left.
     Ok((if exported { code } else { exit::FAILURE }, run))
+}
+
+/// Opens the run's session; with `--wait`, while another run measures on this host, says so
+/// and tries again every second. `None`: Ctrl-C while waiting.
+fn open_session(
+    a: &RunArgs,
+    start: Start,
+    platform: Option<PlatformChoice>,
+    sink: &mut dyn Progress,
+) -> anyhow::Result<Option<Session>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut waiting_for = None;
+    loop {
+        match Session::open(start.clone(), a.db.path.clone(), mode()) {
+            Err(SessionError::Busy(holder)) if a.wait => {
+                if waiting_for.as_ref() != Some(&holder) {
+                    if waiting_for.is_none() {
+                        crate::tenant::install_stop(stop.clone())?;
+                    }
+                    sink.note(&format!(
+                        "{holder} is measuring on this host; waiting for it to end"
+                    ));
+                    waiting_for = Some(holder);
+                }
+                if stop.load(Ordering::SeqCst) {
+                    return Ok(None);
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err(SessionError::Unsupported(m)) if platform.is_some() => {
+                return Err(unsupported(format!("--{m}")))
+            }
+            r => return r.map(Some).map_err(session_error),
+        }
+    }
 }
 
 /// `isobench memcheck BYTES`: touches the memory page by page and prints the timings as JSON

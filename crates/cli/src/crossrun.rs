@@ -54,7 +54,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
                 if let Some(run) = run {
                     runs.push((p.as_str().to_string(), run));
                 }
-                if code == exit::INTERRUPTED {
+                if exit::is_interrupted(code) {
                     eprintln!(
                         "isobench: interrupted: the platforms after {} are not run",
                         p.as_str()
@@ -106,7 +106,7 @@ fn worse(a: u8, b: u8) -> u8 {
     let rank = |c: u8| match c {
         exit::OK => 0,
         exit::PARTIAL => 1,
-        exit::INTERRUPTED => 2,
+        c if exit::is_interrupted(c) => 2,
         _ => 3,
     };
     if rank(b) > rank(a) {

@@ -1,6 +1,7 @@
 //! Exit codes (documented in docs/cli.md).
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Success.
 pub const OK: u8 = 0;
@@ -13,8 +14,33 @@ pub const UNSUPPORTED: u8 = 3;
 /// Ran, but some trials failed, did not respond or are untrustworthy.
 #[allow(dead_code)]
 pub const PARTIAL: u8 = 4;
-/// Interrupted (Ctrl-C) before anything was measured.
+/// Another run is measuring on this host (see `isobench run --wait`).
+pub const BUSY: u8 = 5;
+/// Interrupted by Ctrl-C (SIGINT); SIGTERM gives 143 and SIGHUP 129 (128 + the signal), see
+/// [`interrupted`].
 pub const INTERRUPTED: u8 = 130;
+
+/// The first stopping signal this process received (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// Records a stopping signal; the first one decides the exit code.
+pub fn note_signal(signal: i32) {
+    let _ = SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// The exit code of a command that a signal stopped: 128 + the signal, as shells report it
+/// (130 when none was received: the stop came another way).
+pub fn interrupted() -> u8 {
+    match SIGNAL.load(Ordering::SeqCst) {
+        s @ 1..=127 => 128 + s as u8,
+        _ => INTERRUPTED,
+    }
+}
+
+/// Whether `code` says the command was stopped by a signal.
+pub fn is_interrupted(code: u8) -> bool {
+    code == INTERRUPTED || code == interrupted()
+}
 
 /// An error that knows its exit code.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +56,15 @@ pub struct CodedError {
 pub fn bad_input(message: impl Into<String>) -> anyhow::Error {
     CodedError {
         code: BAD_INPUT,
+        message: message.into(),
+    }
+    .into()
+}
+
+/// Another run measures on this host.
+pub fn busy(message: impl Into<String>) -> anyhow::Error {
+    CodedError {
+        code: BUSY,
         message: message.into(),
     }
     .into()

@@ -6,12 +6,13 @@
 //! created, `isobench agent` is started inside it and driven over its stdio. The run guard
 //! tears the tenant down on every exit path: normal end, error, Ctrl-C, panic.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use isobench_agent::AgentClient;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use isobench_experiment::PlatformChoice;
 use isobench_platform::{
     platform, AgentLaunch, AgentProcess, Limits, Platform, PlatformKind, PlatformOptions, Role,
@@ -39,9 +40,10 @@ static CURRENT: Mutex<Interrupt> = Mutex::new(Interrupt {
 });
 static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
 
-/// Installs the Ctrl-C and panic handling of a run: the first Ctrl-C sets `stop` when there
-/// is one (the caller then ends the run normally); otherwise, or on a second Ctrl-C, every
-/// object of the run is removed at once and the process exits with 130. A panic removes
+/// Installs the Ctrl-C and panic handling of a run: the first Ctrl-C (or SIGTERM, SIGHUP)
+/// sets `stop` when there is one (the caller then ends the run normally and exits with 128 +
+/// the signal: 130, 143, 129); otherwise, or on a second signal, every object of the run is
+/// removed at once and the process exits with that code. A panic removes
 /// everything too before the default panic report. Called again for a later run, the
 /// handling moves to it (the handlers themselves are installed once per process).
 pub fn install_interrupt(run: RunContext, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
@@ -56,25 +58,30 @@ pub fn install_stop(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
 fn install(run: Option<RunContext>, stop: Option<Arc<AtomicBool>>) -> anyhow::Result<()> {
     *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = Interrupt { run, stop };
     let installed = INSTALLED.get_or_init(|| {
-        let hits = AtomicUsize::new(0);
-        ctrlc::set_handler(move || {
-            let n = hits.fetch_add(1, Ordering::SeqCst);
-            let cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
-            match (&cur.stop, n) {
-                (Some(s), 0) => s.store(true, Ordering::SeqCst),
-                _ => {
-                    eprintln!("isobench: interrupted; removing the run's tenants");
-                    if let Some(run) = &cur.run {
-                        let r = run.cleanup_now();
-                        for f in &r.failed {
-                            eprintln!("isobench: could not remove {f}");
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+            .map_err(|e| format!("installing the signal handlers: {e}"))?;
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                for (n, signal) in signals.forever().enumerate() {
+                    crate::exit::note_signal(signal);
+                    let cur = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+                    match (&cur.stop, n) {
+                        (Some(s), 0) => s.store(true, Ordering::SeqCst),
+                        _ => {
+                            eprintln!("isobench: interrupted; removing the run's tenants");
+                            if let Some(run) = &cur.run {
+                                let r = run.cleanup_now();
+                                for f in &r.failed {
+                                    eprintln!("isobench: could not remove {f}");
+                                }
+                            }
+                            std::process::exit(i32::from(crate::exit::interrupted()));
                         }
                     }
-                    std::process::exit(i32::from(crate::exit::INTERRUPTED));
                 }
-            }
-        })
-        .map_err(|e| format!("installing the Ctrl-C handler: {e}"))?;
+            })
+            .map_err(|e| format!("starting the signal thread: {e}"))?;
         let default_hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             // A panic while the state is held must still report.
@@ -132,8 +139,8 @@ impl Session {
     ) -> anyhow::Result<Session> {
         let guard = RunGuard::start().context("starting a run")?;
         install_interrupt(guard.context(), stop)?;
-        for r in &guard.swept().removed {
-            eprintln!("isobench: removed a leftover of a dead run: {r}");
+        for line in guard.swept().summary() {
+            eprintln!("isobench: removed what a dead run left: {line}");
         }
         let mut platform =
             platform(req.kind, PlatformOptions::new(guard.context())).map_err(|e| {

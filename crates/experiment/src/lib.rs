@@ -23,6 +23,7 @@ pub mod kinds;
 pub mod memcheck;
 pub mod onoff;
 pub mod orchestrator;
+pub mod orphans;
 pub mod plan;
 pub mod progress;
 pub mod real;
@@ -36,6 +37,9 @@ pub mod source;
 pub mod stored;
 
 pub use analysis::{analyze, Results};
+
+/// The results database every command uses when none is given.
+pub const DEFAULT_DB: &str = "isobench.db";
 pub use plan::{HostView, Plan, PlanOptions};
 pub use scenario::{Kind, PlatformChoice, Role, Scenario};
 pub use source::{ScenarioError, ScenarioErrors, Source, Span};

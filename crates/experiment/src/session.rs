@@ -6,6 +6,11 @@
 //! then runs the trials, reporting each step as an [`Event`](crate::progress::Event) to the
 //! caller's sink, and tears everything down. A stop flag ends the run gracefully: the trials
 //! stored so far are kept and the run is recorded `interrupted`, ready to resume.
+//!
+//! A real session measures alone: it holds the host's measurement slot from `open` to the
+//! end of `execute`, and `open` refuses ([`SessionError::Busy`]) while another run holds it.
+//! Opening the database marks the runs whose controller died as interrupted
+//! ([`crate::orphans`]), and starting the platform removes what dead runs left on the host.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -13,12 +18,13 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use isobench_platform::{PlatformError, RunContext, RunGuard};
+use isobench_platform::{MeasureSlot, PlatformError, RunContext, RunGuard, SlotHolder};
 use isobench_store::{Fact, RunId, RunStatus, Store, StoreError, Timestamp};
 
 use crate::backend::{Backend, Clock, SystemClock};
 use crate::fake::{FakeBackend, FakeScript};
 use crate::orchestrator::{create_run, prepare_resume, Engine, EngineOptions, RunOutcome};
+use crate::orphans::{self, Orphan};
 use crate::progress::Progress;
 use crate::real::RealBackend;
 use crate::scenario::{preset, PlatformChoice, Scenario, PRESETS, QUICK_NAME, QUICK_TOML};
@@ -141,6 +147,12 @@ pub enum SessionError {
     /// The database refused.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Another run is measuring on this host: two at once would disturb each other's figures.
+    #[error(
+        "{0} is measuring on this host; two runs at once would disturb each other's figures. \
+         Wait for it to end (`--wait`), or stop it first"
+    )]
+    Busy(SlotHolder),
     /// Anything else (I/O, a platform that failed while setting up).
     #[error("{0:#}")]
     Other(anyhow::Error),
@@ -158,6 +170,11 @@ pub struct Session {
     host: serde_json::Value,
     stop: Arc<AtomicBool>,
     options: EngineOptions,
+    /// The host's measurement slot (real runs).
+    slot: Option<MeasureSlot>,
+    /// Runs of this database found orphaned and marked interrupted when it was opened.
+    orphans: Vec<Orphan>,
+    db: PathBuf,
 }
 
 impl Session {
@@ -165,21 +182,41 @@ impl Session {
     /// platform. The scenario is checked before the database is touched; the database is
     /// opened before any tenant exists.
     pub fn open(start: Start, db: PathBuf, mode: Mode) -> Result<Session, SessionError> {
-        let (plan, text, resumed, mut store) = match start {
-            Start::Resume(id) => {
-                let mut store = Store::open(&db)?;
+        // A new run's scenario is checked before anything else happens.
+        let start = match start {
+            Start::New(new) => {
+                let host = mode.host().map_err(SessionError::Other)?;
+                Ok((new.plan(&host)?, new.source.text))
+            }
+            Start::Resume(id) => Err(id),
+        };
+        // Only a real run measures this host.
+        let slot = match mode {
+            Mode::Real => Some(
+                MeasureSlot::try_take()
+                    .map_err(SessionError::Other)?
+                    .map_err(SessionError::Busy)?,
+            ),
+            Mode::Fake { .. } => None,
+        };
+        let mut store = Store::open(&db)?;
+        let orphans = orphans::mark_orphans(&mut store)?;
+        let (plan, text, resumed) = match start {
+            Ok((plan, text)) => (plan, Some(text), None),
+            Err(id) => {
+                if let Some(pid) = orphans::running_elsewhere(&store, &id)? {
+                    return Err(SessionError::BadInput(format!(
+                        "run {id} is running now (pid {pid}); stop it before resuming it"
+                    )));
+                }
                 let plan = prepare_resume(&mut store, &id).map_err(|e| {
                     match e.downcast::<StoreError>() {
                         Ok(se) => SessionError::Store(se),
                         Err(e) => SessionError::BadInput(format!("{e:#}")),
                     }
                 })?;
-                (plan, None, Some(id), store)
-            }
-            Start::New(new) => {
-                let host = mode.host().map_err(SessionError::Other)?;
-                let plan = new.plan(&host)?;
-                (plan, Some(new.source.text), None, Store::open(&db)?)
+                orphans::claim(&mut store, &id).map_err(SessionError::Other)?;
+                (plan, None, Some(id))
             }
         };
         let platform = match mode {
@@ -214,6 +251,9 @@ impl Session {
             host: platform.host,
             stop: Arc::new(AtomicBool::new(false)),
             options: EngineOptions::default(),
+            slot,
+            orphans,
+            db,
         })
     }
 
@@ -236,9 +276,15 @@ impl Session {
     /// Runs the trials to the end (or the stop flag), reporting to `sink`, tears the
     /// tenants down, and gives back the outcome and the database.
     pub fn execute(mut self, sink: &mut dyn Progress) -> Result<(RunOutcome, Store), SessionError> {
+        for o in &self.orphans {
+            sink.note(&format!(
+                "{o}; resume it with `{}`",
+                orphans::resume_command(&o.run, &self.db)
+            ));
+        }
         if let Some(guard) = &self.guard {
-            for r in &guard.swept().removed {
-                sink.note(&format!("removed a leftover of a dead run: {r}"));
+            for line in guard.swept().summary() {
+                sink.note(&format!("removed what a dead run left: {line}"));
             }
             for other in guard.others_live() {
                 sink.note(&format!(
@@ -269,6 +315,13 @@ impl Session {
                 self.clock.unix_ms(),
             )?,
         };
+        if self.resumed.is_none() {
+            orphans::claim(&mut self.store, &run).map_err(SessionError::Other)?;
+        }
+        if let Some(slot) = &mut self.slot {
+            slot.describe(run.as_str(), &self.db)
+                .map_err(SessionError::Other)?;
+        }
         let caveats = self.backend.caveats();
         if !caveats.is_empty() {
             for c in &caveats {

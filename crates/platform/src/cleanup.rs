@@ -66,6 +66,19 @@ impl fmt::Display for ObjectKind {
     }
 }
 
+impl ObjectKind {
+    /// The kind's name for `n` objects.
+    fn plural(self, n: usize) -> String {
+        let one = self.to_string();
+        match (n, self) {
+            (1, _) => one,
+            (_, ObjectKind::Process) => "processes".into(),
+            (_, ObjectKind::StateDir) => "state directories".into(),
+            _ => format!("{one}s"),
+        }
+    }
+}
+
 /// One removed object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Removed {
@@ -142,6 +155,24 @@ impl CleanupReport {
             run: run.to_string(),
             error: format!("{e:#}"),
         });
+    }
+
+    /// What was removed, a line per run: `run 1a2b3c4d: 10 cgroups, 2 processes, 1 state`.
+    pub fn summary(&self) -> Vec<String> {
+        let mut by_run: BTreeMap<&str, BTreeMap<ObjectKind, usize>> = BTreeMap::new();
+        for r in &self.removed {
+            *by_run.entry(&r.run).or_default().entry(r.kind).or_default() += 1;
+        }
+        by_run
+            .into_iter()
+            .map(|(run, kinds)| {
+                let counts: Vec<String> = kinds
+                    .into_iter()
+                    .map(|(k, n)| format!("{n} {}", k.plural(n)))
+                    .collect();
+                format!("run {run}: {}", counts.join(", "))
+            })
+            .collect()
     }
 
     /// Appends another report.
@@ -599,6 +630,16 @@ mod tests {
         assert!(
             text.contains("FAILED  link ib0badc0b (run 0badc0de): busy"),
             "{text}"
+        );
+        r.ok(ObjectKind::Process, "pid 7", "0badc0de");
+        r.ok(ObjectKind::Process, "pid 8", "0badc0de");
+        r.ok(ObjectKind::StateDir, "/run/isobench/1", "00000001");
+        assert_eq!(
+            r.summary(),
+            [
+                "run 00000001: 1 state",
+                "run 0badc0de: 2 processes, 1 cgroup"
+            ]
         );
     }
 }

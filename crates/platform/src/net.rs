@@ -101,26 +101,16 @@ impl Drop for Bridge {
 
 /// An advisory lock shared by every isobench process of the host, held until dropped.
 struct HostLock {
-    _file: Option<std::fs::File>,
+    _file: Option<crate::lockfile::LockFile>,
 }
 
 impl HostLock {
     fn acquire(name: &str) -> HostLock {
         let root = crate::run::state_root();
         let _ = std::fs::create_dir_all(&root);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(root.join(name));
-        match file {
-            Ok(f) => {
-                use std::os::fd::AsRawFd;
-                // SAFETY: flock on an open descriptor; released when the file is closed.
-                unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-                HostLock { _file: Some(f) }
-            }
-            // Without a state directory there is no lock; choosing still checks addresses.
-            Err(_) => HostLock { _file: None },
+        // Without a state directory there is no lock; choosing still checks addresses.
+        HostLock {
+            _file: crate::lockfile::LockFile::lock_blocking(&root.join(name)).ok(),
         }
     }
 }

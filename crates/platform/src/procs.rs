@@ -14,7 +14,7 @@ pub const ENV_WORKDIR: &str = "ISOBENCH_WORKDIR";
 
 /// The start time of `pid` in clock ticks since boot (field 22 of `/proc/<pid>/stat`), or
 /// `None` when the process does not exist.
-pub(crate) fn start_time(pid: i32) -> Option<u64> {
+pub fn start_time(pid: i32) -> Option<u64> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat_field(&stat, 22)
 }

@@ -4,8 +4,13 @@
 //! `isobench-<run id>-<tenant>`, links `ib<tag><kind><n>` (the tag is the first six hex digits
 //! of the id; link names must fit 15 bytes) with the alias `isobench-<run id>`, tenant
 //! processes have `ISOBENCH_RUN=<run id>` in their environment. The state directory
-//! `/run/isobench/<run id>/` records the controller's pid and start time: a run whose
-//! controller is gone is dead, and the next run (or `isobench cleanup`) removes what it left.
+//! `/run/isobench/<run id>/` holds the run's lock, taken by its controller for the run's
+//! whole life (and its pid, for people): a run whose lock is free is dead, whatever killed
+//! it, and the next run (or `isobench cleanup`) removes what it left. A sweep never touches
+//! the objects of a run whose lock is held.
+//!
+//! One lock per host, [`MeasureSlot`], lets one run measure at a time: two runs would
+//! disturb each other's figures.
 
 use std::fmt;
 use std::fs;
@@ -17,6 +22,7 @@ use serde::Serialize;
 
 use crate::cleanup::{self, CleanupReport, Scope};
 use crate::error::PlatformError;
+use crate::lockfile::LockFile;
 use crate::procs;
 
 /// Prefix of every object isobench creates.
@@ -132,8 +138,15 @@ pub fn default_workdir_root() -> PathBuf {
     PathBuf::from("/var/tmp")
 }
 
-/// Whether the run whose state directory is `dir` has a live controller.
+/// The lock a run's controller holds for the run's life, in its state directory.
+const RUN_LOCK: &str = "lock";
+
+/// Whether the run whose state directory is `dir` has a live controller: its lock is held
+/// (a state directory from before run locks: its controller's pid and start time).
 pub(crate) fn state_dir_live(dir: &Path) -> bool {
+    if let Some(held) = LockFile::is_held(&dir.join(RUN_LOCK)) {
+        return held;
+    }
     let Ok(text) = fs::read_to_string(dir.join("pid")) else {
         return false;
     };
@@ -199,6 +212,8 @@ pub struct RunGuard {
     ctx: RunContext,
     swept: CleanupReport,
     done: bool,
+    /// Held while the run lives; released by the kernel however the process ends.
+    _lock: Option<LockFile>,
 }
 
 impl RunGuard {
@@ -237,6 +252,9 @@ impl RunGuard {
             fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
             fs::write(tmp.join("pid"), format!("{pid} {start}\n"))
                 .with_context(|| format!("writing {}/pid", tmp.display()))?;
+            let lock = LockFile::try_lock(&tmp.join(RUN_LOCK))
+                .with_context(|| format!("locking {}/{RUN_LOCK}", tmp.display()))?
+                .context("a new run's lock is held by another process")?;
             let dir = root.join(id.as_str());
             if fs::rename(&tmp, &dir).is_err() {
                 let _ = fs::remove_dir_all(&tmp);
@@ -246,6 +264,7 @@ impl RunGuard {
                 ctx: RunContext { id, state_dir: dir },
                 swept: CleanupReport::default(),
                 done: false,
+                _lock: Some(lock),
             });
         }
         anyhow::bail!("could not find a free run id in {}", root.display())
@@ -304,6 +323,152 @@ impl Drop for RunGuard {
     }
 }
 
+/// The process controlling a run, as recorded beside the run in its database: a run left
+/// `running` whose controller is gone was killed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RunController {
+    /// The host's name.
+    pub host: String,
+    /// The kernel's boot id: a pid means nothing across a reboot.
+    pub boot: String,
+    /// The controller's pid.
+    pub pid: i32,
+    /// Its start time, in clock ticks since boot: a reused pid is another process.
+    pub start: u64,
+}
+
+/// Whether a recorded controller still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// It runs.
+    Live,
+    /// It is gone (killed, crashed, or the host rebooted).
+    Gone,
+    /// It ran on another host; this one cannot tell.
+    Unknown,
+}
+
+impl RunController {
+    /// This process.
+    pub fn current() -> Result<RunController> {
+        let pid = std::process::id() as i32;
+        Ok(RunController {
+            host: hostname(),
+            boot: boot_id().context("reading /proc/sys/kernel/random/boot_id")?,
+            pid,
+            start: procs::start_time(pid).context("reading this process's start time")?,
+        })
+    }
+
+    /// Whether it still runs, as far as this host can tell.
+    pub fn liveness(&self) -> Liveness {
+        if self.host != hostname() {
+            return Liveness::Unknown;
+        }
+        if boot_id().as_deref() != Some(self.boot.as_str()) {
+            return Liveness::Gone;
+        }
+        if procs::start_time(self.pid) == Some(self.start) && procs::alive(self.pid) {
+            Liveness::Live
+        } else {
+            Liveness::Gone
+        }
+    }
+}
+
+fn hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn boot_id() -> Option<String> {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|b| b.trim().to_string())
+}
+
+/// The host's measurement slot: the run holding it is the only one measuring here.
+/// Held until dropped; the kernel frees it however its holder ends.
+#[derive(Debug)]
+pub struct MeasureSlot {
+    lock: LockFile,
+    holder: SlotHolder,
+}
+
+/// Who holds the measurement slot, as it describes itself in the slot's file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct SlotHolder {
+    /// The holder's pid.
+    pub pid: i32,
+    /// The stored run it measures, once created.
+    pub run: Option<String>,
+    /// The run's database.
+    pub db: Option<PathBuf>,
+}
+
+impl fmt::Display for SlotHolder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.run {
+            Some(run) => write!(f, "run {run}")?,
+            None => f.write_str("a run that is starting")?,
+        }
+        if self.pid > 0 {
+            write!(f, " (pid {}", self.pid)?;
+            if let Some(db) = &self.db {
+                write!(f, ", database {}", db.display())?;
+            }
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+impl MeasureSlot {
+    /// The slot's file.
+    fn path() -> PathBuf {
+        state_root().join("measuring.lock")
+    }
+
+    /// Takes the slot, or says who holds it.
+    pub fn try_take() -> Result<Result<MeasureSlot, SlotHolder>> {
+        let root = state_root();
+        fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+        let path = MeasureSlot::path();
+        match LockFile::try_lock(&path).with_context(|| format!("locking {}", path.display()))? {
+            Some(lock) => {
+                let mut slot = MeasureSlot {
+                    lock,
+                    holder: SlotHolder {
+                        pid: std::process::id() as i32,
+                        ..SlotHolder::default()
+                    },
+                };
+                slot.write()?;
+                Ok(Ok(slot))
+            }
+            // A holder that has not written its note yet is "a run that is starting".
+            None => Ok(Err(LockFile::note_of(&path)
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default())),
+        }
+    }
+
+    /// Names the stored run this slot measures, for whoever finds it taken.
+    pub fn describe(&mut self, run: &str, db: &Path) -> Result<()> {
+        self.holder.run = Some(run.to_string());
+        self.holder.db = Some(std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf()));
+        self.write()
+    }
+
+    fn write(&mut self) -> Result<()> {
+        let text = serde_json::to_string(&self.holder)?;
+        self.lock
+            .set_note(&text)
+            .with_context(|| format!("writing {}", self.lock.path().display()))
+    }
+}
+
 /// The cache directory kept between runs (`$XDG_CACHE_HOME/isobench`, else
 /// `~/.cache/isobench`): static binary, VM kernels, images.
 pub fn cache_dir() -> Option<PathBuf> {
@@ -330,6 +495,68 @@ mod tests {
         b.finish();
         assert!(!a.others_live().contains(&b_id));
         a.finish();
+    }
+
+    #[test]
+    fn the_measurement_slot_is_taken_once_and_names_its_holder() {
+        // One test holds the slot at a time: the slot is the host's.
+        let mut slot = loop {
+            match MeasureSlot::try_take().unwrap() {
+                Ok(slot) => break slot,
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+            }
+        };
+        let holder = MeasureSlot::try_take().unwrap().unwrap_err();
+        assert_eq!(holder.pid, std::process::id() as i32);
+        assert_eq!(holder.run, None);
+        assert!(holder.to_string().starts_with("a run that is starting (pid "));
+        slot.describe("20261125-033942-817990", Path::new("/tmp/x.db")).unwrap();
+        let holder = MeasureSlot::try_take().unwrap().unwrap_err();
+        assert_eq!(
+            holder.to_string(),
+            format!(
+                "run 20261125-033942-817990 (pid {}, database /tmp/x.db)",
+                std::process::id()
+            )
+        );
+        drop(slot);
+        assert!(MeasureSlot::try_take().unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_run_is_dead_once_its_lock_is_free() {
+        let g = RunGuard::start_without_sweep().unwrap();
+        let dir = g.context().state_dir().to_path_buf();
+        assert!(state_dir_live(&dir));
+        // What SIGKILL does to the controller: its lock goes, its state directory stays.
+        let mut g = g;
+        g.done = true;
+        drop(g._lock.take());
+        assert!(dir.is_dir());
+        assert!(!state_dir_live(&dir));
+        g.context().cleanup_now();
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_controller_is_live_while_its_process_runs() {
+        let me = RunController::current().unwrap();
+        assert_eq!(me.liveness(), Liveness::Live);
+        let reused_pid = RunController {
+            start: me.start + 1,
+            ..me.clone()
+        };
+        assert_eq!(reused_pid.liveness(), Liveness::Gone);
+        let rebooted = RunController {
+            boot: "another boot".into(),
+            ..me.clone()
+        };
+        assert_eq!(rebooted.liveness(), Liveness::Gone);
+        let elsewhere = RunController {
+            host: format!("not-{}", me.host),
+            ..me
+        };
+        assert_eq!(elsewhere.liveness(), Liveness::Unknown);
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub fn run_args(app: &App, job: &Job) -> Vec<String> {
         "--db".into(),
         app.config.db.display().to_string(),
         "--json-stream".into(),
+        // A run measuring on this host from a shell: the job waits for it, saying so.
+        "--wait".into(),
     ]);
     args
 }

@@ -122,7 +122,14 @@ UPDATE trials SET round   = plan_seq >> 22,
 CREATE UNIQUE INDEX trials_by_key ON trials (run_id, round, block, slot, attempt, tenant);
 "#;
 
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+/// Version 4: who is running a run: the controller process (host, boot, pid, start time) as
+/// JSON, written when the run starts or resumes. A run left `running` whose controller is
+/// gone was killed, and is marked interrupted by the next command that finds it.
+const V4: &str = r#"
+ALTER TABLE runs ADD COLUMN controller TEXT CHECK (controller IS NULL OR json_valid(controller));
+"#;
+
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes and understands: the number of migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

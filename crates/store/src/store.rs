@@ -493,6 +493,38 @@ impl Store {
         Ok(())
     }
 
+    /// Records the process running `run` now (opaque JSON the caller can check for
+    /// liveness later): set when a run starts or resumes.
+    pub fn claim_run(&mut self, run: &RunId, controller: &str) -> Result<(), StoreError> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE runs SET controller = ?2 WHERE id = ?1",
+                params![run.as_str(), controller],
+            )
+            .map_err(|e| self.db.err("recording a run's controller", e))?;
+        if n == 0 {
+            return Err(self.db.unknown_run(run));
+        }
+        Ok(())
+    }
+
+    /// The runs whose status is `running`, each with its recorded controller (`None` for
+    /// runs from before controllers were recorded).
+    pub fn running_runs(&self) -> Result<Vec<(RunId, Option<String>)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, controller FROM runs WHERE status = 'running' ORDER BY id")
+            .map_err(|e| self.db.err("listing running runs", e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((RunId::new(r.get::<_, String>(0)?), r.get::<_, Option<String>>(1)?))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.db.err("listing running runs", e))?;
+        Ok(rows)
+    }
+
     /// Every run, oldest first, with trial counts.
     pub fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
         let mut stmt = self
