@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use isobench_agent::AgentClient;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use isobench_experiment::PlatformChoice;
 use isobench_platform::{
     platform, AgentLaunch, AgentProcess, Limits, Platform, PlatformKind, PlatformOptions, Role,
     RunContext, RunGuard, Tenant, TenantSpec,
 };
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use crate::exit::{bad_input, unsupported};
 

@@ -142,14 +142,20 @@ mod tests {
             .expect("flock(1) from util-linux");
         let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while LockFile::is_held(&path) != Some(true) {
-            assert!(std::time::Instant::now() < end, "the child never took the lock");
+            assert!(
+                std::time::Instant::now() < end,
+                "the child never took the lock"
+            );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         child.kill().unwrap();
         child.wait().unwrap();
         let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while LockFile::is_held(&path) != Some(false) {
-            assert!(std::time::Instant::now() < end, "the lock outlived its holder");
+            assert!(
+                std::time::Instant::now() < end,
+                "the lock outlived its holder"
+            );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }

@@ -509,8 +509,11 @@ mod tests {
         let holder = MeasureSlot::try_take().unwrap().unwrap_err();
         assert_eq!(holder.pid, std::process::id() as i32);
         assert_eq!(holder.run, None);
-        assert!(holder.to_string().starts_with("a run that is starting (pid "));
-        slot.describe("20261125-033942-817990", Path::new("/tmp/x.db")).unwrap();
+        assert!(holder
+            .to_string()
+            .starts_with("a run that is starting (pid "));
+        slot.describe("20261125-033942-817990", Path::new("/tmp/x.db"))
+            .unwrap();
         let holder = MeasureSlot::try_take().unwrap().unwrap_err();
         assert_eq!(
             holder.to_string(),

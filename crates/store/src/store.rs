@@ -518,7 +518,10 @@ impl Store {
             .map_err(|e| self.db.err("listing running runs", e))?;
         let rows = stmt
             .query_map([], |r| {
-                Ok((RunId::new(r.get::<_, String>(0)?), r.get::<_, Option<String>>(1)?))
+                Ok((
+                    RunId::new(r.get::<_, String>(0)?),
+                    r.get::<_, Option<String>>(1)?,
+                ))
             })
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.db.err("listing running runs", e))?;

@@ -629,9 +629,7 @@ fn a_running_run_names_its_controller_until_it_ends() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, run) = setup(&dir.path().join("r.db"));
     assert_eq!(store.running_runs().unwrap(), vec![(run.clone(), None)]);
-    store
-        .claim_run(&run, r#"{"pid":42,"start":7}"#)
-        .unwrap();
+    store.claim_run(&run, r#"{"pid":42,"start":7}"#).unwrap();
     assert_eq!(
         store.running_runs().unwrap(),
         vec![(run.clone(), Some(r#"{"pid":42,"start":7}"#.to_string()))]
@@ -640,7 +638,12 @@ fn a_running_run_names_its_controller_until_it_ends() {
         .claim_run(&RunId::new("nope"), "{}")
         .is_err_and(|e| matches!(e, StoreError::UnknownRun { .. })));
     store
-        .finish_run(&run, RunStatus::Interrupted, Some("killed"), Timestamp::now())
+        .finish_run(
+            &run,
+            RunStatus::Interrupted,
+            Some("killed"),
+            Timestamp::now(),
+        )
         .unwrap();
     assert!(store.running_runs().unwrap().is_empty());
 }
