@@ -85,8 +85,15 @@ pub fn load_alone(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Re
 pub fn runs(a: &RunsArgs) -> anyhow::Result<ExitCode> {
     let list = if a.db.path.exists() {
         let mut store = open_store(&a.db.path)?;
-        // A run whose process was killed is listed as what it is: interrupted.
-        orphans::mark_orphans(&mut store).map_err(store_error)?;
+        // A run whose process was killed is listed as what it is: interrupted. That takes a
+        // write; a database that takes none now (its disk full, its lock held by another
+        // process) is listed all the same.
+        if let Err(e) = orphans::mark_orphans(&mut store) {
+            eprintln!(
+                "isobench: warning: {e}; a run left running by a process that is gone is \
+                 listed as running"
+            );
+        }
         store.list_runs().map_err(store_error)?
     } else if a.json {
         // No database yet is no runs yet, not an error.

@@ -60,6 +60,9 @@ pub struct EngineOptions {
     pub memcheck_wait: Duration,
     /// Skip the memory check (tests with backends that cannot touch memory).
     pub skip_memcheck: bool,
+    /// How long a measured trial waits, beyond the store's own busy timeout, for a database
+    /// another process holds locked before the run gives up on storing it.
+    pub lock_patience: Duration,
 }
 
 impl Default for EngineOptions {
@@ -68,6 +71,7 @@ impl Default for EngineOptions {
             memcheck_attempts: 3,
             memcheck_wait: Duration::from_secs(10),
             skip_memcheck: false,
+            lock_patience: Duration::from_secs(60),
         }
     }
 }
@@ -1840,13 +1844,47 @@ impl<'a> Engine<'a> {
             }
         }
         for r in records {
-            self.store
-                .record_trial(&self.run, r)
-                .with_context(|| format!("recording trial {} of run {}", r.key, self.run))?;
+            self.store_trial(r).with_context(|| {
+                format!(
+                    "recording trial {} of run {} (`isobench run --resume {} --db {}` continues \
+                     the run)",
+                    r.key,
+                    self.run,
+                    self.run,
+                    self.store.path().display()
+                )
+            })?;
             self.stored
                 .insert((r.key, r.tenant.clone()), r.status.as_str());
         }
         Ok((status_word, reason))
+    }
+
+    /// Stores one record. A database another process holds locked (a backup, a `sqlite3`
+    /// shell) is waited for, up to [`EngineOptions::lock_patience`] beyond the store's own
+    /// busy timeout, rather than losing the trial just measured; the wait is announced.
+    fn store_trial(&mut self, r: &TrialRecord) -> Result<(), StoreError> {
+        let start = std::time::Instant::now();
+        let mut announced = false;
+        loop {
+            match self.store.record_trial(&self.run, r) {
+                Err(StoreError::Locked { .. }) if start.elapsed() < self.options.lock_patience => {
+                    if !announced {
+                        announced = true;
+                        self.progress.note(&format!(
+                            "the database {} is locked by another process; trial {} waits up \
+                             to {} s more to be stored",
+                            self.store.path().display(),
+                            r.key,
+                            self.options.lock_patience.as_secs()
+                        ));
+                    }
+                    // The store already waited its busy timeout; a short pause between tries.
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                other => return other,
+            }
+        }
     }
 }
 

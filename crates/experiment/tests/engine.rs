@@ -11,10 +11,10 @@ use isobench_experiment::backend::Clock;
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::kinds::matrix::schedule::{first_needs, round_blocks, FIRST_PAIRS};
 use isobench_experiment::orchestrator::{create_run, prepare_resume, Engine, EngineOptions};
-use isobench_experiment::progress::Transcript;
+use isobench_experiment::progress::{Event, Progress, Transcript};
 use isobench_experiment::schedule::{TrialKey, TrialWhat};
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
-use isobench_store::{RunId, RunStatus, Store, TrialStatus};
+use isobench_store::{OpenOptions, RunId, RunStatus, Store, TrialStatus};
 
 const SMALL: &str = r#"
 name = "small"
@@ -888,4 +888,114 @@ fn a_condition_sets_its_limits_for_its_trials_and_restores_them() {
         }
     }
     assert!(contended > 0);
+}
+
+/// A progress sink that, at the first trial, has another connection take the database's
+/// write lock (`BEGIN EXCLUSIVE`, as a `sqlite3` shell or a backup would) and hold it for
+/// `hold`.
+struct LockAtFirstTrial {
+    path: std::path::PathBuf,
+    hold: std::time::Duration,
+    locker: Option<std::thread::JoinHandle<()>>,
+    t: Transcript,
+}
+
+impl Progress for LockAtFirstTrial {
+    fn event(&mut self, event: &Event) {
+        if matches!(event, Event::TrialStarted(_)) && self.locker.is_none() {
+            let (path, hold) = (self.path.clone(), self.hold);
+            let (tx, rx) = std::sync::mpsc::channel();
+            self.locker = Some(std::thread::spawn(move || {
+                let c = rusqlite::Connection::open(path).unwrap();
+                c.execute_batch("BEGIN EXCLUSIVE").unwrap();
+                tx.send(()).unwrap();
+                std::thread::sleep(hold);
+                c.execute_batch("ROLLBACK").unwrap();
+            }));
+            rx.recv().unwrap();
+        }
+        self.t.event(event);
+    }
+}
+
+/// Runs `plan` on the fake platform into a database file whose lock another connection
+/// holds for `hold` from the first trial; the store gives up on a lock after 100 ms.
+fn run_locked(
+    plan: &Plan,
+    hold: std::time::Duration,
+    patience: std::time::Duration,
+) -> (
+    anyhow::Result<isobench_experiment::orchestrator::RunOutcome>,
+    Vec<String>,
+    Store,
+    RunId,
+    std::path::PathBuf,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let opts = OpenOptions {
+        busy_timeout: std::time::Duration::from_millis(100),
+    };
+    let mut store = Store::open_with(&path, &opts).unwrap();
+    let (mut backend, clock) = FakeBackend::new(plan.seed, FakeScript::default());
+    let run = create_run(&mut store, plan, SMALL, "fake", serde_json::json!({}), 0).unwrap();
+    let mut p = LockAtFirstTrial {
+        path: path.clone(),
+        hold,
+        locker: None,
+        t: Transcript::default(),
+    };
+    let out = Engine::new(
+        plan,
+        run.clone(),
+        &mut store,
+        &mut backend,
+        &clock,
+        &mut p,
+        Arc::new(AtomicBool::new(false)),
+        EngineOptions {
+            lock_patience: patience,
+            ..EngineOptions::default()
+        },
+    )
+    .execute();
+    p.locker.take().unwrap().join().unwrap();
+    (out, p.t.lines, store, run, path, dir)
+}
+
+/// Regression: a database locked by another process for longer than the store's busy
+/// timeout failed the run and lost the trial just measured.
+#[test]
+fn a_database_locked_mid_run_is_waited_for_and_no_trial_is_lost() {
+    let plan = plan_of(SMALL, true);
+    let ms = std::time::Duration::from_millis;
+    let (out, lines, store, run, _, _dir) = run_locked(&plan, ms(600), ms(10_000));
+    let out = out.expect("the run waits for the lock");
+    assert_eq!(out.status, RunStatus::Complete, "{}", out.reason);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("is locked by another process")),
+        "{lines:#?}"
+    );
+    let stored: BTreeSet<(u32, u32, u32)> = store
+        .load_run(&run)
+        .unwrap()
+        .trials
+        .iter()
+        .map(|t| (t.key.round, t.key.block, t.key.slot))
+        .collect();
+    assert_eq!(stored, expected_keys(&plan, &store, &run));
+}
+
+#[test]
+fn a_database_locked_past_the_patience_fails_naming_the_file_and_the_resume() {
+    let plan = plan_of(SMALL, true);
+    let ms = std::time::Duration::from_millis;
+    let (out, _, _, run, path, _dir) = run_locked(&plan, ms(1_500), ms(0));
+    let e = format!("{:#}", out.expect_err("the lock outlasts the patience"));
+    assert!(e.contains(&path.display().to_string()), "{e}");
+    assert!(e.contains("locked"), "{e}");
+    assert!(e.contains(&format!("--resume {run}")), "{e}");
 }

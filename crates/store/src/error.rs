@@ -53,6 +53,18 @@ pub enum StoreError {
         /// How long this process waited.
         timeout: Duration,
     },
+    /// The filesystem holding the database (or its write-ahead log) has no room left.
+    #[error(
+        "the disk holding the isobench database {} is full ({context}); free space on it, or \
+         pass `--db` a file on another disk; what was stored before is kept and readable",
+        path.display()
+    )]
+    Full {
+        /// The database file.
+        path: PathBuf,
+        /// What the store was doing.
+        context: &'static str,
+    },
     /// No run with this id.
     #[error("run {run} is not in the isobench database {}", path.display())]
     UnknownRun {
@@ -132,6 +144,11 @@ pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
         e.sqlite_error_code(),
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
     )
+}
+
+/// True when the disk (or the file size limit) left no room for a write.
+pub(crate) fn is_full(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DiskFull))
 }
 
 /// True for a UNIQUE or PRIMARY KEY constraint violation.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use crate::error::{is_busy, is_not_a_database, is_unique_violation, StoreError};
+use crate::error::{is_busy, is_full, is_not_a_database, is_unique_violation, StoreError};
 use crate::model::{
     Condition, Fact, HistogramRecord, LoadedRun, NewRun, RunId, RunRecord, RunStatus, RunSummary,
     SampleRecord, StressorReport, TenantRecord, TrialKey, TrialRecord, TrialStatus,
@@ -38,9 +38,15 @@ pub(crate) struct DbFile {
 }
 
 impl DbFile {
-    /// Wraps a SQLite error with the file name, recognising lock timeouts and non-databases.
+    /// Wraps a SQLite error with the file name, recognising lock timeouts, a full disk and
+    /// non-databases.
     pub(crate) fn err(&self, context: &'static str, e: rusqlite::Error) -> StoreError {
-        if is_busy(&e) {
+        if is_full(&e) {
+            StoreError::Full {
+                path: self.path.clone(),
+                context,
+            }
+        } else if is_busy(&e) {
             StoreError::Locked {
                 path: self.path.clone(),
                 timeout: self.busy_timeout,
@@ -1105,5 +1111,105 @@ impl TrialRecord {
             self.limits = d.limits.filter(|n| !n.is_null());
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Condition, TrialKey};
+    use isobench_common::{Direction, Role};
+
+    fn trial(n: u32) -> TrialRecord {
+        TrialRecord {
+            key: TrialKey {
+                round: n,
+                block: 0,
+                slot: 0,
+                attempt: 0,
+            },
+            probe: "cpu-int".into(),
+            tenant: "victim".into(),
+            condition: Condition::Baseline,
+            repetition: n,
+            status: TrialStatus::Ok,
+            started_at: Timestamp::from_unix_millis(1_767_225_600_000),
+            ended_at: Timestamp::from_unix_millis(1_767_225_601_000),
+            load_note: Some("x".repeat(2000)),
+            samples: vec![SampleRecord {
+                metric: "ops_per_sec".into(),
+                unit: "ops/s".into(),
+                direction: Direction::Higher,
+                value: 1e9,
+            }],
+            histograms: Vec::new(),
+            stressor_reports: Vec::new(),
+            series: Vec::new(),
+            modulation: None,
+            noise: None,
+            mechanism: None,
+            timeline: None,
+            limits: None,
+        }
+    }
+
+    /// Regression: a full disk gave "database or disk is full" without what to do; the
+    /// trials stored before it stay readable.
+    #[test]
+    fn a_full_disk_names_the_database_and_the_fix_and_keeps_what_was_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.db");
+        let mut store = Store::open(&path).unwrap();
+        let run = store
+            .create_run(&NewRun {
+                scenario_name: "s".into(),
+                scenario_text: String::new(),
+                seed: 1,
+                tool_version: "0.1.0".into(),
+                started_at: Timestamp::from_unix_millis(1_767_225_600_000),
+                host_facts: serde_json::json!({}),
+                platform: "cgroup".into(),
+                platform_version: "v1".into(),
+            })
+            .unwrap();
+        store
+            .add_tenant(
+                &run,
+                &TenantRecord {
+                    name: "victim".into(),
+                    role: Role::Victim,
+                    platform: "cgroup".into(),
+                    limits: serde_json::json!({}),
+                },
+            )
+            .unwrap();
+        // The file may not grow past its size now, as on a disk with no room left.
+        let pages: i64 = store
+            .conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        store
+            .conn
+            .pragma_update(None, "max_page_count", pages + 2)
+            .unwrap();
+        let mut stored = 0;
+        let err = loop {
+            match store.record_trial(&run, &trial(stored)) {
+                Ok(()) => stored += 1,
+                Err(e) => break e,
+            }
+            assert!(stored < 1000, "the database never filled");
+        };
+        assert!(matches!(err, StoreError::Full { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert!(msg.contains("is full"), "{msg}");
+        assert!(msg.contains("free space"), "{msg}");
+        assert!(msg.contains("--db"), "{msg}");
+        assert_eq!(
+            store.completed_trial_keys(&run).unwrap().len(),
+            stored as usize
+        );
+        assert_eq!(store.load_run(&run).unwrap().trials.len(), stored as usize);
     }
 }
