@@ -254,6 +254,7 @@ fn bad_limits_create_nothing() {
 #[test]
 fn a_controller_killed_mid_run_is_cleaned_up_by_cleanup() {
     require_cgroup!();
+    let before = isobench_objects();
     let bin = assert_cmd::cargo::cargo_bin("isobench");
     let mut child = StdCommand::new(&bin)
         .args([
@@ -271,20 +272,7 @@ fn a_controller_killed_mid_run_is_cleaned_up_by_cleanup() {
         .spawn()
         .unwrap();
     // Wait until its tenant exists.
-    let before = isobench_objects();
-    let t0 = std::time::Instant::now();
-    let mut prefix = None;
-    while prefix.is_none() && t0.elapsed() < Duration::from_secs(20) {
-        prefix = isobench_objects()
-            .into_iter()
-            .filter(|o| !before.contains(o) && o.ends_with("-stress"))
-            .find_map(|o| {
-                let run = o.split('/').nth(1)?.split('-').nth(1)?.to_string();
-                Some(format!("isobench-{run}-"))
-            });
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let prefix = prefix.expect("the run never created its tenant");
+    let prefix = new_run_prefix(&before, "-stress");
     std::thread::sleep(Duration::from_millis(500));
     child.kill().unwrap(); // SIGKILL: no handler runs
     child.wait().unwrap();
