@@ -370,7 +370,7 @@ fn open_session(
     let stop = Arc::new(AtomicBool::new(false));
     let mut waiting_for = None;
     loop {
-        match Session::open(start.clone(), a.db.path.clone(), mode()) {
+        match Session::open(start.clone(), a.db.path.clone(), mode(), sink) {
             Err(SessionError::Busy(holder)) if a.wait => {
                 if waiting_for.as_ref() != Some(&holder) {
                     if waiting_for.is_none() {

@@ -350,82 +350,142 @@ fn new_run_prefix(before: &[String], suffix: &str) -> String {
 fn a_run_killed_with_sigkill_leaves_nothing_after_the_next_plain_run() {
     require_cgroup!();
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("tiny.toml");
-    std::fs::write(&scenario, TINY_RUN).unwrap();
-    let db = dir.path().join("k.db");
-    let run = |stream: bool| {
-        let mut c = StdCommand::new(assert_cmd::cargo::cargo_bin("isobench"));
-        c.env("ISOBENCH_WAIT", "1")
-            .arg("run")
-            .arg(&scenario)
-            .args(if stream { "--json-stream" } else { "-q" }.split(' '))
-            .arg("--db")
-            .arg(&db);
-        c
-    };
-    let before = isobench_objects();
-    let log = dir.path().join("killed.log");
-    let mut child = run(false)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let prefix = new_run_prefix(&before, "-victim");
-    // Until a trial is stored: killed mid-run, not mid-setup.
-    let t0 = std::time::Instant::now();
-    let stored = loop {
-        let runs = isobench_store::Store::open(&db).and_then(|s| s.list_runs());
-        if let Some(r) = runs.ok().and_then(|r| r.into_iter().find(|r| r.trials > 0)) {
-            break r.id;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(180) && child.try_wait().unwrap().is_none(),
-            "no trial stored: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    child.kill().unwrap(); // SIGKILL: no handler runs
-    child.wait().unwrap();
-    assert!(
-        !left_of(&prefix).is_empty(),
-        "a killed run leaves its tenants"
-    );
+    let killed = KilledRun::new(dir.path());
 
     // The user just runs again.
-    let out = run(true).output().unwrap();
+    let out = killed.command().arg(&killed.scenario).output().unwrap();
     assert!(
         matches!(out.status.code(), Some(0 | 4)),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let notes: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["event"] == "note")
-        .filter_map(|e| e["text"].as_str().map(str::to_string))
-        .collect();
-    let run_id = prefix.trim_start_matches("isobench-").trim_end_matches('-');
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.starts_with(&format!("removed what a dead run left: run {run_id}: "))),
-        "{notes:?}"
+    killed.assert_healed_by(&out);
+}
+
+#[test]
+fn a_next_command_that_fails_still_removes_what_a_killed_run_left() {
+    require_cgroup!();
+    let dir = tempfile::tempdir().unwrap();
+    let killed = KilledRun::new(dir.path());
+
+    // A resume of a run this database does not hold: refused, after healing the host.
+    let out = killed
+        .command()
+        .args(["--resume", "20990101-000000-abcdef"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.contains(&format!("run {stored} was left running"))
-                && n.contains(&format!("isobench run --resume {stored} --db "))),
-        "{notes:?}"
-    );
-    let left = left_of(&prefix);
-    assert!(left.is_empty(), "left behind: {left:?}");
-    assert!(processes_of(&prefix).is_empty());
-    assert!(!std::path::Path::new("/run/isobench").join(run_id).exists());
-    let store = isobench_store::Store::open(&db).unwrap();
-    let killed = store.load_run(&stored).unwrap().run;
-    assert_eq!(killed.status, isobench_store::RunStatus::Interrupted);
+    killed.assert_healed_by(&out);
+}
+
+/// A tiny cgroup run killed with SIGKILL once its first trial is stored.
+struct KilledRun {
+    scenario: std::path::PathBuf,
+    db: std::path::PathBuf,
+    /// The prefix of the killed run's object names.
+    prefix: String,
+    /// Its id in the database.
+    stored: isobench_store::RunId,
+}
+
+impl KilledRun {
+    fn new(dir: &std::path::Path) -> KilledRun {
+        let scenario = dir.join("tiny.toml");
+        std::fs::write(&scenario, TINY_RUN).unwrap();
+        let db = dir.join("k.db");
+        let before = isobench_objects();
+        let log = dir.join("killed.log");
+        let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("isobench"))
+            .env("ISOBENCH_WAIT", "1")
+            .arg("run")
+            .arg(&scenario)
+            .arg("-q")
+            .arg("--db")
+            .arg(&db)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let prefix = new_run_prefix(&before, "-victim");
+        // Until a trial is stored: killed mid-run, not mid-setup.
+        let t0 = std::time::Instant::now();
+        let stored = loop {
+            let runs = isobench_store::Store::open(&db).and_then(|s| s.list_runs());
+            if let Some(r) = runs.ok().and_then(|r| r.into_iter().find(|r| r.trials > 0)) {
+                break r.id;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(180) && child.try_wait().unwrap().is_none(),
+                "no trial stored: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        child.kill().unwrap(); // SIGKILL: no handler runs
+        child.wait().unwrap();
+        assert!(
+            !left_of(&prefix).is_empty(),
+            "a killed run leaves its tenants"
+        );
+        KilledRun {
+            scenario,
+            db,
+            prefix,
+            stored,
+        }
+    }
+
+    /// `isobench run --json-stream --db DB`, waiting for the host when it is busy.
+    fn command(&self) -> StdCommand {
+        let mut c = StdCommand::new(assert_cmd::cargo::cargo_bin("isobench"));
+        c.env("ISOBENCH_WAIT", "1")
+            .arg("run")
+            .arg("--json-stream")
+            .arg("--db")
+            .arg(&self.db);
+        c
+    }
+
+    /// The command that gave `out` said what it removed and how to resume the killed run,
+    /// and nothing of that run is left on the host.
+    fn assert_healed_by(&self, out: &std::process::Output) {
+        let notes: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == "note")
+            .filter_map(|e| e["text"].as_str().map(str::to_string))
+            .collect();
+        let run_id = self
+            .prefix
+            .trim_start_matches("isobench-")
+            .trim_end_matches('-');
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with(&format!("removed what a dead run left: run {run_id}: "))),
+            "{notes:?}"
+        );
+        let stored = &self.stored;
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains(&format!("run {stored} was left running"))
+                    && n.contains(&format!("isobench run --resume {stored} --db "))),
+            "{notes:?}"
+        );
+        let left = left_of(&self.prefix);
+        assert!(left.is_empty(), "left behind: {left:?}");
+        assert!(processes_of(&self.prefix).is_empty());
+        assert!(!std::path::Path::new("/run/isobench").join(run_id).exists());
+        let store = isobench_store::Store::open(&self.db).unwrap();
+        let killed = store.load_run(stored).unwrap().run;
+        assert_eq!(killed.status, isobench_store::RunStatus::Interrupted);
+    }
 }
 
 /// A run of a few seconds on cgroup tenants.

@@ -9,8 +9,10 @@
 //!
 //! A real session measures alone: it holds the host's measurement slot from `open` to the
 //! end of `execute`, and `open` refuses ([`SessionError::Busy`]) while another run holds it.
-//! Opening the database marks the runs whose controller died as interrupted
-//! ([`crate::orphans`]), and starting the platform removes what dead runs left on the host.
+//! Right after taking the slot, before anything that can refuse, `open` removes what dead
+//! runs left on the host, and opening the database marks the runs whose controller died as
+//! interrupted ([`crate::orphans`]); both are noted to the caller's sink at once, so even a
+//! command that then fails (a resume with nothing left to do, a bad flag) has healed the host.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -24,7 +26,7 @@ use isobench_store::{Fact, RunId, RunStatus, Store, StoreError, Timestamp};
 use crate::backend::{Backend, Clock, SystemClock};
 use crate::fake::{FakeBackend, FakeScript};
 use crate::orchestrator::{create_run, prepare_resume, Engine, EngineOptions, RunOutcome};
-use crate::orphans::{self, Orphan};
+use crate::orphans;
 use crate::progress::Progress;
 use crate::real::RealBackend;
 use crate::scenario::{preset, PlatformChoice, Scenario, PRESETS, QUICK_NAME, QUICK_TOML};
@@ -172,8 +174,6 @@ pub struct Session {
     options: EngineOptions,
     /// The host's measurement slot (real runs).
     slot: Option<MeasureSlot>,
-    /// Runs of this database found orphaned and marked interrupted when it was opened.
-    orphans: Vec<Orphan>,
     db: PathBuf,
 }
 
@@ -181,7 +181,12 @@ impl Session {
     /// Plans (or loads for resume) the run, opens the database at `db`, and starts the
     /// platform. The scenario is checked before the database is touched; the database is
     /// opened before any tenant exists.
-    pub fn open(start: Start, db: PathBuf, mode: Mode) -> Result<Session, SessionError> {
+    pub fn open(
+        start: Start,
+        db: PathBuf,
+        mode: Mode,
+        sink: &mut dyn Progress,
+    ) -> Result<Session, SessionError> {
         // A new run's scenario is checked before anything else happens.
         let start = match start {
             Start::New(new) => {
@@ -199,8 +204,18 @@ impl Session {
             ),
             Mode::Fake { .. } => None,
         };
+        if slot.is_some() {
+            for line in isobench_platform::cleanup(false).summary() {
+                sink.note(&format!("removed what a dead run left: {line}"));
+            }
+        }
         let mut store = Store::open(&db)?;
-        let orphans = orphans::mark_orphans(&mut store)?;
+        for o in orphans::mark_orphans(&mut store)? {
+            sink.note(&format!(
+                "{o}; resume it with `{}`",
+                orphans::resume_command(&o.run, &db)
+            ));
+        }
         let (plan, text, resumed) = match start {
             Ok((plan, text)) => (plan, Some(text), None),
             Err(id) => {
@@ -252,7 +267,6 @@ impl Session {
             stop: Arc::new(AtomicBool::new(false)),
             options: EngineOptions::default(),
             slot,
-            orphans,
             db,
         })
     }
@@ -276,16 +290,7 @@ impl Session {
     /// Runs the trials to the end (or the stop flag), reporting to `sink`, tears the
     /// tenants down, and gives back the outcome and the database.
     pub fn execute(mut self, sink: &mut dyn Progress) -> Result<(RunOutcome, Store), SessionError> {
-        for o in &self.orphans {
-            sink.note(&format!(
-                "{o}; resume it with `{}`",
-                orphans::resume_command(&o.run, &self.db)
-            ));
-        }
         if let Some(guard) = &self.guard {
-            for line in guard.swept().summary() {
-                sink.note(&format!("removed what a dead run left: {line}"));
-            }
             for other in guard.others_live() {
                 sink.note(&format!(
                     "warning: run {other} is measuring on this host at the same time; each \
@@ -377,7 +382,8 @@ impl Platform {
     }
 
     fn real(plan: &Plan) -> anyhow::Result<Platform> {
-        let guard = RunGuard::start().context("starting a run")?;
+        // `Session::open` has just swept the dead runs.
+        let guard = RunGuard::start_without_sweep().context("starting a run")?;
         let exe = std::env::current_exe().context("locating the isobench binary")?;
         let backend = RealBackend::new(plan, guard.context(), exe)?;
         let mut host =

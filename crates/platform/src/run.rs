@@ -226,8 +226,8 @@ impl RunGuard {
         Ok(g)
     }
 
-    /// Starts a run without sweeping dead runs first (for `isobench doctor`, which only
-    /// reports).
+    /// Starts a run without sweeping dead runs first: for `isobench doctor`, which only
+    /// reports, and for a caller that has just swept ([`crate::cleanup()`]).
     pub fn start_without_sweep() -> Result<RunGuard> {
         RunGuard::create(&state_root())
     }
