@@ -91,6 +91,14 @@ pub struct ProbeArgs {
     /// Set a parameter: `--set key=value` (repeatable).
     #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// When a run is measuring on this host, wait for it to end instead of refusing (this
+    /// command would disturb its figures).
+    #[arg(
+        long,
+        env = "ISOBENCH_WAIT",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub wait: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -145,6 +153,14 @@ pub struct StressArgs {
     /// Set a parameter: `--set key=value` (repeatable).
     #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// When a run is measuring on this host, wait for it to end instead of refusing (this
+    /// command would disturb its figures).
+    #[arg(
+        long,
+        env = "ISOBENCH_WAIT",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub wait: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

@@ -56,6 +56,9 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
 
+    let Some(_slot) = crate::slot::share(a.wait, "a probe")? else {
+        return Ok(ExitCode::from(crate::exit::interrupted()));
+    };
     // Execute: here, or inside a fresh tenant through its agent.
     let mut tenant_doc = Value::Null;
     let mut runs: Vec<(f64, Vec<Metric>)> = Vec::new();

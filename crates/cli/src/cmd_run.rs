@@ -10,9 +10,6 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Args;
 use isobench_experiment::analysis::{analyze, Results};
@@ -367,30 +364,25 @@ fn open_session(
     platform: Option<PlatformChoice>,
     sink: &mut dyn Progress,
 ) -> anyhow::Result<Option<Session>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut waiting_for = None;
-    loop {
-        match Session::open(start.clone(), a.db.path.clone(), mode(), sink) {
-            Err(SessionError::Busy(holder)) if a.wait => {
-                if waiting_for.as_ref() != Some(&holder) {
-                    if waiting_for.is_none() {
-                        crate::tenant::install_stop(stop.clone())?;
-                    }
-                    sink.note(&format!(
-                        "{holder} is measuring on this host; waiting for it to end"
-                    ));
-                    waiting_for = Some(holder);
+    let sink = std::cell::RefCell::new(sink);
+    let got = crate::slot::take(
+        a.wait,
+        |n| sink.borrow_mut().note(n),
+        || {
+            let mut sink = sink.borrow_mut();
+            match Session::open(start.clone(), a.db.path.clone(), mode(), *sink) {
+                Err(SessionError::Busy(holder)) => Ok(Err(holder)),
+                Err(SessionError::Unsupported(m)) if platform.is_some() => {
+                    Err(unsupported(format!("--{m}")))
                 }
-                if stop.load(Ordering::SeqCst) {
-                    return Ok(None);
-                }
-                std::thread::sleep(Duration::from_secs(1));
+                r => r.map(Ok).map_err(session_error),
             }
-            Err(SessionError::Unsupported(m)) if platform.is_some() => {
-                return Err(unsupported(format!("--{m}")))
-            }
-            r => return r.map(Some).map_err(session_error),
-        }
+        },
+    )?;
+    match got {
+        None => Ok(None),
+        Some(Ok(session)) => Ok(Some(session)),
+        Some(Err(holder)) => Err(session_error(SessionError::Busy(holder))),
     }
 }
 

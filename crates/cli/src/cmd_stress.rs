@@ -71,8 +71,10 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
 
-    let stop = ctx.stop.clone();
-    ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))?;
+    let Some(_slot) = crate::slot::share(a.wait, "a stressor")? else {
+        return Ok(ExitCode::from(crate::exit::interrupted()));
+    };
+    crate::tenant::install_stop(ctx.stop.clone())?;
     if let Some(d) = duration {
         let stop = ctx.stop.clone();
         std::thread::spawn(move || {
@@ -156,6 +158,9 @@ fn run_in_tenant(
     let (sentinel_config, drill) = sentinel_plan(a, duration)?;
     // The watchdog kills the tenant a little after the planned end, whatever happens here.
     let deadline = duration.map(|d| d + Duration::from_secs(30));
+    let Some(_slot) = crate::slot::share(a.wait, "a stressor")? else {
+        return Ok(ExitCode::from(crate::exit::interrupted()));
+    };
     let session = crate::tenant::Session::open(
         req,
         "stress",

@@ -41,6 +41,7 @@ mod crossrun;
 mod exit;
 mod live;
 mod output;
+mod slot;
 mod tenant;
 
 use std::process::ExitCode;

@@ -111,7 +111,7 @@ fn stress_intensity_out_of_range_is_bad_input() {
 
 /// Runs `isobench ARGS`, returning its pid and output.
 fn run_with_pid(args: &[&str]) -> (u32, std::process::Output) {
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"))
+    let child = common::spawnable()
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -182,7 +182,7 @@ fn a_server_that_cannot_start_fails_the_probe_with_its_reason() {
 #[test]
 fn serve_reports_its_address_and_stops_at_the_end_of_stdin() {
     use std::io::{BufRead, Read, Write};
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"))
+    let mut child = common::spawnable()
         .args(["netserve", "tcp-echo", "--bind", "127.0.0.1:0"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -212,7 +212,7 @@ fn serve_reports_its_address_and_stops_at_the_end_of_stdin() {
 fn an_agent_has_no_server_process_left_after_a_net_probe() {
     use std::io::{BufRead, Write};
     use std::time::{Duration, Instant};
-    let mut agent = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"))
+    let mut agent = common::spawnable()
         .arg("agent")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

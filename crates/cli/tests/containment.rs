@@ -255,8 +255,7 @@ fn bad_limits_create_nothing() {
 fn a_controller_killed_mid_run_is_cleaned_up_by_cleanup() {
     require_cgroup!();
     let before = isobench_objects();
-    let bin = assert_cmd::cargo::cargo_bin("isobench");
-    let mut child = StdCommand::new(&bin)
+    let mut child = common::spawnable()
         .args([
             "stress",
             "cpu",
@@ -400,8 +399,7 @@ impl KilledRun {
         let db = dir.join("k.db");
         let before = isobench_objects();
         let log = dir.join("killed.log");
-        let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("isobench"))
-            .env("ISOBENCH_WAIT", "1")
+        let mut child = common::spawnable()
             .arg("run")
             .arg(&scenario)
             .arg("-q")
@@ -442,12 +440,8 @@ impl KilledRun {
 
     /// `isobench run --json-stream --db DB`, waiting for the host when it is busy.
     fn command(&self) -> StdCommand {
-        let mut c = StdCommand::new(assert_cmd::cargo::cargo_bin("isobench"));
-        c.env("ISOBENCH_WAIT", "1")
-            .arg("run")
-            .arg("--json-stream")
-            .arg("--db")
-            .arg(&self.db);
+        let mut c = common::spawnable();
+        c.arg("run").arg("--json-stream").arg("--db").arg(&self.db);
         c
     }
 
@@ -528,7 +522,7 @@ name = "cpu"
 #[test]
 fn a_net_probe_s_own_server_process_runs_in_the_probe_s_cgroup() {
     require_cgroup!();
-    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("isobench"))
+    let child = common::spawnable()
         .args(["probe", "net-throughput", "--platform", "cgroup"])
         .args(["--limits", "cpus=1,memory=256M,pids=64"])
         .args(["--set", "proto=tcp", "--set", "duration=1.5", "--json"])

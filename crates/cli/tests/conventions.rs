@@ -308,7 +308,7 @@ fn an_interrupted_run_still_writes_its_exports() {
     let db = dir.path().join("r.db");
     let json: PathBuf = dir.path().join("r.json");
     let md: PathBuf = dir.path().join("r.md");
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"))
+    let child = common::spawnable()
         .args(["run", &f, "-q", "--db"])
         .arg(&db)
         .arg("--export-json")

@@ -221,7 +221,7 @@ fn a_killed_run_resumes_with_every_trial_exactly_once() {
     let f = write(dir.path(), "small.toml", SMALL);
     let db = dir.path().join("r.db");
     // Real time passes in the slow fake mode, so the process can be killed mid-run.
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"))
+    let mut child = common::spawnable()
         .args(["run", &f, "-q", "--db"])
         .arg(&db)
         .env("ISOBENCH_DEBUG_FAKE", "slow")
@@ -751,4 +751,80 @@ name = "cpu"
     let last = lines.last().expect("a finished event").unwrap();
     assert!(last.contains(r#""status":"interrupted""#), "{last}");
     assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+#[test]
+fn probes_and_stressors_share_the_slot_with_each_other_but_never_with_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("measuring.db");
+    let slot = hold_the_measurement_slot(&db);
+    let mine = format!(
+        "run R-1 (pid {}, database {}) is measuring on this host",
+        std::process::id(),
+        db.display()
+    );
+    for (args, what) in [
+        (&["probe", "syscall", "--budget", "0.05"][..], "a probe"),
+        (&["stress", "cpu", "-d", "0.1"][..], "a stressor"),
+    ] {
+        let out = isobench()
+            .env_remove("ISOBENCH_WAIT")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 5, "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("{mine}; {what} now would disturb its figures"))
+                && err.contains("--wait"),
+            "{err}"
+        );
+    }
+    drop(slot);
+
+    // A stressor shares the slot: a probe runs beside it, a run is refused naming it.
+    let mut stress = spawnable()
+        .args(["stress", "cpu", "-d", "120", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    loop {
+        match isobench_platform::MeasureSlot::try_take().unwrap() {
+            Err(h) if h.pid == stress.id() as i32 => break,
+            other => drop(other),
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(600),
+            "the stressor never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let probe = isobench()
+        .env_remove("ISOBENCH_WAIT")
+        .args(["probe", "syscall", "--budget", "0.05"])
+        .output()
+        .unwrap();
+    let f = write(dir.path(), "small.toml", SMALL);
+    let run = isobench()
+        .env_remove("ISOBENCH_WAIT")
+        .env_remove("ISOBENCH_DEBUG_FAKE")
+        .args(["run", &f, "-q", "--db"])
+        .arg(dir.path().join("second.db"))
+        .output()
+        .unwrap();
+    // SAFETY: kill has no preconditions; the pid is our child's.
+    unsafe { libc::kill(stress.id() as i32, libc::SIGTERM) };
+    stress.wait().unwrap();
+    assert_eq!(code(&probe), 0, "{}", text(&probe.stderr));
+    assert_eq!(code(&run), 5, "{}", text(&run.stderr));
+    let err = text(&run.stderr);
+    assert!(
+        err.contains(&format!(
+            "`isobench stress cpu -d 120 --json` (pid {}) is measuring on this host",
+            stress.id()
+        )),
+        "{err}"
+    );
 }

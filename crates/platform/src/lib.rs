@@ -60,7 +60,9 @@ pub use error::PlatformError;
 pub use hostinfo::HostInfo;
 pub use limits::{CpuList, CpuWeight, LimitError, Limits};
 pub use net::NetSpec;
-pub use run::{Liveness, MeasureSlot, RunContext, RunController, RunGuard, RunId, SlotHolder};
+pub use run::{
+    Liveness, MeasureSlot, RunContext, RunController, RunGuard, RunId, SharedSlot, SlotHolder,
+};
 pub use sentinel::{Sentinel, SentinelConfig, SentinelPriority, Stall};
 pub use tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec, Usage};
 pub use watchdog::Watchdog;

@@ -10,7 +10,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// An exclusive `flock` on a file, held until drop.
+/// A `flock` on a file (exclusive unless taken with [`LockFile::try_lock_shared`]), held
+/// until drop.
 #[derive(Debug)]
 pub struct LockFile {
     file: File,
@@ -22,6 +23,32 @@ impl LockFile {
     /// `None` when another process holds it.
     pub fn try_lock(path: &Path) -> io::Result<Option<LockFile>> {
         LockFile::lock(path, libc::LOCK_EX | libc::LOCK_NB)
+    }
+
+    /// Takes a shared lock on `path` without waiting: any number of shared holders at once,
+    /// `None` while an exclusive holder has it.
+    pub fn try_lock_shared(path: &Path) -> io::Result<Option<LockFile>> {
+        LockFile::lock(path, libc::LOCK_SH | libc::LOCK_NB)
+    }
+
+    /// The processes holding a lock on `path` now, each with whether its lock is exclusive
+    /// (from `/proc/locks`; empty when nobody holds one or the file is missing).
+    pub fn holders(path: &Path) -> Vec<(i32, bool)> {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(path) else {
+            return Vec::new();
+        };
+        let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+        procfs::locks()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|l| {
+                l.lock_type == procfs::LockType::FLock
+                    && l.inode == meta.ino()
+                    && (l.devmaj, l.devmin) == (major, minor)
+            })
+            .filter_map(|l| Some((l.pid?, matches!(l.kind, procfs::LockKind::Write))))
+            .collect()
     }
 
     /// Takes the lock on `path`, waiting for its holder to release it.

@@ -396,7 +396,8 @@ pub struct MeasureSlot {
     holder: SlotHolder,
 }
 
-/// Who holds the measurement slot, as it describes itself in the slot's file.
+/// Who holds the measurement slot: a run, as it describes itself in the slot's file, or a
+/// `probe` or `stress` command sharing it, named by its command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SlotHolder {
     /// The holder's pid.
@@ -405,13 +406,44 @@ pub struct SlotHolder {
     pub run: Option<String>,
     /// The run's database.
     pub db: Option<PathBuf>,
+    /// A sharing holder's command line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+}
+
+impl SlotHolder {
+    /// A process sharing the slot, named by its command line.
+    fn sharing(pid: i32) -> SlotHolder {
+        let command = fs::read(format!("/proc/{pid}/cmdline")).ok().map(|b| {
+            let words: Vec<String> = b
+                .split(|&c| c == 0)
+                .filter(|w| !w.is_empty())
+                .enumerate()
+                .map(|(i, w)| {
+                    let w = String::from_utf8_lossy(w);
+                    // The program by its file name, not its path.
+                    match i {
+                        0 => w.rsplit('/').next().unwrap_or_default().to_string(),
+                        _ => w.into_owned(),
+                    }
+                })
+                .collect();
+            words.join(" ")
+        });
+        SlotHolder {
+            pid,
+            command,
+            ..SlotHolder::default()
+        }
+    }
 }
 
 impl fmt::Display for SlotHolder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.run {
-            Some(run) => write!(f, "run {run}")?,
-            None => f.write_str("a run that is starting")?,
+        match (&self.run, &self.command) {
+            (Some(run), _) => write!(f, "run {run}")?,
+            (None, Some(cmd)) => write!(f, "`{cmd}`")?,
+            (None, None) => f.write_str("a run that is starting")?,
         }
         if self.pid > 0 {
             write!(f, " (pid {}", self.pid)?;
@@ -447,13 +479,39 @@ impl MeasureSlot {
                 slot.write()?;
                 Ok(Ok(slot))
             }
-            // A holder that has not written its note yet (or a note left by a process that
-            // is gone) is "a run that is starting".
-            None => Ok(Err(LockFile::note_of(&path)
-                .and_then(|t| serde_json::from_str::<SlotHolder>(&t).ok())
-                .filter(|h| procs::alive(h.pid))
-                .unwrap_or_default())),
+            None => Ok(Err(MeasureSlot::holder(&path))),
         }
+    }
+
+    /// Shares the slot, for a command that measures or loads the host without being a run
+    /// (`probe`, `stress`): any number share it at once, but never beside a run. Or says
+    /// which run holds it.
+    pub fn try_share() -> Result<Result<SharedSlot, SlotHolder>> {
+        let root = state_root();
+        fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+        let path = MeasureSlot::path();
+        match LockFile::try_lock_shared(&path)
+            .with_context(|| format!("locking {}", path.display()))?
+        {
+            Some(lock) => Ok(Ok(SharedSlot { _lock: lock })),
+            None => Ok(Err(MeasureSlot::holder(&path))),
+        }
+    }
+
+    /// Who holds the slot at `path` that this process could not take.
+    fn holder(path: &Path) -> SlotHolder {
+        let holders = LockFile::holders(path);
+        if !holders.iter().any(|&(_, exclusive)| exclusive) {
+            if let Some(&(pid, _)) = holders.first() {
+                return SlotHolder::sharing(pid);
+            }
+        }
+        // A run that has not written its note yet (or a note left by a process that is
+        // gone) is "a run that is starting".
+        LockFile::note_of(path)
+            .and_then(|t| serde_json::from_str::<SlotHolder>(&t).ok())
+            .filter(|h| procs::alive(h.pid))
+            .unwrap_or_default()
     }
 
     /// Names the stored run this slot measures, for whoever finds it taken.
@@ -469,6 +527,12 @@ impl MeasureSlot {
             .set_note(&text)
             .with_context(|| format!("writing {}", self.lock.path().display()))
     }
+}
+
+/// A share of the measurement slot ([`MeasureSlot::try_share`]), held until dropped.
+#[derive(Debug)]
+pub struct SharedSlot {
+    _lock: LockFile,
 }
 
 impl Drop for MeasureSlot {
@@ -531,7 +595,22 @@ mod tests {
                 std::process::id()
             )
         );
+        // A probe or stressor cannot share it with a run.
+        assert_eq!(MeasureSlot::try_share().unwrap().unwrap_err(), holder);
         drop(slot);
+
+        // Probes and stressors share it with each other, never with a run, which names one.
+        let a = MeasureSlot::try_share().unwrap().unwrap();
+        let b = MeasureSlot::try_share().unwrap().unwrap();
+        let holder = MeasureSlot::try_take().unwrap().unwrap_err();
+        assert_eq!(holder.pid, std::process::id() as i32);
+        let program = std::env::current_exe().unwrap();
+        let program = program.file_name().unwrap().to_string_lossy();
+        assert!(
+            holder.to_string().starts_with(&format!("`{program}")),
+            "{holder}"
+        );
+        drop((a, b));
         assert!(MeasureSlot::try_take().unwrap().is_ok());
     }
 
