@@ -12,6 +12,7 @@ pub mod compare;
 pub mod cross;
 mod design;
 mod document;
+pub mod fleet;
 mod matrix;
 mod view;
 

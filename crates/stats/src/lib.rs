@@ -26,6 +26,7 @@ mod float_serde;
 mod multiple;
 mod normal;
 mod paired;
+mod pooled;
 mod rng;
 mod sample;
 mod significance;
@@ -48,6 +49,7 @@ pub use paired::{
     auto_block_length, between_groups_p, lag1_autocorrelation, log_ratio_to_degradation,
     paired_degradation, trial_level_degradation, Pair, PairedConfig, PairedEstimate, PairedMethod,
 };
+pub use pooled::{log_level, pool_random_effects};
 pub use sample::{Outliers, Sample, MODIFIED_Z_THRESHOLD};
 pub use significance::{mann_whitney_u, permutation_test, MannWhitney, PermutationTest};
 pub use stopping::{ConditionSamples, ConditionStatus, Decision, StopReport, StoppingRule};
