@@ -419,7 +419,10 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
         }
     }
     for name in &names {
-        let run = RunId::from_object_name(name).map_or_else(|| "?".to_string(), |r| r.to_string());
+        // A name that carries no run id is not one of ours: never touch it.
+        let Some(run) = RunId::from_object_name(name).map(|r| r.to_string()) else {
+            continue;
+        };
         if !runs.selected(&run) {
             continue;
         }
@@ -516,8 +519,9 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             .collect();
         ns.sort();
         for name in ns {
-            let run =
-                RunId::from_object_name(&name).map_or_else(|| "?".to_string(), |r| r.to_string());
+            let Some(run) = RunId::from_object_name(&name).map(|r| r.to_string()) else {
+                continue;
+            };
             if !runs.selected(&run) {
                 continue;
             }

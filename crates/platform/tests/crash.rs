@@ -103,3 +103,34 @@ fn panic_tears_everything_down() {
     let left = leftovers(&id);
     assert!(left.is_empty(), "left behind after a panic: {left:#?}");
 }
+
+#[test]
+fn objects_named_like_ours_without_a_run_id_are_never_swept() {
+    if !net_or_skip("objects_named_like_ours_without_a_run_id_are_never_swept") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // Someone else's cgroup and namespace that merely start with our prefix.
+    let cg = std::path::Path::new("/sys/fs/cgroup/cpu/isobench-notarun-x");
+    std::fs::create_dir_all(cg).unwrap();
+    let ip = |args: &[&str]| {
+        std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(ip(&["netns", "add", "isobench-notarun"]));
+    let report = cleanup(false);
+    let kept = (
+        cg.exists(),
+        std::path::Path::new("/run/netns/isobench-notarun").exists(),
+    );
+    let _ = std::fs::remove_dir(cg);
+    ip(&["netns", "del", "isobench-notarun"]);
+    assert_eq!(kept, (true, true), "{report}");
+    assert!(
+        !report.removed.iter().any(|r| r.name.contains("notarun")),
+        "{report}"
+    );
+}
