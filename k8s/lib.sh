@@ -1,0 +1,214 @@
+# Shared by scripts/k8s-up and scripts/k8s-down (sourced, not run): where the local cluster
+# keeps its files, its addresses, and how it is torn down. See docs/k8s.md.
+# shellcheck shell=bash
+
+K8S_VERSION=v1.37.2
+K8S_CACHE=${ISOBENCH_K8S_CACHE:-/var/cache/isobench-k8s}
+K8S_STATE=${ISOBENCH_K8S_STATE:-/run/isobench-k8s}
+# Disk-backed data: container layers, pod volumes and logs. Kept off /run so a tenant's
+# disk workload writes to the disk and not to memory (/run is a tmpfs on most machines).
+K8S_DATA=${ISOBENCH_K8S_DATA:-/var/lib/isobench-k8s}
+K8S_BIN=$K8S_CACHE/bin/$K8S_VERSION
+K8S_LOCK=/run/lock/isobench-k8s.lock
+K8S_LAST_LOGS=$K8S_STATE.last-logs   # the components' logs, kept by k8s-down
+
+NS=isobench-k8s             # network namespace that holds the whole cluster
+NODE=isobench-k8s           # node name
+VETH_HOST=isok8s0           # host end of the only link into the namespace
+VETH_NS=isok8s1
+BRIDGE=isok8s-br0           # pod bridge inside the namespace
+NET_PREFIX=10.213.0.0/16    # everything below lies in here; checked against the host's routes
+HOST_IP=10.213.0.1
+NODE_IP=10.213.0.2          # the namespace's veth address: node IP and API server address
+VETH_PLEN=30
+POD_CIDR=10.213.1.0/24
+POD_GW=10.213.1.1
+SERVICE_CIDR=10.213.16.0/24
+SERVICE_IP=10.213.16.1      # the `kubernetes` service; nothing routes it (no kube-proxy)
+SYSTEM_CGROUP=isobench-k8s  # cgroup (v1) of the cluster's own daemons, pinned to CPU 0
+
+# Started in this order, stopped in the reverse order.
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+
+CONTAINERD_SOCK=$K8S_STATE/containerd/containerd.sock
+KUBECONFIG_ADMIN=$K8S_STATE/admin.kubeconfig
+SANE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+log() { echo "k8s: $*" >&2; }
+die() { echo "k8s: error: $*" >&2; exit 1; }
+
+# The start time (clock ticks after boot) of a process, to tell it from a later process
+# that reuses its pid.
+proc_start() { [ -r "/proc/$1/stat" ] && sed -E 's/^.*\) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+
+pidfile() { echo "$K8S_STATE/pids/$1.pid"; }
+
+# Prints the pid of a component we started, if it still runs.
+component_pid() {
+  local file pid start
+  file=$(pidfile "$1")
+  [ -r "$file" ] || return 1
+  read -r pid start < "$file" || return 1
+  [ -n "$pid" ] && [ "$(proc_start "$pid")" = "$start" ] || return 1
+  echo "$pid"
+}
+
+# Sends SIGTERM, waits up to $2 seconds, then SIGKILL.
+stop_pid() {
+  local pid=$1 grace=${2:-10} start i
+  start=$(proc_start "$pid") || return 0
+  [ -n "$start" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < grace * 10; i++)); do
+    [ "$(proc_start "$pid")" = "$start" ] || return 0
+    sleep 0.1
+  done
+  log "$pid did not stop within ${grace}s; killing it"
+  kill -KILL "$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    [ "$(proc_start "$pid")" = "$start" ] || return 0
+    sleep 0.1
+  done
+}
+
+# Mount points of v1 cgroup hierarchies (cpu, memory, ..., name=systemd).
+cgroup_v1_roots() { awk '$3 == "cgroup" { print $2 }' /proc/mounts; }
+
+# Pids in a cgroup subtree.
+cgroup_tasks() {
+  [ -d "$1" ] || return 0
+  find "$1" -name cgroup.procs -exec cat {} + 2>/dev/null || true
+}
+
+# Whether a kubelet that is not ours runs on this machine (then /kubepods is not ours).
+foreign_kubelet() {
+  local ours p
+  ours=$(component_pid kubelet || true)
+  for p in $(pgrep -x kubelet || true); do
+    [ "$p" = "$ours" ] || return 0
+  done
+  return 1
+}
+
+# Containerd shims started by our containerd: they name its socket on their command line.
+our_shims() {
+  local d a
+  local -a args
+  for d in /proc/[0-9]*; do
+    mapfile -d '' -t args < "$d/cmdline" 2>/dev/null || continue
+    [ "${#args[@]}" -gt 0 ] || continue
+    case "${args[0]}" in *containerd-shim*) ;; *) continue ;; esac
+    for a in "${args[@]}"; do
+      if [ "$a" = "$CONTAINERD_SOCK" ]; then
+        echo "${d#/proc/}"
+        break
+      fi
+    done
+  done
+}
+
+# Mount points under a directory, deepest first.
+mounts_under() {
+  awk -v p="$1/" '{ gsub(/\\040/, " ", $2); if (index($2 "/", p) == 1) print $2 }' /proc/self/mounts | sort -r -u
+}
+
+unmount_under() {
+  local dir=$1 m pass
+  for pass in 1 2 3; do
+    while IFS= read -r m; do
+      [ -n "$m" ] || continue
+      umount "$m" 2>/dev/null || { [ "$pass" = 3 ] && umount -l "$m" 2>/dev/null; } || true
+    done < <(mounts_under "$dir")
+    [ -z "$(mounts_under "$dir")" ] && return 0
+  done
+  [ -z "$(mounts_under "$dir")" ]
+}
+
+# Tears down everything k8s-up made, in an order that leaves nothing behind; safe to run
+# when nothing is up, and again after a partial start.
+cluster_down() {
+  local c pid p root d n m
+  local -a kill_list=()
+
+  # 1. The kubelet first, so it restarts no containers.
+  if pid=$(component_pid kubelet); then
+    log "stopping kubelet ($pid)"
+    stop_pid "$pid" 10
+  fi
+
+  # 2. Every process in the pods' cgroups (pause processes and containers).
+  if foreign_kubelet; then
+    log "another kubelet runs on this machine: leaving /kubepods cgroups alone"
+  else
+    for root in $(cgroup_v1_roots); do
+      d=$root/kubepods
+      [ -d "$d" ] || continue
+      for n in 1 2 3 4 5 6 7 8 9 10; do
+        kill_list=($(cgroup_tasks "$d"))
+        [ "${#kill_list[@]}" -gt 0 ] || break
+        [ "$n" = 1 ] && log "killing ${#kill_list[@]} pod processes"
+        kill -KILL "${kill_list[@]}" 2>/dev/null || true
+        sleep 0.2
+      done
+    done
+  fi
+
+  # 3. Shims, then the rest of the components, newest first.
+  for pid in $(our_shims); do
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  for ((n = ${#COMPONENTS[@]} - 1; n >= 0; n--)); do
+    c=${COMPONENTS[n]}
+    [ "$c" = kubelet ] && continue
+    if pid=$(component_pid "$c"); then
+      log "stopping $c ($pid)"
+      stop_pid "$pid" 10
+    fi
+  done
+  rm -rf "$K8S_STATE/pids"
+
+  # 4. Mounts: pod volumes, container root filesystems, shm, the pods' network
+  #    namespaces (containerd keeps them under its state directory), etcd's tmpfs.
+  for d in "$K8S_DATA" "$K8S_STATE"; do
+    [ -d "$d" ] || continue
+    unmount_under "$d" || die "cannot unmount everything under $d: $(mounts_under "$d" | head -3 | tr '\n' ' ')"
+  done
+
+  # 5. The namespace, which takes the pod bridge and the veth pair with it.
+  if [ -e "/run/netns/$NS" ]; then
+    log "deleting network namespace $NS"
+    ip netns delete "$NS"
+  fi
+  if ip link show "$VETH_HOST" >/dev/null 2>&1; then
+    ip link delete "$VETH_HOST"
+  fi
+
+  # 6. Cgroups: the pods' (kubepods under every v1 hierarchy) and the daemons'.
+  for root in $(cgroup_v1_roots); do
+    for d in "$root/kubepods" "$root/$SYSTEM_CGROUP"; do
+      [ -d "$d" ] || continue
+      [ "$d" = "$root/kubepods" ] && foreign_kubelet && continue
+      # Daemons still in our cgroup are ours (started by k8s-up); move any stragglers out.
+      for p in $(cgroup_tasks "$d"); do echo "$p" > "$root/cgroup.procs" 2>/dev/null || true; done
+      find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+      [ -d "$d" ] && log "warning: could not remove cgroup $d"
+    done
+  done
+
+  # 7. Files: containerd's and the kubelet's state, certificates, logs; symlinks the
+  #    kubelet made in /var/log/containers. The build cache stays.
+  if [ -d /var/log/containers ]; then
+    for m in /var/log/containers/*.log; do
+      [ -L "$m" ] || continue
+      case "$(readlink "$m")" in "$K8S_DATA"/*) rm -f "$m" ;; esac
+    done
+  fi
+  if [ -d "$K8S_STATE/logs" ]; then
+    rm -rf "$K8S_LAST_LOGS"
+    mv "$K8S_STATE/logs" "$K8S_LAST_LOGS"
+  fi
+  for d in "$K8S_DATA" "$K8S_STATE"; do
+    if [ -d "$d" ]; then rm -rf --one-file-system "$d"; fi
+  done
+  return 0
+}
