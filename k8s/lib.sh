@@ -12,20 +12,23 @@ K8S_BIN=$K8S_CACHE/bin/$K8S_VERSION
 K8S_LOCK=/run/lock/isobench-k8s.lock
 K8S_LAST_LOGS=$K8S_STATE.last-logs   # the components' logs, kept by k8s-down
 
-NS=isobench-k8s             # network namespace that holds the whole cluster
+# Host objects are named isok8s*, never isobench-*: isobench's own sweep of dead runs
+# removes every cgroup and network namespace named isobench-* whose run it cannot parse.
+NS=isok8s                   # network namespace that holds the whole cluster
 NODE=isobench-k8s           # node name
 VETH_HOST=isok8s0           # host end of the only link into the namespace
 VETH_NS=isok8s1
 BRIDGE=isok8s-br0           # pod bridge inside the namespace
-NET_PREFIX=10.213.0.0/16    # everything below lies in here; checked against the host's routes
-HOST_IP=10.213.0.1
-NODE_IP=10.213.0.2          # the namespace's veth address: node IP and API server address
+NET_PREFIX=10.215.0.0/16    # everything below lies in here; checked against the host's routes
+# (isobench itself gives tenant networks 10.213.X.0/24, see crates/platform/src/net.rs)
+HOST_IP=10.215.0.1
+NODE_IP=10.215.0.2          # the namespace's veth address: node IP and API server address
 VETH_PLEN=30
-POD_CIDR=10.213.1.0/24
-POD_GW=10.213.1.1
-SERVICE_CIDR=10.213.16.0/24
-SERVICE_IP=10.213.16.1      # the `kubernetes` service; nothing routes it (no kube-proxy)
-SYSTEM_CGROUP=isobench-k8s  # cgroup (v1) of the cluster's own daemons, pinned to CPU 0
+POD_CIDR=10.215.1.0/24
+POD_GW=10.215.1.1
+SERVICE_CIDR=10.215.16.0/24
+SERVICE_IP=10.215.16.1      # the `kubernetes` service; nothing routes it (no kube-proxy)
+SYSTEM_CGROUP=isok8s-system # cgroup (v1) of the cluster's own daemons, pinned to CPU 0
 
 # Started in this order, stopped in the reverse order.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
