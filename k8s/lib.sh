@@ -74,8 +74,15 @@ stop_pid() {
   done
 }
 
-# Mount points of v1 cgroup hierarchies (cpu, memory, ..., name=systemd).
-cgroup_v1_roots() { awk '$3 == "cgroup" { print $2 }' /proc/mounts; }
+stop_component() {
+  local t0=$SECONDS
+  stop_pid "$2" 10
+  log "stopped $1 ($2) in $((SECONDS - t0))s"
+}
+
+# Mount points of cgroup hierarchies: v1 (cpu, memory, ..., name=systemd) and the hybrid
+# cgroup2 one (/sys/fs/cgroup/unified, where the kubelet makes /kubepods too).
+cgroup_roots() { awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/mounts; }
 
 # Pids in a cgroup subtree.
 cgroup_tasks() {
@@ -135,15 +142,14 @@ cluster_down() {
 
   # 1. The kubelet first, so it restarts no containers.
   if pid=$(component_pid kubelet); then
-    log "stopping kubelet ($pid)"
-    stop_pid "$pid" 10
+    stop_component kubelet "$pid"
   fi
 
   # 2. Every process in the pods' cgroups (pause processes and containers).
   if foreign_kubelet; then
     log "another kubelet runs on this machine: leaving /kubepods cgroups alone"
   else
-    for root in $(cgroup_v1_roots); do
+    for root in $(cgroup_roots); do
       d=$root/kubepods
       [ -d "$d" ] || continue
       for n in 1 2 3 4 5 6 7 8 9 10; do
@@ -164,8 +170,7 @@ cluster_down() {
     c=${COMPONENTS[n]}
     [ "$c" = kubelet ] && continue
     if pid=$(component_pid "$c"); then
-      log "stopping $c ($pid)"
-      stop_pid "$pid" 10
+      stop_component "$c" "$pid"
     fi
   done
   rm -rf "$K8S_STATE/pids"
@@ -186,8 +191,8 @@ cluster_down() {
     ip link delete "$VETH_HOST"
   fi
 
-  # 6. Cgroups: the pods' (kubepods under every v1 hierarchy) and the daemons'.
-  for root in $(cgroup_v1_roots); do
+  # 6. Cgroups: the pods' (kubepods under every hierarchy) and the daemons'.
+  for root in $(cgroup_roots); do
     for d in "$root/kubepods" "$root/$SYSTEM_CGROUP"; do
       [ -d "$d" ] || continue
       [ "$d" = "$root/kubepods" ] && foreign_kubelet && continue
