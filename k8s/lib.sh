@@ -74,10 +74,29 @@ stop_pid() {
   done
 }
 
-stop_component() {
-  local t0=$SECONDS
-  stop_pid "$2" 10
-  log "stopped $1 ($2) in $((SECONDS - t0))s"
+# Stops components (by name) together: SIGTERM to all, up to 10 s, then SIGKILL.
+stop_components() {
+  local t0=$SECONDS c pid i
+  local -a names=() pids=() starts=() left=()
+  for c in "$@"; do
+    pid=$(component_pid "$c") || continue
+    names+=("$c") pids+=("$pid") starts+=("$(proc_start "$pid")")
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  [ "${#pids[@]}" -gt 0 ] || return 0
+  for ((i = 0; i < 100; i++)); do
+    left=()
+    for c in "${!pids[@]}"; do
+      [ "$(proc_start "${pids[c]}")" = "${starts[c]}" ] && left+=("$c")
+    done
+    [ "${#left[@]}" -gt 0 ] || break
+    sleep 0.1
+  done
+  for c in "${left[@]}"; do
+    log "${names[c]} (${pids[c]}) did not stop within 10s; killing it"
+    stop_pid "${pids[c]}" 0
+  done
+  log "stopped ${names[*]} in $((SECONDS - t0))s"
 }
 
 # Mount points of cgroup hierarchies: v1 (cpu, memory, ..., name=systemd) and the hybrid
@@ -141,9 +160,7 @@ cluster_down() {
   local -a kill_list=()
 
   # 1. The kubelet first, so it restarts no containers.
-  if pid=$(component_pid kubelet); then
-    stop_component kubelet "$pid"
-  fi
+  stop_components kubelet
 
   # 2. Every process in the pods' cgroups (pause processes and containers).
   if foreign_kubelet; then
@@ -162,17 +179,14 @@ cluster_down() {
     done
   fi
 
-  # 3. Shims, then the rest of the components, newest first.
+  # 3. Shims, then the rest of the components.
   for pid in $(our_shims); do
     kill -KILL "$pid" 2>/dev/null || true
   done
-  for ((n = ${#COMPONENTS[@]} - 1; n >= 0; n--)); do
-    c=${COMPONENTS[n]}
-    [ "$c" = kubelet ] && continue
-    if pid=$(component_pid "$c"); then
-      stop_component "$c" "$pid"
-    fi
-  done
+  # The API server's clients and containerd together, then the API server, then etcd.
+  stop_components containerd kube-scheduler kube-controller-manager
+  stop_components kube-apiserver
+  stop_components etcd
   rm -rf "$K8S_STATE/pids"
 
   # 4. Mounts: pod volumes, container root filesystems, shm, the pods' network
@@ -218,5 +232,8 @@ cluster_down() {
   for d in "$K8S_DATA" "$K8S_STATE"; do
     if [ -d "$d" ]; then rm -rf --one-file-system "$d"; fi
   done
+  # Directories containerd's shims and the kubelet make in fixed places; only if empty
+  # (another containerd or kubelet may use them).
+  rmdir /run/containerd/s /run/containerd /var/log/containers 2>/dev/null || true
   return 0
 }
