@@ -40,9 +40,16 @@ SANE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 log() { echo "k8s: $*" >&2; }
 die() { echo "k8s: error: $*" >&2; exit 1; }
 
-# The start time (clock ticks after boot) of a process, to tell it from a later process
-# that reuses its pid.
-proc_start() { [ -r "/proc/$1/stat" ] && sed -E 's/^.*\) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+# The start time (clock ticks after boot) of a live process, to tell it from a later
+# process that reuses its pid. Nothing for a zombie: PID 1 on this machine reaps orphans
+# only every second or two, and a zombie is as dead as a gone process.
+proc_start() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }
+  case "$stat" in Z* | X*) return 0 ;; esac
+  echo "$stat" | cut -d' ' -f20
+}
 
 pidfile() { echo "$K8S_STATE/pids/$1.pid"; }
 
@@ -54,24 +61,6 @@ component_pid() {
   read -r pid start < "$file" || return 1
   [ -n "$pid" ] && [ "$(proc_start "$pid")" = "$start" ] || return 1
   echo "$pid"
-}
-
-# Sends SIGTERM, waits up to $2 seconds, then SIGKILL.
-stop_pid() {
-  local pid=$1 grace=${2:-10} start i
-  start=$(proc_start "$pid") || return 0
-  [ -n "$start" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for ((i = 0; i < grace * 10; i++)); do
-    [ "$(proc_start "$pid")" = "$start" ] || return 0
-    sleep 0.1
-  done
-  log "$pid did not stop within ${grace}s; killing it"
-  kill -KILL "$pid" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do
-    [ "$(proc_start "$pid")" = "$start" ] || return 0
-    sleep 0.1
-  done
 }
 
 # Stops components (by name) together: SIGTERM to all, up to 10 s, then SIGKILL.
@@ -94,7 +83,13 @@ stop_components() {
   done
   for c in "${left[@]}"; do
     log "${names[c]} (${pids[c]}) did not stop within 10s; killing it"
-    stop_pid "${pids[c]}" 0
+    kill -KILL "${pids[c]}" 2>/dev/null || true
+  done
+  for ((i = 0; i < 50 && ${#left[@]} > 0; i++)); do
+    sleep 0.1
+    for c in "${!left[@]}"; do
+      [ "$(proc_start "${pids[left[c]]}")" = "${starts[left[c]]}" ] || unset 'left[c]'
+    done
   done
   log "stopped ${names[*]} in $((SECONDS - t0))s"
 }
