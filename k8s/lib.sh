@@ -109,7 +109,7 @@ foreign_kubelet() {
   local ours p
   ours=$(component_pid kubelet || true)
   for p in $(pgrep -x kubelet || true); do
-    [ "$p" = "$ours" ] || return 0
+    [ "$p" = "$ours" ] || [ -z "$(proc_start "$p")" ] || return 0
   done
   return 1
 }
