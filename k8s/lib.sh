@@ -63,6 +63,8 @@ component_pid() {
   echo "$pid"
 }
 
+STOPPED_PIDS=()
+
 # Stops components (by name) together: SIGTERM to all, up to 10 s, then SIGKILL.
 stop_components() {
   local t0=$SECONDS c pid i
@@ -70,6 +72,7 @@ stop_components() {
   for c in "$@"; do
     pid=$(component_pid "$c") || continue
     names+=("$c") pids+=("$pid") starts+=("$(proc_start "$pid")")
+    STOPPED_PIDS+=("$pid")
     kill -TERM "$pid" 2>/dev/null || true
   done
   [ "${#pids[@]}" -gt 0 ] || return 0
@@ -230,5 +233,15 @@ cluster_down() {
   # Directories containerd's shims and the kubelet make in fixed places; only if empty
   # (another containerd or kubelet may use them).
   rmdir /run/containerd/s /run/containerd /var/log/containers 2>/dev/null || true
+  # Until PID 1 has reaped them, stopped daemons linger as zombies; wait, so that `ps`
+  # run right after k8s-down shows nothing.
+  for ((n = 0; n < 50; n++)); do
+    m=
+    for pid in "${STOPPED_PIDS[@]}"; do
+      if [ -e "/proc/$pid" ]; then m=1; fi
+    done
+    [ -n "$m" ] || break
+    sleep 0.1
+  done
   return 0
 }
