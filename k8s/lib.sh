@@ -19,6 +19,7 @@ NODE=isobench-k8s           # node name
 VETH_HOST=isok8s0           # host end of the only link into the namespace
 VETH_NS=isok8s1
 BRIDGE=isok8s-br0           # pod bridge inside the namespace
+CNI_NETWORK=isok8s          # CNI network name: libcni caches results as /var/lib/cni/results/NAME-ID-IF
 NET_PREFIX=10.215.0.0/16    # everything below lies in here; checked against the host's routes
 # (isobench itself gives tenant networks 10.213.X.0/24, see crates/platform/src/net.rs)
 HOST_IP=10.215.0.1
@@ -230,6 +231,17 @@ cluster_down() {
   for d in "$K8S_DATA" "$K8S_STATE"; do
     if [ -d "$d" ]; then rm -rf --one-file-system "$d"; fi
   done
+  # libcni's result cache (fixed at /var/lib/cni): entries of our pods, which were killed
+  # without a CNI DEL, are named after our network and the sandbox id.
+  if [ -d /var/lib/cni/results ]; then
+    for m in /var/lib/cni/results/"$CNI_NETWORK"-*; do
+      [ -e "$m" ] || continue
+      n=${m#/var/lib/cni/results/"$CNI_NETWORK"-}
+      n=${n%-*}
+      rm -f "$m" "/var/lib/cni/results/cni-loopback-$n-lo"
+    done
+    rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null || true
+  fi
   # Directories containerd's shims and the kubelet make in fixed places; only if empty
   # (another containerd or kubelet may use them).
   rmdir /run/containerd/s /run/containerd /var/log/containers 2>/dev/null || true
