@@ -231,6 +231,12 @@ cluster_down() {
   for d in "$K8S_DATA" "$K8S_STATE"; do
     if [ -d "$d" ]; then rm -rf --one-file-system "$d"; fi
   done
+  # The kubelet's device-plugin socket and checkpoint, in a fixed place whatever its
+  # root directory.
+  if ! foreign_kubelet && [ -d /var/lib/kubelet/device-plugins ]; then
+    rm -f /var/lib/kubelet/device-plugins/kubelet.sock /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
+    rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet 2>/dev/null || true
+  fi
   # libcni's result cache (fixed at /var/lib/cni): entries of our pods, which were killed
   # without a CNI DEL, are named after our network and the sandbox id.
   if [ -d /var/lib/cni/results ]; then
