@@ -1,6 +1,6 @@
 # Shared by scripts/k8s-up and scripts/k8s-down (sourced, not run): where the local cluster
 # keeps its files, its addresses, and how it is torn down. See docs/k8s.md.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # the variables are used by the scripts that source this
 
 K8S_VERSION=v1.37.2
 K8S_CACHE=${ISOBENCH_K8S_CACHE:-/var/cache/isobench-k8s}
@@ -169,7 +169,7 @@ cluster_down() {
       d=$root/kubepods
       [ -d "$d" ] || continue
       for n in 1 2 3 4 5 6 7 8 9 10; do
-        kill_list=($(cgroup_tasks "$d"))
+        mapfile -t kill_list < <(cgroup_tasks "$d")
         [ "${#kill_list[@]}" -gt 0 ] || break
         [ "$n" = 1 ] && log "killing ${#kill_list[@]} pod processes"
         kill -KILL "${kill_list[@]}" 2>/dev/null || true
