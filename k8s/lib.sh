@@ -40,6 +40,7 @@ SANE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 log() { echo "k8s: $*" >&2; }
 die() { echo "k8s: error: $*" >&2; exit 1; }
+usage_error() { echo "k8s: error: $*" >&2; exit 2; }
 
 # The start time (clock ticks after boot) of a live process, to tell it from a later
 # process that reuses its pid. Nothing for a zombie: PID 1 on this machine reaps orphans
