@@ -124,6 +124,21 @@ fn flock(file: &File, how: i32) -> io::Result<bool> {
     }
 }
 
+/// Polls `f` until it gives a value (10 s at most). For tests: a lock dropped here stays held
+/// while a child forked at that moment by another thread has not yet exec'd, since the child
+/// shares the open file until then.
+#[cfg(test)]
+pub(crate) fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(std::time::Instant::now() < end, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,8 +156,12 @@ mod tests {
         held.set_note("run 1\n").unwrap();
         assert_eq!(LockFile::note_of(&path).as_deref(), Some("run 1\n"));
         drop(held);
-        assert_eq!(LockFile::is_held(&path), Some(false));
-        assert!(LockFile::try_lock(&path).unwrap().is_some());
+        eventually("the lock is free", || {
+            (LockFile::is_held(&path) == Some(false)).then_some(())
+        });
+        eventually("the lock is taken again", || {
+            LockFile::try_lock(&path).unwrap()
+        });
     }
 
     #[test]
