@@ -443,11 +443,14 @@ impl K8sPlatform {
         refuse_unexpressible(&limits, spec)?;
         check_pids(limits.pids, self.pods_pids_limit)?;
         if spec.role == Role::Aggressor && limits.memory.is_none() {
-            let (safe, _) = limits.with_safe_defaults(&self.host);
+            let (safe, filled) = limits.with_safe_defaults(&self.host);
             limits.memory = safe.memory;
-            if let Some(m) = limits.memory {
-                notes.push(format!("safe default memory={m}"));
-            }
+            notes.extend(
+                filled
+                    .into_iter()
+                    .filter(|f| f.starts_with("memory="))
+                    .map(|f| format!("safe default {f}")),
+            );
         }
         match self.pods_pids_limit {
             Some(k) => {
