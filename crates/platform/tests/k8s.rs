@@ -263,6 +263,64 @@ fn k8s_killed_run_is_swept() {
     assert!(pods_of_run(&run).is_empty());
 }
 
+/// The helper mode of this test binary that sweeps and prints what the sweep did.
+const SWEEP_ENV: &str = "ISOBENCH_K8S_SWEEP";
+
+/// With no cluster configured, or one that does not answer, the sweep does nothing, says
+/// nothing and is quick.
+#[test]
+fn k8s_sweep_without_a_cluster_is_quiet() {
+    let test = "k8s_sweep_without_a_cluster_is_quiet";
+    if !common::root_or_skip(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead.kubeconfig");
+    std::fs::write(
+        &dead,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: \
+         https://127.0.0.1:1\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: \
+         u\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n",
+    )
+    .unwrap();
+    let missing = dir.path().join("missing.kubeconfig");
+    for kubeconfig in [&dead, &missing] {
+        let exe = std::env::current_exe().unwrap();
+        let t0 = Instant::now();
+        let out = Command::new(exe)
+            .args(["--exact", "sweep_helper", "--nocapture", "--test-threads=1"])
+            .env(SWEEP_ENV, "1")
+            .env("KUBECONFIG", kubeconfig)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let took = t0.elapsed();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(!text.contains("k8s-ns"), "{text}");
+        assert!(took < Duration::from_secs(10), "the sweep took {took:?}");
+        eprintln!(
+            "k8s: sweep with KUBECONFIG={} took {took:?}",
+            kubeconfig.display()
+        );
+    }
+}
+
+/// Not a test on its own: with `ISOBENCH_K8S_SWEEP` set, sweeps dead runs and prints the
+/// report.
+#[test]
+fn sweep_helper() {
+    if std::env::var(SWEEP_ENV).is_err() {
+        return;
+    }
+    let report = isobench_platform::cleanup(false);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "SWEPT\n{report}").unwrap();
+    for f in &report.failed {
+        writeln!(out, "failed {f:?}").unwrap();
+    }
+}
+
 /// Not a test on its own: with `ISOBENCH_K8S_ORPHAN` set, makes a frozen pod, reports its
 /// run and waits to be killed.
 #[test]
