@@ -185,11 +185,39 @@ fn k8s_two_tenants_probe_and_limits() {
             other.workdir().display()
         )
     );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo \"$FROM_CALLER\""])
+        .env("FROM_CALLER", "a b;$c")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let out = other.spawn(cmd).unwrap().wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a b;$c\n");
+    let mut cmd = Command::new("true");
+    cmd.current_dir("/tmp");
+    let e = other.spawn(cmd).unwrap_err().to_string();
+    assert!(e.contains("working directory"), "{e}");
     victim.set_frozen(true).unwrap();
     victim.set_frozen(false).unwrap();
     client.ping().expect("the agent answers after a thaw");
     let u = victim.usage().unwrap();
     assert!(u.memory_current.is_some(), "{u:?}");
+    drop(client);
+    process.close(Duration::from_secs(5));
+
+    // The killer ends the agent but not the pod; a new agent starts.
+    let conn = victim.start_agent(&launch(victim.as_ref())).unwrap();
+    let (r, w, mut process) = conn.split();
+    let client = AgentClient::new("victim", r, w).with_timeout(Duration::from_secs(60));
+    client.hello().unwrap();
+    let killed = victim.killer().kill().unwrap();
+    assert!(killed >= 1, "{killed}");
+    assert!(client.ping().is_err(), "the agent is gone");
+    drop(client);
+    process.close(Duration::from_secs(5));
+    let conn = victim.start_agent(&launch(victim.as_ref())).unwrap();
+    let (r, w, mut process) = conn.split();
+    let client = AgentClient::new("victim", r, w).with_timeout(Duration::from_secs(60));
+    client.hello().expect("a restarted agent answers");
     drop(client);
     process.close(Duration::from_secs(5));
 

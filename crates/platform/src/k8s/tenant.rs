@@ -25,7 +25,6 @@ use crate::cgroup::{Controller, TenantCgroup};
 use crate::limits::Limits;
 use crate::oci::exec::{is_isobench, ExecImage};
 use crate::oci::image::IMAGE_EXE;
-use crate::procs;
 use crate::run::RunContext;
 use crate::tenant::{Killer, Tenant, TenantInfo, Usage};
 use crate::watchdog::Watchdog;
@@ -35,9 +34,9 @@ pub const RUN_LABEL: &str = "isobench.run";
 /// Label carrying the tenant name on every pod.
 pub const TENANT_LABEL: &str = "isobench.tenant";
 
-/// In the container: change to the directory `$0`, then run the rest. A fixed script with
-/// the directory and command as positional arguments: nothing is interpolated.
-const CD_EXEC: &str = "cd \"$0\" || exit 127; exec \"$@\"";
+/// busybox's `env` in the image: sets the caller's extra variables, then executes the
+/// program (not a shell; nothing is interpolated). kubectl exec passes no environment.
+const ENV: &str = "/bin/env";
 
 /// Deletes a pod, waiting for it to go.
 pub(crate) fn delete_pod(k: &Kubectl, ns: &str, pod: &str) -> Result<()> {
@@ -146,13 +145,13 @@ impl K8sTenant {
         }
     }
 
-    /// kubectl's arguments that run `program args` in the pod, in `dir`, with `env` added
-    /// (through busybox `env`; kubectl exec passes no environment).
+    /// kubectl's arguments that run `program args` in the pod with `env` added. The process
+    /// starts in the container's working directory (the workdir) and inherits the
+    /// container's environment, which carries the tenant's tags.
     fn exec_args(
         &self,
         program: OsString,
         args: impl IntoIterator<Item = OsString>,
-        dir: &Path,
         env: Vec<(OsString, OsString)>,
     ) -> Vec<OsString> {
         let inner = &self.inner;
@@ -172,31 +171,17 @@ impl K8sTenant {
                 "-c",
                 CONTAINER,
                 "--",
-                "/bin/sh",
-                "-c",
-                CD_EXEC,
             ]
             .map(OsString::from),
         );
-        v.push(dir.as_os_str().to_owned());
-        v.push("/bin/env".into());
-        let tags = [
-            (procs::ENV_RUN, OsString::from(inner.run.id().as_str())),
-            (procs::ENV_TENANT, OsString::from(&inner.info.object_name)),
-            (
-                procs::ENV_WORKDIR,
-                inner.info.workdir.as_os_str().to_owned(),
-            ),
-        ];
-        for (k, val) in tags
-            .into_iter()
-            .map(|(k, v)| (OsString::from(k), v))
-            .chain(env)
-        {
-            let mut kv = k;
-            kv.push("=");
-            kv.push(val);
-            v.push(kv);
+        if !env.is_empty() {
+            v.push(ENV.into());
+            for (k, val) in env {
+                let mut kv = k;
+                kv.push("=");
+                kv.push(val);
+                v.push(kv);
+            }
         }
         v.push(program);
         v.extend(args);
@@ -214,9 +199,9 @@ impl Tenant for K8sTenant {
     }
 
     /// Runs `cmd` with `kubectl exec -i` in the pod: the isobench binary becomes the image's
-    /// `/isobench`, the command's environment is passed with `env` (the host's is not), its
-    /// directory (else the workdir, mounted at the same path) is the working directory. The
-    /// returned child is kubectl, which relays the streams and the exit status.
+    /// `/isobench`, the command's environment is passed through busybox `env` (the host's is
+    /// not), and it runs in the workdir (mounted at the same path); another directory is
+    /// refused. The returned child is kubectl, which relays the streams and the exit status.
     fn spawn(&self, mut cmd: Command) -> Result<Child> {
         let inner = &self.inner;
         if inner.torn_down.load(Ordering::SeqCst) {
@@ -229,17 +214,24 @@ impl Tenant for K8sTenant {
         };
         let shown = program.to_string_lossy().into_owned();
         let args: Vec<OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
-        let dir = cmd
-            .get_current_dir()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| inner.info.workdir.clone());
+        if let Some(dir) = cmd.get_current_dir() {
+            if dir != inner.info.workdir {
+                bail!(
+                    "tenant {}: `{shown}` asks for the directory {}, but `kubectl exec` starts \
+                     processes only in the pod's working directory, the workdir {}",
+                    inner.info.name,
+                    dir.display(),
+                    inner.info.workdir.display()
+                );
+            }
+        }
         let env: Vec<(OsString, OsString)> = cmd
             .get_envs()
             .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
             .collect();
-        let argv = self.exec_args(program, args, &dir, env);
+        let argv = self.exec_args(program, args, env);
         let image = ExecImage::new(inner.kubectl.bin(), &argv, std::env::vars_os())?;
-        if !dir.is_dir() {
+        if !inner.info.workdir.is_dir() {
             cmd.current_dir("/");
         }
         cmd.process_group(0);
