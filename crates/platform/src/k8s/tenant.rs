@@ -264,8 +264,23 @@ impl Tenant for K8sTenant {
         AgentConnection::stdio(child)
     }
 
+    /// The container's cgroup usage; the pids limit's hits are counted where the limit is,
+    /// on the pod's cgroup.
     fn usage(&self) -> Result<Usage> {
-        Ok(self.inner.cgroup.usage())
+        let inner = &self.inner;
+        let mut u = inner.cgroup.usage();
+        if let Some(pod) = inner.cgroup.dir_of(Controller::Pids).and_then(Path::parent) {
+            let hits = fs::read_to_string(pod.join("pids.events"))
+                .ok()
+                .and_then(|t| {
+                    t.lines()
+                        .find_map(|l| l.strip_prefix("max ").and_then(|n| n.trim().parse().ok()))
+                });
+            if let Some(h) = hits {
+                u.pids_limit_hits = Some(u.pids_limit_hits.unwrap_or(0).max(h));
+            }
+        }
+        Ok(u)
     }
 
     /// The container's cgroup limits; the pids limit is the pod's (the kubelet sets it on
