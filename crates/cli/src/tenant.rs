@@ -154,7 +154,7 @@ impl Session {
             .map_err(|e| bad_input(format!("--limits: {e}")))?;
         let mut limits = req.limits.clone();
         let mut filled = Vec::new();
-        if aggressive && platform.enforces_limits() {
+        if aggressive && platform.capabilities().contains_aggressors {
             (limits, filled) = limits.with_safe_defaults(platform.host());
         }
         let mut spec = TenantSpec::new(tenant_name, role).with_limits(limits);

@@ -120,7 +120,10 @@ impl Backend for RealBackend {
             ));
             limits = isobench_platform::Limits::none();
         }
-        if t.role == Role::Aggressor && self.platform.enforces_limits() {
+        // Containment limits only where the platform can hold an aggressor to all of them
+        // (a platform that cannot, e.g. `k8s` without io limits, bounds what it can itself,
+        // and the plan caps the aggressive stressors).
+        if t.role == Role::Aggressor && self.platform.capabilities().contains_aggressors {
             let (l, filled) = limits.with_safe_defaults(self.platform.host());
             limits = l;
             for f in filled {

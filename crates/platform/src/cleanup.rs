@@ -46,6 +46,8 @@ pub enum ObjectKind {
     Tap,
     /// A file (a guest's disk image, a socket).
     File,
+    /// A Kubernetes namespace (and the pods in it).
+    Namespace,
 }
 
 impl fmt::Display for ObjectKind {
@@ -58,6 +60,7 @@ impl fmt::Display for ObjectKind {
             ObjectKind::Workdir => "workdir",
             ObjectKind::StateDir => "state",
             ObjectKind::Container => "container",
+            ObjectKind::Namespace => "k8s-ns",
             ObjectKind::Image => "image",
             ObjectKind::Guest => "guest",
             ObjectKind::Tap => "tap",

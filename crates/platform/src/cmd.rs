@@ -22,13 +22,39 @@ pub(crate) struct Output {
 
 /// Runs `prog args...`, waiting at most `timeout`; a command that overruns is killed.
 pub(crate) fn run_with_timeout(prog: &str, args: &[&str], timeout: Duration) -> Result<Output> {
+    run_with_input(prog, args, None, timeout)
+}
+
+/// Runs `prog args...` with `input` (if any) on its standard input, waiting at most
+/// `timeout`; a command that overruns is killed.
+pub(crate) fn run_with_input(
+    prog: &str,
+    args: &[&str],
+    input: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<Output> {
     let mut child = Command::new(prog)
         .args(args)
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("starting `{prog}`"))?;
+    let in_t = match (input, child.stdin.take()) {
+        (Some(data), Some(mut w)) => {
+            let data = data.to_vec();
+            Some(thread::spawn(move || {
+                use std::io::Write;
+                // A command that exits early closes the pipe: its exit status tells why.
+                let _ = w.write_all(&data);
+            }))
+        }
+        _ => None,
+    };
     let mut out = child.stdout.take().context("stdout pipe")?;
     let mut err = child.stderr.take().context("stderr pipe")?;
     let out_t = thread::spawn(move || {
@@ -60,6 +86,9 @@ pub(crate) fn run_with_timeout(prog: &str, args: &[&str], timeout: Duration) -> 
         .join()
         .map_err(|_| anyhow::anyhow!("waiter thread panicked"))?
         .with_context(|| format!("waiting for `{prog}`"))?;
+    if let Some(t) = in_t {
+        let _ = t.join();
+    }
     let stdout = out_t.join().unwrap_or_default();
     let stderr = err_t.join().unwrap_or_default();
     if timed_out {

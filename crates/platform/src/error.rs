@@ -51,6 +51,18 @@ pub enum PlatformError {
         /// The alternative.
         fix: &'static str,
     },
+    /// A limit the platform cannot enforce per tenant, for a reason known only at run time.
+    #[error("limit `{key}` cannot be enforced by the `{platform}` platform ({why}); {fix}")]
+    Refused {
+        /// The limit key.
+        key: &'static str,
+        /// The platform.
+        platform: &'static str,
+        /// Why.
+        why: String,
+        /// What to do.
+        fix: String,
+    },
     /// A network rate for a tenant without its own network namespace.
     #[error("limit `{key}` shapes the tenant's own network namespace, but the tenant has none; give the tenant a network or remove `{key}`")]
     NetLimitWithoutNetwork {

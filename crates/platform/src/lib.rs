@@ -5,7 +5,8 @@
 //! optional own network, a workdir, a deadline). `host` runs plain processes (the
 //! no-isolation baseline); `cgroup` puts each tenant in its own cgroup, v1 or v2 detected at
 //! run time, through a thin layer over cgroupfs ([`cgroup`]); `oci` runs each tenant in a
-//! container made by Docker or Podman ([`oci`]). A tenant can also get its own network
+//! container made by Docker or Podman ([`oci`]); `k8s` runs each tenant in a pod on this
+//! machine's Kubernetes node, through kubectl ([`k8s`]). A tenant can also get its own network
 //! namespace on a per-run bridge, with rate limits ([`net`]).
 //!
 //! Safety is part of the contract, not an option: the child of [`Tenant::spawn`] joins its
@@ -28,6 +29,7 @@ mod cmd;
 pub mod doctor;
 pub mod error;
 pub mod hostinfo;
+pub mod k8s;
 pub mod limits;
 mod local;
 pub mod lockfile;
@@ -174,14 +176,21 @@ impl fmt::Debug for PlatformEntry {
 
 /// Every platform of this build: adding a platform is a module and a line here. Their
 /// sweeps run in this order: `vm`'s (processes, at once) before `oci`'s, whose engine queries
-/// take a moment in which an orphaned guest could power off unrecorded.
-pub static PLATFORMS: &[&PlatformEntry] = &[&local::HOST, &local::CGROUP, &vm::ENTRY, &oci::ENTRY];
+/// take a moment in which an orphaned guest could power off unrecorded; `k8s`'s last (it
+/// asks an API server, and gives up quietly after a few seconds when none answers).
+pub static PLATFORMS: &[&PlatformEntry] = &[
+    &local::HOST,
+    &local::CGROUP,
+    &vm::ENTRY,
+    &oci::ENTRY,
+    &k8s::ENTRY,
+];
 
 /// The platforms `auto` tries, in order: the first that can work here is used.
 pub const AUTO: &[PlatformKind] = &[PlatformKind::CGROUP, PlatformKind::HOST];
 
 /// Platforms of the design that this build does not provide yet.
-const PLANNED: &[&str] = &["k8s", "kubernetes"];
+const PLANNED: &[&str] = &[];
 
 impl FromStr for PlatformKind {
     type Err = PlatformError;
@@ -235,6 +244,9 @@ pub struct PlatformOptions {
     /// The kernel of the `vm` platform's guests; `None` uses the one `isobench vm setup`
     /// cached.
     pub vm_kernel: Option<PathBuf>,
+    /// The kubeconfig of the `k8s` platform; `None` uses `KUBECONFIG`, else the one
+    /// `scripts/k8s-up` writes.
+    pub k8s_kubeconfig: Option<PathBuf>,
 }
 
 impl PlatformOptions {
@@ -247,6 +259,7 @@ impl PlatformOptions {
             host: None,
             oci_engine: None,
             vm_kernel: None,
+            k8s_kubeconfig: None,
         }
     }
 }
@@ -339,10 +352,6 @@ mod tests {
         );
         let e = "cgrop".parse::<PlatformKind>().unwrap_err().to_string();
         assert!(e.contains("did you mean `cgroup`"), "{e}");
-        let e = "k8s".parse::<PlatformKind>().unwrap_err().to_string();
-        assert!(
-            e.contains("not available") && e.contains("use one of host, cgroup"),
-            "{e}"
-        );
+        assert_eq!("kubernetes".parse::<PlatformKind>().unwrap(), k8s::KIND);
     }
 }

@@ -14,7 +14,7 @@
 //! `isobench-<run>-<tenant>`, so the sweep ([`sweep`]) finds what a killed run left.
 
 mod engine;
-mod exec;
+pub(crate) mod exec;
 pub mod image;
 mod sweep;
 mod tenant;
