@@ -495,30 +495,15 @@ pub(crate) struct LocalTenant {
 impl LocalTenant {
     pub(crate) fn new(inner: Inner) -> LocalTenant {
         let inner = Arc::new(inner);
-        let expired = Arc::new(AtomicBool::new(false));
-        let watchdog = inner.info.deadline_s.map(|d| {
-            let target = inner.clone();
-            let w = Watchdog::start(&inner.info.name, Duration::from_secs_f64(d), move || {
-                if let Err(e) = target.kill_processes() {
-                    eprintln!(
-                        "isobench: warning: watchdog of tenant {}: {e:#}",
-                        target.info.name
-                    );
-                }
+        let target = inner.clone();
+        let (watchdog, expired) =
+            Watchdog::for_tenant(&inner.info.name, inner.info.deadline_s, move || {
+                target.kill_processes()
             });
-            w
-        });
-        if let Some(w) = &watchdog {
-            return LocalTenant {
-                expired: w.fired_flag(),
-                inner,
-                watchdog: Mutex::new(watchdog),
-            };
-        }
         LocalTenant {
             inner,
             expired,
-            watchdog: Mutex::new(None),
+            watchdog: Mutex::new(watchdog),
         }
     }
 }

@@ -14,6 +14,27 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
+    /// A tenant's watchdog, when it has a deadline (`deadline_s`): on expiry `kill` ends its
+    /// processes (a failure is warned about). Also gives the flag that says it fired (a flag
+    /// that stays false without a deadline).
+    pub(crate) fn for_tenant(
+        name: &str,
+        deadline_s: Option<f64>,
+        kill: impl FnOnce() -> anyhow::Result<usize> + Send + 'static,
+    ) -> (Option<Watchdog>, Arc<AtomicBool>) {
+        let Some(d) = deadline_s else {
+            return (None, Arc::new(AtomicBool::new(false)));
+        };
+        let tenant = name.to_string();
+        let w = Watchdog::start(name, Duration::from_secs_f64(d), move || {
+            if let Err(e) = kill() {
+                eprintln!("isobench: warning: watchdog of tenant {tenant}: {e:#}");
+            }
+        });
+        let fired = w.fired_flag();
+        (Some(w), fired)
+    }
+
     /// Starts a watchdog that calls `on_expiry` once `deadline` has passed.
     pub fn start(
         name: &str,

@@ -123,21 +123,11 @@ pub(crate) struct K8sTenant {
 impl K8sTenant {
     pub(crate) fn new(inner: Inner) -> K8sTenant {
         let inner = Arc::new(inner);
-        let watchdog = inner.info.deadline_s.map(|d| {
-            let target = inner.clone();
-            Watchdog::start(&inner.info.name, Duration::from_secs_f64(d), move || {
-                if let Err(e) = target.kill_processes() {
-                    eprintln!(
-                        "isobench: warning: watchdog of tenant {}: {e:#}",
-                        target.info.name
-                    );
-                }
-            })
-        });
-        let expired = watchdog
-            .as_ref()
-            .map(Watchdog::fired_flag)
-            .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
+        let target = inner.clone();
+        let (watchdog, expired) =
+            Watchdog::for_tenant(&inner.info.name, inner.info.deadline_s, move || {
+                target.kill_processes()
+            });
         K8sTenant {
             inner,
             expired,
