@@ -472,22 +472,21 @@ impl K8sPlatform {
         })
     }
 
-    /// Waits for the pod to run; its uid, QoS class and container id.
-    fn wait_running(&self, ns: &str, pod: &str) -> Result<(String, String, String)> {
+    /// Waits for the pod to run; its QoS class and container id.
+    fn wait_running(&self, ns: &str, pod: &str) -> Result<(String, String)> {
         let end = Instant::now() + Duration::from_secs(90);
         loop {
             let v = self.kubectl.json(&["get", "pod", "-n", ns, pod])?;
             let phase = v["status"]["phase"].as_str().unwrap_or("");
             let cs = &v["status"]["containerStatuses"][0];
             if phase == "Running" && cs["state"]["running"].is_object() {
-                let uid = v["metadata"]["uid"].as_str().unwrap_or("").to_string();
                 let qos = v["status"]["qosClass"].as_str().unwrap_or("?").to_string();
                 let cid = cs["containerID"].as_str().unwrap_or("");
                 let cid = cid.split_once("://").map_or(cid, |(_, id)| id).to_string();
                 if cid.is_empty() {
                     bail!("pod {ns}/{pod} runs but reports no container id");
                 }
-                return Ok((uid, qos, cid));
+                return Ok((qos, cid));
             }
             if matches!(phase, "Failed" | "Succeeded") {
                 bail!("pod {ns}/{pod} ended ({phase}): {}", status_reason(&v));
@@ -699,8 +698,8 @@ impl Platform for K8sPlatform {
         }
         let started = self
             .wait_running(&ns, &pod)
-            .and_then(|(uid, qos, cid)| Ok((uid, qos, self.container_cgroup(&cid)?)));
-        let (uid, qos, (pid, cgroup)) = match started {
+            .and_then(|(qos, cid)| Ok((qos, self.container_cgroup(&cid)?)));
+        let (qos, (pid, cgroup)) = match started {
             Ok(s) => s,
             Err(e) => {
                 undo(&self.kubectl);
@@ -736,8 +735,6 @@ impl Platform for K8sPlatform {
             kubectl: self.kubectl.clone(),
             namespace: ns,
             pod,
-            uid,
-            qos,
             keep: vec![pid],
             cgroup,
             run: self.run.clone(),

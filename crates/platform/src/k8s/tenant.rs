@@ -64,10 +64,6 @@ pub(crate) struct Inner {
     pub(crate) kubectl: Kubectl,
     pub(crate) namespace: String,
     pub(crate) pod: String,
-    #[allow(dead_code)]
-    pub(crate) uid: String,
-    #[allow(dead_code)]
-    pub(crate) qos: String,
     /// The container's sleeper: the pod ends when it does, so the killer spares it.
     pub(crate) keep: Vec<i32>,
     pub(crate) cgroup: TenantCgroup,
