@@ -55,22 +55,24 @@ fn run(
     let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stopped_at = Arc::new(Mutex::new(None));
     let (at, fin) = (stopped_at.clone(), finished.clone());
-    let timer = thread::spawn(move || {
-        let t0 = Instant::now();
-        while !idle
-            && !fin.load(Ordering::SeqCst)
-            && ops.load(Ordering::SeqCst) == base
-            && t0.elapsed() < Duration::from_secs(20)
-        {
-            thread::sleep(Duration::from_millis(1));
-        }
-        let t1 = Instant::now();
-        while !fin.load(Ordering::SeqCst) && t1.elapsed() < run_for {
-            thread::sleep(Duration::from_millis(1));
-        }
-        *at.lock().unwrap() = Some(Instant::now());
-        stop.store(true, Ordering::SeqCst);
-    });
+    let timer = thread::Builder::new()
+        .name("test-timer".into())
+        .spawn(move || {
+            let t0 = Instant::now();
+            while !idle
+                && !fin.load(Ordering::SeqCst)
+                && ops.load(Ordering::SeqCst) == base
+                && t0.elapsed() < Duration::from_secs(20)
+            {
+                thread::sleep(Duration::from_millis(1));
+            }
+            let t1 = Instant::now();
+            while !fin.load(Ordering::SeqCst) && t1.elapsed() < run_for {
+                thread::sleep(Duration::from_millis(1));
+            }
+            *at.lock().unwrap() = Some(Instant::now());
+            stop.store(true, Ordering::SeqCst);
+        })?;
     let r = s.run(c, &params);
     let returned = Instant::now();
     // An early error returns before the timer fires: let it fire so nothing outlives the test.
@@ -163,47 +165,52 @@ fn note_value(r: &StressReport, key: &str) -> Option<String> {
     })
 }
 
-/// Threads of this process.
 /// Threads of this process that a stressor's pool started (named `isobench-NAME-I`); other
 /// tests' threads come and go beside them.
 fn stressor_threads() -> usize {
+    task_names().filter(|c| c.starts_with("isobench-")).count()
+}
+
+fn task_names() -> impl Iterator<Item = String> {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
         .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
-        .filter(|c| c.starts_with("isobench-"))
-        .count()
+        .map(|c| c.trim_end().to_string())
 }
 
-fn threads() -> usize {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap()
+/// The name of the calling thread: the test harness names each test's thread after the test.
+fn own_thread_name() -> String {
+    let own = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+    own.trim_end().to_string()
 }
 
-/// Resident memory of this process and its direct children (the memory hog runs in a child
-/// process of its own).
+/// Threads started by a stressor run from the test thread named `test`: a thread started
+/// without a name inherits its creator's, and the pools name theirs `isobench-NAME-I`. The
+/// harness's own threads, which come and go beside a test, are not counted.
+fn threads_started_from(test: &str) -> usize {
+    let unnamed = task_names().filter(|c| c == test).count() - 1;
+    unnamed + stressor_threads()
+}
+
+/// Resident memory of this process and the memory its direct children (the memory hog runs in
+/// a forked child of its own) hold on their own: a forked child's plain resident size also
+/// counts every page it still shares with this process.
 fn vm_rss() -> u64 {
-    let rss_of = |pid: &str| -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("VmRSS:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|v| v.parse::<u64>().ok())
-            })
-            .unwrap_or(0)
-            * 1024
-    };
-    let me = std::process::id() as i32;
+    let me = procfs::process::Process::myself().unwrap();
+    let own = me.status().unwrap().vmrss.unwrap_or(0) * 1024;
     let children: u64 = processes()
         .into_iter()
-        .filter(|&(_, ppid, _)| ppid == me)
-        .map(|(pid, _, _)| rss_of(&pid.to_string()))
+        .filter(|&(_, ppid, _)| ppid == me.pid)
+        .filter_map(|(pid, _, _)| {
+            let rollup = procfs::process::Process::new(pid)
+                .ok()?
+                .smaps_rollup()
+                .ok()?;
+            let map = &rollup.memory_map_rollup.0.first()?.extension.map;
+            Some(map.get("Private_Clean").unwrap_or(&0) + map.get("Private_Dirty").unwrap_or(&0))
+        })
         .sum();
-    rss_of("self") + children
+    own + children
 }
 
 const BRIEF: Duration = Duration::from_millis(300);
@@ -319,8 +326,17 @@ fn memhog_without_touch_maps_but_stays_out_of_memory() {
     let cap: u64 = 256 << 20;
     let (mut c, _d) = ctx(100);
     c.caps.max_bytes = Some(cap);
+    // The hog is forked from this process: what this process holds resident is not the hog's.
+    let ballast = vec![1u8; 64 << 20];
     let base = vm_rss();
     let (r, lat) = run("memhog", &c, &["touch=false", "chunk=32M"], BRIEF).unwrap();
+    assert_eq!(
+        std::hint::black_box(&ballast)
+            .iter()
+            .map(|&b| b as usize)
+            .sum::<usize>(),
+        64 << 20
+    );
     assert_worked("memhog no-touch", &r, lat);
     let held: u64 = note_value(&r, "held_bytes").unwrap().parse().unwrap();
     assert!(held > 0 && held <= cap, "{r:?}");
@@ -644,19 +660,22 @@ fn intensity_zero_is_idle() {
         };
         // Watch this process's threads and children while the stressor idles.
         let me = std::process::id() as i32;
-        let before = threads();
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let watcher = {
             let done = done.clone();
-            thread::spawn(move || {
-                let (mut most_threads, mut children) = (0, 0);
-                while !done.load(Ordering::SeqCst) {
-                    most_threads = most_threads.max(threads());
-                    children += processes().iter().filter(|p| p.1 == me).count();
-                    thread::sleep(Duration::from_millis(5));
-                }
-                (most_threads, children)
-            })
+            let test = own_thread_name();
+            thread::Builder::new()
+                .name("test-watcher".into())
+                .spawn(move || {
+                    let (mut most_threads, mut children) = (0, 0);
+                    while !done.load(Ordering::SeqCst) {
+                        most_threads = most_threads.max(threads_started_from(&test));
+                        children += processes().iter().filter(|p| p.1 == me).count();
+                        thread::sleep(Duration::from_millis(5));
+                    }
+                    (most_threads, children)
+                })
+                .unwrap()
         };
         let (r, lat) = run(s.name(), &c, &[], Duration::from_millis(100)).unwrap();
         done.store(true, Ordering::SeqCst);
@@ -669,12 +688,8 @@ fn intensity_zero_is_idle() {
         assert!(r.pressure.is_empty(), "{}: {:?}", s.name(), r.pressure);
         assert!(lat < Duration::from_secs(3));
         assert!(isobench_files(d.path()).is_empty());
-        // No worker thread (only the test's timer and watcher) and no child process.
-        assert!(
-            most_threads <= before + 2,
-            "{}: {most_threads} threads",
-            s.name()
-        );
+        // No thread started (the test's timer and watcher are named apart) and no child.
+        assert_eq!(most_threads, 0, "{}: {most_threads} threads", s.name());
         assert_eq!(children, 0, "{}", s.name());
     }
 }

@@ -235,11 +235,21 @@ fn spawn_hog(page: &SharedPage, plan: Plan) -> anyhow::Result<libc::pid_t> {
     }
 }
 
-/// Resident bytes of process `pid` (its `statm`), None when it cannot be read.
-fn resident_bytes(pid: libc::pid_t, page: u64) -> Option<u64> {
-    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * page)
+/// Bytes resident in process `pid` that only it maps (`Private_*` of its `smaps_rollup`), None
+/// when they cannot be read. The hog is forked, so its plain resident size (`statm`) would also
+/// count every page it still shares with the process it was forked from.
+fn resident_bytes(pid: libc::pid_t) -> Option<u64> {
+    let rollup = procfs::process::Process::new(pid)
+        .ok()?
+        .smaps_rollup()
+        .ok()?;
+    let map = &rollup.memory_map_rollup.0.first()?.extension.map;
+    Some(
+        ["Private_Clean", "Private_Dirty", "Private_Hugetlb"]
+            .iter()
+            .filter_map(|k| map.get(*k))
+            .sum(),
+    )
 }
 
 /// Kills and reaps the hog.
@@ -262,7 +272,7 @@ impl Stressor for Memhog {
          keeps rewriting all held memory; touch=false only allocates (the VITS variant). One \
          operation is one page written (touch) or mapped (no touch); bytes counts the \
          memory written by touches; the held_bytes note gives the memory held at the end. \
-         Pressure: resident_bytes (the hog's resident size at the stop) and, with touch, \
+         Pressure: resident_bytes (the memory only the hog holds resident at the stop) and, with touch, \
          bytes_per_sec rewritten. Frozen, the hog keeps what it holds (lingering)."
     }
     fn class(&self) -> Class {
@@ -338,7 +348,7 @@ impl Stressor for Memhog {
             counted = now;
             if !ctx.running() {
                 // What the hog holds at the end, read before it is asked to stop.
-                resident = resident_bytes(pid, ctx.env.page_size.max(4096));
+                resident = resident_bytes(pid);
                 sh.stop.store(1, Ordering::Relaxed);
                 reap(pid);
                 break;
@@ -413,8 +423,10 @@ impl Stressor for Memhog {
             ));
         }
         notes.push(match resident {
-            Some(r) => format!("resident_bytes={r} (hog's statm at the stop)"),
-            None => "resident_bytes from the bytes touched (hog's statm unreadable)".into(),
+            Some(r) => format!("resident_bytes={r} (the hog's private resident pages at the stop)"),
+            None => {
+                "resident_bytes from the bytes touched (the hog's smaps_rollup unreadable)".into()
+            }
         });
         Ok(StressReport {
             ops,
@@ -451,8 +463,8 @@ mod tests {
 
     #[test]
     fn resident_size_of_this_process_is_read() {
-        let r = resident_bytes(std::process::id() as libc::pid_t, 4096).unwrap();
+        let r = resident_bytes(std::process::id() as libc::pid_t).unwrap();
         assert!(r > 0);
-        assert_eq!(resident_bytes(-5, 4096), None);
+        assert_eq!(resident_bytes(-5), None);
     }
 }
