@@ -744,7 +744,6 @@ impl AgentClient {
         // Long enough for any run: the connection's end is what stops the wait early.
         let forever = Duration::from_secs(10 * 365 * 24 * 3600);
         let reply = self.request_ticking(&Request::RunScenario(req), forever, &mut drain);
-        drop(drain);
         let done = match reply? {
             Reply::ScenarioDone(d) => d,
             r => return Err(self.unexpected("scenario_done", &r)),

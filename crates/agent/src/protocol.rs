@@ -200,6 +200,10 @@ pub struct RunScenario {
     pub scenario: String,
     /// Its file name, for messages (`quick.toml`).
     pub file_name: String,
+    /// Run this built-in preset of the host's isobench instead of `scenario` (which then
+    /// holds its text, for the record): a preset skips what cannot run there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
     /// The seed of every random choice; the host picks one when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,

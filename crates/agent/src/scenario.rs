@@ -22,7 +22,7 @@ pub trait ScenarioRunner: Send + Sync {
         req: &RunScenario,
         progress: &mut dyn FnMut(&str),
         stop: &AtomicBool,
-    ) -> Result<ScenarioOutput, ErrorBody>;
+    ) -> Result<ScenarioOutput, Box<ErrorBody>>;
 }
 
 /// A finished scenario on the host.

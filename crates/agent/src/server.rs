@@ -844,7 +844,7 @@ impl Session<'_> {
                     )
                 };
                 let ran = catch_unwind(AssertUnwindSafe(|| runner.run(&r, &mut progress, &flag)))
-                    .unwrap_or_else(|p| Err(*panicked("scenario", &r.file_name, p)));
+                    .unwrap_or_else(|p| Err(panicked("scenario", &r.file_name, p)));
                 match ran {
                     Ok(done) => {
                         let pieces = chunks(&done.run, RUN_DATA_CHUNK_BYTES);

@@ -30,7 +30,7 @@ impl ScenarioRunner for Canned {
         req: &RunScenario,
         progress: &mut dyn FnMut(&str),
         stop: &AtomicBool,
-    ) -> Result<ScenarioOutput, ErrorBody> {
+    ) -> Result<ScenarioOutput, Box<ErrorBody>> {
         self.seen.lock().unwrap().push(req.clone());
         for i in 0..3 {
             progress(&format!("trial {i} of 3"));
@@ -41,7 +41,7 @@ impl ScenarioRunner for Canned {
                 std::thread::sleep(Duration::from_millis(5));
             }
             self.stopped.store(true, Ordering::SeqCst);
-            return Err(ErrorBody::new(ErrorCode::Cancelled, "stopped"));
+            return Err(Box::new(ErrorBody::new(ErrorCode::Cancelled, "stopped")));
         }
         let unit = "{\"v\":\"\u{e9}\u{1f600}\"},";
         Ok(ScenarioOutput {
@@ -68,6 +68,7 @@ fn request() -> RunScenario {
     RunScenario {
         scenario: "name = \"s\"\n".into(),
         file_name: "s.toml".into(),
+        preset: None,
         seed: Some(7),
         platform: Some("cgroup".into()),
     }
