@@ -184,6 +184,18 @@ fn two_namespace_hosts_give_the_fleet_table_with_the_noisy_one_flagged() {
         let s = text(&shown.stdout);
         assert!(s.contains("noisy host: b"), "show {id}: {s}");
     }
+    // `compare` of one of them compares the fleet's hosts.
+    let cmp = isobench()
+        .args(["compare", &ids[0], "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let c = text(&cmp.stdout);
+    assert!(
+        c.contains("Comparison of 2 runs"),
+        "{c}{}",
+        text(&cmp.stderr)
+    );
     // And each host kept its own run, in its own database.
     for i in [1, 2] {
         assert_eq!(run_ids(&dir.path().join(format!("host{i}.db"))).len(), 1);
