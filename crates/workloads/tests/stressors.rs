@@ -660,6 +660,8 @@ fn intensity_zero_is_idle() {
         };
         // Watch this process's threads and children while the stressor idles.
         let me = std::process::id() as i32;
+        // Threads of the earlier stressors of this loop may still be on their way out.
+        let before = threads_started_from(&own_thread_name());
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let watcher = {
             let done = done.clone();
@@ -689,7 +691,11 @@ fn intensity_zero_is_idle() {
         assert!(lat < Duration::from_secs(3));
         assert!(isobench_files(d.path()).is_empty());
         // No thread started (the test's timer and watcher are named apart) and no child.
-        assert_eq!(most_threads, 0, "{}: {most_threads} threads", s.name());
+        assert!(
+            most_threads <= before,
+            "{}: {most_threads} threads, {before} before",
+            s.name()
+        );
         assert_eq!(children, 0, "{}", s.name());
     }
 }
