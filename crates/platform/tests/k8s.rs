@@ -161,6 +161,11 @@ fn k8s_two_tenants_probe_and_limits() {
     assert_eq!(pods.len(), 2, "{pods:?}");
     let notes = victim.info().notes.join("; ");
     assert!(notes.contains("QoS class Guaranteed"), "{notes}");
+    // Half a CPU is not a CPU of its own: the pod runs in the shared pool, read back.
+    assert!(
+        notes.contains("CPUs: the node's shared pool, now cpu "),
+        "{notes}"
+    );
     let notes = other.info().notes.join("; ");
     assert!(
         notes.contains("QoS class Guaranteed") && notes.contains("safe default memory"),

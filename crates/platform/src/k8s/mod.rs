@@ -639,23 +639,25 @@ impl K8sPlatform {
         Ok(alloc.saturating_sub(used))
     }
 
-    /// Reads back the CPUs a new tenant got, says in its notes how they came about, and,
-    /// when they are its own, waits until the tenants in the shared pool have left them
-    /// (the kubelet shrinks the shared pool within its reconcile period).
+    /// Reads back the CPUs a new tenant got and says in its notes how they came about;
+    /// when they are its own, waits until this run's tenants in the shared pool have left
+    /// them (the kubelet shrinks the shared pool within its reconcile period). Whether the
+    /// tenant has CPUs of its own.
     fn settle_cpus(
         &self,
-        name: &str,
+        spec: &TenantSpec,
         cgroup: &TenantCgroup,
-        asked: &Limits,
+        pod: &Limits,
         placement: &CpuPlacement,
         limits: &mut Limits,
         notes: &mut Vec<String>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
+        let (name, asked) = (&spec.name, &spec.limits);
         let Some(dir) = cgroup.dir_of(Controller::Cpuset) else {
             if asked.cpuset.is_some() {
                 bail!("tenant {name}: its pod has no cpuset cgroup to read its CPUs from");
             }
-            return Ok(());
+            return Ok(false);
         };
         let got = read_cpuset(dir)?;
         let reserved = self
@@ -664,55 +666,83 @@ impl K8sPlatform {
             .clone()
             .filter(|r| !r.is_empty())
             .unwrap_or_else(|| "none".into());
-        match placement {
-            CpuPlacement::Any => {}
-            CpuPlacement::Exclusive(n) => {
-                let asked_set = asked.cpuset.as_ref().map(ToString::to_string);
-                if got.len() != *n as usize {
-                    bail!(
+        let shared_pool = |got: &CpuList| {
+            format!(
+                "the node's shared pool, now cpu {got} ({} CPU(s)), which excludes every pod's \
+                 own CPUs but includes the kubelet's reserved CPUs ({reserved}) where the \
+                 cluster's own processes run, and changes as Guaranteed pods come and go",
+                got.len()
+            )
+        };
+        let own =
+            match placement {
+                CpuPlacement::Any => {
+                    let whole = pod.cpus.is_some_and(|c| c >= 1.0 && c.fract() == 0.0);
+                    let own = self.kubelet.static_cpus() && whole && pod.memory.is_some();
+                    notes.push(if own {
+                        format!(
+                            "CPUs: cpu {got}, its own (a Guaranteed pod with whole CPUs under the \
+                         static CPU manager), read back from its cgroup"
+                        )
+                    } else {
+                        format!("CPUs: {}, read back from its cgroup", shared_pool(&got))
+                    });
+                    own
+                }
+                CpuPlacement::Exclusive(n) => {
+                    if got.len() != *n as usize {
+                        bail!(
                         "tenant {name}: the kubelet gave its Guaranteed pod cpu {got}, not {n} \
                          CPU(s) of its own (is the CPU manager's state stale?)"
                     );
-                }
-                notes.push(format!(
+                    }
+                    notes.push(format!(
                     "cpuset {} asked: {n} CPU(s) of its own, chosen by the kubelet's static CPU \
                      manager: cpu {got}",
-                    asked_set.unwrap_or_default()
+                    asked.cpuset.as_ref().map(ToString::to_string).unwrap_or_default()
                 ));
-                let end = Instant::now() + Duration::from_secs(30);
-                for (other, odir) in &self.shared_pool {
-                    loop {
-                        let theirs = read_cpuset(odir)?;
-                        if !theirs.iter().any(|c| got.iter().any(|g| g == c)) {
-                            break;
-                        }
-                        if Instant::now() > end {
-                            bail!(
-                                "tenant {other} in the shared pool still runs on cpu {theirs} \
-                                 30 s after tenant {name} got cpu {got} to itself"
-                            );
-                        }
-                        std::thread::sleep(Duration::from_millis(250));
-                    }
+                    true
                 }
-            }
-            CpuPlacement::Shared(why) => {
-                notes.push(format!(
-                    "cpuset {} asked, NOT given: {why}; it runs in the node's shared pool, now \
-                     cpu {got} ({} CPU(s)), which excludes every pod's own CPUs but includes the \
-                     kubelet's reserved CPUs ({reserved}) where the cluster's own processes run, \
-                     and changes as Guaranteed pods come and go",
-                    asked
-                        .cpuset
-                        .as_ref()
-                        .map(ToString::to_string)
-                        .unwrap_or_default(),
-                    got.len()
-                ));
-            }
+                CpuPlacement::Shared(why) => {
+                    notes.push(format!(
+                        "cpuset {} asked, NOT given: {why}; it runs in {}",
+                        asked
+                            .cpuset
+                            .as_ref()
+                            .map(ToString::to_string)
+                            .unwrap_or_default(),
+                        shared_pool(&got)
+                    ));
+                    false
+                }
+            };
+        if own {
+            self.wait_shared_pool_leaves(name, &got)?;
         }
         if asked.cpuset.is_some() {
             limits.cpuset = Some(got);
+        }
+        Ok(own)
+    }
+
+    /// Waits until none of this run's tenants in the shared pool runs on `got`, which
+    /// tenant `name` now holds.
+    fn wait_shared_pool_leaves(&self, name: &str, got: &CpuList) -> Result<()> {
+        let end = Instant::now() + Duration::from_secs(30);
+        for (other, dir) in &self.shared_pool {
+            loop {
+                let theirs = read_cpuset(dir)?;
+                if !theirs.iter().any(|c| got.iter().any(|g| g == c)) {
+                    break;
+                }
+                if Instant::now() > end {
+                    bail!(
+                        "tenant {other} in the shared pool still runs on cpu {theirs} 30 s after \
+                         tenant {name} got cpu {got} to itself"
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
         }
         Ok(())
     }
@@ -945,17 +975,11 @@ impl Platform for K8sPlatform {
                 fs::write(&f, max.to_string())
                     .with_context(|| format!("writing {max} to {}", f.display()))?;
             }
-            self.settle_cpus(
-                &spec.name,
-                &cgroup,
-                &spec.limits,
-                &cpus,
-                &mut limits,
-                &mut notes,
-            )?;
-            Ok((qos, (pid, cgroup)))
+            let own =
+                self.settle_cpus(spec, &cgroup, &pod_limits, &cpus, &mut limits, &mut notes)?;
+            Ok((qos, (pid, cgroup), own))
         });
-        let (qos, (pid, cgroup)) = match started {
+        let (qos, (pid, cgroup), own) = match started {
             Ok(s) => s,
             Err(e) => {
                 undo(&self.kubectl);
@@ -986,7 +1010,7 @@ impl Platform for K8sPlatform {
             deadline_s: spec.deadline.map(|d| d.as_secs_f64()),
         };
         self.names.insert(spec.name.clone());
-        if matches!(cpus, CpuPlacement::Shared(_)) {
+        if !own {
             if let Some(d) = cgroup.dir_of(Controller::Cpuset) {
                 self.shared_pool.push((spec.name.clone(), d.to_path_buf()));
             }
