@@ -22,8 +22,8 @@ use isobench_workloads::{ParamValues, StressReport};
 
 use crate::protocol::{
     Caps, ErrorBody, ErrorCode, Hello, Params, ProbeResult, ProtocolVersion, Reply, Request,
-    RunProbe, Sample, StartService, StartStressor, StoppedStressor, StressorExit, Token,
-    MAX_LINE_BYTES, PROTOCOL_VERSION,
+    RunProbe, RunScenario, Sample, ScenarioDone, StartService, StartStressor, StoppedStressor,
+    StressorExit, Token, MAX_LINE_BYTES, PROTOCOL_VERSION,
 };
 use crate::wire::{self, Line};
 
@@ -173,6 +173,10 @@ struct Events {
     dropped_samples: u64,
     /// Errors the agent sent without an `id` (it could not read a request's id).
     notices: Vec<ErrorBody>,
+    /// Progress lines of a running scenario, not yet taken.
+    progress: VecDeque<String>,
+    /// Pieces of a finished scenario's run, not yet taken.
+    run_data: Vec<(u32, String)>,
 }
 
 struct Shared {
@@ -652,6 +656,17 @@ impl AgentClient {
     /// Sends a request and waits up to `deadline` for its answer; errors answered by the
     /// agent come back as [`AgentError::Remote`].
     pub fn request(&self, req: &Request, deadline: Duration) -> Result<Reply, AgentError> {
+        self.request_ticking(req, deadline, &mut || {})
+    }
+
+    /// [`AgentClient::request`], calling `tick` at least every 100 ms while it waits (and once
+    /// after the answer came), so events can be handled as they arrive.
+    fn request_ticking(
+        &self,
+        req: &Request,
+        deadline: Duration,
+        tick: &mut dyn FnMut(),
+    ) -> Result<Reply, AgentError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         {
@@ -668,25 +683,32 @@ impl AgentClient {
             lock(&self.shared.pending).waiters.remove(&id);
             return Err(e);
         }
-        let reply = match rx.recv_timeout(deadline) {
-            Ok(r) => r,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                lock(&self.shared.pending).waiters.remove(&id);
-                return Err(AgentError::Timeout {
-                    agent: self.name.clone(),
-                    request: req.kind(),
-                    after: deadline,
-                });
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(AgentError::Disconnected {
-                    agent: self.name.clone(),
-                    reason: self
-                        .closed_reason()
-                        .unwrap_or_else(|| "connection closed".into()),
-                })
+        let end = Instant::now() + deadline;
+        let reply = loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left.min(Duration::from_millis(100))) {
+                Ok(r) => break r,
+                Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => tick(),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    lock(&self.shared.pending).waiters.remove(&id);
+                    return Err(AgentError::Timeout {
+                        agent: self.name.clone(),
+                        request: req.kind(),
+                        after: deadline,
+                    });
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    tick();
+                    return Err(AgentError::Disconnected {
+                        agent: self.name.clone(),
+                        reason: self
+                            .closed_reason()
+                            .unwrap_or_else(|| "connection closed".into()),
+                    });
+                }
             }
         };
+        tick();
         match reply {
             Ok(Reply::Error(error)) => Err(AgentError::Remote {
                 agent: self.name.clone(),
@@ -699,6 +721,50 @@ impl AgentClient {
                 message: format!("answer to {}: {message}", req.kind()),
             }),
         }
+    }
+
+    /// Runs a whole scenario on a host agent and waits for it to end, however long it takes
+    /// (a lost connection ends the wait), calling `progress` with each line of its progress.
+    /// Returns how it ended and the stored run (JSON).
+    pub fn run_scenario(
+        &self,
+        req: RunScenario,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(ScenarioDone, String), AgentError> {
+        let mut data: Vec<(u32, String)> = Vec::new();
+        let mut drain = || {
+            let mut ev = lock(&self.shared.events);
+            let lines: Vec<String> = ev.progress.drain(..).collect();
+            data.append(&mut ev.run_data);
+            drop(ev);
+            for l in &lines {
+                progress(l);
+            }
+        };
+        // Long enough for any run: the connection's end is what stops the wait early.
+        let forever = Duration::from_secs(10 * 365 * 24 * 3600);
+        let reply = self.request_ticking(&Request::RunScenario(req), forever, &mut drain);
+        let done = match reply? {
+            Reply::ScenarioDone(d) => d,
+            r => return Err(self.unexpected("scenario_done", &r)),
+        };
+        let in_order = data
+            .iter()
+            .enumerate()
+            .all(|(i, (seq, _))| *seq as usize == i);
+        let run: String = data.into_iter().map(|(_, c)| c).collect();
+        if !in_order || run.len() as u64 != done.bytes {
+            return Err(AgentError::Protocol {
+                agent: self.name.clone(),
+                message: format!(
+                    "run {} came in pieces out of order or incomplete: {} of {} bytes",
+                    done.run_id,
+                    run.len(),
+                    done.bytes
+                ),
+            });
+        }
+        Ok((done, run))
     }
 
     /// Sends a request without waiting for its answer (the answer is discarded).
@@ -782,6 +848,13 @@ fn reader_loop(reader: impl Read, shared: &Shared) {
                         ev.samples.push_back(s);
                     }
                     Ok(Reply::StressorExited(x)) => ev.exits.push(x),
+                    Ok(Reply::RunProgress { line }) => {
+                        if ev.progress.len() >= MAX_QUEUED_SAMPLES {
+                            ev.progress.pop_front();
+                        }
+                        ev.progress.push_back(line)
+                    }
+                    Ok(Reply::RunData { seq, chunk }) => ev.run_data.push((seq, chunk)),
                     Ok(Reply::Error(e)) => ev.notices.push(e),
                     // Events of a newer minor version, or noise: ignored.
                     _ => {}

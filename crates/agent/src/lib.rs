@@ -15,6 +15,8 @@
 //!   `tcp:<host:port>`; [`serve_stdio`], [`serve_unix`], [`serve_tcp`]; [`AgentListener`] to
 //!   bind first and learn the address); [`serve_serial`] on a serial port (a VM guest's
 //!   virtio-serial port, `serial:<device>`).
+//! - [`scenario`]: whole scenarios on a host agent ([`ScenarioRunner`], given by the command
+//!   line to `isobench agent --listen`).
 //! - [`services`]: the network services (server halves of the network probes).
 //! - [`client`]: [`AgentClient`], the controller side, with a deadline on every request.
 //! - [`mechanism`]: scheduler and interrupt statistics around each probe run, returned as the
@@ -26,6 +28,7 @@ pub mod catalog;
 pub mod client;
 pub mod mechanism;
 pub mod protocol;
+pub mod scenario;
 pub mod server;
 pub mod services;
 pub mod token;
@@ -36,9 +39,10 @@ pub use catalog::{Catalog, RunningService, ServiceError, ServiceStarter};
 pub use client::{AgentClient, AgentError, ProbeOpts, StressOpts};
 pub use protocol::{
     Caps, ErrorBody, ErrorCode, Hello, Params, ProbeContext, ProbeResult, ProtocolVersion, Reply,
-    Request, Sample, StoppedStressor, StressorExit, Token, MAX_HELLO_LINE_BYTES, MAX_LINE_BYTES,
-    PROTOCOL_VERSION,
+    Request, RunScenario, Sample, ScenarioDone, StoppedStressor, StressorExit, Token,
+    MAX_HELLO_LINE_BYTES, MAX_LINE_BYTES, PROTOCOL_VERSION,
 };
+pub use scenario::{ScenarioOutput, ScenarioRunner};
 pub use server::{serve_connection, AgentConfig, SessionEnd};
 pub use token::{generate_token, tokens_match};
 pub use transport::{

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion { major: 1, minor: 0 };
+pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion { major: 1, minor: 1 };
 
 /// Longest line either side accepts, in bytes, newline excluded. Probe results carry latency
 /// histograms, so the limit is generous; a longer line is answered with `bad_request`.
@@ -193,6 +193,41 @@ pub struct RunProbe {
     pub window_ms: Option<f64>,
 }
 
+/// `run_scenario`: run a scenario on the agent's host, as `isobench run` would there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunScenario {
+    /// The scenario file's text (TOML).
+    pub scenario: String,
+    /// Its file name, for messages (`quick.toml`).
+    pub file_name: String,
+    /// Run this built-in preset of the host's isobench instead of `scenario` (which then
+    /// holds its text, for the record): a preset skips what cannot run there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// The seed of every random choice; the host picks one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The platform to run on (`host`, `cgroup`, ...); the host's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+}
+
+/// Answer to `run_scenario`: how the run ended. The stored run came before it, as `run_data`
+/// events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioDone {
+    /// The run's id.
+    pub run_id: String,
+    /// Its final status (`complete`, `interrupted`, `failed`).
+    pub status: String,
+    /// The exit code `isobench run` ended with on the host.
+    pub exit_code: i32,
+    /// How many `run_data` events carried the run.
+    pub chunks: u32,
+    /// Their total length in bytes (the run's JSON).
+    pub bytes: u64,
+}
+
 /// `start_stressor`: start a stressor that runs until `stop_stressor`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StartStressor {
@@ -273,6 +308,9 @@ pub enum Request {
         /// The id given to `start_service`.
         service_id: String,
     },
+    /// Runs a whole scenario on the agent's host (a host agent only, since 1.1): `run_progress`
+    /// events follow, then `run_data` events carrying the stored run, then `scenario_done`.
+    RunScenario(RunScenario),
     /// Ends the session: the agent stops everything, answers and exits.
     Bye {},
 }
@@ -289,6 +327,7 @@ impl Request {
             Request::StopStressor { .. } => "stop_stressor",
             Request::StartService(_) => "start_service",
             Request::StopService { .. } => "stop_service",
+            Request::RunScenario(_) => "run_scenario",
             Request::Bye {} => "bye",
         }
     }
@@ -478,6 +517,21 @@ pub enum Reply {
     Sample(Sample),
     /// Event: a stressor ended without `stop_stressor`.
     StressorExited(StressorExit),
+    /// Answer to `run_scenario`.
+    ScenarioDone(ScenarioDone),
+    /// Event: one line of a running scenario's progress.
+    RunProgress {
+        /// The line, without its newline.
+        line: String,
+    },
+    /// Event: the next piece of the finished scenario's stored run (JSON text, split so no
+    /// line exceeds the limit).
+    RunData {
+        /// 0, 1, 2... in order.
+        seq: u32,
+        /// The piece.
+        chunk: String,
+    },
 }
 
 /// Why a request failed: a machine-readable code, a message for people, and details.
@@ -648,7 +702,7 @@ mod tests {
         assert_eq!(a.negotiate(b), Some(b));
         assert_eq!(b.negotiate(a), Some(b));
         assert_eq!(a.negotiate(ProtocolVersion { major: 2, minor: 0 }), None);
-        assert_eq!("1.0".parse::<ProtocolVersion>().unwrap(), PROTOCOL_VERSION);
+        assert_eq!("1.1".parse::<ProtocolVersion>().unwrap(), PROTOCOL_VERSION);
         assert!("1".parse::<ProtocolVersion>().is_err());
     }
 

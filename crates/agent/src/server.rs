@@ -29,16 +29,17 @@ use crate::catalog::{Catalog, RunningService, ServiceError};
 use crate::mechanism;
 use crate::protocol::{
     ErrorBody, ErrorCode, Hello, Params, ProbeResult, ProtocolVersion, Reply, Request, RunProbe,
-    Sample, StartService, StartStressor, StoppedStressor, StressorExit, Token,
-    DEFAULT_SAMPLE_INTERVAL, MAX_HELLO_LINE_BYTES, MAX_LINE_BYTES, PROTOCOL_VERSION,
+    RunScenario, Sample, ScenarioDone, StartService, StartStressor, StoppedStressor, StressorExit,
+    Token, DEFAULT_SAMPLE_INTERVAL, MAX_HELLO_LINE_BYTES, MAX_LINE_BYTES, PROTOCOL_VERSION,
 };
+use crate::scenario::{chunks, ScenarioRunner, RUN_DATA_CHUNK_BYTES};
 use crate::wire::{self, Line};
 
 /// Errors travel boxed inside the agent: they are rare and `ErrorBody` is large.
 pub(crate) type Failure = Box<ErrorBody>;
 
 /// How an agent behaves, whatever the transport.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AgentConfig {
     /// What the agent can run.
     pub catalog: Catalog,
@@ -50,6 +51,21 @@ pub struct AgentConfig {
     pub stop_timeout: Duration,
     /// The protocol version this agent speaks (tests set others to check negotiation).
     pub protocol_version: ProtocolVersion,
+    /// How a host agent runs whole scenarios (`run_scenario`); `None` inside a tenant.
+    pub scenarios: Option<Arc<dyn ScenarioRunner>>,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("catalog", &self.catalog)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("stop_timeout", &self.stop_timeout)
+            .field("protocol_version", &self.protocol_version)
+            .field("scenarios", &self.scenarios.is_some())
+            .finish()
+    }
 }
 
 impl Default for AgentConfig {
@@ -60,6 +76,7 @@ impl Default for AgentConfig {
             handshake_timeout: Duration::from_secs(10),
             stop_timeout: Duration::from_secs(30),
             protocol_version: PROTOCOL_VERSION,
+            scenarios: None,
         }
     }
 }
@@ -68,6 +85,12 @@ impl AgentConfig {
     /// Requires `token` in `hello`.
     pub fn with_token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(Token(token.into()));
+        self
+    }
+
+    /// Runs whole scenarios with `runner` (a host agent).
+    pub fn with_scenarios(mut self, runner: Arc<dyn ScenarioRunner>) -> Self {
+        self.scenarios = Some(runner);
         self
     }
 
@@ -124,6 +147,7 @@ where
         stressors: BTreeMap::new(),
         stoppers: Vec::new(),
         services: BTreeMap::new(),
+        scenario: None,
     };
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut buf = Vec::new();
@@ -218,6 +242,8 @@ struct Session<'a> {
     stressors: BTreeMap<String, ActiveStressor>,
     stoppers: Vec<JoinHandle<()>>,
     services: BTreeMap<String, Box<dyn RunningService>>,
+    /// The scenario running, if any: its stop flag and thread.
+    scenario: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
 
 impl Session<'_> {
@@ -304,6 +330,7 @@ impl Session<'_> {
             Request::StopStressor { stressor_id } => self.stop_stressor(id, stressor_id),
             Request::StartService(r) => self.start_service(id, r),
             Request::StopService { service_id } => self.stop_service(id, service_id),
+            Request::RunScenario(r) => self.run_scenario(id, r),
             Request::Bye {} => {
                 let stopped = self.shutdown();
                 self.out.send(Some(id), &Reply::Bye { stopped });
@@ -772,8 +799,98 @@ impl Session<'_> {
     }
 
     /// Stops everything the session started; returns what the stressors did.
+    /// Runs a whole scenario in a thread of its own: progress lines as `run_progress` events,
+    /// then the stored run in `run_data` pieces, then `scenario_done`. One at a time.
+    fn run_scenario(&mut self, id: u64, r: RunScenario) {
+        let Some(runner) = self.cfg.scenarios.clone() else {
+            return self.out.error(
+                Some(id),
+                ErrorBody::new(
+                    ErrorCode::Unsupported,
+                    "this agent runs workloads inside a tenant, not scenarios; start a host \
+                     agent with `isobench agent --listen ADDR --token-file FILE`",
+                ),
+            );
+        };
+        if self
+            .scenario
+            .as_ref()
+            .is_some_and(|(_, h)| !h.is_finished())
+        {
+            return self.out.error(
+                Some(id),
+                ErrorBody::new(
+                    ErrorCode::Busy,
+                    "a scenario is already running in this session; wait for its \
+                     scenario_done",
+                ),
+            );
+        }
+        if let Some((_, h)) = self.scenario.take() {
+            let _ = h.join();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let out = self.out.clone();
+        let flag = stop.clone();
+        let spawned = thread::Builder::new()
+            .name("scenario".into())
+            .spawn(move || {
+                let mut progress = |line: &str| {
+                    out.send(
+                        None,
+                        &Reply::RunProgress {
+                            line: line.to_string(),
+                        },
+                    )
+                };
+                let ran = catch_unwind(AssertUnwindSafe(|| runner.run(&r, &mut progress, &flag)))
+                    .unwrap_or_else(|p| Err(panicked("scenario", &r.file_name, p)));
+                match ran {
+                    Ok(done) => {
+                        let pieces = chunks(&done.run, RUN_DATA_CHUNK_BYTES);
+                        for (seq, chunk) in pieces.iter().enumerate() {
+                            out.send(
+                                None,
+                                &Reply::RunData {
+                                    seq: seq as u32,
+                                    chunk: chunk.to_string(),
+                                },
+                            );
+                        }
+                        out.send(
+                            Some(id),
+                            &Reply::ScenarioDone(ScenarioDone {
+                                run_id: done.run_id,
+                                status: done.status,
+                                exit_code: done.exit_code,
+                                chunks: pieces.len() as u32,
+                                bytes: done.run.len() as u64,
+                            }),
+                        );
+                    }
+                    Err(e) => out.error(Some(id), e),
+                }
+            });
+        match spawned {
+            Ok(h) => self.scenario = Some((stop, h)),
+            Err(e) => self.out.error(
+                Some(id),
+                ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("cannot start the scenario thread: {e}"),
+                ),
+            ),
+        }
+    }
+
     fn shutdown(&mut self) -> Vec<StoppedStressor> {
         let deadline = Instant::now() + self.cfg.stop_timeout;
+        if let Some((stop, h)) = self.scenario.take() {
+            stop.store(true, Ordering::SeqCst);
+            if wait_until_finished(&h, deadline) {
+                let _ = h.join();
+            }
+        }
         if let Some(p) = lock(&self.probe).as_ref() {
             p.cancelled.store(true, Ordering::SeqCst);
             p.stop.store(true, Ordering::SeqCst);
@@ -826,6 +943,7 @@ fn is_known_request(kind: &str) -> bool {
             | "stop_stressor"
             | "start_service"
             | "stop_service"
+            | "run_scenario"
             | "bye"
     )
 }

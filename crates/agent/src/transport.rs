@@ -361,30 +361,13 @@ impl AgentListener {
     pub fn serve(self) -> anyhow::Result<SessionEnd> {
         let taken = Arc::new(AtomicBool::new(false));
         let result: Arc<Mutex<Option<SessionEnd>>> = Arc::new(Mutex::new(None));
-        match &self.socket {
-            Socket::Tcp(l) => l.set_nonblocking(true)?,
-            Socket::Unix(l, _) => l.set_nonblocking(true)?,
-        }
+        self.set_nonblocking()?;
         loop {
             if let Some(end) = result.lock().unwrap_or_else(|e| e.into_inner()).take() {
                 return Ok(end);
             }
-            let accepted = match &self.socket {
-                Socket::Tcp(l) => l.accept().map(|(s, _)| Conn::Tcp(s)),
-                Socket::Unix(l, _) => l.accept().map(|(s, _)| Conn::Unix(s)),
-            };
-            let conn = match accepted {
-                Ok(c) => c,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if is_transient_accept_error(&e) => {
-                    thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
-                Err(e) => return Err(e).context("accepting an agent connection"),
+            let Some(conn) = self.accept()? else {
+                continue;
             };
             let config = self.config.clone();
             let taken = taken.clone();
@@ -397,6 +380,51 @@ impl AgentListener {
                     }
                 })
                 .context("starting a session thread")?;
+        }
+    }
+
+    /// Serves every connection, each in a session of its own and at the same time, until
+    /// `stop` is raised (a host agent, which coordinators come to one after another).
+    pub fn serve_forever(self, stop: &AtomicBool) -> anyhow::Result<()> {
+        self.set_nonblocking()?;
+        while !stop.load(Ordering::SeqCst) {
+            let Some(conn) = self.accept()? else {
+                continue;
+            };
+            let config = self.config.clone();
+            thread::Builder::new()
+                .name("agent-session".into())
+                .spawn(move || conn.session(&config, &AtomicBool::new(false)))
+                .context("starting a session thread")?;
+        }
+        Ok(())
+    }
+
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match &self.socket {
+            Socket::Tcp(l) => l.set_nonblocking(true),
+            Socket::Unix(l, _) => l.set_nonblocking(true),
+        }
+    }
+
+    /// The next connection; `None` after a short sleep when there is none yet.
+    fn accept(&self) -> anyhow::Result<Option<Conn>> {
+        let accepted = match &self.socket {
+            Socket::Tcp(l) => l.accept().map(|(s, _)| Conn::Tcp(s)),
+            Socket::Unix(l, _) => l.accept().map(|(s, _)| Conn::Unix(s)),
+        };
+        match accepted {
+            Ok(c) => Ok(Some(c)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                thread::sleep(Duration::from_millis(10));
+                Ok(None)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
+            Err(e) if is_transient_accept_error(&e) => {
+                thread::sleep(Duration::from_millis(50));
+                Ok(None)
+            }
+            Err(e) => Err(e).context("accepting an agent connection"),
         }
     }
 }

@@ -223,7 +223,7 @@ fn version_mismatch_is_answered_with_the_agent_version_then_closed() {
     a.send(r#"{"id":1,"type":"hello","protocol_version":"2.0","tool_version":"9.0.0"}"#);
     let e = a.recv();
     assert_eq!(e["code"], "version_mismatch");
-    assert_eq!(e["protocol_version"], "1.0");
+    assert_eq!(e["protocol_version"], "1.1");
     assert_eq!(a.recv_line(), None);
 }
 

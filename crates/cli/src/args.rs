@@ -215,6 +215,24 @@ pub struct AgentArgs {
         value_name = "TOKEN"
     )]
     pub token: Option<String>,
+    /// Run as a host agent: listen on this TCP address for coordinators (`isobench run
+    /// --hosts`), which send whole scenarios to run on this host, one after another. Serves
+    /// until SIGINT or SIGTERM. Needs --token-file.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        conflicts_with_all = ["unix", "serial", "tcp", "token"],
+        requires = "token_file"
+    )]
+    pub listen: Option<String>,
+    /// File holding the token coordinators must present (at least 16 characters; readable
+    /// by its owner only).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// With --listen: this host's results database, where its runs are stored (and can be
+    /// resumed) before they are sent to the coordinator.
+    #[command(flatten)]
+    pub db: DbArgs,
 }
 
 /// `isobench doctor`.

@@ -1,18 +1,84 @@
-//! `isobench agent`: the same binary, inside a tenant, driven by a controller.
+//! `isobench agent`: the same binary, inside a tenant, driven by a controller; or, with
+//! `--listen`, a host agent that runs whole scenarios for a fleet run's coordinator.
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use isobench_agent::{AgentConfig, AgentListener};
 
 use crate::args::AgentArgs;
+use crate::exit::bad_input;
+use crate::hostagent::HostRunner;
 
 pub fn run(a: &AgentArgs) -> anyhow::Result<ExitCode> {
+    if let Some(addr) = &a.listen {
+        return listen(a, addr);
+    }
+    let token = match &a.token_file {
+        Some(f) => Some(read_token(f)?),
+        None => a.token.clone(),
+    };
     if let Some(path) = &a.unix {
         isobench_agent::serve_unix(path)?;
     } else if let Some(path) = &a.serial {
         isobench_agent::serve_serial(path, isobench_agent::SERIAL_CONNECT_TIMEOUT)?;
     } else if let Some(addr) = &a.tcp {
-        isobench_agent::serve_tcp(addr.as_str(), a.token.clone())?;
+        isobench_agent::serve_tcp(addr.as_str(), token)?;
     } else {
         isobench_agent::serve_stdio()?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A host agent on `addr` until a stopping signal.
+fn listen(a: &AgentArgs, addr: &str) -> anyhow::Result<ExitCode> {
+    let file = a.token_file.as_deref().expect("clap requires --token-file");
+    let token = read_token(file)?;
+    let exe = std::env::current_exe()?;
+    let runner = HostRunner {
+        exe,
+        db: std::path::absolute(&a.db.path)?,
+    };
+    let config = AgentConfig::default()
+        .with_token(token)
+        .with_scenarios(Arc::new(runner));
+    let listener = AgentListener::bind_tcp(addr, config)
+        .map_err(|e| bad_input(format!("--listen {addr}: {e:#}")))?;
+    eprintln!(
+        "isobench: host agent listening on {} (database {}); stop it with Ctrl-C",
+        listener.local_addr(),
+        a.db.path.display()
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    crate::tenant::install_stop(stop.clone())?;
+    listener.serve_forever(&stop)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The token in `file`: its first line, trimmed. Refused when the file cannot be read, is
+/// empty, or others than its owner may read it.
+pub fn read_token(file: &Path) -> anyhow::Result<String> {
+    let shown = file.display();
+    let meta =
+        std::fs::metadata(file).map_err(|e| bad_input(format!("--token-file {shown}: {e}")))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(bad_input(format!(
+            "--token-file {shown} may be read by others than its owner (mode {:o}); \
+             run `chmod 600 {shown}`",
+            meta.permissions().mode() & 0o777
+        )));
+    }
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| bad_input(format!("--token-file {shown}: {e}")))?;
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    if token.is_empty() {
+        return Err(bad_input(format!(
+            "--token-file {shown} is empty; put a token of at least 16 characters in it \
+             (e.g. `head -c 24 /dev/urandom | base64 > {shown}`)"
+        )));
+    }
+    Ok(token)
 }

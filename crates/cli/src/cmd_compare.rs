@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
+use isobench_experiment::stored::fleet_link;
 use isobench_report::compare::{
     comparison_csv, comparison_json, comparison_markdown, render_comparison,
 };
@@ -62,7 +63,14 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         .map(|id| load_alone(&a.db.path, id))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if let [one] = runs.as_slice() {
-        let set = crate::crossrun::linked(one);
+        // One run of a linked set (platforms, or a fleet's hosts): the whole set.
+        let mut set: Vec<String> = crate::crossrun::linked(one)
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect();
+        if let (true, Some(fleet)) = (set.len() < 2, fleet_link(one)) {
+            set = fleet.hosts.into_iter().map(|m| m.run).collect();
+        }
         if set.len() < 2 {
             return Err(bad_input(format!(
                 "compare needs two runs or more; run {} ran alone (give another RUN_ID, see \
@@ -72,7 +80,7 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         }
         runs = set
             .iter()
-            .map(|(_, id)| load_alone(&a.db.path, id))
+            .map(|id| load_alone(&a.db.path, id))
             .collect::<anyhow::Result<Vec<_>>>()?;
     }
     let comparison = RunComparison::new(&runs);

@@ -55,6 +55,12 @@ pub struct RunArgs {
     /// Seed instead of the scenario's.
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub seed: Option<u64>,
+    /// Run the scenario on every host of this file at once, each through its host agent
+    /// (`isobench agent --listen`), import their runs here, linked, and print the fleet
+    /// table: per host type, the isolation summary, and the hosts that differ from the
+    /// others of their type (docs/fleet.md).
+    #[arg(long, value_name = "HOSTS.toml", conflicts_with_all = ["resume", "dry_run"])]
+    pub hosts: Option<PathBuf>,
     /// Check the scenario and print the plan, without running anything.
     #[arg(long)]
     pub dry_run: bool,
@@ -189,12 +195,24 @@ pub struct MemcheckArgs {
 }
 
 /// Hidden test mode: `ISOBENCH_DEBUG_FAKE=1` runs on the fake platform and clock (instant),
-/// `=slow` lets real time pass as well.
+/// `=slow` lets real time pass as well; `ISOBENCH_DEBUG_FAKE_SCALE=F` multiplies every
+/// stressor's effect by F (a host with worse isolation, for fleet tests).
 pub fn mode() -> Mode {
+    let effect_scale = std::env::var("ISOBENCH_DEBUG_FAKE_SCALE")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|f| f.is_finite() && *f >= 0.0)
+        .unwrap_or(1.0);
     match std::env::var("ISOBENCH_DEBUG_FAKE").as_deref() {
         Err(_) | Ok("" | "0") => Mode::Real,
-        Ok("slow") => Mode::Fake { real_time: 1.0 },
-        Ok(_) => Mode::Fake { real_time: 0.0 },
+        Ok("slow") => Mode::Fake {
+            real_time: 1.0,
+            effect_scale,
+        },
+        Ok(_) => Mode::Fake {
+            real_time: 0.0,
+            effect_scale,
+        },
     }
 }
 
@@ -265,6 +283,9 @@ fn session_error(e: SessionError) -> anyhow::Error {
 /// `isobench run`.
 pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     a.export.check()?;
+    if let Some(hosts) = &a.hosts {
+        return crate::hostsrun::run(a, hosts);
+    }
     if a.platform.len() > 1 {
         return crate::crossrun::run(a);
     }

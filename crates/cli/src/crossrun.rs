@@ -102,7 +102,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The more serious of two exit codes.
-fn worse(a: u8, b: u8) -> u8 {
+pub(crate) fn worse(a: u8, b: u8) -> u8 {
     let rank = |c: u8| match c {
         exit::OK => 0,
         exit::PARTIAL => 1,

@@ -39,6 +39,8 @@ mod cmd_stress;
 mod cmd_vm;
 mod crossrun;
 mod exit;
+mod hostagent;
+mod hostsrun;
 mod live;
 mod output;
 mod slot;

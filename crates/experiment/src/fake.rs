@@ -64,6 +64,9 @@ pub struct FakeScript {
     /// not idle, a network stressor adds 0.3 CPUs of softirq per CPU; alone they wait 1% and
     /// the CPUs idle 80%.
     pub placement: bool,
+    /// Every stressor's harm (a positive effect) is multiplied by this (1: the model as it
+    /// is; 2: a host whose isolation is twice as bad).
+    pub effect_scale: f64,
 }
 
 impl Default for FakeScript {
@@ -77,6 +80,7 @@ impl Default for FakeScript {
             effect: default_effect,
             real_time: 0.0,
             placement: false,
+            effect_scale: 1.0,
         }
     }
 }
@@ -518,7 +522,14 @@ impl TenantDriver for FakeTenant {
                     } else {
                         1.0
                     };
-                    (!frozen).then(|| own * (st.script.effect)(probe.class(), state.0, state.1))
+                    (!frozen).then(|| {
+                        let e = (st.script.effect)(probe.class(), state.0, state.1);
+                        own * if e > 0.0 {
+                            e * st.script.effect_scale
+                        } else {
+                            e
+                        }
+                    })
                 })
                 .sum()
         };

@@ -121,6 +121,8 @@ pub enum Mode {
     Fake {
         /// Real seconds per simulated second.
         real_time: f64,
+        /// Every stressor's effect is multiplied by this (a host with worse isolation).
+        effect_scale: f64,
     },
 }
 
@@ -235,7 +237,10 @@ impl Session {
             }
         };
         let platform = match mode {
-            Mode::Fake { real_time } => Platform::fake(&plan, real_time),
+            Mode::Fake {
+                real_time,
+                effect_scale,
+            } => Platform::fake(&plan, real_time, effect_scale),
             Mode::Real => match Platform::real(&plan) {
                 Ok(p) => p,
                 Err(e) => {
@@ -365,11 +370,12 @@ struct Platform {
 }
 
 impl Platform {
-    fn fake(plan: &Plan, real_time: f64) -> Platform {
+    fn fake(plan: &Plan, real_time: f64, effect_scale: f64) -> Platform {
         let (backend, clock) = FakeBackend::new(
             plan.seed,
             FakeScript {
                 real_time,
+                effect_scale,
                 ..FakeScript::default()
             },
         );

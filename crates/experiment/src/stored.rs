@@ -4,16 +4,115 @@
 //! wherever it is shown.
 //!
 //! The link is a fact of every run of the set (`run`/`linked`: the runs and their platforms),
-//! so any run of the set carries the table across the platforms.
+//! so any run of the set carries the table across the platforms. A fleet run (one scenario on
+//! many hosts, `run --hosts`) is linked the same way (`fleet`/`hosts`: each host's run, name
+//! and labels), and any of its runs carries the fleet table.
+
+use std::collections::BTreeMap;
 
 use isobench_results::cross::CrossTable;
+use isobench_results::fleet::{Fleet, FleetHost};
+use isobench_results::Section;
 use isobench_store::{Fact, RunId, Store, StoreError};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::analysis::{analyze, Results};
 
 /// The fact that links the runs of one cross-platform set: scope and key.
 const LINK: (&str, &str) = ("run", "linked");
+
+/// The fact that links the runs of one fleet run: scope and key.
+const FLEET: (&str, &str) = ("fleet", "hosts");
+
+/// One host's part of a fleet run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetMember {
+    /// The host's name.
+    pub host: String,
+    /// Its labels (instance type, kernel, kubelet version, ...).
+    pub labels: BTreeMap<String, String>,
+    /// Its run.
+    pub run: String,
+}
+
+/// A fleet run as stored: the label hosts are grouped by, the hosts that ran, and the hosts
+/// that could not (each with why).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetLink {
+    /// The label that names a host's type.
+    pub type_label: String,
+    /// The hosts' runs, in the order the hosts were given.
+    pub hosts: Vec<FleetMember>,
+    /// Hosts that did not run, as `host: why`.
+    #[serde(default)]
+    pub not_run: Vec<String>,
+}
+
+/// Records the fleet run `link` in every one of its runs.
+pub fn link_fleet(store: &mut Store, link: &FleetLink) -> Result<(), StoreError> {
+    let value = serde_json::to_value(link).expect("a fleet link serializes");
+    for m in &link.hosts {
+        store.record_fact(
+            &RunId::new(m.run.clone()),
+            &Fact {
+                scope: FLEET.0.into(),
+                key: FLEET.1.into(),
+                value: value.clone(),
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// The fleet run `r` is part of, if any.
+pub fn fleet_link(r: &Results) -> Option<FleetLink> {
+    let f = r
+        .facts
+        .iter()
+        .find(|f| f.scope == FLEET.0 && f.key == FLEET.1)?;
+    serde_json::from_value(f.value.clone()).ok()
+}
+
+/// The fleet's figures for `link`, from its runs in `store` (`r` stands for its own run);
+/// with the hosts whose runs are no longer stored, each with why.
+pub fn fleet(store: &Store, link: &FleetLink, r: Option<&Results>) -> (Fleet, Vec<String>) {
+    let mut loaded: Vec<(&FleetMember, Results)> = Vec::new();
+    let mut missing = Vec::new();
+    for m in &link.hosts {
+        match r.filter(|r| r.run.id == m.run) {
+            Some(r) => loaded.push((m, r.clone())),
+            None => match analyzed(store, &m.run) {
+                Ok(x) => loaded.push((m, x)),
+                Err(e) => missing.push(format!("{} {}: {e}", m.host, m.run)),
+            },
+        }
+    }
+    let hosts: Vec<FleetHost<'_>> = loaded
+        .iter()
+        .map(|(m, x)| FleetHost {
+            name: m.host.clone(),
+            labels: m.labels.clone(),
+            results: x,
+        })
+        .collect();
+    (Fleet::new(&hosts, &link.type_label), missing)
+}
+
+/// The fleet table of `link`, with its notes (hosts not run, runs no longer stored).
+pub fn fleet_section(store: &Store, link: &FleetLink, r: Option<&Results>) -> Section {
+    let (f, missing) = fleet(store, link, r);
+    let mut section = f.section();
+    for n in &link.not_run {
+        section.notes.push(format!("not run: {n}"));
+    }
+    for m in missing {
+        section
+            .notes
+            .push(format!("left out (no longer stored): {m}"));
+    }
+    section
+}
 
 /// A stored run's results alone, without the table of the runs linked with it.
 pub fn analyzed(store: &Store, id: &str) -> Result<Results, StoreError> {
@@ -84,6 +183,10 @@ pub fn linked(r: &Results) -> Vec<(String, String)> {
 /// Puts the table across platforms first among `r`'s sections when `r` is one of a linked
 /// set (runs of the set no longer in the database are left out, and said so).
 pub fn add_linked(store: &Store, r: &mut Results) {
+    if let Some(link) = fleet_link(r) {
+        let section = fleet_section(store, &link, Some(r));
+        r.sections.insert(0, section);
+    }
     let set = linked(r);
     if set.is_empty() {
         return;

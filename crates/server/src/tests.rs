@@ -23,7 +23,10 @@ fn config(dir: &Path, token: Option<&str>, exe: PathBuf) -> Config {
         db: dir.join("r.db"),
         state_dir: dir.join("r.db.serve"),
         exe,
-        mode: Mode::Fake { real_time: 0.0 },
+        mode: Mode::Fake {
+            real_time: 0.0,
+            effect_scale: 1.0,
+        },
     }
 }
 

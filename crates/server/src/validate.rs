@@ -84,7 +84,10 @@ fn problems(e: ScenarioErrors) -> ApiError {
 mod tests {
     use super::*;
 
-    const FAKE: Mode = Mode::Fake { real_time: 0.0 };
+    const FAKE: Mode = Mode::Fake {
+        real_time: 0.0,
+        effect_scale: 1.0,
+    };
 
     #[test]
     fn a_broken_scenario_is_answered_with_its_problems_at_their_lines() {

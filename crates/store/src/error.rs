@@ -107,6 +107,18 @@ pub enum StoreError {
         /// The tenant of the record.
         tenant: String,
     },
+    /// An imported run has the id of a run already in the database.
+    #[error(
+        "run {run} is already in {}; it was imported before (or ran here), and runs are never \
+         stored twice",
+        path.display()
+    )]
+    DuplicateRun {
+        /// The run.
+        run: String,
+        /// The database file.
+        path: PathBuf,
+    },
     /// Trials can only be recorded while the run is running.
     #[error("run {run} is {status}, so it takes no more trials; resume it first")]
     RunNotRunning {

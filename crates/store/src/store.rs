@@ -237,6 +237,91 @@ impl Store {
         ))
     }
 
+    /// Stores a run measured elsewhere (another host's database, sent whole): the run with
+    /// its id, status and times, its tenants, facts and trials in plan order, in one
+    /// transaction, so a failed import leaves nothing. Refused when a run with this id is
+    /// already here ([`StoreError::DuplicateRun`]) or when a record is inconsistent.
+    pub fn import_run(&mut self, loaded: &LoadedRun) -> Result<RunId, StoreError> {
+        let run = &loaded.run;
+        nonempty("scenario_name", &run.scenario_name)?;
+        nonempty("tool_version", &run.tool_version)?;
+        nonempty("platform", &run.platform)?;
+        for t in &loaded.trials {
+            validate_trial(t).map_err(StoreError::InvalidRecord)?;
+        }
+        let db = &self.db;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db.err("starting an import", e))?;
+        let inserted = tx.execute(
+            "INSERT INTO runs (id, scenario_name, scenario_text, seed, status, tool_version,
+                               schema_version, started_at, host_facts, platform,
+                               platform_version)
+             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                run.id.as_str(),
+                run.scenario_name,
+                run.scenario_text,
+                run.seed.to_string(),
+                run.tool_version,
+                run.schema_version,
+                run.started_at.to_rfc3339(),
+                run.host_facts.to_string(),
+                run.platform,
+                run.platform_version,
+            ],
+        );
+        match inserted {
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::DuplicateRun {
+                    run: run.id.to_string(),
+                    path: db.path.clone(),
+                })
+            }
+            r => r.map_err(|e| db.err("importing a run", e))?,
+        };
+        for t in &loaded.tenants {
+            nonempty("tenant name", &t.name)?;
+            tx.execute(
+                "INSERT INTO tenants (run_id, name, role, platform, limits)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    run.id.as_str(),
+                    t.name,
+                    t.role.as_str(),
+                    t.platform,
+                    t.limits.to_string()
+                ],
+            )
+            .map_err(|e| db.err("importing a tenant", e))?;
+        }
+        for f in &loaded.facts {
+            nonempty("fact scope", &f.scope)?;
+            nonempty("fact key", &f.key)?;
+            tx.execute(
+                "INSERT INTO facts (run_id, scope, key, value) VALUES (?1, ?2, ?3, ?4)",
+                params![run.id.as_str(), f.scope, f.key, f.value.to_string()],
+            )
+            .map_err(|e| db.err("importing a fact", e))?;
+        }
+        for t in &loaded.trials {
+            insert_trial(db, &tx, &run.id, t)?;
+        }
+        tx.execute(
+            "UPDATE runs SET status = ?2, status_reason = ?3, ended_at = ?4 WHERE id = ?1",
+            params![
+                run.id.as_str(),
+                run.status.as_str(),
+                run.status_reason,
+                run.ended_at.map(|t| t.to_rfc3339())
+            ],
+        )
+        .map_err(|e| db.err("importing a run", e))?;
+        tx.commit().map_err(|e| db.err("committing an import", e))?;
+        Ok(run.id.clone())
+    }
+
     /// Adds a tenant to a run. Names are unique in a run.
     pub fn add_tenant(&mut self, run: &RunId, tenant: &TenantRecord) -> Result<(), StoreError> {
         nonempty("tenant name", &tenant.name)?;
@@ -306,143 +391,7 @@ impl Store {
                 status: status.to_string(),
             });
         }
-        let timeline = trial.timeline.iter();
-        let tenants: BTreeSet<&str> = std::iter::once(trial.tenant.as_str())
-            .chain(trial.stressor_reports.iter().map(|r| r.tenant.as_str()))
-            .chain(
-                timeline
-                    .clone()
-                    .flat_map(|t| t.switches.iter().map(|s| s.tenant.as_str())),
-            )
-            .chain(timeline.flat_map(|t| t.cpu.iter().map(|c| c.tenant.as_str())))
-            .collect();
-        for tenant in tenants {
-            let known: Option<i64> = tx
-                .query_row(
-                    "SELECT 1 FROM tenants WHERE run_id = ?1 AND name = ?2",
-                    params![run.as_str(), tenant],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(|e| db.err("looking up a tenant", e))?;
-            if known.is_none() {
-                return Err(StoreError::UnknownTenant {
-                    run: run.to_string(),
-                    tenant: tenant.to_string(),
-                });
-            }
-        }
-        let duplicate = || StoreError::DuplicateTrial {
-            run: run.to_string(),
-            key: trial.key,
-            tenant: trial.tenant.clone(),
-        };
-        // `plan_seq` numbers the run's records in the order they were written.
-        tx.execute(
-            "INSERT INTO trials (run_id, plan_seq, round, block, slot, attempt, probe, tenant,
-                                 condition, repetition, status, reason, started_at, ended_at,
-                                 load_note)
-             VALUES (?1, (SELECT COALESCE(MAX(plan_seq) + 1, 0) FROM trials WHERE run_id = ?1),
-                     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-            params![
-                run.as_str(),
-                trial.key.round,
-                trial.key.block,
-                trial.key.slot,
-                trial.key.attempt,
-                trial.probe,
-                trial.tenant,
-                trial.condition.to_string(),
-                trial.repetition,
-                trial.status.as_str(),
-                trial.status.reason(),
-                trial.started_at.to_rfc3339(),
-                trial.ended_at.to_rfc3339(),
-                trial.load_note,
-            ],
-        )
-        .map_err(|e| {
-            if is_unique_violation(&e) {
-                duplicate()
-            } else {
-                db.err("recording a trial", e)
-            }
-        })?;
-        let trial_id = tx.last_insert_rowid();
-        {
-            let mut ins = tx
-                .prepare_cached(
-                    "INSERT INTO samples (trial_id, metric, unit, direction, value)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .map_err(|e| db.err("recording samples", e))?;
-            for s in &trial.samples {
-                ins.execute(params![
-                    trial_id,
-                    s.metric,
-                    s.unit,
-                    s.direction.as_str(),
-                    s.value
-                ])
-                .map_err(|e| db.err("recording a sample", e))?;
-            }
-            let mut ins = tx
-                .prepare_cached(
-                    "INSERT INTO histograms (trial_id, metric, encoding, data)
-                     VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(|e| db.err("recording histograms", e))?;
-            for h in &trial.histograms {
-                ins.execute(params![trial_id, h.metric, HISTOGRAM_ENCODING, h.base64])
-                    .map_err(|e| db.err("recording a histogram", e))?;
-            }
-            let mut ins = tx
-                .prepare_cached(
-                    "INSERT INTO stressor_reports (trial_id, tenant, stressor, intensity, mode,
-                                                   ops, ops_per_sec)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .map_err(|e| db.err("recording stressor reports", e))?;
-            for r in &trial.stressor_reports {
-                ins.execute(params![
-                    trial_id,
-                    r.tenant,
-                    r.stressor,
-                    r.intensity,
-                    r.mode.as_str(),
-                    r.ops,
-                    r.ops_per_sec
-                ])
-                .map_err(|e| db.err("recording a stressor report", e))?;
-            }
-            if !trial.series.is_empty()
-                || trial.modulation.is_some()
-                || trial.noise.is_some()
-                || trial.mechanism.is_some()
-                || trial.timeline.is_some()
-                || trial.limits.is_some()
-            {
-                let mut details = serde_json::json!({
-                    "series": trial.series,
-                    "modulation": trial.modulation,
-                    "noise": trial.noise,
-                });
-                if let Some(m) = &trial.mechanism {
-                    details["mechanism"] = m.clone();
-                }
-                if let Some(t) = &trial.timeline {
-                    details["timeline"] = serde_json::to_value(t).expect("a timeline serializes");
-                }
-                if let Some(l) = &trial.limits {
-                    details["limits"] = l.clone();
-                }
-                tx.execute(
-                    "INSERT INTO trial_details (trial_id, data) VALUES (?1, ?2)",
-                    params![trial_id, details.to_string()],
-                )
-                .map_err(|e| db.err("recording trial details", e))?;
-            }
-        }
+        insert_trial(db, &tx, run, trial)?;
         tx.commit().map_err(|e| db.err("committing a trial", e))
     }
 
@@ -947,6 +896,154 @@ impl Store {
     fn json(&self, text: &str, what: &str) -> Result<serde_json::Value, StoreError> {
         serde_json::from_str(text).map_err(|e| self.db.corrupt(format!("{what}: {e}")))
     }
+}
+
+/// Writes one trial's rows (the trial, its samples, histograms, stressor reports and details)
+/// inside the caller's transaction, after checking that every tenant it names was added.
+fn insert_trial(
+    db: &DbFile,
+    tx: &Connection,
+    run: &RunId,
+    trial: &TrialRecord,
+) -> Result<(), StoreError> {
+    let timeline = trial.timeline.iter();
+    let tenants: BTreeSet<&str> = std::iter::once(trial.tenant.as_str())
+        .chain(trial.stressor_reports.iter().map(|r| r.tenant.as_str()))
+        .chain(
+            timeline
+                .clone()
+                .flat_map(|t| t.switches.iter().map(|s| s.tenant.as_str())),
+        )
+        .chain(timeline.flat_map(|t| t.cpu.iter().map(|c| c.tenant.as_str())))
+        .collect();
+    for tenant in tenants {
+        let known: Option<i64> = tx
+            .query_row(
+                "SELECT 1 FROM tenants WHERE run_id = ?1 AND name = ?2",
+                params![run.as_str(), tenant],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| db.err("looking up a tenant", e))?;
+        if known.is_none() {
+            return Err(StoreError::UnknownTenant {
+                run: run.to_string(),
+                tenant: tenant.to_string(),
+            });
+        }
+    }
+    let duplicate = || StoreError::DuplicateTrial {
+        run: run.to_string(),
+        key: trial.key,
+        tenant: trial.tenant.clone(),
+    };
+    // `plan_seq` numbers the run's records in the order they were written.
+    tx.execute(
+        "INSERT INTO trials (run_id, plan_seq, round, block, slot, attempt, probe, tenant,
+                             condition, repetition, status, reason, started_at, ended_at,
+                             load_note)
+         VALUES (?1, (SELECT COALESCE(MAX(plan_seq) + 1, 0) FROM trials WHERE run_id = ?1),
+                 ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        params![
+            run.as_str(),
+            trial.key.round,
+            trial.key.block,
+            trial.key.slot,
+            trial.key.attempt,
+            trial.probe,
+            trial.tenant,
+            trial.condition.to_string(),
+            trial.repetition,
+            trial.status.as_str(),
+            trial.status.reason(),
+            trial.started_at.to_rfc3339(),
+            trial.ended_at.to_rfc3339(),
+            trial.load_note,
+        ],
+    )
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            duplicate()
+        } else {
+            db.err("recording a trial", e)
+        }
+    })?;
+    let trial_id = tx.last_insert_rowid();
+    {
+        let mut ins = tx
+            .prepare_cached(
+                "INSERT INTO samples (trial_id, metric, unit, direction, value)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(|e| db.err("recording samples", e))?;
+        for s in &trial.samples {
+            ins.execute(params![
+                trial_id,
+                s.metric,
+                s.unit,
+                s.direction.as_str(),
+                s.value
+            ])
+            .map_err(|e| db.err("recording a sample", e))?;
+        }
+        let mut ins = tx
+            .prepare_cached(
+                "INSERT INTO histograms (trial_id, metric, encoding, data)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(|e| db.err("recording histograms", e))?;
+        for h in &trial.histograms {
+            ins.execute(params![trial_id, h.metric, HISTOGRAM_ENCODING, h.base64])
+                .map_err(|e| db.err("recording a histogram", e))?;
+        }
+        let mut ins = tx
+            .prepare_cached(
+                "INSERT INTO stressor_reports (trial_id, tenant, stressor, intensity, mode,
+                                               ops, ops_per_sec)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(|e| db.err("recording stressor reports", e))?;
+        for r in &trial.stressor_reports {
+            ins.execute(params![
+                trial_id,
+                r.tenant,
+                r.stressor,
+                r.intensity,
+                r.mode.as_str(),
+                r.ops,
+                r.ops_per_sec
+            ])
+            .map_err(|e| db.err("recording a stressor report", e))?;
+        }
+        if !trial.series.is_empty()
+            || trial.modulation.is_some()
+            || trial.noise.is_some()
+            || trial.mechanism.is_some()
+            || trial.timeline.is_some()
+            || trial.limits.is_some()
+        {
+            let mut details = serde_json::json!({
+                "series": trial.series,
+                "modulation": trial.modulation,
+                "noise": trial.noise,
+            });
+            if let Some(m) = &trial.mechanism {
+                details["mechanism"] = m.clone();
+            }
+            if let Some(t) = &trial.timeline {
+                details["timeline"] = serde_json::to_value(t).expect("a timeline serializes");
+            }
+            if let Some(l) = &trial.limits {
+                details["limits"] = l.clone();
+            }
+            tx.execute(
+                "INSERT INTO trial_details (trial_id, data) VALUES (?1, ?2)",
+                params![trial_id, details.to_string()],
+            )
+            .map_err(|e| db.err("recording trial details", e))?;
+        }
+    }
+    Ok(())
 }
 
 fn run_status_in(db: &DbFile, conn: &Connection, run: &RunId) -> Result<RunStatus, StoreError> {

@@ -647,3 +647,57 @@ fn a_running_run_names_its_controller_until_it_ends() {
         .unwrap();
     assert!(store.running_runs().unwrap().is_empty());
 }
+
+#[test]
+fn a_run_from_another_database_is_imported_whole_once_and_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut there, run) = setup(&dir.path().join("there.db"));
+    for t in [
+        trial(0, Condition::Baseline, 4.0),
+        trial(1, Condition::stressor("cache", 50), 9.5),
+        TrialRecord {
+            status: TrialStatus::Dnr("agent stopped answering after 30 s".into()),
+            samples: vec![],
+            histograms: vec![],
+            ..trial(2, Condition::Baseline, 1.0)
+        },
+    ] {
+        there.record_trial(&run, &t).unwrap();
+    }
+    let fact = Fact {
+        scope: "host".into(),
+        key: "name".into(),
+        value: json!("node-a"),
+    };
+    there.record_fact(&run, &fact).unwrap();
+    let ended = Timestamp::from_unix_millis(1_767_225_700_000);
+    there
+        .finish_run(&run, RunStatus::Interrupted, Some("stopped"), ended)
+        .unwrap();
+    // Sent as JSON, as a remote host sends it.
+    let sent: isobench_store::LoadedRun =
+        serde_json::from_str(&serde_json::to_string(&there.load_run(&run).unwrap()).unwrap())
+            .unwrap();
+
+    let here_path = dir.path().join("here.db");
+    let mut here = Store::open(&here_path).unwrap();
+    assert_eq!(here.import_run(&sent).unwrap(), run);
+    assert_eq!(here.load_run(&run).unwrap(), sent);
+    assert_eq!(here.list_runs().unwrap()[0].status, RunStatus::Interrupted);
+
+    // Twice is refused, naming the run and the database; nothing changes.
+    let e = here.import_run(&sent).unwrap_err();
+    assert!(matches!(e, StoreError::DuplicateRun { .. }), "{e}");
+    assert!(e.to_string().contains(run.as_str()), "{e}");
+    assert!(e.to_string().contains("here.db"), "{e}");
+    assert_eq!(here.list_runs().unwrap().len(), 1);
+
+    // A run whose last trial names an unknown tenant leaves nothing at all.
+    let mut bad = sent.clone();
+    bad.run.id = RunId::new("20260101-000000-badbad".to_string());
+    bad.trials.last_mut().unwrap().tenant = "nobody".into();
+    let e = here.import_run(&bad).unwrap_err();
+    assert!(matches!(e, StoreError::UnknownTenant { .. }), "{e}");
+    assert_eq!(here.list_runs().unwrap().len(), 1);
+    assert!(here.load_run(&bad.run.id).is_err());
+}
