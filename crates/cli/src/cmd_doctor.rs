@@ -12,7 +12,10 @@ use crate::cmd_run::{open_store, store_error};
 use crate::output::{envelope, print_json};
 
 pub fn doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
-    let checks = isobench_platform::doctor();
+    let mut checks = isobench_platform::doctor();
+    // The Kubernetes cluster, when a kubeconfig is found (KUBECONFIG, else scripts/k8s-up's),
+    // or why none is usable.
+    checks.extend(isobench_platform::k8s::cluster::report(None));
     if a.json {
         let mut doc = envelope("doctor");
         doc.insert("checks".into(), serde_json::to_value(&checks)?);

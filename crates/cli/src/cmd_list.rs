@@ -116,6 +116,10 @@ fn caps_text(c: &isobench_platform::Capabilities) -> String {
         (c.enforces_limits, "enforce limits"),
         (c.contains_aggressors, "contain aggressors"),
         (c.pins_cpus, "pin CPUs"),
+        (
+            c.chooses_cpus,
+            "give tenants CPUs of their own (it chooses which)",
+        ),
         (c.freezer, "freeze tenants"),
         (c.live_cpu_limit, "change CPU limits live"),
         (c.own_network, "give tenants their own network"),

@@ -913,6 +913,11 @@ pub(crate) fn attach_causes(
     trials: &[&TrialRecord],
     usable: &dyn Fn(&TrialRecord) -> bool,
 ) {
+    // The causes reason from the tenants' CPUs; on a platform that chooses them, the plan's
+    // CPU numbers are not the tenants', and no cause is better than a wrong one.
+    if plan.platform.capabilities().chooses_cpus {
+        return;
+    }
     let aggressor_cpus: Vec<usize> = plan
         .tenants
         .iter()

@@ -1107,7 +1107,7 @@ impl<'a> Engine<'a> {
             name: a.stressor.clone(),
             intensity: a.intensity,
             params: a.params.clone(),
-            pin: t.limits.cpuset.as_ref().map(|_| t.cpus.clone()),
+            pin: t.pin.map(|_| t.cpus.clone()),
             contained: self.plan.platform.capabilities().contains_aggressors,
             timeout: self.plan.trial.timeout,
         })

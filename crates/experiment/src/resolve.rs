@@ -266,6 +266,8 @@ impl<'a> Resolver<'a> {
         let host_cpus = host.cpus();
         let host_avail = host.env.mem_usable.min(host.info.memory_bytes.max(1));
         let mut tenants = Vec::new();
+        let chooses = platform.capabilities().chooses_cpus;
+        let mut chosen = Vec::new();
         let placed = match sc.placement {
             Placement::Shared => vec![None; sc.tenants.len()],
             Placement::Split => {
@@ -287,10 +289,21 @@ impl<'a> Resolver<'a> {
             };
             let memory = limits.memory.map_or(host_avail, |m| m.min(host_avail));
             self.check_minimums(t.table, t, &limits);
+            // A platform that chooses the CPUs itself gives the tenant others than these
+            // numbers: nothing is pinned to them.
             let (pin, pin_peer) = match &limits.cpuset {
-                Some(_) => (cpus.first().copied(), cpus.get(1).or(cpus.first()).copied()),
-                None => (None, None),
+                Some(_) if !chooses => {
+                    (cpus.first().copied(), cpus.get(1).or(cpus.first()).copied())
+                }
+                _ => (None, None),
             };
+            if chooses && limits.cpuset.is_some() {
+                chosen.push(format!(
+                    "{} {}",
+                    t.name,
+                    limits.cpuset.as_ref().map_or(0, |c| c.len())
+                ));
+            }
             if !platform.capabilities().enforces_limits && !limits.is_empty() {
                 self.notes.push(format!(
                     "tenant {}: the {platform} platform does not enforce limits ({limits})",
@@ -308,6 +321,15 @@ impl<'a> Resolver<'a> {
                 pin,
                 pin_peer,
             });
+        }
+        if !chosen.is_empty() {
+            self.notes.push(format!(
+                "the {platform} platform chooses each tenant's CPUs itself: a cpuset asks for \
+                 that many CPUs of the tenant's own (here: {}), the CPU numbers above are not \
+                 the tenants', nothing is pinned to them, and each tenant's notes say which \
+                 CPUs it got",
+                chosen.join(", ")
+            ));
         }
         tenants
     }

@@ -87,7 +87,7 @@ pub fn spec_for(
                 name: e.name.clone(),
                 intensity: e.intensity,
                 params: e.params.clone(),
-                pin: t.limits.cpuset.as_ref().map(|_| t.cpus.clone()),
+                pin: t.pin.map(|_| t.cpus.clone()),
                 contained: plan.platform.capabilities().contains_aggressors,
                 timeout: plan.trial.timeout,
             },

@@ -132,6 +132,10 @@ pub struct Capabilities {
     pub contains_aggressors: bool,
     /// A tenant can be held to a set of CPUs.
     pub pins_cpus: bool,
+    /// The platform chooses a tenant's CPUs itself: a `cpuset` of N CPUs asks for N CPUs of
+    /// the tenant's own, not for those CPU numbers, so the engine pins nothing to CPU
+    /// numbers and the tenant's notes say which CPUs it got.
+    pub chooses_cpus: bool,
     /// Freezing a tenant stops every process at once (a freezer), not by signals.
     pub freezer: bool,
     /// The CPU limit can change while the tenant runs.

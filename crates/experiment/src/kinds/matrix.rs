@@ -173,11 +173,20 @@ pub(crate) fn stressor_conditions(
         }
     }
     if !skipped.is_empty() {
-        r.note(format!(
-            "left out on the host platform (nothing would contain them): {}; run as root \
+        let why = if platform.capabilities().enforces_limits {
+            format!(
+                "left out on the {platform} platform (it cannot bound everything they exhaust): \
+                 {}; the cgroup platform includes them",
+                skipped.join(", ")
+            )
+        } else {
+            format!(
+                "left out on the host platform (nothing would contain them): {}; run as root \
                  for cgroup tenants to include them",
-            skipped.join(", ")
-        ));
+                skipped.join(", ")
+            )
+        };
+        r.note(why);
     }
     conditions
 }

@@ -1,6 +1,6 @@
 //! The `k8s` platform: one pod per tenant on a Kubernetes node of this machine.
 //!
-//! Draft. `kubectl` is the client ([`kubectl`]), driven with argument vectors and an explicit
+//! `kubectl` is the client ([`kubectl`]), driven with argument vectors and an explicit
 //! `--kubeconfig`; manifests are JSON on its stdin (`kubectl apply -f -`). A run's pods live
 //! in the namespace `isobench-<run id>` (so [`RunId::from_object_name`] reads the run from
 //! it), labelled `isobench.run=<run id>`, and each pod carries `isobench.run` and
@@ -10,15 +10,28 @@
 //! labels `isobench/k8s-up=true`, or the only node), because isobench reads the tenant's
 //! limits and usage from the pod's cgroups here, and freezes them directly. Limits become
 //! `requests = limits` (Guaranteed QoS when both cpus and memory are set; the QoS class is
-//! recorded in the tenant's notes); the pids limit is the kubelet's `podPidsLimit`, the same
-//! for every pod, so a tenant may only ask for exactly that. What Kubernetes cannot express
-//! per pod (cpuset, memory nodes, CPU weight, io limits, network rates, an own network on the
-//! run's bridge) is refused before anything is created, with the reason.
+//! recorded in the tenant's notes).
+//!
+//! CPUs: Kubernetes cannot hold a pod to CPUs the user chooses, only give a Guaranteed pod
+//! with whole CPUs that many CPUs of its own, chosen by the kubelet's static CPU manager. So
+//! a `cpuset` of N CPUs asks for N exclusive CPUs ([`cpu_placement`]); the engine does not
+//! pin to CPU numbers on this platform ([`Capabilities::chooses_cpus`]). When the pod cannot
+//! have them (no static policy, no memory limit, too little allocatable CPU left) it runs in
+//! the node's shared pool, which excludes every exclusive CPU. Either way the CPUs the pod
+//! got are read back from its cgroup and stated in the tenant's notes and limits.
+//!
+//! pids: the kubelet's `podPidsLimit` bounds every pod alike; a tenant's own lower `pids`
+//! is written by isobench to the pod's container cgroup (`pids.max`) before anything runs in
+//! it, where every process of the tenant lives ([`pids_plan`]). A higher one is refused.
+//! What Kubernetes cannot express per pod (memory nodes, CPU weight, io limits, network
+//! rates, an own network on the run's bridge) is refused before anything is created, with
+//! the reason.
 //!
 //! The image is the `oci` platform's root filesystem imported into the node's containerd
 //! ([`image`]). The agent is `/isobench agent` started with `kubectl exec -i`, over its
 //! standard streams. Each tenant's workdir is a `hostPath` volume mounted at the same path.
 
+pub mod cluster;
 mod image;
 pub mod kubectl;
 mod sweep;
@@ -38,11 +51,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
+use cluster::KubeletConfig;
+
 use crate::agent::Transport;
-use crate::cgroup::{CgroupFs, TenantCgroup};
+use crate::cgroup::{CgroupFs, Controller, TenantCgroup};
 use crate::error::PlatformError;
 use crate::hostinfo::HostInfo;
-use crate::limits::Limits;
+use crate::limits::{CpuList, Limits};
 use crate::oci::ImageSource;
 use crate::run::{RunContext, RunId};
 use crate::tenant::{Role, Tenant, TenantInfo, TenantSpec};
@@ -63,6 +78,8 @@ pub const CAPS: Capabilities = Capabilities {
     contains_aggressors: false,
     // The static CPU manager chooses a Guaranteed pod's CPUs; isobench cannot.
     pins_cpus: false,
+    // A cpuset of N CPUs becomes N exclusive CPUs the kubelet chooses.
+    chooses_cpus: true,
     freezer: true,
     // The kubelet owns the pod's CPU quota.
     live_cpu_limit: false,
@@ -91,7 +108,7 @@ fn unavailable(why: impl Into<String>, fix: impl Into<String>) -> PlatformError 
     }
 }
 
-const FIX_UP: &str = "start a local cluster with `KUBECONFIG=$(scripts/k8s-up)`";
+pub(crate) const FIX_UP: &str = "start a local cluster with `KUBECONFIG=$(scripts/k8s-up)`";
 
 /// How long [`available`] waits for the API server.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -172,14 +189,6 @@ fn refuse_unexpressible(l: &Limits, spec: &TenantSpec) -> Result<(), PlatformErr
         why,
         fix,
     };
-    if l.cpuset.is_some() {
-        return Err(no(
-            "cpuset",
-            "the kubelet's static CPU manager chooses a Guaranteed pod's CPUs itself",
-            "whole `cpus` with `memory` (a Guaranteed pod gets exclusive CPUs), or the `cgroup` \
-             platform",
-        ));
-    }
     if l.mems.is_some() {
         return Err(no(
             "mems",
@@ -230,31 +239,132 @@ fn refuse_unexpressible(l: &Limits, spec: &TenantSpec) -> Result<(), PlatformErr
     Ok(())
 }
 
-/// The pids limit: the kubelet's `podPidsLimit`, the same for every pod; another value is
-/// refused.
-fn check_pids(asked: Option<u64>, kubelet: Option<u64>) -> Result<(), PlatformError> {
-    match (asked, kubelet) {
-        (None, _) => Ok(()),
-        (Some(a), Some(k)) if a == k => Ok(()),
-        (Some(a), Some(k)) => Err(PlatformError::Refused {
-            key: "pids",
-            platform: "k8s",
-            why: format!(
-                "the pids limit of every pod is the kubelet's podPidsLimit={k}, and a tenant \
-                 cannot have its own ({a})"
-            ),
-            fix: format!("ask for pids={k} or remove `pids`"),
-        }),
-        (Some(a), None) => Err(PlatformError::Refused {
-            key: "pids",
-            platform: "k8s",
-            why: format!(
-                "the kubelet sets no podPidsLimit (or its configuration cannot be read), so \
-                 pids={a} would not be enforced"
-            ),
-            fix: "remove `pids`, or configure podPidsLimit on the kubelet".into(),
-        }),
+/// How a tenant's pids limit is enforced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PidsPlan {
+    /// What isobench writes to the container's `pids.max`, when it writes anything.
+    container: Option<u64>,
+    /// The limit the tenant's processes are under.
+    effective: Option<u64>,
+    /// What was decided, for the tenant's notes.
+    note: String,
+}
+
+/// The pids limit: the kubelet's `podPidsLimit` bounds every pod; a tenant's own lower
+/// limit (or, without a podPidsLimit, any limit, and an aggressor's safe default) is written
+/// by isobench to the container's cgroup. More than the podPidsLimit is refused: the pod
+/// could never have it.
+fn pids_plan(
+    asked: Option<u64>,
+    kubelet: Option<u64>,
+    safe_default: Option<u64>,
+) -> Result<PidsPlan, PlatformError> {
+    const HOW: &str = "written by isobench to the container's cgroup (pids.max) before \
+                       anything runs in it: a pod spec has no pids field";
+    Ok(match (asked, kubelet) {
+        (Some(a), Some(k)) if a > k => {
+            return Err(PlatformError::Refused {
+                key: "pids",
+                platform: "k8s",
+                why: format!(
+                    "the kubelet's podPidsLimit={k} bounds every pod, so pids={a} cannot be had"
+                ),
+                fix: format!("ask for pids={k} or less, or raise podPidsLimit on the kubelet"),
+            })
+        }
+        (Some(a), Some(k)) if a == k => PidsPlan {
+            container: None,
+            effective: Some(k),
+            note: format!("pids={k} is the kubelet's podPidsLimit (the pod's cgroup)"),
+        },
+        (Some(a), Some(k)) => PidsPlan {
+            container: Some(a),
+            effective: Some(a),
+            note: format!("pids={a} {HOW}; the kubelet's podPidsLimit={k} bounds the pod"),
+        },
+        (Some(a), None) => PidsPlan {
+            container: Some(a),
+            effective: Some(a),
+            note: format!("pids={a} {HOW}; the kubelet sets no podPidsLimit"),
+        },
+        (None, Some(k)) => PidsPlan {
+            container: None,
+            effective: Some(k),
+            note: format!("pids={k} is the kubelet's podPidsLimit (the pod's cgroup)"),
+        },
+        (None, None) => match safe_default {
+            Some(d) => PidsPlan {
+                container: Some(d),
+                effective: Some(d),
+                note: format!("safe default pids={d} {HOW}; the kubelet sets no podPidsLimit"),
+            },
+            None => PidsPlan {
+                container: None,
+                effective: None,
+                note: "no pids limit: the kubelet sets no podPidsLimit".into(),
+            },
+        },
+    })
+}
+
+/// Where a tenant's pod runs, CPU-wise.
+#[derive(Debug, Clone, PartialEq)]
+enum CpuPlacement {
+    /// No cpuset asked: wherever the kubelet puts a pod of its QoS class.
+    Any,
+    /// N CPUs of its own, chosen by the kubelet (a Guaranteed pod with cpu = N).
+    Exclusive(u32),
+    /// The cpuset asked for, in the node's shared pool, and why it has no CPUs of its own.
+    Shared(String),
+}
+
+/// How a `cpuset` maps: N exclusive CPUs when the pod can have them (static CPU manager,
+/// a memory limit and whole `cpus` for a Guaranteed pod, enough allocatable CPU left on
+/// the node, `free_millis`), else the shared pool, with the reason.
+fn cpu_placement(l: &Limits, cfg: &KubeletConfig, free_millis: Option<u64>) -> CpuPlacement {
+    let Some(set) = &l.cpuset else {
+        return CpuPlacement::Any;
+    };
+    let n = set.len() as u32;
+    if !cfg.static_cpus() {
+        return CpuPlacement::Shared(format!(
+            "the kubelet's CPU manager policy is `{}`, which gives no pod CPUs of its own",
+            cfg.policy()
+        ));
     }
+    if l.memory.is_none() {
+        return CpuPlacement::Shared(
+            "CPUs of its own need a Guaranteed pod, and the tenant has no memory limit".into(),
+        );
+    }
+    if let Some(c) = l.cpus {
+        if (c - f64::from(n)).abs() > 1e-9 {
+            return CpuPlacement::Shared(format!(
+                "CPUs of its own need cpus equal to the cpuset's {n} whole CPU(s), and the \
+                 tenant asks for cpus={c}"
+            ));
+        }
+    }
+    match free_millis {
+        Some(f) if f < u64::from(n) * 1000 => CpuPlacement::Shared(format!(
+            "the node has {} of allocatable CPU left, less than {n} whole CPU(s) (the \
+             kubelet's reserved CPUs are never given)",
+            cluster::millis_word(f)
+        )),
+        _ => CpuPlacement::Exclusive(n),
+    }
+}
+
+/// The CPUs a cgroup's processes may use (`cpuset.cpus.effective` on v2, `cpuset.cpus` on
+/// v1).
+fn read_cpuset(dir: &Path) -> Result<CpuList> {
+    let f = ["cpuset.cpus.effective", "cpuset.cpus"]
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
+        .with_context(|| format!("{} has no cpuset file", dir.display()))?;
+    let t = fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
+    CpuList::parse(t.trim()).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))
 }
 
 /// A CPU quantity in millicores.
@@ -350,9 +460,14 @@ fn manifest(p: &PodSpec<'_>) -> Value {
 
 /// What the checks of a tenant settled.
 struct Checked {
+    /// The limits the tenant is under (its own, plus what the platform decided).
     limits: Limits,
+    /// The limits the pod is made with (`cpus` = N for N exclusive CPUs).
+    pod: Limits,
     notes: Vec<String>,
     parent: PathBuf,
+    pids: PidsPlan,
+    cpus: CpuPlacement,
 }
 
 /// The `k8s` platform.
@@ -365,8 +480,13 @@ pub struct K8sPlatform {
     socket: PathBuf,
     image: Mutex<Option<String>>,
     node: String,
+    kubelet: KubeletConfig,
+    /// Why the kubelet's configuration could not be read, when it could not.
+    kubelet_unread: Option<String>,
     pods_pids_limit: Option<u64>,
     names: BTreeSet<String>,
+    /// The cpuset cgroups of this run's tenants in the shared pool, by tenant.
+    shared_pool: Vec<(String, PathBuf)>,
     workdir_root: PathBuf,
     /// Whether the run's namespace may exist (a tenant was applied).
     namespace_made: bool,
@@ -387,7 +507,11 @@ impl K8sPlatform {
             )
         })?;
         let node = find_node(&kubectl)?;
-        let pods_pids_limit = kubelet_pids_limit(&kubectl, &node);
+        let (kubelet, kubelet_unread) = match cluster::kubelet_config(&kubectl, &node) {
+            Ok(c) => (c, None),
+            Err(e) => (KubeletConfig::default(), Some(format!("{e:#}"))),
+        };
+        let pods_pids_limit = kubelet.pids_limit();
         Ok(K8sPlatform {
             kubectl,
             socket: image::containerd_socket(),
@@ -397,8 +521,11 @@ impl K8sPlatform {
             source,
             image: Mutex::new(None),
             node,
+            kubelet,
+            kubelet_unread,
             pods_pids_limit,
             names: BTreeSet::new(),
+            shared_pool: Vec::new(),
             workdir_root: opts.workdir_root,
             namespace_made: false,
         })
@@ -441,23 +568,46 @@ impl K8sPlatform {
         let mut limits = spec.limits.clone();
         let mut notes = Vec::new();
         refuse_unexpressible(&limits, spec)?;
-        check_pids(limits.pids, self.pods_pids_limit)?;
-        if spec.role == Role::Aggressor && limits.memory.is_none() {
-            let (safe, filled) = limits.with_safe_defaults(&self.host);
-            limits.memory = safe.memory;
-            notes.extend(
-                filled
-                    .into_iter()
-                    .filter(|f| f.starts_with("memory="))
-                    .map(|f| format!("safe default {f}")),
-            );
+        if let Some(why) = &self.kubelet_unread {
+            notes.push(format!(
+                "the kubelet's configuration could not be read ({why}): no podPidsLimit and \
+                 no static CPU manager assumed"
+            ));
         }
-        match self.pods_pids_limit {
-            Some(k) => {
-                limits.pids = Some(k);
-                notes.push(format!("pids={k} is the kubelet's podPidsLimit"));
+        let safe = (spec.role == Role::Aggressor).then(|| limits.with_safe_defaults(&self.host));
+        let pids = pids_plan(
+            limits.pids,
+            self.pods_pids_limit,
+            safe.as_ref().and_then(|(l, _)| l.pids),
+        )?;
+        if let Some((safe, filled)) = &safe {
+            if limits.memory.is_none() {
+                limits.memory = safe.memory;
+                notes.extend(
+                    filled
+                        .iter()
+                        .filter(|f| f.starts_with("memory="))
+                        .map(|f| format!("safe default {f}")),
+                );
             }
-            None => notes.push("no pids limit: the kubelet sets no podPidsLimit".into()),
+        }
+        limits.pids = pids.effective;
+        notes.push(pids.note.clone());
+        let free = match &limits.cpuset {
+            Some(_) => Some(self.free_cpu_millis()?),
+            None => None,
+        };
+        let cpus = cpu_placement(&limits, &self.kubelet, free);
+        let mut pod = limits.clone();
+        if let CpuPlacement::Exclusive(n) = cpus {
+            if pod.cpus.is_none() {
+                notes.push(format!(
+                    "cpus={n}: CPUs of its own need a Guaranteed pod whose CPU request and \
+                     limit are the whole CPUs"
+                ));
+            }
+            pod.cpus = Some(f64::from(n));
+            limits.cpus = pod.cpus;
         }
         if spec.role == Role::Aggressor {
             notes.push("block io is not bounded: Kubernetes has no per-pod io limits".into());
@@ -467,9 +617,134 @@ impl K8sPlatform {
             crate::tenant::workdir_device(spec, &self.workdir_root, &mut scratch, &mut notes)?;
         Ok(Checked {
             limits,
+            pod,
             notes,
             parent,
+            pids,
+            cpus,
         })
+    }
+
+    /// The CPU still allocatable on the node, in millicores: its allocatable CPU less what
+    /// the pods bound to it request.
+    fn free_cpu_millis(&self) -> Result<u64> {
+        let node = cluster::nodes(&self.kubectl)?
+            .into_iter()
+            .find(|n| n.name == self.node)
+            .with_context(|| format!("node {} is gone", self.node))?;
+        let Some(alloc) = node.allocatable_cpu_millis else {
+            bail!("node {} reports no allocatable CPU", self.node);
+        };
+        let used = cluster::node_requested_cpu_millis(&self.kubectl, &self.node)?;
+        Ok(alloc.saturating_sub(used))
+    }
+
+    /// Reads back the CPUs a new tenant got and says in its notes how they came about;
+    /// when they are its own, waits until this run's tenants in the shared pool have left
+    /// them (the kubelet shrinks the shared pool within its reconcile period). Whether the
+    /// tenant has CPUs of its own.
+    fn settle_cpus(
+        &self,
+        spec: &TenantSpec,
+        cgroup: &TenantCgroup,
+        pod: &Limits,
+        placement: &CpuPlacement,
+        limits: &mut Limits,
+        notes: &mut Vec<String>,
+    ) -> Result<bool> {
+        let (name, asked) = (&spec.name, &spec.limits);
+        let Some(dir) = cgroup.dir_of(Controller::Cpuset) else {
+            if asked.cpuset.is_some() {
+                bail!("tenant {name}: its pod has no cpuset cgroup to read its CPUs from");
+            }
+            return Ok(false);
+        };
+        let got = read_cpuset(dir)?;
+        let reserved = self
+            .kubelet
+            .reserved_system_cpus
+            .clone()
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| "none".into());
+        let shared_pool = |got: &CpuList| {
+            format!(
+                "the node's shared pool, now cpu {got} ({} CPU(s)), which excludes every pod's \
+                 own CPUs but includes the kubelet's reserved CPUs ({reserved}) where the \
+                 cluster's own processes run, and changes as Guaranteed pods come and go",
+                got.len()
+            )
+        };
+        let own =
+            match placement {
+                CpuPlacement::Any => {
+                    let whole = pod.cpus.is_some_and(|c| c >= 1.0 && c.fract() == 0.0);
+                    let own = self.kubelet.static_cpus() && whole && pod.memory.is_some();
+                    notes.push(if own {
+                        format!(
+                            "CPUs: cpu {got}, its own (a Guaranteed pod with whole CPUs under the \
+                         static CPU manager), read back from its cgroup"
+                        )
+                    } else {
+                        format!("CPUs: {}, read back from its cgroup", shared_pool(&got))
+                    });
+                    own
+                }
+                CpuPlacement::Exclusive(n) => {
+                    if got.len() != *n as usize {
+                        bail!(
+                        "tenant {name}: the kubelet gave its Guaranteed pod cpu {got}, not {n} \
+                         CPU(s) of its own (is the CPU manager's state stale?)"
+                    );
+                    }
+                    notes.push(format!(
+                    "cpuset {} asked: {n} CPU(s) of its own, chosen by the kubelet's static CPU \
+                     manager: cpu {got}",
+                    asked.cpuset.as_ref().map(ToString::to_string).unwrap_or_default()
+                ));
+                    true
+                }
+                CpuPlacement::Shared(why) => {
+                    notes.push(format!(
+                        "cpuset {} asked, NOT given: {why}; it runs in {}",
+                        asked
+                            .cpuset
+                            .as_ref()
+                            .map(ToString::to_string)
+                            .unwrap_or_default(),
+                        shared_pool(&got)
+                    ));
+                    false
+                }
+            };
+        if own {
+            self.wait_shared_pool_leaves(name, &got)?;
+        }
+        if asked.cpuset.is_some() {
+            limits.cpuset = Some(got);
+        }
+        Ok(own)
+    }
+
+    /// Waits until none of this run's tenants in the shared pool runs on `got`, which
+    /// tenant `name` now holds.
+    fn wait_shared_pool_leaves(&self, name: &str, got: &CpuList) -> Result<()> {
+        let end = Instant::now() + Duration::from_secs(30);
+        for (other, dir) in &self.shared_pool {
+            loop {
+                let theirs = read_cpuset(dir)?;
+                if !theirs.iter().any(|c| got.iter().any(|g| g == c)) {
+                    break;
+                }
+                if Instant::now() > end {
+                    bail!(
+                        "tenant {other} in the shared pool still runs on cpu {theirs} 30 s after \
+                         tenant {name} got cpu {got} to itself"
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        }
+        Ok(())
     }
 
     /// Waits for the pod to run; its QoS class and container id.
@@ -619,17 +894,6 @@ fn find_node(k: &Kubectl) -> Result<String> {
     }
 }
 
-/// The kubelet's `podPidsLimit` (from its `configz`), if it sets one.
-fn kubelet_pids_limit(k: &Kubectl, node: &str) -> Option<u64> {
-    let path = format!("/api/v1/nodes/{node}/proxy/configz");
-    let out = k.query(&["get", "--raw", &path]).ok()?;
-    let v: Value = serde_json::from_str(&out).ok()?;
-    v["kubeletconfig"]["podPidsLimit"]
-        .as_i64()
-        .filter(|p| *p > 0)
-        .map(|p| p as u64)
-}
-
 impl Platform for K8sPlatform {
     fn kind(&self) -> PlatformKind {
         KIND
@@ -637,7 +901,8 @@ impl Platform for K8sPlatform {
 
     fn describe(&self) -> String {
         format!(
-            "k8s: node {}, kubeconfig {}, kubectl {}, image {}, podPidsLimit {}; {}",
+            "k8s: node {}, kubeconfig {}, kubectl {}, image {}, CPU manager {}, podPidsLimit {}; \
+             {}",
             self.node,
             self.kubectl.kubeconfig().display(),
             self.kubectl.bin().display(),
@@ -646,6 +911,7 @@ impl Platform for K8sPlatform {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone()
                 .unwrap_or_else(|| "not imported yet".into()),
+            self.kubelet.policy(),
             self.pods_pids_limit
                 .map_or_else(|| "none".into(), |p| p.to_string()),
             self.fs.describe()
@@ -663,9 +929,12 @@ impl Platform for K8sPlatform {
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
         let Checked {
-            limits,
+            mut limits,
+            pod: pod_limits,
             mut notes,
             parent,
+            pids,
+            cpus,
         } = self.check(spec)?;
         let image = self.image()?;
         let object = self.run.id().object_name(&spec.name);
@@ -680,7 +949,7 @@ impl Platform for K8sPlatform {
             image: &image,
             object: &object,
             workdir: &workdir,
-            limits: &limits,
+            limits: &pod_limits,
         });
 
         // ---- Creation, undone step by step on error. ----
@@ -696,17 +965,28 @@ impl Platform for K8sPlatform {
             undo(&self.kubectl);
             return Err(e.context(format!("creating the pod of tenant {}", spec.name)));
         }
-        let started = self
-            .wait_running(&ns, &pod)
-            .and_then(|(qos, cid)| Ok((qos, self.container_cgroup(&cid)?)));
-        let (qos, (pid, cgroup)) = match started {
+        let started = self.wait_running(&ns, &pod).and_then(|(qos, cid)| {
+            let (pid, cgroup) = self.container_cgroup(&cid)?;
+            if let Some(max) = pids.container {
+                let dir = cgroup
+                    .dir_of(Controller::Pids)
+                    .context("the pod's container has no pids cgroup")?;
+                let f = dir.join("pids.max");
+                fs::write(&f, max.to_string())
+                    .with_context(|| format!("writing {max} to {}", f.display()))?;
+            }
+            let own =
+                self.settle_cpus(spec, &cgroup, &pod_limits, &cpus, &mut limits, &mut notes)?;
+            Ok((qos, (pid, cgroup), own))
+        });
+        let (qos, (pid, cgroup), own) = match started {
             Ok(s) => s,
             Err(e) => {
                 undo(&self.kubectl);
                 return Err(e.context(format!("starting the pod of tenant {}", spec.name)));
             }
         };
-        let expected = expected_qos(&limits);
+        let expected = expected_qos(&pod_limits);
         notes.push(format!("QoS class {qos}"));
         if qos != expected {
             notes.push(format!(
@@ -730,6 +1010,11 @@ impl Platform for K8sPlatform {
             deadline_s: spec.deadline.map(|d| d.as_secs_f64()),
         };
         self.names.insert(spec.name.clone());
+        if !own {
+            if let Some(d) = cgroup.dir_of(Controller::Cpuset) {
+                self.shared_pool.push((spec.name.clone(), d.to_path_buf()));
+            }
+        }
         Ok(Box::new(tenant::K8sTenant::new(tenant::Inner {
             info,
             kubectl: self.kubectl.clone(),
@@ -799,7 +1084,7 @@ mod tests {
     fn unexpressible_limits_are_refused_by_name() {
         let spec = TenantSpec::new("t", Role::Victim);
         for (text, key) in [
-            ("cpuset=0", "cpuset"),
+            ("mems=0", "mems"),
             ("shares=512", "shares"),
             ("io_write_bps=1M", "io_write_bps"),
         ] {
@@ -809,19 +1094,82 @@ mod tests {
             assert!(e.contains(&format!("`{key}`")), "{e}");
         }
         assert!(refuse_unexpressible(&Limits::parse("cpus=1,memory=1G").unwrap(), &spec).is_ok());
+        // A cpuset is mapped (to CPUs of the pod's own), not refused.
+        assert!(refuse_unexpressible(&Limits::parse("cpuset=1,memory=1G").unwrap(), &spec).is_ok());
     }
 
     #[test]
-    fn a_pids_limit_must_be_the_kubelets() {
-        assert!(check_pids(None, Some(1024)).is_ok());
-        assert!(check_pids(Some(1024), Some(1024)).is_ok());
-        let e = check_pids(Some(50), Some(1024)).unwrap_err().to_string();
+    fn a_pids_limit_is_the_kubelets_or_a_lower_one_on_the_container() {
+        let p = pids_plan(None, Some(1024), None).unwrap();
+        assert_eq!((p.container, p.effective), (None, Some(1024)));
+        assert!(p.note.contains("podPidsLimit"), "{}", p.note);
+        let p = pids_plan(Some(1024), Some(1024), None).unwrap();
+        assert_eq!((p.container, p.effective), (None, Some(1024)));
+        let p = pids_plan(Some(128), Some(1024), Some(4096)).unwrap();
+        assert_eq!((p.container, p.effective), (Some(128), Some(128)));
+        assert!(
+            p.note
+                .contains("pids=128 written by isobench to the container's cgroup")
+                && p.note.contains("podPidsLimit=1024 bounds the pod"),
+            "{}",
+            p.note
+        );
+        let p = pids_plan(Some(50), None, None).unwrap();
+        assert_eq!((p.container, p.effective), (Some(50), Some(50)));
+        assert!(p.note.contains("no podPidsLimit"), "{}", p.note);
+        // An aggressor without a limit anywhere gets the safe default, a victim none.
+        let p = pids_plan(None, None, Some(4096)).unwrap();
+        assert_eq!((p.container, p.effective), (Some(4096), Some(4096)));
+        assert!(p.note.starts_with("safe default pids=4096"), "{}", p.note);
+        let p = pids_plan(None, None, None).unwrap();
+        assert_eq!((p.container, p.effective), (None, None));
+        let e = pids_plan(Some(2048), Some(1024), None)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("`pids`") && e.contains("podPidsLimit=1024"),
             "{e}"
         );
-        let e = check_pids(Some(50), None).unwrap_err().to_string();
-        assert!(e.contains("no podPidsLimit"), "{e}");
+    }
+
+    #[test]
+    fn a_cpuset_asks_for_that_many_cpus_of_the_pods_own() {
+        let stat: KubeletConfig =
+            KubeletConfig::from_configz(r#"{"kubeletconfig":{"cpuManagerPolicy":"static"}}"#)
+                .unwrap();
+        let l = |t| Limits::parse(t).unwrap();
+        assert_eq!(
+            cpu_placement(&l("memory=1G"), &stat, Some(1000)),
+            CpuPlacement::Any
+        );
+        assert_eq!(
+            cpu_placement(&l("cpuset=0-1,memory=1G"), &stat, Some(2000)),
+            CpuPlacement::Exclusive(2)
+        );
+        assert_eq!(
+            cpu_placement(&l("cpuset=3,cpus=1,memory=1G"), &stat, Some(1000)),
+            CpuPlacement::Exclusive(1)
+        );
+        let shared = |p: CpuPlacement| match p {
+            CpuPlacement::Shared(why) => why,
+            other => panic!("{other:?}"),
+        };
+        let why = shared(cpu_placement(&l("cpuset=0-1,memory=1G"), &stat, Some(1000)));
+        assert!(why.contains("1 of allocatable CPU left"), "{why}");
+        let why = shared(cpu_placement(&l("cpuset=1"), &stat, Some(1000)));
+        assert!(why.contains("no memory limit"), "{why}");
+        let why = shared(cpu_placement(
+            &l("cpuset=1,cpus=0.5,memory=1G"),
+            &stat,
+            Some(1000),
+        ));
+        assert!(why.contains("cpus=0.5"), "{why}");
+        let why = shared(cpu_placement(
+            &l("cpuset=1,memory=1G"),
+            &KubeletConfig::default(),
+            Some(1000),
+        ));
+        assert!(why.contains("policy is `none`"), "{why}");
     }
 
     #[test]

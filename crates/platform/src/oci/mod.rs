@@ -54,6 +54,7 @@ pub const CAPS: Capabilities = Capabilities {
     enforces_limits: true,
     contains_aggressors: true,
     pins_cpus: true,
+    chooses_cpus: false,
     freezer: true,
     live_cpu_limit: true,
     own_network: true,

@@ -39,6 +39,7 @@ pub(crate) static ENTRY: PlatformEntry = PlatformEntry {
         enforces_limits: true,
         contains_aggressors: true,
         pins_cpus: true,
+        chooses_cpus: false,
         freezer: true,
         live_cpu_limit: true,
         own_network: true,
