@@ -379,6 +379,7 @@ async def drive(args):
                 errors[why] = errors.get(why, 0) + 1
 
     samples = []
+    killed = []
 
     async def sample():
         while proc.returncode is None:
@@ -389,6 +390,9 @@ async def drive(args):
                 st["db"] = file_size(db) + file_size(db + "-wal")
                 st["imported"] = len(imports)
                 samples.append(st)
+                if st.get("VmRSS", 0) > args.max_rss_gib * 2**20 and not killed:
+                    killed.append(st["t"])
+                    proc.kill()
             await asyncio.sleep(args.interval)
 
     reader = asyncio.create_task(read_stderr())
@@ -423,12 +427,18 @@ async def drive(args):
         "ports": args.ports,
         "nofile": hard,
         "exit_code": rc,
+        "killed_for_rss_at_s": killed[0] if killed else None,
         "accepted": fleet.accepted,
         "peak_connections": fleet.peak_open,
         "sent_done": fleet.done,
         "imported": n_imp,
         "errors": errors,
         "peak_rss_mib": max((s.get("VmHWM", 0) for s in samples), default=0) / 1024,
+        "ingest_peak_rss_mib": max((s.get("VmRSS", 0) for s in samples
+                                    if last_imp is None or s["t"] <= last_imp), default=0) / 1024,
+        "fleet_peak_rss_mib": max((s.get("VmRSS", 0) for s in samples
+                                   if last_imp is not None and s["t"] > last_imp),
+                                  default=0) / 1024,
         "peak_threads": max((s.get("Threads", 0) for s in samples), default=0),
         "peak_fds": max((s.get("fds", 0) for s in samples), default=0),
         "peak_vmsize_mib": max((s.get("VmSize", 0) for s in samples), default=0) / 1024,
@@ -439,6 +449,8 @@ async def drive(args):
         "ingest_s": ingest,
         "import_lag_s": (last_imp - last_done) if imports and last_done else None,
         "runs_per_s": n_imp / ingest if ingest else None,
+        "backlogged_runs_per_s": (n_imp - 1) / (last_imp - first_imp)
+        if imports and last_imp > first_imp else None,
         "mb_per_s": n_imp * payloads.bytes / 1e6 / ingest if ingest else None,
         "rows": rows,
         "rows_per_s": run_rows / ingest if ingest else None,
@@ -484,6 +496,9 @@ def main():
     r.add_argument("--preset", default=None)
     r.add_argument("--out", default="bench/fleet-sim/out")
     r.add_argument("--tag", default=None, help="name of the run's folder under --out")
+    r.add_argument("--max-rss-gib", type=float, default=14.0,
+                   help="kill the coordinator when its resident memory passes this (the "
+                        "machine is shared)")
     r.add_argument("--keep-db", action="store_true")
     args = ap.parse_args()
     if args.cmd == "template":
