@@ -161,15 +161,34 @@ class Payloads:
             if v == 0:
                 scale_victim(run, 1.6)
             variants.append(json.dumps(run, separators=(",", ":")))
-        self.noisy = variants[0]
-        self.ordinary = variants[1:]
-        self.bytes = len(self.ordinary[0].encode())
+        self.bytes = len(variants[1].encode())
+        # Each variant's run_data lines, encoded once; a host's are these with its own run id
+        # (the id is digits and dashes, so it reads the same escaped; no piece cuts one).
+        self.lines = []
+        for text in variants:
+            parts = pieces(text)
+            for a, b in zip(parts, parts[1:]):
+                edge = a[-len(self.run_id):] + b[:len(self.run_id)]
+                assert edge.count(self.run_id) == a[-len(self.run_id):].count(self.run_id) \
+                    + b[:len(self.run_id)].count(self.run_id), "a piece cuts the run id"
+            self.lines.append((
+                [(json.dumps({"type": "run_data", "seq": seq, "chunk": c},
+                             separators=(",", ":")) + "\n").encode()
+                 for seq, c in enumerate(parts)],
+                len(text.encode())))
+        self.progress_lines = [
+            (json.dumps({"type": "run_progress", "line": l}, separators=(",", ":")) + "\n").encode()
+            for l in self.progress]
 
     def for_host(self, n):
+        """Host `n`'s run id, run_data lines, run bytes and progress lines."""
         new_id = f"20240101-1{n // 1000000:05d}-{n % 1000000:06d}"
         assert len(new_id) == len(self.run_id)
-        text = self.noisy if n % NOISY_EVERY == 0 else self.ordinary[n % len(self.ordinary)]
-        return new_id, text.replace(self.run_id, new_id)
+        v = 0 if n % NOISY_EVERY == 0 else 1 + n % (len(self.lines) - 1)
+        old, new = self.run_id.encode(), new_id.encode()
+        data, size = self.lines[v]
+        return (new_id, [l.replace(old, new) for l in data], size,
+                [l.replace(old, new) for l in self.progress_lines])
 
 
 def pieces(text):
@@ -256,8 +275,7 @@ class Fleet:
             await self.scenario(n, req["id"], writer)
 
     async def scenario(self, n, rid, writer):
-        run_id, text = self.p.for_host(n)
-        lines = [l.replace(self.p.run_id, run_id) for l in self.p.progress]
+        run_id, data, size, lines = self.p.for_host(n)
         # The run's progress, spread over its duration (+-spread per host), sent once a second
         # as a real run's lines come in bursts of the trials that just ended.
         took = self.duration * self.rng.uniform(1 - self.spread, 1 + self.spread)
@@ -266,19 +284,14 @@ class Fleet:
         while sent < len(lines):
             await asyncio.sleep(min(1.0, took / len(lines) * 4))
             due = min(len(lines), int(len(lines) * (time.monotonic() - start) / took) + 1)
-            for l in lines[sent:due]:
-                writer.write((json.dumps({"type": "run_progress", "line": l},
-                                         separators=(",", ":")) + "\n").encode())
+            writer.write(b"".join(lines[sent:due]))
             sent = due
             await writer.drain()
-        parts = pieces(text)
-        for seq, c in enumerate(parts):
-            writer.write((json.dumps({"type": "run_data", "seq": seq, "chunk": c},
-                                     separators=(",", ":")) + "\n").encode())
+        for l in data:
+            writer.write(l)
             await writer.drain()
-        size = len(text.encode())
         await self.send(writer, {"id": rid, "type": "scenario_done", "run_id": run_id,
-                                 "status": "complete", "exit_code": 0, "chunks": len(parts),
+                                 "status": "complete", "exit_code": 0, "chunks": len(data),
                                  "bytes": size})
         now = time.monotonic()
         self.first_done = self.first_done or now
