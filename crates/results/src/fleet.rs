@@ -386,12 +386,15 @@ fn pooled(scales: &[LogScale], direction: Direction, level: f64) -> Option<Poole
     })
 }
 
+/// A host's cell of one key, with its scale when it has one.
+type Found<'r> = Option<(&'r Cell, Option<LogScale>)>;
+
 /// Each host tested against the pool of the others, on every cell and baseline; Holm across
 /// the group; the hosts with a significant, large enough difference for the worse.
 fn noisy_hosts(members: &[&FleetHost<'_>], keys: &[CellKey]) -> Vec<NoisyHost> {
     let mut tests: Vec<(usize, HostDifference)> = Vec::new();
     // Each host's cell and scale, per cell key, found once (not once per host compared).
-    let found: Vec<Vec<Option<(&Cell, Option<LogScale>)>>> = keys
+    let found: Vec<Vec<Found<'_>>> = keys
         .iter()
         .map(|k| {
             members
