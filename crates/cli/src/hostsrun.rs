@@ -75,7 +75,7 @@ fn raise_open_files() -> u64 {
             r.rlim_cur = r.rlim_max;
         }
     }
-    r.rlim_cur as u64
+    r.rlim_cur
 }
 
 /// The hosts file.
