@@ -169,9 +169,11 @@ fn key(c: &Cell) -> CellKey {
     )
 }
 
-/// The victim cell `k` of a run.
+/// The victim cell `k` of a run (compared in place: this runs hosts x cells x cells times).
 fn find_cell<'r>(r: &'r Results, k: &CellKey) -> Option<&'r Cell> {
-    r.cells.iter().find(|c| &key(c) == k)
+    r.cells
+        .iter()
+        .find(|c| c.tenant == k.0 && c.probe == k.1 && c.metric == k.2 && c.condition == k.3)
 }
 
 impl Fleet {
@@ -384,21 +386,33 @@ fn pooled(scales: &[LogScale], direction: Direction, level: f64) -> Option<Poole
     })
 }
 
+/// A host's cell of one key, with its scale when it has one.
+type Found<'r> = Option<(&'r Cell, Option<LogScale>)>;
+
 /// Each host tested against the pool of the others, on every cell and baseline; Holm across
 /// the group; the hosts with a significant, large enough difference for the worse.
 fn noisy_hosts(members: &[&FleetHost<'_>], keys: &[CellKey]) -> Vec<NoisyHost> {
     let mut tests: Vec<(usize, HostDifference)> = Vec::new();
+    // Each host's cell and scale, per cell key, found once (not once per host compared).
+    let found: Vec<Vec<Found<'_>>> = keys
+        .iter()
+        .map(|k| {
+            members
+                .iter()
+                .map(|m| find_cell(m.results, k).map(|c| (c, scale(c))))
+                .collect()
+        })
+        .collect();
     for (i, _) in members.iter().enumerate() {
-        for k in keys {
-            let Some(mine) = find_cell(members[i].results, k) else {
+        for (k, cells) in keys.iter().zip(&found) {
+            let Some((mine, Some(me))) = cells[i] else {
                 continue;
             };
-            let Some(me) = scale(mine) else { continue };
-            let others: Vec<LogScale> = members
+            let others: Vec<LogScale> = cells
                 .iter()
                 .enumerate()
                 .filter(|&(j, _)| j != i)
-                .filter_map(|(_, m)| find_cell(m.results, k).and_then(scale))
+                .filter_map(|(_, c)| c.and_then(|c| c.1))
                 .collect();
             let Some((pool, _)) = pool_random_effects(&others) else {
                 continue;
