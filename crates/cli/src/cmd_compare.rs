@@ -68,8 +68,11 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
             .into_iter()
             .map(|(_, id)| id)
             .collect();
-        if let (true, Some(fleet)) = (set.len() < 2, fleet_link(one)) {
-            set = fleet.hosts.into_iter().map(|m| m.run).collect();
+        if set.len() < 2 {
+            let store = crate::cmd_results::existing_store(&a.db.path)?;
+            if let Some(fleet) = fleet_link(&store, one) {
+                set = fleet.hosts.into_iter().map(|m| m.run).collect();
+            }
         }
         if set.len() < 2 {
             return Err(bad_input(format!(

@@ -59,7 +59,7 @@ pub struct ExportArgs {
     pub db: DbArgs,
 }
 
-fn existing_store(path: &Path) -> anyhow::Result<Store> {
+pub(crate) fn existing_store(path: &Path) -> anyhow::Result<Store> {
     if !path.exists() {
         return Err(bad_input(format!(
             "there is no isobench database at {}; `isobench run` creates one, or pass --db FILE \

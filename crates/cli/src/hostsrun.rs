@@ -324,7 +324,11 @@ pub fn run(a: &RunArgs, file: &Path) -> anyhow::Result<ExitCode> {
                         "isobench: host {}: run {} {} (exit code {}), imported",
                         h.name, done.run_id, done.status, done.exit_code
                     );
-                    if done.status != RunStatus::Complete.to_string() {
+                    // A host's run that ended incomplete, or with results it flagged (its
+                    // exit code 4), makes the fleet run partial too.
+                    if done.status != RunStatus::Complete.to_string()
+                        || done.exit_code == i32::from(exit::PARTIAL)
+                    {
                         worst = worse(worst, exit::PARTIAL);
                     }
                     members[i] = Some(m);

@@ -22,8 +22,12 @@ use crate::analysis::{analyze, Results};
 /// The fact that links the runs of one cross-platform set: scope and key.
 const LINK: (&str, &str) = ("run", "linked");
 
-/// The fact that links the runs of one fleet run: scope and key.
+/// The fact that holds a fleet run's link, in its first host's run: scope and key.
 const FLEET: (&str, &str) = ("fleet", "hosts");
+
+/// The fact that points the other hosts' runs to the first one, which holds the link (the
+/// link names every host, so a copy in every run would grow with the square of the fleet).
+const FLEET_MEMBER: (&str, &str) = ("fleet", "member_of");
 
 /// One host's part of a fleet run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,25 +53,48 @@ pub struct FleetLink {
     pub not_run: Vec<String>,
 }
 
-/// Records the fleet run `link` in every one of its runs.
+/// Records the fleet run `link`: whole in its first host's run, and in every other host's
+/// run as a pointer to that one.
 pub fn link_fleet(store: &mut Store, link: &FleetLink) -> Result<(), StoreError> {
-    let value = serde_json::to_value(link).expect("a fleet link serializes");
-    for m in &link.hosts {
+    let Some(first) = link.hosts.first() else {
+        return Ok(());
+    };
+    store.record_fact(
+        &RunId::new(first.run.clone()),
+        &Fact {
+            scope: FLEET.0.into(),
+            key: FLEET.1.into(),
+            value: serde_json::to_value(link).expect("a fleet link serializes"),
+        },
+    )?;
+    for m in &link.hosts[1..] {
         store.record_fact(
             &RunId::new(m.run.clone()),
             &Fact {
-                scope: FLEET.0.into(),
-                key: FLEET.1.into(),
-                value: value.clone(),
+                scope: FLEET_MEMBER.0.into(),
+                key: FLEET_MEMBER.1.into(),
+                value: json!(first.run),
             },
         )?;
     }
     Ok(())
 }
 
-/// The fleet run `r` is part of, if any.
-pub fn fleet_link(r: &Results) -> Option<FleetLink> {
-    let f = r
+/// The fleet run `r` is part of, if any (read from its first host's run in `store` when `r`
+/// is another host's).
+pub fn fleet_link(store: &Store, r: &Results) -> Option<FleetLink> {
+    let fact = |r: &Results, (scope, key): (&str, &str)| {
+        r.facts
+            .iter()
+            .find(|f| f.scope == scope && f.key == key)
+            .map(|f| f.value.clone())
+    };
+    if let Some(v) = fact(r, FLEET) {
+        return serde_json::from_value(v).ok();
+    }
+    let first = fact(r, FLEET_MEMBER)?;
+    let first = store.load_run(&RunId::new(first.as_str()?)).ok()?;
+    let f = first
         .facts
         .iter()
         .find(|f| f.scope == FLEET.0 && f.key == FLEET.1)?;
@@ -198,7 +225,7 @@ pub fn linked(r: &Results) -> Vec<(String, String)> {
 /// Puts the table across platforms first among `r`'s sections when `r` is one of a linked
 /// set (runs of the set no longer in the database are left out, and said so).
 pub fn add_linked(store: &Store, r: &mut Results) {
-    if let Some(link) = fleet_link(r) {
+    if let Some(link) = fleet_link(store, r) {
         let section = fleet_section(store, &link, Some(r));
         r.sections.insert(0, section);
     }
