@@ -9,6 +9,7 @@
 use std::process::ExitCode;
 
 use isobench_experiment::stored::{link, with_linked};
+use isobench_experiment::Results;
 use isobench_report::render_sections;
 use isobench_store::RunId;
 
@@ -80,17 +81,37 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     link(&mut store, &runs, &failed).map_err(store_error)?;
     let first = &runs[0].1;
     let results = with_linked(&store, first.as_str()).map_err(store_error)?;
+    Ok(ExitCode::from(show_set(
+        a,
+        &results,
+        first.as_str(),
+        worst,
+        || {},
+    )))
+}
+
+/// Prints a linked set's table (the first of the sections of `results`, the run `first`
+/// read with its set), then what `more` prints, and with `--report` writes the set's report.
+/// Returns `worst`, made worse when the report could not be written.
+pub(crate) fn show_set(
+    a: &RunArgs,
+    results: &Results,
+    first: &str,
+    mut worst: u8,
+    more: impl FnOnce(),
+) -> u8 {
     if let Some(section) = results.sections.first() {
         print!(
             "{}",
-            render_sections(std::slice::from_ref(section), first.as_str(), style())
+            render_sections(std::slice::from_ref(section), first, style())
         );
     }
+    more();
     if let Some(file) = &a.export.report {
         let path = file
             .clone()
-            .unwrap_or_else(|| crate::cmd_report::default_path(first.as_str()));
-        match crate::cmd_report::write_report(&results, &path) {
+            .unwrap_or_else(|| crate::cmd_report::default_path(first));
+        match crate::cmd_report::write_report(results, &path) {
             Ok(()) => eprintln!("isobench: wrote the report {}", path.display()),
             Err(e) => {
                 eprintln!("isobench: error: --report: {e:#}");
@@ -98,7 +119,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::from(worst))
+    worst
 }
 
 /// The more serious of two exit codes.

@@ -25,13 +25,12 @@ use std::time::Duration;
 use isobench_agent::{AgentClient, ProtocolVersion, RunScenario, ScenarioDone};
 use isobench_experiment::progress::Event;
 use isobench_experiment::stored::{link_fleet, with_linked, FleetLink, FleetMember};
-use isobench_report::render_sections;
 use isobench_results::fleet::TYPE_LABEL;
 use isobench_store::{Fact, LoadedRun, RunStatus};
 use serde::Deserialize;
 
-use crate::cmd_run::{open_store, store_error, style, RunArgs};
-use crate::crossrun::worse;
+use crate::cmd_run::{open_store, store_error, RunArgs};
+use crate::crossrun::{show_set, worse};
 use crate::exit::{self, bad_input};
 
 /// The first protocol version with `run_scenario`.
@@ -361,25 +360,7 @@ pub fn run(a: &RunArgs, file: &Path) -> anyhow::Result<ExitCode> {
     };
     link_fleet(&mut store, &link).map_err(store_error)?;
     let results = with_linked(&store, &first).map_err(store_error)?;
-    if let Some(section) = results.sections.first() {
-        print!(
-            "{}",
-            render_sections(std::slice::from_ref(section), &first, style())
-        );
-    }
-    print_hosts(&link);
-    if let Some(file) = &a.export.report {
-        let path = file
-            .clone()
-            .unwrap_or_else(|| crate::cmd_report::default_path(&first));
-        match crate::cmd_report::write_report(&results, &path) {
-            Ok(()) => eprintln!("isobench: wrote the report {}", path.display()),
-            Err(e) => {
-                eprintln!("isobench: error: --report: {e:#}");
-                worst = worse(worst, exit::FAILURE);
-            }
-        }
-    }
+    let worst = show_set(a, &results, &first, worst, || print_hosts(&link));
     Ok(ExitCode::from(worst))
 }
 

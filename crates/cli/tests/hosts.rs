@@ -117,6 +117,17 @@ impl Drop for NsHost {
     }
 }
 
+/// `isobench run --hosts HOSTS --db DB`: its output, and its stdout and stderr as text.
+fn run_hosts(hosts: &str, db: &Path) -> (std::process::Output, String, String) {
+    let out = isobench()
+        .args(["run", "--hosts", hosts, "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    (out, stdout, stderr)
+}
+
 fn needs_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -156,14 +167,7 @@ fn two_namespace_hosts_give_the_fleet_table_with_the_noisy_one_flagged() {
         ),
     );
     let db = dir.path().join("fleet.db");
-    let out = isobench()
-        .args(["run", "--hosts"])
-        .arg(&hosts)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let (out, stdout, stderr) = run_hosts(&hosts, &db);
     assert_eq!(code(&out), 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("small (2 hosts)"), "{stdout}");
     assert!(stdout.contains("noisy host: b (small, run "), "{stdout}");
@@ -228,14 +232,7 @@ fn a_host_that_is_down_or_refuses_the_token_is_listed_and_the_others_still_run()
         ),
     );
     let db = dir.path().join("fleet.db");
-    let out = isobench()
-        .args(["run", "--hosts"])
-        .arg(&hosts)
-        .arg("--db")
-        .arg(&db)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let (out, stdout, stderr) = run_hosts(&hosts, &db);
     assert_eq!(code(&out), 4, "partial: {stdout}\n{stderr}");
     assert!(
         stdout.contains("not run: down: cannot connect to 10.218.3.2:7999"),
