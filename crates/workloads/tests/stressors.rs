@@ -178,20 +178,6 @@ fn task_names() -> impl Iterator<Item = String> {
         .map(|c| c.trim_end().to_string())
 }
 
-/// The name of the calling thread: the test harness names each test's thread after the test.
-fn own_thread_name() -> String {
-    let own = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
-    own.trim_end().to_string()
-}
-
-/// Threads started by a stressor run from the test thread named `test`: a thread started
-/// without a name inherits its creator's, and the pools name theirs `isobench-NAME-I`. The
-/// harness's own threads, which come and go beside a test, are not counted.
-fn threads_started_from(test: &str) -> usize {
-    let unnamed = task_names().filter(|c| c == test).count() - 1;
-    unnamed + stressor_threads()
-}
-
 /// Resident memory of this process and the memory its direct children (the memory hog runs in
 /// a forked child of its own) hold on their own: a forked child's plain resident size also
 /// counts every page it still shares with this process.
@@ -661,17 +647,16 @@ fn intensity_zero_is_idle() {
         // Watch this process's threads and children while the stressor idles.
         let me = std::process::id() as i32;
         // Threads of the earlier stressors of this loop may still be on their way out.
-        let before = threads_started_from(&own_thread_name());
+        let before = stressor_threads();
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let watcher = {
             let done = done.clone();
-            let test = own_thread_name();
             thread::Builder::new()
                 .name("test-watcher".into())
                 .spawn(move || {
                     let (mut most_threads, mut children) = (0, 0);
                     while !done.load(Ordering::SeqCst) {
-                        most_threads = most_threads.max(threads_started_from(&test));
+                        most_threads = most_threads.max(stressor_threads());
                         children += processes().iter().filter(|p| p.1 == me).count();
                         thread::sleep(Duration::from_millis(5));
                     }
@@ -690,7 +675,8 @@ fn intensity_zero_is_idle() {
         assert!(r.pressure.is_empty(), "{}: {:?}", s.name(), r.pressure);
         assert!(lat < Duration::from_secs(3));
         assert!(isobench_files(d.path()).is_empty());
-        // No thread started (the test's timer and watcher are named apart) and no child.
+        // No worker thread (the pools name theirs `isobench-NAME-I`) and no child. Unnamed
+        // threads are not counted: the harness's come and go beside a test.
         assert!(
             most_threads <= before,
             "{}: {most_threads} threads, {before} before",
