@@ -128,6 +128,17 @@ fn run_hosts(hosts: &str, db: &Path) -> (std::process::Output, String, String) {
     (out, stdout, stderr)
 }
 
+/// A directory for a test, with the hosts' token file `token` in it.
+fn dir_with_token() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let token = PathBuf::from(write_private(
+        dir.path(),
+        "token",
+        "0123456789abcdef-fleet\n",
+    ));
+    (dir, token)
+}
+
 fn needs_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -142,12 +153,7 @@ fn two_namespace_hosts_give_the_fleet_table_with_the_noisy_one_flagged() {
     if !needs_root() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let token = PathBuf::from(write_private(
-        dir.path(),
-        "token",
-        "0123456789abcdef-fleet\n",
-    ));
+    let (dir, token) = dir_with_token();
     let a = NsHost::start(1, dir.path(), &token, &[]);
     let b = NsHost::start(
         2,
@@ -211,12 +217,7 @@ fn a_host_that_is_down_or_refuses_the_token_is_listed_and_the_others_still_run()
     if !needs_root() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let token = PathBuf::from(write_private(
-        dir.path(),
-        "token",
-        "0123456789abcdef-fleet\n",
-    ));
+    let (dir, token) = dir_with_token();
     write_private(dir.path(), "wrong", "not-the-token-at-all\n");
     let a = NsHost::start(3, dir.path(), &token, &[]);
     let b = NsHost::start(4, dir.path(), &token, &[]);
