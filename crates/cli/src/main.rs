@@ -39,6 +39,7 @@ mod cmd_stress;
 mod cmd_vm;
 mod crossrun;
 mod exit;
+mod fleetrun;
 mod hostagent;
 mod hostsrun;
 mod live;
