@@ -225,11 +225,20 @@ pub struct AgentArgs {
         requires = "token_file"
     )]
     pub listen: Option<String>,
+    /// Run as a host agent on standard input and output: one coordinator session, reached
+    /// through a stream its platform already authenticates (a Kubernetes node's runner pod,
+    /// started by `isobench run --platform k8s --nodes`, through `kubectl exec`). Runs the
+    /// scenarios it is sent on this host, into --db.
+    #[arg(
+        long,
+        conflicts_with_all = ["unix", "serial", "tcp", "token", "listen", "token_file"]
+    )]
+    pub runner: bool,
     /// File holding the token coordinators must present (at least 16 characters; readable
     /// by its owner only).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
-    /// With --listen: this host's results database, where its runs are stored (and can be
+    /// With --listen or --runner: this host's results database, where its runs are stored (and can be
     /// resumed) before they are sent to the coordinator.
     #[command(flatten)]
     pub db: DbArgs,

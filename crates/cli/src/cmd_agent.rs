@@ -1,5 +1,6 @@
 //! `isobench agent`: the same binary, inside a tenant, driven by a controller; or, with
-//! `--listen`, a host agent that runs whole scenarios for a fleet run's coordinator.
+//! `--listen` (TCP) or `--runner` (stdio), a host agent that runs whole scenarios for a fleet
+//! run's coordinator.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -16,6 +17,11 @@ use crate::hostagent::HostRunner;
 pub fn run(a: &AgentArgs) -> anyhow::Result<ExitCode> {
     if let Some(addr) = &a.listen {
         return listen(a, addr);
+    }
+    if a.runner {
+        let config = AgentConfig::default().with_scenarios(Arc::new(host_runner(a)?));
+        isobench_agent::serve_stdio_with(&config)?;
+        return Ok(ExitCode::SUCCESS);
     }
     let token = match &a.token_file {
         Some(f) => Some(read_token(f)?),
@@ -37,14 +43,9 @@ pub fn run(a: &AgentArgs) -> anyhow::Result<ExitCode> {
 fn listen(a: &AgentArgs, addr: &str) -> anyhow::Result<ExitCode> {
     let file = a.token_file.as_deref().expect("clap requires --token-file");
     let token = read_token(file)?;
-    let exe = std::env::current_exe()?;
-    let runner = HostRunner {
-        exe,
-        db: std::path::absolute(&a.db.path)?,
-    };
     let config = AgentConfig::default()
         .with_token(token)
-        .with_scenarios(Arc::new(runner));
+        .with_scenarios(Arc::new(host_runner(a)?));
     let listener = AgentListener::bind_tcp(addr, config)
         .map_err(|e| bad_input(format!("--listen {addr}: {e:#}")))?;
     eprintln!(
@@ -56,6 +57,14 @@ fn listen(a: &AgentArgs, addr: &str) -> anyhow::Result<ExitCode> {
     crate::tenant::install_stop(stop.clone())?;
     listener.serve_forever(&stop)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs scenarios with this binary, into the database of `a`.
+fn host_runner(a: &AgentArgs) -> anyhow::Result<HostRunner> {
+    Ok(HostRunner {
+        exe: std::env::current_exe()?,
+        db: std::path::absolute(&a.db.path)?,
+    })
 }
 
 /// The token in `file`: its first line, trimmed. Refused when the file cannot be read, is

@@ -61,6 +61,17 @@ pub struct RunArgs {
     /// others of their type (docs/fleet.md).
     #[arg(long, value_name = "HOSTS.toml", conflicts_with_all = ["resume", "dry_run"])]
     pub hosts: Option<PathBuf>,
+    /// With --platform k8s: run the scenario on every Kubernetes node this label selector
+    /// matches (e.g. `node.kubernetes.io/instance-type=m5.large`), one run at a time on a
+    /// node and all nodes at once, each through a runner pod on the node; import their runs
+    /// here, linked, and print the fleet table per node type, with the noisy nodes
+    /// (docs/fleet.md).
+    #[arg(
+        long,
+        value_name = "SELECTOR",
+        conflicts_with_all = ["resume", "dry_run", "hosts"]
+    )]
+    pub nodes: Option<String>,
     /// Check the scenario and print the plan, without running anything.
     #[arg(long)]
     pub dry_run: bool,
@@ -285,6 +296,9 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     a.export.check()?;
     if let Some(hosts) = &a.hosts {
         return crate::hostsrun::run(a, hosts);
+    }
+    if let Some(selector) = &a.nodes {
+        return crate::nodesrun::run(a, selector);
     }
     if a.platform.len() > 1 {
         return crate::crossrun::run(a);

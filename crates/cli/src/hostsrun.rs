@@ -38,13 +38,13 @@ const FDS_SPARE: u64 = 64;
 
 /// How many hosts' sessions run at once under an open-file limit of `nofile`: every host
 /// when the limit allows, else as many as fit (at least one).
-fn host_slots(hosts: usize, nofile: u64) -> usize {
+pub fn host_slots(hosts: usize, nofile: u64) -> usize {
     let fit = (nofile.saturating_sub(FDS_SPARE) / FDS_PER_HOST).max(1);
     hosts.min(usize::try_from(fit).unwrap_or(usize::MAX)).max(1)
 }
 
 /// The open-file limit, raised to its hard limit first (the soft one is often 1,024).
-fn raise_open_files() -> u64 {
+pub fn raise_open_files() -> u64 {
     let mut r = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

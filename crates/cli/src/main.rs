@@ -43,6 +43,7 @@ mod fleetrun;
 mod hostagent;
 mod hostsrun;
 mod live;
+mod nodesrun;
 mod output;
 mod slot;
 mod tenant;

@@ -203,6 +203,9 @@ impl RunContext {
     }
 }
 
+/// The file that marks a coordinator's state directory ([`RunGuard::start_coordinator`]).
+const COORDINATOR: &str = "coordinator";
+
 /// Owns one run: creates its state directory (after sweeping dead runs), and on
 /// [`RunGuard::finish`] or drop removes every object of the run that is still there.
 ///
@@ -221,7 +224,7 @@ impl RunGuard {
     /// the state directory of a new run id.
     pub fn start() -> Result<RunGuard> {
         let swept = cleanup::sweep(Scope::Dead);
-        let mut g = RunGuard::create(&state_root())?;
+        let mut g = RunGuard::create(&state_root(), false)?;
         g.swept = swept;
         Ok(g)
     }
@@ -229,10 +232,20 @@ impl RunGuard {
     /// Starts a run without sweeping dead runs first: for `isobench doctor`, which only
     /// reports, and for a caller that has just swept ([`crate::cleanup()`]).
     pub fn start_without_sweep() -> Result<RunGuard> {
-        RunGuard::create(&state_root())
+        RunGuard::create(&state_root(), false)
     }
 
-    fn create(root: &Path) -> Result<RunGuard> {
+    /// Starts the run of a coordinator (a fleet run's): it owns objects like any run (a
+    /// fleet's runner pods) and they are swept when it dies, but it measures nothing here,
+    /// so the runs measuring on this host do not count it as a run that disturbs theirs.
+    pub fn start_coordinator() -> Result<RunGuard> {
+        let swept = cleanup::sweep(Scope::Dead);
+        let mut g = RunGuard::create(&state_root(), true)?;
+        g.swept = swept;
+        Ok(g)
+    }
+
+    fn create(root: &Path, coordinator: bool) -> Result<RunGuard> {
         fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
         let pid = std::process::id() as i32;
         let start = procs::start_time(pid).context("reading this process's start time")?;
@@ -252,6 +265,10 @@ impl RunGuard {
             fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
             fs::write(tmp.join("pid"), format!("{pid} {start}\n"))
                 .with_context(|| format!("writing {}/pid", tmp.display()))?;
+            if coordinator {
+                fs::write(tmp.join(COORDINATOR), "")
+                    .with_context(|| format!("writing {}/{COORDINATOR}", tmp.display()))?;
+            }
             let lock = LockFile::try_lock(&tmp.join(RUN_LOCK))
                 .with_context(|| format!("locking {}/{RUN_LOCK}", tmp.display()))?
                 .context("a new run's lock is held by another process")?;
@@ -291,7 +308,10 @@ impl RunGuard {
             .filter(|e| {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
-                !name.starts_with('.') && name != self.ctx.id.as_str() && state_dir_live(&e.path())
+                !name.starts_with('.')
+                    && name != self.ctx.id.as_str()
+                    && !e.path().join(COORDINATOR).exists()
+                    && state_dir_live(&e.path())
             })
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
@@ -376,7 +396,7 @@ impl RunController {
     }
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default()

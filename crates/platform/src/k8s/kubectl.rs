@@ -104,6 +104,11 @@ impl Kubectl {
         })
     }
 
+    /// kubectl at `bin` with `kubeconfig`, neither checked.
+    pub fn with_paths(bin: PathBuf, kubeconfig: PathBuf) -> Kubectl {
+        Kubectl { bin, kubeconfig }
+    }
+
     /// The kubectl binary.
     pub fn bin(&self) -> &Path {
         &self.bin

@@ -34,6 +34,7 @@
 pub mod cluster;
 mod image;
 pub mod kubectl;
+pub mod runner;
 mod sweep;
 mod tenant;
 
@@ -65,6 +66,33 @@ use crate::{Capabilities, Platform, PlatformEntry, PlatformKind, PlatformOptions
 
 /// The platform's name.
 pub const KIND: PlatformKind = PlatformKind::new("k8s");
+
+/// The label naming the machine whose isobench made a namespace: a sweep of dead runs leaves
+/// other machines' namespaces alone (it cannot tell whether their runs live).
+pub const HOST_LABEL: &str = "isobench.host";
+
+/// This machine's [`HOST_LABEL`] value: its host name as a label value (at most 63 of
+/// `[A-Za-z0-9._-]`, starting and ending alphanumeric).
+pub fn host_label() -> String {
+    label_value(&crate::run::hostname())
+}
+
+/// `s` as a label value: other characters become `_`, cut to 63, trimmed to alphanumerics.
+fn label_value(s: &str) -> String {
+    let mut v: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    v.truncate(63);
+    v.trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string()
+}
 
 /// The label `scripts/k8s-up` puts on its node.
 const NODE_LABEL: &str = "isobench/k8s-up=true";
@@ -416,7 +444,10 @@ fn manifest(p: &PodSpec<'_>) -> Value {
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": ns, "labels": {RUN_LABEL: p.run.as_str()}},
+                "metadata": {
+                    "name": ns,
+                    "labels": {RUN_LABEL: p.run.as_str(), HOST_LABEL: host_label()},
+                },
             },
             {
                 "apiVersion": "v1",
@@ -857,8 +888,21 @@ fn container_pid(socket: &Path, cid: &str) -> Result<i32> {
     )
 }
 
-/// This machine's node: the one `scripts/k8s-up` labels, else the only one.
+/// The node of the run's pods: the one [`runner::ENV_NODE`] names (a fleet run's runner on
+/// that node), else the one `scripts/k8s-up` labels, else the only one.
 fn find_node(k: &Kubectl) -> Result<String> {
+    if let Some(n) = std::env::var(runner::ENV_NODE)
+        .ok()
+        .filter(|n| !n.is_empty())
+    {
+        k.query(&["get", "node", &n, "-o", "name"]).map_err(|e| {
+            unavailable(
+                format!("{}={n}: {e:#}", runner::ENV_NODE),
+                "name a node of `kubectl get nodes`",
+            )
+        })?;
+        return Ok(n);
+    }
     let names = |sel: Option<&str>| -> Result<Vec<String>> {
         let mut a = vec!["get", "nodes"];
         if let Some(s) = sel {
@@ -1046,6 +1090,13 @@ impl Drop for K8sPlatform {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_name_becomes_a_label_value() {
+        assert_eq!(label_value("web-1.example"), "web-1.example");
+        assert_eq!(label_value("-a b+"), "a_b");
+        assert_eq!(label_value(&"h".repeat(70)).len(), 63);
+    }
 
     #[test]
     fn pod_names_are_dns_labels_and_stay_apart() {

@@ -49,6 +49,11 @@ pub(crate) fn sweep(filter: &mut dyn RunFilter, report: &mut CleanupReport) {
             Ok(r) => r.to_string(),
             Err(_) => RunId::from_object_name(name).map_or_else(|| "?".into(), |r| r.to_string()),
         };
+        // Another machine's run: whether it lives cannot be told from here.
+        let host = ns["metadata"]["labels"][super::HOST_LABEL].as_str();
+        if host.is_some_and(|h| h != super::host_label()) {
+            continue;
+        }
         if !filter.selected(&run) {
             continue;
         }

@@ -1,0 +1,368 @@
+//! Runner pods: how a fleet run on Kubernetes (`isobench run --platform k8s --nodes
+//! SELECTOR`) measures on every node it selects.
+//!
+//! A run of the `k8s` platform reads and freezes its tenants' cgroups, so it must run on the
+//! node of its tenants. The coordinator therefore puts one runner pod on each selected node,
+//! in a namespace of its own (`isobench-<fleet id>`): privileged, in the node's PID and
+//! network namespaces, with the node's root filesystem mounted at `/host`, running only a
+//! sleeper. Through `kubectl exec -i` (the API server's stream; no port is exposed) it
+//! starts a host agent on the node itself ([`agent_argv`]): the image's static isobench is
+//! copied to `/var/lib/isobench/runner/` on the node and run there with `chroot /host`, so it
+//! sees the node as a host agent would (its cgroups, `/run/isobench` and the measurement
+//! slot, containerd, kubectl). The coordinator then speaks the agent protocol over the
+//! stream and sends `run_scenario`: the node runs the scenario with its tenants pinned to
+//! itself ([`ENV_NODE`]), into the node's own database, and sends the stored run back.
+//!
+//! The runner reaches the API server with the coordinator's kubeconfig, given to the pod
+//! as a Secret and copied to the node's `/run/isobench/runner/<fleet id>.kubeconfig` while
+//! the fleet runs. The node needs `kubectl` on its `PATH` (or `ISOBENCH_KUBECTL`) and `ctr`.
+//!
+//! The namespace carries the fleet's run label, so the sweep of dead runs deletes it when
+//! the coordinator dies; and the host label ([`HOST_LABEL`]), so a sweep on another machine
+//! (a node's own run) never takes it for one of its own dead runs.
+
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+
+use super::kubectl::Kubectl;
+use super::tenant::RUN_LABEL;
+use super::{host_label, pod_name, HOST_LABEL};
+use crate::oci::image::IMAGE_EXE;
+use crate::run::RunId;
+
+/// The variable that names the node a run's pods go to (set on a runner by its coordinator).
+pub const ENV_NODE: &str = "ISOBENCH_K8S_NODE";
+/// The label that marks a fleet's namespace (`isobench.role=fleet`).
+pub const ROLE_LABEL: &str = "isobench.role";
+/// The Secret holding the coordinator's kubeconfig.
+const SECRET: &str = "runner-kubeconfig";
+/// Where the Secret is mounted in a runner pod.
+const SECRET_DIR: &str = "/etc/isobench-runner";
+/// The node's directory for the runner's binary and database.
+pub const RUNNER_DIR: &str = "/var/lib/isobench/runner";
+/// The node's directory (a tmpfs on most machines) for the runner's kubeconfig.
+const RUNNER_RUN_DIR: &str = "/run/isobench/runner";
+/// The container of a runner pod.
+const CONTAINER: &str = "runner";
+
+/// A runner pod's name on `node`.
+pub fn runner_pod(node: &str) -> String {
+    let mut name = format!("runner-{}", pod_name(node));
+    name.truncate(63);
+    name.trim_end_matches(['-', '.']).to_string()
+}
+
+/// The fleet's namespace: `isobench-<fleet id>`.
+pub fn fleet_namespace(fleet: &RunId) -> String {
+    fleet.prefix()
+}
+
+/// The manifest of the fleet's namespace, Secret and one runner pod per node.
+pub fn manifest(fleet: &RunId, nodes: &[String], image: &str, kubeconfig: &str) -> Value {
+    let ns = fleet_namespace(fleet);
+    let labels = json!({RUN_LABEL: fleet.as_str(), ROLE_LABEL: "fleet", HOST_LABEL: host_label()});
+    let mut items = vec![
+        json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": labels},
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": SECRET, "namespace": ns, "labels": labels},
+            "type": "Opaque",
+            "stringData": {"kubeconfig": kubeconfig},
+        }),
+    ];
+    for node in nodes {
+        items.push(json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": runner_pod(node),
+                "namespace": ns,
+                "labels": {RUN_LABEL: fleet.as_str(), ROLE_LABEL: "runner"},
+            },
+            "spec": {
+                "nodeName": node,
+                "restartPolicy": "Never",
+                "hostPID": true,
+                "hostNetwork": true,
+                "automountServiceAccountToken": false,
+                "terminationGracePeriodSeconds": 1,
+                // A runner goes where the fleet run sends it, tainted or not.
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{
+                    "name": CONTAINER,
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": ["/bin/sleep", "2147483647"],
+                    "securityContext": {"privileged": true},
+                    // Burstable: a little CPU of its own for the run's controller, and no
+                    // limit that could stop it.
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                    "volumeMounts": [
+                        {"name": "host", "mountPath": "/host"},
+                        {"name": "kubeconfig", "mountPath": SECRET_DIR, "readOnly": true},
+                    ],
+                }],
+                "volumes": [
+                    {"name": "host", "hostPath": {"path": "/", "type": "Directory"}},
+                    {"name": "kubeconfig", "secret": {"secretName": SECRET, "defaultMode": 0o400}},
+                ],
+            },
+        }));
+    }
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
+}
+
+/// The shell script a runner pod's `kubectl exec` runs (busybox `sh`; the node, fleet id
+/// and binary's name come as `$1 $2 $3`, never interpolated).
+const AGENT_SCRIPT: &str = r#"set -e
+node=$1 fleet=$2 exe=$3
+mkdir -p "/host$4" "/host$5"
+if [ ! -x "/host$4/$exe" ]; then
+  cp /isobench "/host$4/$exe.$fleet"
+  mv "/host$4/$exe.$fleet" "/host$4/$exe"
+fi
+kc="$5/$fleet.kubeconfig"
+(umask 077 && cp "$6/kubeconfig" "/host$kc")
+exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+  KUBECONFIG="$kc" ISOBENCH_K8S_NODE="$node" \
+  chroot /host "$4/$exe" agent --runner --db "$4/results.db"
+"#;
+
+/// kubectl's arguments that start the host agent of the runner on `node`, on the exec
+/// stream's standard input and output. `exe` names the binary on the node
+/// (`isobench-<version and hash>`, so nodes keep one copy per build).
+pub fn agent_argv(k: &Kubectl, fleet: &RunId, node: &str, exe: &str) -> Vec<String> {
+    let mut a = k.global_args();
+    a.extend(
+        [
+            "exec",
+            "-i",
+            "-n",
+            &fleet_namespace(fleet),
+            &runner_pod(node),
+            "-c",
+            CONTAINER,
+            "--",
+            "/bin/sh",
+            "-c",
+            AGENT_SCRIPT,
+            "sh",
+            node,
+            fleet.as_str(),
+            exe,
+            RUNNER_DIR,
+            RUNNER_RUN_DIR,
+            SECRET_DIR,
+        ]
+        .map(str::to_string),
+    );
+    debug_assert!(IMAGE_EXE == "/isobench", "the script copies /isobench");
+    a
+}
+
+/// `kubectl exec -i` into the runner on `node`, starting its host agent.
+pub fn agent_command(k: &Kubectl, fleet: &RunId, node: &str, exe: &str) -> Command {
+    let mut c = Command::new(k.bin());
+    c.args(agent_argv(k, fleet, node, exe));
+    c
+}
+
+/// Waits until the runner pod on `node` runs; why not otherwise (the pod's own reason: an
+/// image the node lacks, no room, a node that is down).
+pub fn wait_running(k: &Kubectl, fleet: &RunId, node: &str, timeout: Duration) -> Result<()> {
+    let ns = fleet_namespace(fleet);
+    let pod = runner_pod(node);
+    let t = format!("--timeout={}s", timeout.as_secs().max(1));
+    let waited = k.run(
+        &[
+            "wait",
+            "-n",
+            &ns,
+            "--for=condition=Ready",
+            &format!("pod/{pod}"),
+            &t,
+        ],
+        None,
+        timeout + Duration::from_secs(10),
+    );
+    if waited.is_ok() {
+        return Ok(());
+    }
+    let why = k
+        .json(&["get", "pod", "-n", &ns, &pod])
+        .ok()
+        .and_then(|v| pod_problem(&v))
+        .unwrap_or_else(|| format!("not ready within {} s", timeout.as_secs()));
+    anyhow::bail!("its runner pod {ns}/{pod} did not start: {why}")
+}
+
+/// What keeps a pod from running, from its status: a waiting container's reason and message,
+/// else an unmet condition's.
+pub fn pod_problem(pod: &Value) -> Option<String> {
+    let st = &pod["status"];
+    for c in st["containerStatuses"].as_array().into_iter().flatten() {
+        let w = &c["state"]["waiting"];
+        if let Some(r) = w["reason"].as_str() {
+            let msg = w["message"].as_str().unwrap_or("");
+            return Some(
+                format!("{r}: {msg}")
+                    .trim_end_matches([':', ' '])
+                    .to_string(),
+            );
+        }
+        let t = &c["state"]["terminated"];
+        if let Some(r) = t["reason"].as_str() {
+            return Some(format!("terminated: {r}"));
+        }
+    }
+    for c in st["conditions"].as_array().into_iter().flatten() {
+        if c["status"].as_str() == Some("False") {
+            if let Some(m) = c["message"].as_str().or(c["reason"].as_str()) {
+                return Some(m.to_string());
+            }
+        }
+    }
+    st["phase"].as_str().map(|p| format!("phase {p}"))
+}
+
+/// The agent image in this machine's node's containerd (built and imported when missing),
+/// for the runner pods: its tag, and the name the runner's binary gets on a node
+/// (`isobench-<version and hash>`). Other nodes need the same image loaded (`isobench image
+/// export`, then `ctr -n k8s.io images import` there): pods never pull it.
+pub fn runner_image() -> Result<(String, String)> {
+    let src = crate::oci::ImageSource::find()?;
+    let socket = super::containerd_socket();
+    let tag = super::image::ensure(&socket, &src).with_context(|| {
+        format!(
+            "making the agent image in the node's containerd ({}; set {} for another socket)",
+            socket.display(),
+            super::ENV_CONTAINERD
+        )
+    })?;
+    let version = tag.rsplit_once(':').map_or(tag.as_str(), |(_, v)| v);
+    let exe = format!("isobench-{version}");
+    Ok((tag, exe))
+}
+
+/// The coordinator's kubeconfig, self-contained (`--flatten --minify`), for the runners.
+pub fn flattened_kubeconfig(k: &Kubectl) -> Result<String> {
+    k.query(&["config", "view", "--raw", "--flatten", "--minify"])
+        .context("reading the kubeconfig for the runner pods")
+}
+
+/// Removes the runners' kubeconfig copies from their nodes, then the fleet's namespace
+/// (without waiting for it to go).
+pub fn remove(k: &Kubectl, fleet: &RunId, nodes: &[String]) -> Result<()> {
+    let ns = fleet_namespace(fleet);
+    for node in nodes {
+        let kc = format!("/host{RUNNER_RUN_DIR}/{fleet}.kubeconfig");
+        let _ = k.run(
+            &[
+                "exec",
+                "-n",
+                &ns,
+                &runner_pod(node),
+                "-c",
+                CONTAINER,
+                "--",
+                "/bin/rm",
+                "-f",
+                &kc,
+            ],
+            None,
+            Duration::from_secs(20),
+        );
+    }
+    k.run(
+        &[
+            "delete",
+            "namespace",
+            &ns,
+            "--ignore-not-found",
+            "--wait=false",
+        ],
+        None,
+        Duration::from_secs(30),
+    )
+    .with_context(|| format!("deleting the fleet's namespace {ns}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runner_pod_is_privileged_on_its_node_with_the_host_mounted() {
+        let fleet = RunId::parse("1f2e3d4c").unwrap();
+        let m = manifest(
+            &fleet,
+            &["n-1".into(), "N_2".into()],
+            "img:1",
+            "apiVersion: v1",
+        );
+        let items = m["items"].as_array().unwrap();
+        assert_eq!(items.len(), 4);
+        assert_eq!(items[0]["metadata"]["name"], "isobench-1f2e3d4c");
+        assert_eq!(items[0]["metadata"]["labels"][ROLE_LABEL], "fleet");
+        assert_eq!(items[1]["stringData"]["kubeconfig"], "apiVersion: v1");
+        let pod = &items[2];
+        assert_eq!(pod["metadata"]["name"], "runner-n-1");
+        assert_eq!(pod["spec"]["nodeName"], "n-1");
+        assert_eq!(pod["spec"]["hostPID"], true);
+        assert_eq!(
+            pod["spec"]["containers"][0]["securityContext"]["privileged"],
+            true
+        );
+        assert_eq!(pod["spec"]["volumes"][0]["hostPath"]["path"], "/");
+        assert!(items[3]["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("runner-n-2-"));
+    }
+
+    #[test]
+    fn a_long_node_name_still_makes_a_pod_name() {
+        let n = runner_pod(&"x".repeat(80));
+        assert!(n.len() <= 63);
+        assert!(n.starts_with("runner-x"));
+    }
+
+    #[test]
+    fn a_pod_that_cannot_start_says_why() {
+        let v: Value = serde_json::from_str(
+            r#"{"status":{"phase":"Pending","containerStatuses":[{"state":{"waiting":
+            {"reason":"ErrImageNeverPull","message":"image not present with pull policy Never"}}}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            pod_problem(&v).unwrap(),
+            "ErrImageNeverPull: image not present with pull policy Never"
+        );
+        let v: Value = serde_json::from_str(
+            r#"{"status":{"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False",
+            "message":"0/1 nodes are available"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(pod_problem(&v).unwrap(), "0/1 nodes are available");
+    }
+
+    #[test]
+    fn the_agent_is_started_on_the_node_with_its_name_as_an_argument() {
+        let fleet = RunId::parse("1f2e3d4c").unwrap();
+        let k = Kubectl::with_paths("/bin/kubectl".into(), "/k.conf".into());
+        let a = agent_argv(&k, &fleet, "node-a; rm -rf /", "isobench-1");
+        assert_eq!(a[0], "--kubeconfig");
+        let script = a.iter().position(|s| s == AGENT_SCRIPT).unwrap();
+        assert_eq!(a[script + 2], "node-a; rm -rf /");
+        assert!(AGENT_SCRIPT.contains("chroot /host"));
+    }
+}
