@@ -10,6 +10,7 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::io::Read;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
@@ -98,11 +99,16 @@ fn running_pods(k: &Kubectl, ns: &str) -> usize {
 /// What is left in /var/tmp of the run whose namespace is `ns` (its tenants' workdirs).
 fn workdirs_of(ns: &str) -> Vec<String> {
     let prefix = format!("{ns}-");
-    std::fs::read_dir("/var/tmp")
+    names_in("/var/tmp", |n| n.starts_with(&prefix))
+}
+
+/// The names in `dir` that `keep` keeps.
+fn names_in(dir: &str, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&prefix))
+                .filter(|n| keep(n))
                 .collect()
         })
         .unwrap_or_default()
@@ -243,6 +249,143 @@ fn k8s_killed_run_leaves_nothing_after_the_next_command() {
     let pods = k.json(&["get", "pods", "-A", "-l", &sel]).unwrap();
     assert_eq!(pods["items"].as_array().map_or(0, Vec::len), 0, "{pods}");
     assert!(workdirs_of(&ns).is_empty(), "left: {:?}", workdirs_of(&ns));
+}
+
+/// The node's kubeconfig copies of fleet runs' runners (removed when their agents end).
+fn runner_kubeconfigs() -> Vec<String> {
+    names_in("/run/isobench/runner", |n| n.ends_with(".kubeconfig"))
+}
+
+#[test]
+fn k8s_nodes_fleet_run_measures_on_the_node_through_its_runner_pod() {
+    let test = "k8s_nodes_fleet_run_measures_on_the_node_through_its_runner_pod";
+    if !cluster_or_skip(test) {
+        return;
+    }
+    let _one = serial();
+    let k = Kubectl::new(None).unwrap();
+    let before = run_namespaces(&k);
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = common::write(dir.path(), "quick.toml", &short_quick("20s"));
+    let db = dir.path().join("fleet.db");
+    let t0 = Instant::now();
+    let out = isobench()
+        .args(["run", &scenario, "--platform", "k8s"])
+        .args(["--nodes", "isobench/k8s-up=true", "--db"])
+        .arg(&db)
+        .timeout(Duration::from_secs(900))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    eprintln!(
+        "k8s: the fleet run took {:?}, exit {}\n{stdout}",
+        t0.elapsed(),
+        code(&out)
+    );
+    assert!(
+        [0, 4].contains(&code(&out)),
+        "exit {}\nstderr: {stderr}",
+        code(&out)
+    );
+    assert!(
+        stderr.contains("quick.toml on 1 nodes: isobench-k8s"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("[isobench-k8s] run "), "{stderr}");
+    assert!(stderr.contains(", imported"), "{stderr}");
+    assert!(stdout.contains("cpu@100"), "{stdout}");
+    assert!(stdout.contains("\nNodes\n  isobench-k8s  run "), "{stdout}");
+    for tag in ["kubelet=v1.37.2", "kernel=", "isobench/k8s-up=true"] {
+        assert!(stdout.contains(tag), "no {tag} in {stdout}");
+    }
+    // The run was made on the node, by its runner: the node keeps its own copy.
+    let ids = common::run_ids(&db);
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let on_node = common::run_ids(Path::new("/var/lib/isobench/runner/results.db"));
+    assert!(on_node.contains(&ids[0]), "{ids:?} not in {on_node:?}");
+    // Nothing is left: the run's namespace, the fleet's, the runner's credentials.
+    let left: Vec<_> = run_namespaces(&k).difference(&before).cloned().collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
+    assert!(
+        runner_kubeconfigs().is_empty(),
+        "{:?}",
+        runner_kubeconfigs()
+    );
+}
+
+#[test]
+fn k8s_killed_fleet_run_leaves_nothing_after_the_next_command() {
+    let test = "k8s_killed_fleet_run_leaves_nothing_after_the_next_command";
+    if !cluster_or_skip(test) {
+        return;
+    }
+    let _one = serial();
+    let k = Kubectl::new(None).unwrap();
+    let before = run_namespaces(&k);
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = common::write(dir.path(), "quick.toml", &short_quick("5m"));
+    let mut child = spawnable()
+        .args(["run", &scenario, "--platform", "k8s", "-q"])
+        .args(["--nodes", "isobench/k8s-up=true", "--db"])
+        .arg(dir.path().join("fleet.db"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the node's run: a namespace with its two tenants' pods running.
+    let end = Instant::now() + Duration::from_secs(240);
+    let made = loop {
+        let new: Vec<String> = run_namespaces(&k).difference(&before).cloned().collect();
+        if new.len() == 2 && new.iter().any(|ns| running_pods(&k, ns) == 2) {
+            break new;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("the fleet run ended ({st}) before the node's pods ran:\n{err}");
+        }
+        assert!(Instant::now() < end, "no fleet and run namespaces");
+        thread::sleep(Duration::from_millis(500));
+    };
+    thread::sleep(Duration::from_secs(3));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // The node's run stops when its stream closes, removing its own; the next command
+    // sweeps the dead coordinator's runner namespace.
+    let out = isobench()
+        .args(["cleanup"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "stderr: {}", text(&out.stderr));
+    let end = Instant::now() + Duration::from_secs(120);
+    loop {
+        let left: Vec<&String> = made.iter().filter(|ns| namespace_exists(&k, ns)).collect();
+        if left.is_empty() && runner_kubeconfigs().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "left: {left:?}, {:?}",
+            runner_kubeconfigs()
+        );
+        // A later command sweeps what the node's run had not removed yet.
+        let _ = isobench()
+            .args(["cleanup"])
+            .timeout(Duration::from_secs(60))
+            .output();
+        thread::sleep(Duration::from_secs(1));
+    }
+    for ns in &made {
+        assert!(workdirs_of(ns).is_empty(), "left: {:?}", workdirs_of(ns));
+    }
 }
 
 /// `isobench doctor` reports the cluster: context, server version, and each node with its

@@ -21,8 +21,10 @@
 //! the coordinator dies; and the host label ([`HOST_LABEL`]), so a sweep on another machine
 //! (a node's own run) never takes it for one of its own dead runs.
 
+use std::collections::BTreeSet;
+use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
@@ -30,6 +32,7 @@ use serde_json::{json, Value};
 use super::kubectl::Kubectl;
 use super::tenant::RUN_LABEL;
 use super::{host_label, pod_name, HOST_LABEL};
+use crate::cleanup::{CleanupReport, ObjectKind};
 use crate::oci::image::IMAGE_EXE;
 use crate::run::RunId;
 
@@ -102,9 +105,10 @@ pub fn manifest(fleet: &RunId, nodes: &[String], image: &str, kubeconfig: &str) 
                     "imagePullPolicy": "Never",
                     "command": ["/bin/sleep", "2147483647"],
                     "securityContext": {"privileged": true},
-                    // Burstable: a little CPU of its own for the run's controller, and no
-                    // limit that could stop it.
-                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                    // No CPU request: it would take from the node's allocatable CPU, and a
+                    // tenant could no longer have whole CPUs of its own. The runner's agent
+                    // takes its CPU share from the node's root CPU cgroup instead (the script).
+                    "resources": {"requests": {"memory": "64Mi"}},
                     "volumeMounts": [
                         {"name": "host", "mountPath": "/host"},
                         {"name": "kubeconfig", "mountPath": SECRET_DIR, "readOnly": true},
@@ -129,11 +133,22 @@ if [ ! -x "/host$4/$exe" ]; then
   cp /isobench "/host$4/$exe.$fleet"
   mv "/host$4/$exe.$fleet" "/host$4/$exe"
 fi
+# The run's controller is no tenant: in the pod's CPU cgroup (a share of 2 beside a busy
+# tenant's 1024) it would starve; it takes the node's root CPU cgroup, as a host agent has.
+for c in /host/sys/fs/cgroup/cpu,cpuacct /host/sys/fs/cgroup/cpu; do
+  if [ -w "$c/tasks" ]; then echo $$ > "$c/tasks" && break; fi
+done
 kc="$5/$fleet.kubeconfig"
 (umask 077 && cp "$6/kubeconfig" "/host$kc")
-exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+set +e
+env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
   KUBECONFIG="$kc" ISOBENCH_K8S_NODE="$node" \
   chroot /host "$4/$exe" agent --runner --db "$4/results.db"
+rc=$?
+# The agent ends when its stream does (the coordinator is done, or gone): the credentials
+# go with it.
+rm -f "/host$kc"
+exit $rc
 "#;
 
 /// kubectl's arguments that start the host agent of the runner on `node`, on the exec
@@ -296,6 +311,51 @@ pub fn remove(k: &Kubectl, fleet: &RunId, nodes: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Removes the runners' kubeconfig copies on this machine whose fleet's namespace is gone or
+/// going (`active` holds the live namespaces, listed at `listed_at`): what a runner killed
+/// with its pod could not remove. A copy written after the listing is left for the next
+/// sweep (its fleet may have started since).
+pub(crate) fn sweep_credentials(
+    active: &BTreeSet<String>,
+    listed_at: SystemTime,
+    report: &mut CleanupReport,
+) {
+    sweep_credentials_in(Path::new(RUNNER_RUN_DIR), active, listed_at, report);
+}
+
+fn sweep_credentials_in(
+    dir: &Path,
+    active: &BTreeSet<String>,
+    listed_at: SystemTime,
+    report: &mut CleanupReport,
+) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(fleet) = name
+            .strip_suffix(".kubeconfig")
+            .and_then(|id| RunId::parse(id).ok())
+        else {
+            continue;
+        };
+        if active.contains(&fleet_namespace(&fleet)) {
+            continue;
+        }
+        let written = e.metadata().and_then(|m| m.modified());
+        if written.map_or(true, |w| w >= listed_at) {
+            continue;
+        }
+        let path = e.path();
+        let shown = path.display().to_string();
+        match std::fs::remove_file(&path) {
+            Ok(()) => report.ok(ObjectKind::File, &shown, fleet.as_str()),
+            Err(err) => report.fail(ObjectKind::File, &shown, fleet.as_str(), err),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,6 +387,25 @@ mod tests {
             .as_str()
             .unwrap()
             .starts_with("runner-n-2-"));
+    }
+
+    #[test]
+    fn a_dead_fleets_credentials_are_swept_and_a_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["1f2e3d4c.kubeconfig", "0a0b0c0d.kubeconfig", "notes.txt"] {
+            std::fs::write(dir.path().join(f), "x").unwrap();
+        }
+        let active: BTreeSet<String> = ["isobench-0a0b0c0d".to_string()].into();
+        let mut r = CleanupReport::default();
+        // Written after the listing: kept, its fleet may be new.
+        sweep_credentials_in(dir.path(), &active, SystemTime::UNIX_EPOCH, &mut r);
+        assert!(dir.path().join("1f2e3d4c.kubeconfig").exists());
+        let later = SystemTime::now() + Duration::from_secs(5);
+        sweep_credentials_in(dir.path(), &active, later, &mut r);
+        assert!(!dir.path().join("1f2e3d4c.kubeconfig").exists());
+        assert!(dir.path().join("0a0b0c0d.kubeconfig").exists());
+        assert!(dir.path().join("notes.txt").exists());
+        assert!(r.failed.is_empty());
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub(crate) fn sweep(filter: &mut dyn RunFilter, report: &mut CleanupReport) {
         return;
     };
     let t = format!("--request-timeout={}s", REACH.as_secs());
+    let listed_at = std::time::SystemTime::now();
     let Ok(out) = k.run(
         &[&t, "get", "namespaces", "-l", RUN_LABEL, "-o", "json"],
         None,
@@ -37,6 +38,14 @@ pub(crate) fn sweep(filter: &mut dyn RunFilter, report: &mut CleanupReport) {
     let Ok(v) = serde_json::from_str::<Value>(&out) else {
         return;
     };
+    let active: std::collections::BTreeSet<String> = v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|ns| ns["status"]["phase"].as_str() != Some("Terminating"))
+        .filter_map(|ns| ns["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    super::runner::sweep_credentials(&active, listed_at, report);
     let freezer = CgroupFs::detect()
         .ok()
         .and_then(|fs| fs.hierarchy_of(Controller::Freezer).map(|h| h.root.clone()));
