@@ -88,9 +88,12 @@ pub trait Driver: Send + Sync {
     ) -> Result<(ScenarioDone, String), String>;
 }
 
+/// How many members' progress lines may wait for the coordinator's thread.
+const INGEST_BACKLOG: usize = 1024;
+
 /// What a member's thread tells the coordinator.
 enum FromMember {
-    /// A line of its run's progress.
+    /// A line of its run's progress, as shown.
     Progress(String),
     /// Its run ended: how, and the stored run; or why there is none.
     Done(Result<(ScenarioDone, String), String>),
@@ -153,6 +156,11 @@ pub fn coordinate(
     let stop = Arc::new(AtomicBool::new(false));
     crate::tenant::install_stop(stop.clone())?;
 
+    // Progress lines waiting for the coordinator's thread. Past INGEST_BACKLOG a member's
+    // line is dropped rather than queued: blocking the member instead would stall its
+    // agent's stream and, behind it, the run measuring there.
+    let backlog = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = mpsc::channel::<(usize, FromMember)>();
     let hangups = Arc::new(Hangups::default());
     let shared = Arc::new(members.clone());
@@ -162,6 +170,8 @@ pub fn coordinate(
         let (members, req, tx, hangups) =
             (shared.clone(), req.clone(), tx.clone(), hangups.clone());
         let (next, stop, driver) = (next.clone(), stop.clone(), driver.clone());
+        let quiet = a.quiet;
+        let (backlog, dropped) = (backlog.clone(), dropped.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("fleet-{w}"))
             .spawn(move || loop {
@@ -171,7 +181,18 @@ pub fn coordinate(
                     Err("not started: interrupted".to_string())
                 } else {
                     let ended = driver.drive(i, m, req.clone(), &hangups, &mut |line| {
-                        let _ = tx.send((i, FromMember::Progress(line.to_string())));
+                        // Parsed here, in the member's thread: the coordinator's one thread
+                        // only prints and imports.
+                        if quiet {
+                            return;
+                        }
+                        let Some(l) = progress_line(line) else { return };
+                        if backlog.fetch_add(1, Ordering::SeqCst) >= INGEST_BACKLOG {
+                            backlog.fetch_sub(1, Ordering::SeqCst);
+                            dropped.fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
+                        let _ = tx.send((i, FromMember::Progress(l)));
                     });
                     hangups.clear(i);
                     ended
@@ -212,11 +233,8 @@ pub fn coordinate(
         let m = &members[i];
         match msg {
             FromMember::Progress(line) => {
-                if !a.quiet {
-                    if let Some(l) = progress_line(&line) {
-                        eprintln!("[{}] {l}", m.name);
-                    }
-                }
+                backlog.fetch_sub(1, Ordering::SeqCst);
+                eprintln!("[{}] {line}", m.name);
             }
             FromMember::Done(Err(why)) => {
                 eprintln!("isobench: {one} {}: {why}", m.name);
@@ -248,6 +266,13 @@ pub fn coordinate(
     }
     for t in threads {
         let _ = t.join();
+    }
+    let dropped = dropped.load(Ordering::Relaxed);
+    if dropped > 0 {
+        eprintln!(
+            "isobench: {dropped} progress lines of the {noun} were not shown: more than \
+             {INGEST_BACKLOG} waited while runs were imported"
+        );
     }
     let done: Vec<FleetMember> = done.into_iter().flatten().collect();
     if leaving {
