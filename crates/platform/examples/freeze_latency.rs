@@ -5,8 +5,9 @@
 //! practice: a cgroup tenant running the `forkbomb` and `cpu` stressors (every process
 //! runnable, new children all the time) while busy loops outside the tenant keep every CPU
 //! saturated. It freezes and thaws the tenant `--freezes` times through
-//! `Tenant::set_frozen` and prints the distribution of the freeze times, then one line per
-//! freeze with `--raw`.
+//! `Tenant::set_frozen` and prints the distribution of the freeze times, and how much of them
+//! this (the controlling) thread spent waiting for a CPU (from its schedstat). `--raw` adds
+//! one line per cycle: index, freeze ms, ok/failed, its CPU wait, thaw ms, its CPU wait.
 //!
 //! Run as root on a host with cgroups (take the machine's measurement lock):
 //!
@@ -68,8 +69,8 @@ fn aggressor() -> ! {
     let run = |name: &'static str| {
         thread::spawn(move || {
             let s = isobench_workloads::stressor(name).expect("registered stressor");
-            let params = ParamValues::from_settings::<&str>(s.name(), s.params(), &[])
-                .expect("defaults");
+            let params =
+                ParamValues::from_settings::<&str>(s.name(), s.params(), &[]).expect("defaults");
             let ctx = StressCtx::new(Env::detect(), 100);
             if let Err(e) = s.run(&ctx, &params) {
                 eprintln!("freeze_latency: stressor {name}: {e:#}");
@@ -109,6 +110,15 @@ fn self_cmd(mode: &str) -> Result<Command> {
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     Ok(c)
+}
+
+/// Nanoseconds this thread has waited for a CPU while runnable (field 2 of
+/// `/proc/thread-self/schedstat`), 0 where the kernel has no schedstat.
+fn run_delay_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -154,12 +164,16 @@ fn run() -> Result<()> {
     let mut failures = Vec::new();
     let mut thaw_failures = 0;
     let mut thaw_max: f64 = 0.0;
+    let mut cpu_wait_ms = Vec::new();
     let t_all = Instant::now();
     for i in 0..o.freezes {
         thread::sleep(o.thawed);
         let t0 = Instant::now();
+        let d0 = run_delay_ns();
         let r = t.set_frozen(true);
         let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let waited_ms = run_delay_ns().saturating_sub(d0) as f64 / 1e6;
+        cpu_wait_ms.push(waited_ms);
         let ok = r.is_ok();
         match r {
             Ok(()) => {
@@ -170,14 +184,16 @@ fn run() -> Result<()> {
         }
         // Thaw after a failed freeze too, as the orchestrator does.
         let t1 = Instant::now();
+        let d1 = run_delay_ns();
         if t.set_frozen(false).is_err() {
             thaw_failures += 1;
         }
         let thaw_ms = t1.elapsed().as_secs_f64() * 1e3;
+        let thaw_wait_ms = run_delay_ns().saturating_sub(d1) as f64 / 1e6;
         thaw_max = thaw_max.max(thaw_ms);
         if o.raw {
             let what = if ok { "ok" } else { "failed" };
-            println!("{i}\t{ms:.3}\t{what}\tthaw {thaw_ms:.3}");
+            println!("{i}\t{ms:.3}\t{what}\tcpu-wait {waited_ms:.3}\tthaw {thaw_ms:.3}\tcpu-wait {thaw_wait_ms:.3}");
         }
     }
     let wall = t_all.elapsed();
@@ -207,6 +223,15 @@ fn run() -> Result<()> {
         percentile(&all, 90.0),
         percentile(&all, 99.0),
         all.last().copied().unwrap_or(f64::NAN)
+    );
+    let wait_total: f64 = cpu_wait_ms.iter().sum();
+    cpu_wait_ms.sort_by(f64::total_cmp);
+    println!(
+        "of which this thread waited for a CPU: median {:.1}  max {:.1}  total {:.0}% of the \
+         freeze time",
+        percentile(&cpu_wait_ms, 50.0),
+        cpu_wait_ms.last().copied().unwrap_or(f64::NAN),
+        100.0 * wait_total / all.iter().sum::<f64>()
     );
     println!(
         "failed freezes {} of {}  failed thaws {}  slowest thaw {:.1} ms",
