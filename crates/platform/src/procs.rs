@@ -35,14 +35,30 @@ pub(crate) fn pgrp(pid: i32) -> Option<i32> {
 /// Whether the process `pid` exists and is not a zombie.
 pub(crate) fn alive(pid: i32) -> bool {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_string));
-            !matches!(state.as_deref(), Some("Z") | Some("X") | None)
-        }
+        Ok(stat) => !matches!(stat_state(&stat), Some('Z') | Some('X') | None),
         Err(_) => false,
     }
+}
+
+/// The state letter (field 3 of a `/proc/<pid>/stat` line: `R`, `S`, `D`, ...).
+pub(crate) fn stat_state(stat: &str) -> Option<char> {
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// The command name (field 2 of a `/proc/<pid>/stat` line, without its parentheses).
+pub(crate) fn stat_comm(stat: &str) -> Option<&str> {
+    Some(&stat[stat.find('(')? + 1..stat.rfind(')')?])
+}
+
+/// The command name and state letter of task (process or thread) `tid`, or `None` when it
+/// is gone.
+pub(crate) fn task_state(tid: i32) -> Option<(String, char)> {
+    let stat = fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    Some((stat_comm(&stat)?.to_string(), stat_state(&stat)?))
 }
 
 /// All pids in /proc.
@@ -136,6 +152,8 @@ mod tests {
         assert_eq!(stat_field(stat, 4), Some(1));
         assert_eq!(stat_field(stat, 14), Some(7));
         assert_eq!(stat_field(stat, 22), Some(12345));
+        assert_eq!(stat_state(stat), Some('S'));
+        assert_eq!(stat_comm(stat), Some("a b) c"));
     }
 
     #[test]
@@ -143,5 +161,10 @@ mod tests {
         let me = std::process::id() as i32;
         assert!(alive(me));
         assert!(start_time(me).is_some());
+        // SAFETY: gettid cannot fail.
+        let tid = unsafe { libc::gettid() };
+        let (comm, state) = task_state(tid).expect("own stat");
+        assert!(!comm.is_empty());
+        assert_eq!(state, 'R', "a thread reading its own stat is running");
     }
 }

@@ -650,7 +650,7 @@ impl Tenant for LocalTenant {
 
     fn set_frozen(&self, frozen: bool) -> Result<()> {
         match &self.inner.jail {
-            Jail::Cgroup(cg) => cg.set_frozen(frozen, Duration::from_secs(2)),
+            Jail::Cgroup(cg) => cg.set_frozen(frozen, crate::cgroup::FREEZE_TIMEOUT),
             Jail::Host { pgids, .. } => {
                 let recorded = pgids.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 let live: std::collections::BTreeSet<i32> = procs::tagged(procs::ENV_TENANT)

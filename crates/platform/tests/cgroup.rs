@@ -122,6 +122,61 @@ fn forkbomb_is_held_at_pids_max_and_the_neighbour_keeps_running() {
 }
 
 #[test]
+fn a_fork_bomb_freezes_and_thaws_while_busy_loops_hold_every_cpu() {
+    // The bug: beside a busy neighbour, freezing a fork bomb's tenant took longer than the
+    // 2 s allowed and failed the trial. Behaviour only: each freeze finishes and is undone by
+    // the thaw; how long it takes is not asserted.
+    if !root_or_skip("freeze under contention") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let bomb = p
+        .create_tenant(
+            &TenantSpec::new("bomb", Role::Aggressor).with_limits("pids=128".parse().unwrap()),
+        )
+        .unwrap();
+    let Some(freezer) = bomb
+        .info()
+        .cgroups
+        .iter()
+        .find(|d| d.join("freezer.state").exists())
+        .cloned()
+    else {
+        skip("freeze under contention", "no v1 freezer hierarchy here");
+        return;
+    };
+    let read = |f: &str| fs::read_to_string(freezer.join(f)).unwrap();
+    let mut b = bomb.spawn(helper_cmd("forkbomb")).unwrap();
+    let spinners = Spinners::per_cpu();
+    let end = Instant::now() + Duration::from_secs(60);
+    while read("tasks").lines().count() < 100 {
+        assert!(Instant::now() < end, "the fork bomb did not grow");
+        thread::sleep(Duration::from_millis(20));
+    }
+    for i in 0..10 {
+        if let Err(e) = bomb.set_frozen(true) {
+            panic!("freeze {i}: {e:#}");
+        }
+        assert_eq!(read("freezer.state").trim(), "FROZEN", "freeze {i}");
+        let tasks = read("tasks");
+        thread::sleep(Duration::from_millis(20));
+        assert_eq!(read("tasks"), tasks, "the frozen bomb forked or exited");
+        bomb.set_frozen(false).unwrap();
+        assert_eq!(read("freezer.state").trim(), "THAWED", "thaw {i}");
+        thread::sleep(Duration::from_millis(50));
+    }
+    drop(spinners);
+    let dirs = bomb.info().cgroups.clone();
+    bomb.teardown().unwrap();
+    assert_eq!(b.wait().unwrap().signal(), Some(libc::SIGKILL));
+    assert!(dirs.iter().all(|d| !d.exists()), "cgroups left: {dirs:?}");
+    drop(p);
+    let report = guard.finish();
+    assert!(report.failed.is_empty(), "{report}");
+}
+
+#[test]
 fn memhog_is_oom_killed_inside_its_tenant_only() {
     if !root_or_skip("memhog") {
         return;

@@ -1,7 +1,7 @@
 //! One tenant's cgroup: a directory in every hierarchy (v1) or one directory (v2), its limits,
 //! its usage counters, and its teardown (freeze, kill every task, remove).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::{CgroupFs, CgroupVersion, Controller};
+use super::{CgroupFs, CgroupTree, CgroupVersion, Controller};
 use crate::blockdev::DevNum;
 use crate::error::PlatformError;
 use crate::limits::{CpuList, CpuWeight, Limits, CPU_PERIOD_US};
@@ -19,6 +19,211 @@ use crate::tenant::Usage;
 
 /// v1 reports "no memory limit" as a huge page-aligned number; anything above this is "none".
 const V1_UNLIMITED: u64 = 1 << 62;
+
+/// How long freezing or thawing a tenant may take before it counts as failed; every
+/// platform's `set_frozen` uses it.
+///
+/// A task freezes itself the next time it runs, and the controller that asks for the freeze
+/// competes for the CPUs too, so on saturated CPUs a tenant of hundreds of runnable tasks
+/// takes up to a few hundred milliseconds to freeze, and the controller's thaw (the write
+/// and its return) up to 8 s (bench/RESULTS.md, "Freezing a busy tenant"). A task the
+/// freezer cannot reach (blocked in the kernel) keeps a freeze from ever finishing; 10 s is
+/// well past the first and still fails the trial clearly on the second.
+pub const FREEZE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// While a freeze is unfinished, the freeze is written again this often: v1 then asks every
+/// task of the cgroup to freeze again, which catches a task the first request missed. (v2
+/// ignores a repeated write, harmlessly.)
+const FREEZE_RETRY: Duration = Duration::from_millis(100);
+
+/// The first pause between two reads of the freezer state. It doubles after each read up to
+/// [`FREEZE_POLL_MAX`]: a quick freeze is seen within a millisecond, and a slow one is not
+/// slowed further by a poller that competes with the freezing tasks for the CPU and for the
+/// freezer's lock (each v1 read walks every task of the cgroup).
+const FREEZE_POLL_MIN: Duration = Duration::from_micros(200);
+
+/// The longest pause between two reads of the freezer state.
+const FREEZE_POLL_MAX: Duration = Duration::from_millis(5);
+
+/// How long a kill waits for the freeze that precedes it. The kill does not need the freeze
+/// to finish: a freezing cgroup's new children are frozen as they are forked, and the kill
+/// loop signals stragglers until the cgroup is empty. A teardown (of a stalled host, say)
+/// should not wait the full [`FREEZE_TIMEOUT`].
+const KILL_FREEZE_WAIT: Duration = Duration::from_secs(2);
+
+/// The files through which a cgroup is frozen and thawed: v1's freezer controller
+/// (`freezer.state`), v2's core `cgroup.freeze` and `cgroup.events`.
+#[derive(Debug, Clone)]
+struct FreezerFiles {
+    version: CgroupVersion,
+    /// Written to freeze or thaw.
+    control: PathBuf,
+    /// Read to see which state the kernel has reached.
+    state: PathBuf,
+    /// The cgroup's tasks (threads), to say which ones are not frozen.
+    threads: PathBuf,
+}
+
+impl FreezerFiles {
+    fn v1(dir: &Path) -> FreezerFiles {
+        FreezerFiles {
+            version: CgroupVersion::V1,
+            control: dir.join("freezer.state"),
+            state: dir.join("freezer.state"),
+            threads: dir.join("tasks"),
+        }
+    }
+
+    fn v2(dir: &Path) -> FreezerFiles {
+        FreezerFiles {
+            version: CgroupVersion::V2,
+            control: dir.join("cgroup.freeze"),
+            state: dir.join("cgroup.events"),
+            threads: dir.join("cgroup.threads"),
+        }
+    }
+
+    /// What is written to ask for the state.
+    fn request(&self, frozen: bool) -> &'static str {
+        match (self.version, frozen) {
+            (CgroupVersion::V1, true) => "FROZEN",
+            (CgroupVersion::V1, false) => "THAWED",
+            (CgroupVersion::V2, true) => "1",
+            (CgroupVersion::V2, false) => "0",
+        }
+    }
+
+    /// The line of the state file that says the state is reached.
+    fn reached(&self, frozen: bool) -> &'static str {
+        match (self.version, frozen) {
+            (CgroupVersion::V1, true) => "FROZEN",
+            (CgroupVersion::V1, false) => "THAWED",
+            (CgroupVersion::V2, true) => "frozen 1",
+            (CgroupVersion::V2, false) => "frozen 0",
+        }
+    }
+}
+
+/// How a wait for a freeze or thaw went.
+#[derive(Debug)]
+struct Switched {
+    /// Whether the kernel reported the state asked for.
+    reached: bool,
+    /// From the first write to the last read.
+    elapsed: Duration,
+    /// How often the request was written.
+    writes: u32,
+    /// How often the state was read.
+    reads: u32,
+    /// The last state read (v1: `FREEZING`, ...), when one was read.
+    last: Option<String>,
+}
+
+/// Asks the kernel to freeze (or thaw) the cgroup of `f` and waits up to `timeout` for it to
+/// report the new state, reading the state with a growing pause (see [`FREEZE_POLL_MIN`]) and
+/// writing a freeze again every `retry` until it is reached. Fails only when the first write
+/// fails.
+fn switch_freezer(
+    tree: &dyn CgroupTree,
+    f: &FreezerFiles,
+    frozen: bool,
+    timeout: Duration,
+    retry: Duration,
+) -> io::Result<Switched> {
+    let (request, want) = (f.request(frozen), f.reached(frozen));
+    let t0 = Instant::now();
+    tree.write(&f.control, request)?;
+    let mut written = Instant::now();
+    let mut done = Switched {
+        reached: false,
+        elapsed: Duration::ZERO,
+        writes: 1,
+        reads: 0,
+        last: None,
+    };
+    let mut pause = FREEZE_POLL_MIN;
+    loop {
+        if let Ok(t) = tree.read(&f.state) {
+            done.reads += 1;
+            done.reached = t.lines().any(|l| l.trim() == want);
+            done.last = Some(t.trim().to_string());
+        }
+        done.elapsed = t0.elapsed();
+        if done.reached || done.elapsed >= timeout {
+            return Ok(done);
+        }
+        thread::sleep(pause.min(timeout - done.elapsed));
+        pause = (pause * 2).min(FREEZE_POLL_MAX);
+        if frozen && written.elapsed() >= retry && tree.write(&f.control, request).is_ok() {
+            done.writes += 1;
+            written = Instant::now();
+        }
+    }
+}
+
+/// One task of a cgroup as `/proc/<tid>/stat` shows it; `state` is `None` for a task that
+/// has gone, or when the tree is a fake one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TaskState {
+    tid: i32,
+    comm: String,
+    state: Option<char>,
+}
+
+/// Says which of `tasks` are not frozen, for the error of a freeze that timed out. A frozen
+/// task reports state `D`, so any other letter is a task still to freeze (`R`: waiting for a
+/// CPU to freeze itself on; `S`: asleep where the freezer does not reach); a `D` is frozen or
+/// blocked in the kernel, which the kernel does not tell apart.
+fn describe_unfrozen(tasks: &[TaskState]) -> String {
+    const SHOWN: usize = 8;
+    let live: Vec<&TaskState> = tasks.iter().filter(|t| t.state.is_some()).collect();
+    let unfrozen: Vec<&TaskState> = live
+        .iter()
+        .copied()
+        .filter(|t| t.state != Some('D'))
+        .collect();
+    if tasks.is_empty() {
+        return "the cgroup lists no task".to_string();
+    }
+    if live.is_empty() {
+        let tids: Vec<String> = tasks
+            .iter()
+            .take(SHOWN)
+            .map(|t| t.tid.to_string())
+            .collect();
+        return format!(
+            "{} tasks listed, states unknown (tids {}{})",
+            tasks.len(),
+            tids.join(", "),
+            if tasks.len() > SHOWN { ", ..." } else { "" }
+        );
+    }
+    if unfrozen.is_empty() {
+        return format!(
+            "all {} tasks report state D: frozen, or blocked in the kernel where the freezer \
+             cannot reach them (uninterruptible I/O, vfork)",
+            live.len()
+        );
+    }
+    let mut by_state: BTreeMap<char, usize> = BTreeMap::new();
+    for t in &unfrozen {
+        *by_state.entry(t.state.unwrap_or('?')).or_default() += 1;
+    }
+    let counts: Vec<String> = by_state.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    let shown: Vec<String> = unfrozen
+        .iter()
+        .take(SHOWN)
+        .map(|t| format!("{} {} {}", t.tid, t.comm, t.state.unwrap_or('?')))
+        .collect();
+    format!(
+        "{} of {} tasks not frozen (by /proc/PID/stat state: {}): {}{}",
+        unfrozen.len(),
+        live.len(),
+        counts.join(", "),
+        shown.join(", "),
+        if unfrozen.len() > SHOWN { ", ..." } else { "" }
+    )
+}
 
 /// The cgroup(s) of one tenant.
 #[derive(Debug, Clone)]
@@ -393,21 +598,6 @@ impl TenantCgroup {
         set.into_iter().collect()
     }
 
-    fn wait_state(&self, file: &Path, want: &str, timeout: Duration) -> bool {
-        let end = Instant::now() + timeout;
-        loop {
-            if let Ok(t) = self.fs.tree().read(file) {
-                if t.lines().any(|l| l.trim() == want) {
-                    return true;
-                }
-            }
-            if Instant::now() >= end {
-                return false;
-            }
-            thread::sleep(Duration::from_millis(2));
-        }
-    }
-
     /// Lifts the io throttle, so that killed tasks waiting on throttled I/O can exit.
     fn lift_io_limits(&self) {
         let Some(dir) = self.dir_of(Controller::Io) else {
@@ -447,51 +637,68 @@ impl TenantCgroup {
         }
     }
 
-    /// Freezes (`true`) or thaws (`false`) every task of the cgroup and waits, polling every
-    /// 200 us up to `timeout`, until the kernel reports the new state. v1 uses the freezer
-    /// controller (`freezer.state`), v2 the core `cgroup.freeze` and `cgroup.events`.
+    /// The freezer files of the cgroup.
+    fn freezer(&self) -> Result<FreezerFiles> {
+        match self.fs.version() {
+            CgroupVersion::V2 => Ok(FreezerFiles::v2(&self.dirs[0].0)),
+            CgroupVersion::V1 => self
+                .dir_of(Controller::Freezer)
+                .map(FreezerFiles::v1)
+                .ok_or_else(|| anyhow!("the tenant has no freezer cgroup")),
+        }
+    }
+
+    /// The tasks of the cgroup with their states (read from `/proc` on the kernel's tree).
+    fn task_states(&self, f: &FreezerFiles) -> Vec<TaskState> {
+        let tree = self.fs.tree();
+        let text = tree.read(&f.threads).unwrap_or_default();
+        text.split_whitespace()
+            .filter_map(|t| t.parse::<i32>().ok())
+            .map(|tid| {
+                let st = tree.is_real().then(|| procs::task_state(tid)).flatten();
+                TaskState {
+                    tid,
+                    comm: st.as_ref().map(|s| s.0.clone()).unwrap_or_default(),
+                    state: st.map(|s| s.1),
+                }
+            })
+            .collect()
+    }
+
+    /// Freezes (`true`) or thaws (`false`) every task of the cgroup and waits up to `timeout`
+    /// (callers pass [`FREEZE_TIMEOUT`]) until the kernel reports the new state, writing the
+    /// freeze again while it is unfinished (see [`FREEZE_RETRY`]).
+    ///
+    /// A freeze that times out is undone (the cgroup is thawed again, so no task stays frozen
+    /// or half-frozen) and fails with how long it waited and which tasks were not frozen.
     pub fn set_frozen(&self, frozen: bool, timeout: Duration) -> Result<()> {
         let tree = self.fs.tree();
-        let (file, value, state_file, want) = match self.fs.version() {
-            CgroupVersion::V2 => {
-                let dir = &self.dirs[0].0;
-                (
-                    dir.join("cgroup.freeze"),
-                    if frozen { "1" } else { "0" },
-                    dir.join("cgroup.events"),
-                    if frozen { "frozen 1" } else { "frozen 0" },
-                )
-            }
-            CgroupVersion::V1 => {
-                let dir = self
-                    .dir_of(Controller::Freezer)
-                    .ok_or_else(|| anyhow::anyhow!("the tenant has no freezer cgroup"))?;
-                let state = dir.join("freezer.state");
-                let want = if frozen { "FROZEN" } else { "THAWED" };
-                (state.clone(), want, state, want)
-            }
-        };
-        tree.write(&file, value)
-            .with_context(|| format!("writing {value} to {}", file.display()))?;
-        if !tree.is_real() {
+        let f = self.freezer()?;
+        let done = switch_freezer(tree.as_ref(), &f, frozen, timeout, FREEZE_RETRY)
+            .with_context(|| format!("writing {} to {}", f.request(frozen), f.control.display()))?;
+        if done.reached {
             return Ok(());
         }
-        let end = Instant::now() + timeout;
-        loop {
-            if let Ok(t) = tree.read(&state_file) {
-                if t.lines().any(|l| l.trim() == want) {
-                    return Ok(());
-                }
+        let mut msg =
+            format!(
+            "{} did not reach `{}` in {} ms (limit {} ms; last state `{}`; requested {} times, \
+             read {} times)",
+            f.state.display(),
+            f.reached(frozen),
+            done.elapsed.as_millis(),
+            timeout.as_millis(),
+            done.last.as_deref().unwrap_or("unreadable").replace('\n', " "),
+            done.writes,
+            done.reads,
+        );
+        if frozen {
+            msg.push_str(&format!("; {}", describe_unfrozen(&self.task_states(&f))));
+            match tree.write(&f.control, f.request(false)) {
+                Ok(()) => msg.push_str("; the cgroup was thawed again"),
+                Err(e) => msg.push_str(&format!("; thawing it again failed too: {e}")),
             }
-            if Instant::now() >= end {
-                anyhow::bail!(
-                    "{} did not reach `{want}` within {} ms",
-                    state_file.display(),
-                    timeout.as_millis()
-                );
-            }
-            thread::sleep(Duration::from_micros(200));
         }
+        Err(anyhow!(msg))
     }
 
     /// Stops every process of the cgroup: freeze (so a fork bomb cannot outrun the kill),
@@ -522,24 +729,20 @@ impl TenantCgroup {
                 if tree.exists(&kill) && tree.write(&kill, "1").is_ok() {
                     killed.extend(before);
                 } else if tree.exists(&dir.join("cgroup.freeze")) {
-                    let _ = tree.write(&dir.join("cgroup.freeze"), "1");
-                    self.wait_state(
-                        &dir.join("cgroup.events"),
-                        "frozen 1",
-                        Duration::from_secs(2),
-                    );
+                    let f = FreezerFiles::v2(dir);
+                    let _ = switch_freezer(tree.as_ref(), &f, true, KILL_FREEZE_WAIT, FREEZE_RETRY);
                     kill_list(self.procs(), &mut killed);
-                    let _ = tree.write(&dir.join("cgroup.freeze"), "0");
+                    let _ = tree.write(&f.control, f.request(false));
                 }
             }
             CgroupVersion::V1 => {
                 if let Some(dir) = self.dir_of(Controller::Freezer) {
                     if tree.exists(dir) {
-                        let state = dir.join("freezer.state");
-                        let _ = tree.write(&state, "FROZEN");
-                        self.wait_state(&state, "FROZEN", Duration::from_secs(2));
+                        let f = FreezerFiles::v1(dir);
+                        let _ =
+                            switch_freezer(tree.as_ref(), &f, true, KILL_FREEZE_WAIT, FREEZE_RETRY);
                         kill_list(self.procs(), &mut killed);
-                        let _ = tree.write(&state, "THAWED");
+                        let _ = tree.write(&f.control, f.request(false));
                     }
                 }
             }
@@ -850,33 +1053,18 @@ impl TenantCgroup {
                 .collect()
         };
         let mut killed: BTreeSet<i32> = BTreeSet::new();
-        let freeze = match self.fs.version() {
-            CgroupVersion::V1 => self.dir_of(Controller::Freezer).map(|d| {
-                let state = d.join("freezer.state");
-                (state.clone(), state, "FROZEN", "THAWED", "FROZEN")
-            }),
-            CgroupVersion::V2 => {
-                let d = &self.dirs[0].0;
-                Some((
-                    d.join("cgroup.freeze"),
-                    d.join("cgroup.events"),
-                    "1",
-                    "0",
-                    "frozen 1",
-                ))
-            }
-        };
-        let frozen = freeze.as_ref().is_some_and(|(file, state, on, _, want)| {
-            tree.write(file, on).is_ok() && self.wait_state(state, want, Duration::from_secs(2))
-        });
+        let freezer = self.freezer().ok();
+        if let Some(f) = &freezer {
+            let _ = switch_freezer(tree.as_ref(), f, true, KILL_FREEZE_WAIT, FREEZE_RETRY);
+        }
         for p in others() {
             if procs::kill9(p) {
                 killed.insert(p);
             }
         }
-        if let Some((file, _, _, off, _)) = &freeze {
-            if frozen || tree.exists(file) {
-                let _ = tree.write(file, off);
+        if let Some(f) = &freezer {
+            if tree.exists(&f.control) {
+                let _ = tree.write(&f.control, f.request(false));
             }
         }
         let end = Instant::now() + timeout;
@@ -965,7 +1153,186 @@ fn clock_ticks() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::super::{FakeTree, Hierarchy};
     use super::*;
+
+    /// A fake v1 tree whose freezer stays `FREEZING` until the freeze has been written
+    /// `writes_needed` times, as when the first request misses a task; `u32::MAX` never
+    /// freezes (a task the freezer cannot reach).
+    #[derive(Debug)]
+    struct SlowFreezer {
+        inner: FakeTree,
+        writes_needed: u32,
+        written: Mutex<Vec<String>>,
+    }
+
+    impl SlowFreezer {
+        fn cgroup(dir: &Path, writes_needed: u32) -> (Arc<SlowFreezer>, TenantCgroup) {
+            let tree = Arc::new(SlowFreezer {
+                inner: FakeTree::new(CgroupVersion::V1),
+                writes_needed,
+                written: Mutex::new(Vec::new()),
+            });
+            let mut hierarchies = Vec::new();
+            for c in Controller::ALL {
+                let root = dir.join(c.v1_name());
+                tree.inner.populate_root(&root, &[]).unwrap();
+                hierarchies.push(Hierarchy {
+                    root,
+                    controllers: vec![c],
+                });
+            }
+            let fs = CgroupFs::v1(hierarchies, tree.clone());
+            let cg = TenantCgroup::create(&fs, "t", &Limits::default(), None).unwrap();
+            (tree, cg)
+        }
+
+        fn written(&self) -> Vec<String> {
+            self.written.lock().unwrap().clone()
+        }
+    }
+
+    impl CgroupTree for SlowFreezer {
+        fn mkdir(&self, dir: &Path) -> io::Result<()> {
+            self.inner.mkdir(dir)
+        }
+        fn rmdir(&self, dir: &Path) -> io::Result<()> {
+            self.inner.rmdir(dir)
+        }
+        fn write(&self, file: &Path, value: &str) -> io::Result<()> {
+            if file.ends_with("freezer.state") {
+                self.written.lock().unwrap().push(value.to_string());
+            }
+            self.inner.write(file, value)
+        }
+        fn read(&self, file: &Path) -> io::Result<String> {
+            if !file.ends_with("freezer.state") {
+                return self.inner.read(file);
+            }
+            let w = self.written.lock().unwrap();
+            let since_thaw = w.iter().rev().take_while(|v| *v != "THAWED").count();
+            Ok(match (w.last().map(String::as_str), since_thaw) {
+                (None | Some("THAWED"), _) => "THAWED\n",
+                (_, n) if n as u64 >= u64::from(self.writes_needed) => "FROZEN\n",
+                _ => "FREEZING\n",
+            }
+            .to_string())
+        }
+        fn open_procs(&self, dir: &Path) -> io::Result<OwnedFd> {
+            self.inner.open_procs(dir)
+        }
+        fn is_real(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_freeze_left_freezing_is_requested_again_until_frozen() {
+        // The bug: FROZEN was written once, so a task the first request missed kept the
+        // cgroup FREEZING until the timeout failed the trial.
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, cg) = SlowFreezer::cgroup(dir.path(), 3);
+        cg.set_frozen(true, FREEZE_TIMEOUT).unwrap();
+        assert_eq!(tree.written(), ["FROZEN"; 3]);
+        cg.set_frozen(false, FREEZE_TIMEOUT).unwrap();
+        assert_eq!(tree.written().last().map(String::as_str), Some("THAWED"));
+    }
+
+    #[test]
+    fn a_freeze_that_times_out_is_undone_and_says_how_long_and_which_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, cg) = SlowFreezer::cgroup(dir.path(), u32::MAX);
+        let tasks = cg.dir_of(Controller::Freezer).unwrap().join("tasks");
+        fs_write(&tasks, "4242\n4243\n");
+        let e = cg
+            .set_frozen(true, Duration::from_millis(300))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did not reach `FROZEN` in 3"), "{e}");
+        assert!(e.contains("limit 300 ms"), "{e}");
+        assert!(e.contains("last state `FREEZING`"), "{e}");
+        assert!(
+            e.contains("2 tasks listed") && e.contains("4242, 4243"),
+            "{e}"
+        );
+        assert!(e.ends_with("the cgroup was thawed again"), "{e}");
+        let w = tree.written();
+        assert!(
+            w.len() >= 3,
+            "the freeze is written again while it waits: {w:?}"
+        );
+        assert_eq!(w.last().map(String::as_str), Some("THAWED"), "{w:?}");
+        let state = cg
+            .dir_of(Controller::Freezer)
+            .unwrap()
+            .join("freezer.state");
+        assert_eq!(tree.read(&state).unwrap().trim(), "THAWED");
+    }
+
+    fn fs_write(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_thaw_is_not_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, cg) = SlowFreezer::cgroup(dir.path(), 1);
+        cg.set_frozen(true, FREEZE_TIMEOUT).unwrap();
+        cg.set_frozen(false, FREEZE_TIMEOUT).unwrap();
+        assert_eq!(tree.written(), ["FROZEN", "THAWED"]);
+    }
+
+    #[test]
+    fn the_fake_v2_tree_freezes_and_thaws() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = CgroupFs::fake_v2(dir.path()).unwrap();
+        let cg = TenantCgroup::create(&fs, "t", &Limits::default(), None).unwrap();
+        let events = dir.path().join("t/cgroup.events");
+        cg.set_frozen(true, FREEZE_TIMEOUT).unwrap();
+        let text = std::fs::read_to_string(&events).unwrap();
+        assert!(
+            text.contains("frozen 1") && text.contains("populated 0"),
+            "{text}"
+        );
+        cg.set_frozen(false, FREEZE_TIMEOUT).unwrap();
+        assert!(std::fs::read_to_string(&events)
+            .unwrap()
+            .contains("frozen 0"));
+    }
+
+    #[test]
+    fn unfrozen_tasks_are_counted_by_state_and_named() {
+        let t = |tid, comm: &str, state| TaskState {
+            tid,
+            comm: comm.to_string(),
+            state,
+        };
+        let mut tasks = vec![
+            t(10, "bomb", Some('D')),
+            t(11, "bomb", Some('R')),
+            t(12, "cpu", Some('R')),
+            t(13, "agent", Some('S')),
+            t(14, "gone", None),
+        ];
+        assert_eq!(
+            describe_unfrozen(&tasks),
+            "3 of 4 tasks not frozen (by /proc/PID/stat state: R 2, S 1): 11 bomb R, 12 cpu R, \
+             13 agent S"
+        );
+        tasks.retain(|t| t.state == Some('D'));
+        assert!(describe_unfrozen(&tasks).starts_with("all 1 tasks report state D"));
+        for i in 0..10 {
+            tasks.push(t(20 + i, "bomb", Some('R')));
+        }
+        let d = describe_unfrozen(&tasks);
+        assert!(
+            d.starts_with("10 of 11 tasks not frozen") && d.ends_with("27 bomb R, ..."),
+            "{d}"
+        );
+        assert_eq!(describe_unfrozen(&[]), "the cgroup lists no task");
+    }
 
     #[test]
     fn keyed_and_blkio_parsers() {

@@ -9,7 +9,7 @@
 pub(crate) mod group;
 
 pub(crate) use group::remove_tree;
-pub use group::TenantCgroup;
+pub use group::{TenantCgroup, FREEZE_TIMEOUT};
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -180,8 +180,10 @@ impl CgroupTree for RealTree {
 ///
 /// A new cgroup gets the default files of the version (`cgroup.procs`, `memory.max` = `max`,
 /// `memory.events`, `cpu.stat`, ...); writes create or replace files; writes to
-/// `cgroup.subtree_control` merge `+ctrl`/`-ctrl` tokens as the kernel does, and a child's
-/// `cgroup.controllers` is its parent's `cgroup.subtree_control`. Tests write counters
+/// `cgroup.subtree_control` merge `+ctrl`/`-ctrl` tokens as the kernel does, a child's
+/// `cgroup.controllers` is its parent's `cgroup.subtree_control`, and a freeze or thaw takes
+/// effect at once (v1 `freezer.state` holds what was written; a v2 write to `cgroup.freeze`
+/// sets `frozen` in `cgroup.events`), as for a cgroup without tasks. Tests write counters
 /// (`memory.events`, `io.stat`, ...) directly to check what isobench reads back.
 #[derive(Debug, Clone, Copy)]
 pub struct FakeTree {
@@ -334,6 +336,24 @@ impl CgroupTree for FakeTree {
             }
             let text = on.into_iter().collect::<Vec<_>>().join(" ") + "\n";
             return fs::write(file, text);
+        }
+        if file.file_name().is_some_and(|n| n == "cgroup.freeze") {
+            // v2: the (task-less) cgroup is frozen or thawed at once.
+            let on = match value.trim() {
+                "0" => "0",
+                "1" => "1",
+                _ => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+            };
+            let events = file.with_file_name("cgroup.events");
+            let text: String = fs::read_to_string(&events)
+                .unwrap_or_default()
+                .lines()
+                .map(|l| match l.split_whitespace().next() {
+                    Some("frozen") => format!("frozen {on}\n"),
+                    _ => format!("{l}\n"),
+                })
+                .collect();
+            fs::write(&events, text)?;
         }
         fs::write(file, value)
     }

@@ -306,7 +306,9 @@ impl Tenant for K8sTenant {
     }
 
     fn set_frozen(&self, frozen: bool) -> Result<()> {
-        self.inner.cgroup.set_frozen(frozen, Duration::from_secs(2))
+        self.inner
+            .cgroup
+            .set_frozen(frozen, crate::cgroup::FREEZE_TIMEOUT)
     }
 
     fn set_cpu_limit(&self, _cpus: Option<f64>) -> Result<()> {

@@ -265,7 +265,9 @@ impl Tenant for OciTenant {
     }
 
     fn set_frozen(&self, frozen: bool) -> Result<()> {
-        self.inner.cgroup.set_frozen(frozen, Duration::from_secs(2))
+        self.inner
+            .cgroup
+            .set_frozen(frozen, crate::cgroup::FREEZE_TIMEOUT)
     }
 
     fn set_cpu_limit(&self, cpus: Option<f64>) -> Result<()> {

@@ -158,6 +158,7 @@ pub fn run_helper_if_requested() {
             thread::sleep(Duration::from_secs(1));
         },
         "forkbomb" => forkbomb(),
+        "spin" => spin(),
         "memhog" => memhog(),
         "tcp-server" => tcp_server(),
         "tcp-client" => tcp_client(),
@@ -179,6 +180,37 @@ fn forkbomb() -> i32 {
             if libc::fork() < 0 {
                 libc::usleep(1000);
             }
+        }
+    }
+}
+
+fn spin() -> i32 {
+    let mut x: u64 = 1;
+    loop {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+/// Busy loops outside any tenant, one per CPU, killed and reaped on drop.
+pub struct Spinners(Vec<Child>);
+
+impl Spinners {
+    /// Starts one busy loop per CPU this process may use.
+    pub fn per_cpu() -> Spinners {
+        let n = thread::available_parallelism().map_or(2, |n| n.get());
+        Spinners(
+            (0..n)
+                .map(|_| helper_cmd("spin").spawn().expect("spawning a busy loop"))
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 }
