@@ -17,13 +17,14 @@
 use std::collections::BTreeMap;
 
 use isobench_stats::{
-    correct_differences, interval_df, log_difference, log_level, log_ratio_to_degradation,
-    pool_random_effects, Correction, DegradationCi, DegradationDifference, Direction, LogScale,
+    correct_differences, interval_df, log_difference, log_ratio_to_degradation,
+    pool_random_effects, robust_log_level, Correction, DegradationCi, DegradationDifference,
+    Direction, LogScale,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::view::{Column, Section, Value};
-use crate::{Cell, Results};
+use crate::{Cell, Design, Results};
 
 /// The label that names a node's type, as Kubernetes sets it.
 pub const TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
@@ -443,15 +444,19 @@ fn noisy_hosts(members: &[&FleetHost<'_>], keys: &[CellKey]) -> Vec<NoisyHost> {
         }
     }
     for l in &levels {
+        // The host's level: from the cell with the most baseline values, trial-level ones
+        // (paired trials) before on/off cycles', whose windows have heavy tails; robustly
+        // (the median), since one window in which the probe hardly ran reads thousands of
+        // times lower and would dominate a mean.
         let baseline = |m: &FleetHost<'_>| -> Option<(LogScale, Direction, f64)> {
             let c = m
                 .results
                 .cells
                 .iter()
                 .filter(|c| (&c.tenant, &c.probe, &c.metric) == (&l.0, &l.1, &l.2))
-                .max_by_key(|c| c.baseline.len())?;
+                .max_by_key(|c| (c.design != Some(Design::OnOff), c.baseline.len()))?;
             let level = c.comparison.as_ref().map_or(0.95, |x| x.degradation.level);
-            Some((log_level(&c.baseline)?, c.direction, level))
+            Some((robust_log_level(&c.baseline)?, c.direction, level))
         };
         let all: Vec<Option<(LogScale, Direction, f64)>> =
             members.iter().map(|m| baseline(m)).collect();

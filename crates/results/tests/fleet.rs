@@ -139,3 +139,31 @@ fn agreeing_hosts_and_lone_types_are_not_flagged() {
     );
     assert_eq!(s.rows.len(), 2);
 }
+
+#[test]
+fn a_slow_baseline_is_read_robustly_from_on_off_cycles_with_heavy_tails() {
+    // Host b's probe runs 30% slower alone, and its cells were measured in on/off cycles:
+    // among its baseline values are windows in which the probe hardly ran at all.
+    let a = host_run("RA", 100.0, 0.90, 0.95);
+    let mut b = host_run("RB", 70.0, 0.90, 0.95);
+    for tailed in &mut b.cells {
+        tailed.design = Some(isobench_results::Design::OnOff);
+        let mut values = tailed.baseline.clone();
+        values.extend(tailed.baseline.clone());
+        values.extend([0.02, 0.0]);
+        tailed.baseline = values;
+    }
+    let fleet = Fleet::new(
+        &[host("a", Some("m5"), &a), host("b", Some("m5"), &b)],
+        TYPE_LABEL,
+    );
+    let noisy = fleet.noisy();
+    assert_eq!(noisy.len(), 1, "{noisy:?}");
+    let d = &noisy[0].1.differs[0];
+    assert_eq!(
+        (noisy[0].1.host.as_str(), d.measure),
+        ("b", Measure::Baseline)
+    );
+    // 30 points, not the 99.9 a mean of logarithms would make of the tail.
+    assert!((d.difference.estimate - 30.0).abs() < 1.5, "{d:?}");
+}

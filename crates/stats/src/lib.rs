@@ -49,7 +49,7 @@ pub use paired::{
     auto_block_length, between_groups_p, lag1_autocorrelation, log_ratio_to_degradation,
     paired_degradation, trial_level_degradation, Pair, PairedConfig, PairedEstimate, PairedMethod,
 };
-pub use pooled::{log_level, pool_random_effects};
+pub use pooled::{log_level, pool_random_effects, robust_log_level};
 pub use sample::{Outliers, Sample, MODIFIED_Z_THRESHOLD};
 pub use significance::{mann_whitney_u, permutation_test, MannWhitney, PermutationTest};
 pub use stopping::{ConditionSamples, ConditionStatus, Decision, StopReport, StoppingRule};

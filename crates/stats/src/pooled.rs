@@ -96,6 +96,53 @@ pub fn log_level(values: &[f64]) -> Option<LogScale> {
     })
 }
 
+/// A sample's level on the log scale, robustly: the median of the logarithms, with the
+/// standard error of a median from their median absolute deviation (1.4826 MAD as the
+/// spread, 1.2533 sd / sqrt(n) as the median's error). On/off cycles' values have heavy
+/// tails (a window in which the probe hardly ran reads thousands of times lower), and one
+/// such value moves a mean of logarithms by more than the whole difference between hosts.
+/// A zero counts as the lowest value. `None` below 3 values, for a negative or non-finite
+/// value, or when half the values or more are zero.
+pub fn robust_log_level(values: &[f64]) -> Option<LogScale> {
+    if values.len() < 3 || values.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mut logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+    let med = median_sorted(&mut logs);
+    let mut dev: Vec<f64> = logs.iter().map(|l| (l - med).abs()).collect();
+    let mad = median_sorted(&mut dev);
+    if !(med.is_finite() && mad.is_finite()) {
+        return None;
+    }
+    let sd = if mad > 0.0 {
+        1.4826 * mad
+    } else {
+        // More than half the values equal: the spread of the rest, as a mean would see it.
+        let mean = logs.iter().sum::<f64>() / n;
+        (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    };
+    if !sd.is_finite() {
+        return None;
+    }
+    Some(LogScale {
+        log_ratio: med,
+        se: 1.2533 * sd / n.sqrt(),
+        df: Some(n - 1.0),
+    })
+}
+
+/// The median of `v` (sorted in place; -inf sorts first).
+fn median_sorted(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +190,28 @@ mod tests {
         assert_eq!(l.df, Some(1.0));
         assert!(log_level(&[1.0]).is_none());
         assert!(log_level(&[1.0, 0.0]).is_none());
+    }
+
+    #[test]
+    fn a_robust_level_ignores_a_window_in_which_the_probe_hardly_ran() {
+        let mut v = vec![28.0e6, 29.0e6, 28.5e6, 27.9e6, 28.2e6, 29.1e6, 28.8e6];
+        let clean = robust_log_level(&v).unwrap();
+        v.push(7455.0);
+        v.push(0.0);
+        let tailed = robust_log_level(&v).unwrap();
+        assert!(
+            (tailed.log_ratio - clean.log_ratio).abs() < 0.02,
+            "{tailed:?} {clean:?}"
+        );
+        assert!(tailed.se < 0.05, "{tailed:?}");
+        // The mean of logarithms is dragged down by orders of magnitude.
+        assert!(log_level(&v).is_none());
+        assert!(log_level(&v[..8]).unwrap().log_ratio < clean.log_ratio - 1.0);
+        // Half zeros or more: no level.
+        assert!(robust_log_level(&[0.0, 0.0, 1.0, 2.0]).is_none());
+        assert!(robust_log_level(&[1.0, 2.0]).is_none());
+        // Mostly equal values still have a spread.
+        let eq = robust_log_level(&[5.0, 5.0, 5.0, 5.0, 6.0]).unwrap();
+        assert!(eq.se > 0.0);
     }
 }
