@@ -96,6 +96,31 @@ fn running_pods(k: &Kubectl, ns: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// Polls `ready` every half second until it gives something, while `child` runs; panics
+/// with the child's standard error when it ends first, or after `secs` seconds.
+fn until_while_running<T>(
+    child: &mut std::process::Child,
+    what: &str,
+    secs: u64,
+    mut ready: impl FnMut() -> Option<T>,
+) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(t) = ready() {
+            return t;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("the run ended ({st}) before {what}:\n{err}");
+        }
+        assert!(Instant::now() < end, "not within {secs} s: {what}");
+        thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// What is left in /var/tmp of the run whose namespace is `ns` (its tenants' workdirs).
 fn workdirs_of(ns: &str) -> Vec<String> {
     let prefix = format!("{ns}-");
@@ -191,27 +216,13 @@ fn k8s_killed_run_leaves_nothing_after_the_next_command() {
         .spawn()
         .unwrap();
     // Wait for the run's namespace with both pods running.
-    let end = Instant::now() + Duration::from_secs(180);
-    let ns = loop {
+    let ns = until_while_running(&mut child, "its pods ran", 180, || {
         let new: Vec<String> = run_namespaces(&k).difference(&before).cloned().collect();
-        if let [ns] = new.as_slice() {
-            if running_pods(&k, ns) == 2 {
-                break ns.clone();
-            }
+        match new.as_slice() {
+            [ns] if running_pods(&k, ns) == 2 => Some(ns.clone()),
+            _ => None,
         }
-        if let Ok(Some(st)) = child.try_wait() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            panic!("the run ended ({st}) before its pods ran:\n{err}");
-        }
-        assert!(Instant::now() < end, "no namespace with two running pods");
-        thread::sleep(Duration::from_millis(500));
-    };
+    });
     // Let the agents start, then kill the controller the hard way.
     thread::sleep(Duration::from_secs(3));
     child.kill().unwrap();
@@ -334,25 +345,10 @@ fn k8s_killed_fleet_run_leaves_nothing_after_the_next_command() {
         .spawn()
         .unwrap();
     // Wait for the node's run: a namespace with its two tenants' pods running.
-    let end = Instant::now() + Duration::from_secs(240);
-    let made = loop {
+    let made = until_while_running(&mut child, "the node's pods ran", 240, || {
         let new: Vec<String> = run_namespaces(&k).difference(&before).cloned().collect();
-        if new.len() == 2 && new.iter().any(|ns| running_pods(&k, ns) == 2) {
-            break new;
-        }
-        if let Ok(Some(st)) = child.try_wait() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            panic!("the fleet run ended ({st}) before the node's pods ran:\n{err}");
-        }
-        assert!(Instant::now() < end, "no fleet and run namespaces");
-        thread::sleep(Duration::from_millis(500));
-    };
+        (new.len() == 2 && new.iter().any(|ns| running_pods(&k, ns) == 2)).then_some(new)
+    });
     thread::sleep(Duration::from_secs(3));
     child.kill().unwrap();
     child.wait().unwrap();
