@@ -19,6 +19,9 @@ pub fn run(a: &AgentArgs) -> anyhow::Result<ExitCode> {
         return listen(a, addr);
     }
     if a.runner {
+        if let Err(e) = isobench_platform::k8s::runner::leave_pod_cpu_cgroup() {
+            eprintln!("isobench: warning: {e:#}");
+        }
         let config = AgentConfig::default().with_scenarios(Arc::new(host_runner(a)?));
         isobench_agent::serve_stdio_with(&config)?;
         return Ok(ExitCode::SUCCESS);

@@ -143,6 +143,8 @@ impl Driver for Runners {
     ) -> Result<(ScenarioDone, String), String> {
         runner::wait_running(&self.kubectl, &self.fleet, &m.name, RUNNER_START)
             .map_err(|e| format!("{e:#}"))?;
+        runner::prepare_node(&self.kubectl, &self.fleet, &m.name, &self.exe)
+            .map_err(|e| format!("{e:#}"))?;
         let cmd = runner::agent_command(&self.kubectl, &self.fleet, &m.name, &self.exe);
         session(i, m, cmd, req, hangups, progress)
     }

@@ -5,9 +5,10 @@
 //! node of its tenants. The coordinator therefore puts one runner pod on each selected node,
 //! in a namespace of its own (`isobench-<fleet id>`): privileged, in the node's PID and
 //! network namespaces, with the node's root filesystem mounted at `/host`, running only a
-//! sleeper. Through `kubectl exec -i` (the API server's stream; no port is exposed) it
-//! starts a host agent on the node itself ([`agent_argv`]): the image's static isobench is
-//! copied to `/var/lib/isobench/runner/` on the node and run there with `chroot /host`, so it
+//! sleeper. Through `kubectl exec` (the API server's stream; no port is exposed) it starts
+//! a host agent on the node itself: the image's static isobench is copied to
+//! `/var/lib/isobench/runner/` on the node ([`prepare_node`]) and run there with `chroot
+//! /host` ([`agent_argv`], argument vectors only, no shell), so it
 //! sees the node as a host agent would (its cgroups, `/run/isobench` and the measurement
 //! slot, containerd, kubectl). The coordinator then speaks the agent protocol over the
 //! stream and sends `run_scenario`: the node runs the scenario with its tenants pinned to
@@ -124,38 +125,49 @@ pub fn manifest(fleet: &RunId, nodes: &[String], image: &str, kubeconfig: &str) 
     json!({"apiVersion": "v1", "kind": "List", "items": items})
 }
 
-/// The shell script a runner pod's `kubectl exec` runs (busybox `sh`; the node, fleet id
-/// and binary's name come as `$1 $2 $3`, never interpolated).
-const AGENT_SCRIPT: &str = r#"set -e
-node=$1 fleet=$2 exe=$3
-mkdir -p "/host$4" "/host$5"
-if [ ! -x "/host$4/$exe" ]; then
-  cp /isobench "/host$4/$exe.$fleet"
-  mv "/host$4/$exe.$fleet" "/host$4/$exe"
-fi
-# The run's controller is no tenant: in the pod's CPU cgroup (a share of 2 beside a busy
-# tenant's 1024) it would starve; it takes the node's root CPU cgroup, as a host agent has.
-for c in /host/sys/fs/cgroup/cpu,cpuacct /host/sys/fs/cgroup/cpu; do
-  if [ -w "$c/tasks" ]; then echo $$ > "$c/tasks" && break; fi
-done
-kc="$5/$fleet.kubeconfig"
-(umask 077 && cp "$6/kubeconfig" "/host$kc")
-set +e
-env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-  KUBECONFIG="$kc" ISOBENCH_K8S_NODE="$node" \
-  chroot /host "$4/$exe" agent --runner --db "$4/results.db"
-rc=$?
-# The agent ends when its stream does (the coordinator is done, or gone): the credentials
-# go with it.
-rm -f "/host$kc"
-exit $rc
-"#;
+/// Runs `argv` in the runner pod on `node` (`kubectl exec`, an argument vector: no shell).
+fn exec_in(k: &Kubectl, fleet: &RunId, node: &str, argv: &[&str]) -> Result<String> {
+    let ns = fleet_namespace(fleet);
+    let pod = runner_pod(node);
+    let mut a = vec!["exec", "-n", &ns, &pod, "-c", CONTAINER, "--"];
+    a.extend_from_slice(argv);
+    k.run(&a, None, Duration::from_secs(120))
+}
 
-/// kubectl's arguments that start the host agent of the runner on `node`, on the exec
-/// stream's standard input and output. `exe` names the binary on the node
-/// (`isobench-<version and hash>`, so nodes keep one copy per build).
+/// Prepares the node for its runner's agent: the image's static isobench copied to
+/// `RUNNER_DIR/exe` (once per build: `exe` is `isobench-<version and hash>`), and the
+/// coordinator's kubeconfig to `RUNNER_RUN_DIR/<fleet>.kubeconfig` (mode 400, as the Secret).
+pub fn prepare_node(k: &Kubectl, fleet: &RunId, node: &str, exe: &str) -> Result<()> {
+    let (dir, run_dir) = (
+        format!("/host{RUNNER_DIR}"),
+        format!("/host{RUNNER_RUN_DIR}"),
+    );
+    exec_in(k, fleet, node, &["/bin/mkdir", "-p", &dir, &run_dir])?;
+    let target = format!("{dir}/{exe}");
+    if exec_in(k, fleet, node, &["/bin/test", "-x", &target]).is_err() {
+        // Copied under a name of this fleet's, then renamed: another fleet's runner never
+        // runs a half-copied binary.
+        let part = format!("{target}.{fleet}");
+        exec_in(k, fleet, node, &["/bin/cp", IMAGE_EXE, &part])?;
+        exec_in(k, fleet, node, &["/bin/mv", "-f", &part, &target])?;
+    }
+    let kc = format!("{run_dir}/{fleet}.kubeconfig");
+    let secret = format!("{SECRET_DIR}/kubeconfig");
+    exec_in(k, fleet, node, &["/bin/cp", &secret, &kc])?;
+    exec_in(k, fleet, node, &["/bin/chmod", "400", &kc])
+        .with_context(|| format!("preparing node {node} for its runner"))?;
+    Ok(())
+}
+
+/// kubectl's arguments that start the host agent of the runner on `node` (prepared by
+/// [`prepare_node`]) on the exec stream's standard input and output: busybox `env` with a
+/// clean environment, then `chroot /host` and the binary, as an argument vector.
 pub fn agent_argv(k: &Kubectl, fleet: &RunId, node: &str, exe: &str) -> Vec<String> {
     let mut a = k.global_args();
+    let kubeconfig = format!("KUBECONFIG={RUNNER_RUN_DIR}/{fleet}.kubeconfig");
+    let node_var = format!("{ENV_NODE}={node}");
+    let bin = format!("{RUNNER_DIR}/{exe}");
+    let db = format!("{RUNNER_DIR}/results.db");
     a.extend(
         [
             "exec",
@@ -166,20 +178,22 @@ pub fn agent_argv(k: &Kubectl, fleet: &RunId, node: &str, exe: &str) -> Vec<Stri
             "-c",
             CONTAINER,
             "--",
-            "/bin/sh",
-            "-c",
-            AGENT_SCRIPT,
-            "sh",
-            node,
-            fleet.as_str(),
-            exe,
-            RUNNER_DIR,
-            RUNNER_RUN_DIR,
-            SECRET_DIR,
+            "/bin/env",
+            "-i",
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME=/root",
+            &kubeconfig,
+            &node_var,
+            "/bin/chroot",
+            "/host",
+            &bin,
+            "agent",
+            "--runner",
+            "--db",
+            &db,
         ]
         .map(str::to_string),
     );
-    debug_assert!(IMAGE_EXE == "/isobench", "the script copies /isobench");
     a
 }
 
@@ -188,6 +202,31 @@ pub fn agent_command(k: &Kubectl, fleet: &RunId, node: &str, exe: &str) -> Comma
     let mut c = Command::new(k.bin());
     c.args(agent_argv(k, fleet, node, exe));
     c
+}
+
+/// For a runner's agent started in its pod: moves this process into the node's root CPU
+/// cgroup (cgroup v1), as a host agent has. The run's controller is no tenant: in the
+/// pod's CPU cgroup (a share of 2 beside a busy tenant's 1024) it would starve. Its other
+/// cgroups stay the pod's, so deleting the pod still ends it. Does nothing outside a pod or
+/// on cgroup v2.
+pub fn leave_pod_cpu_cgroup() -> Result<()> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
+    let in_pod = own.lines().any(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctrl, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
+        ctrl.split(',').any(|c| c == "cpu") && path.contains("kubepods")
+    });
+    if !in_pod {
+        return Ok(());
+    }
+    for dir in ["/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"] {
+        let procs = Path::new(dir).join("cgroup.procs");
+        if procs.exists() {
+            return std::fs::write(&procs, std::process::id().to_string())
+                .with_context(|| format!("moving the runner's agent to {}", procs.display()));
+        }
+    }
+    Ok(())
 }
 
 /// Waits until the runner pod on `node` runs; why not otherwise (the pod's own reason: an
@@ -440,8 +479,10 @@ mod tests {
         let k = Kubectl::with_paths("/bin/kubectl".into(), "/k.conf".into());
         let a = agent_argv(&k, &fleet, "node-a; rm -rf /", "isobench-1");
         assert_eq!(a[0], "--kubeconfig");
-        let script = a.iter().position(|s| s == AGENT_SCRIPT).unwrap();
-        assert_eq!(a[script + 2], "node-a; rm -rf /");
-        assert!(AGENT_SCRIPT.contains("chroot /host"));
+        assert!(a.contains(&"ISOBENCH_K8S_NODE=node-a; rm -rf /".to_string()));
+        let chroot = a.iter().position(|s| s == "/bin/chroot").unwrap();
+        assert_eq!(a[chroot + 1], "/host");
+        assert_eq!(a[chroot + 2], "/var/lib/isobench/runner/isobench-1");
+        assert!(a.contains(&"KUBECONFIG=/run/isobench/runner/1f2e3d4c.kubeconfig".to_string()));
     }
 }

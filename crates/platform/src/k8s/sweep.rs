@@ -38,14 +38,15 @@ pub(crate) fn sweep(filter: &mut dyn RunFilter, report: &mut CleanupReport) {
     let Ok(v) = serde_json::from_str::<Value>(&out) else {
         return;
     };
-    let active: std::collections::BTreeSet<String> = v["items"]
+    // The namespaces that stay (not going, not deleted below): a runner's kubeconfig copy
+    // whose fleet namespace is not among them is removed after the loop.
+    let mut kept: std::collections::BTreeSet<String> = v["items"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|ns| ns["status"]["phase"].as_str() != Some("Terminating"))
         .filter_map(|ns| ns["metadata"]["name"].as_str().map(str::to_string))
         .collect();
-    super::runner::sweep_credentials(&active, listed_at, report);
     let freezer = CgroupFs::detect()
         .ok()
         .and_then(|fs| fs.hierarchy_of(Controller::Freezer).map(|h| h.root.clone()));
@@ -101,10 +102,14 @@ pub(crate) fn sweep(filter: &mut dyn RunFilter, report: &mut CleanupReport) {
                 )
             });
         match deleted {
-            Ok(_) => report.ok(ObjectKind::Namespace, name, &run),
+            Ok(_) => {
+                kept.remove(name);
+                report.ok(ObjectKind::Namespace, name, &run)
+            }
             Err(e) => report.fail(ObjectKind::Namespace, name, &run, e),
         }
     }
+    super::runner::sweep_credentials(&kept, listed_at, report);
 }
 
 /// Thaws the pods of namespace `ns` that a killed run left frozen (the on/off design), so
