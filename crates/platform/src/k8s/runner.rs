@@ -33,6 +33,7 @@ use serde_json::{json, Value};
 use super::kubectl::Kubectl;
 use super::tenant::RUN_LABEL;
 use super::{host_label, pod_name, HOST_LABEL};
+use crate::cgroup::{CgroupFs, CgroupVersion, Controller};
 use crate::cleanup::{CleanupReport, ObjectKind};
 use crate::oci::image::IMAGE_EXE;
 use crate::run::RunId;
@@ -210,23 +211,25 @@ pub fn agent_command(k: &Kubectl, fleet: &RunId, node: &str, exe: &str) -> Comma
 /// cgroups stay the pod's, so deleting the pod still ends it. Does nothing outside a pod or
 /// on cgroup v2.
 pub fn leave_pod_cpu_cgroup() -> Result<()> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").context("reading /proc/self/cgroup")?;
-    let in_pod = own.lines().any(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, ctrl, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
-        ctrl.split(',').any(|c| c == "cpu") && path.contains("kubepods")
-    });
+    let fs = CgroupFs::detect()?;
+    if fs.version() != CgroupVersion::V1 {
+        return Ok(());
+    }
+    let Some(cpu) = fs.hierarchy_of(Controller::Cpu) else {
+        return Ok(());
+    };
+    let own = procfs::process::Process::myself()
+        .and_then(|p| p.cgroups())
+        .context("reading this process's cgroups")?;
+    let in_pod = own
+        .into_iter()
+        .any(|g| g.controllers.iter().any(|c| c == "cpu") && g.pathname.contains("kubepods"));
     if !in_pod {
         return Ok(());
     }
-    for dir in ["/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"] {
-        let procs = Path::new(dir).join("cgroup.procs");
-        if procs.exists() {
-            return std::fs::write(&procs, std::process::id().to_string())
-                .with_context(|| format!("moving the runner's agent to {}", procs.display()));
-        }
-    }
-    Ok(())
+    let procs = cpu.root.join("cgroup.procs");
+    std::fs::write(&procs, std::process::id().to_string())
+        .with_context(|| format!("moving the runner's agent to {}", procs.display()))
 }
 
 /// Waits until the runner pod on `node` runs; why not otherwise (the pod's own reason: an
