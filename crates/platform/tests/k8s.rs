@@ -42,13 +42,13 @@ fn cluster_or_skip(test: &str) -> bool {
         return false;
     }
     if let Some(why) = std::env::var_os(SKIP_ENV) {
-        common::skip(test, &why.to_string_lossy());
+        common::skip("k8s", test, &why.to_string_lossy());
         return false;
     }
     match k8s::available() {
         Ok(()) => true,
         Err(e) => {
-            common::skip(test, &e.to_string());
+            common::skip("k8s", test, &e.to_string());
             false
         }
     }
