@@ -174,7 +174,23 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
     let client = ClientAddr::of(req.extensions()).0;
     match check(&app, client, req.method(), req.uri().path(), req.headers()) {
         Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
+        Err(e) => {
+            // A wrong login cookie (one of a server that has since changed its token) is
+            // removed, so a browser tab does not keep counting against its address.
+            let stale = e.status == StatusCode::UNAUTHORIZED
+                && bearer(req.headers()).is_none()
+                && cookie(req.headers(), COOKIE).is_some();
+            let mut resp = e.into_response();
+            if stale {
+                resp.headers_mut().append(
+                    header::SET_COOKIE,
+                    HeaderValue::from_static(
+                        "isobench_token=; Max-Age=0; HttpOnly; SameSite=Strict; Path=/",
+                    ),
+                );
+            }
+            resp
+        }
     }
 }
 

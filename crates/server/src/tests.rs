@@ -698,6 +698,21 @@ async fn repeated_wrong_tokens_are_answered_429_with_retry_after() {
             "{body}"
         );
     }
+    // A wrong cookie is answered 401 and cleared, so a browser stops sending it.
+    let req = from(
+        "203.0.113.9",
+        get("/api/v1/jobs")
+            .header(header::COOKIE, "isobench_token=from-an-earlier-server")
+            .body(Body::empty())
+            .unwrap(),
+    );
+    let resp = router(app.clone()).oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let cleared = resp.headers()[header::SET_COOKIE].to_str().unwrap();
+    assert!(
+        cleared.starts_with("isobench_token=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
     // The owner, elsewhere, is not locked out.
     let (s, _) = call(&app, login_req("198.51.100.5", TOKEN)).await;
     assert_eq!(s, StatusCode::NO_CONTENT);

@@ -17,8 +17,9 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Wrong tokens an address may send before it has to wait.
-pub const FREE_FAILURES: u32 = 5;
+/// Wrong tokens an address may send before it has to wait (room for a browser tab that
+/// still sends the cookie of an earlier token, and a few typos).
+pub const FREE_FAILURES: u32 = 10;
 /// The first wait, after [`FREE_FAILURES`] wrong tokens.
 pub const FIRST_WAIT: Duration = Duration::from_secs(1);
 /// The longest wait.
