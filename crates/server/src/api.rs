@@ -328,8 +328,9 @@ pub struct CompareQuery {
     pub runs: String,
 }
 
-/// The run ids of `?runs=`: each checked, each named once, at most [`MAX_COMPARE_RUNS`]
-/// (400 otherwise, before any run is read).
+/// The run ids of `?runs=`: each checked, at most [`MAX_COMPARE_RUNS`] (400 otherwise), each
+/// named once (422: the query is well-formed, but a run compared with itself means
+/// nothing); all before any run is read.
 pub fn compare_ids(runs: &str) -> Result<Vec<String>, ApiError> {
     let mut ids: Vec<String> = Vec::new();
     for id in runs.split(',').map(str::trim) {
@@ -340,7 +341,7 @@ pub fn compare_ids(runs: &str) -> Result<Vec<String>, ApiError> {
         }
         check_run_id(id)?;
         if ids.iter().any(|i| i == id) {
-            return Err(ApiError::bad_request(format!(
+            return Err(ApiError::unprocessable(format!(
                 "runs=: run {id} is named twice; a run compared with itself shows no \
                  difference: name each run once, and at least two different runs"
             )));
@@ -368,7 +369,8 @@ pub struct Comparison {
 /// `GET /api/v1/compare`.
 #[utoipa::path(get, path = "/api/v1/compare", tag = "runs", params(CompareQuery),
     responses((status = 200, body = Comparison), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "a run is named twice")))]
 pub async fn compare(
     State(app): AppState,
     Query(q): Query<CompareQuery>,

@@ -839,12 +839,12 @@ async fn compare_api_caps_and_dedups_runs() {
     let ask = |runs: String| get(&format!("/api/v1/compare?runs={runs}")).body(Body::empty());
     let thousand = vec!["20261125-000000-abcd"; 1000].join(",");
     let (s, body) = call(&app, ask(thousand).unwrap()).await;
-    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let e = body["error"].as_str().unwrap();
     assert!(e.contains("named twice"), "{e}");
 
     let (s, body) = call(&app, ask("r-1,r-1".into()).unwrap()).await;
-    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         body["error"]
             .as_str()
