@@ -63,6 +63,7 @@ mod hostagent;
 mod hostsrun;
 mod live;
 mod nodesrun;
+mod outfile;
 mod output;
 mod slot;
 mod tenant;

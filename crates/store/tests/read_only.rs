@@ -246,7 +246,7 @@ fn a_directory_is_not_a_usable_database() {
         );
         let msg = err.to_string();
         assert!(
-            msg.contains("is a directory") && msg.contains("isobench.sqlite"),
+            msg.contains("is a directory") && msg.contains("isobench.db"),
             "{msg}"
         );
     }
