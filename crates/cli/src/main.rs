@@ -96,6 +96,10 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Man(a) => cmd_docs::man(&a),
         args::Command::Memcheck(a) => cmd_run::memcheck(&a),
         args::Command::Netserve(a) => cmd_netserve::run(&a),
+        args::Command::ContainerInit(a) => {
+            let code = isobench_platform::oci::init::run_own_init(&a.command)?;
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)))
+        }
         args::Command::Serve(a) => {
             cmd_serve::run(&a, own_exe().context("locating the isobench binary")?)
         }

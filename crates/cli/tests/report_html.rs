@@ -538,7 +538,10 @@ fn browser_python() -> Option<std::ffi::OsString> {
             std::env::var("CI").map_or(true, |v| v.is_empty() || v == "false"),
             "CI must run the browser test: scripts/test sets ISOBENCH_BROWSER_PYTHON"
         );
-        eprintln!("skipping the browser check: ISOBENCH_BROWSER_PYTHON is not set (scripts/test sets it up)");
+        common::skip(
+            "browser",
+            "ISOBENCH_BROWSER_PYTHON is not set (scripts/test sets it up)",
+        );
     }
     python
 }

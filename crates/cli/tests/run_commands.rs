@@ -389,7 +389,7 @@ fn a_locked_database_fails_clearly_and_loses_nothing() {
 #[test]
 fn tiny_matrix_on_cgroup_lands_in_sqlite() {
     if let Some(why) = cgroup_missing(&["cpu"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -514,7 +514,7 @@ name = "net-tx"
 #[test]
 fn null_preset_runs_and_reports_its_false_positive_share() {
     if let Some(why) = cgroup_missing(&["cpu"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let preset = isobench_experiment::scenario::preset("null").expect("built in");

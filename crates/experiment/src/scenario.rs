@@ -349,7 +349,7 @@ pub struct RepetitionPolicy {
     #[serde(default)]
     pub correction: isobench_stats::Correction,
     /// Wall time after which no new round starts when the last one would overrun it (the
-    /// cells still wide are flagged); `None`: rounds run up to `max`.
+    /// cells still wide are counted as such); `None`: rounds run up to `max`.
     #[serde(default)]
     pub max_time: Option<Duration>,
 }

@@ -409,22 +409,32 @@ fn tool_version(prog: &str, args: &[&str]) -> Result<String> {
 /// image is built from (the static isobench binary and a static busybox).
 fn oci_checks() -> Vec<Check> {
     use crate::oci::{image, Engine};
-    let engine = |e: Result<Engine, crate::oci::EngineUnavailable>| -> Result<String> {
-        let e = e.map_err(|u| anyhow!("{u}"))?;
-        Ok(e.describe())
-    };
-    vec![
-        Check::new(
-            "platform oci",
-            crate::oci::available()
-                .map_err(|e| anyhow!("{e}"))
-                .and_then(|()| {
-                    let e = Engine::detect(None).map_err(|u| anyhow!("{u}"))?;
-                    Ok(format!("containers with {} (by default)", e.kind()))
-                }),
-        ),
-        Check::new("docker", engine(Engine::docker())),
-        Check::new("podman", engine(Engine::podman())),
+    let mut checks = vec![Check::new(
+        "platform oci",
+        crate::oci::available()
+            .map_err(|e| anyhow!("{e}"))
+            .and_then(|()| {
+                let e = Engine::detect(None).map_err(|u| anyhow!("{u}"))?;
+                Ok(format!("containers with {} (by default)", e.kind()))
+            }),
+    )];
+    // Each engine, and the init its containers start with (the engine's, the host's
+    // catatonit, tini or dumb-init, or isobench's own).
+    for (name, found) in [("docker", Engine::docker()), ("podman", Engine::podman())] {
+        match found {
+            Ok(e) => {
+                checks.push(Check::new(name, Ok(e.describe())));
+                let init = crate::oci::InitRequest::from_option_or_env(None)
+                    .and_then(|r| crate::oci::init::for_engine(&e, &r));
+                checks.push(Check::new(
+                    format!("{name} init"),
+                    init.map(|i| format!("containers start with {i}")),
+                ));
+            }
+            Err(u) => checks.push(Check::new(name, Err(anyhow!("{u}")))),
+        }
+    }
+    checks.extend([
         Check::new(
             "static isobench",
             crate::staticexe::find()
@@ -434,7 +444,8 @@ fn oci_checks() -> Vec<Check> {
             "static busybox",
             image::find_busybox().map(|p| format!("{} (the images' shell and tools)", p.display())),
         ),
-    ]
+    ]);
+    checks
 }
 
 fn kvm_check() -> Result<String> {

@@ -16,11 +16,13 @@
 mod engine;
 pub(crate) mod exec;
 pub mod image;
+pub mod init;
 mod sweep;
 mod tenant;
 
 pub use engine::{Engine, EngineKind, EngineUnavailable, DEFAULT_DOCKER_HOST};
 pub use image::ImageSource;
+pub use init::{Init, InitRequest};
 pub use tenant::{RUN_LABEL, TENANT_LABEL};
 
 use std::collections::BTreeSet;
@@ -123,6 +125,8 @@ pub struct OciPlatform {
     host: HostInfo,
     fs: CgroupFs,
     source: ImageSource,
+    /// The containers' first process: the engine's init, the host's, or isobench's own.
+    init: Init,
     image: Mutex<Option<String>>,
     net: Arc<RunNet>,
     names: BTreeSet<String>,
@@ -152,6 +156,9 @@ impl OciPlatform {
                 .filter(|e| !e.trim().is_empty())
         });
         let engine = Engine::detect(choice.as_deref()).map_err(|e| unavailable(e.why, e.fix))?;
+        let init = InitRequest::from_option_or_env(opts.oci_init.as_deref())
+            .and_then(|r| init::for_engine(&engine, &r))
+            .map_err(|e| unavailable(format!("{e:#}"), "see `isobench doctor`"))?;
         let fs = CgroupFs::detect().map_err(|e| {
             unavailable(format!("{e:#}"), "mount cgroupfs (the engine needs it too)")
         })?;
@@ -170,6 +177,7 @@ impl OciPlatform {
             host,
             fs,
             source,
+            init,
             image: Mutex::new(None),
             names: BTreeSet::new(),
             workdir_root: opts.workdir_root,
@@ -180,6 +188,11 @@ impl OciPlatform {
     /// The engine in use.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The containers' init.
+    pub fn init(&self) -> &Init {
+        &self.init
     }
 
     /// The agent image's tag, built and imported the first time it is missing.
@@ -202,7 +215,7 @@ impl OciPlatform {
         workdir: &std::path::Path,
         device: Option<&BlockDevice>,
     ) -> Result<Vec<String>> {
-        let mut a: Vec<String> = ["-d", "--init", "--name", object, "--hostname", &spec.name]
+        let mut a: Vec<String> = ["-d", "--name", object, "--hostname", &spec.name]
             .map(String::from)
             .to_vec();
         let label = |k: &str, v: &str| ["--label".to_string(), format!("{k}={v}")];
@@ -388,8 +401,9 @@ impl Platform for OciPlatform {
 
     fn describe(&self) -> String {
         format!(
-            "oci: {}, image {}; {}",
+            "oci: {}, init {}, image {}; {}",
             self.engine.describe(),
+            self.init,
             self.image
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -424,9 +438,11 @@ impl Platform for OciPlatform {
         let workdir = parent.join(&object);
         let mut args = vec!["run".to_string()];
         args.extend(self.run_args(&object, spec, &limits, &workdir, device.as_ref())?);
+        // The container's own process: an init (reaping orphans) over a sleeper.
+        let (init_args, command) = self.init.wrap(self.engine.kind(), &["sleep", "2147483647"]);
+        args.extend(init_args);
         args.push(image);
-        // The container's own process: the engine's init (reaping orphans) over a sleeper.
-        args.extend(["sleep".to_string(), "2147483647".to_string()]);
+        args.extend(command);
 
         // ---- Creation, undone step by step on error. ----
         self.run.record_workdir_parent(&parent)?;
