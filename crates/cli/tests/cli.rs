@@ -292,7 +292,7 @@ fn presets_state_each_budget_from_the_scenario() {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    for (name, budget) in [("quick", "5.0m"), ("null", "5.0m"), ("standard", "14.0m")] {
+    for (name, budget) in [("quick", "5m"), ("null", "5m"), ("standard", "14m")] {
         let b = block(name);
         assert!(
             b.contains(&format!(

@@ -640,7 +640,11 @@ pub fn fmt_duration(d: Duration) -> String {
         }
     } else {
         let m = d.as_secs_f64() / 60.0;
-        format!("{m:.1}m")
+        if (m - m.round()).abs() < 1e-9 {
+            format!("{}m", m.round())
+        } else {
+            format!("{m:.1}m")
+        }
     }
 }
 

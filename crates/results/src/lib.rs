@@ -13,6 +13,7 @@ pub mod cross;
 mod design;
 mod document;
 pub mod fleet;
+pub mod latency;
 mod matrix;
 mod view;
 

@@ -96,7 +96,7 @@ pub fn available() -> Result<(), PlatformError> {
             "run it as root",
         ));
     }
-    Engine::detect(None).map_err(|e| unavailable(e.why, e.fix))?;
+    Engine::detect(engine_choice(None).as_deref()).map_err(|e| unavailable(e.why, e.fix))?;
     ImageSource::find().map_err(|e| {
         unavailable(
             format!("the agent's image cannot be built: {e:#}"),
@@ -104,6 +104,16 @@ pub fn available() -> Result<(), PlatformError> {
         )
     })?;
     Ok(())
+}
+
+/// The engine asked for: `option` (the platform's options), else [`ENV_ENGINE`]; `None`
+/// lets [`Engine::detect`] choose (Docker when a daemon answers, else Podman).
+pub fn engine_choice(option: Option<&str>) -> Option<String> {
+    option.map(str::to_string).or_else(|| {
+        std::env::var(ENV_ENGINE)
+            .ok()
+            .filter(|e| !e.trim().is_empty())
+    })
 }
 
 fn build(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Platform>> {
@@ -150,11 +160,7 @@ impl OciPlatform {
             )
             .into());
         }
-        let choice = opts.oci_engine.clone().or_else(|| {
-            std::env::var(ENV_ENGINE)
-                .ok()
-                .filter(|e| !e.trim().is_empty())
-        });
+        let choice = engine_choice(opts.oci_engine.as_deref());
         let engine = Engine::detect(choice.as_deref()).map_err(|e| unavailable(e.why, e.fix))?;
         let init = InitRequest::from_option_or_env(opts.oci_init.as_deref())
             .and_then(|r| init::for_engine(&engine, &r))
