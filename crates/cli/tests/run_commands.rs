@@ -132,7 +132,7 @@ fn run_then_runs_show_and_export_agree() {
     assert_eq!(text(&show.stdout), table, "show prints what run printed");
 
     for (format, check) in [
-        ("json", "\"schema_version\": 4"),
+        ("json", "\"schema_version\": 5"),
         ("csv", "run,tenant,role,probe,metric"),
         ("md", "## Degradation of victim `victim`"),
     ] {
