@@ -277,8 +277,14 @@ fn distribution(
         (Role::Reference, _) => (
             format!("baseline paired with {cond}"),
             format!(
-                "the {n} baseline trial(s) the paired estimate compared with its {cond} \
-                 trials, each the one next to its contended trial in time{by}"
+                "the {n} baseline trial(s) the paired estimate compared with its {} {cond} \
+                 trial(s), each the one next to its contended trial in time{by}{}",
+                s.trials.len(),
+                if (n as usize) < s.trials.len() {
+                    " (a baseline trial paired with several is pooled once)"
+                } else {
+                    ""
+                }
             ),
         ),
         (Role::Contended, Some(Design::OnOff)) => (
