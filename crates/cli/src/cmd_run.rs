@@ -272,6 +272,7 @@ pub fn store_error(e: StoreError) -> anyhow::Error {
     match e {
         StoreError::NewerSchema { .. }
         | StoreError::NotADatabase { .. }
+        | StoreError::NoDirectory { .. }
         | StoreError::ReadOnly { .. }
         | StoreError::NeedsMigration { .. }
         | StoreError::UnreadableLog { .. }

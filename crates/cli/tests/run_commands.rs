@@ -131,8 +131,12 @@ fn run_then_runs_show_and_export_agree() {
     assert_eq!(code(&show), 0);
     assert_eq!(text(&show.stdout), table, "show prints what run printed");
 
+    let schema = format!(
+        "\"schema_version\": {}",
+        isobench_results::RESULTS_SCHEMA_VERSION
+    );
     for (format, check) in [
-        ("json", "\"schema_version\": 5"),
+        ("json", schema.as_str()),
         ("csv", "run,tenant,role,probe,metric"),
         ("md", "## Degradation of victim `victim`"),
     ] {

@@ -244,6 +244,24 @@ fn db_that_is_a_directory_names_the_fix() {
     }
 }
 
+#[test]
+fn db_in_a_missing_directory_names_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "tiny.toml", TINY);
+    let db = dir.path().join("no-such-dir").join("r.db");
+    let out = fake()
+        .args(["run", &f, "-q", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("there is no directory") && e.contains("no-such-dir") && e.contains("create it"),
+        "{e}"
+    );
+}
+
 /// Regression: a truncated database gave "database disk image is malformed" twice, with no
 /// fix, and exit code 1 where a file that is not SQLite gave 2.
 #[test]

@@ -23,6 +23,19 @@ pub enum StoreError {
         /// What it is instead, and what to do.
         why: Unusable,
     },
+    /// A new database was asked for in a directory that does not exist.
+    #[error(
+        "there is no directory {} for the isobench database {}; create it, or pass --db a file \
+         in an existing directory",
+        dir.display(),
+        path.display()
+    )]
+    NoDirectory {
+        /// The database file.
+        path: PathBuf,
+        /// Its directory, missing.
+        dir: PathBuf,
+    },
     /// A write was refused because the database is read-only: the store was opened for
     /// reading, or the file, its directory or its file system does not take writes.
     #[error(

@@ -259,6 +259,16 @@ impl Store {
         let path = path.as_ref().to_path_buf();
         check_not_directory(&path)?;
         check_length(&path)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let special =
+                path.as_os_str() == ":memory:" || path.to_string_lossy().starts_with("file:");
+            if !special && !dir.is_dir() {
+                return Err(StoreError::NoDirectory {
+                    path: path.clone(),
+                    dir: dir.to_path_buf(),
+                });
+            }
+        }
         create_private(&path);
         let db = DbFile {
             path: path.clone(),
