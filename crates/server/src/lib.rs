@@ -151,7 +151,8 @@ pub fn check_listen(listen: SocketAddr, token: Option<&str>) -> Result<(), Confi
         api::Session, api::PresetInfo, api::Login, api::RunList, api::Comparison,
         api::JobList, api::NewJob, api::Move, api::ExportFormat, app::PlatformInfo, app::RunEvent,
         error::ErrorBody, error::Problem, queue::Job, queue::JobSpec, queue::JobState,
-        queue::Progress, results::RunView, results::RunDetail, results::Headline
+        queue::Progress, results::RunView, results::RunDetail, results::Headline,
+        results::ResourceHeadline
     )),
     modifiers(&Security),
     security((), ("bearer" = []), ("cookie" = []))
