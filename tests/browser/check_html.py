@@ -11,7 +11,13 @@ For each file this checks:
   `<svg>`; the svg has a non-zero box and at least one element of class `mark` of non-zero
   size, and at least one mark carries a `<title>` child (the exact value on hover);
 - the page has a `<table>`, and with JavaScript off the same tables are there with data rows;
-- a `@media print` rule in a `<style>`, and with print media emulated the tables still show.
+- a `@media print` rule in a `<style>`, and with print media emulated the tables still show;
+- a run's report opens with its verdict: when the page has `#verdict`, it is the first
+  section of the page, starts within the first screen, and lies above the run's metadata
+  (`#run`);
+- no two legend entries of a chart (`svg .key`: swatches and names) overlap, and each lies
+  inside its svg;
+- no heading or chart caption says a word twice in a row ("Victim victim").
 
 It saves a full-page screenshot of each file into the screenshots folder, prints one line per
 file, and exits 1 when any file failed (2 on a usage error).
@@ -93,6 +99,53 @@ PRINT_RULE_JS = """
     (r.cssRules ? walk(r.cssRules) : false));
   return walk(sheet.cssRules);
 })
+"""
+
+
+# Where the verdict and the run's metadata start, and which section comes first.
+LAYOUT_JS = """
+() => {
+  const top = (sel) => {
+    const el = document.querySelector(sel);
+    return el ? el.getBoundingClientRect().top + window.scrollY : null;
+  };
+  const first = document.querySelector('main h2');
+  return {verdict: top('#verdict'), run: top('#run'), first: first ? first.id : null};
+}
+"""
+
+# Legend entries of each chart that overlap one another or leave their svg.
+LEGENDS_JS = """
+() => {
+  const out = [];
+  document.querySelectorAll('figure.chart').forEach((fig, i) => {
+    const svg = fig.querySelector('svg');
+    if (!svg) return;
+    const id = fig.dataset.chart || `#${i + 1}`;
+    const box = svg.getBoundingClientRect();
+    const keys = [...svg.querySelectorAll('.key, text.legend')]
+      .map((t) => [t, t.getBoundingClientRect()]);
+    const name = (t) => t.textContent || 'a colour swatch';
+    keys.forEach(([t, r], a) => {
+      if (r.left < box.left - 0.5 || r.right > box.right + 0.5)
+        out.push(`chart ${id}: legend entry "${name(t)}" leaves its svg`);
+      keys.slice(a + 1).forEach(([u, q]) => {
+        const x = Math.min(r.right, q.right) - Math.max(r.left, q.left);
+        const y = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+        if (x > 0.5 && y > 0.5)
+          out.push(`chart ${id}: legend entries "${name(t)}" and "${name(u)}" overlap`);
+      });
+    });
+  });
+  return out;
+}
+"""
+
+# Headings and chart captions that say a word twice in a row.
+REPEATS_JS = """
+() => [...document.querySelectorAll('h1, h2, h3, h4, figcaption, caption')]
+  .map((h) => h.textContent.trim())
+  .filter((t) => /\\b(\\w+)\\s+\\1\\b/i.test(t))
 """
 
 
@@ -193,6 +246,32 @@ def check_tables(page: Page, result: FileResult) -> list[int]:
     return rows
 
 
+def check_layout(page: Page, result: FileResult) -> None:
+    """A report with a verdict opens with it: first section, on the first screen, above the
+    run's metadata."""
+    at = page.evaluate(LAYOUT_JS)
+    if at["verdict"] is None:
+        return
+    if at["first"] != "verdict":
+        result.problems.append(
+            f"the report does not open with its verdict: the first section is #{at['first']}")
+    if at["verdict"] >= VIEWPORT["height"]:
+        result.problems.append(
+            f"the verdict starts {at['verdict']:.0f} px down, below the first screen "
+            f"({VIEWPORT['height']} px)")
+    if at["run"] is not None and at["run"] <= at["verdict"]:
+        result.problems.append(
+            f"the run's metadata (#run, {at['run']:.0f} px) comes before the verdict "
+            f"({at['verdict']:.0f} px)")
+
+
+def check_text(page: Page, result: FileResult) -> None:
+    """Legends that overlap or leave their chart, and headings that repeat a word."""
+    result.problems.extend(page.evaluate(LEGENDS_JS))
+    for heading in page.evaluate(REPEATS_JS):
+        result.problems.append(f'a heading repeats a word: "{heading}"')
+
+
 def check_without_js(browser: Browser, url: str, rows_with_js: list[int],
                      result: FileResult) -> None:
     """With JavaScript off the same tables are there, each with data rows."""
@@ -251,6 +330,8 @@ def check_file(browser: Browser, path: Path, shots: Path, taken: set[Path]) -> F
         result.screenshot = screenshot_path(shots, path, taken)
         page.screenshot(path=str(result.screenshot), full_page=True)
         check_charts(page, result)
+        check_layout(page, result)
+        check_text(page, result)
         rows = check_tables(page, result)
         check_print(page, result)
     except Error as err:

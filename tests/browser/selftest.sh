@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the checker: tests/browser/check_html.py must pass fixtures/good.html and fail
-# fixtures/bad.html, naming each of its three faults (a console error, a chart with no marks,
-# a request to the network).
+# fixtures/bad.html, naming each of its six faults (a console error, a chart with no marks,
+# a request to the network, the verdict after the run's metadata, overlapping legend entries,
+# a heading that repeats its word).
 # Usage: tests/browser/selftest.sh [SCREENSHOT_DIR]
 # The python is $ISOBENCH_BROWSER_PYTHON (scripts/test sets it), else the venv scripts/test
 # builds; screenshots go to SCREENSHOT_DIR, else target/browser-screenshots/selftest.
@@ -33,7 +34,11 @@ for expected in \
   "console error (bad.html:" \
   "fixture: this console error must be reported" \
   'chart empty did not draw: no element of class "mark"' \
-  "request to the network (blocked; a report must open offline): http://192.0.2.1/x.png"; do
+  "request to the network (blocked; a report must open offline): http://192.0.2.1/x.png" \
+  "the report does not open with its verdict: the first section is #run" \
+  "the run's metadata (#run," \
+  'chart fine: legend entries "cpu@100" and "cache@100" overlap' \
+  'a heading repeats a word: "Victim victim"'; do
   grep -qF -- "$expected" <<<"$out" || fail "bad.html: the checker did not say: $expected"
 done
 [ -s "$shots/bad.png" ] || fail "no screenshot at $shots/bad.png"

@@ -180,6 +180,11 @@ where
             }
             Line::Line => {
                 if buf.iter().all(u8::is_ascii_whitespace) {
+                    // Before `hello` on a token-protected agent, nothing but `hello` keeps
+                    // the connection: not even blank lines, which could hold it open.
+                    if s.negotiated.is_none() && s.cfg.token.is_some() {
+                        break SessionEnd::Refused("blank line before hello".into());
+                    }
                     continue;
                 }
                 if let Some(end) = s.handle_line(&buf, on_hello) {

@@ -20,8 +20,29 @@ pub fn generate_token() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Shortest token accepted on a non-loopback address.
-pub const MIN_REMOTE_TOKEN_LEN: usize = 16;
+/// Shortest token a TCP agent accepts, on every address (loopback included: any local user
+/// and any web page the machine's browser opens can reach a loopback port).
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Checks that `token` is long enough to be a secret: at least [`MIN_TOKEN_LEN`]
+/// characters, not counting surrounding white space. The error says how long it is (never
+/// what it is) and how to make a good one.
+pub fn check_token_strength(token: &str) -> Result<(), String> {
+    let n = token.trim().chars().count();
+    if n == 0 {
+        return Err(format!(
+            "the token is empty: use at least {MIN_TOKEN_LEN} random characters, e.g. \
+             `head -c 24 /dev/urandom | base64`"
+        ));
+    }
+    if n < MIN_TOKEN_LEN {
+        return Err(format!(
+            "the token has {n} character(s), fewer than the {MIN_TOKEN_LEN} required: use a \
+             random one, e.g. `head -c 24 /dev/urandom | base64`"
+        ));
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {
@@ -41,7 +62,18 @@ mod tests {
         let a = generate_token().unwrap();
         let b = generate_token().unwrap();
         assert_eq!(a.len(), 32);
-        assert!(a.len() >= MIN_REMOTE_TOKEN_LEN);
+        assert!(check_token_strength(&a).is_ok());
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn short_and_empty_tokens_are_weak() {
+        assert!(check_token_strength("0123456789abcdef").is_ok());
+        let e = check_token_strength("abcdef").unwrap_err();
+        assert!(e.contains("6 character") && e.contains("16"), "{e}");
+        assert!(!e.contains("abcdef"), "the token is not echoed: {e}");
+        assert!(check_token_strength("   ").unwrap_err().contains("empty"));
+        // White space around a token does not count.
+        assert!(check_token_strength("  0123456789abcde  ").is_err());
     }
 }

@@ -8,7 +8,12 @@
 //!   stray print from a workload cannot corrupt the protocol stream.
 //! - unix socket: the socket file is created mode 0600; a stale file is replaced, a live one
 //!   is an error.
-//! - TCP: a token is required on any address other than loopback.
+//! - TCP: a token of at least [`MIN_TOKEN_LEN`] characters is required on every address,
+//!   loopback included: a loopback port is open to every local user and to every web page the
+//!   machine's browser shows (a page can send an HTTP request, whose body may hold JSON
+//!   lines, to `127.0.0.1`). Before `hello` has passed, the first line that is not a `hello`
+//!   with the token closes the connection, so nothing in an HTTP request is ever run; a
+//!   refused connection does not end the agent.
 //! - serial: a character device, in practice a VM guest's virtio-serial port whose host end
 //!   is a socket only the controller can open. The agent waits until the host end is
 //!   connected (the port reports hang-up until then), then serves one session on it.
@@ -34,7 +39,7 @@ use anyhow::{bail, Context};
 
 use crate::protocol::{ErrorBody, ErrorCode, Token};
 use crate::server::{run_session, serve_connection, AgentConfig, Failure, SessionEnd};
-use crate::token::MIN_REMOTE_TOKEN_LEN;
+use crate::token::{check_token_strength, MIN_TOKEN_LEN};
 
 /// Environment variable the agent and the controller read the TCP token from, so it does
 /// not show in process listings.
@@ -52,7 +57,7 @@ pub enum Transport {
     /// the name of a virtio-serial port (`isobench.agent`), looked up in
     /// `/sys/class/virtio-ports`.
     Serial(PathBuf),
-    /// TCP at `host:port`; the token is required unless the address is loopback.
+    /// TCP at `host:port`; the token is required on every address.
     Tcp {
         /// `host:port`.
         addr: String,
@@ -167,8 +172,8 @@ pub fn serve_unix(path: impl AsRef<Path>) -> anyhow::Result<SessionEnd> {
     AgentListener::bind_unix(path, AgentConfig::default())?.serve()
 }
 
-/// Serves one session on TCP with the built-in catalogue. `token` may be omitted only on a
-/// loopback address.
+/// Serves one session on TCP with the built-in catalogue. `token` is required (at least
+/// [`MIN_TOKEN_LEN`] characters), on loopback too.
 pub fn serve_tcp(addr: impl ToSocketAddrs, token: Option<String>) -> anyhow::Result<SessionEnd> {
     let config = AgentConfig {
         token: token.map(Token),
@@ -296,8 +301,8 @@ pub struct AgentListener {
 }
 
 impl AgentListener {
-    /// Binds a TCP address. Refuses a non-loopback address without a token of at least
-    /// [`MIN_REMOTE_TOKEN_LEN`] characters, and an empty token anywhere.
+    /// Binds a TCP address. Refuses to, on any address (loopback included), without a token
+    /// of at least [`MIN_TOKEN_LEN`] characters.
     pub fn bind_tcp(addr: impl ToSocketAddrs, config: AgentConfig) -> anyhow::Result<Self> {
         let addrs: Vec<SocketAddr> = addr
             .to_socket_addrs()
@@ -444,24 +449,22 @@ fn is_transient_accept_error(e: &io::Error) -> bool {
     )
 }
 
+/// A TCP agent needs a token on every address: loopback is reachable by every local user
+/// and by any web page open in a browser on this machine.
 fn check_tcp_token(addrs: &[SocketAddr], token: Option<&Token>) -> anyhow::Result<()> {
-    if token.is_some_and(|t| t.0.is_empty()) {
-        bail!("the agent token is empty: pass a real secret (for example 32 random hex digits)");
-    }
-    let remote = addrs.iter().find(|a| !a.ip().is_loopback());
-    if let Some(a) = remote {
-        match token {
-            None => bail!(
-                "refusing to listen on {a} without a token: anything reachable from other hosts \
-                 requires one (pass a token of at least {MIN_REMOTE_TOKEN_LEN} characters, or \
-                 bind 127.0.0.1)"
-            ),
-            Some(t) if t.0.chars().count() < MIN_REMOTE_TOKEN_LEN => bail!(
-                "the agent token is too short for {a}: use at least {MIN_REMOTE_TOKEN_LEN} \
-                 characters"
-            ),
-            Some(_) => {}
-        }
+    let shown = addrs
+        .first()
+        .map_or_else(|| "this address".to_string(), |a| a.to_string());
+    let Some(token) = token else {
+        bail!(
+            "refusing to listen on {shown} without a token: every TCP agent needs one, also on \
+             loopback (local users and web pages can reach it); set {TOKEN_ENV} (or pass \
+             --token) to at least {MIN_TOKEN_LEN} random characters, e.g. `export \
+             {TOKEN_ENV}=$(head -c 24 /dev/urandom | base64)`, or use --unix PATH"
+        );
+    };
+    if let Err(why) = check_token_strength(&token.0) {
+        bail!("the agent token for {shown} is too weak: {why}");
     }
     Ok(())
 }
@@ -471,45 +474,99 @@ enum Conn {
     Unix(UnixStream),
 }
 
+/// What a session needs of a socket: clones for the two halves, a read timeout, shutdown.
+trait Stream: io::Read + io::Write + Send + Sized + 'static {
+    fn try_clone(&self) -> io::Result<Self>;
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()>;
+    fn shutdown(&self) -> io::Result<()>;
+}
+
+impl Stream for TcpStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        TcpStream::try_clone(self)
+    }
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, t)
+    }
+    fn shutdown(&self) -> io::Result<()> {
+        TcpStream::shutdown(self, std::net::Shutdown::Both)
+    }
+}
+
+impl Stream for UnixStream {
+    fn try_clone(&self) -> io::Result<Self> {
+        UnixStream::try_clone(self)
+    }
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, t)
+    }
+    fn shutdown(&self) -> io::Result<()> {
+        UnixStream::shutdown(self, std::net::Shutdown::Both)
+    }
+}
+
+/// The reading half of a connection that has not passed `hello` yet: every read waits at
+/// most until one deadline for the whole handshake, so a peer that trickles a byte at a
+/// time cannot hold the connection open (a read timeout alone restarts on every byte).
+struct Handshake<S> {
+    s: S,
+    deadline: std::time::Instant,
+    passed: Arc<AtomicBool>,
+}
+
+impl<S: Stream> io::Read for Handshake<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !self.passed.load(Ordering::SeqCst) {
+            let left = self
+                .deadline
+                .saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            self.s.set_read_timeout(Some(left))?;
+        }
+        self.s.read(buf)
+    }
+}
+
 impl Conn {
     /// Serves one connection; `Some` when it was the accepted session.
     fn session(self, config: &AgentConfig, taken: &AtomicBool) -> Option<SessionEnd> {
-        let mut won = false;
-        let end = match self {
+        match self {
             Conn::Tcp(s) => {
                 let _ = s.set_nodelay(true);
                 let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(config.handshake_timeout));
-                let (r, w) = match (s.try_clone(), s.try_clone()) {
-                    (Ok(r), Ok(w)) => (r, w),
-                    _ => return None,
-                };
-                let end = run_session(r, w, config, &mut || {
-                    claim(taken, &mut won)?;
-                    let _ = s.set_read_timeout(None);
-                    Ok(())
-                });
-                let _ = s.shutdown(std::net::Shutdown::Both);
-                end
+                serve_stream(s, config, taken)
             }
             Conn::Unix(s) => {
                 let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(config.handshake_timeout));
-                let (r, w) = match (s.try_clone(), s.try_clone()) {
-                    (Ok(r), Ok(w)) => (r, w),
-                    _ => return None,
-                };
-                let end = run_session(r, w, config, &mut || {
-                    claim(taken, &mut won)?;
-                    let _ = s.set_read_timeout(None);
-                    Ok(())
-                });
-                let _ = s.shutdown(std::net::Shutdown::Both);
-                end
+                serve_stream(s, config, taken)
             }
-        };
-        won.then_some(end)
+        }
     }
+}
+
+/// Runs the protocol on one accepted connection; `Some` when it was the accepted session.
+fn serve_stream<S: Stream>(s: S, config: &AgentConfig, taken: &AtomicBool) -> Option<SessionEnd> {
+    let mut won = false;
+    let passed = Arc::new(AtomicBool::new(false));
+    let (r, w) = match (s.try_clone(), s.try_clone()) {
+        (Ok(r), Ok(w)) => (r, w),
+        _ => return None,
+    };
+    let reader = Handshake {
+        s: r,
+        deadline: std::time::Instant::now() + config.handshake_timeout,
+        passed: passed.clone(),
+    };
+    let end = run_session(reader, w, config, &mut || {
+        claim(taken, &mut won)?;
+        passed.store(true, Ordering::SeqCst);
+        let _ = s.set_read_timeout(None);
+        Ok(())
+    });
+    let _ = s.shutdown();
+    won.then_some(end)
 }
 
 /// Takes the one session slot of a listener.
@@ -634,13 +691,19 @@ mod tests {
     #[test]
     fn token_rules() {
         let long = Token("0123456789abcdef".into());
-        let short = Token("abc".into());
-        assert!(check_tcp_token(&addrs("127.0.0.1:0"), None).is_ok());
-        assert!(check_tcp_token(&addrs("[::1]:0"), Some(&short)).is_ok());
-        let e = check_tcp_token(&addrs("0.0.0.0:0"), None).unwrap_err();
-        assert!(e.to_string().contains("without a token"), "{e}");
-        assert!(check_tcp_token(&addrs("0.0.0.0:0"), Some(&short)).is_err());
-        assert!(check_tcp_token(&addrs("0.0.0.0:0"), Some(&long)).is_ok());
-        assert!(check_tcp_token(&addrs("127.0.0.1:0"), Some(&Token(String::new()))).is_err());
+        let short = Token("abcdef".into());
+        for a in ["127.0.0.1:0", "[::1]:0", "0.0.0.0:0"] {
+            let e = check_tcp_token(&addrs(a), None).unwrap_err().to_string();
+            assert!(
+                e.contains("without a token") && e.contains(TOKEN_ENV),
+                "{e}"
+            );
+            let e = check_tcp_token(&addrs(a), Some(&short))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("too weak") && e.contains("6 character"), "{e}");
+            assert!(check_tcp_token(&addrs(a), Some(&Token(String::new()))).is_err());
+            assert!(check_tcp_token(&addrs(a), Some(&long)).is_ok());
+        }
     }
 }

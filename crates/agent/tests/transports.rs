@@ -106,26 +106,134 @@ fn tcp_loopback_with_token() {
 }
 
 #[test]
-fn tcp_loopback_may_go_without_a_token_but_other_addresses_may_not() {
-    let l = AgentListener::bind_tcp("127.0.0.1:0", AgentConfig::default()).unwrap();
-    let addr = l.local_addr();
-    let server = thread::spawn(move || l.serve());
-    let c = AgentClient::connect_tcp("lo", &addr, None).unwrap();
-    c.hello().unwrap();
-    drop(c);
-    assert_eq!(server.join().unwrap().unwrap(), SessionEnd::Eof);
+fn tcp_needs_a_token_of_16_characters_on_every_address_loopback_included() {
+    for addr in ["127.0.0.1:0", "[::1]:0", "0.0.0.0:0"] {
+        if addr.starts_with('[') && std::net::TcpListener::bind(addr).is_err() {
+            continue; // no IPv6 here
+        }
+        let e = AgentListener::bind_tcp(addr, AgentConfig::default())
+            .err()
+            .expect("no token");
+        assert!(e.to_string().contains("without a token"), "{addr}: {e}");
+        let e = AgentListener::bind_tcp(addr, AgentConfig::default().with_token("sixchr"))
+            .err()
+            .expect("a six-character token");
+        assert!(e.to_string().contains("too weak"), "{addr}: {e}");
+        assert!(
+            AgentListener::bind_tcp(addr, AgentConfig::default().with_token(TOKEN)).is_ok(),
+            "{addr}"
+        );
+    }
+    let e = isobench_agent::serve_tcp("127.0.0.1:0", None).unwrap_err();
+    assert!(e.to_string().contains("without a token"), "{e}");
+}
 
-    let e = AgentListener::bind_tcp("0.0.0.0:0", AgentConfig::default())
-        .err()
-        .expect("no token on a non-loopback address");
-    assert!(e.to_string().contains("without a token"), "{e}");
-    let e = isobench_agent::serve_tcp("0.0.0.0:0", None).unwrap_err();
-    assert!(e.to_string().contains("without a token"), "{e}");
-    let e = AgentListener::bind_tcp("0.0.0.0:0", AgentConfig::default().with_token("short"))
-        .err()
-        .expect("a short token on a non-loopback address");
-    assert!(e.to_string().contains("too short"), "{e}");
-    assert!(AgentListener::bind_tcp("0.0.0.0:0", AgentConfig::default().with_token(TOKEN)).is_ok());
+/// An agent with the test catalogue on loopback, serving in a thread.
+fn tcp_agent() -> (String, thread::JoinHandle<anyhow::Result<SessionEnd>>) {
+    let config = AgentConfig::default()
+        .with_token(TOKEN)
+        .with_catalog(common::test_catalog());
+    let l = AgentListener::bind_tcp("127.0.0.1:0", config).unwrap();
+    let addr = l.local_addr();
+    (addr, thread::spawn(move || l.serve()))
+}
+
+/// Everything the agent sends on `s` until it closes the connection.
+fn read_to_close(mut s: TcpStream) -> String {
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut out = Vec::new();
+    // A reset (the agent closed with our bytes unread) ends the reply too.
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The agent still serves a controller that has the token: a probe runs, the session ends.
+fn still_serves(addr: &str, agent: thread::JoinHandle<anyhow::Result<SessionEnd>>) {
+    assert!(
+        !agent.is_finished(),
+        "the agent ended on a refused connection"
+    );
+    let c = AgentClient::connect_tcp("owner", addr, Some(TOKEN)).unwrap();
+    c.hello().unwrap();
+    let r = c.run_probe("syscall", Params::new(), &quick()).unwrap();
+    assert!(!r.metrics.is_empty());
+    c.bye().unwrap();
+    assert_eq!(agent.join().unwrap().unwrap(), SessionEnd::Bye);
+}
+
+/// Defect: an HTTP `POST /` whose body held JSON lines (`hello`, then `run_probe`) was
+/// answered line by line: `bad_request` to each header line, then `hello` and the probe's
+/// result, and the agent exited when the request's connection closed.
+#[test]
+fn agent_refuses_an_http_request() {
+    use std::io::Write;
+    let (addr, agent) = tcp_agent();
+    let tag = 7_340_001;
+    let body = format!(
+        "{{\"id\":1,\"type\":\"hello\",\"protocol_version\":\"1.1\",\"tool_version\":\"0.1.0\"}}\n\
+         {{\"id\":2,\"type\":\"run_probe\",\"name\":\"wait\",\"params\":{{\"tag\":{tag}}}}}\n"
+    );
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://example.invalid\r\n\
+         Content-Type: text/plain;charset=UTF-8\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let reply = read_to_close(s);
+    // One answer, to the request line, then the connection is closed: no header line, no
+    // line of the body was read as a request.
+    let lines: Vec<&str> = reply.lines().collect();
+    assert_eq!(lines.len(), 1, "{reply}");
+    assert!(lines[0].contains("bad_request"), "{reply}");
+    assert!(!reply.contains("\"type\":\"hello\""), "{reply}");
+    assert!(!reply.contains("probe_result"), "{reply}");
+    assert!(!common::wait_started(tag), "the probe ran");
+
+    // The same lines without the HTTP around them, but without the token: refused at hello.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    let reply = read_to_close(s);
+    assert!(reply.contains("unauthorized"), "{reply}");
+    assert!(!reply.contains("probe_result"), "{reply}");
+    assert!(!common::wait_started(tag), "the probe ran");
+
+    still_serves(&addr, agent);
+}
+
+#[test]
+fn blank_lines_and_a_trickled_line_do_not_hold_an_agent_before_hello() {
+    use std::io::Write;
+    let config = AgentConfig {
+        handshake_timeout: Duration::from_millis(300),
+        ..AgentConfig::default().with_token(TOKEN)
+    };
+    let l = AgentListener::bind_tcp("127.0.0.1:0", config).unwrap();
+    let addr = l.local_addr();
+    let agent = thread::spawn(move || l.serve());
+
+    // A blank line before hello closes the connection.
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.write_all(b"\r\n").unwrap();
+    assert_eq!(read_to_close(s), "");
+
+    // A line trickled one byte at a time, each within the timeout of a single read, is cut
+    // off once the whole handshake has taken longer than the handshake timeout.
+    let s = TcpStream::connect(&addr).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let trickle = thread::spawn(move || {
+        for _ in 0..200 {
+            if w.write_all(b"{").is_err() {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        false
+    });
+    assert_eq!(read_to_close(s), "", "closed without an answer");
+    assert!(trickle.join().unwrap(), "the agent cut the trickle off");
+
+    still_serves(&addr, agent);
 }
 
 #[test]

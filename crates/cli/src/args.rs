@@ -203,11 +203,13 @@ pub struct AgentArgs {
     /// the host to connect. This is how the agent runs inside a VM guest.
     #[arg(long, value_name = "PATH", conflicts_with = "tcp")]
     pub serial: Option<PathBuf>,
-    /// Listen on this TCP address (e.g. 127.0.0.1:7878). A token is required unless the
-    /// address is loopback.
+    /// Listen on this TCP address (e.g. 127.0.0.1:7878). A token of at least 16 characters
+    /// is required on every address, loopback included (ISOBENCH_AGENT_TOKEN, --token or
+    /// --token-file).
     #[arg(long, value_name = "ADDR")]
     pub tcp: Option<String>,
-    /// Token clients must present (TCP). Also read from ISOBENCH_AGENT_TOKEN.
+    /// Token clients must present (TCP; at least 16 characters). Also read from
+    /// ISOBENCH_AGENT_TOKEN, which does not show in process listings.
     #[arg(
         long,
         env = "ISOBENCH_AGENT_TOKEN",

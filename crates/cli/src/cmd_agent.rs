@@ -35,7 +35,19 @@ pub fn run(a: &AgentArgs) -> anyhow::Result<ExitCode> {
     } else if let Some(path) = &a.serial {
         isobench_agent::serve_serial(path, isobench_agent::SERIAL_CONNECT_TIMEOUT)?;
     } else if let Some(addr) = &a.tcp {
-        isobench_agent::serve_tcp(addr.as_str(), token)?;
+        if let Some(t) = &token {
+            check_strength(t, a)?;
+        }
+        let listener = AgentListener::bind_tcp(
+            addr.as_str(),
+            AgentConfig {
+                token: token.map(isobench_agent::Token),
+                ..AgentConfig::default()
+            },
+        )
+        .map_err(|e| bad_input(format!("--tcp {addr}: {e:#}")))?;
+        eprintln!("isobench: agent listening on {}", listener.local_addr());
+        listener.serve()?;
     } else {
         isobench_agent::serve_stdio()?;
     }
@@ -46,6 +58,7 @@ pub fn run(a: &AgentArgs) -> anyhow::Result<ExitCode> {
 fn listen(a: &AgentArgs, addr: &str) -> anyhow::Result<ExitCode> {
     let file = a.token_file.as_deref().expect("clap requires --token-file");
     let token = read_token(file)?;
+    check_strength(&token, a)?;
     let config = AgentConfig::default()
         .with_token(token)
         .with_scenarios(Arc::new(host_runner(a)?));
@@ -67,6 +80,17 @@ fn host_runner(a: &AgentArgs) -> anyhow::Result<HostRunner> {
     Ok(HostRunner {
         exe: std::env::current_exe()?,
         db: std::path::absolute(&a.db.path)?,
+    })
+}
+
+/// Refuses a token shorter than 16 characters, naming where it came from.
+fn check_strength(token: &str, a: &AgentArgs) -> anyhow::Result<()> {
+    isobench_agent::token::check_token_strength(token).map_err(|why| {
+        let from = match &a.token_file {
+            Some(f) => format!("--token-file {}", f.display()),
+            None => format!("--token (or {})", isobench_agent::TOKEN_ENV),
+        };
+        bad_input(format!("{from}: {why}"))
     })
 }
 

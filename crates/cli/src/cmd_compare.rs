@@ -99,7 +99,7 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         CompareFormat::Csv => comparison_csv(&comparison),
     };
     match &a.output {
-        Some(p) => std::fs::write(p, &bytes)
+        Some(p) => crate::outfile::write(p, &bytes)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,
         None => crate::output::write_stdout(&bytes)?,
     }

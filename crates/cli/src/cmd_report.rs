@@ -30,7 +30,7 @@ pub fn default_path(run_id: &str) -> PathBuf {
 
 /// Writes the HTML report of `r` to `path`.
 pub fn write_report(r: &Results, path: &Path) -> anyhow::Result<()> {
-    std::fs::write(path, html_report(r))
+    crate::outfile::write(path, html_report(r).as_bytes())
         .map_err(|e| anyhow::anyhow!("writing the report to {}: {e}", path.display()))
 }
 

@@ -186,7 +186,7 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
         }
     };
     match &a.output {
-        Some(p) => std::fs::write(p, &bytes)
+        Some(p) => crate::outfile::write(p, &bytes)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?,
         None => crate::output::write_stdout(&bytes)?,
     }

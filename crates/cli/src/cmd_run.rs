@@ -166,7 +166,7 @@ impl ExportFiles {
     fn write(&self, results: &Results, run: &RunId) -> bool {
         let mut all = true;
         for (flag, format, path) in self.requested() {
-            match std::fs::write(path, serialize(results, format.into())) {
+            match crate::outfile::write(path, &serialize(results, format.into())) {
                 Ok(()) => eprintln!("isobench: wrote {}", path.display()),
                 Err(e) => {
                     all = false;

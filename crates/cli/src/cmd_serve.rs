@@ -55,6 +55,15 @@ pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
         None => None,
     };
     check_listen(a.listen, token.as_deref()).map_err(|e| bad_input(e.to_string()))?;
+    let state_dir = a.state_dir.clone().unwrap_or_else(|| {
+        let mut s = a.db.path.clone().into_os_string();
+        s.push(".serve");
+        PathBuf::from(s)
+    });
+    // One server per state directory: taken before anything else is touched, so a second
+    // server changes nothing (not even the first one's `running` rows) before it is refused.
+    let lock =
+        isobench_server::lock_state_dir(&state_dir).map_err(|e| bad_input(format!("{e:#}")))?;
     // What killed runs left: their objects on the host, their `running` rows.
     for line in isobench_platform::cleanup(false).summary() {
         eprintln!("isobench: removed what a dead run left: {line}");
@@ -62,11 +71,6 @@ pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
     for o in crate::cmd_doctor::mark_orphans_of(&a.db.path)? {
         eprintln!("isobench: {o}; resume it from its page or with `isobench run --resume`");
     }
-    let state_dir = a.state_dir.clone().unwrap_or_else(|| {
-        let mut s = a.db.path.clone().into_os_string();
-        s.push(".serve");
-        PathBuf::from(s)
-    });
     let config = Config {
         listen: a.listen,
         token,
@@ -74,11 +78,12 @@ pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
         state_dir,
         exe,
         mode: crate::cmd_run::mode(),
+        header_timeout: isobench_server::HEADER_TIMEOUT,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(isobench_server::serve(config, |addr| {
+    runtime.block_on(isobench_server::serve(config, Some(lock), |addr| {
         eprintln!("isobench: serving on http://{addr}/");
         println!("listening on http://{addr}/");
     }))?;

@@ -44,6 +44,7 @@ mod hostagent;
 mod hostsrun;
 mod live;
 mod nodesrun;
+mod outfile;
 mod output;
 mod slot;
 mod tenant;

@@ -171,15 +171,236 @@ fn a_report_of_an_unknown_run_says_where_the_runs_are() {
     );
 }
 
+/// A fake run of the quick scenario, edited by `edit`, and its HTML report.
+fn quick_report(dir: &Path, name: &str, edit: &dyn Fn(String) -> String) -> (PathBuf, String) {
+    let quick = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quick.toml");
+    let scenario = edit(std::fs::read_to_string(quick).unwrap());
+    let file = common::write(dir, &format!("{name}.toml"), &scenario);
+    let db = dir.join(format!("{name}.db"));
+    let id = fake_run_of(&db, &[file.as_str()]);
+    let html = dir.join(format!("{name}.html"));
+    let out = isobench()
+        .args(["report", &id, "-o"])
+        .arg(&html)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    (html, page)
+}
+
+/// The text of every element `<tag ...>TEXT</tag>` of the page, markup inside removed.
+fn texts_of(html: &str, tag: &str) -> Vec<String> {
+    html.split(&format!("<{tag}"))
+        .skip(1)
+        .filter_map(|s| {
+            let body = s.split_once('>')?.1;
+            let inner = body.split(&format!("</{tag}>")).next()?;
+            let mut out = String::new();
+            let mut in_tag = false;
+            for ch in inner.chars() {
+                match ch {
+                    '<' => in_tag = true,
+                    '>' => in_tag = false,
+                    c if !in_tag => out.push(c),
+                    _ => {}
+                }
+            }
+            Some(out)
+        })
+        .collect()
+}
+
+/// Defect: the report opened with a screen of run metadata, and its per-resource summary
+/// came last, some 8,400 px down. It must open with the verdict per resource (what leaks,
+/// how much, how sure, which results not to trust), each figure linked to its cell in the
+/// matrix, and the run's metadata below; the browser check measures the positions.
+#[test]
+fn report_opens_with_the_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, html) = quick_report(dir.path(), "verdict", &|s| s);
+    let h2: Vec<&str> = html
+        .split("<h2 id=\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+        .collect();
+    assert_eq!(h2.first(), Some(&"verdict"), "sections: {h2:?}");
+    let at = |id: &str| h2.iter().position(|x| *x == id).unwrap();
+    assert!(
+        at("verdict") < at("matrix") && at("matrix") < at("run"),
+        "{h2:?}"
+    );
+    assert_eq!(
+        h2.last(),
+        Some(&"run"),
+        "the run's metadata comes last: {h2:?}"
+    );
+    // A row per resource, each with its figure, interval, test and a link to its cell.
+    let verdict = html
+        .split(r#"<table class="verdict">"#)
+        .nth(1)
+        .and_then(|s| s.split("</table>").next())
+        .expect("a verdict table");
+    for resource in ["cpu", "cache", "memory", "disk", "net"] {
+        assert!(
+            verdict.contains(&format!("<th>{resource}</th>")),
+            "no row for {resource}"
+        );
+    }
+    for head in ["victim loss", "how sure", "not to trust"] {
+        assert!(verdict.contains(head), "no column {head}");
+    }
+    assert!(verdict.contains("adjusted p"), "how sure names the p-value");
+    let links: Vec<&str> = verdict
+        .split("href=\"#")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+        .collect();
+    assert!(links.len() >= 5, "{links:?}");
+    for id in links {
+        assert!(
+            html.contains(&format!(r#"<td id="{id}""#)),
+            "the link to #{id} leads to no cell of the matrix"
+        );
+    }
+    open_in_browser(&[file]);
+}
+
+/// Defect: a heading read "Degradation of victim victim" (the tenant named after its role,
+/// and the role said again). No heading or caption says the role twice, whatever the name.
+#[test]
+fn no_heading_repeats_the_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, named_victim) = quick_report(dir.path(), "victim", &|s| s);
+    let (_, named_web) = quick_report(dir.path(), "web", &|s| {
+        s.replace(r#"name = "victim""#, r#"name = "web""#)
+    });
+    for (html, who) in [(&named_victim, "victim"), (&named_web, "web")] {
+        let mut headings = Vec::new();
+        for tag in ["h1", "h2", "h3", "figcaption", "caption"] {
+            headings.extend(texts_of(html, tag));
+        }
+        assert!(headings.len() > 10, "{headings:?}");
+        for h in &headings {
+            let words: Vec<String> = h
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+                .collect();
+            assert!(
+                !words.windows(2).any(|w| w[0] == w[1]),
+                "{who}: a heading repeats a word: {h:?}"
+            );
+            assert!(
+                words.iter().filter(|w| *w == "victim").count() <= 1,
+                "{who}: a heading says victim twice: {h:?}"
+            );
+        }
+        assert!(
+            headings.iter().any(|h| h
+                == match who {
+                    "victim" => "Victim",
+                    _ => "Victim web",
+                }),
+            "{who}: {headings:?}"
+        );
+    }
+}
+
+/// Defect: the bar chart's title promised the aggressors' own rate and showed none (the quick
+/// scenario does not measure it). The title names what the bars show; without the
+/// aggressors' rate, a note says why; with it, their bars are there under their own colour.
+#[test]
+fn bar_chart_title_promises_only_what_it_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let caption = |html: &str| {
+        html.split(r#"data-chart="matrix-0-bars"><figcaption>"#)
+            .nth(1)
+            .and_then(|s| s.split("</figcaption>").next())
+            .expect("a bar chart")
+            .to_string()
+    };
+    let (_, without) = quick_report(dir.path(), "nosolo", &|s| s);
+    assert!(
+        !caption(&without).contains("aggressor"),
+        "{}",
+        caption(&without)
+    );
+    assert!(
+        without.contains("The aggressors' own rate is not shown: this run did not measure it"),
+        "no note says why the aggressors' rate is missing"
+    );
+    // One round leaves one pair per condition, too few for an estimate: the note says so.
+    let (_, one_round) = quick_report(dir.path(), "oneround", &|s| {
+        s.replace(r#"solo = "0s""#, r#"solo = "400ms""#)
+    });
+    assert!(!caption(&one_round).contains("aggressor"));
+    assert!(
+        one_round.contains(
+            "own rate is not shown: no aggressor result has an estimate (under cpu@100, cache@100"
+        ),
+        "no note says why the aggressors' rate is missing"
+    );
+    let (_, with) = quick_report(dir.path(), "solo", &|s| {
+        s.replace(r#"solo = "0s""#, r#"solo = "400ms""#)
+            .replace("min = 1\n", "min = 3\n")
+    });
+    assert!(
+        caption(&with).contains("and of the aggressors&#39; own rate"),
+        "{}",
+        caption(&with)
+    );
+    let bars = with
+        .split(r#"data-chart="matrix-0-bars""#)
+        .nth(1)
+        .and_then(|s| s.split("</figure>").next())
+        .unwrap();
+    assert!(
+        bars.contains("aggressor (own rate) under"),
+        "no aggressor bar"
+    );
+    assert!(!with.contains("own rate is not shown"));
+}
+
+/// Defect: legend entries overlapped (`membw@100` over `memhog@100`). The browser check
+/// measures every legend entry of every chart; here on the report with the most of them.
+#[test]
+fn legend_labels_do_not_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, html) = quick_report(dir.path(), "legends", &|s| s);
+    assert!(html.contains(r#"class="key""#), "legends are drawn as keys");
+    open_in_browser(&[file]);
+}
+
+/// The checker itself: it passes a good page and names each fault of a bad one
+/// (`tests/browser/selftest.sh`).
+#[test]
+fn the_browser_check_names_each_fault_of_a_bad_report() {
+    let Some(python) = browser_python() else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-selftest");
+    let out = std::process::Command::new("bash")
+        .arg(root.join("tests/browser/selftest.sh"))
+        .arg(&shots)
+        .env("ISOBENCH_BROWSER_PYTHON", python)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
 /// Opens the files in headless Chromium through the checker `scripts/test` sets up; without
 /// it, skips with the reason, except in CI, where the browser test must run.
 fn open_in_browser(files: &[PathBuf]) {
-    let Some(python) = std::env::var_os("ISOBENCH_BROWSER_PYTHON") else {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v.is_empty() || v == "false"),
-            "CI must run the browser test: scripts/test sets ISOBENCH_BROWSER_PYTHON"
-        );
-        eprintln!("skipping the browser check: ISOBENCH_BROWSER_PYTHON is not set (scripts/test sets it up)");
+    let Some(python) = browser_python() else {
         return;
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -199,4 +420,18 @@ fn open_in_browser(files: &[PathBuf]) {
         text(&out.stderr)
     );
     eprintln!("{}screenshots in {}", text(&out.stdout), shots.display());
+}
+
+/// The python with Playwright that `scripts/test` sets up; without it `None` (the caller
+/// skips, said on stderr), except in CI, where the browser checks must run.
+fn browser_python() -> Option<std::ffi::OsString> {
+    let python = std::env::var_os("ISOBENCH_BROWSER_PYTHON");
+    if python.is_none() {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v.is_empty() || v == "false"),
+            "CI must run the browser test: scripts/test sets ISOBENCH_BROWSER_PYTHON"
+        );
+        eprintln!("skipping the browser check: ISOBENCH_BROWSER_PYTHON is not set (scripts/test sets it up)");
+    }
+    python
 }

@@ -79,8 +79,8 @@ pub struct ComparedCell {
     /// Each run's degradation (percent, positive = worse) with its interval; `None` where the
     /// run lacks the cell or has no estimate for it.
     pub degradations: Vec<Option<DegradationCi>>,
-    /// Whether each run flagged its figure untrustworthy (wide interval, too few values, too
-    /// noisy); `false` where it has none.
+    /// Whether each run flagged its figure untrustworthy (too few values, too noisy; a wide
+    /// interval alone is not); `false` where it has none.
     pub untrustworthy: Vec<bool>,
     /// Each other run against the reference, in run order (`B`, `C`, ...).
     pub versus: Vec<Versus>,

@@ -217,7 +217,8 @@ pub struct Trust {
     pub baseline_cv_median: Option<f64>,
     /// Cells whose interval is wider than the target.
     pub wide: u32,
-    /// Cells flagged untrustworthy (wide interval, too few values, too noisy).
+    /// Cells flagged untrustworthy (too few values, too noisy); a wide interval alone is counted
+    /// in `wide`, not here.
     pub untrustworthy: u32,
     /// Cells where contention improved the metric (negative degradation, significant).
     pub improved: u32,

@@ -5,7 +5,7 @@ mod common;
 use common::{cell, run};
 use isobench_common::Class;
 use isobench_results::{Cell, Dnr, Results, Verdict, HEADLINE_RULE};
-use isobench_stats::Flag;
+use isobench_stats::{Flag, Side};
 
 /// A victim cell of `class` degraded by `ratio`, significant (after the correction) or not.
 fn victim(probe: &str, metric: &str, cond: &str, class: Class, ratio: f64, sig: bool) -> Cell {
@@ -18,9 +18,10 @@ fn victim(probe: &str, metric: &str, cond: &str, class: Class, ratio: f64, sig: 
 
 fn flag(mut c: Cell) -> Cell {
     let cmp = c.comparison.as_mut().unwrap();
-    cmp.flags.push(Flag::WideInterval {
-        half_width: 9.0,
-        target: 2.0,
+    cmp.flags.push(Flag::HighVariation {
+        side: Side::Contended,
+        cv: 0.4,
+        limit: 0.25,
     });
     cmp.trustworthy = false;
     c

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::app::{App, PlatformInfo};
-use crate::auth::{login_cookie, same};
+use crate::auth::{check_token, login_cookie, ClientAddr};
 use crate::error::{ApiError, ErrorBody, JsonBody};
 use crate::queue::{Job, JobSpec, QueueError};
 use crate::results::{self, check_run_id, RunDetail, RunView};
@@ -99,6 +99,7 @@ pub async fn session(State(app): AppState) -> Json<Session> {
 
 /// `POST /api/v1/login` body.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Login {
     /// The server's token.
     pub token: String,
@@ -108,13 +109,19 @@ pub struct Login {
 #[utoipa::path(post, path = "/api/v1/login", tag = "session", request_body = Login,
     responses((status = 204, description = "logged in; the cookie is set"),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
-pub async fn login(State(app): AppState, JsonBody(body): JsonBody<Login>) -> Response {
+        (status = 403, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 429, body = ErrorBody, description = "too many wrong tokens from this \
+            address: try again after `Retry-After` seconds")))]
+pub async fn login(
+    State(app): AppState,
+    client: ClientAddr,
+    JsonBody(body): JsonBody<Login>,
+) -> Response {
     let Some(token) = &app.config.token else {
         return StatusCode::NO_CONTENT.into_response();
     };
-    if !same(body.token.trim(), token) {
-        return ApiError::new(StatusCode::UNAUTHORIZED, "wrong token").into_response();
+    if let Err(e) = check_token(&app, client.0, body.token.trim(), token) {
+        return e.into_response();
     }
     let mut resp = StatusCode::NO_CONTENT.into_response();
     if let Ok(v) = HeaderValue::from_str(&login_cookie(token)) {
@@ -309,13 +316,45 @@ pub async fn resume(
     Ok((StatusCode::CREATED, Json(job)))
 }
 
+/// The most runs one comparison may name.
+pub const MAX_COMPARE_RUNS: usize = 8;
+
 /// `?runs=A,B[,C...]`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct CompareQuery {
-    /// Run ids, comma-separated; the first is the reference.
-    #[param(pattern = r"^[0-9A-Za-z-]{1,64}(,[0-9A-Za-z-]{1,64})+$")]
+    /// Run ids, comma-separated, 2 to 8 different ones; the first is the reference.
+    #[param(pattern = r"^[0-9A-Za-z-]{1,64}(,[0-9A-Za-z-]{1,64}){1,7}$")]
     pub runs: String,
+}
+
+/// The run ids of `?runs=`: each checked, at most [`MAX_COMPARE_RUNS`] (400 otherwise), each
+/// named once (422: the query is well-formed, but a run compared with itself means
+/// nothing); all before any run is read.
+pub fn compare_ids(runs: &str) -> Result<Vec<String>, ApiError> {
+    let mut ids: Vec<String> = Vec::new();
+    for id in runs.split(',').map(str::trim) {
+        if ids.len() == MAX_COMPARE_RUNS {
+            return Err(ApiError::bad_request(format!(
+                "runs=: at most {MAX_COMPARE_RUNS} runs can be compared at once; name fewer"
+            )));
+        }
+        check_run_id(id)?;
+        if ids.iter().any(|i| i == id) {
+            return Err(ApiError::unprocessable(format!(
+                "runs=: run {id} is named twice; a run compared with itself shows no \
+                 difference: name each run once, and at least two different runs"
+            )));
+        }
+        ids.push(id.to_string());
+    }
+    if ids.len() < 2 {
+        return Err(ApiError::bad_request(
+            "runs=: name at least two different runs, comma-separated (the first is the \
+             reference)",
+        ));
+    }
+    Ok(ids)
 }
 
 /// The comparison of runs.
@@ -330,12 +369,13 @@ pub struct Comparison {
 /// `GET /api/v1/compare`.
 #[utoipa::path(get, path = "/api/v1/compare", tag = "runs", params(CompareQuery),
     responses((status = 200, body = Comparison), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "a run is named twice")))]
 pub async fn compare(
     State(app): AppState,
     Query(q): Query<CompareQuery>,
 ) -> Result<Json<Comparison>, ApiError> {
-    let ids: Vec<String> = q.runs.split(',').map(|s| s.trim().to_string()).collect();
+    let ids = compare_ids(&q.runs)?;
     let (text, markdown) = blocking(move || {
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         results::compare(&app.config.db, &ids)
@@ -362,6 +402,7 @@ pub async fn jobs(State(app): AppState) -> Json<JobList> {
 
 /// `POST /api/v1/jobs` body: a preset or a scenario.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NewJob {
     /// A built-in preset.
     #[schema(schema_with = preset_names)]
@@ -541,6 +582,7 @@ fn whole_number_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64
 
 /// `POST /api/v1/jobs/{id}/move` body.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Move {
     /// 1-based place among the queued jobs.
     #[schema(minimum = 1)]

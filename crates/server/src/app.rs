@@ -27,6 +27,9 @@ pub struct Config {
     /// Where runs happen: scenarios are planned against this mode's host (a synthetic one
     /// for the fake platform of `ISOBENCH_DEBUG_FAKE`).
     pub mode: isobench_experiment::session::Mode,
+    /// How long a client may take to send a request's headers before its connection is
+    /// closed ([`crate::HEADER_TIMEOUT`]).
+    pub header_timeout: std::time::Duration,
 }
 
 /// One message to the live views.
@@ -80,6 +83,10 @@ pub struct App {
     pub shutting_down: std::sync::atomic::AtomicBool,
     /// Becomes true when the server is shutting down (ends the event streams).
     stopping: tokio::sync::watch::Sender<bool>,
+    /// Wrong tokens per client address.
+    pub throttle: crate::throttle::Throttle,
+    /// The state directory's lock, held as long as the server lives.
+    pub state_lock: Mutex<crate::statelock::StateLock>,
 }
 
 /// A random hex string of `bytes` bytes.
@@ -91,8 +98,9 @@ pub fn random_hex(bytes: usize) -> String {
 }
 
 impl App {
-    /// The state of a server with `config` and the queue it found.
-    pub fn new(config: Config, queue: Queue) -> Arc<App> {
+    /// The state of a server with `config`, the queue it found and its state directory's
+    /// lock.
+    pub fn new(config: Config, queue: Queue, lock: crate::statelock::StateLock) -> Arc<App> {
         let (events, _) = broadcast::channel(1024);
         Arc::new(App {
             config,
@@ -104,6 +112,8 @@ impl App {
             platforms: Mutex::new(Vec::new()),
             shutting_down: false.into(),
             stopping: tokio::sync::watch::Sender::new(false),
+            throttle: Default::default(),
+            state_lock: Mutex::new(lock),
         })
     }
 

@@ -5,17 +5,25 @@
 //! is not authenticated by Bearer must also carry this process's CSRF value (which only a
 //! page of this origin can read, from `GET /api/v1/session`), and a present `Origin` must
 //! be this server.
+//!
+//! Wrong tokens are counted per client address ([`crate::throttle`]): after a few, that
+//! address is answered 429 with `Retry-After` for a while, whatever it sends. The scheme
+//! name `Bearer` is matched without regard to case (RFC 7235).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use crate::app::App;
 use crate::error::ApiError;
+use crate::throttle::{self, Client};
 
 /// The cookie that carries the token.
 pub const COOKIE: &str = "isobench_token";
@@ -27,9 +35,74 @@ pub fn same(given: &str, expected: &str) -> bool {
     given.len() == expected.len() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    v.strip_prefix("Bearer ").map(str::trim)
+/// The token of an `Authorization: Bearer TOKEN` header. The scheme's name is
+/// case-insensitive (RFC 7235, section 2.1): `bearer` and `BEARER` are `Bearer`.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .trim_start();
+    let (scheme, token) = v.split_once([' ', '\t'])?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// The address a request came from, when the server knows it (it does for every request
+/// from the network; a request made in-process has none).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub Client);
+
+impl ClientAddr {
+    /// The client address of a request with these extensions.
+    pub fn of(extensions: &axum::http::Extensions) -> ClientAddr {
+        ClientAddr(
+            extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip()),
+        )
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddr::of(&parts.extensions))
+    }
+}
+
+/// 429 for a client that must wait, with `Retry-After`.
+pub fn too_many(wait: std::time::Duration) -> ApiError {
+    let secs = throttle::retry_after_secs(wait);
+    let mut e = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!(
+            "too many wrong tokens from this address: try again in {secs} s (after {} wrong \
+             tokens each one doubles the wait, up to {} s)",
+            throttle::FREE_FAILURES,
+            throttle::MAX_WAIT.as_secs()
+        ),
+    );
+    e.retry_after = HeaderValue::from_str(&secs.to_string()).ok();
+    e
+}
+
+/// Checks `given` against the server's token for `client`, counting a wrong one: `Ok` when
+/// it is the token, 401 when it is not, 429 when the client must wait first.
+pub fn check_token(app: &App, client: Client, given: &str, token: &str) -> Result<(), ApiError> {
+    let now = Instant::now();
+    app.throttle.check(client, now).map_err(too_many)?;
+    if same(given, token) {
+        return Ok(());
+    }
+    app.throttle.failed(client, now);
+    Err(ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "wrong token: send the token of the server's --token-file",
+    ))
 }
 
 fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -98,13 +171,36 @@ fn open_route(method: &Method, path: &str) -> bool {
 
 /// Checks the token, the CSRF value and the origin of API and metrics requests.
 pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    match check(&app, req.method(), req.uri().path(), req.headers()) {
+    let client = ClientAddr::of(req.extensions()).0;
+    match check(&app, client, req.method(), req.uri().path(), req.headers()) {
         Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
+        Err(e) => {
+            // A wrong login cookie (one of a server that has since changed its token) is
+            // removed, so a browser tab does not keep counting against its address.
+            let stale = e.status == StatusCode::UNAUTHORIZED
+                && bearer(req.headers()).is_none()
+                && cookie(req.headers(), COOKIE).is_some();
+            let mut resp = e.into_response();
+            if stale {
+                resp.headers_mut().append(
+                    header::SET_COOKIE,
+                    HeaderValue::from_static(
+                        "isobench_token=; Max-Age=0; HttpOnly; SameSite=Strict; Path=/",
+                    ),
+                );
+            }
+            resp
+        }
     }
 }
 
-fn check(app: &App, method: &Method, path: &str, headers: &HeaderMap) -> Result<(), ApiError> {
+fn check(
+    app: &App,
+    client: Client,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Result<(), ApiError> {
     if app.config.token.is_none() && !host_is_local(headers) {
         return Err(forbidden(
             "without a token this server answers only to localhost and loopback addresses; \
@@ -119,14 +215,14 @@ fn check(app: &App, method: &Method, path: &str, headers: &HeaderMap) -> Result<
     }
     let by_bearer = bearer(headers).is_some();
     if let Some(token) = &app.config.token {
-        let given = bearer(headers).or_else(|| cookie(headers, COOKIE));
-        if !given.is_some_and(|g| same(g, token)) {
+        let Some(given) = bearer(headers).or_else(|| cookie(headers, COOKIE)) else {
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "a token is needed: send `Authorization: Bearer TOKEN`, or log in with POST \
                  /api/v1/login {\"token\": \"...\"}",
             ));
-        }
+        };
+        check_token(app, client, given, token)?;
     }
     if state_changing(method) {
         if !origin_ok(headers) {

@@ -35,6 +35,9 @@ pub struct ErrorBody {
     /// A scenario's problems (422 of `POST /api/v1/jobs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problems: Option<Vec<Problem>>,
+    /// The request body's field that is wrong, when one is (422 of an unknown field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 /// An error answer: its status and body.
@@ -44,6 +47,8 @@ pub struct ApiError {
     pub status: StatusCode,
     /// Body.
     pub body: ErrorBody,
+    /// `Retry-After` (seconds), on a 429.
+    pub retry_after: Option<HeaderValue>,
 }
 
 impl ApiError {
@@ -54,7 +59,9 @@ impl ApiError {
             body: ErrorBody {
                 error: message.into(),
                 problems: None,
+                field: None,
             },
+            retry_after: None,
         }
     }
 
@@ -86,12 +93,17 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body)).into_response()
+        let mut resp = (self.status, Json(self.body)).into_response();
+        if let Some(v) = self.retry_after {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        resp
     }
 }
 
-/// A JSON request body: 400 when it is not JSON, 422 when it is JSON of the wrong shape, 413
-/// past the size limit; whatever its `Content-Type` says.
+/// A JSON request body: 400 when it is not JSON, 422 when it is JSON of the wrong shape
+/// (an unknown field is named, with the known field nearest to it), 413 past the size
+/// limit; whatever its `Content-Type` says.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
@@ -102,14 +114,46 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
-        serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
-            let status = match e.classify() {
-                serde_json::error::Category::Data => StatusCode::UNPROCESSABLE_ENTITY,
-                _ => StatusCode::BAD_REQUEST,
-            };
-            ApiError::new(status, format!("the request body: {e}"))
-        })
+        parse_body(&bytes).map(JsonBody)
     }
+}
+
+/// Reads a request body of type `T`: 400 when it is not JSON, 422 naming an unknown field
+/// or what else is wrong with its shape.
+pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        let status = match e.classify() {
+            serde_json::error::Category::Data => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, format!("the request body: {e}"))
+    })?;
+    if let (Some(object), Some(known)) = (value.as_object(), crate::fields::of::<T>()) {
+        if let Some(name) = object.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(unknown_field(name, known));
+        }
+    }
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::unprocessable(format!("the request body: {e}")))
+}
+
+/// 422 for a field the body's type does not have.
+fn unknown_field(name: &str, known: &[&str]) -> ApiError {
+    let shown: String = name.chars().take(64).flat_map(char::escape_debug).collect();
+    let hint = match crate::fields::nearest(name, known) {
+        Some(n) => format!("did you mean \"{n}\"? "),
+        None => String::new(),
+    };
+    let mut e = ApiError::unprocessable(format!(
+        "the request body has an unknown field \"{shown}\": {hint}the fields are {}",
+        known
+            .iter()
+            .map(|k| format!("\"{k}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    e.body.field = Some(name.chars().take(256).collect());
+    e
 }
 
 /// Rewrites an error answer that is not JSON (axum's rejections, the body limit's 413, a
@@ -136,6 +180,7 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
     let body = serde_json::to_vec(&ErrorBody {
         error: message,
         problems: None,
+        field: None,
     })
     .unwrap_or_default();
     parts.headers.remove(header::CONTENT_LENGTH);

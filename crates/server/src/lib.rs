@@ -8,6 +8,11 @@
 //! terminal commands. The queue survives a crash of the server (it is saved on every change
 //! and an interrupted run is resumed), and everything but the static UI files needs the token
 //! on a non-loopback address. The HTTP contract is docs/server.md.
+//!
+//! Holes it keeps closed (docs/security.md): a token has at least [`MIN_TOKEN_LEN`]
+//! characters; wrong tokens make their address wait ([`throttle`]); a client has
+//! [`HEADER_TIMEOUT`] to send a request's headers; one server per state directory
+//! ([`statelock`]); a JSON body with an unknown field is refused, naming it ([`fields`]).
 #![deny(missing_docs)]
 
 pub mod api;
@@ -15,11 +20,14 @@ pub mod app;
 pub mod auth;
 pub mod error;
 pub mod events;
+pub mod fields;
 pub mod metrics;
 pub mod private;
 pub mod queue;
 pub mod results;
 pub mod runner;
+pub mod statelock;
+pub mod throttle;
 pub mod validate;
 
 #[cfg(test)]
@@ -28,6 +36,7 @@ mod tests;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::{header, HeaderName, HeaderValue};
 use axum::middleware::{from_fn, from_fn_with_state};
@@ -42,6 +51,14 @@ pub use app::{App, Config};
 
 /// The largest request body accepted (413 past it).
 pub const BODY_LIMIT: usize = 1 << 20;
+
+/// The shortest token accepted (`--token-file`).
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// How long a client may take to send a request's headers (and how long a connection may
+/// sit idle between requests) before it is closed: a client that sends its headers a byte
+/// at a time cannot hold connections open.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The UI's page.
 pub const INDEX_HTML: &str = include_str!("../ui/index.html");
@@ -60,7 +77,11 @@ pub enum ConfigError {
     )]
     TokenRequired(SocketAddr),
     /// The token file could not be read, or holds no token.
-    #[error("--token-file {path}: {why}; write the token (any non-empty text) into it")]
+    #[error(
+        "--token-file {path}: {why}; write a token of at least 16 random characters into it \
+         (e.g. `head -c 24 /dev/urandom | base64 > {path}`), or remove it and a fresh one is \
+         made"
+    )]
     BadTokenFile {
         /// The file.
         path: String,
@@ -78,6 +99,33 @@ pub enum ConfigError {
         /// Its permission bits.
         mode: u32,
     },
+    /// The token is too short to be a secret.
+    #[error(
+        "{from} holds a token of {len} character(s), fewer than the {MIN_TOKEN_LEN} required: \
+         a short token is guessed; replace it with a random one (e.g. `head -c 24 \
+         /dev/urandom | base64 > FILE`), or remove the file and a fresh one is made"
+    )]
+    WeakToken {
+        /// Where the token came from (`--token-file FILE`).
+        from: String,
+        /// Its length in characters.
+        len: usize,
+    },
+    /// Another server uses the state directory, or its lock could not be taken.
+    #[error(transparent)]
+    Locked(#[from] statelock::LockError),
+}
+
+/// Refuses a token shorter than [`MIN_TOKEN_LEN`] characters; `from` says where it came from.
+pub fn check_token_strength(token: &str, from: &str) -> Result<(), ConfigError> {
+    let len = token.chars().count();
+    if len < MIN_TOKEN_LEN {
+        return Err(ConfigError::WeakToken {
+            from: from.to_string(),
+            len,
+        });
+    }
+    Ok(())
 }
 
 /// Reads a token file: its text, trimmed, which must not be empty. A file that group or
@@ -107,6 +155,7 @@ pub fn read_token(path: &Path) -> Result<String, ConfigError> {
     if token.is_empty() {
         return Err(bad("it is empty".into()));
     }
+    check_token_strength(token, &format!("--token-file {}", path.display()))?;
     Ok(token.to_string())
 }
 
@@ -130,12 +179,24 @@ pub fn token_from_file(path: &Path) -> Result<(String, bool), ConfigError> {
     }
 }
 
-/// Refuses a non-loopback address without a token.
+/// Refuses a non-loopback address without a token, and a token shorter than
+/// [`MIN_TOKEN_LEN`] characters on any address.
 pub fn check_listen(listen: SocketAddr, token: Option<&str>) -> Result<(), ConfigError> {
     if !listen.ip().is_loopback() && token.is_none() {
         return Err(ConfigError::TokenRequired(listen));
     }
+    if let Some(t) = token {
+        check_token_strength(t, "the token")?;
+    }
     Ok(())
+}
+
+/// Makes the state directory `dir` (0700) and takes its lock ([`statelock`]): refused, with
+/// the other server's process id and address, when another server uses it.
+pub fn lock_state_dir(dir: &Path) -> anyhow::Result<statelock::StateLock> {
+    private::create_dir_all(&dir.join("jobs"))
+        .map_err(|e| anyhow::anyhow!("creating the state directory {}: {e}", dir.display()))?;
+    Ok(statelock::StateLock::acquire(dir).map_err(ConfigError::from)?)
 }
 
 /// The OpenAPI document of the API.
@@ -301,41 +362,110 @@ fn platforms() -> Vec<app::PlatformInfo> {
         .collect()
 }
 
-/// The state of a server with `config`: its state directory made, its queue read back (a
-/// job it died under put back at the head). Returns the state and the process of that
-/// job's run, which may still be ending.
+/// The state of a server with `config`: its state directory made and locked (refused when
+/// another server uses it), its queue read back (a job it died under put back at the head).
+/// Returns the state and the process of that job's run, which may still be ending.
 pub fn open(config: Config) -> anyhow::Result<(Arc<App>, Option<u32>)> {
+    let lock = lock_state_dir(&config.state_dir)?;
+    open_locked(config, lock)
+}
+
+/// [`open`] with the state directory's lock already taken ([`lock_state_dir`]).
+pub fn open_locked(
+    config: Config,
+    lock: statelock::StateLock,
+) -> anyhow::Result<(Arc<App>, Option<u32>)> {
     let dir = &config.state_dir;
-    private::create_dir_all(&dir.join("jobs"))
-        .map_err(|e| anyhow::anyhow!("creating the state directory {}: {e}", dir.display()))?;
     let mut queue = queue::Queue::load(&dir.join("queue.json"))?;
     let previous = queue.recover();
-    let app = App::new(config, queue);
+    let app = App::new(config, queue, lock);
     app.update(|_| ())
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", app.queue_path().display()))?;
     Ok((app, previous))
 }
 
 /// Serves until Ctrl-C or SIGTERM; then stops the running run gracefully, puts it back at
-/// the head of the queue as a resume, and returns. `on_ready` is called with the bound
-/// address once the server accepts connections.
-pub async fn serve(config: Config, on_ready: impl FnOnce(SocketAddr)) -> anyhow::Result<()> {
+/// the head of the queue as a resume, and returns. `lock` is the state directory's lock
+/// when the caller took it already ([`lock_state_dir`]); otherwise it is taken here, before
+/// the address is bound. `on_ready` is called with the bound address once the server
+/// accepts connections.
+pub async fn serve(
+    config: Config,
+    lock: Option<statelock::StateLock>,
+    on_ready: impl FnOnce(SocketAddr),
+) -> anyhow::Result<()> {
     check_listen(config.listen, config.token.as_deref())?;
+    let mut lock = match lock {
+        Some(l) => l,
+        None => lock_state_dir(&config.state_dir)?,
+    };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| anyhow::anyhow!("--listen {}: {e}", config.listen))?;
-    let (app, previous) = open(config)?;
+    let addr = listener.local_addr()?;
+    lock.record(Some(addr))
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", lock.path().display()))?;
+    let header_timeout = config.header_timeout;
+    let (app, previous) = open_locked(config, lock)?;
     let probe = app.clone();
     tokio::task::spawn_blocking(move || {
         *probe.platforms.lock().unwrap_or_else(|e| e.into_inner()) = platforms();
     });
     let worker = tokio::spawn(runner::worker(app.clone(), previous));
-    on_ready(listener.local_addr()?);
-    axum::serve(listener, router(app.clone()))
-        .with_graceful_shutdown(shutdown_signal(app.clone()))
-        .await?;
+    on_ready(addr);
+    serve_http(
+        listener,
+        router(app.clone()),
+        header_timeout,
+        shutdown_signal(app.clone()),
+    )
+    .await;
     runner::shutdown(&app, worker).await;
     Ok(())
+}
+
+/// Serves HTTP/1.1 with `router` on `listener` until `shutdown` completes, then waits for
+/// the open connections to finish. Each request carries its client's address
+/// ([`axum::extract::ConnectInfo`]); a client that has not sent a request's headers within
+/// `header_timeout` (also between requests on a kept-alive connection) is disconnected.
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    header_timeout: Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::Layer as _;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(_) => {
+                    // Out of descriptors or an aborted connection: wait, then go on.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = axum::Extension(axum::extract::ConnectInfo(peer)).layer(router.clone());
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(
+                TokioIo::new(stream),
+                hyper_util::service::TowerToHyperService::new(service),
+            );
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 async fn shutdown_signal(app: Arc<App>) {

@@ -14,7 +14,7 @@ use tower::ServiceExt;
 use crate::queue::JobState;
 use crate::{open, router, App, Config};
 
-const TOKEN: &str = "s3cret-token";
+const TOKEN: &str = "s3cret-token-0123456789";
 
 fn config(dir: &Path, token: Option<&str>, exe: PathBuf) -> Config {
     Config {
@@ -27,6 +27,7 @@ fn config(dir: &Path, token: Option<&str>, exe: PathBuf) -> Config {
             real_time: 0.0,
             effect_scale: 1.0,
         },
+        header_timeout: crate::HEADER_TIMEOUT,
     }
 }
 
@@ -68,7 +69,7 @@ async fn with_a_token_every_api_request_needs_it() {
         call(&app, bearer.body(Body::empty()).unwrap()).await.0,
         StatusCode::OK
     );
-    let wrong = get("/api/v1/jobs").header(header::AUTHORIZATION, "Bearer s3cret-tokeX");
+    let wrong = get("/api/v1/jobs").header(header::AUTHORIZATION, "Bearer s3cret-token-012345678X");
     assert_eq!(
         call(&app, wrong.body(Body::empty()).unwrap()).await.0,
         StatusCode::UNAUTHORIZED
@@ -354,7 +355,7 @@ fn a_non_loopback_address_needs_a_token() {
     let any = "0.0.0.0:8080".parse().unwrap();
     let e = crate::check_listen(any, None).unwrap_err().to_string();
     assert!(e.contains("--token-file"), "{e}");
-    crate::check_listen(any, Some("t")).unwrap();
+    crate::check_listen(any, Some(TOKEN)).unwrap();
     crate::check_listen("127.0.0.1:8080".parse().unwrap(), None).unwrap();
     crate::check_listen("[::1]:8080".parse().unwrap(), None).unwrap();
 }
@@ -376,9 +377,36 @@ fn a_token_file_must_hold_a_token() {
         .unwrap_err()
         .to_string()
         .contains("empty"));
-    let f = token_file(dir.path(), " abc \n");
-    assert_eq!(crate::read_token(&f).unwrap(), "abc");
+    let f = token_file(dir.path(), " 0123456789abcdef \n");
+    assert_eq!(crate::read_token(&f).unwrap(), "0123456789abcdef");
     assert!(crate::read_token(&dir.path().join("none")).is_err());
+}
+
+/// Defect: `serve --listen 0.0.0.0:PORT --token-file F` started with a one-character token.
+#[test]
+fn serve_refuses_a_short_token() {
+    let dir = tempfile::tempdir().unwrap();
+    for short in ["x", "0123456789abcde"] {
+        let f = token_file(dir.path(), &format!("{short}\n"));
+        let e = crate::read_token(&f).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("--token-file {}", f.display()))
+                && e.contains(&format!("{} character", short.len()))
+                && e.contains("16")
+                && e.contains("/dev/urandom"),
+            "{e}"
+        );
+        assert!(!e.contains(short), "the token is not echoed: {e}");
+        assert!(crate::token_from_file(&f).is_err());
+    }
+    let any = "0.0.0.0:8080".parse().unwrap();
+    let e = crate::check_listen(any, Some("x")).unwrap_err().to_string();
+    assert!(e.contains("fewer than the 16"), "{e}");
+    let lo = "127.0.0.1:8080".parse().unwrap();
+    assert!(
+        crate::check_listen(lo, Some("x")).is_err(),
+        "on loopback too"
+    );
 }
 
 #[test]
@@ -613,4 +641,339 @@ fn a_jobs_client_chosen_values_stay_values_of_their_flags() {
     });
     let args = crate::runner::run_args(&app, &resume);
     assert_eq!(args[1], "--resume=-r", "{args:?}");
+}
+
+/// A request from `ip` (as the server's accept loop marks every request).
+fn from(ip: &str, mut req: Request<Body>) -> Request<Body> {
+    let addr: std::net::SocketAddr = format!("{ip}:40000").parse().unwrap();
+    req.extensions_mut()
+        .insert(axum::extract::ConnectInfo(addr));
+    req
+}
+
+fn login_req(ip: &str, token: &str) -> Request<Body> {
+    from(
+        ip,
+        Request::post("/api/v1/login")
+            .body(json_body(json!({ "token": token })))
+            .unwrap(),
+    )
+}
+
+/// Defect: 300 wrong logins in a row got 300 401s, with no slowdown.
+#[tokio::test]
+async fn repeated_wrong_tokens_are_answered_429_with_retry_after() {
+    use crate::throttle::FREE_FAILURES;
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), Some(TOKEN));
+    let attacker = "192.0.2.66";
+    for i in 0..FREE_FAILURES {
+        let (s, _) = call(&app, login_req(attacker, &format!("guess-guess-guess-{i}"))).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "wrong token {i}");
+    }
+    // Now the address waits, whatever it sends: a wrong token, the right one, a Bearer.
+    for req in [
+        login_req(attacker, "guess-guess-guess-x"),
+        login_req(attacker, TOKEN),
+        from(
+            attacker,
+            get("/api/v1/jobs")
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .body(Body::empty())
+                .unwrap(),
+        ),
+    ] {
+        let resp = router(app.clone()).oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        let wait: u64 = resp.headers()[header::RETRY_AFTER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=60).contains(&wait), "{wait}");
+        let body = to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert!(
+            body["error"].as_str().unwrap().contains("try again in"),
+            "{body}"
+        );
+    }
+    // A wrong cookie is answered 401 and cleared, so a browser stops sending it.
+    let req = from(
+        "203.0.113.9",
+        get("/api/v1/jobs")
+            .header(header::COOKIE, "isobench_token=from-an-earlier-server")
+            .body(Body::empty())
+            .unwrap(),
+    );
+    let resp = router(app.clone()).oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let cleared = resp.headers()[header::SET_COOKIE].to_str().unwrap();
+    assert!(
+        cleared.starts_with("isobench_token=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
+    // The owner, elsewhere, is not locked out.
+    let (s, _) = call(&app, login_req("198.51.100.5", TOKEN)).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    // A request without any token is not a guess: answered 401, not counted.
+    let owner = "198.51.100.6";
+    for _ in 0..3 * FREE_FAILURES {
+        let req = from(owner, get("/api/v1/jobs").body(Body::empty()).unwrap());
+        assert_eq!(call(&app, req).await.0, StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(
+        call(&app, login_req(owner, TOKEN)).await.0,
+        StatusCode::NO_CONTENT
+    );
+}
+
+/// Defect: `Authorization: bearer TOKEN` was refused; RFC 7235 makes the scheme's name
+/// case-insensitive.
+#[tokio::test]
+async fn bearer_scheme_is_case_insensitive() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), Some(TOKEN));
+    for value in [
+        format!("Bearer {TOKEN}"),
+        format!("bearer {TOKEN}"),
+        format!("BEARER {TOKEN}"),
+        format!("bEaReR   {TOKEN} "),
+        format!("bearer\t{TOKEN}"),
+    ] {
+        let req = get("/api/v1/jobs").header(header::AUTHORIZATION, &value);
+        assert_eq!(
+            call(&app, req.body(Body::empty()).unwrap()).await.0,
+            StatusCode::OK,
+            "{value:?}"
+        );
+    }
+    for value in [
+        format!("Basic {TOKEN}"),
+        format!("Bearer{TOKEN}"),
+        "bearer".into(),
+    ] {
+        let req = get("/api/v1/jobs").header(header::AUTHORIZATION, &value);
+        assert_eq!(
+            call(&app, req.body(Body::empty()).unwrap()).await.0,
+            StatusCode::UNAUTHORIZED,
+            "{value:?}"
+        );
+    }
+    // A lower-case bearer authenticates a state-changing request without the CSRF value,
+    // as `Bearer` does.
+    let req = Request::post("/api/v1/jobs")
+        .header(header::AUTHORIZATION, format!("bearer {TOKEN}"))
+        .body(json_body(json!({ "preset": "quick" })))
+        .unwrap();
+    assert_eq!(call(&app, req).await.0, StatusCode::CREATED);
+}
+
+/// Defect: `POST /api/v1/jobs {"preset": "quick", "platfrom": "host"}` queued a job on the
+/// scenario's platform, the misspelt field ignored.
+#[tokio::test]
+async fn unknown_json_field_is_422_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let req = post("/api/v1/jobs", &app)
+        .body(json_body(json!({ "preset": "quick", "platfrom": "host" })))
+        .unwrap();
+    let (s, body) = call(&app, req).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let e = body["error"].as_str().unwrap();
+    assert!(
+        e.contains("\"platfrom\"") && e.contains("did you mean \"platform\""),
+        "{e}"
+    );
+    assert_eq!(body["field"], "platfrom");
+    assert!(app.queue().list().is_empty(), "nothing was queued");
+
+    let req = Request::post("/api/v1/login")
+        .body(json_body(json!({ "token": "x", "remember": true })))
+        .unwrap();
+    let (s, body) = call(&app, req).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["field"], "remember");
+    assert!(!body["error"].as_str().unwrap().contains("did you mean"));
+
+    let (_, job) = call(
+        &app,
+        post("/api/v1/jobs", &app)
+            .body(json_body(json!({ "preset": "quick" })))
+            .unwrap(),
+    )
+    .await;
+    let req = post(
+        &format!("/api/v1/jobs/{}/move", job["id"].as_str().unwrap()),
+        &app,
+    )
+    .body(json_body(json!({ "position": 1, "postion": 2 })))
+    .unwrap();
+    let (s, body) = call(&app, req).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean \"position\""),
+        "{body}"
+    );
+    // The API's description says so too.
+    let (_, doc) = call(
+        &app,
+        get("/api/v1/openapi.json").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        doc["components"]["schemas"]["NewJob"]["additionalProperties"],
+        false
+    );
+}
+
+/// Defect: `GET /api/v1/compare?runs=` with one run id repeated 1,000 times took 304 s and
+/// left the server at 4.4 GB.
+#[tokio::test]
+async fn compare_api_caps_and_dedups_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let ask = |runs: String| get(&format!("/api/v1/compare?runs={runs}")).body(Body::empty());
+    let thousand = vec!["20261125-000000-abcd"; 1000].join(",");
+    let (s, body) = call(&app, ask(thousand).unwrap()).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let e = body["error"].as_str().unwrap();
+    assert!(e.contains("named twice"), "{e}");
+
+    let (s, body) = call(&app, ask("r-1,r-1".into()).unwrap()).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("run r-1 is named twice"),
+        "{body}"
+    );
+    let (s, body) = call(&app, ask("r-1".into()).unwrap()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().unwrap().contains("at least two"));
+
+    let many: Vec<String> = (0..crate::api::MAX_COMPARE_RUNS + 1)
+        .map(|i| format!("r-{i}"))
+        .collect();
+    let (s, body) = call(&app, ask(many.join(",")).unwrap()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(
+        body["error"].as_str().unwrap().contains("at most 8 runs"),
+        "{body}"
+    );
+    // Eight different runs get through to the store (which has none of them).
+    let (s, body) = call(
+        &app,
+        ask(many[..crate::api::MAX_COMPARE_RUNS].join(",")).unwrap(),
+    )
+    .await;
+    assert_ne!(s, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        crate::api::compare_ids("a, b").unwrap(),
+        vec!["a".to_string(), "b".to_string()]
+    );
+}
+
+/// Defect: two `isobench serve` on one `--db` both started, both handed out job ids `j-1`
+/// and `j-2`, and their queue file kept one server's jobs.
+#[test]
+fn second_server_on_one_state_dir_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = app(dir.path(), None);
+    let e = open(config(dir.path(), None, "/bin/false".into()))
+        .expect_err("a second server on the same state directory");
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("another isobench serve")
+            && e.contains(&format!("pid {}", std::process::id()))
+            && e.contains(&first.config.state_dir.display().to_string()),
+        "{e}"
+    );
+    // A server on another state directory is another server.
+    let other = tempfile::tempdir().unwrap();
+    drop(app(other.path(), None));
+    // Once the first is gone, its directory is free again.
+    drop(first);
+    drop(app(dir.path(), None));
+}
+
+/// Serves `app` over real TCP with `header_timeout`; returns the address and a sender that
+/// stops it.
+async fn over_tcp(
+    app: &Arc<App>,
+    header_timeout: Duration,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(crate::serve_http(
+        listener,
+        router(app.clone()),
+        header_timeout,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    (addr, stop)
+}
+
+/// Sends `bytes` on a new connection and reads until the server closes it (a reset counts
+/// as closed), waiting at most a minute.
+async fn send_and_read(addr: std::net::SocketAddr, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut out)).await;
+    assert!(read.is_ok(), "the server kept the connection open");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Defect: no header-read timeout: a client sending its headers slowly (slowloris) held a
+/// connection as long as it liked.
+#[tokio::test]
+async fn slow_headers_are_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let (addr, stop) = over_tcp(&app, Duration::from_millis(200)).await;
+    // Headers that never end: the server closes the connection without answering them.
+    let answer = send_and_read(addr, b"GET /api/v1/session HTTP/1.1\r\nHost: 127.0.0.1\r\n").await;
+    assert!(!answer.contains("200 OK"), "{answer}");
+    // A whole request is answered, and the connection is then closed.
+    let answer = send_and_read(
+        addr,
+        b"GET /api/v1/session HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let _ = stop.send(());
+}
+
+/// Wrong tokens sent over the network are counted for the address they came from.
+#[tokio::test]
+async fn wrong_tokens_over_the_network_are_counted_for_their_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), Some(TOKEN));
+    let (addr, stop) = over_tcp(&app, crate::HEADER_TIMEOUT).await;
+    let request = |token: &str| {
+        format!(
+            "GET /api/v1/jobs HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+             Connection: close\r\n\r\n"
+        )
+    };
+    for _ in 0..crate::throttle::FREE_FAILURES {
+        let answer = send_and_read(addr, request("not-the-token-at-all").as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    }
+    let answer = send_and_read(addr, request(TOKEN).as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: "),
+        "{answer}"
+    );
+    let _ = stop.send(());
 }

@@ -1009,7 +1009,7 @@
     const err = h("p", { id: "compare-error", class: "error", role: "alert", hidden: true });
     const submit = h("button", { id: "compare-submit", type: "submit", class: "primary", text: "Compare" });
     const form = h("form", { id: "compare-form", class: "card" },
-      h("label", { for: "compare-runs", text: "Runs to compare (two or more ids, separated by commas)" }), input,
+      h("label", { for: "compare-runs", text: "Runs to compare (two to eight different ids, separated by commas; the first is the reference)" }), input,
       picker, h("div", { class: "actions" }, submit), err);
 
     function ids() {
@@ -1034,7 +1034,7 @@
       const list = ids();
       err.hidden = true;
       if (list.length < 2) {
-        err.textContent = "Pick two or more runs.";
+        err.textContent = "Pick two to eight different runs.";
         err.hidden = false;
         return;
       }

@@ -33,7 +33,10 @@ pub enum Flag {
         /// How many are needed.
         min: usize,
     },
-    /// The interval is wider than the target: untrustworthy as a precise figure.
+    /// The interval is wider than the target: the figure is less precise than asked for, and
+    /// its interval says by how much. Informational: an honest wide interval is not a wrong
+    /// number (the run's time budget or round cap ended before the target was reached), so it
+    /// does not make the result untrustworthy; the run counts such results apart.
     WideInterval {
         /// Half-width, percentage points (may be infinite).
         #[serde(with = "crate::float_serde")]
@@ -80,11 +83,12 @@ pub enum Flag {
 }
 
 impl Flag {
-    /// True for flags that make the result untrustworthy.
+    /// True for flags that make the result untrustworthy: too few values, or values too noisy
+    /// to compare. A wide interval is not one of them ([`Flag::WideInterval`]).
     pub fn is_untrustworthy(&self) -> bool {
         matches!(
             self,
-            Flag::TooFewSamples { .. } | Flag::WideInterval { .. } | Flag::HighVariation { .. }
+            Flag::TooFewSamples { .. } | Flag::HighVariation { .. }
         )
     }
 
@@ -301,8 +305,31 @@ mod tests {
             reasons.contains("only 3 baseline values (need 5)"),
             "{reasons}"
         );
-        assert!(reasons.contains("confidence interval"), "{reasons}");
+        assert!(!reasons.contains("confidence interval"), "{reasons}");
         assert!(reasons.contains("vary by"), "{reasons}");
+        assert!(r
+            .flags
+            .iter()
+            .any(|f| matches!(f, Flag::WideInterval { .. })));
+    }
+
+    /// A quick run that ended at its time budget with one cell at +/-5.5 exited 4, as if its
+    /// figure were wrong: a wide interval is imprecise, and says so, but it is not untrustworthy.
+    #[test]
+    fn a_wide_interval_alone_is_not_untrustworthy() {
+        let b = s(&[100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.0]);
+        let c = s(&[90.0, 91.0, 89.0, 90.5, 89.5, 90.2, 89.8, 90.0]);
+        let config = CompareConfig {
+            target_half_width: 0.01,
+            ..CompareConfig::default()
+        };
+        let r = compare(&b, &c, Direction::Higher, &config).unwrap();
+        assert!(r
+            .flags
+            .iter()
+            .any(|f| matches!(f, Flag::WideInterval { .. })));
+        assert!(r.trustworthy, "{:?}", r.flags);
+        assert!(r.untrustworthy_reasons().is_empty());
     }
 
     #[test]

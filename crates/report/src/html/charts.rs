@@ -40,12 +40,35 @@ pub fn bars(
             labels.push(&b.label);
         }
     }
-    let per = series.len().max(1) as f64;
+    // The series each label has bars of, in series order: a row is as tall as its label's
+    // bars need, so a label with one series' bar has no empty slot.
+    let of_label = |label: &str| -> Vec<usize> {
+        let mut v: Vec<usize> = items
+            .iter()
+            .filter(|b| b.label == label)
+            .map(|b| b.series)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let per = labels
+        .iter()
+        .map(|l| of_label(l).len())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
     let bar_h = 12.0;
     let row_h = bar_h * per + 6.0;
     let left = label_width(labels.iter().copied());
-    let top = if series.len() > 1 { 28.0 } else { 10.0 };
+    let mut s = Svg::new(WIDTH, 0.0);
+    let top = if series.len() > 1 {
+        14.0 + s.legend(left, 16.0, series)
+    } else {
+        10.0
+    };
     let height = top + row_h * labels.len() as f64 + 42.0;
+    s.height = height;
     // Intervals widen the axis only so far beyond the estimates that those stay readable; a
     // bound further out is drawn at the edge.
     let est = items.iter().map(|b| b.value).filter(|v| v.is_finite());
@@ -56,18 +79,16 @@ pub fn bars(
         [b.value, lo.max(lo_e - reach), hi.min(hi_e + reach)]
     });
     let x = Scale::over(values, &[reference], left, WIDTH - 20.0);
-    let mut s = Svg::new(WIDTH, height);
     let bottom = top + row_h * labels.len() as f64;
     s.x_axis(&x, bottom, top, axis);
-    if series.len() > 1 {
-        let _ = s.legend(left, 16.0, series);
-    }
     let x0 = x.at(reference);
     for (i, label) in labels.iter().enumerate() {
         let y = top + row_h * i as f64 + 3.0;
         s.text(left - 6.0, y + row_h / 2.0, "end", "rowlabel", label);
+        let here = of_label(label);
         for b in items.iter().filter(|b| b.label == *label) {
-            let yb = y + bar_h * (b.series.min(series.len().saturating_sub(1)) as f64);
+            let slot = here.iter().position(|&k| k == b.series).unwrap_or(0);
+            let yb = y + bar_h * slot as f64;
             let xv = x.at(b.value);
             let opacity = if b.faded { 0.35 } else { 0.85 };
             s.rect_mark(

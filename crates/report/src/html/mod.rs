@@ -2,17 +2,19 @@
 //! request to anywhere) that shows everything the run found, in charts and in tables that
 //! read the same with JavaScript off and on paper.
 //!
-//! The page, top to bottom: what ran and where (host, platform, tenants with their limits
-//! and CPUs, the disk's interrupt affinity, seed, version, times), how far to trust it, the
-//! matrix of degradations (a heat map and bars with intervals per victim, the aggressors'
-//! own degradation), the latency distributions, each of the kind's sections drawn as its
-//! [`Plot`] says, and the isolation summary. Every chart mark carries its exact value as a
-//! tooltip.
+//! The page, top to bottom: the verdict (per resource: what leaks, how much, how sure, and
+//! which results not to trust, each linked to its cell), the matrix of degradations (a heat
+//! map and bars with intervals per victim, the aggressors' own degradation when measured),
+//! each of the kind's sections drawn as its [`Plot`] says, how far to trust the run, the
+//! latency distributions, and last what ran and where (host, platform, tenants with their
+//! limits and CPUs, the disk's interrupt affinity, seed, version, times). Every chart mark
+//! carries its exact value as a tooltip.
 
 mod charts;
 mod compare;
 mod latency;
 mod svg;
+mod verdict;
 
 pub use compare::html_comparison;
 
@@ -34,12 +36,12 @@ const TABLE_ROWS: usize = 60;
 /// The HTML report of `r`.
 pub fn html_report(r: &Results) -> String {
     let mut page = Page::default();
-    page.header(r);
-    page.trust(r);
+    page.verdict(r);
     page.matrix(r);
-    page.latency(r);
     page.sections(r);
-    page.classes(r);
+    page.trust(r);
+    page.latency(r);
+    page.header(r);
     page.finish(r)
 }
 
@@ -266,10 +268,14 @@ impl Page {
             esc(r.estimator())
         );
         for (k, t) in tables.iter().enumerate() {
-            let _ = write!(self.body, "<h3>Victim {}</h3>", esc(t.victim));
+            let _ = write!(
+                self.body,
+                "<h3>{}</h3>",
+                esc(&tenant_title(t.victim, "victim"))
+            );
             self.body.push_str(&matrix_heat(t, k));
-            self.body.push_str(&matrix_bars(t, k, level));
-            self.body.push_str(&matrix_table(t, &footnotes));
+            self.body.push_str(&matrix_bars(r, t, k, level));
+            self.body.push_str(&matrix_table(r, t, &footnotes));
         }
         let _ = write!(
             self.body,
@@ -456,44 +462,15 @@ impl Page {
         }
     }
 
-    fn classes(&mut self, r: &Results) {
-        if r.classes.is_empty() {
+    /// The verdict, first: per resource what leaks, how much, how sure, and which results
+    /// not to trust, linked to the matrix.
+    fn verdict(&mut self, r: &Results) {
+        let v = verdict::verdict(r);
+        if v.resources.is_empty() && v.summary.is_none() {
             return;
         }
-        self.h2("isolation", "Isolation by resource");
-        let level = (r.confidence * 100.0).round();
-        let _ = write!(
-            self.body,
-            "<table><thead><tr><th>resource</th><th>worst victim degradation [%]</th><th>{level}% CI</th><th>where</th></tr></thead><tbody>"
-        );
-        for c in &r.classes {
-            match &c.worst {
-                Some(w) => {
-                    let _ = write!(
-                        self.body,
-                        "<tr><td>{}</td><td class=\"num\">{:+.1}{}</td><td class=\"num\">[{:+.1}, {:+.1}]</td><td>{} {} under {}{}</td></tr>",
-                        c.class.as_str(),
-                        w.estimate,
-                        if w.significant { "" } else { " (n.s.)" },
-                        w.lower,
-                        w.upper,
-                        esc(&w.probe),
-                        esc(&w.metric),
-                        esc(&w.condition),
-                        if c.dnr_cells > 0 { format!("; {} DNR", c.dnr_cells) } else { String::new() }
-                    );
-                }
-                None => {
-                    let _ = write!(
-                        self.body,
-                        "<tr><td>{}</td><td>{}</td><td></td><td></td></tr>",
-                        c.class.as_str(),
-                        if c.dnr_cells > 0 { "DNR" } else { "no result" }
-                    );
-                }
-            }
-        }
-        self.body.push_str("</tbody></table>");
+        self.h2("verdict", "Verdict: isolation by resource");
+        self.body.push_str(&verdict::render(r, &v));
     }
 
     fn finish(self, r: &Results) -> String {
@@ -582,6 +559,29 @@ fn took(start: &str, end: Option<&str>) -> String {
     }
 }
 
+/// A tenant in a sentence, its role said once: `the victim` for a tenant named after its
+/// role, `victim-2` for a name that holds it, else `victim web`.
+fn tenant_noun(name: &str, role: &str) -> String {
+    if name == role {
+        format!("the {role}")
+    } else if name.to_lowercase().contains(role) {
+        name.to_string()
+    } else {
+        format!("{role} {name}")
+    }
+}
+
+/// A tenant as a heading, its role said once: `Victim`, `victim-2`, `Victim web`.
+fn tenant_title(name: &str, role: &str) -> String {
+    if name == role {
+        capitalised(role)
+    } else if name.to_lowercase().contains(role) {
+        name.to_string()
+    } else {
+        format!("{} {name}", capitalised(role))
+    }
+}
+
 fn capitalised(s: &str) -> String {
     let mut c = s.chars();
     c.next()
@@ -652,7 +652,7 @@ fn matrix_heat(t: &MatrixTable<'_>, k: usize) -> String {
         &format!("matrix-{k}-heat"),
         &format!(
             "Degradation of {} per probe metric and condition, % (red worse, blue better)",
-            t.victim
+            tenant_noun(t.victim, "victim")
         ),
         &rows,
         &t.conditions,
@@ -661,7 +661,10 @@ fn matrix_heat(t: &MatrixTable<'_>, k: usize) -> String {
     )
 }
 
-fn matrix_bars(t: &MatrixTable<'_>, k: usize, level: f64) -> String {
+/// The bars of a victim's degradations, with the aggressors' own rate where the run measured
+/// it; the title names only what the bars show, and a note says why the aggressors' rate is
+/// missing when it is.
+fn matrix_bars(r: &Results, t: &MatrixTable<'_>, k: usize, level: f64) -> String {
     let mut items = Vec::new();
     for (j, cond) in t.conditions.iter().enumerate() {
         for row in &t.rows {
@@ -680,25 +683,70 @@ fn matrix_bars(t: &MatrixTable<'_>, k: usize, level: f64) -> String {
     if items.is_empty() {
         return String::new();
     }
-    let series = if t.rows.iter().any(|r| r.is_aggressor()) {
-        vec!["victim".to_string(), "aggressor (own rate)".to_string()]
+    let victim = tenant_noun(t.victim, "victim");
+    let with_aggressors = items.iter().any(|b| b.series == 1);
+    let (title, series) = if with_aggressors {
+        (
+            format!("Degradation of {victim} and of the aggressors' own rate, % with {level}% CI"),
+            vec![
+                format!("{victim} (probe metrics)"),
+                "aggressor (own rate)".to_string(),
+            ],
+        )
     } else {
-        Vec::new()
+        (
+            format!("Degradation of {victim}, % with {level}% CI"),
+            Vec::new(),
+        )
     };
-    charts::bars(
+    let mut out = charts::bars(
         &format!("matrix-{k}-bars"),
-        &format!(
-            "Degradation of {} and of the aggressors' own rate, % with {level}% CI",
-            t.victim
-        ),
+        &title,
         "degradation, % (positive = worse)",
         &items,
         0.0,
         &series,
-    )
+    );
+    if !with_aggressors {
+        // Each reason once, with the conditions it holds for.
+        let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+        for c in &r.aggressor {
+            let Some(p) = c.problem.as_deref() else {
+                continue;
+            };
+            match reasons.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, conds)) => conds.push(&c.condition),
+                None => reasons.push((p, vec![&c.condition])),
+            }
+        }
+        let why: Vec<String> = reasons
+            .iter()
+            .map(|(p, conds)| format!("under {}: {p}", conds.join(", ")))
+            .collect();
+        let _ = write!(
+            out,
+            r#"<p class="legend">The aggressors' own rate is not shown: {}.</p>"#,
+            esc(&if r.aggressor.is_empty() {
+                let solo_off =
+                    r.plan.as_ref().and_then(|p| p["trial"]["solo"].as_f64()) == Some(0.0);
+                if solo_off {
+                    "this run did not measure it (it is measured in solo trials, which the \
+                     scenario turned off: trial.solo = 0s)"
+                        .to_string()
+                } else {
+                    "this run did not measure it".to_string()
+                }
+            } else if why.is_empty() {
+                "no aggressor result has an estimate".to_string()
+            } else {
+                format!("no aggressor result has an estimate ({})", why.join("; "))
+            })
+        );
+    }
+    out
 }
 
-fn matrix_table(t: &MatrixTable<'_>, footnotes: &Footnotes) -> String {
+fn matrix_table(r: &Results, t: &MatrixTable<'_>, footnotes: &Footnotes) -> String {
     let mut s = String::from("<table class=\"matrix\"><thead><tr><th>probe metric</th>");
     for c in &t.conditions {
         let _ = write!(s, "<th>{}</th>", esc(c));
@@ -722,9 +770,11 @@ fn matrix_table(t: &MatrixTable<'_>, footnotes: &Footnotes) -> String {
                     } else {
                         ""
                     };
+                    let id = verdict::cell_id(r, c)
+                        .map_or_else(String::new, |id| format!(r#" id="{}""#, esc(&id)));
                     let _ = write!(
                         s,
-                        r#"<td class="num {class}" title="{}">{}{}</td>"#,
+                        r#"<td{id} class="num {class}" title="{}">{}{}</td>"#,
                         esc(&tip(c, &row.label())),
                         esc(&cell_text(c)),
                         esc(&footnotes.marker(c))

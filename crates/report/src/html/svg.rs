@@ -164,6 +164,11 @@ fn log_ticks(s: &Scale) -> Vec<f64> {
     out
 }
 
+/// Room per character of a legend entry, px: the widest of the common sans-serif fonts at
+/// the legend's 11 px (DejaVu Sans averages about 6.9 px a character over names like
+/// `membw@100`) with a margin.
+const LEGEND_CHAR: f64 = 7.4;
+
 /// Colours of the lines of a chart, told apart also by dash patterns in print.
 pub const PALETTE: &[&str] = &[
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -336,22 +341,23 @@ impl Svg {
     }
 
     /// A legend entry per name, in rows from (x, y) that wrap at the right edge; returns the
-    /// height used.
+    /// height used. Each entry is given [`LEGEND_CHAR`] px per character, more than the
+    /// legend's 11 px text takes, so that neighbours never overlap.
     pub fn legend(&mut self, x: f64, y: f64, names: &[String]) -> f64 {
         let (mut at, mut row) = (x, y);
         for (i, n) in names.iter().enumerate() {
-            let w = 26.0 + 6.6 * n.chars().count() as f64;
+            let w = 28.0 + LEGEND_CHAR * n.chars().count() as f64;
             if at + w > self.width - 10.0 && at > x {
                 at = x;
                 row += 15.0;
             }
             let _ = write!(
                 self.body,
-                r#"<rect x="{at:.1}" y="{:.1}" width="10" height="10" style="fill:{}"/>"#,
+                r#"<rect class="key" x="{at:.1}" y="{:.1}" width="10" height="10" style="fill:{}"/>"#,
                 row - 9.0,
                 colour(i)
             );
-            self.text(at + 14.0, row, "start", "legend", n);
+            self.text(at + 14.0, row, "start", "key", n);
             at += w;
         }
         row - y + 15.0
@@ -384,6 +390,67 @@ mod tests {
         assert_eq!(s.ticks(), vec![0.0, 10.0, 20.0, 30.0, 40.0, 50.0]);
         let one = Scale::over([5.0], &[], 0.0, 10.0);
         assert!(one.lo < 5.0 && one.hi > 5.0);
+    }
+
+    /// Defect: legend entries overlapped (`membw@100` over `memhog@100`): each was given 6.6
+    /// px a character, less than the text took. Each entry now has room for its name at
+    /// the widest common sans-serif glyphs of its size (7 px at 11 px), and rows wrap
+    /// inside the chart.
+    #[test]
+    fn legend_entries_leave_room_for_their_names() {
+        let names: Vec<String> = [
+            "baseline",
+            "cpu@100",
+            "cache@100",
+            "membw@100",
+            "memhog@100",
+            "forkbomb@100",
+            "disk@100",
+            "net-tx@100",
+            "net-rx@100",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut s = Svg::new(400.0, 100.0);
+        let height = s.legend(10.0, 14.0, &names);
+        let svg = s.figure("l", "legend");
+        let texts: Vec<(f64, f64)> = svg
+            .split(r#"<text x=""#)
+            .skip(1)
+            .map(|t| {
+                let x: f64 = t.split('"').next().unwrap().parse().unwrap();
+                let y: f64 = t
+                    .split(r#"y=""#)
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                (x, y)
+            })
+            .collect();
+        assert_eq!(texts.len(), names.len());
+        assert!(height >= 30.0, "nine entries wrap at 400 px: {height}");
+        for (i, w) in texts.windows(2).enumerate() {
+            let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+            if y0 == y1 {
+                assert!(
+                    x1 - x0 >= 14.0 + 7.0 * names[i].chars().count() as f64,
+                    "{} and {} overlap",
+                    names[i],
+                    names[i + 1]
+                );
+            }
+        }
+        for ((x, _), n) in texts.iter().zip(&names) {
+            assert!(
+                x + 7.0 * n.chars().count() as f64 <= 400.0,
+                "{n} leaves the chart"
+            );
+        }
     }
 
     #[test]
