@@ -67,11 +67,14 @@ fn service_arguments_are_checked() {
 #[test]
 fn real_cpu_stressor_when_it_can_run_here() {
     let Some(cpu) = isobench_workloads::stressor("cpu") else {
-        eprintln!("skipped: no `cpu` stressor in the catalogue");
+        common::skip("cpu stressor", "no `cpu` stressor in the catalogue");
         return;
     };
     if let Err(u) = cpu.supported(&Env::detect()) {
-        eprintln!("skipped: the cpu stressor cannot run here: {}", u.reason);
+        common::skip(
+            "cpu stressor",
+            &format!("the cpu stressor cannot run here: {}", u.reason),
+        );
         return;
     }
     let p = common::pair();

@@ -68,11 +68,24 @@ pub enum Command {
     /// Run one network server until stdin ends (the peer a network probe starts for itself).
     #[command(hide = true)]
     Netserve(crate::cmd_netserve::NetserveArgs),
+    /// Run as a container's first process: start the command, reap every orphan, pass
+    /// signals on, exit with the command's code (the `oci` platform's init when the host has
+    /// no static catatonit, tini or dumb-init).
+    #[command(hide = true, name = "container-init")]
+    ContainerInit(ContainerInitArgs),
     /// Serve the web UI and HTTP API: queue runs, watch them live, stop and resume them,
     /// browse, compare and download results (docs/server.md).
     Serve(crate::cmd_serve::ServeArgs),
     /// Prepare the `vm` platform: fetch the guest kernel, build the initramfs, check KVM.
     Vm(crate::cmd_vm::VmArgs),
+}
+
+/// `isobench container-init` (internal).
+#[derive(Debug, Args)]
+pub struct ContainerInitArgs {
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// `isobench list`.

@@ -12,18 +12,20 @@ use isobench_report::compare::{
 };
 use isobench_report::{html_comparison, Style};
 use isobench_results::compare::RunComparison;
+use isobench_store::RunId;
 
 use crate::args::DbArgs;
-use crate::cmd_results::load_alone;
+use crate::cmd_results::{existing_store, find_run, load_alone};
 use crate::cmd_run::style;
 use crate::exit::bad_input;
 
 /// `isobench compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The runs (see `isobench runs`): the first is the reference, each other run is compared
-    /// against it. One run of a set run across platforms (`run --platform a,b,...`) stands
-    /// for its whole set.
+    /// The runs (see `isobench runs`), each by its id, `latest`, or the start of an id that
+    /// no other run shares: the first is the reference, each other run is compared against
+    /// it. One run of a set run across platforms (`run --platform a,b,...`) stands for its
+    /// whole set. A run given twice is refused.
     #[arg(value_name = "RUN_ID", num_args = 1.., required = true)]
     pub runs: Vec<String>,
     /// text (the tables as `show` prints them), html (one self-contained file with the runs
@@ -55,12 +57,37 @@ pub enum CompareFormat {
     Csv,
 }
 
+/// Refuses a run named twice (the same id, or `latest` and its id): a run against itself
+/// compares nothing, and its differences would all read as zero.
+fn refuse_repeats(given: &[String], ids: &[RunId]) -> anyhow::Result<()> {
+    for (i, id) in ids.iter().enumerate() {
+        if let Some(j) = ids[..i].iter().position(|earlier| earlier == id) {
+            let named = if given[i] == given[j] {
+                format!("`{}` is given twice", given[i])
+            } else {
+                format!("`{}` and `{}` are the same run ({id})", given[j], given[i])
+            };
+            return Err(bad_input(format!(
+                "{named}; compare takes different runs, the first as the reference (see \
+                 `isobench runs`)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// `isobench compare`.
 pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
-    let mut runs = a
+    let store = existing_store(&a.db.path)?;
+    let ids = a
         .runs
         .iter()
-        .map(|id| load_alone(&a.db.path, id))
+        .map(|id| find_run(&store, id))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    refuse_repeats(&a.runs, &ids)?;
+    let mut runs = ids
+        .iter()
+        .map(|id| load_alone(&store, id))
         .collect::<anyhow::Result<Vec<_>>>()?;
     if let [one] = runs.as_slice() {
         // One run of a linked set (platforms, or a fleet's hosts): the whole set.
@@ -69,7 +96,6 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
             .map(|(_, id)| id)
             .collect();
         if set.len() < 2 {
-            let store = crate::cmd_results::existing_store(&a.db.path)?;
             if let Some(fleet) = fleet_link(&store, one) {
                 set = fleet.hosts.into_iter().map(|m| m.run).collect();
             }
@@ -83,7 +109,7 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         }
         runs = set
             .iter()
-            .map(|id| load_alone(&a.db.path, id))
+            .map(|id| load_alone(&store, &RunId::new(id.clone())))
             .collect::<anyhow::Result<Vec<_>>>()?;
     }
     let comparison = RunComparison::new(&runs);

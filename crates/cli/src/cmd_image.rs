@@ -29,8 +29,9 @@ pub enum EngineArg {
 /// `isobench image build`.
 #[derive(Debug, Args)]
 pub struct ImageBuildArgs {
-    /// Container engine; by default docker when a daemon answers, else podman.
-    #[arg(long, value_enum)]
+    /// Container engine (also `ISOBENCH_OCI_ENGINE`, which `run`, `probe` and `stress` read);
+    /// by default docker when a daemon answers, else podman.
+    #[arg(long, value_enum, env = "ISOBENCH_OCI_ENGINE")]
     pub engine: Option<EngineArg>,
     /// Build and import again even if the engine has the image.
     #[arg(long)]

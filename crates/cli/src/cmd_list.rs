@@ -205,6 +205,20 @@ fn wrap(text: &str, width: usize, indent: &str) -> String {
     out
 }
 
+/// A preset's time budget, read from the scenario itself (`repetitions.max_time`), so the
+/// bound `presets` prints is the one the run obeys.
+fn preset_budget(name: &str, text: &str) -> Option<String> {
+    use isobench_experiment::scenario::{fmt_duration, Scenario};
+    use isobench_experiment::source::Source;
+    let scenario = Scenario::parse(Source::new(format!("<builtin:{name}>"), text)).ok()?;
+    let max = scenario.repetitions.max_time?;
+    Some(format!(
+        "no round starts that would end after {} (`run --max-time` changes it); the run then \
+         stops, its results stored",
+        fmt_duration(max)
+    ))
+}
+
 /// `isobench presets`: every built-in preset with its one line, what it reproduces and how
 /// long it takes here, as its header says.
 pub fn presets() -> anyhow::Result<ExitCode> {
@@ -219,6 +233,9 @@ pub fn presets() -> anyhow::Result<ExitCode> {
         }
         if let Some(t) = takes {
             println!("{pad}takes: {t}");
+        }
+        if let Some(b) = preset_budget(name, text) {
+            println!("{pad}budget: {b}");
         }
     }
     println!("\nrun one with `isobench run --preset NAME`");

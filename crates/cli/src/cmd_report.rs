@@ -14,7 +14,8 @@ use crate::cmd_results::load;
 /// `isobench report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The run (see `isobench runs`).
+    /// The run: its id, `latest` (the run started last), or the start of an id that no other
+    /// run shares (of the whole id or of its last part, e.g. `c87b`); see `isobench runs`.
     pub run_id: String,
     /// Write the report here (default: isobench-RUN_ID.html in the current directory).
     #[arg(long, short = 'o', value_name = "FILE")]

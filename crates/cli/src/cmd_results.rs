@@ -1,6 +1,7 @@
 //! Stored results: `isobench runs` (the list), `isobench show RUN_ID` (the same report as
 //! the end of `isobench run`) and `isobench export RUN_ID --format json|csv|md`. All read the
-//! database only; none creates one. `runs --json` and `show --json` print documents for
+//! database only, opened read-only (one in a read-only directory is read as it is), and none
+//! creates one. A run is named by its id, `latest`, or a prefix only it has. `runs --json` and `show --json` print documents for
 //! scripts: the list in the envelope of every other JSON document, and the run as
 //! `export --format json` writes it.
 
@@ -10,11 +11,11 @@ use std::process::ExitCode;
 use clap::Args;
 use isobench_experiment::orphans;
 use isobench_report::{csv_section, render, render_runs, serialize, Format};
-use isobench_store::{RunStatus, RunSummary, Store};
+use isobench_store::{RunId, RunStatus, RunSummary, Store};
 use serde_json::Value;
 
 use crate::args::{DbArgs, ExportFormat};
-use crate::cmd_run::{open_store, store_error, style};
+use crate::cmd_run::{store_error, style};
 use crate::exit::bad_input;
 use crate::output::{envelope, print_json};
 
@@ -31,7 +32,8 @@ pub struct RunsArgs {
 /// `isobench show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The run (see `isobench runs`).
+    /// The run: its id, `latest` (the run started last), or the start of an id that no other
+    /// run shares (of the whole id or of its last part, e.g. `c87b`); see `isobench runs`.
     pub run_id: String,
     /// Print JSON: the document of `isobench export RUN_ID --format json`.
     #[arg(long)]
@@ -43,7 +45,8 @@ pub struct ShowArgs {
 /// `isobench export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The run (see `isobench runs`).
+    /// The run: its id, `latest` (the run started last), or the start of an id that no other
+    /// run shares (of the whole id or of its last part, e.g. `c87b`); see `isobench runs`.
     pub run_id: String,
     /// What to write.
     #[arg(long, short = 'f', default_value = "json", value_name = "FORMAT")]
@@ -59,41 +62,63 @@ pub struct ExportArgs {
     pub db: DbArgs,
 }
 
+/// The database at `path` for a command that only reads it: opened read-only, so a
+/// database in a read-only directory or file system is read as it is (docs/cli.md).
 pub(crate) fn existing_store(path: &Path) -> anyhow::Result<Store> {
-    if !path.exists() {
+    if !path.exists() && !path.is_symlink() {
         return Err(bad_input(format!(
             "there is no isobench database at {}; `isobench run` creates one, or pass --db FILE \
              (or set ISOBENCH_DB)",
             path.display()
         )));
     }
-    open_store(path)
+    Store::open_read_only(path).map_err(store_error)
 }
 
-/// Loads and analyzes stored run `id` from database `db` (which must exist).
+/// The run `wanted` names in `store`: `latest`, a whole id, or a prefix only one run has
+/// (of the id, or of its random last part).
+pub(crate) fn find_run(store: &Store, wanted: &str) -> anyhow::Result<RunId> {
+    store.resolve_run(wanted).map_err(store_error)
+}
+
+/// Loads and analyzes stored run `id` (`latest`, an id or a unique prefix) from database
+/// `db` (which must exist).
 pub fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
-    isobench_experiment::stored::with_linked(&existing_store(db)?, id).map_err(store_error)
+    let store = existing_store(db)?;
+    let id = find_run(&store, id)?;
+    isobench_experiment::stored::with_linked(&store, id.as_str()).map_err(store_error)
 }
 
 /// A stored run's results alone, without the table of the runs linked with it (each run of
 /// a comparison is one column; the set's table would be analysed again for every run).
-pub fn load_alone(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
-    isobench_experiment::stored::analyzed(&existing_store(db)?, id).map_err(store_error)
+pub fn load_alone(store: &Store, id: &RunId) -> anyhow::Result<isobench_experiment::Results> {
+    isobench_experiment::stored::analyzed(store, id.as_str()).map_err(store_error)
+}
+
+/// Marks the runs of `store` left `running` by a process that is gone as interrupted, when
+/// the database takes writes; a read-only one (an artifact of another machine) lists them
+/// as stored. A database that takes no write now (its disk full, its lock held by another
+/// process) is listed all the same, with a warning.
+fn mark_orphans(store: &Store, path: &Path) {
+    let running = store.running_runs().map(|r| !r.is_empty()).unwrap_or(false);
+    if !running || !Store::is_writable(path) {
+        return;
+    }
+    let marked = Store::open(path).and_then(|mut w| orphans::mark_orphans(&mut w));
+    if let Err(e) = marked {
+        eprintln!(
+            "isobench: warning: {e}; a run left running by a process that is gone is listed \
+             as running"
+        );
+    }
 }
 
 /// `isobench runs`.
 pub fn runs(a: &RunsArgs) -> anyhow::Result<ExitCode> {
-    let list = if a.db.path.exists() {
-        let mut store = open_store(&a.db.path)?;
-        // A run whose process was killed is listed as what it is: interrupted. That takes a
-        // write; a database that takes none now (its disk full, its lock held by another
-        // process) is listed all the same.
-        if let Err(e) = orphans::mark_orphans(&mut store) {
-            eprintln!(
-                "isobench: warning: {e}; a run left running by a process that is gone is \
-                 listed as running"
-            );
-        }
+    let list = if a.db.path.exists() || a.db.path.is_symlink() {
+        let store = existing_store(&a.db.path)?;
+        // A run whose process was killed is listed as what it is: interrupted.
+        mark_orphans(&store, &a.db.path);
         store.list_runs().map_err(store_error)?
     } else if a.json {
         // No database yet is no runs yet, not an error.
@@ -158,6 +183,7 @@ pub fn show(a: &ShowArgs) -> anyhow::Result<ExitCode> {
 pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
     let format = Format::from(a.format);
     let r = load(&a.db.path, &a.run_id)?;
+    let run = &r.run.id;
     let bytes = match &a.section {
         None => serialize(&r, format),
         Some(id) => {
@@ -165,14 +191,12 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
             let Some(section) = r.sections.iter().find(|s| &s.id == id) else {
                 return Err(bad_input(if ids.is_empty() {
                     format!(
-                        "--section {id}: run {} ({} kind) has no sections; leave --section out",
-                        a.run_id,
+                        "--section {id}: run {run} ({} kind) has no sections; leave --section out",
                         r.kind.as_str()
                     )
                 } else {
                     format!(
-                        "--section {id}: run {} has no such section; its sections are {}",
-                        a.run_id,
+                        "--section {id}: run {run} has no such section; its sections are {}",
                         ids.join(", ")
                     )
                 }));

@@ -36,7 +36,8 @@ pub struct RunArgs {
     /// papers' experiments; `isobench presets` lists them all with what each reproduces.
     #[arg(long, value_name = "NAME", conflicts_with_all = ["scenario", "resume"])]
     pub preset: Option<String>,
-    /// Continue an interrupted run: the trials it stored are kept, the rest are run.
+    /// Continue an interrupted run (its id, `latest`, or the start of an id no other run
+    /// shares): the trials it stored are kept, the rest are run.
     #[arg(long, value_name = "RUN_ID", conflicts_with = "scenario")]
     pub resume: Option<String>,
     #[command(flatten)]
@@ -55,6 +56,17 @@ pub struct RunArgs {
     /// Seed instead of the scenario's.
     #[arg(long, value_name = "N", conflicts_with = "resume")]
     pub seed: Option<u64>,
+    /// Time budget instead of the scenario's `repetitions.max_time` (`90s`, `10m`, `2.5m`, or
+    /// seconds; at most 24 hours): no round starts that would end past it, and results
+    /// whose interval is still wider than the target are flagged. The run's plan keeps it,
+    /// so `--resume` does too.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        conflicts_with = "resume",
+        value_parser = parse_max_time
+    )]
+    pub max_time: Option<std::time::Duration>,
     /// Run the scenario on every host of this file at once, each through its host agent
     /// (`isobench agent --listen`), import their runs here, linked, and print the fleet
     /// table: per host type, the isolation summary, and the hosts that differ from the
@@ -253,12 +265,18 @@ pub fn open_store(path: &Path) -> anyhow::Result<Store> {
     Store::open(path).map_err(store_error)
 }
 
-/// Maps a store error to a coded error where the user has to act.
+/// Maps a store error to a coded error where the user has to act: a `--db` that is not a
+/// usable database (a directory, not SQLite, damaged or truncated, newer, read-only where a
+/// write is needed) and a run id that names no run or several are bad input (exit code 2).
 pub fn store_error(e: StoreError) -> anyhow::Error {
     match e {
-        StoreError::NewerSchema { .. } | StoreError::NotADatabase { .. } => {
-            bad_input(e.to_string())
-        }
+        StoreError::NewerSchema { .. }
+        | StoreError::NotADatabase { .. }
+        | StoreError::ReadOnly { .. }
+        | StoreError::NeedsMigration { .. }
+        | StoreError::UnreadableLog { .. }
+        | StoreError::AmbiguousRun { .. }
+        | StoreError::NoRuns { .. } => bad_input(e.to_string()),
         StoreError::UnknownRun { .. } => bad_input(format!("{e}; `isobench runs` lists the runs")),
         other => anyhow::Error::new(other),
     }
@@ -276,7 +294,22 @@ fn new_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<NewR
     };
     new.platform = platform;
     new.seed = a.seed;
+    new.max_time = a.max_time;
     Ok(new)
+}
+
+/// `--max-time`: a duration as scenario files write it (`90s`, `10m`, `2.5m`, seconds),
+/// above zero.
+fn parse_max_time(s: &str) -> Result<std::time::Duration, String> {
+    match isobench_experiment::scenario::parse_duration(s) {
+        Some(d) if d.is_zero() => Err("a budget of zero runs nothing; give e.g. 10m".into()),
+        Some(d) => Ok(d),
+        None => Err(
+            "not a duration; write it like 90s, 10m, 2.5m or a number of seconds, at most \
+             24 hours (1440m)"
+                .into(),
+        ),
+    }
 }
 
 /// The exit-coded error for a session's.
@@ -331,7 +364,7 @@ pub fn run_one(
         return Ok((exit::OK, None));
     }
     let start = match &a.resume {
-        Some(id) => Start::Resume(RunId::new(id.clone())),
+        Some(id) => Start::Resume(resume_id(&a.db.path, id)?),
         None => Start::New(new_run(a, platform)?),
     };
     let mut live;
@@ -389,6 +422,12 @@ pub fn run_one(
     };
     // The run is in the database either way; an export that failed is the failure left.
     Ok((if exported { code } else { exit::FAILURE }, run))
+}
+
+/// The run `--resume` names (its id, `latest`, or a prefix only it has).
+fn resume_id(db: &Path, wanted: &str) -> anyhow::Result<RunId> {
+    let store = crate::cmd_results::existing_store(db)?;
+    crate::cmd_results::find_run(&store, wanted)
 }
 
 /// Opens the run's session; with `--wait`, while another run measures on this host, says so

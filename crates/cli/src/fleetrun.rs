@@ -138,6 +138,12 @@ pub fn check_args(a: &RunArgs, flag: &str) -> anyhow::Result<()> {
             "{flag} runs one platform on every member; give --platform once"
         )));
     }
+    if a.max_time.is_some() {
+        return Err(bad_input(format!(
+            "--max-time is not sent to the members of {flag}; set the budget in the scenario \
+             file instead (max_time under [repetitions], docs/scenario.md)"
+        )));
+    }
     Ok(())
 }
 

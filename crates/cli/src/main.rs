@@ -22,6 +22,25 @@ macro_rules! println {
     };
 }
 
+/// `eprint!` for this crate: standard error closed by its reader (`2>&1 | head -c 100`) or
+/// failing loses the message instead of panicking (see [`output::print_stderr`]).
+#[allow(unused_macros)]
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::output::print_stderr(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` for this crate, as [`eprint!`] with a newline.
+macro_rules! eprintln {
+    () => {
+        $crate::output::print_stderr(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::print_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod args;
 mod cmd_agent;
 mod cmd_compare;
@@ -57,19 +76,29 @@ use clap::Parser;
 /// Maps the outcome of [`run`] to an exit code. Standard output closed by its reader
 /// (`isobench runs --json | head -1`) is a normal end: exit 0 and no message, ripgrep's
 /// convention (docs/cli.md, "Exit codes"), whether it surfaced as an error or as the unwind
-/// of a `print!`.
+/// of a `print!`; standard output failing otherwise (a full disk) is an error. The error's
+/// text may echo what the user gave (a tenant's name, a run id): its control characters
+/// are shown escaped, never sent to the terminal.
 fn main() -> ExitCode {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
-    match outcome {
-        Ok(Ok(code)) => code,
-        Ok(Err(err)) if err.downcast_ref::<output::StdoutClosed>().is_some() => ExitCode::SUCCESS,
-        Ok(Err(err)) => {
-            eprintln!("isobench: error: {err:#}");
-            exit::code_for(&err)
+    let err = match outcome {
+        Ok(Ok(code)) => return code,
+        Ok(Err(err)) if err.downcast_ref::<output::StdoutClosed>().is_some() => {
+            return ExitCode::SUCCESS
         }
-        Err(payload) if payload.is::<output::StdoutClosed>() => ExitCode::SUCCESS,
-        Err(payload) => std::panic::resume_unwind(payload),
-    }
+        Ok(Err(err)) => err,
+        Err(payload) if payload.is::<output::StdoutClosed>() => return ExitCode::SUCCESS,
+        Err(payload) => match payload.downcast::<output::StdoutFailed>() {
+            Ok(failed) => anyhow::Error::new(*failed),
+            Err(payload) => std::panic::resume_unwind(payload),
+        },
+    };
+    let text = format!("{err:#}");
+    eprintln!(
+        "isobench: error: {}",
+        isobench_common::escape_controls(&text, "\n\t")
+    );
+    exit::code_for(&err)
 }
 
 fn run() -> anyhow::Result<ExitCode> {
@@ -96,6 +125,10 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Man(a) => cmd_docs::man(&a),
         args::Command::Memcheck(a) => cmd_run::memcheck(&a),
         args::Command::Netserve(a) => cmd_netserve::run(&a),
+        args::Command::ContainerInit(a) => {
+            let code = isobench_platform::oci::init::run_own_init(&a.command)?;
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)))
+        }
         args::Command::Serve(a) => {
             cmd_serve::run(&a, own_exe().context("locating the isobench binary")?)
         }

@@ -36,14 +36,22 @@ pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
-        r => Ok(r?),
+        Err(e) => Err(StdoutFailed(e).into()),
+        Ok(()) => Ok(()),
     }
 }
+
+/// Standard output could not be written for another reason than its reader leaving (a
+/// full disk, an I/O error): the command fails with this error.
+#[derive(Debug, thiserror::Error)]
+#[error("writing to standard output: {0}")]
+pub struct StdoutFailed(pub std::io::Error);
 
 /// What the crate's `print!` and `println!` (defined in `main.rs`) do: write to standard
 /// output, and on a closed pipe unwind to `main` with a [`StdoutClosed`] payload, which runs
 /// every destructor on the way (tenants are removed) and prints no panic message
-/// (`resume_unwind` skips the panic hook). Any other write error panics as `std`'s do.
+/// (`resume_unwind` skips the panic hook). Any other write error unwinds the same way with
+/// [`StdoutFailed`], which `main` reports as the command's error.
 pub fn print_stdout(args: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
     match out.write_fmt(args) {
@@ -52,8 +60,19 @@ pub fn print_stdout(args: std::fmt::Arguments<'_>) {
             drop(out);
             std::panic::resume_unwind(Box::new(StdoutClosed))
         }
-        Err(e) => panic!("failed printing to stdout: {e}"),
+        Err(e) => {
+            drop(out);
+            std::panic::resume_unwind(Box::new(StdoutFailed(e)))
+        }
     }
+}
+
+/// What the crate's `eprint!` and `eprintln!` (defined in `main.rs`) do: write to standard
+/// error, and lose the text when that fails (its reader gone, `2>&1 | head`): there is
+/// nowhere left to say anything, and the command goes on to its end and its exit code
+/// (`std`'s `eprintln!` panics instead, exit 101).
+pub fn print_stderr(args: std::fmt::Arguments<'_>) {
+    let _ = std::io::stderr().lock().write_fmt(args);
 }
 
 /// Prints a JSON value, pretty, to stdout.

@@ -63,3 +63,88 @@ fn a_real_error_still_fails_when_stdout_is_closed() {
     assert_eq!(code, 2, "stderr: {stderr}");
     assert!(stderr.contains("isobench: error:"), "{stderr}");
 }
+
+/// Runs `isobench args` with both standard output and standard error a pipe nobody reads
+/// (`isobench ... 2>&1 | head -c 100` once `head` has left); returns the exit code.
+fn all_into_closed_pipes(args: &[&str], db: &std::path::Path) -> i32 {
+    let out = spawnable()
+        .args(args)
+        .env("ISOBENCH_DB", db)
+        .env("ISOBENCH_DEBUG_FAKE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(closed_pipe()))
+        .stderr(Stdio::from(closed_pipe()))
+        .output()
+        .unwrap();
+    code(&out)
+}
+
+/// Regression: `isobench run BAD.toml --dry-run 2>&1 | head -c 100` panicked (exit 101):
+/// the error went to a standard error whose reader had gone, and `eprintln!` panics on
+/// that. The error is lost (there is nowhere to say it), the exit code is still the
+/// error's, and every other command ends as it would with a reader.
+#[test]
+fn dry_run_into_a_closed_pipe_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[tenant]]\nname = \"v\"\nrole = \"victim\"\nbogus = 1\n",
+    )
+    .unwrap();
+    let bad = bad.to_str().unwrap();
+    assert_eq!(all_into_closed_pipes(&["run", bad, "--dry-run"], &db), 2);
+    assert_eq!(all_into_closed_pipes(&["run", "--dry-run"], &db), 0);
+    assert_eq!(
+        all_into_closed_pipes(&["run", "--preset", "standard", "--dry-run"], &db),
+        0
+    );
+    // Standard output alone closed: the same, and nothing on stderr for a good plan.
+    let (c, stderr) = into_closed_pipe(&["run", bad, "--dry-run"], &db);
+    assert_eq!(c, 2, "{stderr}");
+    assert!(stderr.contains("unknown field `bogus`"), "{stderr}");
+    // A run whose progress and report nobody reads is stored all the same.
+    assert_eq!(all_into_closed_pipes(&["run", "--preset", "quick"], &db), 0);
+    let (c, stderr) = into_closed_pipe(&["runs", "--json"], &db);
+    assert_eq!((c, stderr.as_str()), (0, ""));
+    for args in [
+        &["show", "latest"][..],
+        &["show", "latest", "--json"],
+        &["export", "latest", "-f", "csv"],
+        &["compare", "latest", "latest"],
+        &["list", "--json"],
+        &["presets"],
+        &["run", "--help"],
+    ] {
+        let want = if args[0] == "compare" { 2 } else { 0 };
+        assert_eq!(all_into_closed_pipes(args, &db), want, "isobench {args:?}");
+    }
+}
+
+/// Standard output that fails for another reason than its reader leaving (a full disk) is
+/// the command's error, exit code 1, not a panic.
+#[test]
+fn stdout_on_a_full_disk_is_an_error_not_a_panic() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["list"][..], &["completions", "bash"], &["runs"]] {
+        let out = spawnable()
+            .args(args)
+            .env("ISOBENCH_DB", dir.path().join("none.db"))
+            .stdout(Stdio::from(full.try_clone().unwrap()))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(code(&out), 1, "isobench {args:?}: {stderr}");
+        assert!(
+            stderr.contains("writing to standard output") && stderr.contains("No space left"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

@@ -3,7 +3,7 @@
 use predicates::prelude::*;
 
 mod common;
-use common::{children_of, cmdline, isobench};
+use common::{children_of, cmdline, code, isobench, text};
 
 #[test]
 fn list_json_lists_every_workload_with_host_facts() {
@@ -274,4 +274,37 @@ fn an_agent_has_no_server_process_left_after_a_net_probe() {
     wait_for(3);
     drop(to);
     assert!(agent.wait().unwrap().success());
+}
+
+/// `presets` said the null preset takes about 1.5 minutes while it took 4m07s, and the quick
+/// one "about 3 minutes" while its 5-minute budget ended it: each preset now states its
+/// budget, read from the scenario the run obeys, beside the measured range.
+#[test]
+fn presets_state_each_budget_from_the_scenario() {
+    let out = isobench().arg("presets").output().unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let block = |name: &str| -> String {
+        stdout
+            .split('\n')
+            .skip_while(|l| !l.starts_with(&format!("{name} ")))
+            .take_while(|l| l.starts_with(name) || l.starts_with(' '))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for (name, budget) in [("quick", "5m"), ("null", "5m"), ("standard", "14m")] {
+        let b = block(name);
+        assert!(
+            b.contains(&format!(
+                "budget: no round starts that would end after {budget}"
+            )),
+            "{name}: {b}"
+        );
+        assert!(b.contains("takes: "), "{name}: {b}");
+    }
+    assert!(
+        !block("null").contains("about 1.5 minutes"),
+        "{}",
+        block("null")
+    );
 }

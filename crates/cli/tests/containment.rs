@@ -14,7 +14,7 @@ macro_rules! require_cgroup {
     () => {
         let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(why) = cgroup_missing(&["pids", "memory", "cpu"]) {
-            eprintln!("skipped: {why}");
+            common::skip("cgroup", &why);
             return;
         }
     };

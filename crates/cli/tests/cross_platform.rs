@@ -137,7 +137,7 @@ name = "cpu"
 fn for_real_each_platform_runs_in_the_same_process() {
     // Each platform's run installs the Ctrl-C and panic handling again, in one process.
     if let Some(why) = common::cgroup_missing(&["cpu", "memory", "pids"]) {
-        eprintln!("SKIP for_real_each_platform_runs_in_the_same_process: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -142,7 +142,7 @@ fn dir_with_token() -> (tempfile::TempDir, PathBuf) {
 fn needs_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP: network namespaces need root");
+        common::skip("root", "network namespaces need root");
         return false;
     }
     true

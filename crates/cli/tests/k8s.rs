@@ -27,18 +27,18 @@ fn serial() -> MutexGuard<'static, ()> {
 
 fn cluster_or_skip(test: &str) -> bool {
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP {test}: needs root");
+        common::skip_test("root", test, "needs root");
         return false;
     }
     // Set by `scripts/test` to why it could not bring a cluster up.
     if let Some(why) = std::env::var_os("ISOBENCH_K8S_SKIP") {
-        eprintln!("SKIP {test}: {}", why.to_string_lossy());
+        common::skip_test("k8s", test, &why.to_string_lossy());
         return false;
     }
     match k8s::available() {
         Ok(()) => true,
         Err(e) => {
-            eprintln!("SKIP {test}: {e}");
+            common::skip_test("k8s", test, &e.to_string());
             false
         }
     }

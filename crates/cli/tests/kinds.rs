@@ -46,7 +46,7 @@ name = "cpu"
 /// section `section`.
 fn run_kind(kind: &str, table: &str, section: &str) -> Option<(String, String)> {
     if let Some(why) = cgroup_missing(&["cpu", "freezer"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return None;
     }
     let dir = tempfile::tempdir().unwrap();

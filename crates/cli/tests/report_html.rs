@@ -374,6 +374,113 @@ fn legend_labels_do_not_overlap() {
     open_in_browser(&[file]);
 }
 
+/// Defect: the latency section merged every baseline trial against every contended trial
+/// (a fork's p50 read 514 us at baseline, 339 us under a CPU hog estimated 2.1% worse). Each
+/// condition's distribution now pools the trials its estimate used, as the JSON export's
+/// `latency` holds them: on/off conditions whole with the phases the estimate compared
+/// beside them, the paired condition with the baseline trials paired with it, and no line of
+/// every baseline trial drawn against the on/off conditions.
+#[test]
+fn latency_percentiles_pooled_like_the_estimate() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    let id = fake_run(&db, "quick");
+    let file = dir.path().join("l.html");
+    let out = isobench()
+        .args(["report", &id, "-o"])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&file).unwrap();
+    let out = isobench()
+        .args(["export", &id, "--format", "json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let doc = common::json_of(&out);
+    let views = doc["results"]["latency"]
+        .as_array()
+        .expect("a latency view");
+    let fork = views
+        .iter()
+        .find(|v| v["metric"] == "fork_p50_ns")
+        .expect("the fork latency");
+    assert_eq!(fork["unit"], "ns");
+    assert_eq!(fork["estimated"], true);
+    let labels: Vec<&str> = fork["distributions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["label"].as_str().unwrap())
+        .collect();
+    assert!(!labels.contains(&"baseline"), "{labels:?}");
+    assert!(
+        labels.contains(&"baseline paired with memhog@100"),
+        "{labels:?}"
+    );
+    assert!(
+        labels.contains(&"cpu@100 (on/off, both phases)"),
+        "{labels:?}"
+    );
+    // The report draws those distributions, with the figures of the export.
+    let section = html
+        .split(r#"<h3>fork-latency fork_p50_ns</h3>"#)
+        .nth(1)
+        .and_then(|s| s.split("<h3").next())
+        .expect("the fork latency in the report");
+    for d in fork["distributions"].as_array().unwrap() {
+        let p50 = d["quantiles"][0].as_f64().unwrap();
+        let row = format!(
+            r#"<td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{p50:.0}</td>"#,
+            d["label"].as_str().unwrap(),
+            d["trials"],
+            d["values"]
+        );
+        assert!(section.contains(&row), "no row {row}");
+        if d["design"] == "onoff" {
+            let e = &d["estimate"];
+            assert!(
+                section.contains(&format!(
+                    "off-phases {:.1} &rarr; on-phases {:.1}",
+                    e["reference_median"].as_f64().unwrap(),
+                    e["contended_median"].as_f64().unwrap()
+                )),
+                "the estimate's phases beside {}",
+                d["label"]
+            );
+        }
+    }
+    assert!(
+        section.contains("a trial&#39;s histogram cannot separate"),
+        "how it pools"
+    );
+}
+
+/// Defect: the latency tables had no units. Every percentile column names its unit.
+#[test]
+fn latency_tables_give_units() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, html) = quick_report(dir.path(), "units", &|s| s);
+    let tables: Vec<&str> = html
+        .split(r#"<table class="latency">"#)
+        .skip(1)
+        .map(|t| t.split("</thead>").next().unwrap())
+        .collect();
+    assert!(tables.len() >= 2, "latency tables");
+    for head in tables {
+        assert!(
+            head.contains("<th>p50 [ns]</th>") || head.contains("<th>p50 [us]</th>"),
+            "{head}"
+        );
+        assert!(head.contains("<th>p99.9 ["), "{head}");
+        assert!(head.contains("median of its units ["), "{head}");
+    }
+    assert!(html.contains("fork_p50_ns, ns"), "the axis names its unit");
+}
+
 /// The checker itself: it passes a good page and names each fault of a bad one
 /// (`tests/browser/selftest.sh`).
 #[test]
@@ -431,7 +538,10 @@ fn browser_python() -> Option<std::ffi::OsString> {
             std::env::var("CI").map_or(true, |v| v.is_empty() || v == "false"),
             "CI must run the browser test: scripts/test sets ISOBENCH_BROWSER_PYTHON"
         );
-        eprintln!("skipping the browser check: ISOBENCH_BROWSER_PYTHON is not set (scripts/test sets it up)");
+        common::skip(
+            "browser",
+            "ISOBENCH_BROWSER_PYTHON is not set (scripts/test sets it up)",
+        );
     }
     python
 }

@@ -133,7 +133,7 @@ fn run_then_runs_show_and_export_agree() {
     assert_eq!(text(&show.stdout), table, "show prints what run printed");
 
     for (format, check) in [
-        ("json", "\"schema_version\": 4"),
+        ("json", "\"schema_version\": 5"),
         ("csv", "run,tenant,role,probe,metric"),
         ("md", "## Degradation of victim `victim`"),
     ] {
@@ -390,7 +390,7 @@ fn a_locked_database_fails_clearly_and_loses_nothing() {
 #[test]
 fn tiny_matrix_on_cgroup_lands_in_sqlite() {
     if let Some(why) = cgroup_missing(&["cpu"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -515,7 +515,7 @@ name = "net-tx"
 #[test]
 fn null_preset_runs_and_reports_its_false_positive_share() {
     if let Some(why) = cgroup_missing(&["cpu"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let preset = isobench_experiment::scenario::preset("null").expect("built in");

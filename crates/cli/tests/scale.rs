@@ -92,7 +92,7 @@ fn processes_of(run: &str) -> Vec<u32> {
 #[test]
 fn sixty_four_cgroup_tenants_run_and_leave_nothing_behind() {
     if let Some(why) = cgroup_missing(&["cpu", "memory", "pids"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -210,7 +210,7 @@ max = 1
 #[test]
 fn scale_runs_one_then_all_aggressors_of_a_pool() {
     if let Some(why) = cgroup_missing(&["cpu", "memory", "pids"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -261,7 +261,7 @@ intensity = 20
 #[test]
 fn fidelity_sets_the_limit_for_its_trials_and_reports_q() {
     if let Some(why) = cgroup_missing(&["cpu", "memory", "pids"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let dir = tempfile::tempdir().unwrap();

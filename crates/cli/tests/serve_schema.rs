@@ -28,9 +28,9 @@ fn the_http_api_answers_as_its_openapi_document_says() {
             "CI must run the Schemathesis check: scripts/test installs it into the venv of {}",
             python.display()
         );
-        eprintln!(
-            "skipping the Schemathesis check: no {} (scripts/test installs it)",
-            schemathesis.display()
+        common::skip(
+            "schemathesis",
+            &format!("no {} (scripts/test installs it)", schemathesis.display()),
         );
         return;
     }

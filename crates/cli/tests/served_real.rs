@@ -113,7 +113,7 @@ fn plan_of(text: &str) -> Plan {
 #[test]
 fn load_generators_beside_cgroup_tenants_measure_their_servers_on_loopback() {
     if let Some(why) = common::cgroup_missing(&["cpu", "memory", "pids"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let text = scenario("http", true);
@@ -166,7 +166,7 @@ fn load_generators_beside_cgroup_tenants_measure_their_servers_on_loopback() {
 #[test]
 fn a_relay_ring_runs_through_forwarders_in_other_cgroup_tenants() {
     if let Some(why) = common::cgroup_missing(&["cpu", "memory", "pids"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let text = scenario("relay-ring", false);

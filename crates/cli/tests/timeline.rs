@@ -69,7 +69,7 @@ fn hog(tenant: usize, start: u64, stop: u64) -> Entry {
 fn a_schedule_runs_on_cgroup_tenants_with_its_cpu_series() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(why) = cgroup_missing(&["cpu", "cpuacct", "memory", "pids", "freezer"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let sc = Scenario::parse(Source::new("tl.toml", TENANTS)).unwrap();
@@ -297,7 +297,7 @@ fn a_timeline_shows_its_episodes_and_exports_its_series() {
 fn a_short_timeline_on_cgroup_tenants() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(why) = cgroup_missing(&["cpu", "cpuacct", "memory", "pids", "freezer"]) {
-        eprintln!("skipped: {why}");
+        common::skip("cgroup", &why);
         return;
     }
     let dir = tempfile::tempdir().unwrap();

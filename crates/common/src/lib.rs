@@ -13,6 +13,7 @@ mod direction;
 mod median;
 mod role;
 mod size;
+mod text;
 mod word;
 
 pub use class::Class;
@@ -20,4 +21,5 @@ pub use direction::Direction;
 pub use median::{median, median_in_place, median_of_sorted};
 pub use role::Role;
 pub use size::{format_size, format_size_exact, parse_size, SizeError, SizeProblem};
+pub use text::escape_controls;
 pub use word::UnknownWord;

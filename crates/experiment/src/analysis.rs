@@ -15,7 +15,8 @@ use isobench_stats::{
     PairedEstimate, PairedMethod, Sample, Side,
 };
 use isobench_store::{
-    Condition as StoreCondition, LoadedRun, RunStatus, StressorMode, TrialRecord, TrialStatus,
+    Condition as StoreCondition, LoadedRun, Modulation, RunStatus, SeriesRecord, StressorMode,
+    TrialRecord, TrialStatus,
 };
 use isobench_workloads::Class;
 use serde::{Deserialize, Serialize};
@@ -178,7 +179,9 @@ pub fn analyze(run: &LoadedRun) -> Results {
         },
         StatsSettings::from_plan,
     );
-    let mut r = analyze_trials(run, plan, &run.trials.iter().collect::<Vec<_>>(), &settings);
+    let trials: Vec<&TrialRecord> = run.trials.iter().collect();
+    let mut r = analyze_trials(run, plan, &trials, &settings);
+    r.latency = crate::latency::views(&Stored::new(run, &trials), &r.cells);
     r.trials = run.trials.clone();
     r.facts = run.facts.clone();
     r
@@ -220,6 +223,7 @@ pub fn analyze_trials(
         aggressor,
         classes,
         sections,
+        latency: Vec::new(),
         trust,
         target_half_width: settings.target,
         confidence: settings.confidence,
@@ -596,19 +600,39 @@ pub(crate) fn onoff_units(
     cond: &str,
     metric: &str,
 ) -> Vec<Vec<Pair>> {
-    let mut out = Vec::new();
-    for t in trials.iter().filter(|t| {
-        usable(t) && t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
-    }) {
-        let (Some(m), Some(s)) = (
-            t.modulation.as_ref(),
-            t.series.iter().find(|s| s.metric == metric),
-        ) else {
-            continue;
-        };
-        out.push(crate::onoff::cycles(&s.windows, m));
-    }
-    out
+    onoff_trials(trials, usable, tenant, probe, cond, metric)
+        .into_iter()
+        .map(|(_, m, s)| crate::onoff::cycles(&s.windows, m))
+        .collect()
+}
+
+/// The trials behind [`onoff_units`]: every usable modulated trial of a cell with a window
+/// series of `metric`, in time order, with its modulation and that series.
+pub(crate) fn onoff_trials<'a>(
+    trials: &[&'a TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+    tenant: &str,
+    probe: &str,
+    cond: &str,
+    metric: &str,
+) -> Vec<(&'a TrialRecord, &'a Modulation, &'a SeriesRecord)> {
+    trials
+        .iter()
+        .copied()
+        .filter(|t| {
+            usable(t)
+                && t.tenant == tenant
+                && t.probe == probe
+                && condition_text(&t.condition) == cond
+        })
+        .filter_map(|t| {
+            Some((
+                t,
+                t.modulation.as_ref()?,
+                t.series.iter().find(|s| s.metric == metric)?,
+            ))
+        })
+        .collect()
 }
 
 /// p-value below which a result's trials are flagged as differing
@@ -670,13 +694,37 @@ pub(crate) fn paired_units(
     cond: &str,
     metric: &str,
 ) -> Vec<Pair> {
-    let value = |t: &TrialRecord| {
-        t.samples
-            .iter()
-            .find(|s| s.metric == metric)
-            .map(|s| s.value)
-            .filter(|v| v.is_finite() && *v > 0.0)
-    };
+    paired_trials(trials, usable, tenant, probe, cond, metric)
+        .into_iter()
+        .filter_map(|(b, c)| {
+            Some(Pair {
+                baseline: metric_value(b, metric)?,
+                contended: metric_value(c, metric)?,
+            })
+        })
+        .collect()
+}
+
+/// A trial's value of `metric`, when finite and positive (what a pair can compare).
+fn metric_value(t: &TrialRecord, metric: &str) -> Option<f64> {
+    t.samples
+        .iter()
+        .find(|s| s.metric == metric)
+        .map(|s| s.value)
+        .filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// The trials behind [`paired_units`]: each usable contended trial with a value of `metric`,
+/// with the last baseline trial with one in the block paired with its block, in time order.
+pub(crate) fn paired_trials<'a>(
+    trials: &[&'a TrialRecord],
+    usable: &dyn Fn(&TrialRecord) -> bool,
+    tenant: &str,
+    probe: &str,
+    cond: &str,
+    metric: &str,
+) -> Vec<(&'a TrialRecord, &'a TrialRecord)> {
+    let value = |t: &TrialRecord| metric_value(t, metric);
     let mut out = Vec::new();
     for t in trials.iter().filter(|t| {
         usable(t) && t.tenant == tenant && t.probe == probe && condition_text(&t.condition) == cond
@@ -696,6 +744,7 @@ pub(crate) fn paired_units(
         };
         let base = trials
             .iter()
+            .copied()
             .filter(|x| {
                 let kx = x.key;
                 usable(x)
@@ -705,13 +754,10 @@ pub(crate) fn paired_units(
                     && x.probe == probe
                     && x.condition == StoreCondition::Baseline
             })
-            .filter_map(|x| value(x))
+            .filter(|x| value(x).is_some())
             .last();
-        if let (Some(b), Some(c)) = (base, value(t)) {
-            out.push(Pair {
-                baseline: b,
-                contended: c,
-            });
+        if let (Some(b), Some(_)) = (base, value(t)) {
+            out.push((b, *t));
         }
     }
     out

@@ -20,6 +20,7 @@ pub mod cause;
 pub mod fake;
 pub mod fields;
 pub mod kinds;
+mod latency;
 pub mod memcheck;
 pub mod onoff;
 pub mod orchestrator;

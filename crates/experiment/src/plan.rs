@@ -491,6 +491,12 @@ impl Plan {
             self.repetitions.ci_half_width,
             self.repetitions.confidence * 100.0
         ));
+        if let Some(budget) = self.repetitions.max_time {
+            s.push_str(&format!(
+                "  time budget: {} (no round starts that would end past it)\n",
+                fmt_duration(budget)
+            ));
+        }
         s.push_str(&format!("  estimate: {}\n", self.estimate.text()));
         for n in &self.notes {
             s.push_str(&format!("  note: {n}\n"));

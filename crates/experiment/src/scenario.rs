@@ -349,7 +349,7 @@ pub struct RepetitionPolicy {
     #[serde(default)]
     pub correction: isobench_stats::Correction,
     /// Wall time after which no new round starts when the last one would overrun it (the
-    /// cells still wide are flagged); `None`: rounds run up to `max`.
+    /// cells still wide are counted as such); `None`: rounds run up to `max`.
     #[serde(default)]
     pub max_time: Option<Duration>,
 }
@@ -640,7 +640,11 @@ pub fn fmt_duration(d: Duration) -> String {
         }
     } else {
         let m = d.as_secs_f64() / 60.0;
-        format!("{m:.1}m")
+        if (m - m.round()).abs() < 1e-9 {
+            format!("{}m", m.round())
+        } else {
+            format!("{m:.1}m")
+        }
     }
 }
 

@@ -53,6 +53,8 @@ pub struct NewRun {
     pub platform: Option<PlatformChoice>,
     /// Seed instead of the scenario's.
     pub seed: Option<u64>,
+    /// Time budget instead of the scenario's `repetitions.max_time`.
+    pub max_time: Option<std::time::Duration>,
 }
 
 impl NewRun {
@@ -76,6 +78,7 @@ impl NewRun {
             builtin: true,
             platform: None,
             seed: None,
+            max_time: None,
         })
     }
 
@@ -86,6 +89,7 @@ impl NewRun {
             builtin: false,
             platform: None,
             seed: None,
+            max_time: None,
         }
     }
 
@@ -107,7 +111,11 @@ impl NewRun {
                 )));
             }
         }
-        Plan::resolve(&sc, host, &opts).map_err(SessionError::Scenario)
+        let mut plan = Plan::resolve(&sc, host, &opts).map_err(SessionError::Scenario)?;
+        if let Some(budget) = self.max_time {
+            plan.repetitions.max_time = Some(budget);
+        }
+        Ok(plan)
     }
 }
 

@@ -7,6 +7,7 @@
 use std::fmt;
 use std::ops::Range;
 
+use isobench_common::escape_controls;
 use serde::{Deserialize, Serialize};
 
 /// A byte range in a scenario file.
@@ -171,28 +172,44 @@ pub struct ScenarioError {
 }
 
 impl fmt::Display for ScenarioError {
+    /// The located message. Every part that may echo the file (its name, the line, a value
+    /// quoted in the problem or the fix) shows control characters escaped (`\u{1b}`), so a
+    /// scenario cannot drive the terminal that prints its errors.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let safe = |s: &str| escape_controls(s, "").into_owned();
         writeln!(
             f,
             "{}:{}:{}: `{}`: {}",
-            self.file, self.line, self.column, self.field, self.problem
+            safe(&self.file),
+            self.line,
+            self.column,
+            safe(&self.field),
+            safe(&self.problem)
         )?;
         let num = self.line.to_string();
         let pad = " ".repeat(num.len());
         writeln!(f, "{pad} |")?;
-        writeln!(f, "{num} | {}", self.snippet)?;
+        writeln!(f, "{num} | {}", escape_controls(&self.snippet, "\t"))?;
+        // Under the column, whatever an escape made of the characters before it.
         let lead: String = self
             .snippet
             .chars()
             .take(self.column.saturating_sub(1))
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .map(|c| match c {
+                '\t' => "\t".to_string(),
+                c => " ".repeat(
+                    escape_controls(c.encode_utf8(&mut [0; 4]), "")
+                        .chars()
+                        .count(),
+                ),
+            })
             .collect();
         writeln!(f, "{pad} | {lead}{}", "^".repeat(self.width.min(80)))?;
         if !self.allowed.is_empty() {
-            writeln!(f, "  allowed: {}", self.allowed)?;
+            writeln!(f, "  allowed: {}", safe(&self.allowed))?;
         }
         if !self.fix.is_empty() {
-            write!(f, "  fix: {}", self.fix)?;
+            write!(f, "  fix: {}", safe(&self.fix))?;
         }
         Ok(())
     }
@@ -213,7 +230,10 @@ impl ScenarioErrors {
 
 impl fmt::Display for ScenarioErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let file = self.0.first().map_or("scenario", |e| e.file.as_str());
+        let file = self
+            .0
+            .first()
+            .map_or("scenario".into(), |e| escape_controls(&e.file, ""));
         let n = self.0.len();
         writeln!(
             f,
@@ -244,6 +264,44 @@ mod tests {
         assert_eq!((l, c, t), (3, 10, "warmup = \"x\""));
         assert_eq!(s.field_at(off), "trial.warmup");
         assert_eq!(s.field_at(0), "a");
+    }
+
+    /// Regression: a tenant named with terminal escape codes (`"\u001b[2J"` in TOML) had
+    /// them echoed raw by the error that refused it, clearing or recolouring the terminal.
+    #[test]
+    fn scenario_errors_escape_control_characters() {
+        let s = Source::new(
+            "f\u{1b}.toml",
+            "[[tenant]]\nname = \"\u{1b}[2J\u{202e}x\"\n",
+        );
+        let off = s.text.find('x').unwrap();
+        let e = s.error(
+            Span {
+                start: off,
+                end: off + 3,
+            },
+            "tenant[0].name",
+            "`\u{1b}[2J\u{202e}x` is not a valid tenant name",
+            "lowercase letters",
+            "write name = \"\u{9b}x\"",
+        );
+        let text = ScenarioErrors(vec![e]).to_string();
+        assert!(
+            !text.contains(|c: char| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(!text.contains('\u{202e}'), "{text:?}");
+        assert!(
+            text.contains("`\\u{1b}[2J\\u{202e}x` is not a valid"),
+            "{text}"
+        );
+        assert!(text.contains("f\\u{1b}.toml:2:14"), "{text}");
+        assert!(text.contains("fix: write name = \"\\u{9b}x\""), "{text}");
+        // The caret stays under the `x`, past the escaped characters before it.
+        let lines: Vec<&str> = text.lines().collect();
+        let line = lines.iter().position(|l| l.starts_with("2 | ")).unwrap();
+        let x = lines[line].rfind('x').unwrap();
+        assert_eq!(lines[line + 1].find('^'), Some(x), "{text}");
     }
 
     #[test]

@@ -218,14 +218,7 @@ fn cgroup_checks(root: bool, run: Option<&RunId>, host: Option<&HostInfo>) -> Ve
             let removed = cg.remove(Duration::from_secs(5));
             let back = back?;
             removed?;
-            let shown = match c {
-                Controller::Cpu => format!("cpus={:?} weight={:?}", back.cpus, back.cpu_weight),
-                Controller::Cpuset => format!("cpuset={:?}", back.cpuset.map(|s| s.to_string())),
-                Controller::Memory => format!("memory={:?}", back.memory),
-                Controller::Pids => format!("pids={:?}", back.pids),
-                _ => format!("io_write_bps={:?}", back.io_write_bps),
-            };
-            Ok(format!("limit written and read back ({shown})"))
+            Ok(read_back(c, &back))
         })();
         if r.is_err() && matches!(c, Controller::Cpu | Controller::Memory | Controller::Pids) {
             essentials_ok = false;
@@ -381,11 +374,45 @@ fn net_checks(root: bool, run: Option<&RunId>) -> Vec<Check> {
     checks
 }
 
+/// What a controller's check wrote and read back, in the words of `--limits`
+/// (`cpus=0.5,shares=512`), or that nothing came back.
+fn read_back(c: Controller, back: &Limits) -> String {
+    let only = match c {
+        Controller::Cpu => Limits {
+            cpus: back.cpus,
+            cpu_weight: back.cpu_weight,
+            ..Limits::default()
+        },
+        Controller::Cpuset => Limits {
+            cpuset: back.cpuset.clone(),
+            ..Limits::default()
+        },
+        Controller::Memory => Limits {
+            memory: back.memory,
+            ..Limits::default()
+        },
+        Controller::Pids => Limits {
+            pids: back.pids,
+            ..Limits::default()
+        },
+        _ => Limits {
+            io_write_bps: back.io_write_bps,
+            ..Limits::default()
+        },
+    };
+    let text = only.to_string();
+    if text.is_empty() {
+        "limit written, but not read back".into()
+    } else {
+        format!("limit written and read back: {text}")
+    }
+}
+
 fn sentinel_check() -> Result<String> {
     let s = Sentinel::start(SentinelConfig::default(), |_| {})?;
     let p = s.priority();
     s.stop();
-    Ok(format!("heartbeat thread priority: {p:?}"))
+    Ok(format!("heartbeat thread priority: {p}"))
 }
 
 fn tool_version(prog: &str, args: &[&str]) -> Result<String> {
@@ -409,22 +436,40 @@ fn tool_version(prog: &str, args: &[&str]) -> Result<String> {
 /// image is built from (the static isobench binary and a static busybox).
 fn oci_checks() -> Vec<Check> {
     use crate::oci::{image, Engine};
-    let engine = |e: Result<Engine, crate::oci::EngineUnavailable>| -> Result<String> {
-        let e = e.map_err(|u| anyhow!("{u}"))?;
-        Ok(e.describe())
-    };
-    vec![
-        Check::new(
-            "platform oci",
-            crate::oci::available()
-                .map_err(|e| anyhow!("{e}"))
-                .and_then(|()| {
-                    let e = Engine::detect(None).map_err(|u| anyhow!("{u}"))?;
-                    Ok(format!("containers with {} (by default)", e.kind()))
-                }),
-        ),
-        Check::new("docker", engine(Engine::docker())),
-        Check::new("podman", engine(Engine::podman())),
+    let mut checks = vec![Check::new(
+        "platform oci",
+        crate::oci::available()
+            .map_err(|e| anyhow!("{e}"))
+            .and_then(|()| {
+                let choice = crate::oci::engine_choice(None);
+                let e = Engine::detect(choice.as_deref()).map_err(|u| anyhow!("{u}"))?;
+                Ok(match choice {
+                    Some(_) => format!("containers with {} ({})", e.kind(), crate::oci::ENV_ENGINE),
+                    None => format!(
+                        "containers with {} (by default; {}=docker|podman chooses)",
+                        e.kind(),
+                        crate::oci::ENV_ENGINE
+                    ),
+                })
+            }),
+    )];
+    // Each engine, and the init its containers start with (the engine's, the host's
+    // catatonit, tini or dumb-init, or isobench's own).
+    for (name, found) in [("docker", Engine::docker()), ("podman", Engine::podman())] {
+        match found {
+            Ok(e) => {
+                checks.push(Check::new(name, Ok(e.describe())));
+                let init = crate::oci::InitRequest::from_option_or_env(None)
+                    .and_then(|r| crate::oci::init::for_engine(&e, &r));
+                checks.push(Check::new(
+                    format!("{name} init"),
+                    init.map(|i| format!("containers start with {i}")),
+                ));
+            }
+            Err(u) => checks.push(Check::new(name, Err(anyhow!("{u}")))),
+        }
+    }
+    checks.extend([
         Check::new(
             "static isobench",
             crate::staticexe::find()
@@ -434,7 +479,8 @@ fn oci_checks() -> Vec<Check> {
             "static busybox",
             image::find_busybox().map(|p| format!("{} (the images' shell and tools)", p.display())),
         ),
-    ]
+    ]);
+    checks
 }
 
 fn kvm_check() -> Result<String> {

@@ -42,6 +42,10 @@ pub mod sched;
 pub mod sentinel;
 pub mod staticexe;
 pub mod tenant;
+/// Skipping a unit test with its reason, recorded for `scripts/test`'s list (test-only).
+#[cfg(test)]
+#[path = "../../../tests/skip.rs"]
+pub(crate) mod test_skip;
 pub mod vm;
 pub mod watchdog;
 
@@ -245,6 +249,9 @@ pub struct PlatformOptions {
     /// The container engine of the `oci` platform (`docker` or `podman`); `None` picks
     /// docker when a daemon answers, else podman.
     pub oci_engine: Option<String>,
+    /// The init of the `oci` platform's containers (`auto`, `isobench`, or the path of a
+    /// static init binary; see [`oci::init`]); `None` reads `ISOBENCH_OCI_INIT`, else `auto`.
+    pub oci_init: Option<String>,
     /// The kernel of the `vm` platform's guests; `None` uses the one `isobench vm setup`
     /// cached.
     pub vm_kernel: Option<PathBuf>,
@@ -262,6 +269,7 @@ impl PlatformOptions {
             workdir_root: run::default_workdir_root(),
             host: None,
             oci_engine: None,
+            oci_init: None,
             vm_kernel: None,
             k8s_kubeconfig: None,
         }

@@ -50,6 +50,19 @@ pub enum SentinelPriority {
     Normal,
 }
 
+impl std::fmt::Display for SentinelPriority {
+    /// In words for `isobench doctor`: `real-time (SCHED_FIFO 50)`, `nice -20`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SentinelPriority::Fifo(p) => write!(f, "real-time (SCHED_FIFO {p})"),
+            SentinelPriority::Nice(n) => write!(f, "nice {n} (real-time was refused)"),
+            SentinelPriority::Normal => {
+                f.write_str("normal (neither real-time nor a lower nice value was allowed)")
+            }
+        }
+    }
+}
+
 /// A late heartbeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stall {

@@ -143,7 +143,11 @@ fn a_fork_bomb_freezes_and_thaws_while_busy_loops_hold_every_cpu() {
         .find(|d| d.join("freezer.state").exists())
         .cloned()
     else {
-        skip("freeze under contention", "no v1 freezer hierarchy here");
+        skip(
+            "cgroup v1 freezer",
+            "freeze under contention",
+            "no v1 freezer hierarchy here",
+        );
         return;
     };
     let read = |f: &str| fs::read_to_string(freezer.join(f)).unwrap();
@@ -563,7 +567,7 @@ fn v2_tenants_work_on_the_real_unified_hierarchy() {
         .find(|f| f.len() > 2 && f[2] == "cgroup2")
         .map(|f| f[1].to_string())
     else {
-        skip("v2 real", "no cgroup2 mount");
+        skip("cgroup v2", "v2 real", "no cgroup2 mount");
         return;
     };
     let fs_v2 = CgroupFs::v2(Path::new(&root), Arc::new(RealTree)).unwrap();

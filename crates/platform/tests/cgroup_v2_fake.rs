@@ -2,8 +2,9 @@
 //! limits written in v2 syntax and read back, usage parsed, teardown through `cgroup.kill`,
 //! missing controllers refused before anything is created. Needs no root.
 
+mod common;
+
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use isobench_platform::cgroup::{CgroupTree, TenantCgroup};
@@ -42,9 +43,10 @@ fn disk_dir() -> Option<tempfile::TempDir> {
 #[test]
 fn v2_limits_are_written_read_back_and_torn_down() {
     let Some(work) = disk_dir() else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIP v2 fake: no directory on a block device for the io limits"
+        common::skip(
+            "disk",
+            "v2 fake",
+            "no directory on a block device for the io limits",
         );
         return;
     };
@@ -158,10 +160,7 @@ fn aggressor_safe_defaults_in_v2_syntax() {
     opts.cgroup_fs = Some(CgroupFs::fake_v2(root.path()).unwrap());
     opts.host = Some(host());
     let Some(work) = disk_dir() else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIP safe defaults v2: no directory on a block device"
-        );
+        common::skip("disk", "safe defaults v2", "no directory on a block device");
         return;
     };
     opts.workdir_root = work.path().to_path_buf();

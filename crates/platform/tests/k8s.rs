@@ -3,8 +3,9 @@
 //! Needs root, a cluster whose API answers (the kubeconfig from `KUBECONFIG` or
 //! `scripts/k8s-up`'s), its node on this machine, the static isobench binary
 //! (`scripts/build-static --debug`, or `ISOBENCH_STATIC_EXE`) and busybox-static. Without
-//! them each test prints SKIP with the reason and passes (also under `CI=true`: `scripts/test`
-//! brings the cluster up when it can be built here, and says why when it cannot).
+//! them each test prints SKIP with the reason and passes; `scripts/test` brings the cluster up
+//! when it can be built here, lists the skips at its end, and under `CI=true` fails when the
+//! cluster could not come up.
 //!
 //! The tests that make pods hold one lock ([`serial`]): the node has a single allocatable CPU,
 //! and a test that asks for CPUs of a pod's own must not find another test's pods on it.
@@ -42,13 +43,13 @@ fn cluster_or_skip(test: &str) -> bool {
         return false;
     }
     if let Some(why) = std::env::var_os(SKIP_ENV) {
-        common::skip(test, &why.to_string_lossy());
+        common::skip("k8s", test, &why.to_string_lossy());
         return false;
     }
     match k8s::available() {
         Ok(()) => true,
         Err(e) => {
-            common::skip(test, &e.to_string());
+            common::skip("k8s", test, &e.to_string());
             false
         }
     }

@@ -113,7 +113,7 @@ fn a_guest_a_container_and_a_cgroup_tenant_talk_over_the_run_bridge() {
         if std::env::var("CI").as_deref() == Ok("true") {
             panic!("{TEST}: required under CI=true: {why}");
         }
-        common::skip(TEST, &why);
+        common::skip("mixed platforms", TEST, &why);
         return;
     }
     let guard = RunGuard::start().unwrap();

@@ -43,16 +43,56 @@ fn engine_or_skip(test: &str, engine: &str) -> Option<()> {
         None => Some(()),
         Some(why) if in_ci() => panic!("{test}: {engine} is required under CI=true: {why}"),
         Some(why) => {
-            common::skip(test, &why);
+            common::skip(engine, test, &why);
             None
         }
     }
 }
 
 fn oci_platform(guard: &RunGuard, engine: &str) -> Box<dyn Platform> {
+    oci_platform_with_init(guard, engine, None)
+}
+
+/// The platform with its containers' init chosen (`isobench`, or a static init's path).
+fn oci_platform_with_init(guard: &RunGuard, engine: &str, init: Option<&str>) -> Box<dyn Platform> {
     let mut opts = PlatformOptions::new(guard.context());
     opts.oci_engine = Some(engine.to_string());
+    opts.oci_init = init.map(str::to_string);
     platform(oci::KIND, opts).expect("building the oci platform")
+}
+
+/// The host's first static init that is not catatonit (tini-static, which Docker pulls in,
+/// or dumb-init), or why there is none (and a failure under CI, where scripts/test installs
+/// tini).
+fn static_init_other_than_catatonit(test: &str) -> Option<std::path::PathBuf> {
+    let candidates: Vec<_> = oci::init::default_candidates()
+        .into_iter()
+        .filter(|p| !p.to_string_lossy().contains("catatonit"))
+        .collect();
+    match oci::init::find_static_init(&candidates).0 {
+        Some(p) => Some(p),
+        None if in_ci() => panic!("{test}: no static tini or dumb-init under CI=true"),
+        None => {
+            common::skip(
+                "static init",
+                test,
+                "no static tini or dumb-init installed (apt-get install tini)",
+            );
+            None
+        }
+    }
+}
+
+/// The process id of a container's first process, from the engine.
+fn container_pid(engine: &str, name: &str) -> i32 {
+    let out = engine_cmd(engine)
+        .args(["inspect", "--format", "{{.State.Pid}}", name])
+        .output()
+        .expect("engine inspect");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a pid")
 }
 
 /// The engine's CLI with its global arguments, for checks from outside isobench.
@@ -244,14 +284,22 @@ fn fork_bomb(engine: &str) {
     if engine_or_skip(test, engine).is_none() {
         return;
     }
+    fork_bomb_with_init(engine, None, |_| {});
+}
+
+/// A fork bomb held at its pids limit, killed, and every one of its processes reaped by the
+/// container's init (`init` as [`oci_platform_with_init`] takes it); `check_init` is given
+/// the init's process id.
+fn fork_bomb_with_init(engine: &str, init: Option<&str>, check_init: impl Fn(i32)) {
     let guard = RunGuard::start().unwrap();
-    let mut p = oci_platform(&guard, engine);
+    let mut p = oci_platform_with_init(&guard, engine, init);
     let bomb = p
         .create_tenant(
             &TenantSpec::new("bomb", Role::Aggressor)
                 .with_limits(Limits::parse("pids=50").unwrap()),
         )
         .unwrap();
+    check_init(container_pid(engine, &bomb.info().object_name));
     let victim = p
         .create_tenant(&TenantSpec::new("neighbour", Role::Victim))
         .unwrap();
@@ -527,4 +575,66 @@ fn podman_network() {
 #[test]
 fn podman_cleanup_after_kill() {
     cleanup_after_kill("podman");
+}
+
+/// Podman's bare `--init` needs catatonit, which a host with Docker's tini may lack: the
+/// containers start with the host's tini instead (`--init-path`), which reaps the bomb.
+#[test]
+fn podman_without_catatonit_uses_another_init() {
+    let test = "podman_without_catatonit_uses_another_init";
+    if engine_or_skip(test, "podman").is_none() {
+        return;
+    }
+    let Some(tini) = static_init_other_than_catatonit(test) else {
+        return;
+    };
+    fork_bomb_with_init("podman", Some(&tini.display().to_string()), |pid| {
+        assert!(
+            oci::init::runs_file(pid, &tini).unwrap(),
+            "the container's first process runs {}",
+            tini.display()
+        );
+    });
+}
+
+/// Docker without its daemon's docker-init: the host's static init, bind-mounted.
+#[test]
+fn docker_without_its_init_uses_the_hosts() {
+    let test = "docker_without_its_init_uses_the_hosts";
+    if engine_or_skip(test, "docker").is_none() {
+        return;
+    }
+    let Some(tini) = static_init_other_than_catatonit(test) else {
+        return;
+    };
+    fork_bomb_with_init("docker", Some(&tini.display().to_string()), |pid| {
+        assert!(oci::init::runs_file(pid, &tini).unwrap());
+    });
+}
+
+/// With no static init on the host, the container starts without `--init` and the image's
+/// isobench is its first process; it reaps the killed bomb's processes just the same.
+fn own_init(engine: &str) {
+    let test = &format!("{engine}_with_no_init_binary_uses_isobench_own_init");
+    if engine_or_skip(test, engine).is_none() {
+        return;
+    }
+    fork_bomb_with_init(engine, Some("isobench"), |pid| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let args: Vec<_> = cmdline
+            .split(|b| *b == 0)
+            .map(String::from_utf8_lossy)
+            .collect();
+        assert_eq!(args[..3], ["/isobench", "container-init", "--"], "{args:?}");
+    });
+}
+
+#[test]
+fn podman_with_no_init_binary_uses_isobench_own_init() {
+    own_init("podman");
+}
+
+#[test]
+fn docker_with_no_init_binary_uses_isobench_own_init() {
+    own_init("docker");
 }

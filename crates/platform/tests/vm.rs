@@ -60,7 +60,7 @@ fn vm_or_skip(test: &str) -> bool {
             panic!("{test}: the vm platform cannot run under CI: {why} (scripts/test sets it up)")
         }
         Some(why) => {
-            skip(test, &why);
+            skip("vm", test, &why);
             false
         }
     }

@@ -173,7 +173,7 @@ fn json_export_has_schema_version_and_raw_samples() {
     let (r, _) = results(script());
     let bytes = serialize(&r, Format::Json);
     let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(v["schema_version"], 4);
+    assert_eq!(v["schema_version"], 5);
     assert_eq!(v["tool"], "isobench");
     assert_eq!(v["kind"], "results");
     let res = &v["results"];

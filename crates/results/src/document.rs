@@ -14,8 +14,9 @@ use crate::{Cause, Design, Section};
 /// Version of the [`Results`] document (JSON export). Bumped when its shape changes; 2 adds
 /// the experiment kind (`kind`) and each condition's per-tenant `assignments` in the plan; 3
 /// adds the kind's own `sections` and the plan's kind `settings`; 4 adds each section's
-/// `plot` (what its rows hold as a figure).
-pub const RESULTS_SCHEMA_VERSION: u32 = 4;
+/// `plot` (what its rows hold as a figure); 5 adds `latency`, the latency distributions
+/// pooled the way the estimates pool their trials.
+pub const RESULTS_SCHEMA_VERSION: u32 = 5;
 
 /// Probe name recorded for a trial in which the aggressor ran alone (no probe).
 pub const SOLO_PROBE: &str = "(alone)";
@@ -287,6 +288,11 @@ pub struct Results {
     /// schema 3 have none.
     #[serde(default)]
     pub sections: Vec<Section>,
+    /// The victims' latency distributions, pooled the way each condition's estimate pools
+    /// its trials ([`crate::latency`]); empty in documents before schema 5, and until the
+    /// analysis of a whole stored run fills it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency: Vec<crate::latency::LatencyView>,
     /// Trust in the run as a whole.
     pub trust: Trust,
     /// Target interval half-width, points.

@@ -15,6 +15,7 @@ mod document;
 pub mod fleet;
 pub mod headline;
 mod labels;
+pub mod latency;
 mod matrix;
 mod view;
 

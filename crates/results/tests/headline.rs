@@ -157,7 +157,8 @@ fn a_flagged_headline_says_it_is_flagged() {
     assert_eq!(cpu.figure(), "+20.0%?");
     assert_eq!(cpu.flagged, 1);
     assert!(
-        cpu.detail().contains("flagged: confidence interval"),
+        cpu.detail()
+            .contains("flagged: contended values vary by 40.0%"),
         "{}",
         cpu.detail()
     );

@@ -21,7 +21,7 @@ mod schema;
 mod store;
 mod time;
 
-pub use error::StoreError;
+pub use error::{StoreError, Unusable};
 pub use isobench_common::{Direction, Role};
 pub use model::{
     Condition, CpuSample, CpuSeries, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId,

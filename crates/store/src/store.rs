@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use crate::error::{is_busy, is_full, is_not_a_database, is_unique_violation, StoreError};
+use crate::error::{
+    is_busy, is_cannot_open, is_full, is_read_only, is_unique_violation, unusable, StoreError,
+    Unusable,
+};
 use crate::model::{
     Condition, Fact, HistogramRecord, LoadedRun, NewRun, RunId, RunRecord, RunStatus, RunSummary,
     SampleRecord, StressorReport, TenantRecord, TrialKey, TrialRecord, TrialStatus,
@@ -38,8 +41,8 @@ pub(crate) struct DbFile {
 }
 
 impl DbFile {
-    /// Wraps a SQLite error with the file name, recognising lock timeouts, a full disk and
-    /// non-databases.
+    /// Wraps a SQLite error with the file name, recognising lock timeouts, a full disk, a
+    /// read-only database and files that are not (or no longer) usable databases.
     pub(crate) fn err(&self, context: &'static str, e: rusqlite::Error) -> StoreError {
         if is_full(&e) {
             StoreError::Full {
@@ -51,16 +54,36 @@ impl DbFile {
                 path: self.path.clone(),
                 timeout: self.busy_timeout,
             }
-        } else if is_not_a_database(&e) {
+        } else if let Some(why) = unusable(&e) {
             StoreError::NotADatabase {
                 path: self.path.clone(),
+                why,
+            }
+        } else if is_read_only(&e) {
+            StoreError::ReadOnly {
+                path: self.path.clone(),
+                context,
             }
         } else {
             StoreError::Sqlite {
                 path: self.path.clone(),
                 context,
-                source: e,
+                sqlite: e,
             }
+        }
+    }
+
+    /// Wraps an error of opening the file.
+    fn open_err(&self, e: rusqlite::Error) -> StoreError {
+        match unusable(&e) {
+            Some(why) => StoreError::NotADatabase {
+                path: self.path.clone(),
+                why,
+            },
+            None => StoreError::Open {
+                path: self.path.clone(),
+                sqlite: e,
+            },
         }
     }
 
@@ -99,6 +122,107 @@ fn create_private(path: &Path) {
         .open(path);
 }
 
+/// Whether `path` names a file or a place for a new one (as opposed to a directory, or an
+/// in-memory or URI name, which are left to SQLite).
+fn check_not_directory(path: &Path) -> Result<(), StoreError> {
+    if path.is_dir() {
+        return Err(StoreError::NotADatabase {
+            path: path.to_path_buf(),
+            why: Unusable::Directory,
+        });
+    }
+    Ok(())
+}
+
+/// Whether this process may write `path` and create files beside it (SQLite's `-wal`,
+/// `-shm` and `-journal`). Asks the kernel (`access(2)` with the effective ids), so a
+/// read-only file system and an immutable file say no even to root, whose permission bits
+/// are not checked.
+pub(crate) fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let may_write = |p: &Path| {
+        let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+            return false;
+        };
+        // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+        unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+    };
+    (!path.exists() || may_write(path)) && may_write(dir)
+}
+
+/// The `file:` URI of `path` for SQLite, with `query` (`mode=ro`, `immutable=1`): every byte
+/// but unreserved ones and `/` percent-encoded, so `?`, `#` and `%` in a name stay part of it.
+fn sqlite_uri(path: &Path, query: &str) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut uri = String::from(if path.is_absolute() {
+        "file://"
+    } else {
+        "file:"
+    });
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push('?');
+    uri.push_str(query);
+    uri
+}
+
+/// Refuses a database file cut short (a copy that stopped, a full disk while it was
+/// written): an SQLite file whose header gives its size (page size times page count, valid
+/// when the header's change counter matches its version-valid-for number) but that holds
+/// fewer bytes. SQLite itself would only notice at the first page it cannot read, maybe in
+/// the middle of a command. A file that is not SQLite is left to SQLite to name.
+fn check_length(path: &Path) -> Result<(), StoreError> {
+    use std::io::Read as _;
+    let mut head = [0u8; 100];
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Ok(());
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let read = file.read(&mut head).unwrap_or(0);
+    if read < 16 || &head[..16] != b"SQLite format 3\0" {
+        return Ok(());
+    }
+    let damaged = |what: String| StoreError::NotADatabase {
+        path: path.to_path_buf(),
+        why: Unusable::Damaged { detail: what },
+    };
+    if read < head.len() {
+        return Err(damaged(format!(
+            "the file has {len} bytes, less than SQLite's 100-byte header"
+        )));
+    }
+    let be32 = |at: usize| u32::from_be_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    let page_size = match u16::from_be_bytes([head[16], head[17]]) {
+        1 => 65_536,
+        n => u64::from(n),
+    };
+    let pages = u64::from(be32(28));
+    let expected = page_size * pages;
+    if be32(24) == be32(92) && pages > 0 && len < expected {
+        return Err(damaged(format!(
+            "the file has {len} bytes, its header says {expected} ({pages} pages of \
+             {page_size})"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `path-wal` exists and holds something (changes not yet copied into the file).
+fn log_has_changes(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(wal).is_ok_and(|m| m.len() > 0)
+}
+
 /// An open isobench results database.
 ///
 /// Writes take `&mut self`; one `Store` per thread. Several processes may open the same file:
@@ -128,30 +252,129 @@ impl Store {
     /// WAL mode, enables foreign keys and full sync, and applies any missing migrations.
     ///
     /// A new database is created with mode 0600 (see [`create_private`]); an existing one
-    /// keeps its mode.
+    /// keeps its mode. A directory is [`StoreError::NotADatabase`]; a database this process
+    /// cannot write (a read-only file, directory or file system) is [`StoreError::ReadOnly`]:
+    /// [`Store::open_read_only`] reads it.
     pub fn open_with(path: impl AsRef<Path>, options: &OpenOptions) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
+        check_not_directory(&path)?;
+        check_length(&path)?;
         create_private(&path);
-        let conn = Connection::open(&path).map_err(|source| StoreError::Open {
+        let db = DbFile {
             path: path.clone(),
-            source,
-        })?;
-        Self::init(
-            conn,
-            DbFile {
-                path,
-                busy_timeout: options.busy_timeout,
+            busy_timeout: options.busy_timeout,
+        };
+        let conn = Connection::open(&path).map_err(|e| db.open_err(e))?;
+        Self::init(conn, db, MIGRATIONS).map_err(|e| match e {
+            // SQLite opens a file it cannot write read-only, and fails at the first write or
+            // at the `-shm` file it cannot create: say why.
+            StoreError::Sqlite { .. } if !writable(&path) => StoreError::ReadOnly {
+                path: path.clone(),
+                context: "opening it to write",
             },
-            MIGRATIONS,
+            e => e,
+        })
+    }
+
+    /// Opens the existing database at `path` for reading only: nothing is written to it, so
+    /// a database in a read-only directory or on a read-only file system (a CI artifact, a
+    /// mounted backup) is read as it is, by root too.
+    ///
+    /// SQLite reads a WAL database read-only when it can open (or create) the `-shm` file
+    /// beside it; in a read-only directory without one, the file is opened as immutable,
+    /// which is exact when no write-ahead log holds changes (and nothing can write there);
+    /// one that does is [`StoreError::UnreadableLog`]. A database of an older schema is
+    /// migrated when it is writable (as [`Store::open`] does), and
+    /// [`StoreError::NeedsMigration`] when it is not. The store refuses every write with
+    /// [`StoreError::ReadOnly`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_read_only_with(path, &OpenOptions::default())
+    }
+
+    /// [`Store::open_read_only`] with options.
+    pub fn open_read_only_with(
+        path: impl AsRef<Path>,
+        options: &OpenOptions,
+    ) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        check_not_directory(&path)?;
+        let db = DbFile {
+            path: path.clone(),
+            busy_timeout: options.busy_timeout,
+        };
+        check_length(&path)?;
+        if !path.exists() {
+            return Err(db.open_err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+                Some("no such file".into()),
+            )));
+        }
+        let conn = match Self::connect_read_only(&db, "mode=ro") {
+            Err(StoreError::Sqlite { sqlite, .. }) if is_cannot_open(&sqlite) => {
+                if log_has_changes(&path) {
+                    return Err(StoreError::UnreadableLog { path });
+                }
+                Self::connect_read_only(&db, "immutable=1")?
+            }
+            other => other?,
+        };
+        let found = user_version(&conn, &db)?;
+        check_not_newer(found, MIGRATIONS, &db)?;
+        if found < SCHEMA_VERSION {
+            drop(conn);
+            return Self::open_with(&path, options).map_err(|e| match e {
+                StoreError::ReadOnly { .. } => StoreError::NeedsMigration {
+                    path,
+                    found,
+                    supported: SCHEMA_VERSION,
+                },
+                e => e,
+            });
+        }
+        Ok(Store { conn, db })
+    }
+
+    /// A read-only connection to `db` with the URI parameter `query`, checked by reading the
+    /// schema (SQLite opens files lazily).
+    fn connect_read_only(db: &DbFile, query: &str) -> Result<Connection, StoreError> {
+        use rusqlite::OpenFlags;
+        let conn = Connection::open_with_flags(
+            sqlite_uri(&db.path, query),
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
+        .map_err(|e| db.open_err(e))?;
+        conn.busy_timeout(db.busy_timeout)
+            .map_err(|e| db.err("setting the busy timeout", e))?;
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map_err(|e| db.err("reading the schema", e))?;
+        Ok(conn)
+    }
+
+    /// Whether this store only reads (opened with [`Store::open_read_only`], or a file SQLite
+    /// could only open read-only).
+    pub fn is_read_only(&self) -> bool {
+        self.conn
+            .is_readonly(rusqlite::DatabaseName::Main)
+            .unwrap_or(true)
+    }
+
+    /// Whether this process can write the database at `path` (or create it there): the file
+    /// and its directory take writes. Root is asked as any user: a read-only file system or
+    /// an immutable file says no.
+    pub fn is_writable(path: impl AsRef<Path>) -> bool {
+        writable(path.as_ref())
     }
 
     /// A private in-memory database, for tests.
     pub fn open_in_memory() -> Result<Self, StoreError> {
         let path = PathBuf::from(":memory:");
-        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
+        let conn = Connection::open_in_memory().map_err(|sqlite| StoreError::Open {
             path: path.clone(),
-            source,
+            sqlite,
         })?;
         Self::init(
             conn,
@@ -501,6 +724,65 @@ impl Store {
         Ok(rows)
     }
 
+    /// The run that `wanted` names: `latest` (the run started last, the last line of
+    /// [`Store::list_runs`]), a whole run id, or the start of one that no other run shares:
+    /// of the whole id (`20260101-0930`) or of its last part, the random digits after the
+    /// time (`c87b`). Several runs that start so are [`StoreError::AmbiguousRun`], naming
+    /// them, newest first; none is [`StoreError::UnknownRun`] ([`StoreError::NoRuns`] for
+    /// `latest` in an empty database).
+    pub fn resolve_run(&self, wanted: &str) -> Result<RunId, StoreError> {
+        /// How many candidates an ambiguous prefix names.
+        const SHOWN: usize = 8;
+        let db = &self.db;
+        let ids: Vec<String> = self
+            .conn
+            .prepare("SELECT id FROM runs ORDER BY started_at DESC, rowid DESC")
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| r.get::<_, String>(0))?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|e| db.err("finding a run", e))?;
+        if wanted == "latest" {
+            return ids
+                .into_iter()
+                .next()
+                .map(RunId::new)
+                .ok_or_else(|| StoreError::NoRuns {
+                    path: db.path.clone(),
+                });
+        }
+        if ids.iter().any(|id| id == wanted) {
+            return Ok(RunId::new(wanted));
+        }
+        let unknown = || StoreError::UnknownRun {
+            path: db.path.clone(),
+            run: wanted.to_string(),
+        };
+        if wanted.is_empty() {
+            return Err(unknown());
+        }
+        let mut found: Vec<String> = ids
+            .into_iter()
+            .filter(|id| {
+                id.starts_with(wanted)
+                    || id.rsplit('-').next().is_some_and(|r| r.starts_with(wanted))
+            })
+            .collect();
+        match found.len() {
+            0 => Err(unknown()),
+            1 => Ok(RunId::new(found.remove(0))),
+            n => {
+                found.truncate(SHOWN);
+                Err(StoreError::AmbiguousRun {
+                    path: db.path.clone(),
+                    wanted: wanted.to_string(),
+                    candidates: found,
+                    more: n.saturating_sub(SHOWN),
+                })
+            }
+        }
+    }
+
     /// Every run, oldest first, with trial counts.
     pub fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
         let mut stmt = self
@@ -510,7 +792,7 @@ impl Store {
                         r.seed,
                         (SELECT count(*) FROM trials t WHERE t.run_id = r.id),
                         (SELECT count(*) FROM trials t WHERE t.run_id = r.id AND t.status = 'ok')
-                 FROM runs r ORDER BY r.started_at, r.id",
+                 FROM runs r ORDER BY r.started_at, r.rowid",
             )
             .map_err(|e| self.db.err("listing runs", e))?;
         let rows = stmt

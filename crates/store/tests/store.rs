@@ -534,7 +534,7 @@ fn a_file_that_is_not_a_database_is_named() {
     assert!(matches!(err, StoreError::NotADatabase { .. }), "{err:?}");
     assert!(
         err.to_string()
-            .contains("notes.txt is not an SQLite database"),
+            .contains("notes.txt is not a usable isobench database: it is not an SQLite database"),
         "{err}"
     );
 }
@@ -700,4 +700,65 @@ fn a_run_from_another_database_is_imported_whole_once_and_atomically() {
     assert!(matches!(e, StoreError::UnknownTenant { .. }), "{e}");
     assert_eq!(here.list_runs().unwrap().len(), 1);
     assert!(here.load_run(&bad.run.id).is_err());
+}
+
+#[test]
+fn runs_are_found_by_latest_and_by_unique_prefixes() {
+    let mut store = Store::open_in_memory().unwrap();
+    assert!(matches!(
+        store.resolve_run("latest").unwrap_err(),
+        StoreError::NoRuns { .. }
+    ));
+    let mut runs = Vec::new();
+    // The same start time (as fake runs have): the last stored is the latest.
+    for _ in 0..3 {
+        runs.push(store.create_run(&new_run()).unwrap());
+    }
+    assert_eq!(store.resolve_run("latest").unwrap(), runs[2]);
+    let listed: Vec<RunId> = store
+        .list_runs()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(listed, runs, "listed in the order they were stored");
+    for run in &runs {
+        assert_eq!(&store.resolve_run(run.as_str()).unwrap(), run);
+        // The random part alone, as far as it is unique.
+        let tail = run.as_str().rsplit('-').next().unwrap();
+        let unique = (1..=tail.len())
+            .map(|n| &tail[..n])
+            .find(|p| {
+                runs.iter()
+                    .filter(|r| r.as_str().rsplit('-').next().unwrap().starts_with(p))
+                    .count()
+                    == 1
+            })
+            .unwrap();
+        assert_eq!(&store.resolve_run(unique).unwrap(), run);
+    }
+    // A prefix every run shares names them all, newest first.
+    let shared = &runs[0].as_str()[..9];
+    match store.resolve_run(shared).unwrap_err() {
+        StoreError::AmbiguousRun {
+            candidates, more, ..
+        } => {
+            assert_eq!(more, 0);
+            let newest_first: Vec<String> = runs.iter().rev().map(|r| r.to_string()).collect();
+            assert_eq!(candidates, newest_first);
+        }
+        e => panic!("{e:?}"),
+    }
+    let msg = store.resolve_run(shared).unwrap_err().to_string();
+    assert!(msg.contains("could be any of 3 runs"), "{msg}");
+    assert!(runs.iter().all(|r| msg.contains(r.as_str())), "{msg}");
+    for unknown in ["", "zzz", "2099"] {
+        assert!(
+            matches!(
+                store.resolve_run(unknown).unwrap_err(),
+                StoreError::UnknownRun { .. }
+            ),
+            "{unknown:?}"
+        );
+    }
 }

@@ -18,6 +18,10 @@ pub mod netserve;
 pub mod params;
 pub mod probes;
 pub mod stressors;
+/// Skipping a unit test with its reason, recorded for `scripts/test`'s list (test-only).
+#[cfg(test)]
+#[path = "../../../tests/skip.rs"]
+pub(crate) mod test_skip;
 pub mod timer;
 pub mod util;
 

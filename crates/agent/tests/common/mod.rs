@@ -2,6 +2,15 @@
 //! process, and test-only workloads injected through the catalogue.
 #![allow(dead_code)]
 
+#[path = "../../../../tests/skip.rs"]
+mod skip_log;
+
+/// Skips the running test for lack of `group`: prints the reason and records it for
+/// `scripts/test`'s list.
+pub fn skip(group: &str, why: &str) {
+    skip_log::skip(group, why);
+}
+
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -125,6 +125,20 @@ pub fn cgroup_missing(controllers: &[&str]) -> Option<String> {
 
 pub mod served;
 
+#[path = "../../../../tests/skip.rs"]
+mod skip_log;
+
+/// Skips the running test for lack of `group` (root, cgroup, k8s, browser, ...): prints the
+/// reason and records it for `scripts/test`'s list.
+pub fn skip(group: &str, why: &str) {
+    skip_log::skip(group, why);
+}
+
+/// As [`skip`], naming the test.
+pub fn skip_test(group: &str, test: &str, why: &str) {
+    skip_log::skip_test(group, test, why);
+}
+
 /// The ids of the runs stored in `db` (none when it does not exist yet).
 pub fn run_ids(db: &Path) -> Vec<String> {
     let runs = json_of(

@@ -265,8 +265,9 @@ pub fn browser_python(what: &str) -> Option<PathBuf> {
                 std::env::var("CI").map_or(true, |v| v.is_empty() || v == "false"),
                 "CI must run {what}: scripts/test sets ISOBENCH_BROWSER_PYTHON"
             );
-            eprintln!(
-                "skipping {what}: ISOBENCH_BROWSER_PYTHON is not set (scripts/test sets it up)"
+            super::skip(
+                "browser",
+                &format!("{what}: ISOBENCH_BROWSER_PYTHON is not set (scripts/test sets it up)"),
             );
             None
         }

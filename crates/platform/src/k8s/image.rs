@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn the_archive_names_its_layer_and_config_by_digest() {
         let Ok(busybox) = crate::oci::image::find_busybox() else {
-            eprintln!("skipped: no static busybox here");
+            crate::test_skip::skip("busybox-static", "no static busybox here");
             return;
         };
         let dir = tempfile::tempdir().unwrap();

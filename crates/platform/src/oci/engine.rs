@@ -119,7 +119,7 @@ impl Engine {
             return Err(EngineUnavailable {
                 why: "the `docker` command is not installed".into(),
                 fix: "install Docker (Debian: `apt-get install docker.io`) and start dockerd, \
-                      or use podman (`--engine podman`)"
+                      or use podman (`ISOBENCH_OCI_ENGINE=podman`)"
                     .into(),
             });
         };
@@ -149,7 +149,7 @@ impl Engine {
                 fix: "start one (e.g. `dockerd -H unix:///run/isobench-docker.sock --data-root \
                       /var/lib/isobench-docker --exec-root /run/isobench-docker --bridge=none \
                       --iptables=false &`) and set DOCKER_HOST to its socket, or use podman \
-                      (`--engine podman`)"
+                      (`ISOBENCH_OCI_ENGINE=podman`)"
                     .into(),
             }),
         }
@@ -161,7 +161,7 @@ impl Engine {
             return Err(EngineUnavailable {
                 why: "the `podman` command is not installed".into(),
                 fix: "install it (Debian: `apt-get install podman runc`), or use docker \
-                      (`--engine docker`)"
+                      (`ISOBENCH_OCI_ENGINE=docker`)"
                     .into(),
             });
         };
@@ -185,7 +185,8 @@ impl Engine {
             Ok(_) => Ok(engine),
             Err(e) => Err(EngineUnavailable {
                 why: format!("`podman version` failed: {}", first_line(&format!("{e:#}"))),
-                fix: "check the podman installation, or use docker (`--engine docker`)".into(),
+                fix: "check the podman installation, or use docker (`ISOBENCH_OCI_ENGINE=docker`)"
+                    .into(),
             }),
         }
     }

@@ -16,11 +16,13 @@
 mod engine;
 pub(crate) mod exec;
 pub mod image;
+pub mod init;
 mod sweep;
 mod tenant;
 
 pub use engine::{Engine, EngineKind, EngineUnavailable, DEFAULT_DOCKER_HOST};
 pub use image::ImageSource;
+pub use init::{Init, InitRequest};
 pub use tenant::{RUN_LABEL, TENANT_LABEL};
 
 use std::collections::BTreeSet;
@@ -94,7 +96,7 @@ pub fn available() -> Result<(), PlatformError> {
             "run it as root",
         ));
     }
-    Engine::detect(None).map_err(|e| unavailable(e.why, e.fix))?;
+    Engine::detect(engine_choice(None).as_deref()).map_err(|e| unavailable(e.why, e.fix))?;
     ImageSource::find().map_err(|e| {
         unavailable(
             format!("the agent's image cannot be built: {e:#}"),
@@ -102,6 +104,16 @@ pub fn available() -> Result<(), PlatformError> {
         )
     })?;
     Ok(())
+}
+
+/// The engine asked for: `option` (the platform's options), else [`ENV_ENGINE`]; `None`
+/// lets [`Engine::detect`] choose (Docker when a daemon answers, else Podman).
+pub fn engine_choice(option: Option<&str>) -> Option<String> {
+    option.map(str::to_string).or_else(|| {
+        std::env::var(ENV_ENGINE)
+            .ok()
+            .filter(|e| !e.trim().is_empty())
+    })
 }
 
 fn build(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Platform>> {
@@ -123,6 +135,8 @@ pub struct OciPlatform {
     host: HostInfo,
     fs: CgroupFs,
     source: ImageSource,
+    /// The containers' first process: the engine's init, the host's, or isobench's own.
+    init: Init,
     image: Mutex<Option<String>>,
     net: Arc<RunNet>,
     names: BTreeSet<String>,
@@ -146,12 +160,11 @@ impl OciPlatform {
             )
             .into());
         }
-        let choice = opts.oci_engine.clone().or_else(|| {
-            std::env::var(ENV_ENGINE)
-                .ok()
-                .filter(|e| !e.trim().is_empty())
-        });
+        let choice = engine_choice(opts.oci_engine.as_deref());
         let engine = Engine::detect(choice.as_deref()).map_err(|e| unavailable(e.why, e.fix))?;
+        let init = InitRequest::from_option_or_env(opts.oci_init.as_deref())
+            .and_then(|r| init::for_engine(&engine, &r))
+            .map_err(|e| unavailable(format!("{e:#}"), "see `isobench doctor`"))?;
         let fs = CgroupFs::detect().map_err(|e| {
             unavailable(format!("{e:#}"), "mount cgroupfs (the engine needs it too)")
         })?;
@@ -170,6 +183,7 @@ impl OciPlatform {
             host,
             fs,
             source,
+            init,
             image: Mutex::new(None),
             names: BTreeSet::new(),
             workdir_root: opts.workdir_root,
@@ -180,6 +194,11 @@ impl OciPlatform {
     /// The engine in use.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The containers' init.
+    pub fn init(&self) -> &Init {
+        &self.init
     }
 
     /// The agent image's tag, built and imported the first time it is missing.
@@ -202,7 +221,7 @@ impl OciPlatform {
         workdir: &std::path::Path,
         device: Option<&BlockDevice>,
     ) -> Result<Vec<String>> {
-        let mut a: Vec<String> = ["-d", "--init", "--name", object, "--hostname", &spec.name]
+        let mut a: Vec<String> = ["-d", "--name", object, "--hostname", &spec.name]
             .map(String::from)
             .to_vec();
         let label = |k: &str, v: &str| ["--label".to_string(), format!("{k}={v}")];
@@ -388,8 +407,9 @@ impl Platform for OciPlatform {
 
     fn describe(&self) -> String {
         format!(
-            "oci: {}, image {}; {}",
+            "oci: {}, init {}, image {}; {}",
             self.engine.describe(),
+            self.init,
             self.image
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -424,9 +444,11 @@ impl Platform for OciPlatform {
         let workdir = parent.join(&object);
         let mut args = vec!["run".to_string()];
         args.extend(self.run_args(&object, spec, &limits, &workdir, device.as_ref())?);
+        // The container's own process: an init (reaping orphans) over a sleeper.
+        let (init_args, command) = self.init.wrap(self.engine.kind(), &["sleep", "2147483647"]);
+        args.extend(init_args);
         args.push(image);
-        // The container's own process: the engine's init (reaping orphans) over a sleeper.
-        args.extend(["sleep".to_string(), "2147483647".to_string()]);
+        args.extend(command);
 
         // ---- Creation, undone step by step on error. ----
         self.run.record_workdir_parent(&parent)?;

@@ -20,9 +20,13 @@ use isobench_platform::{
 
 pub const HELPER_ENV: &str = "ISOBENCH_TEST_HELPER";
 
-/// Prints a skip reason past the test harness's output capture.
-pub fn skip(test: &str, why: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIP {test}: {why}");
+#[path = "../../../../tests/skip.rs"]
+mod skip_log;
+
+/// Skips `test` for lack of `group` (root, iproute2, docker, vm, k8s, ...): prints the reason
+/// past the test harness's output capture and records it for `scripts/test`'s list.
+pub fn skip(group: &str, test: &str, why: &str) {
+    skip_log::skip_test(group, test, why);
 }
 
 /// Whether the tests can do real work here; prints the reason when not.
@@ -30,7 +34,7 @@ pub fn root_or_skip(test: &str) -> bool {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     if uid != 0 {
-        skip(test, &format!("needs root (running as uid {uid})"));
+        skip("root", test, &format!("needs root (running as uid {uid})"));
         return false;
     }
     true
@@ -44,7 +48,7 @@ pub fn net_or_skip(test: &str) -> bool {
     match Command::new("ip").arg("-V").output() {
         Ok(o) if o.status.success() => true,
         _ => {
-            skip(test, "the `ip` command (iproute2) is missing");
+            skip("iproute2", test, "the `ip` command (iproute2) is missing");
             false
         }
     }

@@ -12,7 +12,6 @@
 
 mod charts;
 mod compare;
-mod latency;
 mod svg;
 mod verdict;
 
@@ -20,6 +19,7 @@ pub use compare::html_comparison;
 
 use std::fmt::Write as _;
 
+use isobench_results::latency::{LatencyView, Role as LatencyRole};
 use isobench_results::{Cell, MatrixTable, Plot, Results, Section, Value};
 use isobench_store::Timestamp;
 
@@ -291,133 +291,76 @@ impl Page {
         }
     }
 
+    /// The latency distributions as the results crate pooled them ([`LatencyView`]): for
+    /// each metric the run estimates, its percentiles and histogram per condition with a
+    /// table; the metrics measured beside them as tables, folded away.
     fn latency(&mut self, r: &Results) {
-        let (all, bad) = latency::latencies(r);
-        let all: Vec<_> = all
-            .into_iter()
-            .filter(|l| !l.by_condition.is_empty())
-            .collect();
-        if all.is_empty() {
+        if r.latency.is_empty() {
             return;
         }
         self.h2("latency", "Latency distributions");
         self.body.push_str(
-            "<p>Every trial's recorded latencies merged per condition: percentiles (the x axis \
-             reads 1/(1-p), so the tail spreads out) and the share of values per logarithmic bin.</p>",
+            "<p>Each distribution pools the trials its condition's estimate used. A paired \
+             condition shows its trials and the baseline trials paired with them. An on/off \
+             condition shows its trials whole, the aggressors running and frozen in turn: a \
+             trial's histogram cannot tell the phases apart, so the table gives the off- and \
+             on-phase figures the estimate itself compared, and the separate baseline trials \
+             (which the on/off estimate does not use) are not drawn against it. Percentiles \
+             (the x axis reads 1/(1-p), so the tail spreads out) describe the pooled values; \
+             the degradation is the estimate's, over pairs or cycles.</p>",
         );
-        if bad > 0 {
+        let undecoded: u32 = r.latency.iter().map(|l| l.undecoded).sum();
+        if undecoded > 0 {
             let _ = write!(
                 self.body,
-                "<p class=\"warn\">{bad} stored histogram(s) did not decode and are left out.</p>"
+                "<p class=\"warn\">{undecoded} stored histogram(s) did not decode and are left out.</p>"
             );
         }
-        for (k, l) in all.iter().enumerate() {
-            let name = format!("{} {} ({})", l.probe, l.metric, l.tenant);
+        let victims = r.tenants.iter().filter(|t| t.role == "victim").count();
+        let title = |l: &LatencyView| {
+            if victims > 1 {
+                format!(
+                    "{} {} in {}",
+                    l.probe,
+                    l.metric,
+                    tenant_noun(&l.tenant, "victim")
+                )
+            } else {
+                format!("{} {}", l.probe, l.metric)
+            }
+        };
+        for (k, l) in r.latency.iter().filter(|l| l.estimated).enumerate() {
+            let name = title(l);
             let _ = write!(self.body, "<h3>{}</h3>", esc(&name));
-            let lines: Vec<Line> = l
-                .by_condition
-                .iter()
-                .map(|d| Line {
-                    name: d.condition.clone(),
-                    points: latency::PERCENTILES
-                        .iter()
-                        .map(|&p| {
-                            let v = d.histogram.value_at_quantile(p / 100.0) as f64;
-                            Point {
-                                x: 100.0 / (100.0 - p),
-                                y: v,
-                                interval: None,
-                                tip: format!(
-                                    "{}: p{p} = {} ({} values, {} trials)",
-                                    d.condition,
-                                    exact(v),
-                                    d.histogram.len(),
-                                    d.trials
-                                ),
-                            }
-                        })
-                        .collect(),
-                })
-                .collect();
-            let marks: Vec<(f64, String)> = [50.0, 90.0, 99.0, 99.9]
-                .iter()
-                .map(|&p| (100.0 / (100.0 - p), format!("p{p}")))
-                .collect();
-            self.body.push_str(&charts::curve(
-                &format!("latency-{k}-percentiles"),
-                &format!("{name}: percentiles"),
-                "percentile (as 1/(1-p))",
-                &l.metric,
-                &lines,
-                None,
-                &marks,
-                Log { x: true, y: true },
-            ));
-            let lo = l
-                .by_condition
-                .iter()
-                .map(|d| d.histogram.min().max(1) as f64)
-                .fold(f64::INFINITY, f64::min);
-            let hi = l
-                .by_condition
-                .iter()
-                .map(|d| d.histogram.value_at_quantile(0.9999) as f64)
-                .fold(0.0, f64::max);
-            let hist: Vec<Line> = l
-                .by_condition
-                .iter()
-                .map(|d| Line {
-                    name: d.condition.clone(),
-                    points: latency::log_bins(&d.histogram, lo, hi.max(lo * 1.01), 30)
-                        .into_iter()
-                        .map(|(a, b, share)| Point {
-                            x: (a * b).sqrt(),
-                            y: share * 100.0,
-                            interval: None,
-                            tip: format!(
-                                "{}: {:.1}% of values in {}..{}",
-                                d.condition,
-                                share * 100.0,
-                                exact(a),
-                                exact(b)
-                            ),
-                        })
-                        .collect(),
-                })
-                .collect();
-            self.body.push_str(&charts::curve(
-                &format!("latency-{k}-histogram"),
-                &format!("{name}: histogram"),
-                &l.metric,
-                "% of values",
-                &hist,
-                None,
-                &[],
-                Log { x: true, y: false },
-            ));
-            self.body
-                .push_str("<table><thead><tr><th>condition</th><th>values</th>");
-            for p in latency::PERCENTILES {
-                let _ = write!(self.body, "<th>p{p}</th>");
-            }
-            self.body.push_str("</tr></thead><tbody>");
-            for d in &l.by_condition {
-                let _ = write!(
-                    self.body,
-                    "<tr><td>{}</td><td>{}</td>",
-                    esc(&d.condition),
-                    d.histogram.len()
-                );
-                for p in latency::PERCENTILES {
-                    let _ = write!(
-                        self.body,
-                        "<td class=\"num\">{}</td>",
-                        d.histogram.value_at_quantile(p / 100.0)
-                    );
+            self.body.push_str(&latency_percentiles(l, k, &name));
+            self.body.push_str(&latency_histogram(l, k, &name));
+            self.body.push_str(&latency_table(l));
+            let mut pooling: Vec<String> = Vec::new();
+            for d in &l.distributions {
+                let line = format!("{}: {}.", d.label, d.pooling);
+                if !pooling.contains(&line) {
+                    pooling.push(line);
                 }
-                self.body.push_str("</tr>");
             }
-            self.body.push_str("</tbody></table>");
+            self.body.push_str("<ul class=\"notes\">");
+            for line in pooling {
+                let _ = write!(self.body, "<li>{}</li>", esc(&line));
+            }
+            self.body.push_str("</ul>");
+        }
+        let beside: Vec<&LatencyView> = r.latency.iter().filter(|l| !l.estimated).collect();
+        if !beside.is_empty() {
+            let _ = write!(
+                self.body,
+                "<details><summary>{} more latency metric(s) measured beside the estimated ones, \
+                 as tables (their trials chosen by the estimate of their probe)</summary>",
+                beside.len()
+            );
+            for l in beside {
+                let _ = write!(self.body, "<h4>{}</h4>", esc(&title(l)));
+                self.body.push_str(&latency_table(l));
+            }
+            self.body.push_str("</details>");
         }
     }
 
@@ -787,6 +730,160 @@ fn matrix_table(r: &Results, t: &MatrixTable<'_>, footnotes: &Footnotes) -> Stri
     }
     s.push_str("</tbody></table>");
     s
+}
+
+/// The percentile plot of a latency view: a line per distribution.
+fn latency_percentiles(l: &LatencyView, k: usize, name: &str) -> String {
+    let lines: Vec<Line> = l
+        .distributions
+        .iter()
+        .map(|d| Line {
+            name: d.label.clone(),
+            points: l
+                .percentiles
+                .iter()
+                .zip(&d.quantiles)
+                .map(|(&p, &v)| Point {
+                    x: 100.0 / (100.0 - p),
+                    y: v,
+                    interval: None,
+                    tip: format!(
+                        "{}: p{p} = {} {} ({} values, {} trials)",
+                        d.label,
+                        exact(v),
+                        l.unit,
+                        d.values,
+                        d.trials
+                    ),
+                })
+                .collect(),
+        })
+        .collect();
+    let marks: Vec<(f64, String)> = [50.0, 90.0, 99.0, 99.9]
+        .iter()
+        .map(|&p| (100.0 / (100.0 - p), format!("p{p}")))
+        .collect();
+    charts::curve(
+        &format!("latency-{k}-percentiles"),
+        &format!("{name}: percentiles"),
+        "percentile (as 1/(1-p))",
+        &with_unit(&l.metric, &l.unit),
+        &lines,
+        None,
+        &marks,
+        Log { x: true, y: true },
+    )
+}
+
+/// The histogram plot of a latency view: the share of values per logarithmic bin.
+fn latency_histogram(l: &LatencyView, k: usize, name: &str) -> String {
+    let lines: Vec<Line> = l
+        .distributions
+        .iter()
+        .map(|d| Line {
+            name: d.label.clone(),
+            points: d
+                .bins
+                .iter()
+                .map(|b| Point {
+                    x: (b.from * b.to).sqrt(),
+                    y: b.share * 100.0,
+                    interval: None,
+                    tip: format!(
+                        "{}: {:.1}% of values in {}..{} {}",
+                        d.label,
+                        b.share * 100.0,
+                        exact(b.from),
+                        exact(b.to),
+                        l.unit
+                    ),
+                })
+                .collect(),
+        })
+        .collect();
+    charts::curve(
+        &format!("latency-{k}-histogram"),
+        &format!("{name}: histogram"),
+        &with_unit(&l.metric, &l.unit),
+        "% of values",
+        &lines,
+        None,
+        &[],
+        Log { x: true, y: false },
+    )
+}
+
+/// A latency view's table: per distribution, what it pools, its percentiles with their
+/// unit, and what the condition's estimate compared.
+fn latency_table(l: &LatencyView) -> String {
+    let mut s = String::from(
+        "<table class=\"latency\"><thead><tr><th>distribution</th><th>trials</th><th>values</th>",
+    );
+    for p in &l.percentiles {
+        let _ = write!(s, "<th>p{p} [{}]</th>", esc(&l.unit));
+    }
+    let _ = write!(
+        s,
+        "<th>the estimate compared: median of its units [{}]</th><th>degradation [%]</th></tr></thead><tbody>",
+        esc(&l.unit)
+    );
+    for d in &l.distributions {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
+            esc(&d.label),
+            d.trials,
+            d.values
+        );
+        for v in &d.quantiles {
+            let _ = write!(s, "<td class=\"num\">{}</td>", esc(&value_text(*v)));
+        }
+        match &d.estimate {
+            Some(e) => {
+                let (off, on, units) = match d.design {
+                    Some(isobench_results::Design::OnOff) => ("off-phases", "on-phases", "cycles"),
+                    _ => ("baseline", "contended", "pairs"),
+                };
+                let _ = write!(
+                    s,
+                    "<td>{off} {} &rarr; {on} {} ({} {units})</td><td class=\"num\">{} [{}, {}]{}</td>",
+                    esc(&value_text(e.reference_median)),
+                    esc(&value_text(e.contended_median)),
+                    e.units,
+                    esc(&crate::table::signed(e.degradation)),
+                    esc(&crate::table::signed(e.lower)),
+                    esc(&crate::table::signed(e.upper)),
+                    if e.significant { "*" } else { "" }
+                );
+            }
+            None if d.role == LatencyRole::Reference => {
+                s.push_str("<td>the reference of the row below</td><td></td>");
+            }
+            None => s.push_str("<td>-</td><td></td>"),
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table>");
+    s
+}
+
+/// A latency value as read: whole numbers as such (a histogram's values are), others with
+/// the decimals [`exact`] gives.
+fn value_text(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        exact(v)
+    }
+}
+
+/// An axis label with its unit: `fork_p50_ns, ns`.
+fn with_unit(name: &str, unit: &str) -> String {
+    if unit.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}, {unit}")
+    }
 }
 
 /// A number read from a value: a number, an estimate, or text that reads as one.

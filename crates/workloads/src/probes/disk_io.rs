@@ -836,7 +836,10 @@ mod tests {
     fn fsyncwrite_overwrites_in_place_starting_from_no_cached_pages() {
         let dir = std::env::temp_dir();
         if fs_type(&dir).and_then(memory_fs).is_some() {
-            eprintln!("skipped: {} keeps files in memory", dir.display());
+            crate::test_skip::skip(
+                "disk on a disk",
+                &format!("{} keeps files in memory", dir.display()),
+            );
             return;
         }
         let (blocks, m, bs) = (64, 4, 8192);
@@ -919,7 +922,7 @@ mod tests {
     fn tmpfs_is_refused_by_name() {
         let shm = Path::new("/dev/shm");
         if fs_type(shm).and_then(memory_fs) != Some("tmpfs") {
-            eprintln!("skipped: /dev/shm is not tmpfs here");
+            crate::test_skip::skip("tmpfs", "/dev/shm is not tmpfs here");
             return;
         }
         let e = check_dir(shm, true).unwrap_err();
