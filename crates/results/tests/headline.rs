@@ -217,3 +217,37 @@ fn the_headline_serializes_with_its_rule() {
     assert_eq!(j["resources"][0]["cell"]["p_adjusted"], 0.001);
     assert_eq!(j["rule"], HEADLINE_RULE);
 }
+
+/// Defect: the table across platforms called the first victim metric each run's headline,
+/// and its score came from that metric alone without saying so.
+#[test]
+fn the_table_across_platforms_names_its_metric_and_gives_each_runs_headline() {
+    use isobench_results::cross::CrossTable;
+    let r = quick_like();
+    let t = CrossTable::new(&[("cgroup", &r)]);
+    assert_eq!(t.metrics, [""]);
+    assert_eq!(t.headlines[0], r.headline());
+    let s = t.section();
+    let rows = s.text_rows();
+    let score = rows
+        .iter()
+        .find(|row| row[0].starts_with("isolation score"))
+        .unwrap();
+    assert!(score[0].contains("alone"), "{score:?}");
+    let headline = rows
+        .iter()
+        .find(|row| row[0].starts_with("headline"))
+        .unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(headline[1], "disk +96.9%");
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.contains("not the headline") && n.contains("first metric")),
+        "{:?}",
+        s.notes
+    );
+    assert!(s
+        .notes
+        .iter()
+        .any(|n| n.contains("it says nothing of the other resources")));
+}
