@@ -13,7 +13,9 @@ use std::fmt::Write as _;
 use isobench_results::{Cell, Results, RowSubject, SOLO_PROBE, UNTRUSTWORTHY_MARK};
 use serde_json::json;
 
-use crate::table::{cell_text, class_worst_flagged, notes, signed, trust_line, Footnotes};
+use crate::table::{
+    cell_text, class_worst_flagged, not_significant, notes, signed, trust_line, Footnotes,
+};
 
 /// Export formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,7 +311,11 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
                         } else {
                             String::new()
                         },
-                        if w.significant { "" } else { " (n.s.)" },
+                        if w.significant {
+                            String::new()
+                        } else {
+                            format!(" ({})", not_significant(r))
+                        },
                         signed(w.lower),
                         signed(w.upper),
                         md_escape(&w.probe),

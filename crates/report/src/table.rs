@@ -312,6 +312,16 @@ pub(crate) fn class_worst_flagged(r: &Results, c: &ClassSummary) -> bool {
     })
 }
 
+/// `not significant after Holm correction`, or `not significant` for a run that tested each
+/// cell alone: beside an interval that may exclude 0.
+pub(crate) fn not_significant(r: &Results) -> String {
+    if r.corrected() {
+        format!("not significant after {} correction", r.trust.correction)
+    } else {
+        "not significant".to_string()
+    }
+}
+
 fn class_line(r: &Results, c: &ClassSummary) -> String {
     let name = c.class.as_str();
     match &c.worst {
@@ -331,9 +341,9 @@ fn class_line(r: &Results, c: &ClassSummary) -> String {
                 w.metric,
                 w.condition,
                 if w.significant {
-                    ""
+                    String::new()
                 } else {
-                    "  (not significant)"
+                    format!("  ({})", not_significant(r))
                 }
             );
             if c.dnr_cells > 0 {
