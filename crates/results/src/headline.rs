@@ -35,8 +35,9 @@ use crate::{Cell, Dnr, Results};
 pub const HEADLINE_RULE: &str = "headline: per resource (the victim probe's class), the worst \
      victim degradation that is significant after the run's correction for multiple \
      comparisons, over every probe metric and condition; DNR (a victim stopped answering) \
-     ranks worst; a flagged figure is marked ?, one without a significant degradation says \
-     n.s.; the run's worst is the first resource listed";
+     ranks worst; a flagged figure is marked ?, one with values from disturbed trials ~, \
+     one without a significant degradation says n.s.; the run's worst is the first resource \
+     listed";
 
 /// The mark of a figure flagged untrustworthy, the same in every table and headline.
 pub const UNTRUSTWORTHY_MARK: char = '?';
@@ -155,6 +156,10 @@ pub struct HeadlineCell {
     pub flags: Vec<String>,
     /// Trials that did not respond, when any.
     pub dnr: Option<Dnr>,
+    /// Values (either side) from trials that load from outside the run disturbed, kept
+    /// (marked `~` in the tables).
+    #[serde(default)]
+    pub disturbed: u32,
 }
 
 /// The test behind a cell's significance, with its p-values.
@@ -223,6 +228,7 @@ impl HeadlineCell {
             significant: cmp.is_some_and(|x| x.significant),
             flags: cmp.map(|x| x.untrustworthy_reasons()).unwrap_or_default(),
             dnr: c.dnr.clone(),
+            disturbed: c.disturbed,
         }
     }
 
@@ -254,9 +260,19 @@ impl ResourceHeadline {
         }
     }
 
-    /// The figure in a few characters: `+96.9%`, `+11.3%?` (flagged), `n.s. (+1.2%)`, `DNR`,
-    /// `no result`.
+    /// The figure in a few characters: `+96.9%`, `+11.3%?` (flagged), `+5.0%~` (with values
+    /// from disturbed trials, as the tables mark them), `n.s. (+1.2%)`, `DNR`, `no result`.
     pub fn figure(&self) -> String {
+        let mut f = self.bare_figure();
+        if matches!(self.verdict, Verdict::Loss | Verdict::FlaggedLoss)
+            && self.cell.as_ref().is_some_and(|c| c.disturbed > 0)
+        {
+            f.push('~');
+        }
+        f
+    }
+
+    fn bare_figure(&self) -> String {
         let est = self.cell.as_ref().and_then(|c| c.estimate);
         match (self.verdict, est) {
             (Verdict::Dnr, _) => "DNR".into(),
@@ -350,6 +366,12 @@ impl ResourceHeadline {
         }
         if !c.flags.is_empty() {
             parts.push(format!("flagged: {}", c.flags.join("; ")));
+        }
+        if c.disturbed > 0 {
+            parts.push(format!(
+                "~ {} value(s) from trials disturbed by load from outside the run",
+                c.disturbed
+            ));
         }
         parts.join("; ")
     }

@@ -251,3 +251,21 @@ fn the_table_across_platforms_names_its_metric_and_gives_each_runs_headline() {
         .iter()
         .any(|n| n.contains("it says nothing of the other resources")));
 }
+
+#[test]
+fn a_headline_from_disturbed_trials_is_marked_as_the_table_marks_it() {
+    let mut c = victim(
+        "disk-io",
+        "dioread_mbps",
+        "disk@100",
+        Class::Disk,
+        0.5,
+        true,
+    );
+    c.disturbed = 7;
+    let h = run("R6", "s", &["victim"], vec![c]).headline();
+    assert_eq!(h.resources[0].figure(), "+50.0%~");
+    assert!(h.resources[0]
+        .detail()
+        .contains("~ 7 value(s) from trials disturbed by load from outside the run"));
+}

@@ -141,6 +141,7 @@ mod tests {
                 significant: verdict == Verdict::Loss,
                 flags: Vec::new(),
                 dnr: None,
+                disturbed: 0,
             }),
             cells: 4,
             significant_losses: u32::from(verdict == Verdict::Loss),
