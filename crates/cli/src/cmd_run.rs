@@ -424,10 +424,17 @@ pub fn run_one(
     Ok((if exported { code } else { exit::FAILURE }, run))
 }
 
-/// The run `--resume` names (its id, `latest`, or a prefix only it has).
+/// The run `--resume` names (its id, `latest`, or a prefix only it has). A name no stored run
+/// answers to (or no database yet) is passed on as it is: opening the session first removes
+/// what a killed run left on the host, then refuses it with the reason.
 fn resume_id(db: &Path, wanted: &str) -> anyhow::Result<RunId> {
-    let store = crate::cmd_results::existing_store(db)?;
-    crate::cmd_results::find_run(&store, wanted)
+    let Ok(store) = crate::cmd_results::existing_store(db) else {
+        return Ok(RunId::new(wanted.to_string()));
+    };
+    match store.resolve_run(wanted) {
+        Err(StoreError::UnknownRun { .. }) => Ok(RunId::new(wanted.to_string())),
+        other => other.map_err(store_error),
+    }
 }
 
 /// Opens the run's session; with `--wait`, while another run measures on this host, says so
