@@ -101,7 +101,8 @@ fn run_then_runs_show_and_export_agree() {
     let (db, table) = run_small(dir.path());
     assert!(table.contains("Degradation of victim victim"), "{table}");
     assert!(table.contains("aggressor (own rate)"), "{table}");
-    assert!(table.contains("Isolation by resource"), "{table}");
+    assert!(table.contains("Headline:"), "{table}");
+    assert!(table.contains("By the aggressor's resource"), "{table}");
     assert!(table.contains("Trust:"), "{table}");
 
     // ISOBENCH_DB names the database too.

@@ -154,7 +154,21 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
     assert_eq!(done["state"], "done", "{done}");
     let run = server.get(&format!("/api/v1/runs/{run_id}")).json();
     assert_eq!(run["status"], "complete", "{run}");
-    assert!(run["headline"]["value"].is_number(), "{run}");
+    // The headline, from every resource: the same figures as `isobench show`.
+    let headline = run["headline"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!headline.is_empty(), "{run}");
+    assert_eq!(run["headline"]["resources"][0]["resource"], "cpu", "{run}");
+    let show = common::isobench()
+        .args(["show", &run_id, "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let show = common::text(&show.stdout);
+    let detail = run["headline"]["resources"][0]["detail"].as_str().unwrap();
+    assert!(show.contains(detail), "{detail}\nnot in\n{show}");
     let again = server.post_empty(&format!("/api/v1/runs/{run_id}/resume"));
     assert_eq!(again.status, 409, "a complete run is not resumed");
 
@@ -174,16 +188,24 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
         assert!(a.body.contains("cpu-int"), "{format}");
     }
 
-    // Prometheus sees the finished run's score, and the queue.
+    // Prometheus sees the finished run's headline per resource, and the queue.
     let m = server.get("/metrics");
     assert_eq!(m.status, 200);
-    assert!(
-        m.body.contains(&format!(
-            "isobench_run_isolation_score{{run=\"{run_id}\",scenario=\"tiny\""
-        )),
-        "{}",
-        m.body
+    let verdict = run["headline"]["resources"][0]["verdict"].as_str().unwrap();
+    let loss = run["headline"]["resources"][0]["loss_pct"]
+        .as_f64()
+        .unwrap();
+    let series = format!(
+        "isobench_run_victim_degradation_percent{{run=\"{run_id}\",scenario=\"tiny\",\
+         platform=\"{}\",resource=\"cpu\",verdict=\"{verdict}\"}} ",
+        run["platform"].as_str().unwrap()
     );
+    let value: Option<f64> = m
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse().ok());
+    assert_eq!(value, Some(loss), "{series}\n{}", m.body);
     assert!(
         m.body.contains("isobench_queue_jobs{state=\"done\"} 1"),
         "{}",

@@ -372,11 +372,12 @@ impl<'a> Engine<'a> {
                     let fits = !needs.is_empty()
                         && self.planned_time(&needs).mul_f64(self.overhead) <= remaining;
                     if open > 0 && !fits {
+                        // No count here: the reports count the flagged results from their
+                        // own tables (`Results::reason_line`).
                         reason = format!(
-                            "time budget reached: no further round fits in {} ({} \
-                             result(s) without an interval within +/-{} points, flagged)",
+                            "time budget reached: no further round fits in {}; results whose \
+                             interval is wider than +/-{} points are flagged",
                             crate::scenario::fmt_duration(budget),
-                            open,
                             plan.repetitions.ci_half_width
                         );
                         break;

@@ -2,15 +2,20 @@
 //!
 //! - JSON: the whole analysis with its schema version, tool version, host facts and plan,
 //!   every estimate with its interval and flags, and every stored trial with its raw samples.
-//! - CSV: one row per degradation (victims and aggressors), for spreadsheets.
+//! - CSV: one row per degradation (victims and aggressors), for spreadsheets: the estimate
+//!   with its statistic, its own interval (`ci_adjusted` false: not adjusted for the run's
+//!   other comparisons) and how it was built, and the test behind `significant` with its
+//!   p-value before (`p_unadjusted`) and after (`p_adjusted`) the run's `correction`.
 //! - Markdown: the terminal report's tables, for notes and pull requests.
 
 use std::fmt::Write as _;
 
-use isobench_results::{Cell, Results, RowSubject, SOLO_PROBE};
+use isobench_results::{Cell, Results, RowSubject, SOLO_PROBE, UNTRUSTWORTHY_MARK};
 use serde_json::json;
 
-use crate::table::{cell_text, notes, signed, trust_line, Footnotes};
+use crate::table::{
+    cell_text, class_worst_flagged, not_significant, notes, signed, trust_line, Footnotes,
+};
 
 /// Export formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,13 +49,15 @@ pub fn serialize(r: &Results, f: Format) -> Vec<u8> {
     }
 }
 
-/// The JSON document: `schema_version`, `tool`, `tool_version`, `kind`, then the results.
+/// The JSON document: `schema_version`, `tool`, `tool_version`, `kind`, the run's
+/// `headline` ([`Results::headline`], every figure it names), then the results.
 pub fn json_bytes(r: &Results) -> Vec<u8> {
     let doc = json!({
         "schema_version": r.schema_version,
         "tool": "isobench",
         "tool_version": r.run.tool_version,
         "kind": "results",
+        "headline": r.headline(),
         "results": r,
     });
     let mut v = serde_json::to_vec_pretty(&doc).expect("results serialize");
@@ -79,14 +86,18 @@ const CSV_HEADER: &[&str] = &[
     "stressor_class",
     "n_baseline",
     "n_contended",
-    "baseline_median",
-    "contended_median",
     "degradation_pct",
+    "estimator",
     "ci_lower",
     "ci_upper",
     "ci_level",
+    "ci_method",
+    "ci_adjusted",
+    "test",
+    "p_unadjusted",
+    "p_adjusted",
+    "correction",
     "significant",
-    "p_value",
     "trustworthy",
     "flags",
     "dnr",
@@ -97,6 +108,7 @@ const CSV_HEADER: &[&str] = &[
 
 fn csv_row(r: &Results, c: &Cell, role: &str) -> Vec<String> {
     let cmp = c.comparison.as_ref();
+    let test = c.test();
     let flags = cmp
         .map(|x| {
             x.flags
@@ -124,15 +136,29 @@ fn csv_row(r: &Results, c: &Cell, role: &str) -> Vec<String> {
             .unwrap_or_default(),
         c.baseline.len().to_string(),
         c.contended.len().to_string(),
-        num(cmp.map(|x| x.baseline.median)),
-        num(cmp.map(|x| x.contended.median)),
         num(cmp.map(|x| x.degradation.estimate)),
+        cmp.map(|x| x.degradation.estimator.as_str().to_string())
+            .unwrap_or_default(),
         num(cmp.map(|x| x.degradation.lower)),
         num(cmp.map(|x| x.degradation.upper)),
         num(cmp.map(|x| x.degradation.level)),
+        cmp.map(|x| x.degradation.method.as_str().to_string())
+            .unwrap_or_default(),
+        // Every interval is the cell's own; the significance may be corrected.
+        cmp.map(|_| "false".to_string()).unwrap_or_default(),
+        test.as_ref()
+            .map(|t| t.name.to_string())
+            .unwrap_or_default(),
+        num(test.as_ref().map(|t| t.p_value)),
+        num(test.as_ref().and_then(|t| t.p_adjusted)),
+        match &test {
+            Some(t) if t.p_adjusted.is_some() => r.trust.correction.clone(),
+            Some(_) => "none".to_string(),
+            None => String::new(),
+        },
         cmp.map(|x| x.significant.to_string()).unwrap_or_default(),
-        num(cmp.map(|x| x.mann_whitney.p_value)),
-        cmp.map(|x| x.trustworthy.to_string()).unwrap_or_default(),
+        cmp.map(|_| (!c.untrustworthy()).to_string())
+            .unwrap_or_default(),
         flags,
         c.dnr
             .as_ref()
@@ -168,28 +194,45 @@ fn md_escape(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
-/// Markdown: header, one table per victim with the aggressor rows, the isolation summary,
-/// the trust line and the notes.
+/// Markdown: header, the headline, one table per victim with the aggressor rows, the worst
+/// degradation per stressor class, the trust line and the notes.
 pub fn markdown_bytes(r: &Results) -> Vec<u8> {
     let mut s = String::new();
-    let level = (r.confidence * 100.0).round();
+    let level = (r.interval_level() * 100.0).round();
     let _ = writeln!(s, "# isobench run {}\n", r.run.id);
     let _ = writeln!(
         s,
         "Scenario `{}`, platform `{}`, seed {}, status **{}** (isobench {}).\n",
         r.run.scenario, r.run.platform, r.run.seed, r.run.status, r.run.tool_version
     );
-    if let Some(reason) = &r.run.status_reason {
-        let _ = writeln!(s, "{}\n", md_escape(reason));
+    if let Some(reason) = r.reason_line() {
+        let _ = writeln!(s, "{}\n", md_escape(&reason));
+    }
+    let headline = r.headline();
+    if !headline.resources.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Headline\n\nEach resource's worst significant victim degradation, worst \
+             first.\n\n| resource | degradation | what stands behind it |\n|---|---:|---|"
+        );
+        for x in &headline.resources {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} |",
+                x.resource,
+                md_escape(&x.figure()),
+                md_escape(&x.detail())
+            );
+        }
+        let _ = writeln!(s, "\n{}\n", md_escape(&headline.rule));
     }
     let footnotes = Footnotes::of(r);
     for table in r.matrix() {
         let _ = writeln!(
             s,
-            "## Degradation of victim `{}`\n\nPercent, positive = worse; {} with {level}% \
-             confidence-interval half-width.\n",
+            "## Degradation of victim `{}`\n\nPercent, positive = worse: estimate ± half-width \
+             of its {level}% interval.\n",
             table.victim,
-            r.estimator()
         );
         let _ = writeln!(s, "| probe | metric | {} |", table.conditions.join(" | "));
         let _ = writeln!(
@@ -225,9 +268,16 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
     }
     let _ = writeln!(
         s,
-        "`*` {}, `?` untrustworthy, `v` better under contention (kept, not clipped), `~` \
-         includes trials disturbed by outside load, `DNR k/n` k of n trials did not respond.\n",
-        r.significance_legend()
+        "Statistic: {}. Interval: {}.\n",
+        md_escape(&r.statistic_label()),
+        md_escape(&r.interval_label())
+    );
+    let _ = writeln!(
+        s,
+        "`*` {}, `{UNTRUSTWORTHY_MARK}` untrustworthy, `v` better under contention (kept, not \
+         clipped), `~` includes trials disturbed by outside load, `DNR k/n` k of n trials did \
+         not respond.\n",
+        md_escape(&r.significance_legend())
     );
     if !footnotes.is_empty() {
         let _ = writeln!(
@@ -243,17 +293,29 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
     if !r.classes.is_empty() {
         let _ = writeln!(
             s,
-            "## Isolation by resource\n\n| resource | worst victim degradation | {level}% CI | where |\n|---|---:|---|---|"
+            "## By the aggressor's resource\n\nThe worst victim degradation under each stressor \
+             class, with the cell's own {level}% interval (unadjusted); \
+             `{UNTRUSTWORTHY_MARK}` flagged.\n\n| stressor class | worst victim degradation | \
+             {level}% CI | where |\n|---|---:|---|---|"
         );
         for c in &r.classes {
             match &c.worst {
                 Some(w) => {
                     let _ = writeln!(
                         s,
-                        "| {} | {}%{} | [{}, {}] | {} {} under {}{} |",
+                        "| {} | {}%{}{} | [{}, {}] | {} {} under {}{} |",
                         c.class.as_str(),
                         signed(w.estimate),
-                        if w.significant { "" } else { " (n.s.)" },
+                        if class_worst_flagged(r, c) {
+                            UNTRUSTWORTHY_MARK.to_string()
+                        } else {
+                            String::new()
+                        },
+                        if w.significant {
+                            String::new()
+                        } else {
+                            format!(" ({})", not_significant(r))
+                        },
                         signed(w.lower),
                         signed(w.upper),
                         md_escape(&w.probe),

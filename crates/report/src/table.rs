@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use isobench_results::{Cell, ClassSummary, Results};
+use isobench_results::{Cell, ClassSummary, Headline, Results, UNTRUSTWORTHY_MARK};
 
 /// How to render.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +88,8 @@ pub fn half(v: f64) -> String {
     }
 }
 
-/// The marks of a cell: `*` significant, `?` untrustworthy, `v` improved under contention.
+/// The marks of a cell: `*` significant, `?` untrustworthy ([`UNTRUSTWORTHY_MARK`], the
+/// same in every table), `v` improved under contention.
 pub fn marks(c: &Cell) -> String {
     let Some(cmp) = &c.comparison else {
         return String::new();
@@ -100,8 +101,8 @@ pub fn marks(c: &Cell) -> String {
     if cmp.significant && cmp.degradation.estimate < 0.0 {
         m.push('v');
     }
-    if !cmp.trustworthy {
-        m.push('?');
+    if c.untrustworthy() {
+        m.push(UNTRUSTWORTHY_MARK);
     }
     if c.disturbed > 0 {
         m.push('~');
@@ -298,22 +299,51 @@ pub(crate) fn render_grid(
     }
 }
 
-fn class_line(c: &ClassSummary) -> String {
+/// True when the cell a class summary names is flagged untrustworthy.
+pub(crate) fn class_worst_flagged(r: &Results, c: &ClassSummary) -> bool {
+    c.worst.as_ref().is_some_and(|w| {
+        r.cells.iter().any(|x| {
+            x.tenant == w.tenant
+                && x.probe == w.probe
+                && x.metric == w.metric
+                && x.condition == w.condition
+                && x.untrustworthy()
+        })
+    })
+}
+
+/// `not significant after Holm correction`, or `not significant` for a run that tested each
+/// cell alone: beside an interval that may exclude 0.
+pub(crate) fn not_significant(r: &Results) -> String {
+    if r.corrected() {
+        format!("not significant after {} correction", r.trust.correction)
+    } else {
+        "not significant".to_string()
+    }
+}
+
+fn class_line(r: &Results, c: &ClassSummary) -> String {
     let name = c.class.as_str();
     match &c.worst {
         Some(w) => {
+            let flagged = class_worst_flagged(r, c);
             let mut s = format!(
-                "  {name:<8} {:>7}%  [{}, {}]  {}/{} under {}{}",
+                "  {name:<8} {:>7}%{}  [{}, {}]  {}/{} under {}{}",
                 signed(w.estimate),
+                if flagged {
+                    UNTRUSTWORTHY_MARK.to_string()
+                } else {
+                    " ".to_string()
+                },
                 signed(w.lower),
                 signed(w.upper),
                 w.probe,
                 w.metric,
                 w.condition,
                 if w.significant {
-                    ""
+                    String::new()
                 } else {
-                    "  (not significant)"
+                    format!("  ({})", not_significant(r))
                 }
             );
             if c.dnr_cells > 0 {
@@ -345,13 +375,28 @@ pub fn render(r: &Results, style: Style) -> String {
     if !host.is_empty() {
         let _ = writeln!(out, "host: {host}");
     }
-    if let Some(reason) = &r.run.status_reason {
+    if let Some(reason) = r.reason_line() {
         let _ = writeln!(out, "{reason}");
     }
     for c in &r.run.caveats {
         let _ = writeln!(out, "{}", paint(&format!("warning: {c}"), BOLD, style));
     }
-    let level = (r.confidence * 100.0).round();
+    let headline = r.headline();
+    if !headline.resources.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{}",
+            paint(
+                "Headline: each resource's worst significant victim degradation, worst first",
+                BOLD,
+                style
+            )
+        );
+        for line in headline_lines(&headline) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    let level = (r.interval_level() * 100.0).round();
     if r.cells.is_empty() && r.sections.is_empty() {
         let _ = writeln!(out, "\nno trial has produced a result yet");
     }
@@ -359,9 +404,9 @@ pub fn render(r: &Results, style: Style) -> String {
     for table in r.matrix() {
         let _ = writeln!(
             out,
-            "\nDegradation of victim {}, % (positive = worse), {} with {level}% CI half-width",
+            "\nDegradation of victim {}, % (positive = worse): estimate ± half-width of its \
+             {level}% interval",
             table.victim,
-            r.estimator()
         );
         let rows: Vec<Row> = table
             .rows
@@ -385,9 +430,15 @@ pub fn render(r: &Results, style: Style) -> String {
     if !r.cells.is_empty() || !r.aggressor.is_empty() {
         let _ = writeln!(
             out,
-            "\n* {}  ? untrustworthy (see below)  v better under contention (kept, not \
-             clipped)  ~ includes trials disturbed by outside load  DNR k/n: k of n trials did \
-             not respond",
+            "\nstatistic: {}; interval: {}",
+            r.statistic_label(),
+            r.interval_label()
+        );
+        let _ = writeln!(
+            out,
+            "* {}  {UNTRUSTWORTHY_MARK} untrustworthy (see below)  v better under contention \
+             (kept, not clipped)  ~ includes trials disturbed by outside load  DNR k/n: k of n \
+             trials did not respond",
             r.significance_legend()
         );
     }
@@ -410,10 +461,11 @@ pub fn render(r: &Results, style: Style) -> String {
     if !r.classes.is_empty() {
         let _ = writeln!(
             out,
-            "\nIsolation by resource (worst victim degradation, {level}% CI):"
+            "\nBy the aggressor's resource (stressor class): worst victim degradation, \
+             {level}% interval of the cell, unadjusted; {UNTRUSTWORTHY_MARK} flagged:"
         );
         for c in &r.classes {
-            let _ = writeln!(out, "{}", class_line(c));
+            let _ = writeln!(out, "{}", class_line(r, c));
         }
     }
 
@@ -425,6 +477,37 @@ pub fn render(r: &Results, style: Style) -> String {
             let _ = writeln!(out, "  {n}");
         }
     }
+    out
+}
+
+/// The headline as terminal lines: a resource per line (its figure, then what stands
+/// behind it), then the rule that chose them.
+pub fn headline_lines(h: &Headline) -> Vec<String> {
+    let name_w = h
+        .resources
+        .iter()
+        .map(|x| x.resource.len())
+        .max()
+        .unwrap_or(0);
+    let fig_w = h
+        .resources
+        .iter()
+        .map(|x| x.figure().chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out: Vec<String> = h
+        .resources
+        .iter()
+        .map(|x| {
+            format!(
+                "  {:<name_w$}  {:>fig_w$}  {}",
+                x.resource,
+                x.figure(),
+                x.detail()
+            )
+        })
+        .collect();
+    out.push(format!("  ({})", h.rule));
     out
 }
 
@@ -472,7 +555,9 @@ pub fn trust_line(r: &Results) -> String {
     let _ = write!(
         s,
         "; {} result(s) wider than +/-{} points, {} untrustworthy",
-        t.wide, r.target_half_width, t.untrustworthy
+        t.wide,
+        r.target_half_width,
+        r.flagged_count()
     );
     if t.improved > 0 {
         let _ = write!(s, ", {} better under contention", t.improved);

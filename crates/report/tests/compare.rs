@@ -156,3 +156,31 @@ fn three_runs_as_markdown_csv_and_json() {
     assert_eq!(json["runs"].as_array().unwrap().len(), 3);
     assert_eq!(json["correction"], "holm");
 }
+
+/// Defect: `compare` marked an untrustworthy figure `!` where `show` marked it `?`.
+#[test]
+fn untrustworthy_mark_is_the_same_in_show_and_compare() {
+    let mut runs = runs();
+    runs.truncate(2);
+    let i = runs[1]
+        .cells
+        .iter()
+        .position(|c| c.probe == "syscall" && c.condition == "cache@100")
+        .unwrap();
+    runs[1].cells[i].comparison.as_mut().unwrap().trustworthy = false;
+    let show = isobench_report::render(&runs[1], Style::default());
+    let row = show.lines().find(|l| l.starts_with("syscall")).unwrap();
+    assert!(row.ends_with('?'), "{row}");
+    let c = RunComparison::new(&runs);
+    let text = render_comparison(&c, Style::default());
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("syscall getppid_ns @ cache@100"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let b = row.split_whitespace().nth(5).unwrap();
+    assert!(b.ends_with(isobench_results::UNTRUSTWORTHY_MARK), "{row}");
+    assert!(!text.contains('!'), "{text}");
+    assert!(text.contains("? untrustworthy in that run"), "{text}");
+    let md = comparison_markdown(&c);
+    assert!(!md.contains('!') && md.contains('?'), "{md}");
+}

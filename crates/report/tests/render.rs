@@ -244,3 +244,229 @@ fn a_cause_is_marked_in_the_table_and_carried_by_the_exports() {
     let back: Results = serde_json::from_value(v["results"].clone()).unwrap();
     assert_eq!(back.cells[i].causes, r.cells[i].causes);
 }
+
+/// Defect: the runs list, the API and `/metrics` gave a score from the first victim metric
+/// alone. The headline comes from every resource, and `show`, the Markdown and the JSON
+/// export give the same figures, each of which the JSON export's cells hold.
+#[test]
+fn the_headline_is_the_same_in_show_markdown_and_json() {
+    let (r, _) = results(script());
+    let h = r.headline();
+    let resources: Vec<&str> = h.resources.iter().map(|x| x.resource.as_str()).collect();
+    assert_eq!(resources, ["cpu", "process", "net"], "{h:#?}");
+    let table = render(&r, Style::default());
+    let md = String::from_utf8(serialize(&r, Format::Markdown)).unwrap();
+    assert!(table.contains(&h.rule) && md.contains(&h.rule));
+    for x in &h.resources {
+        let line = table
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{} ", x.resource)))
+            .unwrap_or_else(|| panic!("no line for {} in\n{table}", x.resource));
+        assert!(
+            line.contains(&x.figure()) && line.contains(&x.detail()),
+            "{line}"
+        );
+        let row = format!("| {} | {} | {} |", x.resource, x.figure(), x.detail());
+        assert!(md.contains(&row), "{row}\nnot in\n{md}");
+    }
+    // The headline comes before the tables in both.
+    assert!(table.find("Headline:") < table.find("Degradation of victim"));
+    assert!(md.find("## Headline") < md.find("## Degradation of victim"));
+    let v: serde_json::Value = serde_json::from_slice(&serialize(&r, Format::Json)).unwrap();
+    // (Both through the same parser: it may round the last digit of a float.)
+    let expected: serde_json::Value =
+        serde_json::from_slice(&serde_json::to_vec(&h).unwrap()).unwrap();
+    assert_eq!(v["headline"], expected);
+    // Every figure the headline names is a cell's in the export.
+    for x in v["headline"]["resources"].as_array().unwrap() {
+        for c in [&x["cell"], &x["dnr_cell"]] {
+            if c.is_null() {
+                continue;
+            }
+            let cell = v["results"]["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| {
+                    k["tenant"] == c["tenant"]
+                        && k["probe"] == c["probe"]
+                        && k["metric"] == c["metric"]
+                        && k["condition"] == c["condition"]
+                })
+                .unwrap_or_else(|| panic!("no cell for {c}"));
+            if !c["estimate"].is_null() {
+                let d = &cell["comparison"]["degradation"];
+                assert_eq!(c["estimate"], d["estimate"]);
+                assert_eq!(c["lower"], d["lower"]);
+                assert_eq!(c["upper"], d["upper"]);
+                assert_eq!(c["p_adjusted"], cell["p_adjusted"]);
+                assert_eq!(c["p_value"], cell["paired"]["p_value"]);
+            }
+        }
+    }
+}
+
+/// Defect: `show` and the Markdown said "median" while every cell's estimate was a mean of
+/// log ratios.
+#[test]
+fn labels_name_the_statistic_the_cells_used() {
+    let (r, _) = results(script());
+    assert!(r
+        .cells
+        .iter()
+        .filter_map(|c| c.comparison.as_ref())
+        .all(|c| c.degradation.estimator.as_str() == "mean"));
+    // The plan asked for the median: the cells did not use it, and no label says it.
+    assert_eq!(
+        r.plan.as_ref().unwrap()["repetitions"]["estimator"],
+        "median"
+    );
+    assert_eq!(r.estimator(), "mean");
+    let table = render(&r, Style::default());
+    let md = String::from_utf8(serialize(&r, Format::Markdown)).unwrap();
+    for text in [&table, &md] {
+        // (The trust line's "median CV" and "median load" are medians indeed.)
+        for line in text.lines().filter(|l| {
+            l.contains("Degradation of victim")
+                || l.contains("Percent, positive")
+                || l.to_lowercase().starts_with("statistic")
+        }) {
+            assert!(!line.contains("median"), "{line}");
+        }
+        assert!(
+            text.contains("geometric mean ratio (mean of log ratios)"),
+            "{text}"
+        );
+        assert!(text.contains("t over on/off cycles"), "{text}");
+        assert!(text.contains("cycle_t on 6 cell(s)"), "{text}");
+    }
+}
+
+fn csv_rows(r: &Results) -> Vec<std::collections::BTreeMap<String, String>> {
+    let csv = serialize(r, Format::Csv);
+    let mut rd = csv::Reader::from_reader(&csv[..]);
+    let head: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
+    rd.records()
+        .map(|rec| {
+            head.iter()
+                .cloned()
+                .zip(rec.unwrap().iter().map(String::from))
+                .collect()
+        })
+        .collect()
+}
+
+/// Defect: `baseline_median` and `contended_median` implied the opposite sign to
+/// `degradation_pct` in 6 of 56 rows.
+#[test]
+fn csv_has_no_column_that_contradicts_the_estimate() {
+    let (r, _) = results(script());
+    let rows = csv_rows(&r);
+    assert!(
+        rows[0].keys().all(|k| !k.contains("median")),
+        "{:?}",
+        rows[0]
+    );
+    for row in rows.iter().filter(|x| !x["degradation_pct"].is_empty()) {
+        assert_eq!(row["estimator"], "mean", "{row:?}");
+        assert!(!row["ci_method"].is_empty(), "{row:?}");
+    }
+}
+
+/// Defect: the CSV's `p_value` was an unadjusted Mann-Whitney p, not the test behind
+/// `significant` (0.002 beside `significant = false`).
+#[test]
+fn csv_has_the_adjusted_p_behind_significant() {
+    let (r, _) = results(script());
+    let rows = csv_rows(&r);
+    assert!(rows[0].contains_key("p_adjusted") && !rows[0].contains_key("p_value"));
+    let mut adjusted = 0;
+    for row in rows.iter().filter(|x| !x["significant"].is_empty()) {
+        let p: f64 = if row["p_adjusted"].is_empty() {
+            assert_eq!(row["correction"], "none", "{row:?}");
+            row["p_unadjusted"].parse().unwrap()
+        } else {
+            adjusted += 1;
+            assert_eq!(row["correction"], "Holm", "{row:?}");
+            row["p_adjusted"].parse().unwrap()
+        };
+        assert_eq!(row["significant"] == "true", p < 0.05, "{row:?}");
+        assert_eq!(row["test"], row["ci_method"], "{row:?}");
+        assert!(
+            row["p_adjusted"].is_empty()
+                || row["p_adjusted"].parse::<f64>().unwrap()
+                    >= row["p_unadjusted"].parse::<f64>().unwrap()
+        );
+    }
+    assert_eq!(adjusted, 6, "every victim cell with an estimate");
+}
+
+/// Defect: 10 of 56 cells showed a 95% interval that excluded 0 beside "not significant"
+/// (Holm-adjusted) with no word on why.
+#[test]
+fn the_interval_beside_a_significance_mark_says_it_is_not_adjusted() {
+    let (r, _) = results(script());
+    let table = render(&r, Style::default());
+    let md = String::from_utf8(serialize(&r, Format::Markdown)).unwrap();
+    for text in [&table, &md] {
+        assert!(
+            text.contains("95% interval of each cell alone")
+                && text.contains("not adjusted for the run's 6 comparisons")
+                && text.contains("one that excludes 0 can sit beside a cell without *"),
+            "{text}"
+        );
+    }
+    for row in csv_rows(&r)
+        .iter()
+        .filter(|x| !x["degradation_pct"].is_empty())
+    {
+        assert_eq!(row["ci_adjusted"], "false");
+    }
+    for x in r.headline().resources {
+        assert!(
+            x.detail().contains("CI of this cell, unadjusted"),
+            "{}",
+            x.detail()
+        );
+    }
+}
+
+/// Defect: the reason line said "4 result(s) ... flagged" while the table marked 5 cells.
+#[test]
+fn the_reason_counts_the_flagged_results_the_table_marks() {
+    let (mut r, _) = results(script());
+    // A reason as stored by earlier versions, with a count of its own.
+    r.run.status_reason = Some(
+        "time budget reached: no further round fits in 5m (4 result(s) without an interval \
+         within +/-2 points, flagged)"
+            .into(),
+    );
+    // One more flagged cell than the run had.
+    let before = r.flagged_count();
+    let c = r.cells.iter_mut().find(|c| c.comparison.is_some()).unwrap();
+    c.comparison.as_mut().unwrap().trustworthy = false;
+    let table = render(&r, Style::default());
+    let marked: usize = table
+        .lines()
+        .skip_while(|l| !l.starts_with("probe metric"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.matches('?').count())
+        .sum();
+    assert_eq!(marked, before + 1, "{table}");
+    let reason = r.reason_line().unwrap();
+    assert_eq!(
+        reason,
+        format!(
+            "time budget reached: no further round fits in 5m; {marked} result(s) flagged \
+             untrustworthy (? in the tables)"
+        )
+    );
+    assert!(table.contains(&reason));
+    assert!(
+        table.contains(&format!(", {marked} untrustworthy")),
+        "{table}"
+    );
+    let md = String::from_utf8(serialize(&r, Format::Markdown)).unwrap();
+    assert!(md.contains(&reason));
+}

@@ -18,7 +18,8 @@ use isobench_stats::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{Cell, Column, Results, RunInfo, Section, Value, SOLO_PROBE};
+use crate::headline::p_text;
+use crate::{Cell, Column, Results, RunInfo, Section, Value, SOLO_PROBE, UNTRUSTWORTHY_MARK};
 
 /// Version of the [`RunComparison`] document (JSON of `isobench compare`).
 pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
@@ -289,7 +290,8 @@ impl RunComparison {
             .collect();
         vec![
             format!(
-                "{}: each run's degradation, % (positive = worse; ! untrustworthy in that run). \
+                "{}: each run's degradation, % (positive = worse; {UNTRUSTWORTHY_MARK} untrustworthy in \
+                 that run). \
                  {}: the difference in points, with its {level}% interval, against {reference}",
                 labels.join(", "),
                 differences.join(", ")
@@ -424,9 +426,10 @@ impl RunComparison {
             let mut row = vec![Value::text_of(&row_label)];
             for ((d, t), bad) in c.degradations.iter().zip(&c.tenants).zip(&c.untrustworthy) {
                 row.push(match d {
-                    Some(d) if *bad => {
-                        Value::text_of(format!("{}!", Value::number(d.estimate, 1).text()))
-                    }
+                    Some(d) if *bad => Value::text_of(format!(
+                        "{}{UNTRUSTWORTHY_MARK}",
+                        Value::number(d.estimate, 1).text()
+                    )),
                     Some(d) => Value::number(d.estimate, 1),
                     None if t.is_some() => Value::text_of("none"),
                     None => Value::Empty,
@@ -455,14 +458,6 @@ impl RunComparison {
 }
 
 /// `<0.001`, or three decimals.
-fn p_text(p: f64) -> String {
-    if p < 0.001 {
-        "<0.001".to_string()
-    } else {
-        format!("{p:.3}")
-    }
-}
-
 /// The tenant names of a cell: one name, or each run's joined by `/` when they differ.
 fn tenant_names(tenants: &[Option<String>]) -> String {
     let mut seen: Vec<&str> = Vec::new();
@@ -637,7 +632,7 @@ fn compared_cell(
             .collect(),
         untrustworthy: found
             .iter()
-            .map(|c| comparison(c).is_some_and(|x| !x.trustworthy))
+            .map(|c| c.is_some_and(Cell::untrustworthy))
             .collect(),
         versus: found
             .iter()

@@ -1,16 +1,19 @@
 //! One scenario run on several platforms, side by side: the layout of paper 001's Table 2
 //! (rows: the stress tests; for each platform, the degradation of the well-behaved tenants
-//! and of the misbehaving one, DNR where a tenant stopped answering), with an isolation
-//! score per platform.
+//! and of the misbehaving one, DNR where a tenant stopped answering), with a score per
+//! platform on that figure and each run's headline from every resource.
 //!
-//! The figure compared is each run's headline metric: the first metric measured in its
-//! victims (`good_pct` for the `ibs` preset). The well-behaved figure is the mean
-//! degradation of the victims that answered; the misbehaving one is the aggressors' own,
-//! measured the same way when the aggressors are measured like the victims (a web server in
-//! each), else the drop of the stressor's own rate against running alone.
+//! Table 2 compares one figure per tenant, so the table compares one metric per run: the
+//! first metric measured in its victims (`good_pct` for the `ibs` preset). That metric is
+//! *not* the run's headline, and the table says so: its score row names the metric, and a
+//! row of its own gives each run's headline ([`Results::headline`]), worst resource first,
+//! from every victim metric. The well-behaved figure is the mean degradation of the victims
+//! that answered; the misbehaving one is the aggressors' own, measured the same way when the
+//! aggressors are measured like the victims (a web server in each), else the drop of the
+//! stressor's own rate against running alone.
 
 use crate::view::{Column, Plot, Section, Value};
-use crate::{Cell, Results};
+use crate::{Cell, Headline, Results, UNTRUSTWORTHY_MARK};
 
 /// One platform's figures for one stress test.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,12 +39,15 @@ pub struct CrossTable {
     pub platforms: Vec<String>,
     /// The runs' ids.
     pub runs: Vec<String>,
-    /// The metric compared in each run.
+    /// The metric compared in each run: the first metric measured in its victims (not its
+    /// headline).
     pub metrics: Vec<String>,
     /// One row per stress test (condition id), in first-seen order.
     pub rows: Vec<(String, Vec<CrossCell>)>,
-    /// Isolation score per platform ([`CrossTable::score`]).
+    /// Isolation score per platform on the compared metric alone ([`CrossTable::score`]).
     pub scores: Vec<Option<f64>>,
+    /// Each run's headline, from every resource ([`Results::headline`]).
+    pub headlines: Vec<Headline>,
     /// Each platform's caveats about its figures (a guest under software emulation): its
     /// columns are marked and the caveats noted under the table.
     pub caveats: Vec<Vec<String>>,
@@ -62,7 +68,7 @@ impl CrossTable {
                 conditions.push(c);
             }
         }
-        let metrics: Vec<String> = runs.iter().map(|(_, r)| headline(r)).collect();
+        let metrics: Vec<String> = runs.iter().map(|(_, r)| compared_metric(r)).collect();
         let rows: Vec<(String, Vec<CrossCell>)> = conditions
             .iter()
             .map(|cond| {
@@ -83,12 +89,14 @@ impl CrossTable {
             metrics,
             rows,
             scores,
+            headlines: runs.iter().map(|(_, r)| r.headline()).collect(),
             caveats: runs.iter().map(|(_, r)| r.run.caveats.clone()).collect(),
         }
     }
 
-    /// The isolation score of one platform: 100 minus the well-behaved tenants' mean
-    /// degradation over the stress tests it measured (each test's figure clamped to 0-100,
+    /// The isolation score of one platform on the compared metric (one metric, not every
+    /// resource): 100 minus the well-behaved tenants' mean degradation over the stress tests it
+    /// measured (each test's figure clamped to 0-100,
     /// a well-behaved tenant that stopped answering counting as 100). 100 is perfect
     /// isolation; `None` when it measured none.
     pub fn score<'a>(cells: impl Iterator<Item = &'a CrossCell>) -> Option<f64> {
@@ -145,7 +153,12 @@ impl CrossTable {
             }
             s.push(row);
         }
-        let mut score = vec![Value::text_of("isolation score (100 = perfect)")];
+        let mut names = self.metrics.clone();
+        names.dedup();
+        let mut score = vec![Value::text_of(format!(
+            "isolation score on {} alone (100 = perfect)",
+            names.join(" / ")
+        ))];
         for (i, sc) in self.scores.iter().enumerate() {
             let measured = self.rows.iter().filter(|(_, c)| !c[i].missing).count();
             score.push(match sc {
@@ -158,6 +171,15 @@ impl CrossTable {
             score.push(Value::Empty);
         }
         s.push(score);
+        let mut worst = vec![Value::text_of("headline: worst resource, every metric")];
+        for h in &self.headlines {
+            worst.push(Value::text_of(
+                h.worst()
+                    .map_or_else(|| "none significant".to_string(), |w| w.short()),
+            ));
+            worst.push(Value::Empty);
+        }
+        s.push(worst);
         s.notes.push(format!(
             "runs: {}",
             self.platforms
@@ -170,10 +192,11 @@ impl CrossTable {
         let mut metrics = self.metrics.clone();
         metrics.dedup();
         s.notes.push(format!(
-            "figure: degradation of {} against the baseline, percent (positive = worse); good: \
+            "figure: degradation of {} (the first metric measured in the victims, not the \
+             headline) against the baseline, percent (positive = worse); good: \
              the mean over the well-behaved tenants that answered, with `k DNR` when k of them \
-             did not; bad: the misbehaving tenant; `?` marks a figure its run flags as \
-             untrustworthy; - : not measured on that platform",
+             did not; bad: the misbehaving tenant; `{UNTRUSTWORTHY_MARK}` marks a figure its run \
+             flags as untrustworthy; - : not measured on that platform",
             metrics.join(" / ")
         ));
         for (p, caveats) in self.platforms.iter().zip(&self.caveats) {
@@ -182,18 +205,22 @@ impl CrossTable {
                 s.notes.push(format!("(!) {p}: {c}"));
             }
         }
-        s.notes.push(
-            "isolation score: 100 minus the well-behaved tenants' mean degradation over the \
-             stress tests (each clamped to 0-100, a tenant that stopped answering counting as \
-             100)"
-                .into(),
-        );
+        s.notes.push(format!(
+            "isolation score on {}: 100 minus the well-behaved tenants' mean degradation of \
+             that metric alone over the stress tests (each clamped to 0-100, a tenant that \
+             stopped answering counting as 100); it says nothing of the other resources",
+            names.join(" / ")
+        ));
+        s.notes.push(format!(
+            "headline: each run's worst resource over every victim metric ({})",
+            crate::HEADLINE_RULE
+        ));
         s
     }
 }
 
-/// The first metric measured in a victim: the run's headline figure.
-fn headline(r: &Results) -> String {
+/// The first metric measured in a victim: the figure the table compares (not the headline).
+fn compared_metric(r: &Results) -> String {
     let victims = names(r, "victim");
     r.cells
         .iter()
@@ -242,7 +269,7 @@ fn cell(r: &Results, metric: &str, cond: &str) -> CrossCell {
         good_dnr: (good.iter().filter(|c| c.dnr.is_some()).count(), good.len()),
         good_flagged: good
             .iter()
-            .any(|c| c.problem.is_some() || c.comparison.as_ref().is_some_and(|x| !x.trustworthy)),
+            .any(|c| c.problem.is_some() || c.untrustworthy()),
         bad: mean(&answered(&bad)),
         bad_dnr: !bad.is_empty() && bad.iter().all(|c| c.dnr.is_some()),
         missing: good.is_empty() && bad.is_empty(),
@@ -264,7 +291,7 @@ fn good_value(c: &CrossCell) -> Value {
         Some(g) => {
             let mut t = format!("{g:.2}");
             if c.good_flagged {
-                t.push('?');
+                t.push(UNTRUSTWORTHY_MARK);
             }
             if k > 0 {
                 t.push_str(&format!(" ({k} DNR)"));

@@ -328,33 +328,6 @@ impl Results {
         }
         seen
     }
-
-    /// What the degradations compare: `median` (the default) or `mean`, from the plan.
-    pub fn estimator(&self) -> &str {
-        self.plan
-            .as_ref()
-            .and_then(|p| p["repetitions"]["estimator"].as_str())
-            .unwrap_or("median")
-    }
-
-    /// The legend of significance marks: the test, its correction and the designs.
-    pub fn significance_legend(&self) -> String {
-        let alpha = 1.0 - self.confidence;
-        if self.trust.designs.is_empty() {
-            return format!("significant (Mann-Whitney, p < {alpha:.2})");
-        }
-        format!(
-            "significant (p < {alpha:.2} after {} correction across {} victim cells; on/off \
-             cycles: t on log ratios allowing for neighbouring cycles, or on the trials' \
-             means where trials differ; paired trials: t on log ratios)",
-            if self.trust.correction.is_empty() {
-                "no"
-            } else {
-                &self.trust.correction
-            },
-            self.trust.victim_cells
-        )
-    }
 }
 
 fn matrix_kind() -> String {

@@ -13,6 +13,8 @@ pub mod cross;
 mod design;
 mod document;
 pub mod fleet;
+pub mod headline;
+mod labels;
 pub mod latency;
 mod matrix;
 mod view;
@@ -22,5 +24,9 @@ pub use document::{
     Cell, ClassSummary, Dnr, Results, RunInfo, TenantInfo, Trust, WorstCell,
     RESULTS_SCHEMA_VERSION, SOLO_PROBE,
 };
+pub use headline::{
+    Headline, HeadlineCell, ResourceHeadline, Verdict, HEADLINE_RULE, UNTRUSTWORTHY_MARK,
+};
+pub use labels::method_words;
 pub use matrix::{MatrixRow, MatrixTable, RowSubject};
 pub use view::{Column, Guide, Plot, Section, Span, Value};

@@ -267,8 +267,9 @@ impl Value {
         }
     }
 
-    /// The value as plain text: `-` for empty, `12.3 [10.1, 14.6]` for an estimate (with `!`
-    /// after it when flagged), `DNR` for a workload that did not run.
+    /// The value as plain text: `-` for empty, `12.3 [10.1, 14.6]` for an estimate (with
+    /// [`crate::UNTRUSTWORTHY_MARK`] after it when flagged), `DNR` for a workload that did
+    /// not run.
     pub fn text(&self) -> String {
         match self {
             Value::Empty => "-".to_string(),
@@ -288,7 +289,7 @@ impl Value {
                     fixed(*upper, *digits)
                 );
                 if flag.is_some() {
-                    s.push('!');
+                    s.push(crate::UNTRUSTWORTHY_MARK);
                 }
                 s
             }
@@ -331,7 +332,7 @@ mod tests {
         assert_eq!(Value::estimate(5.0, 3.25, 7.5, 1).text(), "5.0 [3.2, 7.5]");
         assert_eq!(
             Value::estimate(5.0, 3.0, 7.0, 0).flagged("wide").text(),
-            "5 [3, 7]!"
+            "5 [3, 7]?"
         );
         assert_eq!(
             Value::Dnr {

@@ -87,7 +87,7 @@ fn shared_cells_are_tested_and_the_rest_is_listed() {
     assert_eq!(r[2].text(), "40.0");
     assert_eq!(r[5].text(), "*");
     let r = row(victims, "cpu-int ops_per_sec @ cache@100");
-    assert_eq!(r[2].text(), "3.0!", "untrustworthy in B");
+    assert_eq!(r[2].text(), "3.0?", "untrustworthy in B");
     assert_eq!(r[5].text(), "");
     assert!(
         victims.notes.iter().any(|n| n.contains("Holm")),

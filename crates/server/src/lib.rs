@@ -212,7 +212,8 @@ pub fn lock_state_dir(dir: &Path) -> anyhow::Result<statelock::StateLock> {
         api::Session, api::PresetInfo, api::Login, api::RunList, api::Comparison,
         api::JobList, api::NewJob, api::Move, api::ExportFormat, app::PlatformInfo, app::RunEvent,
         error::ErrorBody, error::Problem, queue::Job, queue::JobSpec, queue::JobState,
-        queue::Progress, results::RunView, results::RunDetail, results::Headline
+        queue::Progress, results::RunView, results::RunDetail, results::Headline,
+        results::ResourceHeadline
     )),
     modifiers(&Security),
     security((), ("bearer" = []), ("cookie" = []))

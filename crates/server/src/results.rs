@@ -14,24 +14,92 @@ use isobench_experiment::Results;
 use isobench_report::compare::{comparison_markdown, render_comparison};
 use isobench_report::{html_report, serialize, Format, Style};
 use isobench_results::compare::RunComparison;
-use isobench_results::cross::CrossTable;
 use isobench_store::{RunStatus, RunSummary, Store, StoreError};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
 
-/// A run's one number: its isolation score, or else its worst victim degradation.
+/// A run's headline as the API, the runs list and `/metrics` give it: the figures of
+/// [`isobench_results::Headline`], the same that `isobench show` prints first.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Headline {
-    /// What the number is.
+    /// What `value` is: `worst significant victim degradation`.
     pub label: String,
-    /// The number.
-    pub value: f64,
-    /// Its unit (`%`, or empty for a score).
+    /// The worst resource's figure, percent (one decimal): its significant degradation, or
+    /// 100 when a victim stopped answering; `None` when no resource has either.
+    pub value: Option<f64>,
+    /// The unit of `value`: `%`.
     pub unit: String,
-    /// The number as text.
+    /// The worst resource (`disk`), when there is one.
+    pub resource: Option<String>,
+    /// The headline in one line, as the runs list shows it.
     pub text: String,
+    /// Every resource measured in a victim, worst first.
+    pub resources: Vec<ResourceHeadline>,
+    /// How the figures were chosen.
+    pub rule: String,
+}
+
+/// One resource of a [`Headline`].
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ResourceHeadline {
+    /// The victim probe's class: cpu, cache, memory, disk, net, process, app or other.
+    pub resource: String,
+    /// `dnr`, `loss`, `flagged_loss`, `no_significant_loss` or `no_result`.
+    pub verdict: String,
+    /// The figure as shown: `+96.9%`, `+11.3%?` (flagged), `n.s. (+1.2%)`, `DNR`.
+    pub figure: String,
+    /// The figure an alert compares, percent (one decimal): the significant degradation, 0
+    /// when none is significant, 100 for a DNR.
+    pub loss_pct: Option<f64>,
+    /// The cell behind the figure: its degradation, percent.
+    pub estimate: Option<f64>,
+    /// The cell's own interval (not adjusted for the run's other comparisons).
+    pub lower: Option<f64>,
+    /// See `lower`.
+    pub upper: Option<f64>,
+    /// The p-value behind the significance after the run's correction for multiple
+    /// comparisons; `None` when the cell was tested alone.
+    pub p_adjusted: Option<f64>,
+    /// `tenant probe metric under condition`.
+    pub cell: Option<String>,
+    /// Everything said beside the figure, as `isobench show` prints it.
+    pub detail: String,
+}
+
+impl Headline {
+    /// The API's view of a run's headline.
+    pub fn of(h: &isobench_results::Headline) -> Headline {
+        let worst = h.worst();
+        Headline {
+            label: "worst significant victim degradation".into(),
+            value: worst.and_then(|w| w.loss_pct()).map(round1),
+            unit: "%".into(),
+            resource: worst.map(|w| w.resource.clone()),
+            text: h.summary(),
+            resources: h
+                .resources
+                .iter()
+                .map(|x| {
+                    let c = x.dnr_cell.as_ref().or(x.cell.as_ref());
+                    ResourceHeadline {
+                        resource: x.resource.clone(),
+                        verdict: x.verdict.as_str().into(),
+                        figure: x.figure(),
+                        loss_pct: x.loss_pct().map(round1),
+                        estimate: x.cell.as_ref().and_then(|c| c.estimate),
+                        lower: x.cell.as_ref().and_then(|c| c.lower),
+                        upper: x.cell.as_ref().and_then(|c| c.upper),
+                        p_adjusted: x.cell.as_ref().and_then(|c| c.p_adjusted),
+                        cell: c.map(|c| c.place(true)),
+                        detail: x.detail(),
+                    }
+                })
+                .collect(),
+            rule: h.rule.clone(),
+        }
+    }
 }
 
 /// A stored run, as listed.
@@ -135,29 +203,11 @@ fn open_existing(db: &Path, id: &str) -> Result<Store, ApiError> {
     open(db)?.ok_or_else(|| ApiError::not_found(format!("no run {id}: no run is stored yet")))
 }
 
-/// The headline of analysed results.
+/// The headline of analysed results ([`isobench_results::Results::headline`]); `None` when no
+/// victim was measured.
 pub fn headline(r: &Results) -> Option<Headline> {
-    let score = CrossTable::new(&[(r.run.platform.as_str(), r)]).scores[0];
-    if let Some(v) = score {
-        return Some(Headline {
-            label: "isolation score".into(),
-            value: round1(v),
-            unit: String::new(),
-            text: format!("{v:.1}"),
-        });
-    }
-    let worst = r
-        .cells
-        .iter()
-        .filter_map(|c| c.estimate())
-        .filter(|v| v.is_finite())
-        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
-    Some(Headline {
-        label: "worst victim degradation".into(),
-        value: round1(worst),
-        unit: "%".into(),
-        text: format!("{worst:.1}%"),
-    })
+    let h = r.headline();
+    (!h.resources.is_empty()).then(|| Headline::of(&h))
 }
 
 fn round1(v: f64) -> f64 {

@@ -101,12 +101,26 @@
     return h("span", { class: "badge status-" + s.replace(/[^a-z]/g, ""), text: s });
   }
 
+  /** The run's headline in one line, exactly as the API gives it (`isobench show` prints the same figures first). */
   function headlineText(run) {
     const hl = run && run.headline;
-    if (!hl) return "—";
-    if (hl.text) return (hl.label ? hl.label + ": " : "") + hl.text;
-    if (hl.value !== null && hl.value !== undefined) return (hl.label ? hl.label + ": " : "") + hl.value + (hl.unit || "");
-    return "—";
+    return hl && hl.text ? hl.text : "—";
+  }
+
+  /** The headline's rule, shown on hover: how the figures were chosen. */
+  function headlineRule(run) {
+    const hl = run && run.headline;
+    return hl && hl.rule ? hl.rule : null;
+  }
+
+  /** One line per resource, worst first: the figure, then what stands behind it. */
+  function headlineList(run) {
+    const hl = run && run.headline;
+    if (!hl || !hl.resources || !hl.resources.length) return "—";
+    return h("div", {},
+      h("ul", { class: "headline" }, hl.resources.map((x) =>
+        h("li", {}, h("strong", { text: x.resource + " " + x.figure }), " ", h("span", { class: "muted small", text: x.detail })))),
+      h("p", { class: "muted small", text: hl.rule }));
   }
 
   function jobWhat(job) {
@@ -360,7 +374,7 @@
     const table = h("table", { id: "runs-table", class: "data" },
       h("thead", {}, h("tr", {},
         h("th", { scope: "col", class: "pick" }, h("span", { class: "sr-only", text: "Compare" })),
-        ["Status", "Run", "Kind", "Platform", "Host", "Started", "Duration", "Trials", "Result"].map((t) =>
+        ["Status", "Run", "Kind", "Platform", "Host", "Started", "Duration", "Trials", "Headline"].map((t) =>
           h("th", { scope: "col", class: t === "Duration" || t === "Trials" ? "num" : null, text: t })))),
       h("tbody"));
     const view = { name: "runs", timer: null };
@@ -444,7 +458,7 @@
       h("td", {}, timeEl(r.started_at)),
       h("td", { class: "num", text: r.status === "running" && r.duration_s == null ? "running" : fmtDuration(r.duration_s) }),
       h("td", { class: "num trials", text: trialsText(r) }),
-      h("td", { text: headlineText(r) }));
+      h("td", { class: "headline", text: headlineText(r), title: headlineRule(r) }));
     tr.addEventListener("click", (e) => {
       if (e.target.closest("a, input, button")) return;
       go(href);
@@ -569,7 +583,7 @@
           metaRow("Trials", job && job.progress && job.progress.of
             ? progressText(job.progress) + " run so far"
             : (run.trials_ok ?? "?") + " ok of " + (run.trials ?? "?")),
-          metaRow("Result", headlineText(run)),
+          metaRow("Headline", headlineList(run)),
         ]);
         if (run.reason) append(meta, metaRow("Reason", run.reason));
         clear(caveats);

@@ -124,11 +124,11 @@ pub(crate) fn curve_section(
         }
         section.push(row);
     }
-    section.notes.push(
+    section.notes.push(format!(
         "Degradation in % of the victim's result alone (positive = worse), with its confidence \
-         interval; ! = untrustworthy (the run's notes say why)."
-            .into(),
-    );
+         interval; {} = untrustworthy (the run's notes say why).",
+        isobench_results::UNTRUSTWORTHY_MARK
+    ));
     if pressure_col.is_some() {
         section.notes.push(
             "delivered: what the aggressor's stressor did there, in physical units, median over \

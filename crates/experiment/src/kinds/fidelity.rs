@@ -725,7 +725,8 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
     }
     if short_windows && set.limits.iter().any(|&s| s < 100) {
         section.notes.push(format!(
-            "! under a limit below 100%: {}",
+            "{} under a limit below 100%: {}",
+            isobench_results::UNTRUSTWORTHY_MARK,
             SHORT_WINDOWS.trim_start_matches("untrustworthy: ")
         ));
     }

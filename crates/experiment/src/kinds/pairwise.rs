@@ -196,13 +196,13 @@ impl ExperimentKind for Pairwise {
                 ]);
             }
         }
-        section.notes.push(
+        section.notes.push(format!(
             "The victim's time is its probe's, from its first metric's degradation; the \
              aggressor's, from its stressor's rate beside that probe against its rate alone. \
              A rate that falls to r of its rate alone takes 1/r times as long; latencies \
-             scale the time directly. ! = untrustworthy (the run's notes say why)."
-                .into(),
-        );
+             scale the time directly. {} = untrustworthy (the run's notes say why).",
+            isobench_results::UNTRUSTWORTHY_MARK
+        ));
         a.sections.push(section);
         a
     }
