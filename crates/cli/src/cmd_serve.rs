@@ -68,8 +68,15 @@ pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
     for line in isobench_platform::cleanup(false).summary() {
         eprintln!("isobench: removed what a dead run left: {line}");
     }
-    for o in crate::cmd_doctor::mark_orphans_of(&a.db.path)? {
-        eprintln!("isobench: {o}; resume it from its page or with `isobench run --resume`");
+    if isobench_store::Store::is_writable(&a.db.path) {
+        for o in crate::cmd_doctor::mark_orphans_of(&a.db.path)? {
+            eprintln!("isobench: {o}; resume it from its page or with `isobench run --resume`");
+        }
+    } else {
+        eprintln!(
+            "isobench: {} is read-only here: its runs are shown, and new jobs are refused",
+            a.db.path.display()
+        );
     }
     let config = Config {
         listen: a.listen,

@@ -62,35 +62,15 @@ fn read_only_missing() -> Option<String> {
     }
 }
 
-/// `isobench args` in a mount namespace of its own where `target` (a directory or a file)
-/// is bind-mounted read-only onto itself: read-only for root too, whose permission bits are
-/// not checked. The mount is gone with the process.
+/// `isobench args` with `target` read-only ([`read_only_command`]), waited for.
 fn isobench_read_only(target: &Path, args: &[&str]) -> Output {
     isobench_read_only_with(target, args, &[])
 }
 
 /// [`isobench_read_only`] with more environment variables.
 fn isobench_read_only_with(target: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    const SCRIPT: &str = r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 98
-if [ -w "$1" ]; then echo "$1 is still writable" >&2; exit 99; fi
-shift
-exec "$@""#;
-    let out = std::process::Command::new("unshare")
-        .args([
-            "-m",
-            "--propagation",
-            "private",
-            "--",
-            "sh",
-            "-c",
-            SCRIPT,
-            "sh",
-        ])
-        .arg(target)
-        .arg(assert_cmd::cargo::cargo_bin("isobench"))
+    let out = read_only_command(target)
         .args(args)
-        .env_remove("ISOBENCH_DB")
-        .env("NO_COLOR", "1")
         .envs(env.iter().copied())
         .output()
         .unwrap();
@@ -173,6 +153,100 @@ fn read_only_database_can_be_shown() {
         assert_eq!(code(&out), 0, "{args:?}: {}", text(&out.stderr));
     }
     assert_eq!(std::fs::read(&db).unwrap(), before);
+}
+
+/// `isobench` (arguments to be appended) in a mount namespace of its own where `target` (a
+/// directory or a file) is bind-mounted read-only onto itself: read-only for root too, whose
+/// permission bits are not checked. The mount is gone with the process. Exit code 98 or 99:
+/// the mount could not be made read-only.
+fn read_only_command(target: &Path) -> std::process::Command {
+    const SCRIPT: &str = r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 98
+if [ -w "$1" ]; then echo "$1 is still writable" >&2; exit 99; fi
+shift
+exec "$@""#;
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args([
+        "-m",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        SCRIPT,
+        "sh",
+    ])
+    .arg(target)
+    .arg(assert_cmd::cargo::cargo_bin("isobench"))
+    .env_remove("ISOBENCH_DB")
+    .env("NO_COLOR", "1")
+    .env("ISOBENCH_WAIT", "1");
+    cmd
+}
+
+/// Regression (defect 6, the server's part): `serve` on a database in a read-only directory
+/// lists, shows and exports its runs through the API and `/metrics`, and refuses a new job
+/// with the reason instead of failing with "attempt to write a readonly database".
+#[test]
+fn read_only_database_can_be_served() {
+    if let Some(why) = read_only_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let (db, [a, b]) = two_runs(dir.path());
+    let before = std::fs::read(&db).unwrap();
+    let server = common::served::Server::start_via(
+        read_only_command(dir.path()),
+        &db,
+        "",
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            state.path().join("s").to_str().unwrap(),
+        ],
+    );
+    let runs = server.get("/api/v1/runs", &[]);
+    assert_eq!(runs.status, 200, "{}\n{}", runs.body, server.log());
+    let listed = runs.body.matches("\"id\"").count();
+    assert!(
+        runs.body.contains(&a) && runs.body.contains(&b),
+        "{}",
+        runs.body
+    );
+    assert!(listed >= 2, "{}", runs.body);
+    for path in [
+        format!("/api/v1/runs/{a}"),
+        format!("/api/v1/runs/{b}/export?format=csv"),
+        "/metrics".to_string(),
+    ] {
+        let r = server.get(&path, &[]);
+        assert_eq!(r.status, 200, "{path}: {}\n{}", r.body, server.log());
+    }
+    let csrf = server.csrf();
+    let job = server.request(
+        "POST",
+        "/api/v1/jobs",
+        &[
+            ("content-type", "application/json"),
+            ("x-isobench-csrf", &csrf),
+        ],
+        Some(r#"{"preset": "quick"}"#),
+    );
+    assert_eq!(job.status, 409, "{}", job.body);
+    assert!(job.body.contains("read-only"), "{}", job.body);
+    assert!(
+        server.log().contains("is read-only here"),
+        "{}",
+        server.log()
+    );
+    drop(server);
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "the database was not changed"
+    );
 }
 
 #[test]

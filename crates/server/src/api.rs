@@ -288,6 +288,7 @@ pub async fn resume(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     check_run_id(&id)?;
+    results::check_writable(&app.config.db)?;
     let (db, run) = (app.config.db.clone(), id.clone());
     let status = blocking(move || results::status(&db, &run)).await?;
     if status == RunStatus::Complete {
@@ -455,11 +456,13 @@ fn platform_names() -> utoipa::openapi::schema::Object {
 #[utoipa::path(post, path = "/api/v1/jobs", tag = "jobs", request_body = NewJob,
     responses((status = 201, body = Job), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 pub async fn create_job(
     State(app): AppState,
     JsonBody(body): JsonBody<NewJob>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
+    results::check_writable(&app.config.db)?;
     let spec = JobSpec {
         preset: body.preset.clone(),
         scenario_name: body

@@ -194,8 +194,12 @@ pub fn check_listen(listen: SocketAddr, token: Option<&str>) -> Result<(), Confi
 /// Makes the state directory `dir` (0700) and takes its lock ([`statelock`]): refused, with
 /// the other server's process id and address, when another server uses it.
 pub fn lock_state_dir(dir: &Path) -> anyhow::Result<statelock::StateLock> {
-    private::create_dir_all(&dir.join("jobs"))
-        .map_err(|e| anyhow::anyhow!("creating the state directory {}: {e}", dir.display()))?;
+    private::create_dir_all(&dir.join("jobs")).map_err(|e| {
+        anyhow::anyhow!(
+            "creating the state directory {}: {e}; pass --state-dir a writable directory",
+            dir.display()
+        )
+    })?;
     Ok(statelock::StateLock::acquire(dir).map_err(ConfigError::from)?)
 }
 

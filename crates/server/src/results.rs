@@ -190,12 +190,27 @@ pub fn store_error(e: StoreError) -> ApiError {
     }
 }
 
-/// Opens the database for reading; `None` when there is none yet.
+/// Opens the database for reading only ([`Store::open_read_only`]: a database in a read-only
+/// directory is browsed as it is); `None` when there is none yet.
 pub fn open(db: &Path) -> Result<Option<Store>, ApiError> {
     if !db.exists() {
         return Ok(None);
     }
-    Store::open(db).map(Some).map_err(store_error)
+    Store::open_read_only(db).map(Some).map_err(store_error)
+}
+
+/// 409 when the runs of a job could not be stored in `db` (a read-only file or directory):
+/// such a server browses, and refuses to queue, with the reason.
+pub fn check_writable(db: &Path) -> Result<(), ApiError> {
+    if Store::is_writable(db) {
+        Ok(())
+    } else {
+        Err(ApiError::conflict(format!(
+            "the database {} is read-only here: this server shows its runs but cannot store \
+             new ones; serve a writable --db to queue runs",
+            db.display()
+        )))
+    }
 }
 
 fn open_existing(db: &Path, id: &str) -> Result<Store, ApiError> {

@@ -29,8 +29,18 @@ impl Server {
     /// `fake` is empty) and waits for its `listening on` line. Its stderr goes to
     /// `DB.server.log` (shown by [`Server::log`]).
     pub fn start(db: &Path, fake: &str, args: &[&str]) -> Server {
+        Server::start_via(super::spawnable(), db, fake, args)
+    }
+
+    /// [`Server::start`] with `cmd` as the program: `isobench` itself ([`super::spawnable`]),
+    /// or a wrapper whose arguments end with it (the rest are appended).
+    pub fn start_via(
+        mut cmd: std::process::Command,
+        db: &Path,
+        fake: &str,
+        args: &[&str],
+    ) -> Server {
         let log = db.with_extension("server.log");
-        let mut cmd = super::spawnable();
         cmd.arg("serve")
             .args(args)
             .arg("--db")
