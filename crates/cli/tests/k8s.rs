@@ -172,7 +172,7 @@ fn k8s_quick_preset_runs_and_prints_its_table() {
     );
     assert!(stdout.contains("platform k8s"), "{stdout}");
     assert!(
-        stdout.contains("Degradation of victim victim") && stdout.contains("cpu@100"),
+        stdout.contains("Degradation of the victim") && stdout.contains("cpu@100"),
         "{stdout}"
     );
     for line in [

@@ -99,7 +99,7 @@ fn run_small(dir: &std::path::Path) -> (std::path::PathBuf, String) {
 fn run_then_runs_show_and_export_agree() {
     let dir = tempfile::tempdir().unwrap();
     let (db, table) = run_small(dir.path());
-    assert!(table.contains("Degradation of victim victim"), "{table}");
+    assert!(table.contains("Degradation of the victim"), "{table}");
     assert!(table.contains("aggressor (own rate)"), "{table}");
     assert!(table.contains("Headline:"), "{table}");
     assert!(table.contains("By the aggressor's resource"), "{table}");
@@ -139,7 +139,7 @@ fn run_then_runs_show_and_export_agree() {
     for (format, check) in [
         ("json", schema.as_str()),
         ("csv", "run,tenant,role,probe,metric"),
-        ("md", "## Degradation of victim `victim`"),
+        ("md", "## Degradation of the victim"),
     ] {
         let out = isobench()
             .args(["export", &id, "--format", format, "--db"])

@@ -230,9 +230,9 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
     for table in r.matrix() {
         let _ = writeln!(
             s,
-            "## Degradation of victim `{}`\n\nPercent, positive = worse: estimate ± half-width \
+            "## Degradation of {}\n\nPercent, positive = worse: estimate ± half-width \
              of its {level}% interval.\n",
-            table.victim,
+            crate::names::tenant_noun(table.victim, "victim"),
         );
         let _ = writeln!(s, "| probe | metric | {} |", table.conditions.join(" | "));
         let _ = writeln!(

@@ -10,6 +10,7 @@
 pub mod compare;
 pub mod export;
 pub mod html;
+mod names;
 pub mod runs;
 pub mod sections;
 pub mod table;

@@ -404,9 +404,9 @@ pub fn render(r: &Results, style: Style) -> String {
     for table in r.matrix() {
         let _ = writeln!(
             out,
-            "\nDegradation of victim {}, % (positive = worse): estimate ± half-width of its \
+            "\nDegradation of {}, % (positive = worse): estimate ± half-width of its \
              {level}% interval",
-            table.victim,
+            crate::names::tenant_noun(table.victim, "victim"),
         );
         let rows: Vec<Row> = table
             .rows

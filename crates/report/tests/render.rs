@@ -247,9 +247,10 @@ fn a_cause_is_marked_in_the_table_and_carried_by_the_exports() {
 
 /// Defect: the runs list, the API and `/metrics` gave a score from the first victim metric
 /// alone. The headline comes from every resource, and `show`, the Markdown and the JSON
-/// export give the same figures, each of which the JSON export's cells hold.
+/// export give the same figures, each of which the JSON export's cells hold; the HTML
+/// report's opening verdict has the same rows and figures.
 #[test]
-fn the_headline_is_the_same_in_show_markdown_and_json() {
+fn the_headline_is_the_same_in_show_markdown_json_and_the_report() {
     let (r, _) = results(script());
     let h = r.headline();
     let resources: Vec<&str> = h.resources.iter().map(|x| x.resource.as_str()).collect();
@@ -269,9 +270,30 @@ fn the_headline_is_the_same_in_show_markdown_and_json() {
         let row = format!("| {} | {} | {} |", x.resource, x.figure(), x.detail());
         assert!(md.contains(&row), "{row}\nnot in\n{md}");
     }
+    // The HTML report opens with the same rows, in the same order, the same figures.
+    let html = isobench_report::html_report(&r);
+    let verdict = html
+        .split(r#"<table class="verdict">"#)
+        .nth(1)
+        .and_then(|s| s.split("</table>").next())
+        .expect("the report opens with a verdict table");
+    let rows: Vec<&str> = verdict.split("<tr class=").skip(1).collect();
+    assert_eq!(rows.len(), h.resources.len(), "{verdict}");
+    for (row, x) in rows.iter().zip(&h.resources) {
+        assert!(row.contains(&format!("<th>{}</th>", x.resource)), "{row}");
+        assert!(
+            row.contains(&format!(">{}<", x.figure())),
+            "{} not in {row}",
+            x.figure()
+        );
+    }
+    assert!(
+        html.contains(&h.rule.replace('\'', "&#39;")),
+        "the report gives the headline's rule"
+    );
     // The headline comes before the tables in both.
-    assert!(table.find("Headline:") < table.find("Degradation of victim"));
-    assert!(md.find("## Headline") < md.find("## Degradation of victim"));
+    assert!(table.find("Headline:") < table.find("Degradation of the victim"));
+    assert!(md.find("## Headline") < md.find("## Degradation of the victim"));
     let v: serde_json::Value = serde_json::from_slice(&serialize(&r, Format::Json)).unwrap();
     // (Both through the same parser: it may round the last digit of a float.)
     let expected: serde_json::Value =
@@ -327,7 +349,7 @@ fn labels_name_the_statistic_the_cells_used() {
     for text in [&table, &md] {
         // (The trust line's "median CV" and "median load" are medians indeed.)
         for line in text.lines().filter(|l| {
-            l.contains("Degradation of victim")
+            l.contains("Degradation of")
                 || l.contains("Percent, positive")
                 || l.to_lowercase().starts_with("statistic")
         }) {

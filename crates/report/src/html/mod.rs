@@ -17,6 +17,7 @@ mod verdict;
 
 pub use compare::html_comparison;
 
+use crate::names::{capitalised, tenant_noun, tenant_title};
 use std::fmt::Write as _;
 
 use isobench_results::latency::{LatencyView, Role as LatencyRole};
@@ -409,7 +410,7 @@ impl Page {
     /// not to trust, linked to the matrix.
     fn verdict(&mut self, r: &Results) {
         let v = verdict::verdict(r);
-        if v.resources.is_empty() && v.summary.is_none() {
+        if v.resources.is_empty() {
             return;
         }
         self.h2("verdict", "Verdict: isolation by resource");
@@ -500,35 +501,6 @@ fn took(start: &str, end: Option<&str>) -> String {
         (0, m, sec) => format!("{m}m {sec:02}s"),
         (h, m, sec) => format!("{h}h {m:02}m {sec:02}s"),
     }
-}
-
-/// A tenant in a sentence, its role said once: `the victim` for a tenant named after its
-/// role, `victim-2` for a name that holds it, else `victim web`.
-fn tenant_noun(name: &str, role: &str) -> String {
-    if name == role {
-        format!("the {role}")
-    } else if name.to_lowercase().contains(role) {
-        name.to_string()
-    } else {
-        format!("{role} {name}")
-    }
-}
-
-/// A tenant as a heading, its role said once: `Victim`, `victim-2`, `Victim web`.
-fn tenant_title(name: &str, role: &str) -> String {
-    if name == role {
-        capitalised(role)
-    } else if name.to_lowercase().contains(role) {
-        name.to_string()
-    } else {
-        format!("{} {name}", capitalised(role))
-    }
-}
-
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    c.next()
-        .map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
 }
 
 /// Text of a cell for a heat map: the rounded estimate and its marks.

@@ -1,6 +1,7 @@
-//! The verdict the report opens with: per resource, whether the victims lost anything through
-//! it, how much, how sure, and which of its results not to trust, each linked to its cell in
-//! the matrix below.
+//! The verdict the report opens with: the run's headline ([`Results::headline`], the same
+//! figures `isobench show`, the exports, the web UI, the API and `/metrics` give), and per
+//! resource how sure it is and which of its results not to trust, each linked to its cell
+//! in the matrix below.
 //!
 //! [`verdict`] is the one place that says where the verdict comes from; [`render`] draws what
 //! it returns and decides nothing. Both read figures the results crate computed: the page
@@ -8,37 +9,18 @@
 
 use std::fmt::Write as _;
 
-use isobench_results::{Cell, Results};
+use isobench_results::{Cell, Headline, ResourceHeadline, Results, Verdict as Said};
 
 use super::svg::esc;
 use crate::table::{marks, signed};
 
-/// What the verdict says of a resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A victim stopped answering.
-    Dnr,
-    /// A significant degradation.
-    Loss,
-    /// A significant degradation flagged untrustworthy.
-    FlaggedLoss,
-    /// No significant degradation: the figure is the largest estimate.
-    NoSignificantLoss,
-    /// No result.
-    NoResult,
-}
-
 /// One resource's verdict.
 #[derive(Debug, Clone)]
 pub struct Resource<'a> {
-    /// The resource (`cpu`, `disk`, ...).
-    pub name: String,
-    /// What its figure says.
-    pub kind: Kind,
+    /// The resource's headline, as every other view shows it.
+    pub head: ResourceHeadline,
     /// The cell behind the figure.
     pub cell: Option<&'a Cell>,
-    /// Victim results of the resource that did not respond.
-    pub dnr_cells: u32,
     /// Its victim results not to trust as they stand: flagged, disturbed, did not respond,
     /// or without an estimate.
     pub distrust: Vec<&'a Cell>,
@@ -47,23 +29,21 @@ pub struct Resource<'a> {
 /// The run's verdict.
 #[derive(Debug, Clone)]
 pub struct Verdict<'a> {
-    /// What a resource is here.
-    pub by: &'static str,
-    /// One line for the run as a whole, when the results give one.
-    pub summary: Option<String>,
-    /// Per resource, in the results' order.
+    /// The run's headline.
+    pub headline: Headline,
+    /// Per resource, in the headline's order (worst first).
     pub resources: Vec<Resource<'a>>,
 }
 
-/// The verdict of `r`: the worst victim degradation of each resource class the results
-/// summarise ([`isobench_results::ClassSummary`], by the stressors' class), the cell behind
-/// it, and the cells of that class not to trust.
+/// The verdict of `r`: its headline, each resource's figure with the cell behind it, and
+/// the victim cells of that resource not to trust.
 pub fn verdict(r: &Results) -> Verdict<'_> {
-    let resources = r
-        .classes
+    let headline = r.headline();
+    let resources = headline
+        .resources
         .iter()
-        .map(|class| {
-            let cell = class.worst.as_ref().and_then(|w| {
+        .map(|h| {
+            let cell = h.cell.as_ref().and_then(|w| {
                 r.cells.iter().find(|c| {
                     c.tenant == w.tenant
                         && c.probe == w.probe
@@ -71,36 +51,21 @@ pub fn verdict(r: &Results) -> Verdict<'_> {
                         && c.condition == w.condition
                 })
             });
-            let kind = match (cell, &class.worst) {
-                (_, None) if class.dnr_cells > 0 => Kind::Dnr,
-                (_, None) => Kind::NoResult,
-                (Some(c), Some(w)) if w.significant && w.estimate > 0.0 => {
-                    if c.comparison.as_ref().is_some_and(|x| !x.trustworthy) {
-                        Kind::FlaggedLoss
-                    } else {
-                        Kind::Loss
-                    }
-                }
-                (_, Some(_)) => Kind::NoSignificantLoss,
-            };
             let distrust = r
                 .cells
                 .iter()
-                .filter(|c| class.conditions.contains(&c.condition))
+                .filter(|c| c.resource() == h.resource)
                 .filter(|c| !reasons(c).is_empty())
                 .collect();
             Resource {
-                name: class.class.as_str().to_string(),
-                kind,
+                head: h.clone(),
                 cell,
-                dnr_cells: class.dnr_cells,
                 distrust,
             }
         })
         .collect();
     Verdict {
-        by: "the class of resource the aggressor's stressor contends for",
-        summary: None,
+        headline,
         resources,
     }
 }
@@ -152,37 +117,14 @@ fn place(r: &Results, c: &Cell) -> String {
     }
 }
 
-/// The figure of a resource: `+23.1%`, `+11.3%?`, `n.s. (+1.2%)`, `DNR`, `no result`.
-fn figure(res: &Resource<'_>) -> String {
-    let est = res
-        .cell
-        .and_then(|c| c.comparison.as_ref())
-        .map(|x| x.degradation.estimate);
-    match (res.kind, est) {
-        (Kind::Dnr, _) => "DNR".into(),
-        (Kind::Loss, Some(e)) => format!("{}%", signed(e)),
-        (Kind::FlaggedLoss, Some(e)) => format!("{}%?", signed(e)),
-        (Kind::NoSignificantLoss, Some(e))
-            if res
-                .cell
-                .and_then(|c| c.comparison.as_ref())
-                .is_some_and(|x| x.significant) =>
-        {
-            format!("none (better: {}%)", signed(e))
-        }
-        (Kind::NoSignificantLoss, Some(e)) => format!("n.s. ({}%)", signed(e)),
-        _ => "no result".into(),
-    }
-}
-
 /// The words of a verdict.
-fn words(k: Kind) -> &'static str {
+fn words(k: Said) -> &'static str {
     match k {
-        Kind::Dnr => "a victim stopped answering",
-        Kind::Loss => "leaks: significant loss",
-        Kind::FlaggedLoss => "leaks, but the figure is flagged",
-        Kind::NoSignificantLoss => "holds: no significant loss",
-        Kind::NoResult => "no result",
+        Said::Dnr => "a victim stopped answering",
+        Said::Loss => "leaks: significant loss",
+        Said::FlaggedLoss => "leaks, but the figure is flagged",
+        Said::NoSignificantLoss => "holds: no significant loss",
+        Said::NoResult => "no result",
     }
 }
 
@@ -225,9 +167,11 @@ fn p_text(p: f64) -> String {
 /// The verdict section: a table with a row per resource, and what its columns mean.
 pub fn render(r: &Results, v: &Verdict<'_>) -> String {
     let mut s = String::new();
-    if let Some(line) = &v.summary {
-        let _ = write!(s, r#"<p class="headline">{}</p>"#, esc(line));
-    }
+    let _ = write!(
+        s,
+        r#"<p class="headline">{}</p>"#,
+        esc(&v.headline.summary())
+    );
     if v.resources.is_empty() {
         s.push_str("<p>This run has no victim results per resource.</p>");
         return s;
@@ -238,22 +182,15 @@ pub fn render(r: &Results, v: &Verdict<'_>) -> String {
         r#"<table class="verdict"><thead><tr><th>resource</th><th>verdict</th><th>victim loss</th><th>{level}% CI of that result (not adjusted)</th><th>how sure</th><th>where (in the matrix)</th><th>results of this resource not to trust</th></tr></thead><tbody>"#
     );
     for res in &v.resources {
-        let ci = res
-            .cell
-            .and_then(|c| c.comparison.as_ref())
-            .map(|x| {
-                format!(
-                    "[{}, {}]",
-                    signed(x.degradation.lower),
-                    signed(x.degradation.upper)
-                )
-            })
-            .unwrap_or_default();
-        let class = match res.kind {
-            Kind::Loss => "loss",
-            Kind::FlaggedLoss => "flagged",
-            Kind::Dnr => "dnr",
-            Kind::NoSignificantLoss | Kind::NoResult => "holds",
+        let ci = match res.head.cell.as_ref().map(|c| (c.lower, c.upper)) {
+            Some((Some(lo), Some(hi))) => format!("[{}, {}]", signed(lo), signed(hi)),
+            _ => String::new(),
+        };
+        let class = match res.head.verdict {
+            Said::Loss => "loss",
+            Said::FlaggedLoss => "flagged",
+            Said::Dnr => "dnr",
+            Said::NoSignificantLoss | Said::NoResult => "holds",
         };
         let distrust = if res.distrust.is_empty() {
             "none".to_string()
@@ -273,18 +210,18 @@ pub fn render(r: &Results, v: &Verdict<'_>) -> String {
             format!("<ul>{}</ul>", items.join(""))
         };
         let mut sure = res.cell.map(how_sure).unwrap_or_default();
-        if res.dnr_cells > 0 {
+        if res.head.dnr > 0 {
             if !sure.is_empty() {
                 sure.push_str("; ");
             }
-            let _ = write!(sure, "{} result(s) DNR", res.dnr_cells);
+            let _ = write!(sure, "{} result(s) DNR", res.head.dnr);
         }
         let _ = write!(
             s,
             r#"<tr class="{class}"><th>{}</th><td>{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
-            esc(&res.name),
-            esc(words(res.kind)),
-            esc(&figure(res)),
+            esc(&res.head.resource),
+            esc(words(res.head.verdict)),
+            esc(&res.head.figure()),
             esc(&ci),
             esc(&sure),
             res.cell.map(|c| place(r, c)).unwrap_or_default(),
@@ -294,8 +231,8 @@ pub fn render(r: &Results, v: &Verdict<'_>) -> String {
     s.push_str("</tbody></table>");
     let _ = write!(
         s,
-        r##"<p class="legend">A resource is {}. Its figure is the victims' worst significant degradation through it (percent, positive = worse); without one, the largest estimate, marked n.s. ? marks a result flagged untrustworthy. Every figure is a cell of <a href="#matrix">the matrix below</a>; the run itself is described <a href="#run">at the end</a>.</p>"##,
-        esc(v.by)
+        r##"<p class="legend">{}. Every figure is a cell of <a href="#matrix">the matrix below</a>; the run itself is described <a href="#run">at the end</a>.</p>"##,
+        esc(&v.headline.rule)
     );
     s
 }
