@@ -512,10 +512,7 @@ pub(crate) fn make_cell(
         (_, Err(_)) if contended.is_empty() => (None, Some("no contended values".to_string())),
         (Err(e), _) | (_, Err(e)) => (None, Some(e.to_string())),
     };
-    let settled = dnr.is_some()
-        || comparison
-            .as_ref()
-            .is_some_and(|c| c.degradation.half_width() <= settings.target);
+    let settled = dnr.is_some() || comparison.as_ref().is_some_and(|c| enough(c, settings));
     Cell {
         tenant: tenant.to_string(),
         probe: probe.to_string(),
@@ -807,6 +804,17 @@ pub(crate) fn solo_pairs(
         .collect()
 }
 
+/// Whether a comparison needs no more data: its interval is within the target, and it is not
+/// flagged for too few values (a cell settled so would stay flagged, since the stopping rule
+/// gives it no more).
+fn enough(c: &Comparison, settings: &StatsSettings) -> bool {
+    c.degradation.half_width() <= settings.target
+        && !c
+            .flags
+            .iter()
+            .any(|f| matches!(f, Flag::TooFewSamples { .. }))
+}
+
 /// Fewest units (cycles or pairs) for a trustworthy time-adjacent estimate.
 fn min_units(design: Design, settings: &StatsSettings) -> usize {
     match design {
@@ -908,11 +916,22 @@ pub(crate) fn apply_design(
                 }),
                 _ => None,
             };
-            if cell.comparison.is_none() {
-                cell.problem
-                    .get_or_insert_with(|| "too few units for a comparison".to_string());
+            match &cell.comparison {
+                // What `make_cell` said of the trial-level values no longer applies.
+                Some(_) => cell.problem = None,
+                None => {
+                    cell.problem
+                        .get_or_insert_with(|| "too few units for a comparison".to_string());
+                }
             }
-            cell.settled = cell.dnr.is_some() || hw <= settings.target;
+            // Settled only when more data could not change the verdict: the interval within
+            // the target from enough units, else a cell settled after a few cycles would
+            // stay flagged for too few of them.
+            cell.settled = cell.dnr.is_some()
+                || cell
+                    .comparison
+                    .as_ref()
+                    .is_some_and(|c| enough(c, settings));
             cell.paired = Some(est);
         }
         Err(e) => {
@@ -1063,6 +1082,58 @@ mod tests {
             .iter()
             .map(|&r| Pair::new(100.0, 100.0 * r))
             .collect()
+    }
+
+    fn settings() -> StatsSettings {
+        StatsSettings {
+            seed: 1,
+            confidence: 0.95,
+            target: 5.0,
+            min_samples: 5,
+            resamples: 200,
+            estimator: Estimator::Mean,
+            correction: Correction::Holm,
+        }
+    }
+
+    fn onoff_cell(units: &[Pair]) -> Cell {
+        let s = settings();
+        let mut c = make_cell(
+            "victim",
+            "cpu-int",
+            Some(Class::Cpu),
+            "ops_per_sec",
+            "ops/s",
+            Direction::Higher,
+            "cpu@100",
+            Some(Class::Cpu),
+            vec![100.0],
+            vec![99.0],
+            None,
+            "label",
+            &s,
+        );
+        apply_design(&mut c, Design::OnOff, units, &[], "label", &s);
+        c
+    }
+
+    /// Regression: a quick run exited 4 because three cpu-int cells settled after 5 on/off
+    /// cycles (their intervals were within +/-2 points), got no more, and were then flagged
+    /// "only 5 contended values (need 6)". A cell flagged for too few units is not settled;
+    /// its stale "fewer than 2 values on a side" goes with the trial-level comparison.
+    #[test]
+    fn a_cell_with_too_few_cycles_is_not_settled_however_narrow() {
+        let five = cycles(&[0.99, 1.00, 1.01, 1.00, 0.99]);
+        let c = onoff_cell(&five);
+        let cmp = c.comparison.as_ref().expect("a comparison");
+        assert!(cmp.degradation.half_width() < 2.0, "{:?}", cmp.degradation);
+        assert!(!cmp.trustworthy, "flagged for 5 cycles: {:?}", cmp.flags);
+        assert!(!c.settled, "settled with 5 cycles of the 6 needed");
+        assert_eq!(c.problem, None);
+        let six = cycles(&[0.99, 1.00, 1.01, 1.00, 0.99, 1.00]);
+        let c = onoff_cell(&six);
+        assert!(c.comparison.as_ref().unwrap().trustworthy);
+        assert!(c.settled);
     }
 
     #[test]
