@@ -180,14 +180,35 @@ fn sqlite_uri(path: &Path, query: &str) -> String {
 /// when the header's change counter matches its version-valid-for number) but that holds
 /// fewer bytes. SQLite itself would only notice at the first page it cannot read, maybe in
 /// the middle of a command. A file that is not SQLite is left to SQLite to name.
+///
+/// A writer checkpointing its log into the file (another process's run) writes the header
+/// before the pages that extend the file: a file that is short for a moment is read again,
+/// and only one that stays short for [`SHORT_FILE_PATIENCE`] is refused.
 fn check_length(path: &Path) -> Result<(), StoreError> {
+    let deadline = std::time::Instant::now() + SHORT_FILE_PATIENCE;
+    loop {
+        match short_file(path) {
+            Ok(()) => return Ok(()),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
+}
+
+/// How long a database file may look shorter than its header says before it is refused as
+/// cut short: a checkpoint of a busy run takes a few milliseconds to tens of them.
+const SHORT_FILE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// One look of [`check_length`].
+fn short_file(path: &Path) -> Result<(), StoreError> {
     use std::io::Read as _;
     let mut head = [0u8; 100];
     let Ok(mut file) = std::fs::File::open(path) else {
         return Ok(());
     };
-    let len = file.metadata().map_or(0, |m| m.len());
     let read = file.read(&mut head).unwrap_or(0);
+    // The length after the header: a checkpoint that grew the file since is seen whole.
+    let len = file.metadata().map_or(0, |m| m.len());
     if read < 16 || &head[..16] != b"SQLite format 3\0" {
         return Ok(());
     }

@@ -281,3 +281,40 @@ fn a_truncated_database_is_not_a_usable_database() {
         assert!(msg.contains(&cut_path.display().to_string()), "{msg}");
     }
 }
+
+/// Regression: the server reads a database while a run writes it. A reader that looked at
+/// the file while the run's checkpoint had written the header but not yet the pages that
+/// extend the file answered 500 "damaged or truncated" (seen by the HTTP API check). A file
+/// that is short only for a moment opens; one that stays short is still refused (above).
+#[test]
+fn a_database_growing_under_a_checkpoint_is_not_taken_for_a_truncated_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, runs) = database(dir.path(), "growing.sqlite");
+    let mut store = Store::open(&path).unwrap();
+    for i in 0..50 {
+        let mut r = new_run(10_000 + i);
+        r.scenario_text = "x".repeat(4000);
+        store.create_run(&r).unwrap();
+    }
+    drop(store);
+    let bytes = std::fs::read(&path).unwrap();
+    // The header of the whole file, the rest still to come, as a checkpoint leaves it.
+    let short = dir.path().join("short.sqlite");
+    std::fs::write(&short, &bytes[..bytes.len() / 2]).unwrap();
+    let rest = bytes[bytes.len() / 2..].to_vec();
+    let grower = {
+        let short = short.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&short)
+                .unwrap();
+            f.write_all(&rest).unwrap();
+        })
+    };
+    let store = Store::open_read_only(&short).expect("opens once the file has grown");
+    grower.join().unwrap();
+    assert_eq!(store.load_run(&runs[0]).unwrap().run.id, runs[0]);
+}
