@@ -394,7 +394,15 @@ fn show_latest_and_prefixes() {
     // The shortest prefix of each random part that only it has, and the id's own prefix.
     let tail = |id: &str| id.rsplit('-').next().unwrap().to_string();
     let (ta, tb) = (tail(&a), tail(&b));
-    let n = (1..=ta.len()).find(|&n| ta[..n] != tb[..n]).unwrap();
+    // (Nor the start of a whole id: a random part "2a..." starts as every id's date does.)
+    let n = (1..=ta.len())
+        .find(|&n| {
+            ta[..n] != tb[..n]
+                && [&a, &b]
+                    .iter()
+                    .all(|id| !id.starts_with(&ta[..n]) && !id.starts_with(&tb[..n]))
+        })
+        .unwrap();
     assert_eq!(id_of(&ta[..n]), a);
     assert_eq!(id_of(&tb[..n]), b);
     let full_prefix = &a[..a.len() - ta.len() + n];

@@ -724,13 +724,17 @@ fn runs_are_found_by_latest_and_by_unique_prefixes() {
     assert_eq!(listed, runs, "listed in the order they were stored");
     for run in &runs {
         assert_eq!(&store.resolve_run(run.as_str()).unwrap(), run);
-        // The random part alone, as far as it is unique.
+        // The random part alone, as far as it is unique: among the random parts, and among
+        // the whole ids (a random part "2a..." starts as every id's date does).
         let tail = run.as_str().rsplit('-').next().unwrap();
         let unique = (1..=tail.len())
             .map(|n| &tail[..n])
             .find(|p| {
                 runs.iter()
-                    .filter(|r| r.as_str().rsplit('-').next().unwrap().starts_with(p))
+                    .filter(|r| {
+                        r.as_str().starts_with(p)
+                            || r.as_str().rsplit('-').next().unwrap().starts_with(p)
+                    })
                     .count()
                     == 1
             })
