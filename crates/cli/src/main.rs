@@ -62,6 +62,7 @@ mod fleetrun;
 mod hostagent;
 mod hostsrun;
 mod live;
+mod logger;
 mod nodesrun;
 mod outfile;
 mod output;
@@ -80,6 +81,7 @@ use clap::Parser;
 /// text may echo what the user gave (a tenant's name, a run id): its control characters
 /// are shown escaped, never sent to the terminal.
 fn main() -> ExitCode {
+    logger::init();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
     let err = match outcome {
         Ok(Ok(code)) => return code,

@@ -688,7 +688,7 @@ impl Tenant for LocalTenant {
 impl Drop for LocalTenant {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("isobench: warning: {e:#}");
+            log::warn!("{e:#}");
         }
     }
 }

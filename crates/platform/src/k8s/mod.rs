@@ -1082,7 +1082,7 @@ impl Platform for K8sPlatform {
 impl Drop for K8sPlatform {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("isobench: warning: {e:#}");
+            log::warn!("{e:#}");
         }
     }
 }

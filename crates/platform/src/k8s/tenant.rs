@@ -339,7 +339,7 @@ impl Tenant for K8sTenant {
 impl Drop for K8sTenant {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("isobench: warning: {e:#}");
+            log::warn!("{e:#}");
         }
     }
 }

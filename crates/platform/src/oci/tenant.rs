@@ -309,7 +309,7 @@ impl Tenant for OciTenant {
 impl Drop for OciTenant {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("isobench: warning: {e:#}");
+            log::warn!("{e:#}");
         }
     }
 }
