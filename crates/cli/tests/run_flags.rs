@@ -7,7 +7,8 @@ use common::{code, fake, json_of, text, write};
 
 /// A scenario whose intervals never get narrow enough (+/-0.01 points): only its rounds cap
 /// and its time budget end it.
-const ENDLESS: &str = r#"
+/// The run settings of [`endless`], before the usual pair of tenants.
+const ENDLESS_HEAD: &str = r#"
 name = "endless"
 kind = "matrix"
 seed = 3
@@ -22,29 +23,18 @@ min = 2
 max = 30
 ci_half_width = 0.01
 max_time = "10m"
-
-[[tenant]]
-name = "victim"
-role = "victim"
-
-[[tenant]]
-name = "aggressor"
-role = "aggressor"
-
-[[probe]]
-name = "cpu-int"
-metrics = ["ops_per_sec"]
-
-[[stressor]]
-name = "cpu"
 "#;
+
+fn endless() -> String {
+    common::one_cpu_pair(ENDLESS_HEAD)
+}
 
 /// `run --max-time` replaces the scenario's `repetitions.max_time`: the plan says so, the
 /// run stops at it (flagging the cells still wide), and a bad value is refused.
 #[test]
 fn max_time_overrides_the_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "endless.toml", ENDLESS);
+    let f = write(dir.path(), "endless.toml", &endless());
     let plan = |extra: &[&str]| {
         let out = fake()
             .args(["run", &f, "--dry-run"])

@@ -9,8 +9,9 @@ use std::process::Output;
 
 use common::{code, fake, isobench, json_of, text, write};
 
-/// A small scenario the fake platform runs in a moment.
-const TINY: &str = r#"
+/// The run settings of [`tiny`] (a small scenario the fake platform runs in a moment), before
+/// the usual pair of tenants.
+const TINY_HEAD: &str = r#"
 name = "tiny"
 kind = "matrix"
 seed = 5
@@ -23,26 +24,15 @@ solo = "100ms"
 [repetitions]
 min = 2
 max = 2
-
-[[tenant]]
-name = "victim"
-role = "victim"
-
-[[tenant]]
-name = "aggressor"
-role = "aggressor"
-
-[[probe]]
-name = "cpu-int"
-metrics = ["ops_per_sec"]
-
-[[stressor]]
-name = "cpu"
 "#;
 
-/// Two runs of [`TINY`] in `dir/results.db`, oldest first.
+fn tiny() -> String {
+    common::one_cpu_pair(TINY_HEAD)
+}
+
+/// Two runs of [`tiny`] in `dir/results.db`, oldest first.
 fn two_runs(dir: &Path) -> (PathBuf, [String; 2]) {
-    let f = write(dir, "tiny.toml", TINY);
+    let f = write(dir, "tiny.toml", &tiny());
     let db = dir.join("results.db");
     let a = common::fake_run_of(&db, &[&f]);
     let b = common::fake_run_of(&db, &[&f]);
@@ -257,7 +247,7 @@ fn read_only_database_refuses_a_run_with_the_reason() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (db, _) = two_runs(dir.path());
-    let f = write(dir.path(), "tiny.toml", TINY);
+    let f = write(dir.path(), "tiny.toml", &tiny());
     let dbs = db.display().to_string();
     let out = isobench_read_only_with(
         dir.path(),
@@ -275,7 +265,7 @@ fn read_only_database_refuses_a_run_with_the_reason() {
 /// `needle` in the error. Returns the errors.
 fn refused_by_every_command(db: &Path, needles: &[&str]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "tiny.toml", TINY);
+    let f = write(dir.path(), "tiny.toml", &tiny());
     let dbs = db.display().to_string();
     let commands: [&[&str]; 7] = [
         &["runs"],
@@ -321,7 +311,7 @@ fn db_that_is_a_directory_names_the_fix() {
 #[test]
 fn db_in_a_missing_directory_names_the_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "tiny.toml", TINY);
+    let f = write(dir.path(), "tiny.toml", &tiny());
     let db = dir.path().join("no-such-dir").join("r.db");
     let out = fake()
         .args(["run", &f, "-q", "--db"])

@@ -180,3 +180,27 @@ pub fn fake_run_of(db: &Path, scenario: &[&str]) -> String {
     assert_eq!(new.len(), 1, "{preset}: one new run, got {new:?}");
     new.remove(0)
 }
+
+/// A matrix scenario of `head` (its name, trial and repetitions) with the usual pair: a
+/// victim running cpu-int beside an aggressor running the cpu stressor.
+pub fn one_cpu_pair(head: &str) -> String {
+    format!(
+        "{head}{}",
+        r#"
+[[tenant]]
+name = "victim"
+role = "victim"
+
+[[tenant]]
+name = "aggressor"
+role = "aggressor"
+
+[[probe]]
+name = "cpu-int"
+metrics = ["ops_per_sec"]
+
+[[stressor]]
+name = "cpu"
+"#
+    )
+}
