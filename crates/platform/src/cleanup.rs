@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::cgroup::placement;
 use crate::cgroup::{self, CgroupFs, CgroupTree, Controller, Hierarchy, RealTree, TenantCgroup};
 use crate::cmd;
 use crate::procs;
@@ -374,6 +375,99 @@ fn remove_v2_leftover(dir: &Path) -> anyhow::Result<Vec<i32>> {
     Ok(before)
 }
 
+/// The cgroups below a v2 mount's root that can hold tenants: each run's systemd scope
+/// (`isobench.slice/isobench-<run>.scope`, with its run), the cgroups the selected runs
+/// recorded, and this process's own cgroup.
+fn v2_parents(
+    mounts: &[cgroup::CgroupMount],
+    state_dirs: &BTreeMap<String, Vec<PathBuf>>,
+    runs: &mut Runs,
+) -> (Vec<(PathBuf, String)>, BTreeSet<PathBuf>) {
+    let mut scopes = Vec::new();
+    let mut parents = BTreeSet::new();
+    for m in mounts.iter().filter(|m| m.fstype == "cgroup2") {
+        let slice = m.path.join(placement::SLICE);
+        for child in RealTree.children(&slice).unwrap_or_default() {
+            if let Some(run) = placement::run_of_scope(&child) {
+                scopes.push((slice.join(&child), run.to_string()));
+            }
+        }
+        if let Ok(text) = fs::read_to_string("/proc/self/cgroup") {
+            if let Some(own) = text.lines().find_map(|l| l.strip_prefix("0::")) {
+                let own = m.path.join(own.trim_start_matches('/'));
+                if own != m.path {
+                    parents.insert(own);
+                }
+            }
+        }
+    }
+    for (run, dirs) in state_dirs {
+        if !runs.selected(run) {
+            continue;
+        }
+        for dir in dirs {
+            for line in fs::read_to_string(dir.join(run::CGROUP_PARENTS))
+                .unwrap_or_default()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+            {
+                parents.insert(PathBuf::from(line));
+            }
+        }
+    }
+    (scopes, parents)
+}
+
+/// Removes the tenants of selected runs found in [`v2_parents`], then stops the scopes of
+/// selected runs (systemd removes a scope's cgroup itself; isobench never removes it).
+fn sweep_v2_parents(
+    mounts: &[cgroup::CgroupMount],
+    state_dirs: &BTreeMap<String, Vec<PathBuf>>,
+    runs: &mut Runs,
+    report: &mut CleanupReport,
+) {
+    let (scopes, mut parents) = v2_parents(mounts, state_dirs, runs);
+    parents.extend(scopes.iter().map(|(d, _)| d.clone()));
+    for parent in &parents {
+        for child in RealTree.children(parent).unwrap_or_default() {
+            if !child.starts_with(PREFIX) {
+                continue;
+            }
+            let Some(run) = RunId::from_object_name(&child).map(|r| r.to_string()) else {
+                continue;
+            };
+            if !runs.selected(&run) {
+                continue;
+            }
+            let dir = parent.join(&child);
+            match remove_v2_leftover(&dir) {
+                Ok(killed) => {
+                    for p in killed {
+                        report.ok(ObjectKind::Process, format!("pid {p}"), &run);
+                    }
+                    report.ok(ObjectKind::Cgroup, dir.display().to_string(), &run);
+                }
+                Err(e) => report.fail(ObjectKind::Cgroup, dir.display().to_string(), &run, e),
+            }
+        }
+    }
+    for (dir, run) in scopes {
+        if !runs.selected(&run) || !dir.exists() {
+            continue;
+        }
+        let unit = placement::scope_unit(&run);
+        // Emptied of its holder, the scope may already be on its way out.
+        let stopped = cmd::run_ok("systemctl", &["stop", &unit]);
+        let name = format!("{} (systemd scope {unit})", dir.display());
+        match stopped {
+            Ok(_) => report.ok(ObjectKind::Cgroup, name, &run),
+            Err(_) if !dir.exists() => report.ok(ObjectKind::Cgroup, name, &run),
+            Err(e) => report.fail(ObjectKind::Cgroup, name, &run, e),
+        }
+    }
+}
+
 /// Removes the objects of the runs `scope` selects.
 pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
     let mut report = CleanupReport::default();
@@ -455,6 +549,10 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             }
         }
     }
+
+    // 1b. cgroup v2 tenants below the mount's root: in the runs' systemd scopes, in the
+    // cgroups runs recorded as their tenants' parent, and in this process's own cgroup.
+    sweep_v2_parents(&mounts, &state_dirs, &mut runs, &mut report);
 
     // 2. Processes tagged with a selected run (host-platform tenants, strays).
     let tagged: Vec<(i32, String)> = procs::tagged(procs::ENV_RUN)
@@ -548,7 +646,7 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             continue;
         }
         for dir in dirs {
-            for line in fs::read_to_string(dir.join("workdirs"))
+            for line in fs::read_to_string(dir.join(run::WORKDIRS))
                 .unwrap_or_default()
                 .lines()
             {

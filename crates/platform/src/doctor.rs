@@ -16,12 +16,12 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 
 use crate::blockdev::device_for_path;
-use crate::cgroup::{self, CgroupFs, CgroupVersion, Controller, TenantCgroup};
+use crate::cgroup::{self, placement, CgroupFs, CgroupVersion, Controller, TenantCgroup};
 use crate::cmd;
 use crate::hostinfo::HostInfo;
 use crate::limits::{CpuList, Limits};
 use crate::procs;
-use crate::run::{self, RunGuard, RunId, LINK_PREFIX};
+use crate::run::{self, RunContext, RunGuard, RunId, LINK_PREFIX};
 use crate::sentinel::{Sentinel, SentinelConfig};
 
 /// The outcome of one check.
@@ -97,6 +97,7 @@ pub fn doctor() -> Vec<Check> {
     ));
 
     let guard = RunGuard::start_without_sweep();
+    let ctx = guard.as_ref().ok().map(|g| g.context());
     let run = match &guard {
         Ok(g) => Some(g.id().clone()),
         Err(e) => {
@@ -111,7 +112,7 @@ pub fn doctor() -> Vec<Check> {
         }
     };
 
-    checks.extend(cgroup_checks(root, run.as_ref(), host.as_ref().ok()));
+    checks.extend(cgroup_checks(root, ctx.as_ref(), host.as_ref().ok()));
     checks.extend(net_checks(root, run.as_ref()));
     checks.push(Check::new("workdir device", {
         let p = run::default_workdir_root();
@@ -147,7 +148,8 @@ fn need_root(root: bool) -> Result<()> {
     Ok(())
 }
 
-fn cgroup_checks(root: bool, run: Option<&RunId>, host: Option<&HostInfo>) -> Vec<Check> {
+fn cgroup_checks(root: bool, ctx: Option<&RunContext>, host: Option<&HostInfo>) -> Vec<Check> {
+    let run = ctx.map(|c| c.id());
     let mut checks = Vec::new();
     let mounts = cgroup::host_mounts().unwrap_or_default();
     let fs = CgroupFs::detect();
@@ -176,6 +178,37 @@ fn cgroup_checks(root: bool, run: Option<&RunId>, host: Option<&HostInfo>) -> Ve
             }
         }
     }
+    // On v2, the tenants go where the run's placement puts them (a delegated scope under
+    // systemd): say where and why, and check there.
+    let (fs, _delegation) = match (fs, ctx) {
+        (Ok(fs), Some(run)) if fs.version() == CgroupVersion::V2 && root => {
+            let mount = fs.hierarchies()[0].root.clone();
+            let facts = placement::V2Facts::detect(&mount);
+            checks.push(Check::new(
+                "cgroup v2 systemd",
+                Ok(if facts.systemd {
+                    "systemd is the init: it owns the cgroups it made".to_string()
+                } else {
+                    "no systemd: nothing else manages the cgroup tree".to_string()
+                }),
+            ));
+            match placement::for_run(fs, run) {
+                Ok((fs, d)) => {
+                    checks.push(Check::new(
+                        "cgroup placement",
+                        Ok(d.as_ref()
+                            .map_or_else(|| fs.describe(), |d| d.describe().to_string())),
+                    ));
+                    (Ok(fs), d)
+                }
+                Err(e) => {
+                    checks.push(Check::new("cgroup placement", Err(anyhow!("{e:#}"))));
+                    (Err(e), None)
+                }
+            }
+        }
+        (fs, _) => (fs, None),
+    };
     let (Ok(fs), Some(run), Some(host)) = (fs, run, host) else {
         checks.push(Check::new(
             "platform cgroup",

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::agent::Transport;
+use crate::cgroup::placement::{self, Delegation};
 use crate::cgroup::{CgroupFs, TenantCgroup};
 use crate::cleanup::{CleanupReport, RunFilter};
 use crate::error::PlatformError;
@@ -76,13 +77,12 @@ fn build_cgroup(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Platfor
         Some(fs) => fs,
         None => detect_cgroup_platform()?,
     };
-    Ok(Box::new(LocalPlatform::new(
-        PlatformKind::CGROUP,
+    Ok(Box::new(LocalPlatform::cgroup(
         opts.run,
         host,
-        Some(fs),
+        fs,
         opts.workdir_root,
-    )))
+    )?))
 }
 
 /// Local tenants leave only what the shared sweep removes (cgroups, namespaces, links,
@@ -97,6 +97,9 @@ pub(crate) struct LocalPlatform {
     net: std::sync::Arc<RunNet>,
     names: BTreeSet<String>,
     workdir_root: PathBuf,
+    /// Where the tenants' cgroups go on v2 (a systemd scope, a given cgroup), held for the
+    /// run; declared last, so it goes after everything else.
+    delegation: Option<Delegation>,
 }
 
 impl LocalPlatform {
@@ -115,7 +118,22 @@ impl LocalPlatform {
             fs,
             names: BTreeSet::new(),
             workdir_root,
+            delegation: None,
         }
+    }
+
+    /// The `cgroup` platform on `fs`: on cgroup v2 the run's tenants go where
+    /// [`placement::for_run`] puts them (a delegated systemd scope under systemd).
+    pub(crate) fn cgroup(
+        run: RunContext,
+        host: HostInfo,
+        fs: CgroupFs,
+        workdir_root: PathBuf,
+    ) -> Result<LocalPlatform> {
+        let (fs, delegation) = placement::for_run(fs, &run)?;
+        let mut p = LocalPlatform::new(PlatformKind::CGROUP, run, host, Some(fs), workdir_root);
+        p.delegation = delegation;
+        Ok(p)
     }
 }
 
@@ -125,9 +143,10 @@ impl Platform for LocalPlatform {
     }
 
     fn describe(&self) -> String {
-        match &self.fs {
-            Some(fs) => fs.describe(),
-            None => "host: plain processes, no isolation".into(),
+        match (&self.fs, &self.delegation) {
+            (Some(fs), Some(d)) => format!("{}; {}", fs.describe(), d.describe()),
+            (Some(fs), None) => fs.describe(),
+            (None, _) => "host: plain processes, no isolation".into(),
         }
     }
 

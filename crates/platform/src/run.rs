@@ -188,8 +188,18 @@ impl RunContext {
 
     /// Records a workdir parent so that cleanup looks there for leftovers.
     pub(crate) fn record_workdir_parent(&self, parent: &Path) -> Result<()> {
-        let file = self.state_dir.join("workdirs");
-        let line = parent.display().to_string();
+        self.record_line(WORKDIRS, parent)
+    }
+
+    /// Records the cgroup under which the run's tenants go (cgroup v2), so that cleanup
+    /// looks there for leftovers.
+    pub(crate) fn record_cgroup_parent(&self, parent: &Path) -> Result<()> {
+        self.record_line(CGROUP_PARENTS, parent)
+    }
+
+    fn record_line(&self, name: &str, path: &Path) -> Result<()> {
+        let file = self.state_dir.join(name);
+        let line = path.display().to_string();
         let known = fs::read_to_string(&file).unwrap_or_default();
         if known.lines().any(|l| l == line) {
             return Ok(());
@@ -202,6 +212,12 @@ impl RunContext {
         writeln!(f, "{line}").with_context(|| format!("writing {}", file.display()))
     }
 }
+
+/// The file of a run's state directory listing its workdir parents.
+pub(crate) const WORKDIRS: &str = "workdirs";
+
+/// The file of a run's state directory listing the cgroups its tenants went under (v2).
+pub(crate) const CGROUP_PARENTS: &str = "cgroups";
 
 /// The file that marks a coordinator's state directory ([`RunGuard::start_coordinator`]).
 const COORDINATOR: &str = "coordinator";

@@ -7,6 +7,7 @@
 //! is tested on hosts that only have v1.
 
 pub(crate) mod group;
+pub mod placement;
 
 pub(crate) use group::remove_tree;
 pub use group::{TenantCgroup, FREEZE_TIMEOUT};
@@ -181,7 +182,8 @@ impl CgroupTree for RealTree {
 /// A new cgroup gets the default files of the version (`cgroup.procs`, `memory.max` = `max`,
 /// `memory.events`, `cpu.stat`, ...); writes create or replace files; writes to
 /// `cgroup.subtree_control` merge `+ctrl`/`-ctrl` tokens as the kernel does, a child's
-/// `cgroup.controllers` is its parent's `cgroup.subtree_control`, and a freeze or thaw takes
+/// `cgroup.controllers` reads as its parent's `cgroup.subtree_control`, a pid written to
+/// `cgroup.procs` is added to its list (tests empty the list they move from), and a freeze or thaw takes
 /// effect at once (v1 `freezer.state` holds what was written; a v2 write to `cgroup.freeze`
 /// sets `frozen` in `cgroup.events`), as for a cgroup without tasks. Tests write counters
 /// (`memory.events`, `io.stat`, ...) directly to check what isobench reads back.
@@ -310,7 +312,8 @@ impl CgroupTree for FakeTree {
             .is_some_and(|n| n == "cgroup.subtree_control")
         {
             let dir = file.parent().unwrap_or(file);
-            let avail: BTreeSet<String> = fs::read_to_string(dir.join("cgroup.controllers"))?
+            let avail: BTreeSet<String> = self
+                .read(&dir.join("cgroup.controllers"))?
                 .split_whitespace()
                 .map(str::to_string)
                 .collect();
@@ -337,6 +340,11 @@ impl CgroupTree for FakeTree {
             let text = on.into_iter().collect::<Vec<_>>().join(" ") + "\n";
             return fs::write(file, text);
         }
+        if file.file_name().is_some_and(|n| n == "cgroup.procs") && !value.is_empty() {
+            // A process moves in: it is listed after the others.
+            let mut f = OpenOptions::new().append(true).create(true).open(file)?;
+            return writeln!(f, "{}", value.trim());
+        }
         if file.file_name().is_some_and(|n| n == "cgroup.freeze") {
             // v2: the (task-less) cgroup is frozen or thawed at once.
             let on = match value.trim() {
@@ -358,6 +366,16 @@ impl CgroupTree for FakeTree {
         fs::write(file, value)
     }
     fn read(&self, file: &Path) -> io::Result<String> {
+        // v2: what a cgroup offers its children is what its parent enables, now.
+        if self.version == CgroupVersion::V2
+            && file.file_name().is_some_and(|n| n == "cgroup.controllers")
+        {
+            if let Some(parent) = file.parent().and_then(Path::parent) {
+                if let Ok(t) = fs::read_to_string(parent.join("cgroup.subtree_control")) {
+                    return Ok(t);
+                }
+            }
+        }
         fs::read_to_string(file)
     }
     fn open_procs(&self, dir: &Path) -> io::Result<OwnedFd> {

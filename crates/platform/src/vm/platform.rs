@@ -136,13 +136,7 @@ pub(crate) fn build(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Pla
     let initrd = initramfs::build(&kernel::vm_cache_dir()?, &kernel, &exe)
         .context("building the guests' initramfs")?;
     let accel = qemu::accel(&kernel.image);
-    let cgroup = LocalPlatform::new(
-        PlatformKind::CGROUP,
-        opts.run.clone(),
-        host.clone(),
-        Some(fs),
-        opts.workdir_root,
-    );
+    let cgroup = LocalPlatform::cgroup(opts.run.clone(), host.clone(), fs, opts.workdir_root)?;
     Ok(Box::new(VmPlatform {
         net: RunNet::for_run(opts.run.id()),
         host,
