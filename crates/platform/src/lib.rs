@@ -33,6 +33,7 @@ pub mod k8s;
 pub mod limits;
 mod local;
 pub mod lockfile;
+pub mod memprot;
 pub mod net;
 pub mod noise;
 pub mod oci;

@@ -335,6 +335,22 @@ impl TenantCgroup {
         Ok(cg)
     }
 
+    /// The file operations of the cgroup's tree.
+    pub fn tree(&self) -> std::sync::Arc<dyn CgroupTree> {
+        self.fs.tree().clone()
+    }
+
+    /// Writes the limits that `limits` sets (the others stay as they are), as at creation;
+    /// no io limits (they need the device).
+    pub fn apply_limits(&self, limits: &Limits) -> Result<()> {
+        self.apply(limits, None)
+    }
+
+    /// Reads one file of the cgroup, in the directory of controller `c`.
+    pub fn read_file(&self, c: Controller, name: &str) -> Option<String> {
+        self.read(c, name)
+    }
+
     /// The cgroup's name (the same in every hierarchy).
     pub fn name(&self) -> &str {
         &self.name
