@@ -76,13 +76,27 @@ fn build_cgroup(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Platfor
         Some(fs) => fs,
         None => detect_cgroup_platform()?,
     };
-    Ok(Box::new(LocalPlatform::new(
+    let io_cost = match &opts.io_cost {
+        None => None,
+        Some(cost) => {
+            let dev = crate::blockdev::device_for_path(&opts.workdir_root).map_err(|why| {
+                anyhow::anyhow!(
+                    "--io-cost {cost}: io.cost is set for the disk of the workdirs {}, but {why}",
+                    opts.workdir_root.display()
+                )
+            })?;
+            Some(crate::iocost::apply(&fs, dev.dev, cost)?)
+        }
+    };
+    let mut p = LocalPlatform::new(
         PlatformKind::CGROUP,
         opts.run,
         host,
         Some(fs),
         opts.workdir_root,
-    )))
+    );
+    p.io_cost = io_cost;
+    Ok(Box::new(p))
 }
 
 /// Local tenants leave only what the shared sweep removes (cgroups, namespaces, links,
@@ -97,6 +111,8 @@ pub(crate) struct LocalPlatform {
     net: std::sync::Arc<RunNet>,
     names: BTreeSet<String>,
     workdir_root: PathBuf,
+    /// io.cost as the run set it, put back at teardown.
+    io_cost: Option<crate::iocost::IoCostSetting>,
 }
 
 impl LocalPlatform {
@@ -115,6 +131,7 @@ impl LocalPlatform {
             fs,
             names: BTreeSet::new(),
             workdir_root,
+            io_cost: None,
         }
     }
 }
@@ -125,10 +142,15 @@ impl Platform for LocalPlatform {
     }
 
     fn describe(&self) -> String {
-        match &self.fs {
-            Some(fs) => fs.describe(),
-            None => "host: plain processes, no isolation".into(),
+        match (&self.fs, &self.io_cost) {
+            (Some(fs), Some(cost)) => format!("{}; {}", fs.describe(), cost.describe()),
+            (Some(fs), None) => fs.describe(),
+            (None, _) => "host: plain processes, no isolation".into(),
         }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.io_cost.iter().map(|c| c.describe()).collect()
     }
 
     fn host(&self) -> &HostInfo {
@@ -167,6 +189,7 @@ impl Platform for LocalPlatform {
             crate::tenant::workdir_device(spec, &self.workdir_root, &mut limits, &mut notes)?;
         if let Some(fs) = &self.fs {
             TenantCgroup::check(fs, &limits)?;
+            TenantCgroup::check_knobs(fs, &limits)?;
         }
         if spec.network.is_some() {
             net::check_available().map_err(|why| PlatformError::Unavailable {
@@ -246,8 +269,11 @@ impl Platform for LocalPlatform {
     }
 
     fn teardown(&mut self) -> Result<()> {
-        // The bridge goes with the last tenant that uses it; nothing else is shared.
-        Ok(())
+        // The bridge goes with the last tenant that uses it; io.cost is put back as it was.
+        match &mut self.io_cost {
+            Some(c) => c.restore(),
+            None => Ok(()),
+        }
     }
 }
 
