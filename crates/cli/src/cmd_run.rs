@@ -67,6 +67,17 @@ pub struct RunArgs {
         value_parser = parse_max_time
     )]
     pub max_time: Option<std::time::Duration>,
+    /// io.cost on the disk of the tenants' workdirs for the run (`cgroup` platform on cgroup
+    /// v2): `on` writes `MAJ:MIN enable=1` to the root's io.cost.qos, `off` `enable=0`, or
+    /// io.cost.qos parameters (`enable=1 ctrl=user rlat=5000 wlat=5000`). Read back, recorded
+    /// with the run, and put back as it was when the run ends; `io_weight` acts through it.
+    #[arg(
+        long,
+        value_name = "on|off|QOS",
+        conflicts_with = "resume",
+        value_parser = parse_io_cost
+    )]
+    pub io_cost: Option<isobench_platform::IoCost>,
     /// Run the scenario on every host of this file at once, each through its host agent
     /// (`isobench agent --listen`), import their runs here, linked, and print the fleet
     /// table: per host type, the isolation summary, and the hosts that differ from the
@@ -296,7 +307,13 @@ fn new_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<NewR
     new.platform = platform;
     new.seed = a.seed;
     new.max_time = a.max_time;
+    new.io_cost = a.io_cost.clone();
     Ok(new)
+}
+
+/// `--io-cost`: `on`, `off` or io.cost.qos parameters.
+fn parse_io_cost(s: &str) -> Result<isobench_platform::IoCost, String> {
+    s.parse()
 }
 
 /// `--max-time`: a duration as scenario files write it (`90s`, `10m`, `2.5m`, seconds),

@@ -144,6 +144,12 @@ pub fn check_args(a: &RunArgs, flag: &str) -> anyhow::Result<()> {
              file instead (max_time under [repetitions], docs/scenario.md)"
         )));
     }
+    if a.io_cost.is_some() {
+        return Err(bad_input(format!(
+            "--io-cost is not sent to the members of {flag}; set ISOBENCH_IO_COST in each \
+             member's host agent environment instead"
+        )));
+    }
     Ok(())
 }
 

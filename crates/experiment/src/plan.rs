@@ -348,6 +348,10 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// Estimated size and duration.
     pub estimate: Estimate,
+    /// io.cost on the workdirs' disk for the run (`run --io-cost`: `on`, `off` or io.cost.qos
+    /// parameters); kept with the plan so `--resume` sets it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_cost: Option<String>,
 }
 
 impl Plan {

@@ -64,7 +64,14 @@ impl RealBackend {
     pub fn new(plan: &Plan, run: RunContext, exe: PathBuf) -> Result<RealBackend> {
         let kind = plan.platform;
         let run_id = run.id().as_str().to_string();
-        let platform = platform(kind, PlatformOptions::new(run))?;
+        let mut opts = PlatformOptions::new(run);
+        if let Some(c) = &plan.io_cost {
+            opts.io_cost = Some(
+                c.parse()
+                    .map_err(|e: String| anyhow::anyhow!("the plan's io_cost: {e}"))?,
+            );
+        }
+        let platform = platform(kind, opts)?;
         // A watchdog deadline well past the longest the run can take.
         let deadline = Duration::from_secs_f64(plan.estimate.secs_max * 3.0 + 900.0);
         let aggressors: Arc<Mutex<Vec<Killer>>> = Arc::new(Mutex::new(Vec::new()));

@@ -70,6 +70,7 @@ impl Plan {
             trial: sc.trial.clone(),
             repetitions: sc.repetitions.clone(),
             notes: r.notes,
+            io_cost: None,
             estimate: Estimate {
                 trials_per_round: 0,
                 trials_min: 0,
@@ -607,6 +608,21 @@ fn limit_error(
         ),
         LimitError::Duplicate { key } => (key_span, String::new(), format!("keep one `{key}`")),
         LimitError::NotKeyValue { .. } => (key_span, keys, "write key = value".into()),
+        LimitError::Requires {
+            key,
+            needs,
+            example,
+            ..
+        } => (
+            key_span,
+            format!("`{key}` together with `{needs}`"),
+            format!("add `{needs}` (e.g. {example}) or remove `{key}`"),
+        ),
+        LimitError::Order { lower, upper, .. } => (
+            value_span,
+            "memory_min <= memory_low <= memory_high <= memory; cpu_burst within the quota".into(),
+            format!("lower `{lower}` or raise `{upper}`"),
+        ),
     };
     sc.source.error(span, field, err.to_string(), allowed, fix)
 }

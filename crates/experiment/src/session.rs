@@ -55,6 +55,8 @@ pub struct NewRun {
     pub seed: Option<u64>,
     /// Time budget instead of the scenario's `repetitions.max_time`.
     pub max_time: Option<std::time::Duration>,
+    /// io.cost on the workdirs' disk for the run (the `cgroup` platform on cgroup v2).
+    pub io_cost: Option<isobench_platform::IoCost>,
 }
 
 impl NewRun {
@@ -79,6 +81,7 @@ impl NewRun {
             platform: None,
             seed: None,
             max_time: None,
+            io_cost: None,
         })
     }
 
@@ -90,6 +93,7 @@ impl NewRun {
             platform: None,
             seed: None,
             max_time: None,
+            io_cost: None,
         }
     }
 
@@ -115,6 +119,7 @@ impl NewRun {
         if let Some(budget) = self.max_time {
             plan.repetitions.max_time = Some(budget);
         }
+        plan.io_cost = self.io_cost.as_ref().map(|c| c.to_string());
         Ok(plan)
     }
 }

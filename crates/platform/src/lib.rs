@@ -29,6 +29,7 @@ mod cmd;
 pub mod doctor;
 pub mod error;
 pub mod hostinfo;
+pub mod iocost;
 pub mod k8s;
 pub mod limits;
 mod local;
@@ -65,7 +66,8 @@ pub use cleanup::{cleanup, CleanupReport, Failure, ObjectKind, Removed};
 pub use doctor::{doctor, Check};
 pub use error::PlatformError;
 pub use hostinfo::HostInfo;
-pub use limits::{CpuList, CpuWeight, LimitError, Limits};
+pub use iocost::IoCost;
+pub use limits::{CpuList, CpuWeight, CpusetPartition, LimitError, Limits};
 pub use net::NetSpec;
 pub use run::{
     Liveness, MeasureSlot, RunContext, RunController, RunGuard, RunId, SharedSlot, SlotHolder,
@@ -259,6 +261,10 @@ pub struct PlatformOptions {
     /// The kubeconfig of the `k8s` platform; `None` uses `KUBECONFIG`, else the one
     /// `scripts/k8s-up` writes.
     pub k8s_kubeconfig: Option<PathBuf>,
+    /// io.cost on the workdir's device for the run (`cgroup` platform on cgroup v2 only; see
+    /// [`iocost`]); `None` reads `ISOBENCH_IO_COST` (`on`, `off` or io.cost.qos
+    /// parameters), else leaves io.cost as it is.
+    pub io_cost: Option<IoCost>,
 }
 
 impl PlatformOptions {
@@ -273,6 +279,7 @@ impl PlatformOptions {
             oci_init: None,
             vm_kernel: None,
             k8s_kubeconfig: None,
+            io_cost: None,
         }
     }
 }
@@ -349,6 +356,24 @@ pub fn platform(kind: PlatformKind, opts: PlatformOptions) -> Result<Box<dyn Pla
         Some(h) => h,
         None => HostInfo::detect()?,
     };
+    let mut opts = opts;
+    if opts.io_cost.is_none() {
+        if let Ok(v) = std::env::var("ISOBENCH_IO_COST") {
+            if !v.trim().is_empty() {
+                opts.io_cost = Some(
+                    v.parse()
+                        .map_err(|e: String| anyhow::anyhow!("ISOBENCH_IO_COST: {e}"))?,
+                );
+            }
+        }
+    }
+    if opts.io_cost.is_some() && kind != PlatformKind::CGROUP {
+        anyhow::bail!(
+            "--io-cost applies to the `cgroup` platform only (io.cost is set in the host's \
+             root cgroup for the tenants' disk); the `{kind}` platform cannot set it, so remove \
+             --io-cost (or ISOBENCH_IO_COST) or use the `cgroup` platform"
+        );
+    }
     (kind.entry().build)(opts, host)
 }
 

@@ -65,6 +65,34 @@ impl CpuWeight {
     }
 }
 
+/// What a tenant's cpuset becomes in the v2 cpuset controller (`cpuset.cpus.partition`).
+///
+/// A partition takes its CPUs away from the parent's other children: `root` keeps the
+/// scheduler's load balancing on them, `isolated` turns it off (as `isolcpus=` does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpusetPartition {
+    /// A partition root with load balancing.
+    Root,
+    /// A partition root without load balancing.
+    Isolated,
+}
+
+impl CpusetPartition {
+    /// The word written to `cpuset.cpus.partition`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CpusetPartition::Root => "root",
+            CpusetPartition::Isolated => "isolated",
+        }
+    }
+}
+
+impl fmt::Display for CpusetPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A sorted set of CPU (or memory node) numbers, written in the kernel's list format
 /// (`0-3,8,10-11`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -174,6 +202,13 @@ impl fmt::Display for CpuList {
 /// | `cpuset` | CPU list, e.g. `0-1,3` | `cpuset.cpus` |
 /// | `mems` | memory node list | `cpuset.mems` |
 /// | `memory` | bytes, e.g. `512M`, `2G` (binary units), swap off | `memory.limit_in_bytes` / `memory.max` |
+/// | `memory_min`, `memory_low` | bytes protected from reclaim (hard / best effort) | v2 `memory.min` / `memory.low` |
+/// | `memory_high` | bytes above which the tenant is throttled and reclaimed | v2 `memory.high` |
+/// | `swap` | bytes of swap the tenant may use | v2 `memory.swap.max`, v1 `memory.memsw.limit_in_bytes` (memory + swap) |
+/// | `cpu_burst` | CPU time a quota may borrow, e.g. `20ms` (needs `cpus`) | v2 `cpu.max.burst`, v1 `cpu.cfs_burst_us` |
+/// | `cpuset_partition` | `root` or `isolated` (needs `cpuset`) | v2 `cpuset.cpus.partition` |
+/// | `io_weight` | I/O weight 1..10000 (default 100) | v2 `io.weight` (or `io.bfq.weight`), v1 `blkio.bfq.weight` |
+/// | `io_latency` | latency target on the workdir device, e.g. `10ms` | v2 `io.latency` |
 /// | `pids` | max processes and threads | `pids.max` |
 /// | `io_read_bps`, `io_write_bps` | bytes/s on the workdir device, e.g. `50M` | blkio throttle / `io.max` |
 /// | `io_read_iops`, `io_write_iops` | operations/s on the workdir device | blkio throttle / `io.max` |
@@ -201,6 +236,25 @@ pub struct Limits {
     pub io_read_iops: Option<u64>,
     /// Write operations per second on the workdir's block device.
     pub io_write_iops: Option<u64>,
+    /// Memory protected from reclaim whatever the pressure, bytes (v2 `memory.min`).
+    pub memory_min: Option<u64>,
+    /// Memory protected from reclaim unless no unprotected memory is left, bytes (v2
+    /// `memory.low`).
+    pub memory_low: Option<u64>,
+    /// Memory above which the tenant is throttled and reclaimed, bytes (v2 `memory.high`).
+    pub memory_high: Option<u64>,
+    /// Swap the tenant may use, bytes (v2 `memory.swap.max`). Unset with `memory` set means
+    /// no swap.
+    pub swap: Option<u64>,
+    /// CPU time a quota may accumulate and spend in a later period, microseconds (v2
+    /// `cpu.max.burst`).
+    pub cpu_burst: Option<u64>,
+    /// The cpuset partition the tenant's CPUs form (v2 `cpuset.cpus.partition`).
+    pub cpuset_partition: Option<CpusetPartition>,
+    /// I/O weight relative to other tenants, 1..=10000, default 100 (v2 `io.weight`).
+    pub io_weight: Option<u64>,
+    /// I/O latency target on the workdir's block device, microseconds (v2 `io.latency`).
+    pub io_latency: Option<u64>,
     /// Rate of traffic leaving the tenant's network namespace, bits/s.
     pub net_egress: Option<u64>,
     /// Rate of traffic entering the tenant's network namespace, bits/s.
@@ -226,6 +280,11 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
         help: "CPU quota in CPUs",
     },
     LimitKey {
+        key: "cpu_burst",
+        example: "cpu_burst=20ms",
+        help: "CPU time a quota may save and spend later (us, ms or s; needs cpus)",
+    },
+    LimitKey {
         key: "shares",
         example: "shares=512",
         help: "CPU weight, cgroup v1 scale 2..262144 (default 1024)",
@@ -241,6 +300,11 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
         help: "CPUs the tenant may run on",
     },
     LimitKey {
+        key: "cpuset_partition",
+        example: "cpuset_partition=root",
+        help: "make the cpuset a partition, root or isolated (cgroup v2; needs cpuset)",
+    },
+    LimitKey {
         key: "mems",
         example: "mems=0",
         help: "memory nodes the tenant may use",
@@ -249,6 +313,26 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
         key: "memory",
         example: "memory=512M",
         help: "memory limit, binary units K/M/G/T, swap off",
+    },
+    LimitKey {
+        key: "memory_min",
+        example: "memory_min=256M",
+        help: "memory never reclaimed from the tenant (cgroup v2 memory.min)",
+    },
+    LimitKey {
+        key: "memory_low",
+        example: "memory_low=256M",
+        help: "memory reclaimed only when nothing unprotected is left (memory.low)",
+    },
+    LimitKey {
+        key: "memory_high",
+        example: "memory_high=1G",
+        help: "memory above which the tenant is throttled and reclaimed (memory.high)",
+    },
+    LimitKey {
+        key: "swap",
+        example: "swap=256M",
+        help: "swap the tenant may use (memory.swap.max; default with memory: none)",
     },
     LimitKey {
         key: "pids",
@@ -274,6 +358,16 @@ pub const LIMIT_KEYS: &[LimitKey] = &[
         key: "io_write_iops",
         example: "io_write_iops=1000",
         help: "write operations/s on the workdir device",
+    },
+    LimitKey {
+        key: "io_weight",
+        example: "io_weight=200",
+        help: "I/O weight 1..10000 (default 100), cgroup v2 io.weight",
+    },
+    LimitKey {
+        key: "io_latency",
+        example: "io_latency=10ms",
+        help: "I/O latency target on the workdir device (cgroup v2 io.latency)",
     },
     LimitKey {
         key: "net_rate",
@@ -322,6 +416,11 @@ pub fn nearest_key(key: &str) -> Option<&'static str> {
         ("cpu_shares", "shares"),
         ("cpu_weight", "weight"),
         ("rate", "net_rate"),
+        ("burst", "cpu_burst"),
+        ("partition", "cpuset_partition"),
+        ("memory_swap", "swap"),
+        ("swap_max", "swap"),
+        ("blkio_weight", "io_weight"),
         ("bandwidth", "net_rate"),
     ];
     if let Some((_, k)) = synonyms.iter().find(|(s, _)| *s == key) {
@@ -384,6 +483,32 @@ pub enum LimitError {
         /// What they both set.
         what: &'static str,
     },
+    /// A limit that means something only with another one.
+    #[error("limit `{key}` needs `{needs}` too: {why}; add e.g. `{example}`")]
+    Requires {
+        /// The key.
+        key: &'static str,
+        /// The key it needs.
+        needs: &'static str,
+        /// Why.
+        why: &'static str,
+        /// A valid pair.
+        example: &'static str,
+    },
+    /// Two limits whose values are in the wrong order.
+    #[error("limit `{lower}={lower_value}` is above `{upper}={upper_value}`: {rule}; lower `{lower}` or raise `{upper}`")]
+    Order {
+        /// The key that must be the smaller.
+        lower: &'static str,
+        /// Its value as written (canonical form).
+        lower_value: String,
+        /// The key that must be the larger.
+        upper: &'static str,
+        /// Its value.
+        upper_value: String,
+        /// The rule the values break.
+        rule: String,
+    },
     /// A valid value that does not fit this host.
     #[error("limit `{key}={value}`: {problem}; {fix}")]
     NotOnHost {
@@ -443,6 +568,45 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
         return Err("rate is too large".into());
     }
     Ok(v as u64)
+}
+
+/// Parses a duration in microseconds: `20ms`, `1.5s`, `500us` or a plain number of
+/// microseconds.
+pub fn parse_micros(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    if num.is_empty() {
+        return Err("a duration starts with a number".into());
+    }
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "us" | "usec" => 1.0,
+        "ms" | "msec" => 1e3,
+        "s" | "sec" => 1e6,
+        other => return Err(format!("unknown duration unit `{other}` (use us, ms or s)")),
+    };
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("`{num}` is not a number"))?;
+    let v = (x * mult).round();
+    if !v.is_finite() || v >= 1e15 {
+        return Err("duration is too large".into());
+    }
+    Ok(v as u64)
+}
+
+/// Formats microseconds in the largest unit that keeps the value whole (`20ms`, `1s`,
+/// `1500us`).
+pub fn format_micros(v: u64) -> String {
+    if v > 0 && v % 1_000_000 == 0 {
+        format!("{}s", v / 1_000_000)
+    } else if v > 0 && v % 1_000 == 0 {
+        format!("{}ms", v / 1_000)
+    } else {
+        format!("{v}us")
+    }
 }
 
 /// Formats a rate in bits/s the way `tc` reads it.
@@ -554,7 +718,75 @@ impl Limits {
                 what: "the network rate",
             });
         }
+        l.check_pairs()?;
         Ok(l)
+    }
+
+    /// The rules between keys: the memory protections nest, a burst needs a quota no
+    /// smaller than itself, a partition needs a cpuset. `swap=0` beside `memory` is what
+    /// `memory` means already and is kept as unset.
+    fn check_pairs(&mut self) -> Result<(), LimitError> {
+        if self.memory.is_some() && self.swap == Some(0) {
+            self.swap = None;
+        }
+        let order = [
+            ("memory_min", self.memory_min),
+            ("memory_low", self.memory_low),
+            ("memory_high", self.memory_high),
+            ("memory", self.memory),
+        ];
+        for (i, (lower, lo)) in order.iter().enumerate() {
+            for (upper, hi) in &order[i + 1..] {
+                if let (Some(lo), Some(hi)) = (lo, hi) {
+                    if lo > hi {
+                        return Err(LimitError::Order {
+                            lower,
+                            lower_value: format_size_exact(*lo),
+                            upper,
+                            upper_value: format_size_exact(*hi),
+                            rule: "the kernel's memory bounds nest as memory_min <= memory_low \
+                                   <= memory_high <= memory"
+                                .into(),
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(burst) = self.cpu_burst {
+            let Some(cpus) = self.cpus else {
+                return Err(LimitError::Requires {
+                    key: "cpu_burst",
+                    needs: "cpus",
+                    why: "a burst lets a CPU quota save unused time, and without `cpus` there \
+                          is no quota",
+                    example: "cpus=1,cpu_burst=20ms",
+                });
+            };
+            let quota = ((cpus * CPU_PERIOD_US as f64).round() as u64).max(1000);
+            if burst > quota {
+                return Err(LimitError::Order {
+                    lower: "cpu_burst",
+                    lower_value: format_micros(burst),
+                    upper: "cpus",
+                    upper_value: format_cpus(cpus),
+                    rule: format!(
+                        "the kernel takes a burst of at most one period's quota ({} per {} \
+                         period)",
+                        format_micros(quota),
+                        format_micros(CPU_PERIOD_US)
+                    ),
+                });
+            }
+        }
+        if self.cpuset_partition.is_some() && self.cpuset.is_none() {
+            return Err(LimitError::Requires {
+                key: "cpuset_partition",
+                needs: "cpuset",
+                why: "a partition is made of the tenant's own CPUs",
+                example: "cpuset=2-3,cpuset_partition=root",
+            });
+        }
+        Ok(())
     }
 
     fn set(&mut self, key: &'static str, v: &str) -> Result<(), LimitError> {
@@ -593,6 +825,48 @@ impl Limits {
                 }
                 self.memory = Some(n);
             }
+            "memory_min" | "memory_low" | "memory_high" | "swap" => {
+                let n = parse_size(v).map_err(|e| bad(key, v, e.problem.to_string()))?;
+                let slot = match key {
+                    "memory_min" => &mut self.memory_min,
+                    "memory_low" => &mut self.memory_low,
+                    "memory_high" => &mut self.memory_high,
+                    _ => &mut self.swap,
+                };
+                if key == "memory_high" && n < 4 * MIB {
+                    return Err(bad(key, v, "is below 4M, too small to start a process"));
+                }
+                if n == 0 && key != "swap" {
+                    return Err(bad(
+                        key,
+                        v,
+                        "must be above 0 (0 is the kernel's default; remove the key instead)",
+                    ));
+                }
+                *slot = Some(n);
+            }
+            "cpu_burst" | "io_latency" => {
+                let n = parse_micros(v).map_err(|p| bad(key, v, p))?;
+                if n == 0 {
+                    return Err(bad(key, v, "must be above 0; remove the key instead"));
+                }
+                if key == "cpu_burst" {
+                    self.cpu_burst = Some(n);
+                } else {
+                    if n > 1_000_000_000 {
+                        return Err(bad(key, v, "must be at most 1000s"));
+                    }
+                    self.io_latency = Some(n);
+                }
+            }
+            "cpuset_partition" => {
+                self.cpuset_partition = Some(match v.to_ascii_lowercase().as_str() {
+                    "root" => CpusetPartition::Root,
+                    "isolated" => CpusetPartition::Isolated,
+                    _ => return Err(bad(key, v, "must be `root` or `isolated`")),
+                });
+            }
+            "io_weight" => self.io_weight = Some(parse_int(key, v, 1, 10_000)?),
             "pids" => self.pids = Some(parse_int(key, v, 1, 4_194_304)?),
             "io_read_bps" | "io_write_bps" => {
                 let n = parse_size(v).map_err(|e| bad(key, v, e.problem.to_string()))?;
@@ -726,6 +1000,12 @@ impl Limits {
             || self.io_write_iops.is_some()
     }
 
+    /// Whether a limit needs the block device of the tenant's workdir: the throttles and
+    /// the latency target are per device.
+    pub fn needs_device(&self) -> bool {
+        self.has_io() || self.io_latency.is_some()
+    }
+
     /// Whether any network rate is set.
     pub fn has_net(&self) -> bool {
         self.net_egress.is_some() || self.net_ingress.is_some()
@@ -746,11 +1026,19 @@ impl Limits {
             (self.cpuset.is_some(), "cpuset"),
             (self.mems.is_some(), "mems"),
             (self.memory.is_some(), "memory"),
+            (self.memory_min.is_some(), "memory_min"),
+            (self.memory_low.is_some(), "memory_low"),
+            (self.memory_high.is_some(), "memory_high"),
+            (self.swap.is_some(), "swap"),
+            (self.cpu_burst.is_some(), "cpu_burst"),
+            (self.cpuset_partition.is_some(), "cpuset_partition"),
             (self.pids.is_some(), "pids"),
             (self.io_read_bps.is_some(), "io_read_bps"),
             (self.io_write_bps.is_some(), "io_write_bps"),
             (self.io_read_iops.is_some(), "io_read_iops"),
             (self.io_write_iops.is_some(), "io_write_iops"),
+            (self.io_weight.is_some(), "io_weight"),
+            (self.io_latency.is_some(), "io_latency"),
         ] {
             if set {
                 v.push(k);
@@ -773,6 +1061,9 @@ impl fmt::Display for Limits {
         if let Some(c) = self.cpus {
             parts.push(format!("cpus={}", format_cpus(c)));
         }
+        if let Some(b) = self.cpu_burst {
+            parts.push(format!("cpu_burst={}", format_micros(b)));
+        }
         match self.cpu_weight {
             Some(CpuWeight::Shares(s)) => parts.push(format!("shares={s}")),
             Some(CpuWeight::Weight(w)) => parts.push(format!("weight={w}")),
@@ -781,11 +1072,24 @@ impl fmt::Display for Limits {
         if let Some(s) = &self.cpuset {
             parts.push(format!("cpuset={s}"));
         }
+        if let Some(p) = self.cpuset_partition {
+            parts.push(format!("cpuset_partition={p}"));
+        }
         if let Some(s) = &self.mems {
             parts.push(format!("mems={s}"));
         }
         if let Some(m) = self.memory {
             parts.push(format!("memory={}", format_size_exact(m)));
+        }
+        for (k, v) in [
+            ("memory_min", self.memory_min),
+            ("memory_low", self.memory_low),
+            ("memory_high", self.memory_high),
+            ("swap", self.swap),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{k}={}", format_size_exact(v)));
+            }
         }
         if let Some(p) = self.pids {
             parts.push(format!("pids={p}"));
@@ -801,6 +1105,12 @@ impl fmt::Display for Limits {
         }
         if let Some(v) = self.io_write_iops {
             parts.push(format!("io_write_iops={v}"));
+        }
+        if let Some(v) = self.io_weight {
+            parts.push(format!("io_weight={v}"));
+        }
+        if let Some(v) = self.io_latency {
+            parts.push(format!("io_latency={}", format_micros(v)));
         }
         match (self.net_egress, self.net_ingress) {
             (Some(e), Some(i)) if e == i => parts.push(format!("net_rate={}", format_rate(e))),
@@ -1077,5 +1387,143 @@ mod tests {
             serde_json::to_string(&l).unwrap(),
             r#""cpus=0.5,memory=64M,pids=64""#
         );
+    }
+
+    #[test]
+    fn the_v2_knobs_parse_display_and_round_trip() {
+        let l = Limits::parse(
+            "cpus=1,cpu_burst=20ms,cpuset=2-3,cpuset_partition=isolated,memory=1G,\
+             memory_min=64M,memory_low=128M,memory_high=768M,swap=256M,io_weight=300,\
+             io_latency=2500us",
+        )
+        .unwrap();
+        assert_eq!(l.cpu_burst, Some(20_000));
+        assert_eq!(l.cpuset_partition, Some(CpusetPartition::Isolated));
+        assert_eq!(
+            (l.memory_min, l.memory_low, l.memory_high, l.swap),
+            (
+                Some(64 * MIB),
+                Some(128 * MIB),
+                Some(768 * MIB),
+                Some(256 * MIB)
+            )
+        );
+        assert_eq!((l.io_weight, l.io_latency), (Some(300), Some(2500)));
+        assert_eq!(
+            l.to_string(),
+            "cpus=1,cpu_burst=20ms,cpuset=2-3,cpuset_partition=isolated,memory=1G,\
+             memory_min=64M,memory_low=128M,memory_high=768M,swap=256M,io_weight=300,\
+             io_latency=2500us"
+        );
+        assert_eq!(Limits::parse(&l.to_string()).unwrap(), l);
+        let back: Limits = serde_json::from_str(&serde_json::to_string(&l).unwrap()).unwrap();
+        assert_eq!(back, l);
+        let t: Limits = serde_json::from_str(
+            r#"{"memory_low": "50M", "io_weight": 50, "cpus": 0.5, "cpu_burst": 1000}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            t.to_string(),
+            "cpus=0.5,cpu_burst=1ms,memory_low=50M,io_weight=50"
+        );
+        for k in [
+            "memory_min",
+            "memory_low",
+            "memory_high",
+            "swap",
+            "cpu_burst",
+            "cpuset_partition",
+            "io_weight",
+            "io_latency",
+        ] {
+            assert!(
+                l.resource_keys().contains(&k),
+                "{k} needs its controller checked"
+            );
+        }
+        assert!(Limits::parse("io_latency=1ms").unwrap().needs_device());
+        assert!(!Limits::parse("io_weight=10").unwrap().needs_device());
+    }
+
+    #[test]
+    fn swap_zero_beside_memory_is_what_memory_means() {
+        let l = Limits::parse("memory=1G,swap=0").unwrap();
+        assert_eq!(l.swap, None);
+        assert_eq!(l.to_string(), "memory=1G");
+        let alone = Limits::parse("swap=0").unwrap();
+        assert_eq!(alone.swap, Some(0));
+        assert_eq!(alone.to_string(), "swap=0");
+    }
+
+    #[test]
+    fn memory_bounds_out_of_order_name_both_keys() {
+        let e = Limits::parse("memory_low=512M,memory_high=256M").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("limit `memory_low=512M` is above `memory_high=256M`")
+                && msg.contains("memory_min <= memory_low <= memory_high <= memory")
+                && msg.ends_with("lower `memory_low` or raise `memory_high`"),
+            "{msg}"
+        );
+        let e = Limits::parse("memory=1G,memory_min=2G").unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                LimitError::Order {
+                    lower: "memory_min",
+                    upper: "memory",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // Equal values are in order.
+        Limits::parse("memory_min=1G,memory_low=1G,memory_high=1G,memory=1G").unwrap();
+    }
+
+    #[test]
+    fn burst_and_partition_need_their_base_key() {
+        let e = Limits::parse("cpu_burst=10ms").unwrap_err().to_string();
+        assert!(
+            e.contains("`cpu_burst` needs `cpus`") && e.contains("cpus=1,cpu_burst=20ms"),
+            "{e}"
+        );
+        let e = Limits::parse("cpus=0.5,cpu_burst=60ms")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`cpu_burst=60ms` is above `cpus=0.5`") && e.contains("50ms per 100ms"),
+            "{e}"
+        );
+        Limits::parse("cpus=0.5,cpu_burst=50ms").unwrap();
+        let e = Limits::parse("cpuset_partition=root")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs `cpuset`"), "{e}");
+        let e = Limits::parse("cpuset=1,cpuset_partition=member")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`root` or `isolated`"), "{e}");
+    }
+
+    #[test]
+    fn knob_values_out_of_range_are_refused() {
+        for (s, want) in [
+            ("io_weight=0", "between 1 and 10000"),
+            ("io_weight=10001", "between 1 and 10000"),
+            ("memory_low=0", "must be above 0"),
+            ("memory_high=1M", "below 4M"),
+            ("io_latency=5min", "unknown duration unit `min`"),
+            ("cpus=1,cpu_burst=0", "must be above 0"),
+        ] {
+            let e = Limits::parse(s).unwrap_err().to_string();
+            assert!(e.contains(want), "{s}: {e}");
+        }
+        assert_eq!(parse_micros("1.5s").unwrap(), 1_500_000);
+        assert_eq!(parse_micros("250").unwrap(), 250);
+        assert_eq!(format_micros(1_500_000), "1500ms");
+        assert_eq!(format_micros(7), "7us");
+        assert_eq!(nearest_key("burst"), Some("cpu_burst"));
+        assert_eq!(nearest_key("memory.low"), Some("memory_low"));
     }
 }

@@ -77,12 +77,21 @@ fn build_cgroup(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Platfor
         Some(fs) => fs,
         None => detect_cgroup_platform()?,
     };
-    Ok(Box::new(LocalPlatform::cgroup(
-        opts.run,
-        host,
-        fs,
-        opts.workdir_root,
-    )?))
+    let io_cost = match &opts.io_cost {
+        None => None,
+        Some(cost) => {
+            let dev = crate::blockdev::device_for_path(&opts.workdir_root).map_err(|why| {
+                anyhow::anyhow!(
+                    "--io-cost {cost}: io.cost is set for the disk of the workdirs {}, but {why}",
+                    opts.workdir_root.display()
+                )
+            })?;
+            Some(crate::iocost::apply(&fs, dev.dev, cost)?)
+        }
+    };
+    let mut p = LocalPlatform::cgroup(opts.run, host, fs, opts.workdir_root)?;
+    p.io_cost = io_cost;
+    Ok(Box::new(p))
 }
 
 /// Local tenants leave only what the shared sweep removes (cgroups, namespaces, links,
@@ -97,6 +106,8 @@ pub(crate) struct LocalPlatform {
     net: std::sync::Arc<RunNet>,
     names: BTreeSet<String>,
     workdir_root: PathBuf,
+    /// io.cost as the run set it, put back at teardown.
+    io_cost: Option<crate::iocost::IoCostSetting>,
     /// Where the tenants' cgroups go on v2 (a systemd scope, a given cgroup), held for the
     /// run; declared last, so it goes after everything else.
     delegation: Option<Delegation>,
@@ -118,6 +129,7 @@ impl LocalPlatform {
             fs,
             names: BTreeSet::new(),
             workdir_root,
+            io_cost: None,
             delegation: None,
         }
     }
@@ -143,11 +155,21 @@ impl Platform for LocalPlatform {
     }
 
     fn describe(&self) -> String {
-        match (&self.fs, &self.delegation) {
-            (Some(fs), Some(d)) => format!("{}; {}", fs.describe(), d.describe()),
-            (Some(fs), None) => fs.describe(),
-            (None, _) => "host: plain processes, no isolation".into(),
+        let Some(fs) = &self.fs else {
+            return "host: plain processes, no isolation".into();
+        };
+        let mut s = fs.describe();
+        if let Some(d) = &self.delegation {
+            s.push_str(&format!("; {}", d.describe()));
         }
+        if let Some(cost) = &self.io_cost {
+            s.push_str(&format!("; {}", cost.describe()));
+        }
+        s
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.io_cost.iter().map(|c| c.describe()).collect()
     }
 
     fn host(&self) -> &HostInfo {
@@ -186,6 +208,7 @@ impl Platform for LocalPlatform {
             crate::tenant::workdir_device(spec, &self.workdir_root, &mut limits, &mut notes)?;
         if let Some(fs) = &self.fs {
             TenantCgroup::check(fs, &limits)?;
+            TenantCgroup::check_knobs(fs, &limits)?;
         }
         if spec.network.is_some() {
             net::check_available().map_err(|why| PlatformError::Unavailable {
@@ -265,8 +288,11 @@ impl Platform for LocalPlatform {
     }
 
     fn teardown(&mut self) -> Result<()> {
-        // The bridge goes with the last tenant that uses it; nothing else is shared.
-        Ok(())
+        // The bridge goes with the last tenant that uses it; io.cost is put back as it was.
+        match &mut self.io_cost {
+            Some(c) => c.restore(),
+            None => Ok(()),
+        }
     }
 }
 

@@ -131,7 +131,12 @@ pub struct Helper {
 
 /// Runs the check for `run` on this host's cgroup v2 tree. `dir` is a directory on a disk
 /// (not tmpfs) for the page cache.
-pub fn check(run: &RunContext, protection: Protection, helper: &Helper, dir: &Path) -> Result<Outcome> {
+pub fn check(
+    run: &RunContext,
+    protection: Protection,
+    helper: &Helper,
+    dir: &Path,
+) -> Result<Outcome> {
     let fs = crate::detect_cgroup_platform()?;
     if fs.version() != CgroupVersion::V2 {
         bail!(
@@ -143,7 +148,10 @@ pub fn check(run: &RunContext, protection: Protection, helper: &Helper, dir: &Pa
     }
     let (fs, _delegation) = placement::for_run(fs, run)?;
     if !fs.has(Controller::Memory) {
-        bail!("the memory controller is not available in {}", fs.describe());
+        bail!(
+            "the memory controller is not available in {}",
+            fs.describe()
+        );
     }
     let a_name = run.id().object_name("memprot");
     let mut a_limits = Limits::default();
@@ -164,7 +172,12 @@ fn child(parent: &TenantCgroup, name: &str, limits: &Limits) -> Result<TenantCgr
         .with_context(|| format!("creating {}/{name}", dir.display()))
 }
 
-fn within(a: &TenantCgroup, protection: Protection, helper: &Helper, dir: &Path) -> Result<Outcome> {
+fn within(
+    a: &TenantCgroup,
+    protection: Protection,
+    helper: &Helper,
+    dir: &Path,
+) -> Result<Outcome> {
     let b = child(a, "B", &Limits::default())?;
     let g = child(a, "G", &Limits::default())?;
     let lows = [75 * MIB, 25 * MIB, 0, 500 * MIB];
@@ -178,7 +191,11 @@ fn within(a: &TenantCgroup, protection: Protection, helper: &Helper, dir: &Path)
         fillers.push(spawn_in(
             kid,
             helper,
-            &["fill-pagecache".into(), (50 * MIB).to_string(), dir.display().to_string()],
+            &[
+                "fill-pagecache".into(),
+                (50 * MIB).to_string(),
+                dir.display().to_string(),
+            ],
         )?);
     }
     let result = (|| -> Result<Outcome> {
@@ -217,7 +234,12 @@ fn within(a: &TenantCgroup, protection: Protection, helper: &Helper, dir: &Path)
             low_events: events(&b, "low"),
             oom_events: events(&b, "oom"),
         }];
-        let expected = [(Some(29 * MIB), Some(15)), (Some(21 * MIB), Some(20)), (Some(0), None), (Some(0), Some(0))];
+        let expected = [
+            (Some(29 * MIB), Some(15)),
+            (Some(21 * MIB), Some(20)),
+            (Some(0), None),
+            (Some(0), Some(0)),
+        ];
         for (i, (kid, low)) in kids.iter().zip(lows).enumerate() {
             let (exp, tol) = expected[i];
             rows.push(Row {
@@ -289,7 +311,10 @@ fn wait_ready(child: &mut Child) -> Result<()> {
         .context("reading the filler's output")?;
     if line.trim() != "ready" {
         let status = child.try_wait().ok().flatten();
-        bail!("the page cache filler did not get ready (said `{}`, status {status:?})", line.trim());
+        bail!(
+            "the page cache filler did not get ready (said `{}`, status {status:?})",
+            line.trim()
+        );
     }
     Ok(())
 }

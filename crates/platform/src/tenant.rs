@@ -133,20 +133,23 @@ pub(crate) fn workdir_device(
             spec.name
         );
     }
-    if !limits.has_io() {
+    // io_weight has a default line for every device and names the workdir's when it can.
+    if !limits.needs_device() && limits.io_weight.is_none() {
         return Ok((parent, None));
     }
     match crate::blockdev::device_for_path(&parent) {
         Ok(d) => Ok((parent, Some(d))),
-        Err(why) if spec.limits.has_io() => Err(crate::PlatformError::NoBlockDevice {
+        Err(why) if spec.limits.needs_device() => Err(crate::PlatformError::NoBlockDevice {
             path: parent.display().to_string(),
             why,
         }
         .into()),
         Err(why) => {
-            limits.io_write_bps = None;
-            notes.retain(|n| !n.contains("io_write_bps"));
-            notes.push(format!("io_write_bps not applied: {why}"));
+            if limits.io_write_bps.is_some() {
+                limits.io_write_bps = None;
+                notes.retain(|n| !n.contains("io_write_bps"));
+                notes.push(format!("io_write_bps not applied: {why}"));
+            }
             Ok((parent, None))
         }
     }

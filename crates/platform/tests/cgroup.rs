@@ -827,3 +827,141 @@ fn the_host_platform_cannot_change_a_cpu_limit_and_says_why() {
         "says why and what to use: {text}"
     );
 }
+
+/// The host's cgroup layout when it is v1 (the knobs below are v1 mappings); skips otherwise.
+fn v1_or_skip(test: &str) -> Option<CgroupFs> {
+    if !root_or_skip(test) {
+        return None;
+    }
+    let fs = CgroupFs::detect().unwrap();
+    if fs.version() != isobench_platform::CgroupVersion::V1 {
+        skip("cgroup v1", test, "the host's controllers are cgroup v2");
+        return None;
+    }
+    Some(fs)
+}
+
+#[test]
+fn v1_maps_swap_burst_and_io_weight_and_reads_them_back() {
+    let Some(fs_layout) = v1_or_skip("v1 knobs") else {
+        return;
+    };
+    let file_of =
+        |ctl: Controller, file: &str| fs_layout.hierarchy_of(ctl).map(|h| h.root.join(file));
+    if !file_of(Controller::Memory, "memory.memsw.limit_in_bytes").is_some_and(|f| f.exists()) {
+        skip(
+            "swapaccount",
+            "v1 knobs",
+            "the kernel accounts no swap per cgroup",
+        );
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let asked: Limits = "cpus=0.5,cpu_burst=10ms,memory=96M,swap=32M,io_weight=250"
+        .parse()
+        .unwrap();
+    let t = p
+        .create_tenant(&TenantSpec::new("knobs", Role::Victim).with_limits(asked.clone()))
+        .unwrap();
+    let name = t.info().object_name.clone();
+    let read = |ctl: Controller, file: &str| -> String {
+        let h = fs_layout.hierarchy_of(ctl).unwrap();
+        fs::read_to_string(h.root.join(&name).join(file))
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+            .trim()
+            .to_string()
+    };
+    // memory + swap, in v1's one file.
+    assert_eq!(
+        read(Controller::Memory, "memory.memsw.limit_in_bytes"),
+        (128u64 << 20).to_string()
+    );
+    assert_eq!(read(Controller::Cpu, "cpu.cfs_burst_us"), "10000");
+    assert_eq!(read(Controller::Io, "blkio.bfq.weight"), "250");
+    let back = t.effective_limits().unwrap();
+    assert_eq!(
+        (
+            back.cpus,
+            back.cpu_burst,
+            back.memory,
+            back.swap,
+            back.io_weight
+        ),
+        (
+            asked.cpus,
+            asked.cpu_burst,
+            asked.memory,
+            asked.swap,
+            asked.io_weight
+        ),
+        "read back: {back}"
+    );
+    // Without `swap`, memory alone still means no swap.
+    let plain = p
+        .create_tenant(
+            &TenantSpec::new("plain", Role::Victim).with_limits("memory=96M".parse().unwrap()),
+        )
+        .unwrap();
+    assert_eq!(plain.effective_limits().unwrap().swap, None);
+    let h = fs_layout.hierarchy_of(Controller::Memory).unwrap();
+    assert_eq!(
+        fs::read_to_string(
+            h.root
+                .join(&plain.info().object_name)
+                .join("memory.memsw.limit_in_bytes")
+        )
+        .unwrap()
+        .trim(),
+        (96u64 << 20).to_string()
+    );
+    t.teardown().unwrap();
+    plain.teardown().unwrap();
+}
+
+#[test]
+fn v1_refuses_memory_low_and_partitions_before_creating_anything() {
+    if v1_or_skip("v1 knob refusals").is_none() {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    for (limits, key, why) in [
+        (
+            "memory=256M,memory_low=64M",
+            "memory_low",
+            "memory.soft_limit_in_bytes is not the same",
+        ),
+        ("memory_high=64M", "memory_high", "never throttles"),
+        (
+            "cpuset=0,cpuset_partition=root",
+            "cpuset_partition",
+            "exist only in cgroup v2",
+        ),
+        ("io_latency=5ms", "io_latency", "no latency target"),
+    ] {
+        let e = match p.create_tenant(
+            &TenantSpec::new("refused", Role::Victim).with_limits(limits.parse().unwrap()),
+        ) {
+            Ok(_) => panic!("{limits} was accepted on cgroup v1"),
+            Err(e) => e,
+        };
+        let msg = format!("{e:#}");
+        assert!(
+            msg.contains(&format!("limit `{key}` cannot be enforced")) && msg.contains(why),
+            "{limits}: {msg}"
+        );
+        assert!(
+            matches!(
+                e.downcast_ref::<PlatformError>(),
+                Some(PlatformError::Refused { .. })
+            ),
+            "{limits}: a refusal, not a failure: {msg}"
+        );
+    }
+    assert_eq!(
+        leftovers(guard.context().id()),
+        Vec::<String>::new(),
+        "nothing is created"
+    );
+}

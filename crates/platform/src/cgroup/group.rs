@@ -1,6 +1,8 @@
 //! One tenant's cgroup: a directory in every hierarchy (v1) or one directory (v2), its limits,
 //! its usage counters, and its teardown (freeze, kill every task, remove).
 
+mod knobs;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::OwnedFd;
@@ -235,9 +237,9 @@ pub struct TenantCgroup {
 
 fn controller_for(key: &str) -> Controller {
     match key {
-        "cpus" | "shares" | "weight" => Controller::Cpu,
-        "cpuset" | "mems" => Controller::Cpuset,
-        "memory" => Controller::Memory,
+        "cpus" | "shares" | "weight" | "cpu_burst" => Controller::Cpu,
+        "cpuset" | "mems" | "cpuset_partition" => Controller::Cpuset,
+        "memory" | "memory_min" | "memory_low" | "memory_high" | "swap" => Controller::Memory,
         "pids" => Controller::Pids,
         _ => Controller::Io,
     }
@@ -302,7 +304,8 @@ impl TenantCgroup {
         device: Option<DevNum>,
     ) -> Result<TenantCgroup> {
         TenantCgroup::check(fs, limits)?;
-        if limits.has_io() && device.is_none() {
+        TenantCgroup::check_knobs(fs, limits)?;
+        if limits.needs_device() && device.is_none() {
             bail!("io limits need the block device of the tenant's workdir, and none was found");
         }
         let cg = TenantCgroup::open(fs, name);
@@ -479,11 +482,13 @@ impl TenantCgroup {
         if let Some(m) = l.memory {
             self.write(Controller::Memory, "memory.limit_in_bytes", &m.to_string())?;
             if self.exists(Controller::Memory, "memory.memsw.limit_in_bytes") {
-                // memory+swap = memory: the tenant cannot swap.
-                self.write(
+                // memory+swap = memory (the tenant cannot swap) plus the swap it may use.
+                let memsw = (m + l.swap.unwrap_or(0)).to_string();
+                self.write_checked(
                     Controller::Memory,
                     "memory.memsw.limit_in_bytes",
-                    &m.to_string(),
+                    &memsw,
+                    |got| got.trim() == memsw,
                 )?;
             } else {
                 self.write(Controller::Memory, "memory.swappiness", "0")?;
@@ -492,6 +497,7 @@ impl TenantCgroup {
         if let Some(p) = l.pids {
             self.write(Controller::Pids, "pids.max", &p.to_string())?;
         }
+        self.apply_knobs_v1(l)?;
         if let Some(dev) = dev {
             for (file, v) in [
                 ("blkio.throttle.read_bps_device", l.io_read_bps),
@@ -526,7 +532,7 @@ impl TenantCgroup {
         }
         if let Some(m) = l.memory {
             self.write(Controller::Memory, "memory.max", &m.to_string())?;
-            if self.exists(Controller::Memory, "memory.swap.max") {
+            if l.swap.is_none() && self.exists(Controller::Memory, "memory.swap.max") {
                 self.write(Controller::Memory, "memory.swap.max", "0")?;
             }
         }
@@ -549,7 +555,7 @@ impl TenantCgroup {
                 self.write(Controller::Io, "io.max", &line)?;
             }
         }
-        Ok(())
+        self.apply_knobs_v2(l, dev)
     }
 
     /// Changes the CPU quota while the tenant lives: `Some(cpus)` lets its tasks run for
@@ -950,6 +956,7 @@ impl TenantCgroup {
                     l.io_read_iops = get("blkio.throttle.read_iops_device")?;
                     l.io_write_iops = get("blkio.throttle.write_iops_device")?;
                 }
+                self.read_knobs_v1(&mut l)?;
             }
             CgroupVersion::V2 => {
                 if let Some(m) = need(Controller::Cpu, "cpu.max")? {
@@ -992,6 +999,7 @@ impl TenantCgroup {
                         }
                     }
                 }
+                self.read_knobs_v2(&mut l, device)?;
             }
         }
         Ok(l)

@@ -200,6 +200,7 @@ const FAKE_V2_FILES: &[(&str, &str)] = &[
     ("cgroup.kill", ""),
     ("cgroup.type", "domain\n"),
     ("cpu.max", "max 100000\n"),
+    ("cpu.max.burst", "0\n"),
     ("cpu.weight", "100\n"),
     (
         "cpu.stat",
@@ -207,6 +208,10 @@ const FAKE_V2_FILES: &[(&str, &str)] = &[
     ),
     ("cpuset.cpus", "\n"),
     ("cpuset.mems", "\n"),
+    ("cpuset.cpus.partition", "member\n"),
+    ("memory.min", "0\n"),
+    ("memory.low", "0\n"),
+    ("memory.high", "max\n"),
     ("memory.max", "max\n"),
     ("memory.swap.max", "max\n"),
     ("memory.current", "0\n"),
@@ -216,8 +221,22 @@ const FAKE_V2_FILES: &[(&str, &str)] = &[
     ("pids.current", "0\n"),
     ("pids.events", "max 0\n"),
     ("io.max", ""),
+    ("io.weight", "default 100\n"),
     ("io.stat", ""),
 ];
+
+/// Files of v2 controllers a kernel may be built without (`io.latency`: Debian's kernels
+/// lack CONFIG_BLK_CGROUP_IOLATENCY): a new cgroup of the fake tree has one when its parent
+/// has it, so a test gives the kernel the feature by writing the file into the root.
+const FAKE_V2_OPTIONAL_FILES: &[(&str, &str)] =
+    &[("io.latency", ""), ("io.bfq.weight", "default 100\n")];
+
+/// Files whose lines are keyed by their first word (a device, or `default`): a write
+/// replaces the line of its key and keeps the others, as the kernel's files do.
+const FAKE_KEYED_FILES: &[&str] = &["io.weight", "io.bfq.weight", "io.latency", "io.cost.qos"];
+
+/// Files only the v2 root cgroup has (io.cost is set for a whole device, at the root).
+const FAKE_V2_ROOT_FILES: &[(&str, &str)] = &[("io.cost.qos", ""), ("io.cost.model", "")];
 
 const FAKE_V1_FILES: &[(&str, &str)] = &[
     ("cgroup.procs", ""),
@@ -225,6 +244,7 @@ const FAKE_V1_FILES: &[(&str, &str)] = &[
     ("cpu.cfs_period_us", "100000\n"),
     ("cpu.cfs_quota_us", "-1\n"),
     ("cpu.shares", "1024\n"),
+    ("cpu.cfs_burst_us", "0\n"),
     (
         "cpu.stat",
         "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n",
@@ -235,6 +255,7 @@ const FAKE_V1_FILES: &[(&str, &str)] = &[
     ("cpuset.mems", "\n"),
     ("memory.limit_in_bytes", "9223372036854771712\n"),
     ("memory.memsw.limit_in_bytes", "9223372036854771712\n"),
+    ("memory.soft_limit_in_bytes", "9223372036854771712\n"),
     ("memory.swappiness", "60\n"),
     ("memory.usage_in_bytes", "0\n"),
     ("memory.max_usage_in_bytes", "0\n"),
@@ -251,6 +272,7 @@ const FAKE_V1_FILES: &[(&str, &str)] = &[
     ("blkio.throttle.write_iops_device", ""),
     ("blkio.throttle.io_service_bytes", "Total 0\n"),
     ("blkio.throttle.io_serviced", "Total 0\n"),
+    ("blkio.bfq.weight", "100\n"),
     ("freezer.state", "THAWED\n"),
 ];
 
@@ -280,6 +302,9 @@ impl FakeTree {
                     root.join("cgroup.controllers"),
                     controllers.join(" ") + "\n",
                 )?;
+                for (name, content) in FAKE_V2_ROOT_FILES {
+                    fs::write(root.join(name), content)?;
+                }
             }
             CgroupVersion::V1 => {
                 fs::write(root.join("cpuset.cpus"), "0-1\n")?;
@@ -300,6 +325,11 @@ impl CgroupTree for FakeTree {
             let parent = dir.parent().unwrap_or(dir);
             let ctl = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
             fs::write(dir.join("cgroup.controllers"), ctl)?;
+            for (name, content) in FAKE_V2_OPTIONAL_FILES {
+                if parent.join(name).exists() {
+                    fs::write(dir.join(name), content)?;
+                }
+            }
         }
         Ok(())
     }
@@ -345,6 +375,20 @@ impl CgroupTree for FakeTree {
             let mut f = OpenOptions::new().append(true).create(true).open(file)?;
             return writeln!(f, "{}", value.trim());
         }
+        if file
+            .file_name()
+            .is_some_and(|n| FAKE_KEYED_FILES.iter().any(|k| n == *k))
+        {
+            let key = value.split_whitespace().next().unwrap_or_default();
+            let mut lines: Vec<String> = fs::read_to_string(file)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.split_whitespace().next() != Some(key))
+                .map(str::to_string)
+                .collect();
+            lines.push(value.trim().to_string());
+            return fs::write(file, lines.join("\n") + "\n");
+        }
         if file.file_name().is_some_and(|n| n == "cgroup.freeze") {
             // v2: the (task-less) cgroup is frozen or thawed at once.
             let on = match value.trim() {
@@ -388,6 +432,22 @@ impl CgroupTree for FakeTree {
     fn is_real(&self) -> bool {
         false
     }
+}
+
+/// The root cgroup of a v2 layout (the mount point above the tenants' root): the topmost
+/// directory, from the tenants' root up, that is still a cgroup.
+pub(crate) fn v2_mount_root(fs: &CgroupFs) -> Option<PathBuf> {
+    if fs.version() != CgroupVersion::V2 {
+        return None;
+    }
+    let mut dir = fs.hierarchies().first()?.root.clone();
+    while let Some(parent) = dir.parent() {
+        if !fs.tree().exists(&parent.join("cgroup.controllers")) {
+            break;
+        }
+        dir = parent.to_path_buf();
+    }
+    Some(dir)
 }
 
 /// One hierarchy: where it is and which of isobench's controllers it carries.

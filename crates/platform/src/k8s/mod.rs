@@ -245,6 +245,54 @@ fn refuse_unexpressible(l: &Limits, spec: &TenantSpec) -> Result<(), PlatformErr
             ));
         }
     }
+    for (key, set, why) in [
+        (
+            "memory_min",
+            l.memory_min.is_some(),
+            "a pod spec has no field for memory.min (the kubelet's MemoryQoS feature gate \
+             derives it from the memory request, for every pod alike)",
+        ),
+        (
+            "memory_low",
+            l.memory_low.is_some(),
+            "a pod spec has no field for memory.low",
+        ),
+        (
+            "memory_high",
+            l.memory_high.is_some(),
+            "a pod spec has no field for memory.high (the kubelet's MemoryQoS feature gate \
+             derives it from the memory limit)",
+        ),
+        (
+            "swap",
+            l.swap.is_some(),
+            "a pod's swap is the node's swapBehavior, not a per-pod setting",
+        ),
+        (
+            "cpu_burst",
+            l.cpu_burst.is_some(),
+            "a pod spec has no field for the CFS burst",
+        ),
+        (
+            "cpuset_partition",
+            l.cpuset_partition.is_some(),
+            "the kubelet's CPU manager owns the cpusets and makes no partitions",
+        ),
+        (
+            "io_weight",
+            l.io_weight.is_some(),
+            "Kubernetes has no per-pod I/O weight",
+        ),
+        (
+            "io_latency",
+            l.io_latency.is_some(),
+            "Kubernetes has no per-pod I/O latency target",
+        ),
+    ] {
+        if set {
+            return Err(no(key, why, "the `cgroup` platform"));
+        }
+    }
     for (key, set) in [
         ("net_egress", l.net_egress.is_some()),
         ("net_ingress", l.net_ingress.is_some()),
@@ -1138,6 +1186,14 @@ mod tests {
             ("mems=0", "mems"),
             ("shares=512", "shares"),
             ("io_write_bps=1M", "io_write_bps"),
+            ("memory=1G,memory_min=64M", "memory_min"),
+            ("memory_low=64M", "memory_low"),
+            ("memory_high=64M", "memory_high"),
+            ("memory=1G,swap=1G", "swap"),
+            ("cpus=1,cpu_burst=1ms", "cpu_burst"),
+            ("cpuset=1,cpuset_partition=root", "cpuset_partition"),
+            ("io_weight=50", "io_weight"),
+            ("io_latency=1ms", "io_latency"),
         ] {
             let e = refuse_unexpressible(&Limits::parse(text).unwrap(), &spec)
                 .unwrap_err()

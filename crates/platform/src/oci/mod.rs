@@ -1,7 +1,9 @@
 //! The `oci` platform: one container per tenant, made by Docker or Podman.
 //!
 //! The engine applies the limits (`--cpus`, `--cpuset-cpus`, `--memory` with as much swap
-//! as memory, so none, `--pids-limit`, `--device-*-bps` on the workdir's disk, `--cpu-shares`)
+//! as memory, so none, unless `swap` adds some, `--pids-limit`, `--device-*-bps` on the
+//! workdir's disk, `--cpu-shares`, `--memory-reservation` for `memory_low`, `--blkio-weight`
+//! for `io_weight`; the other v2 knobs have no engine flag and are refused)
 //! and isobench reads them back from the container's own cgroups, found through its init
 //! process; freezing and live CPU limits write those cgroups directly (no engine round trip
 //! in the on/off design). The image is built offline from the static isobench binary and a
@@ -269,6 +271,8 @@ impl OciPlatform {
             notes.extend(filled.into_iter().map(|f| format!("safe default {f}")));
             limits = l;
         }
+        refuse_unmapped(&limits)?;
+        notes.extend(knob_notes(&self.fs, &limits)?);
         let (parent, device) =
             crate::tenant::workdir_device(spec, &self.workdir_root, &mut limits, &mut notes)?;
         TenantCgroup::check(&self.fs, &limits)?;
@@ -318,6 +322,107 @@ impl OciPlatform {
     }
 }
 
+/// Refuses the knobs no engine flag sets, naming the reason.
+fn refuse_unmapped(l: &Limits) -> Result<(), PlatformError> {
+    let no = |key, why| PlatformError::NotEnforceable {
+        key,
+        platform: "oci",
+        why,
+        fix: "the `cgroup` platform",
+    };
+    for (key, set, why) in [
+        (
+            "memory_min",
+            l.memory_min.is_some(),
+            "docker and podman have no flag for memory.min (only --memory-reservation, which \
+             is memory.low)",
+        ),
+        (
+            "memory_high",
+            l.memory_high.is_some(),
+            "docker and podman have no flag for memory.high",
+        ),
+        (
+            "cpu_burst",
+            l.cpu_burst.is_some(),
+            "docker and podman have no flag for the CFS burst",
+        ),
+        (
+            "cpuset_partition",
+            l.cpuset_partition.is_some(),
+            "docker and podman cannot make a container's cpuset a partition",
+        ),
+        (
+            "io_latency",
+            l.io_latency.is_some(),
+            "docker and podman have no flag for io.latency",
+        ),
+    ] {
+        if set {
+            return Err(no(key, why));
+        }
+    }
+    if l.swap.is_some() && l.memory.is_none() {
+        return Err(PlatformError::Refused {
+            key: "swap",
+            platform: "oci",
+            why: "the engine's --memory-swap is memory plus swap, so it needs a memory limit"
+                .into(),
+            fix: "add `memory`, or remove `swap`".into(),
+        });
+    }
+    if let Some(w) = l.io_weight {
+        if !(10..=1000).contains(&w) {
+            return Err(PlatformError::Refused {
+                key: "io_weight",
+                platform: "oci",
+                why: format!("io_weight={w} becomes --blkio-weight, which takes 10..1000"),
+                fix: "use io_weight between 10 and 1000, or the `cgroup` platform".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What the engine makes of the knobs it maps, for the tenant's notes; refuses a weight the
+/// engine would discard.
+fn knob_notes(fs: &CgroupFs, l: &Limits) -> Result<Vec<String>, PlatformError> {
+    let mut notes = Vec::new();
+    if let Some(m) = l.memory_low {
+        notes.push(format!(
+            "memory_low={} is --memory-reservation: the engine writes it to memory.low on \
+             cgroup v2, and to memory.soft_limit_in_bytes on v1, which is a reclaim target, \
+             not a protection",
+            isobench_common::format_size_exact(m)
+        ));
+    }
+    if let Some(w) = l.io_weight {
+        if fs.version() == crate::CgroupVersion::V1 {
+            let root = fs
+                .hierarchy_of(crate::cgroup::Controller::Io)
+                .map(|h| &h.root);
+            if !root.is_some_and(|r| fs.tree().exists(&r.join("blkio.weight"))) {
+                return Err(PlatformError::Refused {
+                    key: "io_weight",
+                    platform: "oci",
+                    why: "the blkio hierarchy has no blkio.weight (no CFQ scheduler), and the \
+                          engine discards --blkio-weight then"
+                        .into(),
+                    fix: "remove `io_weight`, or use the `cgroup` platform (which writes \
+                          blkio.bfq.weight)"
+                        .into(),
+                });
+            }
+        }
+        notes.push(format!(
+            "io_weight={w} is --blkio-weight {w}: blkio.weight on cgroup v1; on v2 runc writes \
+             io.bfq.weight {w} when bfq is there, else io.weight {}",
+            1 + (w - 10) * 9999 / 990
+        ));
+    }
+    Ok(notes)
+}
+
 /// The engine's flags for `limits`; io limits apply to `device`.
 fn limit_args(l: &Limits, device: Option<&BlockDevice>) -> Result<Vec<String>> {
     let mut a = Vec::new();
@@ -339,7 +444,14 @@ fn limit_args(l: &Limits, device: Option<&BlockDevice>) -> Result<Vec<String>> {
     }
     if let Some(m) = l.memory {
         flag("--memory", m.to_string());
-        flag("--memory-swap", m.to_string());
+        // --memory-swap is memory plus swap.
+        flag("--memory-swap", (m + l.swap.unwrap_or(0)).to_string());
+    }
+    if let Some(r) = l.memory_low {
+        flag("--memory-reservation", r.to_string());
+    }
+    if let Some(w) = l.io_weight {
+        flag("--blkio-weight", w.to_string());
     }
     if let Some(p) = l.pids {
         flag("--pids-limit", p.to_string());
@@ -540,5 +652,64 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(limit_args(&none, None).unwrap(), ["--cpuset-cpus", "1"]);
+    }
+
+    #[test]
+    fn the_knobs_docker_has_become_its_flags() {
+        let l = Limits::parse("memory=256M,swap=64M,memory_low=128M,io_weight=500").unwrap();
+        refuse_unmapped(&l).unwrap();
+        assert_eq!(
+            limit_args(&l, None).unwrap().join(" "),
+            "--memory 268435456 --memory-swap 335544320 --memory-reservation 134217728 \
+             --blkio-weight 500"
+        );
+    }
+
+    #[test]
+    fn the_knobs_docker_lacks_are_refused_with_the_reason() {
+        for (s, key, why) in [
+            ("memory_min=64M", "memory_min", "no flag for memory.min"),
+            ("memory_high=64M", "memory_high", "no flag for memory.high"),
+            ("cpus=1,cpu_burst=10ms", "cpu_burst", "CFS burst"),
+            (
+                "cpuset=1,cpuset_partition=root",
+                "cpuset_partition",
+                "partition",
+            ),
+            ("io_latency=5ms", "io_latency", "io.latency"),
+            ("io_weight=5", "io_weight", "10..1000"),
+            ("swap=1G", "swap", "`memory`"),
+        ] {
+            let e = refuse_unmapped(&Limits::parse(s).unwrap()).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!("`{key}`")) && msg.contains(why),
+                "{s}: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn memory_low_and_io_weight_are_noted_and_a_discarded_weight_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let v2 = CgroupFs::fake_v2(dir.path()).unwrap();
+        let l = Limits::parse("memory_low=64M,io_weight=100").unwrap();
+        let notes = knob_notes(&v2, &l).unwrap().join("\n");
+        assert!(
+            notes.contains("memory.low on cgroup v2")
+                && notes.contains("memory.soft_limit_in_bytes on v1")
+                && notes.contains("io.weight 910"),
+            "{notes}"
+        );
+        // v1 without CFQ: the engine would discard the weight.
+        let dir = tempfile::tempdir().unwrap();
+        let v1 = CgroupFs::fake_v1(dir.path()).unwrap();
+        let e = knob_notes(&v1, &l).unwrap_err().to_string();
+        assert!(
+            e.contains("no blkio.weight") && e.contains("discards"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("blkio/blkio.weight"), "500\n").unwrap();
+        knob_notes(&v1, &l).unwrap();
     }
 }

@@ -213,6 +213,25 @@ impl Platform for VmPlatform {
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
         crate::tenant::check_spec(spec, &Default::default(), &self.host)?;
+        // QEMU's cgroup holds the guest's whole memory and QEMU's own, so a protection or
+        // a soft limit on it does not act on the guest's page cache as it does on a
+        // tenant's; CPU, cpuset and io knobs act on QEMU's threads and disk file as the
+        // quota and throttles do.
+        for (key, set) in [
+            ("memory_min", spec.limits.memory_min.is_some()),
+            ("memory_low", spec.limits.memory_low.is_some()),
+            ("memory_high", spec.limits.memory_high.is_some()),
+            ("swap", spec.limits.swap.is_some()),
+        ] {
+            if set {
+                return Err(Self::unenforceable(
+                    key,
+                    "the guest's memory is a fixed allocation inside QEMU's cgroup: a \
+                     protection, threshold or swap on that cgroup does not act on the \
+                     guest's own memory",
+                ));
+            }
+        }
         if spec.network.as_ref().is_some_and(|n| n.mtu.is_some()) {
             return Err(Self::unenforceable(
                 "mtu",
