@@ -78,6 +78,58 @@ pub enum Command {
     Serve(crate::cmd_serve::ServeArgs),
     /// Prepare the `vm` platform: fetch the guest kernel, build the initramfs, check KVM.
     Vm(crate::cmd_vm::VmArgs),
+    /// Check the kernel's memory protection as its own cgroup selftest does (cgroup v2,
+    /// root): a parent limited to 200M, a child protected by 50M whose children hold page
+    /// cache under their own protections, then pressure; each figure printed beside the
+    /// kernel test's expected one.
+    Check(CheckArgs),
+    /// A helper process of `check` (page cache filler, one allocation).
+    #[command(hide = true, name = "memprot-helper")]
+    MemprotHelper(MemprotHelperArgs),
+}
+
+/// `isobench check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// What to check.
+    #[arg(value_enum)]
+    pub what: CheckWhat,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The checks of `isobench check`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CheckWhat {
+    /// memory.low (test_memcg_low).
+    MemoryLow,
+    /// memory.min (test_memcg_min).
+    MemoryMin,
+}
+
+/// `isobench memprot-helper`.
+#[derive(Debug, Args)]
+pub struct MemprotHelperArgs {
+    #[command(subcommand)]
+    pub job: MemprotJob,
+}
+
+/// The helper's jobs.
+#[derive(Debug, clap::Subcommand)]
+pub enum MemprotJob {
+    /// Bring CGROUP's usage to BYTES with page cache in an unlinked file in DIR, say
+    /// `ready`, wait.
+    FillPagecache {
+        bytes: u64,
+        dir: std::path::PathBuf,
+        cgroup: std::path::PathBuf,
+    },
+    /// Bring CGROUP's usage to BYTES with anonymous memory, then exit.
+    AllocAnon {
+        bytes: u64,
+        cgroup: std::path::PathBuf,
+    },
 }
 
 /// `isobench container-init` (internal).

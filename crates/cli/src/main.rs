@@ -43,6 +43,7 @@ macro_rules! eprintln {
 
 mod args;
 mod cmd_agent;
+mod cmd_check;
 mod cmd_compare;
 mod cmd_docs;
 mod cmd_doctor;
@@ -135,6 +136,8 @@ fn run() -> anyhow::Result<ExitCode> {
             cmd_serve::run(&a, own_exe().context("locating the isobench binary")?)
         }
         args::Command::Vm(a) => cmd_vm::run(&a),
+        args::Command::Check(a) => cmd_check::run(&a),
+        args::Command::MemprotHelper(a) => cmd_check::helper(&a),
     }
 }
 
