@@ -148,3 +148,28 @@ fn scenario_errors_escape_control_characters() {
     assert!(e.contains("run \\u{1b}]0;owned\\u{7} is not in"), "{e}");
     assert!(!e.contains(|c: char| c.is_control() && c != '\n'), "{e:?}");
 }
+
+/// `run --io-cost` takes `on`, `off` or io.cost.qos parameters, and names the keys when a
+/// word is none of them.
+#[test]
+fn io_cost_words_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "endless.toml", &endless());
+    for good in ["on", "off", "enable=1 ctrl=user rlat=5000"] {
+        let out = fake()
+            .args(["run", &f, "--dry-run", "--io-cost", good])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{good}: {}", text(&out.stderr));
+    }
+    let out = fake()
+        .args(["run", &f, "--dry-run", "--io-cost", "enable=1 latency=5"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    let e = text(&out.stderr);
+    assert!(
+        e.contains("--io-cost") && e.contains("`latency=5`") && e.contains("rlat"),
+        "{e}"
+    );
+}

@@ -382,6 +382,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn io_cost_is_refused_off_the_cgroup_platform() {
+        let guard = RunGuard::start().unwrap();
+        let mut opts = PlatformOptions::new(guard.context());
+        opts.io_cost = Some(IoCost::On);
+        let e = platform(PlatformKind::HOST, opts)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("--io-cost applies to the `cgroup` platform only") && e.contains("`host`"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn platform_names() {
         assert_eq!("host".parse::<PlatformKind>().unwrap(), PlatformKind::HOST);
         assert_eq!(
