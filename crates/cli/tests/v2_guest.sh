@@ -32,18 +32,22 @@ step disk isobench stress disk --platform cgroup --limits io_write_bps=4M --set 
 step survived sh -c 'systemctl is-system-running; cat /proc/loadavg; free -m'
 step left find /sys/fs/cgroup -name 'isobench-*'
 
-# While a run's tenants exist, their limits as the kernel's v2 files hold them, in
-# /opt/out/readback/TENANT (the last values seen before the tenant went).
+# While a run's tenants hold processes, their limits as the kernel's v2 files hold them:
+# each value seen, one line `FILE: VALUE` each, in /opt/out/readback/TENANT.
 readback() {
   mkdir -p "$out/readback"
-  local d t f
+  local d t f v
   while sleep 0.1; do
     for d in $(find /sys/fs/cgroup -mindepth 1 -type d -name 'isobench-*' 2> /dev/null); do
+      # (cgroup files have no size: read them.)
+      [ -n "$(cat "$d/cgroup.procs" 2> /dev/null)" ] || continue
       t=${d##*/isobench-}
       t=${t#*-}
       for f in cpu.max memory.max pids.max io.max; do
-        printf '%s: %s\n' "$f" "$(tr '\n' ' ' < "$d/$f" 2> /dev/null | sed 's/ *$//')"
-      done > "$out/readback/.$t" 2> /dev/null && mv "$out/readback/.$t" "$out/readback/$t"
+        v=$(tr '\n' ' ' < "$d/$f" 2> /dev/null) || continue
+        v="$f: ${v% }"
+        grep -qxF "$v" "$out/readback/$t" 2> /dev/null || echo "$v" >> "$out/readback/$t"
+      done
     done
   done
 }
