@@ -1,0 +1,94 @@
+# The steps of crates/cli/tests/v2_guest.rs, run inside the cgroup v2 guest by
+# `scripts/v2-guest run` (bash, as root, from an ordinary system service; the files the test
+# passed are in /opt/isobench, first on the PATH). Each step leaves its stdout, stderr and
+# exit code in /opt/out/STEP.out, .err and .rc, which come back to the host.
+set -u
+export NO_COLOR=1 ISOBENCH_WAIT=1
+out=/opt/out
+
+step() {
+  local name=$1
+  shift
+  echo "== $name: $*"
+  "$@" > "$out/$name.out" 2> "$out/$name.err"
+  local rc=$?
+  echo "$rc" > "$out/$name.rc"
+  echo "== $name: exit $rc"
+  [ "$rc" = 0 ] || tail -n 5 "$out/$name.err"
+}
+
+# isobench as a user runs it on a cgroup v2 host under systemd.
+step doctor isobench doctor --json
+step probe isobench probe syscall --platform cgroup --limits cpus=1,memory=256M,pids=64 \
+  --budget 0.2 --json
+step stress isobench stress cpu --platform cgroup --limits cpus=0.5 --duration 2 --json
+
+# Containment: each aggressive stressor in a tenant of its own.
+step forkbomb isobench stress forkbomb --platform cgroup --limits pids=64 --duration 2 --json
+step memhog isobench stress memhog --platform cgroup --limits memory=64M --duration 2 --json
+step disk isobench stress disk --platform cgroup --limits io_write_bps=4M --set direct=true \
+  --set threads=2 --duration 3 --json
+# The system after them: still running, nothing of isobench's left in the cgroup tree.
+step survived sh -c 'systemctl is-system-running; cat /proc/loadavg; free -m'
+step left find /sys/fs/cgroup -name 'isobench-*'
+
+# While a run's tenants hold processes, their limits as the kernel's v2 files hold them:
+# each value seen, one line `FILE: VALUE` each, in /opt/out/readback/TENANT.
+readback() {
+  mkdir -p "$out/readback"
+  local d t f v
+  while sleep 0.1; do
+    for d in $(find /sys/fs/cgroup -mindepth 1 -type d -name 'isobench-*' 2> /dev/null); do
+      # (cgroup files have no size: read them.)
+      [ -n "$(cat "$d/cgroup.procs" 2> /dev/null)" ] || continue
+      t=${d##*/isobench-}
+      t=${t#*-}
+      for f in cpu.max memory.max pids.max io.max; do
+        v=$(tr '\n' ' ' < "$d/$f" 2> /dev/null) || continue
+        v="$f: ${v% }"
+        grep -qxF "$v" "$out/readback/$t" 2> /dev/null || echo "$v" >> "$out/readback/$t"
+      done
+    done
+  done
+}
+readback &
+readback_pid=$!
+
+# A short matrix run. With a listen address (the guest has --net), as a fleet host: the
+# host's `isobench run --hosts` drives it and gets the stored run back; the guest waits
+# until a coordinator's session has come and gone. Without, the run is stored in
+# /opt/out/guest.db.
+if [ -r /opt/isobench/listen ]; then
+  listen=$(cat /opt/isobench/listen)
+  port=${listen##*:}
+  isobench agent --listen "$listen" --token-file /opt/isobench/token --db /var/tmp/host.db \
+    > "$out/agent.out" 2> "$out/agent.err" &
+  agent=$!
+  for _ in $(seq 600); do
+    grep -q listening "$out/agent.err" && break
+    kill -0 "$agent" 2> /dev/null || break
+    sleep 0.1
+  done
+  # The host waits for this line.
+  echo "isobench-v2-guest: agent listening on $listen"
+  seen=
+  t0=$SECONDS
+  while kill -0 "$agent" 2> /dev/null && [ $((SECONDS - t0)) -lt 900 ]; do
+    if [ -n "$(ss -Htn state established "( sport = :$port )")" ]; then
+      seen=1
+    elif [ -n "$seen" ]; then
+      break
+    fi
+    sleep 0.5
+  done
+  [ -n "$seen" ] || echo "isobench-v2-guest: no coordinator came" >&2
+  kill -TERM "$agent" 2> /dev/null
+  wait "$agent"
+  echo "$?" > "$out/agent.rc"
+  cp /var/tmp/host.db "$out/host.db" 2> /dev/null
+else
+  step matrix isobench run /opt/isobench/scenario.toml --db "$out/guest.db" -q
+fi
+kill "$readback_pid" 2> /dev/null
+wait "$readback_pid" 2> /dev/null
+echo "isobench-v2-guest: every step ran"
