@@ -184,7 +184,8 @@ impl CgroupTree for RealTree {
 /// `cgroup.controllers` is its parent's `cgroup.subtree_control`, and a freeze or thaw takes
 /// effect at once (v1 `freezer.state` holds what was written; a v2 write to `cgroup.freeze`
 /// sets `frozen` in `cgroup.events`), as for a cgroup without tasks. Tests write counters
-/// (`memory.events`, `io.stat`, ...) directly to check what isobench reads back.
+/// (`memory.events`, `io.stat`, `cpu.pressure`, ...) directly to check what isobench reads
+/// back.
 #[derive(Debug, Clone, Copy)]
 pub struct FakeTree {
     version: CgroupVersion,
@@ -215,6 +216,18 @@ const FAKE_V2_FILES: &[(&str, &str)] = &[
     ("pids.events", "max 0\n"),
     ("io.max", ""),
     ("io.stat", ""),
+    (
+        "cpu.pressure",
+        "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+    ),
+    (
+        "memory.pressure",
+        "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+    ),
+    (
+        "io.pressure",
+        "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+    ),
 ];
 
 const FAKE_V1_FILES: &[(&str, &str)] = &[
