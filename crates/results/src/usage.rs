@@ -238,8 +238,9 @@ pub fn usage_section(rows: &[UsageRow]) -> Option<Section> {
         "Medians over each condition's trials. Stall: share of a trial's wall time the \
          tenant's tasks waited on the resource (pressure-stall information of its own cgroup: \
          some = at least one task, full = all at once). I/O: what the tenant's block I/O was \
-         delivered (io.stat; blkio on cgroup v1). n/a: the platform has no such counter \
-         (cgroup v1 has no per-cgroup pressure)."
+         delivered (io.stat; blkio on cgroup v1). An on/off trial holds both phases, so its \
+         figures cover the aggressors running and frozen. n/a: the platform has no such \
+         counter (cgroup v1 has no per-cgroup pressure)."
             .to_string(),
     );
     Some(s)
