@@ -204,7 +204,11 @@ pub fn analyze_trials(
     } = kind
         .experiment()
         .analyze(run, plan.as_ref(), &stored, settings);
-    let trust = trust(&stored, &cells, &aggressor, settings);
+    let mut trust = trust(&stored, &cells, &aggressor, settings);
+    let usage = tenant_usage(run, plan.as_ref(), &stored);
+    trust.victim_pressure_measured = isobench_results::usage::pressure_measured(&usage);
+    trust.victim_stalls =
+        isobench_results::usage::notable_stalls(&usage, isobench_results::usage::NOTABLE_STALL);
     Results {
         schema_version: RESULTS_SCHEMA_VERSION,
         run: run_info(run),
@@ -224,12 +228,42 @@ pub fn analyze_trials(
         classes,
         sections,
         latency: Vec::new(),
+        usage,
         trust,
         target_half_width: settings.target,
         confidence: settings.confidence,
         trials: Vec::new(),
         facts: Vec::new(),
     }
+}
+
+/// Each tenant's pressure stalls and delivered I/O per condition, over every trial that
+/// ran to the end of its measurement (a disturbed trial that was repeated is left out, as
+/// its values are), tenants and conditions in plan order.
+fn tenant_usage(
+    run: &LoadedRun,
+    plan: Option<&Plan>,
+    stored: &Stored,
+) -> Vec<isobench_results::usage::UsageRow> {
+    let tenants: Vec<(String, String)> = run
+        .tenants
+        .iter()
+        .map(|t| (t.name.clone(), t.role.as_str().to_string()))
+        .collect();
+    let conditions: Vec<String> = plan
+        .map(|p| {
+            std::iter::once("baseline".to_string())
+                .chain(p.conditions.iter().map(|c| c.id.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let trials: Vec<&TrialRecord> = stored
+        .trials
+        .iter()
+        .copied()
+        .filter(|t| !matches!(t.status, TrialStatus::Disturbed(_)) || stored.kept_disturbed(t))
+        .collect();
+    isobench_results::usage::usage_rows(&trials, &tenants, &conditions)
 }
 
 /// The trials under analysis, with what decides which of them count: shared by every

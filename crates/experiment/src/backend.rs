@@ -273,6 +273,11 @@ pub trait TenantDriver: Send {
     fn stop_stressor(&mut self) -> Result<StressReport, TenantFailure>;
     /// CPU time used by the tenant so far, when the platform counts it.
     fn cpu(&mut self) -> Option<CpuTimes>;
+    /// The tenant's usage counters now, as its platform reads them (pressure stalls and
+    /// block I/O among them); `None` where the tenant has none. Read around each trial.
+    fn usage(&mut self) -> Option<isobench_platform::Usage> {
+        None
+    }
     /// The scheduler's view of the tenant's threads and of the host's CPUs now (run-queue
     /// wait, softirq, idle time), read at the aggressors' switches so a result's cause can be
     /// named; `None` where it cannot be read.

@@ -67,6 +67,48 @@ pub struct FakeScript {
     /// Every stressor's harm (a positive effect) is multiplied by this (1: the model as it
     /// is; 2: a host whose isolation is twice as bad).
     pub effect_scale: f64,
+    /// Every tenant reports pressure-stall and block I/O counters, as on cgroup v2
+    /// ([`fake_usage_rates`] says how fast they grow); without it no tenant has them, as on
+    /// a platform without cgroups.
+    pub usage: bool,
+}
+
+/// How fast a fake tenant's counters grow ([`FakeScript::usage`]), per second of fake time,
+/// given the classes of the other tenants' stressors running unfrozen and, when it runs one
+/// itself, its own stressor's class: the shares of time stalled on CPU, memory and I/O
+/// (`some`, `full`) and the bytes and operations read and written.
+///
+/// A tenant beside a running stressor stalls on that stressor's resource (CPU 30% some and
+/// 10% full beside a CPU hog, memory 25%/10% beside a memory stressor, I/O 40%/20% beside a
+/// disk stressor) on top of 2% CPU stall, and reads 1 MB/s in 50 ops/s; a tenant running a
+/// stressor stalls 5% on CPU, and writes 40 MB/s in 320 ops/s when its stressor is a disk one.
+pub fn fake_usage_rates(others: &[Class], own: Option<Class>) -> [f64; 10] {
+    let beside = |c: Class| others.contains(&c);
+    let (cpu, mem, io) = if own.is_some() {
+        ((0.05, 0.0), (0.0, 0.0), (0.0, 0.0))
+    } else {
+        let on = |c: Class, some: f64, full: f64| {
+            if beside(c) {
+                (some, full)
+            } else {
+                (0.0, 0.0)
+            }
+        };
+        let (cs, cf) = on(Class::Cpu, 0.3, 0.1);
+        (
+            (0.02 + cs, cf),
+            on(Class::Memory, 0.25, 0.1),
+            on(Class::Disk, 0.4, 0.2),
+        )
+    };
+    let (rbytes, rios, wbytes, wios) = match own {
+        None => (1e6, 50.0, 0.0, 0.0),
+        Some(Class::Disk) => (0.0, 0.0, 40e6, 320.0),
+        Some(_) => (0.0, 0.0, 0.0, 0.0),
+    };
+    [
+        cpu.0, cpu.1, mem.0, mem.1, io.0, io.1, rbytes, wbytes, rios, wios,
+    ]
 }
 
 impl Default for FakeScript {
@@ -81,6 +123,7 @@ impl Default for FakeScript {
             real_time: 0.0,
             placement: false,
             effect_scale: 1.0,
+            usage: false,
         }
     }
 }
@@ -126,6 +169,9 @@ struct State {
     sched: FakeSched,
     /// Loopback ports handed out so far (services and reserved ports), from 40001.
     ports: u16,
+    /// Each tenant's pressure (µs) and I/O counters so far ([`FakeScript::usage`]), in the
+    /// order of [`fake_usage_rates`].
+    usage: BTreeMap<String, [f64; 10]>,
 }
 
 /// Scheduler counters of the fake victims and CPUs.
@@ -162,6 +208,27 @@ impl State {
             m.slices += (secs * 1000.0) as u64;
             m.idle_s += if busy { 0.0 } else { 0.8 * secs };
             m.softirq_s += if net { 0.3 * secs } else { 0.0 };
+        }
+        if self.script.usage {
+            let running: Vec<(String, Class)> = self
+                .stressors
+                .iter()
+                .filter(|(_, s)| !s.frozen)
+                .map(|(t, s)| (t.clone(), s.class))
+                .collect();
+            for (t, counters) in self.usage.iter_mut() {
+                let others: Vec<Class> = running
+                    .iter()
+                    .filter(|(o, _)| o != t)
+                    .map(|(_, c)| *c)
+                    .collect();
+                let own = running.iter().find(|(o, _)| o == t).map(|(_, c)| *c);
+                let rates = fake_usage_rates(&others, own);
+                for (k, (c, r)) in counters.iter_mut().zip(rates).enumerate() {
+                    // Stalls count in microseconds, as the kernel's `total=`.
+                    *c += r * secs * if k < 6 { 1e6 } else { 1.0 };
+                }
+            }
         }
         for (t, given) in self.probing.iter_mut() {
             let ns = d.as_nanos() as u64;
@@ -243,6 +310,7 @@ impl FakeBackend {
             cpu_limits: BTreeMap::new(),
             sched: FakeSched::default(),
             ports: 0,
+            usage: BTreeMap::new(),
         }));
         (
             FakeBackend {
@@ -266,6 +334,7 @@ impl Backend for FakeBackend {
         let mut st = self.state.lock().expect("fake state");
         st.log.push(format!("create {}", t.name));
         st.cpu.insert(t.name.clone(), 0);
+        st.usage.insert(t.name.clone(), [0.0; 10]);
         if let Some(c) = t.limits.cpus {
             st.cpu_limits.insert(t.name.clone(), c);
         }
@@ -743,6 +812,32 @@ impl TenantDriver for FakeTenant {
         Some(CpuTimes {
             total_ns: ns,
             user_ns: Some(ns),
+        })
+    }
+    fn usage(&mut self) -> Option<isobench_platform::Usage> {
+        use isobench_platform::noise::{Pressure, Stall};
+        let st = self.state.lock().expect("fake state");
+        if !st.script.usage {
+            return None;
+        }
+        let c = st.usage.get(&self.name)?;
+        let stall = |k: usize| {
+            Some(Stall {
+                some_us: c[k] as u64,
+                full_us: Some(c[k + 1] as u64),
+            })
+        };
+        Some(isobench_platform::Usage {
+            pressure: Pressure {
+                cpu: stall(0),
+                memory: stall(2),
+                io: stall(4),
+            },
+            io_read_bytes: Some(c[6] as u64),
+            io_write_bytes: Some(c[7] as u64),
+            io_read_ops: Some(c[8] as u64),
+            io_write_ops: Some(c[9] as u64),
+            ..isobench_platform::Usage::default()
         })
     }
     fn restart(&mut self) -> anyhow::Result<()> {

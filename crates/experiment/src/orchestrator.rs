@@ -37,6 +37,7 @@ use crate::schedule::{Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_
 use isobench_platform::sched::{Phases, SchedMark};
 
 mod served;
+mod usage;
 
 /// Window length of the pilot runs (short, so longer windows can be formed from them).
 pub const PILOT_WINDOW: Duration = Duration::from_millis(5);
@@ -1523,8 +1524,11 @@ impl<'a> Engine<'a> {
         self.backend.noise_begin();
         self.marks.clear();
         let before = self.snapshot(cond.is_some());
+        let usage_before = self.usage_mark();
         let (outcomes, modulation) = self.measure(t.what, cond)?;
+        let usage_after = self.usage_mark();
         let after = self.snapshot(cond.is_some());
+        let tenant_usage = self.tenant_usage(&usage_before, &usage_after);
         let noise = self.backend.noise_end();
         let elapsed = (self.clock.now() - t0).as_secs_f64();
         let outside = self.outside_load(&before, &after, elapsed);
@@ -1564,7 +1568,10 @@ impl<'a> Engine<'a> {
         // aggressor in a solo trial, and one per aggressor that did not respond.
         let mut records = self.victim_records(&outcomes, &what, &common, &mut reports);
         records.extend(self.aggressor_records(solo, &what, &common, reports, &aggressor_dnr));
-        let records = served::one_record_per_tenant(records);
+        let mut records = served::one_record_per_tenant(records);
+        if let Some(first) = records.first_mut() {
+            first.tenant_usage = tenant_usage;
+        }
         let (status, reason) = self.commit(&records)?;
         self.ran += 1;
         self.done += 1;
@@ -1953,6 +1960,7 @@ impl TrialCommon {
             mechanism: None,
             timeline: None,
             limits: self.limits.as_ref().map(|(l, _)| l.clone()),
+            tenant_usage: Vec::new(),
         }
     }
 }

@@ -793,6 +793,10 @@ impl TenantDriver for RealTenant {
         })
     }
 
+    fn usage(&mut self) -> Option<isobench_platform::Usage> {
+        self.tenant.usage().ok()
+    }
+
     fn restart(&mut self) -> Result<()> {
         if let Some(mut a) = self.agent.take() {
             a.process.kill();

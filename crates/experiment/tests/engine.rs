@@ -999,3 +999,86 @@ fn a_database_locked_past_the_patience_fails_naming_the_file_and_the_resume() {
     assert!(e.contains("locked"), "{e}");
     assert!(e.contains(&format!("--resume {run}")), "{e}");
 }
+
+/// Every trial records every tenant's pressure stalls and delivered I/O, read from the
+/// tenants before and after the measurement; the analysis summarises them per condition and
+/// names the victim's stall in the trust. The fake tenants stall as `fake_usage_rates`
+/// says: 2% on CPU alone, 32% beside a running CPU hog (less while it is frozen).
+#[test]
+fn each_trial_records_every_tenants_pressure_and_io_and_the_trust_names_the_victims_stall() {
+    use isobench_experiment::fake::fake_usage_rates;
+    use isobench_workloads::Class;
+    let plan = plan_of(SMALL, true);
+    let ran = run_with(
+        &plan,
+        FakeScript {
+            usage: true,
+            ..FakeScript::default()
+        },
+        Arc::new(AtomicBool::new(false)),
+    );
+    let loaded = ran.store.load_run(&ran.run).unwrap();
+    let alone = fake_usage_rates(&[], None)[0];
+    let beside_hog = fake_usage_rates(&[Class::Cpu], None)[0];
+    let mut keys = BTreeSet::new();
+    for t in &loaded.trials {
+        if t.tenant_usage.is_empty() {
+            continue;
+        }
+        assert!(keys.insert(t.key), "usage recorded twice for {}", t.key);
+        let names: Vec<&str> = t.tenant_usage.iter().map(|u| u.tenant.as_str()).collect();
+        assert_eq!(names, ["victim", "aggressor"], "{}", t.key);
+        let v = &t.tenant_usage[0];
+        assert!(v.interval_s > 0.0);
+        let cpu = v.cpu.unwrap().some;
+        match t.condition.to_string().as_str() {
+            "baseline" => assert!((cpu - alone).abs() < 1e-4, "{}: {cpu}", t.key),
+            "cpu@100" => assert!(
+                cpu > alone + 0.05 && cpu <= beside_hog + 1e-4,
+                "{}: {cpu}",
+                t.key
+            ),
+            _ => {}
+        }
+        assert_eq!(v.memory.map(|m| m.some), Some(0.0));
+        assert!((v.read_bytes_per_s.unwrap() - 1e6).abs() < 10.0, "{v:?}");
+    }
+    let all: BTreeSet<_> = loaded.trials.iter().map(|t| t.key).collect();
+    assert_eq!(keys, all, "every trial has one record carrying the usage");
+
+    let r = analyze(&loaded);
+    let row = |tenant: &str, cond: &str| {
+        r.usage
+            .iter()
+            .find(|u| u.tenant == tenant && u.condition == cond)
+            .unwrap_or_else(|| panic!("no usage row for {tenant} under {cond}: {:?}", r.usage))
+    };
+    // Beside a fork bomb the fake victim stalls on nothing more; beside the CPU hog it does
+    // (on/off trials hold both phases, so their figures cover the whole trial).
+    let fork = row("victim", "forkbomb@100").cpu.unwrap();
+    assert!((fork.some_median - alone).abs() < 1e-4, "{fork:?}");
+    let hog = row("victim", "cpu@100").cpu.unwrap();
+    assert!(
+        hog.some_median > 0.1 && hog.some_max <= beside_hog + 1e-4,
+        "{hog:?}"
+    );
+    assert_eq!(row("aggressor", "cpu@100").role, "aggressor");
+    assert_eq!(r.trust.victim_pressure_measured, Some(true));
+    let worst = &r.trust.victim_stalls[0];
+    assert_eq!(
+        (
+            worst.tenant.as_str(),
+            worst.condition.as_str(),
+            worst.resource.as_str()
+        ),
+        ("victim", "cpu@100", "cpu")
+    );
+
+    // A platform without these counters records nothing, and the trust says nothing.
+    let plain = run_default(&plan);
+    let loaded = plain.store.load_run(&plain.run).unwrap();
+    assert!(loaded.trials.iter().all(|t| t.tenant_usage.is_empty()));
+    let r = analyze(&loaded);
+    assert!(r.usage.is_empty());
+    assert_eq!(r.trust.victim_pressure_measured, None);
+}

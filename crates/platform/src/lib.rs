@@ -73,7 +73,7 @@ pub use run::{
     Liveness, MeasureSlot, RunContext, RunController, RunGuard, RunId, SharedSlot, SlotHolder,
 };
 pub use sentinel::{Sentinel, SentinelConfig, SentinelPriority, Stall};
-pub use tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec, Usage};
+pub use tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec, Usage, UsageRates};
 pub use watchdog::Watchdog;
 
 /// A platform's name: `host`, `cgroup`, ... Each platform module defines its own, and

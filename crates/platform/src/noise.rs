@@ -144,11 +144,14 @@ impl Pressure {
     /// Reads `<dir>/<prefix>cpu<suffix>` and the like, e.g. `/proc/pressure/cpu` (prefix
     /// `""`, suffix `""`) or `<cgroup>/cpu.pressure` (suffix `".pressure"`).
     fn read(dir: &Path, suffix: &str) -> Pressure {
-        let one = |r: &str| {
-            fs::read_to_string(dir.join(format!("{r}{suffix}")))
-                .ok()
-                .and_then(|t| stall_from_text(&t).ok())
-        };
+        Pressure::read_with(|r| fs::read_to_string(dir.join(format!("{r}{suffix}"))).ok())
+    }
+
+    /// Parses the text `read` gives for each resource (`"cpu"`, `"io"`, `"memory"`); a
+    /// resource without text, or with text that is not pressure-stall information (a kernel
+    /// booted with `psi=0` refuses the read), is `None`, never zero.
+    pub fn read_with(read: impl Fn(&str) -> Option<String>) -> Pressure {
+        let one = |r: &str| read(r).and_then(|t| stall_from_text(&t).ok());
         Pressure {
             cpu: one("cpu"),
             io: one("io"),
@@ -377,7 +380,9 @@ fn stall_share(b: Option<Stall>, a: Option<Stall>, interval_us: f64) -> Option<S
     })
 }
 
-fn pressure_share(b: &Pressure, a: &Pressure, interval_s: f64) -> PressureShare {
+/// Shares of an interval of `interval_s` seconds stalled on each resource, between two
+/// readings; a resource missing from either reading is `None`.
+pub(crate) fn pressure_share(b: &Pressure, a: &Pressure, interval_s: f64) -> PressureShare {
     let us = interval_s * 1e6;
     PressureShare {
         cpu: stall_share(b.cpu, a.cpu, us),

@@ -301,3 +301,92 @@ fn v1_cpu_limit_changes_in_the_cfs_files() {
     assert_eq!(cg.read_limits(None).unwrap().cpus, None);
     cg.remove(std::time::Duration::from_secs(1)).unwrap();
 }
+
+/// Pressure-stall counters as a v2 kernel writes them, read back through the tenant's usage
+/// with its delivered I/O; the fake tree starts them at zero.
+#[test]
+fn v2_pressure_and_io_are_read_from_the_tenants_cgroup() {
+    use isobench_platform::noise::{Stall, StallShare};
+    let root = tempfile::tempdir().unwrap();
+    let fs_v2 = CgroupFs::fake_v2(root.path()).unwrap();
+    let cg = TenantCgroup::create(&fs_v2, "isobench-0000abcd-p", &Limits::default(), None).unwrap();
+    let dir = root.path().join("isobench-0000abcd-p");
+    let zero = Stall {
+        some_us: 0,
+        full_us: Some(0),
+    };
+    let before = cg.usage();
+    assert_eq!(before.pressure.cpu, Some(zero));
+    assert_eq!(before.pressure.memory, Some(zero));
+    assert_eq!(before.pressure.io, Some(zero));
+
+    let psi = |some: u64, full: u64| {
+        format!(
+            "some avg10=1.00 avg60=0.50 avg300=0.10 total={some}\n\
+             full avg10=0.00 avg60=0.00 avg300=0.00 total={full}\n"
+        )
+    };
+    fs::write(dir.join("cpu.pressure"), psi(200_000, 0)).unwrap();
+    fs::write(dir.join("memory.pressure"), psi(1_500_000, 500_000)).unwrap();
+    fs::write(dir.join("io.pressure"), psi(400_000, 100_000)).unwrap();
+    fs::write(
+        dir.join("io.stat"),
+        "8:0 rbytes=8192 wbytes=4000000 rios=2 wios=1000 dbytes=0 dios=0\n",
+    )
+    .unwrap();
+    let after = cg.usage();
+    assert_eq!(
+        after.pressure.memory,
+        Some(Stall {
+            some_us: 1_500_000,
+            full_us: Some(500_000)
+        })
+    );
+    let r = after.rates_since(&before, 2.0);
+    assert_eq!(
+        r.pressure.memory,
+        Some(StallShare {
+            some: 0.75,
+            full: Some(0.25)
+        })
+    );
+    assert_eq!(r.pressure.cpu.map(|s| s.some), Some(0.1));
+    assert_eq!(r.pressure.io.map(|s| s.full), Some(Some(0.05)));
+    assert_eq!(r.write_bytes_per_s, Some(2_000_000.0));
+    assert_eq!(r.write_ops_per_s, Some(500.0));
+    assert_eq!(r.read_ops_per_s, Some(1.0));
+
+    // A kernel booted with psi=0 refuses the read: not available, not zero.
+    fs::remove_file(dir.join("io.pressure")).unwrap();
+    assert_eq!(cg.usage().pressure.io, None);
+}
+
+/// cgroup v1 has no per-cgroup pressure: the tenant's pressure is not available (never
+/// zero), while its delivered I/O comes from blkio.
+#[test]
+fn v1_has_no_tenant_pressure_but_counts_io() {
+    let root = tempfile::tempdir().unwrap();
+    let fs_v1 = CgroupFs::fake_v1(root.path()).unwrap();
+    let cg = TenantCgroup::create(&fs_v1, "isobench-0000abcd-o", &Limits::default(), None).unwrap();
+    let before = cg.usage();
+    let blkio = root.path().join("blkio/isobench-0000abcd-o");
+    fs::write(
+        blkio.join("blkio.throttle.io_service_bytes"),
+        "8:0 Read 0\n8:0 Write 3000000\nTotal 3000000\n",
+    )
+    .unwrap();
+    fs::write(
+        blkio.join("blkio.throttle.io_serviced"),
+        "8:0 Read 0\n8:0 Write 300\nTotal 300\n",
+    )
+    .unwrap();
+    let r = cg.usage().rates_since(&before, 3.0);
+    assert_eq!(
+        r.pressure,
+        isobench_platform::noise::PressureShare::default()
+    );
+    assert_eq!(r.pressure.memory, None);
+    assert_eq!(r.write_bytes_per_s, Some(1_000_000.0));
+    assert_eq!(r.write_ops_per_s, Some(100.0));
+    assert_eq!(r.read_bytes_per_s, Some(0.0));
+}

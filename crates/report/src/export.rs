@@ -195,7 +195,8 @@ fn md_escape(s: &str) -> String {
 }
 
 /// Markdown: header, the headline, one table per victim with the aggressor rows, the worst
-/// degradation per stressor class, the trust line and the notes.
+/// degradation per stressor class, each tenant's pressure stalls and delivered I/O, the trust
+/// line and the notes.
 pub fn markdown_bytes(r: &Results) -> Vec<u8> {
     let mut s = String::new();
     let level = (r.interval_level() * 100.0).round();
@@ -339,6 +340,9 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
             }
         }
         s.push('\n');
+    }
+    if let Some(u) = isobench_results::usage::usage_section(&r.usage) {
+        s.push_str(&crate::sections::markdown_sections(&[u]));
     }
     let _ = writeln!(s, "{}\n", md_escape(&trust_line(r)));
     let n = notes(r, usize::MAX);

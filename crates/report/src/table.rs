@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use isobench_results::usage::NOTABLE_STALL;
 use isobench_results::{Cell, ClassSummary, Headline, Results, UNTRUSTWORTHY_MARK};
 
 /// How to render.
@@ -539,8 +540,9 @@ pub fn trust_line(r: &Results) -> String {
         let _ = write!(s, "; steal max {st:.2} CPUs");
     }
     if let Some(p) = t.cpu_pressure_median {
-        let _ = write!(s, "; CPU pressure median {:.0}%", p * 100.0);
+        let _ = write!(s, "; host-wide CPU pressure median {:.0}%", p * 100.0);
     }
+    victim_pressure(&mut s, t);
     if let (Some(min), Some(med)) = (t.canary_speed_min, t.canary_speed_median) {
         let _ = write!(s, "; canary speed median {med:.2}, min {min:.2}");
     }
@@ -571,6 +573,48 @@ pub fn trust_line(r: &Results) -> String {
     }
     s.push('.');
     s
+}
+
+/// What the trust says about the victims' own pressure stalls: the worst one at or above
+/// [`NOTABLE_STALL`] with its condition, or that none reached it, or that the platform has
+/// no per-tenant pressure; nothing when no tenant usage was recorded.
+fn victim_pressure(s: &mut String, t: &isobench_results::Trust) {
+    match (t.victim_pressure_measured, t.victim_stalls.first()) {
+        (Some(true), Some(w)) => {
+            let _ = write!(
+                s,
+                "; victim stalled: {} on {} {:.0}% of the time under {} (median of {} trial(s)",
+                w.tenant,
+                w.resource,
+                w.stall.some_median * 100.0,
+                w.condition,
+                w.trials
+            );
+            if let Some(f) = w.stall.full_median {
+                let _ = write!(s, ", all tasks {:.0}%", f * 100.0);
+            }
+            s.push(')');
+            if t.victim_stalls.len() > 1 {
+                let _ = write!(
+                    s,
+                    ", {} more at or over {:.0}%",
+                    t.victim_stalls.len() - 1,
+                    NOTABLE_STALL * 100.0
+                );
+            }
+        }
+        (Some(true), None) => {
+            let _ = write!(
+                s,
+                "; victim pressure under {:.0}% of the time",
+                NOTABLE_STALL * 100.0
+            );
+        }
+        (Some(false), _) => {
+            s.push_str("; victim pressure n/a (no per-cgroup PSI, as on cgroup v1)")
+        }
+        (None, _) => {}
+    }
 }
 
 /// Reasons behind `?` and DNR marks, at most `max` lines.

@@ -72,6 +72,7 @@ fn script() -> FakeScript {
     FakeScript {
         dnr_under: vec![("victim".into(), "forkbomb".into())],
         disturb: [7].into_iter().collect(),
+        usage: true,
         ..FakeScript::default()
     }
 }
@@ -173,7 +174,7 @@ fn json_export_has_schema_version_and_raw_samples() {
     let (r, _) = results(script());
     let bytes = serialize(&r, Format::Json);
     let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(v["schema_version"], 5);
+    assert_eq!(v["schema_version"], 6);
     assert_eq!(v["tool"], "isobench");
     assert_eq!(v["kind"], "results");
     let res = &v["results"];
@@ -491,4 +492,82 @@ fn the_reason_counts_the_flagged_results_the_table_marks() {
     );
     let md = String::from_utf8(serialize(&r, Format::Markdown)).unwrap();
     assert!(md.contains(&reason));
+}
+
+/// Each tenant's pressure stalls and delivered I/O: a table in the Markdown and the HTML
+/// report, the same figures in the JSON, and the victim's stall named in the trust line.
+#[test]
+fn pressure_and_delivered_io_are_shown_from_the_results() {
+    let (r, _store) = results(script());
+    let table = isobench_results::usage::usage_section(&r.usage).unwrap();
+    let md = String::from_utf8(serialize(&r, Format::Markdown)).unwrap();
+    assert!(md.contains(&format!("## {}", table.title)), "{md}");
+    assert!(md.contains(&table.headers().join(" | ")), "{md}");
+    let html = isobench_report::html_report(&r);
+    assert!(html.contains(r#"id="section-usage""#));
+    for cell in &table.text_rows()[0] {
+        assert!(
+            html.contains(&format!(">{cell}<")),
+            "{cell} not in the HTML table"
+        );
+    }
+    let json: serde_json::Value = serde_json::from_slice(&serialize(&r, Format::Json)).unwrap();
+    let rows = json["results"]["usage"].as_array().unwrap();
+    assert_eq!(rows.len(), r.usage.len());
+    assert_eq!(rows[0]["tenant"], r.usage[0].tenant);
+    assert_eq!(
+        rows[0]["cpu"]["some_median"].as_f64(),
+        r.usage[0].cpu.map(|c| c.some_median)
+    );
+    let worst = &r.trust.victim_stalls[0];
+    let line = isobench_report::table::trust_line(&r);
+    assert!(
+        line.contains(&format!(
+            "victim stalled: {} on {} {:.0}% of the time under {}",
+            worst.tenant,
+            worst.resource,
+            worst.stall.some_median * 100.0,
+            worst.condition
+        )),
+        "{line}"
+    );
+}
+
+/// The trust line on the victims' pressure: the worst stall and how many more, under the
+/// threshold, not available (cgroup v1), or nothing when no tenant usage was recorded.
+#[test]
+fn the_trust_line_names_the_victims_pressure_only_when_it_says_something() {
+    let (mut r, _store) = results(script());
+    let said = |r: &Results| {
+        let line = isobench_report::table::trust_line(r);
+        line.split("; ")
+            .find(|p| p.starts_with("victim "))
+            .map(str::to_string)
+    };
+    let worst = r.trust.victim_stalls[0].clone();
+    r.trust.victim_stalls = vec![worst.clone(), worst.clone()];
+    assert_eq!(
+        said(&r).unwrap(),
+        format!(
+            "victim stalled: victim on {} {:.0}% of the time under {} (median of {} trial(s), \
+             all tasks {:.0}%), 1 more at or over 10%",
+            worst.resource,
+            worst.stall.some_median * 100.0,
+            worst.condition,
+            worst.trials,
+            worst.stall.full_median.unwrap() * 100.0
+        )
+    );
+    r.trust.victim_stalls.clear();
+    assert_eq!(
+        said(&r).as_deref(),
+        Some("victim pressure under 10% of the time")
+    );
+    r.trust.victim_pressure_measured = Some(false);
+    assert_eq!(
+        said(&r).as_deref(),
+        Some("victim pressure n/a (no per-cgroup PSI, as on cgroup v1)")
+    );
+    r.trust.victim_pressure_measured = None;
+    assert_eq!(said(&r), None);
 }

@@ -15,8 +15,10 @@ use crate::{Cause, Design, Section};
 /// the experiment kind (`kind`) and each condition's per-tenant `assignments` in the plan; 3
 /// adds the kind's own `sections` and the plan's kind `settings`; 4 adds each section's
 /// `plot` (what its rows hold as a figure); 5 adds `latency`, the latency distributions
-/// pooled the way the estimates pool their trials.
-pub const RESULTS_SCHEMA_VERSION: u32 = 5;
+/// pooled the way the estimates pool their trials; 6 adds `usage` (each tenant's pressure
+/// stalls and delivered I/O per condition), each trial's `tenant_usage`, and the trust's
+/// `victim_pressure_measured` and `victim_stalls`.
+pub const RESULTS_SCHEMA_VERSION: u32 = 6;
 
 /// Probe name recorded for a trial in which the aggressor ran alone (no probe).
 pub const SOLO_PROBE: &str = "(alone)";
@@ -258,6 +260,15 @@ pub struct Trust {
     /// pressure, throttling), by kind.
     #[serde(default)]
     pub noise_causes: BTreeMap<String, u32>,
+    /// Whether the victims' own pressure stalls were measured: `None` when no tenant usage
+    /// was recorded (a platform without cgroups, a run before schema 6), `Some(false)` where
+    /// the platform has no per-tenant pressure (cgroup v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim_pressure_measured: Option<bool>,
+    /// The victims' stalls at or above [`crate::usage::NOTABLE_STALL`] of a trial (median
+    /// over a condition's trials), worst first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub victim_stalls: Vec<crate::usage::NotableStall>,
 }
 
 /// Everything reported about a run.
@@ -293,6 +304,10 @@ pub struct Results {
     /// analysis of a whole stored run fills it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub latency: Vec<crate::latency::LatencyView>,
+    /// Each tenant's pressure stalls and delivered I/O per condition ([`crate::usage`]);
+    /// empty in documents before schema 6 and where no tenant has these counters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<crate::usage::UsageRow>,
     /// Trust in the run as a whole.
     pub trust: Trust,
     /// Target interval half-width, points.

@@ -17,6 +17,7 @@ pub mod headline;
 mod labels;
 pub mod latency;
 mod matrix;
+pub mod usage;
 mod view;
 
 pub use design::{Cause, CauseKind, Design};

@@ -25,9 +25,9 @@ pub use error::{StoreError, Unusable};
 pub use isobench_common::{Direction, Role};
 pub use model::{
     Condition, CpuSample, CpuSeries, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId,
-    RunRecord, RunStatus, RunSummary, SampleRecord, ScheduledSwitch, SeriesRecord, StressorMode,
-    StressorReport, Switch, TenantRecord, Timeline, TrialKey, TrialRecord, TrialStatus,
-    WindowRecord, HISTOGRAM_ENCODING,
+    RunRecord, RunStatus, RunSummary, SampleRecord, ScheduledSwitch, SeriesRecord, StallRecord,
+    StressorMode, StressorReport, Switch, TenantRecord, TenantUsageRecord, Timeline, TrialKey,
+    TrialRecord, TrialStatus, WindowRecord, HISTOGRAM_ENCODING,
 };
 pub use schema::SCHEMA_VERSION;
 pub use store::{OpenOptions, Store};

@@ -450,6 +450,61 @@ pub struct TrialRecord {
     /// changed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<serde_json::Value>,
+    /// Every tenant's pressure stalls and delivered I/O over the trial, as its platform
+    /// counted them (one entry per tenant that has any of these counters). A trial's first
+    /// record carries them for all its tenants, as it carries the aggressors' reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenant_usage: Vec<TenantUsageRecord>,
+}
+
+/// The share of a trial's wall time a tenant's tasks were stalled on one resource
+/// (pressure-stall information), each 0..=1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StallRecord {
+    /// At least one of the tenant's tasks stalled.
+    pub some: f64,
+    /// Every non-idle task of the tenant stalled at once, where the kernel reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full: Option<f64>,
+}
+
+/// One tenant's pressure stalls and delivered I/O over one trial. `None` where the platform
+/// has no such counter (cgroup v1 has no per-cgroup pressure), never zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantUsageRecord {
+    /// Tenant name.
+    pub tenant: String,
+    /// The interval the figures cover, seconds (the trial, from just before the probe
+    /// started to just after it ended).
+    pub interval_s: f64,
+    /// Stalled waiting for a CPU (`cpu.pressure`).
+    #[serde(default)]
+    pub cpu: Option<StallRecord>,
+    /// Stalled on memory: reclaim, refaults, swap-in (`memory.pressure`).
+    #[serde(default)]
+    pub memory: Option<StallRecord>,
+    /// Stalled on block I/O (`io.pressure`).
+    #[serde(default)]
+    pub io: Option<StallRecord>,
+    /// Bytes read from block devices per second (`io.stat` rbytes, v1 blkio).
+    #[serde(default)]
+    pub read_bytes_per_s: Option<f64>,
+    /// Bytes written to block devices per second.
+    #[serde(default)]
+    pub write_bytes_per_s: Option<f64>,
+    /// Read operations per second.
+    #[serde(default)]
+    pub read_ops_per_s: Option<f64>,
+    /// Write operations per second.
+    #[serde(default)]
+    pub write_ops_per_s: Option<f64>,
+}
+
+impl TenantUsageRecord {
+    /// The stall shares by resource, in a fixed order: `cpu`, `memory`, `io`.
+    pub fn stalls(&self) -> [(&'static str, Option<StallRecord>); 3] {
+        [("cpu", self.cpu), ("memory", self.memory), ("io", self.io)]
+    }
 }
 
 /// The value of a metric over one window of a probe run (`CLOCK_MONOTONIC` ns).

@@ -129,7 +129,34 @@ const V4: &str = r#"
 ALTER TABLE runs ADD COLUMN controller TEXT CHECK (controller IS NULL OR json_valid(controller));
 "#;
 
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+/// Version 5: each tenant's pressure stalls and delivered I/O over a trial, one row per
+/// trial and tenant: the share of the trial's wall time its tasks were stalled on CPU,
+/// memory and I/O (`some` and `full`, pressure-stall information) and the bytes and
+/// operations its block I/O was delivered, per second. NULL where the platform has no such
+/// counter (cgroup v1 has no per-cgroup pressure), never zero.
+const V5: &str = r#"
+CREATE TABLE tenant_usage (
+    trial_id          INTEGER NOT NULL REFERENCES trials (id),
+    tenant            TEXT NOT NULL,
+    interval_s        REAL NOT NULL CHECK (interval_s > 0),
+    cpu_some          REAL CHECK (cpu_some BETWEEN 0 AND 1),
+    cpu_full          REAL CHECK (cpu_full IS NULL
+                      OR (cpu_full BETWEEN 0 AND 1 AND cpu_some IS NOT NULL)),
+    memory_some       REAL CHECK (memory_some BETWEEN 0 AND 1),
+    memory_full       REAL CHECK (memory_full IS NULL
+                      OR (memory_full BETWEEN 0 AND 1 AND memory_some IS NOT NULL)),
+    io_some           REAL CHECK (io_some BETWEEN 0 AND 1),
+    io_full           REAL CHECK (io_full IS NULL
+                      OR (io_full BETWEEN 0 AND 1 AND io_some IS NOT NULL)),
+    read_bytes_per_s  REAL CHECK (read_bytes_per_s >= 0),
+    write_bytes_per_s REAL CHECK (write_bytes_per_s >= 0),
+    read_ops_per_s    REAL CHECK (read_ops_per_s >= 0),
+    write_ops_per_s   REAL CHECK (write_ops_per_s >= 0),
+    PRIMARY KEY (trial_id, tenant)
+) STRICT;
+"#;
+
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this build writes and understands: the number of migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -332,6 +359,73 @@ mod tests {
         );
         let loaded = store.load_run(&run).unwrap();
         assert_eq!(loaded.trials.last().unwrap().key, key(5000, 300, 0, 9));
+    }
+
+    /// A database of schema 4 has no tenant usage: migration 5 adds the table, the old
+    /// trials load with none, and a new trial's usage round-trips, a missing figure as NULL.
+    #[test]
+    fn tenant_usage_arrives_with_migration_5_and_old_trials_load_without_it() {
+        use crate::model::{
+            Condition, RunId, StallRecord, TenantUsageRecord, TrialKey, TrialStatus,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4.db");
+        Store::init(
+            Connection::open(&path).unwrap(),
+            db(&path),
+            &MIGRATIONS[..4],
+        )
+        .unwrap();
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "INSERT INTO runs VALUES ('20260101-000000-000001', 'quick', '', '1', 'running',
+                     NULL, '0.1.0', 4, '2026-01-01T00:00:00.000Z', NULL, '{}', 'cgroup', 'v1',
+                     NULL);
+                 INSERT INTO tenants VALUES ('20260101-000000-000001', 'victim', 'victim',
+                     'cgroup', '{}');
+                 INSERT INTO trials (run_id, plan_seq, probe, tenant, condition, repetition,
+                     status, reason, started_at, ended_at)
+                 VALUES ('20260101-000000-000001', 0, 'cpu-int', 'victim', 'baseline', 0, 'ok',
+                     NULL, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:01.000Z');",
+            )
+            .unwrap();
+        }
+        let mut store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let run = RunId::new("20260101-000000-000001");
+        let loaded = store.load_run(&run).unwrap();
+        assert_eq!(loaded.trials.len(), 1);
+        assert!(loaded.trials[0].tenant_usage.is_empty());
+
+        let mut t = loaded.trials[0].clone();
+        t.key = TrialKey { round: 1, ..t.key };
+        t.condition = Condition::stressor("memhog", 80);
+        t.status = TrialStatus::Ok;
+        t.tenant_usage = vec![TenantUsageRecord {
+            tenant: "victim".into(),
+            interval_s: 1.0,
+            cpu: None,
+            memory: Some(StallRecord {
+                some: 0.4,
+                full: None,
+            }),
+            io: None,
+            read_bytes_per_s: None,
+            write_bytes_per_s: Some(1e6),
+            read_ops_per_s: None,
+            write_ops_per_s: Some(250.0),
+        }];
+        store.record_trial(&run, &t).unwrap();
+        let loaded = store.load_run(&run).unwrap();
+        assert_eq!(loaded.trials[1].tenant_usage, t.tenant_usage);
+        let c = Connection::open(&path).unwrap();
+        let (cpu, full): (Option<f64>, Option<f64>) = c
+            .query_row("SELECT cpu_some, memory_full FROM tenant_usage", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((cpu, full), (None, None), "not available is NULL, not 0");
     }
 
     #[test]

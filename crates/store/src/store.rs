@@ -12,8 +12,8 @@ use crate::error::{
 };
 use crate::model::{
     Condition, Fact, HistogramRecord, LoadedRun, NewRun, RunId, RunRecord, RunStatus, RunSummary,
-    SampleRecord, StressorReport, TenantRecord, TrialKey, TrialRecord, TrialStatus,
-    HISTOGRAM_ENCODING,
+    SampleRecord, StallRecord, StressorReport, TenantRecord, TenantUsageRecord, TrialKey,
+    TrialRecord, TrialStatus, HISTOGRAM_ENCODING,
 };
 use crate::schema::{check_not_newer, migrate, user_version, MIGRATIONS, SCHEMA_VERSION};
 use crate::time::Timestamp;
@@ -1001,6 +1001,47 @@ impl Store {
             }
         }
 
+        let mut usage: HashMap<i64, Vec<TenantUsageRecord>> = HashMap::new();
+        {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT u.trial_id, u.tenant, u.interval_s, u.cpu_some, u.cpu_full,
+                            u.memory_some, u.memory_full, u.io_some, u.io_full,
+                            u.read_bytes_per_s, u.write_bytes_per_s,
+                            u.read_ops_per_s, u.write_ops_per_s
+                     FROM tenant_usage u JOIN trials t ON t.id = u.trial_id
+                     WHERE t.run_id = ?1 ORDER BY u.rowid",
+                )
+                .map_err(|e| db.err("loading tenant usage", e))?;
+            let rows = stmt
+                .query_map([run.as_str()], |r| {
+                    let stall = |i: usize| -> rusqlite::Result<Option<StallRecord>> {
+                        let full: Option<f64> = r.get(i + 1)?;
+                        Ok(r.get::<_, Option<f64>>(i)?
+                            .map(|some| StallRecord { some, full }))
+                    };
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        TenantUsageRecord {
+                            tenant: r.get(1)?,
+                            interval_s: r.get(2)?,
+                            cpu: stall(3)?,
+                            memory: stall(5)?,
+                            io: stall(7)?,
+                            read_bytes_per_s: r.get(9)?,
+                            write_bytes_per_s: r.get(10)?,
+                            read_ops_per_s: r.get(11)?,
+                            write_ops_per_s: r.get(12)?,
+                        },
+                    ))
+                })
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| db.err("loading tenant usage", e))?;
+            for (trial_id, u) in rows {
+                usage.entry(trial_id).or_default().push(u);
+            }
+        }
+
         let mut details: BTreeMap<i64, TrialDetails> = BTreeMap::new();
         {
             let mut stmt = tx
@@ -1085,6 +1126,7 @@ impl Store {
                             mechanism: None,
                             timeline: None,
                             limits: None,
+                            tenant_usage: usage.remove(&id).unwrap_or_default(),
                         }
                         .with_details(details.remove(&id)))
                     },
@@ -1228,6 +1270,7 @@ fn insert_trial(
                 .flat_map(|t| t.switches.iter().map(|s| s.tenant.as_str())),
         )
         .chain(timeline.flat_map(|t| t.cpu.iter().map(|c| c.tenant.as_str())))
+        .chain(trial.tenant_usage.iter().map(|u| u.tenant.as_str()))
         .collect();
     for tenant in tenants {
         let known: Option<i64> = tx
@@ -1327,6 +1370,35 @@ fn insert_trial(
                 r.ops_per_sec
             ])
             .map_err(|e| db.err("recording a stressor report", e))?;
+        }
+        let mut ins = tx
+            .prepare_cached(
+                "INSERT INTO tenant_usage (trial_id, tenant, interval_s, cpu_some, cpu_full,
+                                           memory_some, memory_full, io_some, io_full,
+                                           read_bytes_per_s, write_bytes_per_s,
+                                           read_ops_per_s, write_ops_per_s)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )
+            .map_err(|e| db.err("recording tenant usage", e))?;
+        for u in &trial.tenant_usage {
+            let some = |s: Option<StallRecord>| s.map(|s| s.some);
+            let full = |s: Option<StallRecord>| s.and_then(|s| s.full);
+            ins.execute(params![
+                trial_id,
+                u.tenant,
+                u.interval_s,
+                some(u.cpu),
+                full(u.cpu),
+                some(u.memory),
+                full(u.memory),
+                some(u.io),
+                full(u.io),
+                u.read_bytes_per_s,
+                u.write_bytes_per_s,
+                u.read_ops_per_s,
+                u.write_ops_per_s
+            ])
+            .map_err(|e| db.err("recording a tenant's usage", e))?;
         }
         if !trial.series.is_empty()
             || trial.modulation.is_some()
@@ -1452,6 +1524,52 @@ fn validate_trial(t: &TrialRecord) -> Result<(), String> {
     if let Some(tl) = &t.timeline {
         validate_timeline(tl).map_err(at)?;
     }
+    let mut seen = HashSet::new();
+    for u in &t.tenant_usage {
+        validate_usage(u).map_err(at)?;
+        if !seen.insert(u.tenant.as_str()) {
+            return Err(at(format!(
+                "the usage of tenant {} appears twice",
+                u.tenant
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A tenant's usage over a trial: a positive interval, shares within 0..=1 (a `full` only
+/// beside its `some`), rates finite and >= 0.
+fn validate_usage(u: &TenantUsageRecord) -> Result<(), String> {
+    if !(u.interval_s.is_finite() && u.interval_s > 0.0) {
+        return Err(format!(
+            "the usage of {} covers {} s; the interval must be positive",
+            u.tenant, u.interval_s
+        ));
+    }
+    let share = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
+    for (resource, s) in u.stalls() {
+        if let Some(s) = s {
+            if !share(s.some) || s.full.is_some_and(|f| !share(f)) {
+                return Err(format!(
+                    "the {resource} pressure of {} is some {} full {:?}; shares are 0..=1",
+                    u.tenant, s.some, s.full
+                ));
+            }
+        }
+    }
+    for (name, r) in [
+        ("read bytes/s", u.read_bytes_per_s),
+        ("write bytes/s", u.write_bytes_per_s),
+        ("read ops/s", u.read_ops_per_s),
+        ("write ops/s", u.write_ops_per_s),
+    ] {
+        if r.is_some_and(|r| !(r.is_finite() && r >= 0.0)) {
+            return Err(format!(
+                "the {name} of {} is {r:?}; rates must be finite and >= 0",
+                u.tenant
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -1560,6 +1678,7 @@ mod tests {
             mechanism: None,
             timeline: None,
             limits: None,
+            tenant_usage: Vec::new(),
         }
     }
 

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use isobench_store::{
     Condition, CpuSample, CpuSeries, Direction, Fact, HistogramRecord, Modulation, NewRun,
-    OpenOptions, Role, RunId, RunStatus, SampleRecord, ScheduledSwitch, SeriesRecord, Store,
-    StoreError, StressorMode, StressorReport, Switch, TenantRecord, Timeline, Timestamp, TrialKey,
-    TrialRecord, TrialStatus, WindowRecord, SCHEMA_VERSION,
+    OpenOptions, Role, RunId, RunStatus, SampleRecord, ScheduledSwitch, SeriesRecord, StallRecord,
+    Store, StoreError, StressorMode, StressorReport, Switch, TenantRecord, TenantUsageRecord,
+    Timeline, Timestamp, TrialKey, TrialRecord, TrialStatus, WindowRecord, SCHEMA_VERSION,
 };
 use serde_json::json;
 
@@ -130,6 +130,48 @@ fn trial(n: u32, condition: Condition, value: f64) -> TrialRecord {
         ),
         timeline: None,
         limits: contended.then(|| serde_json::json!({"victim": {"cpus": 0.5}})),
+        tenant_usage: usage(contended),
+    }
+}
+
+/// Each tenant's pressure and delivered I/O: a victim on cgroup v2 stalled on memory
+/// (contended), an aggressor on a platform without pressure counters (only its I/O).
+fn usage(contended: bool) -> Vec<TenantUsageRecord> {
+    let victim = TenantUsageRecord {
+        tenant: "victim".into(),
+        interval_s: 0.9,
+        cpu: Some(StallRecord {
+            some: 0.02,
+            full: Some(0.0),
+        }),
+        memory: Some(StallRecord {
+            some: if contended { 0.35 } else { 0.0 },
+            full: Some(if contended { 0.1 } else { 0.0 }),
+        }),
+        io: Some(StallRecord {
+            some: 0.01,
+            full: None,
+        }),
+        read_bytes_per_s: Some(4096.0),
+        write_bytes_per_s: Some(0.0),
+        read_ops_per_s: Some(1.0),
+        write_ops_per_s: Some(0.0),
+    };
+    let noisy = TenantUsageRecord {
+        tenant: "noisy".into(),
+        interval_s: 0.9,
+        cpu: None,
+        memory: None,
+        io: None,
+        read_bytes_per_s: Some(0.0),
+        write_bytes_per_s: Some(52_428_800.0),
+        read_ops_per_s: Some(0.0),
+        write_ops_per_s: Some(400.0),
+    };
+    if contended {
+        vec![victim, noisy]
+    } else {
+        vec![victim]
     }
 }
 
@@ -269,6 +311,7 @@ fn migrates_an_empty_database_and_reopens_without_migrating_again() {
             "runs",
             "samples",
             "stressor_reports",
+            "tenant_usage",
             "tenants",
             "trial_details",
             "trials"
@@ -489,6 +532,32 @@ fn inconsistent_records_are_refused_with_the_field_named() {
     twice.samples[1].metric = "l2_ns".into();
     let err = store.record_trial(&run, &twice).unwrap_err().to_string();
     assert!(err.contains("metric l2_ns appears twice"), "{err}");
+
+    let mut stalled = trial(0, Condition::Baseline, 4.0);
+    stalled.tenant_usage[0].memory = Some(StallRecord {
+        some: 1.5,
+        full: None,
+    });
+    let err = store.record_trial(&run, &stalled).unwrap_err().to_string();
+    assert!(
+        err.contains("the memory pressure of victim is some 1.5") && err.contains("0..=1"),
+        "{err}"
+    );
+    let mut negative = trial(0, Condition::Baseline, 4.0);
+    negative.tenant_usage[0].write_bytes_per_s = Some(-1.0);
+    let err = store.record_trial(&run, &negative).unwrap_err().to_string();
+    assert!(err.contains("the write bytes/s of victim"), "{err}");
+    let mut twice = trial(0, Condition::Baseline, 4.0);
+    twice.tenant_usage.push(twice.tenant_usage[0].clone());
+    let err = store.record_trial(&run, &twice).unwrap_err().to_string();
+    assert!(
+        err.contains("the usage of tenant victim appears twice"),
+        "{err}"
+    );
+    let mut stranger = trial(0, Condition::Baseline, 4.0);
+    stranger.tenant_usage[0].tenant = "stranger".into();
+    let err = store.record_trial(&run, &stranger).unwrap_err();
+    assert!(matches!(err, StoreError::UnknownTenant { .. }), "{err:?}");
 
     let mut no_reason = trial(0, Condition::Baseline, 4.0);
     no_reason.status = TrialStatus::Failed(" ".into());

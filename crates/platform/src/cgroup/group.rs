@@ -16,6 +16,7 @@ use super::{CgroupFs, CgroupTree, CgroupVersion, Controller};
 use crate::blockdev::DevNum;
 use crate::error::PlatformError;
 use crate::limits::{CpuList, CpuWeight, Limits, CPU_PERIOD_US};
+use crate::noise::Pressure;
 use crate::procs;
 use crate::tenant::Usage;
 
@@ -889,7 +890,19 @@ impl TenantCgroup {
             u.io_read_ops = Some(sum("rios"));
             u.io_write_ops = Some(sum("wios"));
         }
+        u.pressure = self.pressure_v2();
         u
+    }
+
+    /// v2: the cgroup's pressure-stall counters. `cpu.pressure`, `memory.pressure` and
+    /// `io.pressure` are core files of every cgroup on a kernel with PSI, whatever
+    /// controllers are enabled; a file missing or refused stays `None`.
+    fn pressure_v2(&self) -> Pressure {
+        let Some((dir, _)) = self.dirs.first() else {
+            return Pressure::default();
+        };
+        let tree = self.fs.tree();
+        Pressure::read_with(|r| tree.read(&dir.join(format!("{r}.pressure"))).ok())
     }
 
     /// Reads the limits back from the cgroup files, as the kernel holds them. Values at

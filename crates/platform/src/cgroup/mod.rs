@@ -186,7 +186,8 @@ impl CgroupTree for RealTree {
 /// `cgroup.procs` is added to its list (tests empty the list they move from), and a freeze or thaw takes
 /// effect at once (v1 `freezer.state` holds what was written; a v2 write to `cgroup.freeze`
 /// sets `frozen` in `cgroup.events`), as for a cgroup without tasks. Tests write counters
-/// (`memory.events`, `io.stat`, ...) directly to check what isobench reads back.
+/// (`memory.events`, `io.stat`, `cpu.pressure`, ...) directly to check what isobench reads
+/// back.
 #[derive(Debug, Clone, Copy)]
 pub struct FakeTree {
     version: CgroupVersion,
@@ -223,6 +224,18 @@ const FAKE_V2_FILES: &[(&str, &str)] = &[
     ("io.max", ""),
     ("io.weight", "default 100\n"),
     ("io.stat", ""),
+    (
+        "cpu.pressure",
+        "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+    ),
+    (
+        "memory.pressure",
+        "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+    ),
+    (
+        "io.pressure",
+        "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+    ),
 ];
 
 /// Files of v2 controllers a kernel may be built without (`io.latency`: Debian's kernels

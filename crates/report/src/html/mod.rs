@@ -251,6 +251,9 @@ impl Page {
             }
             self.body.push_str("</ul></details>");
         }
+        if let Some(u) = isobench_results::usage::usage_section(&r.usage) {
+            self.section(&u, r.sections.len());
+        }
     }
 
     fn matrix(&mut self, r: &Results) {

@@ -121,6 +121,7 @@ pub fn run(id: &str, scenario: &str, victims: &[&str], cells: Vec<Cell>) -> Resu
         classes: Vec::new(),
         sections: Vec::new(),
         latency: Vec::new(),
+        usage: Vec::new(),
         trust: Trust::default(),
         target_half_width: 5.0,
         confidence: 0.95,

@@ -426,6 +426,7 @@ mod tests {
             noise: None,
             mechanism: None,
             limits: None,
+            tenant_usage: Vec::new(),
             timeline: Some(Timeline {
                 start_ns: T0,
                 end_ns: T0 + (len * 1e9) as u64,
