@@ -586,3 +586,97 @@ fn a_matrix_run_in_the_guest_comes_back_to_this_host_with_every_limit_read_back(
         }
     }
 }
+
+#[test]
+fn under_systemd_a_runs_tenants_go_into_its_own_delegated_scope() {
+    let Some(g) = guest() else { return };
+    let doc = g.step("stress").json(g);
+    let dir = doc["tenant"]["info"]["cgroups"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // /sys/fs/cgroup/isobench.slice/isobench-<run>.scope/isobench-<run>-stress
+    let parts: Vec<&str> = dir
+        .trim_start_matches("/sys/fs/cgroup/")
+        .split('/')
+        .collect();
+    assert_eq!(parts.len(), 3, "{dir}");
+    assert_eq!(parts[0], "isobench.slice", "{dir}");
+    let run = parts[1]
+        .strip_prefix("isobench-")
+        .and_then(|r| r.strip_suffix(".scope"))
+        .unwrap_or_else(|| panic!("no scope of a run in {dir}"));
+    assert_eq!(parts[2], format!("isobench-{run}-stress"), "{dir}");
+    let doctor = g.step("doctor").json(g);
+    let placement = doctor["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "cgroup placement"))
+        .unwrap_or_else(|| panic!("doctor says nothing of the placement: {doctor}"));
+    assert_eq!(placement["ok"], true, "{placement}");
+    let detail = placement["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("transient scope with Delegate=yes") && detail.contains("isobench.slice"),
+        "{placement}"
+    );
+    // systemd's root cgroup: its subtree_control as systemd left it, before and after.
+    let read = |f: &str| std::fs::read_to_string(g.out().join(f)).unwrap_or_default();
+    assert_eq!(read("root-subtree-before"), read("root-subtree-after"));
+    // No scope, no tenant left once the runs ended.
+    let units = g.step("units");
+    assert_eq!(
+        units.out.trim(),
+        "",
+        "units left: {}\n{}",
+        units.out,
+        g.context()
+    );
+}
+
+#[test]
+fn in_a_delegated_unit_the_tenants_go_under_its_own_cgroup() {
+    let Some(g) = guest() else { return };
+    let doc = g.step("delegated").json(g);
+    let dir = doc["tenant"]["info"]["cgroups"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        dir.starts_with("/sys/fs/cgroup/system.slice/isobench-test-delegated.service/isobench-"),
+        "{dir}"
+    );
+    assert_eq!(doc["tenant"]["info"]["limits"], "cpus=0.5", "{doc}");
+    let doc = g.step("named").json(g);
+    let dir = doc["tenant"]["info"]["cgroups"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        dir.starts_with("/sys/fs/cgroup/bench.slice/isobench-test-named.service/isobench-"),
+        "{dir}"
+    );
+}
+
+#[test]
+fn the_kernels_memory_low_split_is_reproduced() {
+    let Some(g) = guest() else { return };
+    let doc = g.step("memlow").json(g);
+    let check = &doc["check"];
+    let rows = check["rows"].as_array().unwrap();
+    let mib = |r: &serde_json::Value, k: &str| r[k].as_u64().map(|v| v as f64 / 1048576.0);
+    println!("memory.low split in the guest (measured vs the kernel test's expectation):");
+    for r in rows {
+        println!(
+            "  {:<7} low {:>4} MiB: {:>5.1} MiB, expected {:?} MiB within {:?}%",
+            r["cgroup"].as_str().unwrap(),
+            r["protection_bytes"].as_u64().unwrap() >> 20,
+            mib(r, "measured_bytes").unwrap(),
+            mib(r, "expected_bytes"),
+            r["tolerance_percent"].as_u64()
+        );
+    }
+    assert_eq!(rows.len(), 5, "{check}");
+    assert_eq!(check["passed"], true, "{check}");
+    for r in rows {
+        assert_ne!(r["within"], false, "{r}");
+    }
+}

@@ -966,3 +966,24 @@ fn v1_refuses_memory_low_and_partitions_before_creating_anything() {
         .collect();
     assert_eq!(left, Vec::<String>::new(), "nothing is created");
 }
+
+#[test]
+fn a_memory_limit_off_a_page_boundary_is_held_as_the_kernel_rounds_it() {
+    // The bug: memory.memsw.limit_in_bytes was checked for the exact bytes written, and the
+    // kernel keeps whole pages, so a vm tenant (guest RAM plus QEMU's own, in bytes) failed
+    // with "wrote `549955429`, but the kernel holds `549953536`".
+    if !root_or_skip("a_memory_limit_off_a_page_boundary") {
+        return;
+    }
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let limits = Limits {
+        memory: Some((256 << 20) + 12345),
+        ..Limits::default()
+    };
+    let t = p
+        .create_tenant(&TenantSpec::new("odd", Role::Victim).with_limits(limits))
+        .expect("a limit off a page boundary is accepted");
+    let back = t.effective_limits().unwrap();
+    assert_eq!(back.memory, Some((256 << 20) + 12288), "{back:?}");
+}

@@ -484,12 +484,16 @@ impl TenantCgroup {
             self.write(Controller::Memory, "memory.limit_in_bytes", &m.to_string())?;
             if self.exists(Controller::Memory, "memory.memsw.limit_in_bytes") {
                 // memory+swap = memory (the tenant cannot swap) plus the swap it may use.
-                let memsw = (m + l.swap.unwrap_or(0)).to_string();
+                // The kernel keeps whole pages: a limit not on a page boundary reads back
+                // rounded down.
+                let sum = m + l.swap.unwrap_or(0);
+                let memsw = sum.to_string();
+                let rounded = knobs::page_rounded(sum).to_string();
                 self.write_checked(
                     Controller::Memory,
                     "memory.memsw.limit_in_bytes",
                     &memsw,
-                    |got| got.trim() == memsw,
+                    |got| got.trim() == memsw || got.trim() == rounded,
                 )?;
             } else {
                 self.write(Controller::Memory, "memory.swappiness", "0")?;

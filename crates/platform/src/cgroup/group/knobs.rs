@@ -33,7 +33,7 @@ fn refused(key: &'static str, why: impl Into<String>, fix: impl Into<String>) ->
 }
 
 /// What the kernel's page counters keep of a byte value: whole pages.
-fn page_rounded(v: u64) -> u64 {
+pub(super) fn page_rounded(v: u64) -> u64 {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     let page = if page > 0 { page as u64 } else { 4096 };
