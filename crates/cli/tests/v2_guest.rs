@@ -547,6 +547,25 @@ fn a_matrix_run_in_the_guest_comes_back_to_this_host_with_every_limit_read_back(
             .is_some_and(|t| !t.is_empty()),
         "no trials stored"
     );
+    // Each tenant's pressure stalls and delivered I/O, per trial, from its v2 cgroup (on
+    // v1 there is no per-cgroup pressure: not available, never zero).
+    let results = &shown["results"];
+    assert_eq!(
+        results["trust"]["victim_pressure_measured"], true,
+        "{}",
+        results["trust"]
+    );
+    let usage = results["usage"].as_array().cloned().unwrap_or_default();
+    assert!(!usage.is_empty(), "no tenant usage in {results}");
+    for row in &usage {
+        for resource in ["cpu", "memory", "io"] {
+            assert!(
+                row[resource]["some_median"].as_f64().is_some(),
+                "{resource} pressure missing in {row}"
+            );
+        }
+    }
+    println!("tenant pressure and delivered I/O in the guest: {usage:?}");
     // Every tenant's limits as applied are those the scenario asked for ...
     let scenario: toml::Value = toml::from_str(SCENARIO).unwrap();
     let tenants = shown["results"]["tenants"].as_array().unwrap();
