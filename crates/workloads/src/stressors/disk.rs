@@ -509,7 +509,10 @@ mod tests {
         for _ in 0..20 {
             f.adapt(TARGET_WAIT * 10, req);
         }
-        assert_eq!(f.window, MIN_WINDOW, "long waits shrink the window to its floor");
+        assert_eq!(
+            f.window, MIN_WINDOW,
+            "long waits shrink the window to its floor"
+        );
         f.adapt(TARGET_WAIT, req);
         assert_eq!(f.window, MIN_WINDOW, "a wait on target keeps it");
         for _ in 0..20 {
@@ -570,7 +573,10 @@ mod tests {
         while w.writing {
             after += w.step().unwrap().bytes;
         }
-        assert_eq!(after, 0, "writes after the stop are not counted as delivered");
+        assert_eq!(
+            after, 0,
+            "writes after the stop are not counted as delivered"
+        );
         assert_eq!(w.pos, 0);
     }
 }
