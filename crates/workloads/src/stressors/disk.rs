@@ -20,12 +20,13 @@
 //! direct mode (`O_DIRECT`, aligned buffers) puts every request on the device, one at a time
 //! per thread.
 //!
-//! With fsync or cache=drop, a write pass is written back as it goes: each window (1 MiB at
-//! first) is started with `sync_file_range` and the one before it waited for, and the window
-//! halves after a wait over 200 ms and doubles (up to 16 MiB) after one under 50 ms. A single
-//! flush at the end of a 64 MiB pass under a tenant io limit of a few MB/s (cgroup v2 charges
-//! buffered writeback to the writer's cgroup) waits for minutes in the kernel, where no stop
-//! flag is seen; with the window, no wait lasts much longer than 200 ms whatever the limit,
+//! With fsync or cache=drop, a write pass is written back as it goes: each window (128 KiB at
+//! first, so the first wait is short even under a low limit) is started with
+//! `sync_file_range` and the one before it waited for, and the window halves after a wait
+//! over 200 ms and doubles (up to 16 MiB) after one under 50 ms. A single flush at the end of
+//! a 64 MiB pass under a tenant io limit of a few MB/s (cgroup v2 charges buffered writeback
+//! to the writer's cgroup) waits for minutes in the kernel, where no stop flag is seen; with
+//! the window, the waits stay near 200 ms once it has adapted (all threads share the limit),
 //! and a pass stopped midway is not flushed. Flushed writes count as bytes moved once they
 //! are on the device, not when they enter the page cache.
 
@@ -211,7 +212,7 @@ impl Flusher {
         Flusher {
             waited_to: 0,
             started_to: 0,
-            window: (1 << 20).max(req),
+            window: MIN_WINDOW.max(req),
         }
     }
 
@@ -519,7 +520,10 @@ mod tests {
             f.adapt(Duration::ZERO, req);
         }
         assert_eq!(f.window, MAX_WINDOW, "short waits grow it to its ceiling");
-        assert!(start > MIN_WINDOW && start < MAX_WINDOW);
+        assert_eq!(
+            start, MIN_WINDOW,
+            "the first wait is for the smallest window"
+        );
         let mut big = Flusher::new(MAX_WINDOW * 2);
         big.adapt(TARGET_WAIT * 10, MAX_WINDOW * 2);
         assert_eq!(big.window, MAX_WINDOW * 2, "never below one request");
