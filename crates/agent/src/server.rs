@@ -236,6 +236,40 @@ struct ActiveProbe {
 struct ActiveStressor {
     stop: Arc<AtomicBool>,
     worker: JoinHandle<Result<StressReport, Failure>>,
+    /// The stressor's live operation count, for an answer when its workers are slow to stop.
+    ops: Arc<AtomicU64>,
+    started: Instant,
+}
+
+/// How long `stop_stressor` waits for a stressor's threads before it answers from the live
+/// counters: well under a client's request timeout (10 s by default). A worker may be in an
+/// uninterruptible wait in the kernel (writeback throttled by the tenant's io limit); the
+/// stop must still be answered. The threads are joined later, or end with the tenant.
+const STOP_ANSWER_WAIT: Duration = Duration::from_secs(4);
+
+/// The answer to a stop whose stressor has not finished within [`STOP_ANSWER_WAIT`]: the
+/// operations counted until then, and no bytes or pressure (not known before the stressor
+/// itself reports).
+fn late_stop_report(ops: u64, elapsed_s: f64, waited: Duration) -> StressReport {
+    StressReport {
+        ops,
+        elapsed_s,
+        ops_per_sec: if elapsed_s > 0.0 {
+            ops as f64 / elapsed_s
+        } else {
+            0.0
+        },
+        op_unit: "operation".into(),
+        workers: 0,
+        bytes: 0,
+        notes: vec![format!(
+            "stop_not_finished: the stressor's threads had not stopped {:.1} s after the stop \
+             (blocked in the kernel, e.g. writeback throttled by the tenant's io limit): \
+             operations counted until then; bytes and delivered pressure unknown",
+            waited.as_secs_f64()
+        )],
+        pressure: Vec::new(),
+    }
 }
 
 struct Session<'a> {
@@ -632,6 +666,8 @@ impl Session<'_> {
             None => Some(DEFAULT_SAMPLE_INTERVAL),
         };
         let stop = ctx.stop.clone();
+        let ops = ctx.ops.clone();
+        let started_at = Instant::now();
         let out = self.out.clone();
         let sid = r.stressor_id.clone();
         let started = params.clone();
@@ -648,8 +684,15 @@ impl Session<'_> {
             .spawn(move || stressor_thread(stressor, ctx, params, sid, interval, out));
         match worker {
             Ok(worker) => {
-                self.stressors
-                    .insert(r.stressor_id, ActiveStressor { stop, worker });
+                self.stressors.insert(
+                    r.stressor_id,
+                    ActiveStressor {
+                        stop,
+                        worker,
+                        ops,
+                        started: started_at,
+                    },
+                );
                 Ok(())
             }
             Err(e) => {
@@ -681,6 +724,8 @@ impl Session<'_> {
             );
         };
         st.stop.store(true, Ordering::SeqCst);
+        let stop_at = Instant::now();
+        let (ops, started) = (st.ops, st.started);
         // Joining happens on a thread of its own so the session stays responsive. When no
         // thread can be started (a fork bomb in this tenant has used every pid), it happens
         // here instead: a stop must never fail for want of a thread.
@@ -691,6 +736,22 @@ impl Session<'_> {
                 let Some(w) = worker.lock().unwrap_or_else(|p| p.into_inner()).take() else {
                     return;
                 };
+                if !wait_until_finished(&w, stop_at + STOP_ANSWER_WAIT) {
+                    let report = late_stop_report(
+                        ops.load(Ordering::Relaxed),
+                        stop_at.duration_since(started).as_secs_f64(),
+                        stop_at.elapsed(),
+                    );
+                    out.send(
+                        Some(id),
+                        &Reply::StressorStopped {
+                            stressor_id: stressor_id.clone(),
+                            report,
+                        },
+                    );
+                    let _ = w.join();
+                    return;
+                }
                 match join_worker(w, &stressor_id) {
                     Ok(report) => out.send(
                         Some(id),

@@ -414,6 +414,36 @@ fn stressor_starts_streams_samples_and_stops_with_a_report() {
 }
 
 #[test]
+fn a_stop_is_answered_while_the_stressor_is_still_stuck_in_its_run() {
+    let p = pair();
+    p.client
+        .start_stressor("s", "stuck", 50, Params::new(), &StressOpts::default())
+        .unwrap();
+    assert!(eventually(|| p
+        .client
+        .next_sample(Duration::from_secs(1))
+        .is_some_and(|s| s.ops > 0)));
+    // The stressor never returns until released: the answer comes from the live counters.
+    let report = p.client.stop_stressor("s").unwrap();
+    assert!(report.ops > 0, "{report:?}");
+    assert_eq!(
+        report.bytes, 0,
+        "bytes are not known before the stressor reports"
+    );
+    assert!(report.pressure.is_empty(), "{report:?}");
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("stop_not_finished")),
+        "{report:?}"
+    );
+    // The id is free again, and the session is still answering.
+    p.client.ping().unwrap();
+    STUCK_RELEASE.store(true, Ordering::SeqCst);
+}
+
+#[test]
 fn sampling_can_be_turned_off() {
     let p = pair();
     let opts = StressOpts {

@@ -37,6 +37,7 @@ pub fn test_catalog() -> Catalog {
         .with_stressor(&SPIN)
         .with_stressor(&FAIL_STRESSOR)
         .with_stressor(&BOMB)
+        .with_stressor(&STUCK)
 }
 
 /// An agent over a socket pair with `config`, and a client (not yet said hello).
@@ -274,6 +275,53 @@ impl Stressor for Bomb {
             bytes: 0,
             notes: vec![],
             pressure: vec![],
+        })
+    }
+}
+
+/// Stressor `stuck`: counts ops until stopped, then stays in its run (as a worker blocked in
+/// an uninterruptible wait in the kernel does) until [`STUCK_RELEASE`] is set.
+pub struct Stuck;
+pub static STUCK: Stuck = Stuck;
+/// Lets `stuck` return.
+pub static STUCK_RELEASE: AtomicBool = AtomicBool::new(false);
+
+impl Stressor for Stuck {
+    fn name(&self) -> &'static str {
+        "stuck"
+    }
+    fn help(&self) -> &'static str {
+        "test stressor: slow to stop"
+    }
+    fn class(&self) -> Class {
+        Class::Disk
+    }
+    fn intensity_knob(&self) -> &'static str {
+        "none"
+    }
+    fn params(&self) -> &'static [ParamSpec] {
+        &[]
+    }
+    fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
+        Ok(())
+    }
+    fn run(&self, ctx: &StressCtx, _p: &ParamValues) -> anyhow::Result<StressReport> {
+        while ctx.running() {
+            ctx.add_ops(1);
+            thread::sleep(Duration::from_millis(1));
+        }
+        while !STUCK_RELEASE.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        Ok(StressReport {
+            ops: ctx.ops(),
+            elapsed_s: 1.0,
+            ops_per_sec: 0.0,
+            op_unit: "loop".into(),
+            workers: 1,
+            bytes: 1,
+            notes: vec![],
+            pressure: vec![Pressure::new("bytes_per_sec", "B/s", 1.0)],
         })
     }
 }

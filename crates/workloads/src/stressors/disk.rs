@@ -9,7 +9,7 @@
 //! through the page cache like iozone without `-I` (`cache=keep`, default): a file that fits
 //! in memory is read from the cache and rewritten in it, and writes reach the disk by the
 //! kernel's writeback, unless `fsync` (the default) flushes each write pass to the device
-//! (iozone `-e`): without it, nothing of a 64 MiB file rewritten in the cache reached this
+//! (iozone `-e`; the pass is written back in windows as it goes, see below): without it, nothing of a 64 MiB file rewritten in the cache reached this
 //! machine's disk in six seconds, while `stress-ng --hdd 1` wrote 716 MB/s there; with it the
 //! stressor wrote 1085 MB/s. With `cache=drop` every pass reaches the device, as iozone's passes
 //! do over a file larger than memory: a write pass ends by writing the file back and waiting
@@ -19,11 +19,23 @@
 //! the stressor's own context also makes cgroup v1 blkio attribute (and limit) the writes;
 //! direct mode (`O_DIRECT`, aligned buffers) puts every request on the device, one at a time
 //! per thread.
+//!
+//! With fsync or cache=drop, a write pass is written back as it goes: each window (128 KiB at
+//! first, so the first wait is short even under a low limit) is started with
+//! `sync_file_range` and the one before it waited for, and the window halves after a wait
+//! over 200 ms and doubles (up to 16 MiB) after one under 50 ms. A single flush at the end of
+//! a 64 MiB pass under a tenant io limit of a few MB/s (cgroup v2 charges buffered writeback
+//! to the writer's cgroup) waits for minutes in the kernel, where no stop flag is seen; with
+//! the window, the waits stay near 200 ms once it has adapted (all threads share the limit),
+//! and a pass stopped midway is not flushed. Flushed writes count as bytes moved once they
+//! are on the device, not when they enter the page cache.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use isobench_common::format_size;
@@ -149,22 +161,116 @@ fn anonymous_file(dir: &Path, name: &str, direct: bool) -> anyhow::Result<File> 
     Ok(f)
 }
 
-/// Writes the whole file back to the device and waits for it, then drops its cached pages, so
-/// the next read pass reads from the device.
-fn flush_and_drop(file: &File) -> anyhow::Result<()> {
+/// `sync_file_range` over `[off, off + len)` with `flags`.
+fn sync_range(file: &File, off: u64, len: u64, flags: libc::c_uint) -> anyhow::Result<()> {
     use std::os::fd::AsRawFd;
-    let fd = file.as_raw_fd();
-    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
-        | libc::SYNC_FILE_RANGE_WRITE
-        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-    // SAFETY: plain system calls on our own open descriptor; length 0 means "to the end".
-    unsafe {
-        if libc::sync_file_range(fd, 0, 0, flags) != 0 {
-            return Err(std::io::Error::last_os_error()).context("disk: sync_file_range");
-        }
-        libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: a plain system call on our own open descriptor.
+    let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), off as i64, len as i64, flags) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("disk: sync_file_range");
     }
     Ok(())
+}
+
+/// Drops the file's cached pages, so the next read pass reads from the device.
+fn drop_pages(file: &File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain system call on our own open descriptor; length 0 means "to the end".
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+    }
+}
+
+/// Smallest and largest amount of a write pass a worker leaves in flight (written to the
+/// page cache, its writeback started but not waited for) before it waits for the older part.
+const MIN_WINDOW: u64 = 128 << 10;
+const MAX_WINDOW: u64 = 16 << 20;
+/// A wait for writeback longer than this halves the window, one shorter than a quarter of it
+/// doubles it: the window follows what the device, or the tenant's io limit (cgroup v2
+/// attributes buffered writeback to the writer's cgroup), drains, so a worker never sits in
+/// an uninterruptible wait much longer than this and a stop is honoured promptly.
+const TARGET_WAIT: Duration = Duration::from_millis(200);
+
+/// Buffered writes that must reach the device (fsync or cache=drop), written back in windows
+/// while the pass goes on (`sync_file_range`), rather than all at once at the end of a pass:
+/// a single fdatasync of a whole pass waits for all of it, and under an io limit of a few
+/// MB/s that is minutes, during which the worker cannot see the stop flag.
+struct Flusher {
+    /// Start of the part of this pass not yet known to be on the device.
+    waited_to: u64,
+    /// End of the part whose writeback was started.
+    started_to: u64,
+    /// Bytes to start writing back at once, adapted to how long the waits take.
+    window: u64,
+}
+
+impl Flusher {
+    fn new(req: u64) -> Self {
+        Flusher {
+            waited_to: 0,
+            started_to: 0,
+            window: MIN_WINDOW.max(req),
+        }
+    }
+
+    /// After a write that ended at `pos`: once a window has been written since the last
+    /// start, starts its writeback and waits for the previous window. Returns the bytes now
+    /// known to be on the device.
+    fn after_write(&mut self, file: &File, pos: u64, req: u64) -> anyhow::Result<u64> {
+        if pos - self.started_to < self.window {
+            return Ok(0);
+        }
+        let older = self.started_to;
+        sync_range(
+            file,
+            self.started_to,
+            pos - self.started_to,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )?;
+        self.started_to = pos;
+        self.wait(file, older, req)
+    }
+
+    /// Writes back and waits for everything written in this pass up to `pos` (its end).
+    fn finish_pass(&mut self, file: &File, pos: u64, req: u64) -> anyhow::Result<u64> {
+        self.started_to = pos;
+        let n = self.wait(file, pos, req)?;
+        self.waited_to = 0;
+        self.started_to = 0;
+        Ok(n)
+    }
+
+    /// Halves the window after a long wait, doubles it after a short one.
+    fn adapt(&mut self, took: Duration, req: u64) {
+        if took > TARGET_WAIT {
+            self.window = (self.window / 2).max(MIN_WINDOW).max(req);
+        } else if took < TARGET_WAIT / 4 {
+            self.window = (self.window * 2).min(MAX_WINDOW).max(req);
+        }
+    }
+
+    /// Waits until `[waited_to, to)` is on the device and adapts the window to the wait.
+    fn wait(&mut self, file: &File, to: u64, req: u64) -> anyhow::Result<u64> {
+        let from = self.waited_to;
+        if to <= from {
+            return Ok(0);
+        }
+        let t0 = Instant::now();
+        sync_range(
+            file,
+            from,
+            to - from,
+            libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                | libc::SYNC_FILE_RANGE_WRITE
+                | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+        )?;
+        self.adapt(t0.elapsed(), req);
+        self.waited_to = to;
+        Ok(to - from)
+    }
 }
 
 struct Worker {
@@ -176,9 +282,17 @@ struct Worker {
     fsync: bool,
     /// Buffered mode with cache=drop: flush and drop the file after each write pass.
     drop_cache: bool,
+    /// Buffered mode with fsync or cache=drop: writes are counted once on the device.
+    flusher: Option<Flusher>,
+    /// The run's stop flag: a pass that ends after it is set is not flushed.
+    stop: Arc<AtomicBool>,
 }
 
 impl Worker {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
     fn step(&mut self) -> anyhow::Result<Done> {
         let req = self.buf.len() as u64;
         let n = if self.writing {
@@ -193,17 +307,40 @@ impl Worker {
                 .context("disk: read")?
         };
         self.pos += req;
-        if n == 0 || self.pos + req > self.size {
-            if self.writing && self.fsync {
-                self.file.sync_data().context("disk: fdatasync")?;
+        // Bytes moved: reads and direct or unflushed buffered writes when the call returns,
+        // flushed buffered writes once they are on the device (not when queued in the cache).
+        let mut bytes = n as u64;
+        let pass_ends = n == 0 || self.pos + req > self.size;
+        if self.writing {
+            if let Some(f) = self.flusher.as_mut() {
+                bytes = 0;
+                if !pass_ends && !self.stop.load(Ordering::Relaxed) {
+                    bytes = f.after_write(&self.file, self.pos, req)?;
+                }
             }
-            if self.writing && self.drop_cache {
-                flush_and_drop(&self.file)?;
+        }
+        if pass_ends {
+            // A stop set during the pass skips its final flush: waiting for it is what made a
+            // throttled tenant miss the stop, and its bytes are not counted.
+            if self.writing && !self.stopping() {
+                if let Some(f) = self.flusher.as_mut() {
+                    bytes += f.finish_pass(&self.file, self.pos, req)?;
+                }
+                if self.fsync {
+                    self.file.sync_data().context("disk: fdatasync")?;
+                }
+                if self.drop_cache {
+                    drop_pages(&self.file);
+                }
+            }
+            if let Some(f) = self.flusher.as_mut() {
+                f.waited_to = 0;
+                f.started_to = 0;
             }
             self.pos = 0;
             self.writing = !self.writing;
         }
-        Ok(Done::new(1, n as u64))
+        Ok(Done::new(1, bytes))
     }
 }
 
@@ -322,6 +459,9 @@ impl Stressor for Disk {
                     writing: true,
                     fsync: o.fsync && !o.direct,
                     drop_cache: !o.direct && o.cache == "drop",
+                    flusher: (!o.direct && (o.fsync || o.cache == "drop"))
+                        .then(|| Flusher::new(req)),
+                    stop: ctx.stop.clone(),
                 })
             },
             Worker::step,
@@ -360,5 +500,87 @@ mod tests {
         assert_eq!(blocks_for(7), 2);
         assert_eq!(blocks_for(50), 8);
         assert_eq!(blocks_for(100), 16);
+    }
+
+    #[test]
+    fn the_flush_window_follows_the_waits() {
+        let req = 128 << 10;
+        let mut f = Flusher::new(req);
+        let start = f.window;
+        for _ in 0..20 {
+            f.adapt(TARGET_WAIT * 10, req);
+        }
+        assert_eq!(
+            f.window, MIN_WINDOW,
+            "long waits shrink the window to its floor"
+        );
+        f.adapt(TARGET_WAIT, req);
+        assert_eq!(f.window, MIN_WINDOW, "a wait on target keeps it");
+        for _ in 0..20 {
+            f.adapt(Duration::ZERO, req);
+        }
+        assert_eq!(f.window, MAX_WINDOW, "short waits grow it to its ceiling");
+        assert_eq!(
+            start, MIN_WINDOW,
+            "the first wait is for the smallest window"
+        );
+        let mut big = Flusher::new(MAX_WINDOW * 2);
+        big.adapt(TARGET_WAIT * 10, MAX_WINDOW * 2);
+        assert_eq!(big.window, MAX_WINDOW * 2, "never below one request");
+    }
+
+    fn worker(dir: &Path, size: u64, req: u64) -> Worker {
+        let file = anonymous_file(dir, &format!("isobench-disk-test-{size}"), false).unwrap();
+        Worker {
+            file,
+            buf: AlignedBuf::new(req as usize, 4096),
+            size,
+            pos: 0,
+            writing: true,
+            fsync: true,
+            drop_cache: false,
+            flusher: Some(Flusher::new(req)),
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    #[test]
+    fn a_flushed_pass_counts_its_bytes_once_written_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let req = 128 << 10;
+        let size = 4 << 20;
+        let mut w = worker(dir.path(), size, req);
+        let mut bytes = 0;
+        while w.writing {
+            bytes += w.step().unwrap().bytes;
+        }
+        assert_eq!(bytes, size, "every byte of the pass, once flushed");
+        let f = w.flusher.as_ref().unwrap();
+        assert_eq!((f.waited_to, f.started_to), (0, 0));
+    }
+
+    #[test]
+    fn a_pass_stopped_midway_ends_without_flushing_or_counting_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let req = 128 << 10;
+        let size = 16 << 20;
+        let mut w = worker(dir.path(), size, req);
+        let mut bytes = 0;
+        for _ in 0..8 {
+            bytes += w.step().unwrap().bytes;
+        }
+        let waited = w.flusher.as_ref().unwrap().waited_to;
+        assert_eq!(bytes, waited, "only what was waited for is counted");
+        w.stop.store(true, Ordering::SeqCst);
+        // The rest of the pass: nothing more is written back or counted, and the pass ends.
+        let mut after = 0;
+        while w.writing {
+            after += w.step().unwrap().bytes;
+        }
+        assert_eq!(
+            after, 0,
+            "writes after the stop are not counted as delivered"
+        );
+        assert_eq!(w.pos, 0);
     }
 }
