@@ -637,9 +637,6 @@ fn under_systemd_a_runs_tenants_go_into_its_own_delegated_scope() {
         detail.contains("transient scope with Delegate=yes") && detail.contains("isobench.slice"),
         "{placement}"
     );
-    // systemd's root cgroup: its subtree_control as systemd left it, before and after.
-    let read = |f: &str| std::fs::read_to_string(g.out().join(f)).unwrap_or_default();
-    assert_eq!(read("root-subtree-before"), read("root-subtree-after"));
     // No scope, no tenant left once the runs ended.
     let units = g.step("units");
     assert_eq!(
@@ -663,7 +660,8 @@ fn in_a_delegated_unit_the_tenants_go_under_its_own_cgroup() {
         dir.starts_with("/sys/fs/cgroup/system.slice/isobench-test-delegated.service/isobench-"),
         "{dir}"
     );
-    assert_eq!(doc["tenant"]["info"]["limits"], "cpus=0.5", "{doc}");
+    let limits = doc["tenant"]["info"]["limits"].as_str().unwrap_or_default();
+    assert!(limits.starts_with("cpus=0.5,"), "{limits}");
     let doc = g.step("named").json(g);
     let dir = doc["tenant"]["info"]["cgroups"][0]
         .as_str()
@@ -698,4 +696,16 @@ fn the_kernels_memory_low_split_is_reproduced() {
     for r in rows {
         assert_ne!(r["within"], false, "{r}");
     }
+}
+
+#[test]
+fn a_buffered_disk_flood_under_io_max_stops_when_asked() {
+    // The bug: v2 throttles a tenant's buffered writeback, and the disk stressor's
+    // fdatasync of a whole 64M pass kept it from stopping: `agent `stress` did not answer
+    // stop_stressor within 10.0 s`, exit 1.
+    let Some(g) = guest() else { return };
+    let doc = g.step("diskbuffered").json(g);
+    let notes = doc["report"]["notes"].to_string();
+    assert!(!notes.contains("stop_not_finished"), "{doc}");
+    assert!(doc["report"]["ops"].as_u64().unwrap_or(0) > 0, "{doc}");
 }
