@@ -27,14 +27,14 @@ watch() {
   local -a lines
   while :; do
     now=$EPOCHREALTIME
-    for d in "$tenants"/isobench-*.scope/isobench-*/; do
+    for d in "$tenants"/*.scope/isobench-*-*/; do
       [ -d "$d" ] || continue
-      read -r line < "$d/cgroup.procs" 2> /dev/null || continue
+      read -r line 2> /dev/null < "$d/cgroup.procs" || continue
       [ -n "$line" ] || continue
       t=${d%/}
       t=${t##*/}
       for f in $files memory.events memory.swap.current; do
-        mapfile -t lines < "$d/$f" 2> /dev/null || continue
+        mapfile -t lines 2> /dev/null < "$d/$f" || continue
         case $f in
           memory.events)
             for line in "${lines[@]}"; do
@@ -106,14 +106,17 @@ step() {
   run "$name" "$@"
   watch_stop
 }
+# Two tenants at once, each from an `isobench stress` of its own. Weights divide what
+# siblings get, and each run's tenants are in the run's own scope (siblings of other runs'
+# scopes, all of weight 100): two runs compare their tenants' weights only when their
+# tenants are siblings, so both commands run in one cgroup delegated to isobench, a
+# systemd scope with Delegate=yes, where each puts its tenant.
 pair() {
   local name=$1 a=$2 b=$3
   echo "== $name: $a | $b"
   watch_start "$name"
-  run "$name-a" $a &
-  local pa=$!
-  run "$name-b" $b &
-  wait "$pa" $!
+  systemd-run -q --scope -p Delegate=yes --slice=isobench.slice --unit="knobs-$name" -- \
+    bash -c "out=$out; $(declare -f run); run $name-a $a & run $name-b $b & wait"
   watch_stop
 }
 
@@ -142,8 +145,9 @@ if echo bfq > "/sys/block/${dev%p[0-9]*}/queue/scheduler" 2> /dev/null; then
   echo none > "/sys/block/${dev%p[0-9]*}/queue/scheduler" 2> /dev/null
 fi
 
-# memory.high: a hog allowed 96M throttled and reclaimed from 32M (no swap with memory=).
-step memory-high $(stress memhog --duration 4 --limits memory=96M,memory_high=32M)
+# memory.high: a hog of ~51M allowed 128M, throttled and reclaimed (to swap) above 32M.
+step memory-high $(stress memhog --duration 4 --intensity 40 --set write=page \
+  --limits memory=128M,memory_high=32M,swap=256M)
 # swap: a hog of 64M in 64M of memory with 128M of swap goes to swap.
 step swap $(stress memhog --duration 4 --limits memory=64M,swap=128M)
 # memory.min, memory.low, cpu.max.burst: set and read back.
