@@ -110,13 +110,13 @@ step() {
 # siblings get, and each run's tenants are in the run's own scope (siblings of other runs'
 # scopes, all of weight 100): two runs compare their tenants' weights only when their
 # tenants are siblings, so both commands run in one cgroup delegated to isobench, a
-# systemd scope with Delegate=yes, where each puts its tenant.
+# systemd scope with Delegate=yes, named to each by ISOBENCH_CGROUP_PARENT.
 pair() {
   local name=$1 a=$2 b=$3
   echo "== $name: $a | $b"
   watch_start "$name"
   systemd-run -q --scope -p Delegate=yes --slice=isobench.slice --unit="knobs-$name" -- \
-    bash -c "out=$out; $(declare -f run); run $name-a $a & run $name-b $b & wait"
+    bash -c "out=$out; export ISOBENCH_CGROUP_PARENT=$tenants/knobs-$name.scope; $(declare -f run); run $name-a $a & run $name-b $b & wait"
   watch_stop
 }
 
@@ -137,8 +137,8 @@ export ISOBENCH_IO_COST=on
 pair io-weight "$(disk 100)" "$(disk 1000)"
 unset ISOBENCH_IO_COST
 grep -H . /sys/fs/cgroup/io.cost.qos > "$out/io-cost-after.txt" 2>&1
-# The same with bfq as the disk's scheduler (io.weight stays io.cost's file; bfq's own
-# weight, io.bfq.weight, only where io.cost is absent).
+# The same with bfq as the disk's scheduler and io.cost off: io_weight sets bfq's own
+# weight, io.bfq.weight.
 if echo bfq > "/sys/block/${dev%p[0-9]*}/queue/scheduler" 2> /dev/null; then
   cat "/sys/block/${dev%p[0-9]*}/queue/scheduler" > "$out/bfq-scheduler.txt"
   pair io-weight-bfq "$(disk 100)" "$(disk 1000)"
