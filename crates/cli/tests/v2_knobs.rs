@@ -1,17 +1,24 @@
 //! The cgroup v2 knobs of tenant limits on a real cgroup v2 host under systemd: a Debian 12
 //! guest (scripts/v2-guest) booted once for this whole binary. Inside it, the static
 //! isobench sets each knob as a user would (`isobench stress NAME --platform cgroup
-//! --limits KEY=VALUE`), the guest reads the knob back from the tenant's v2 file while the
+//! --limits KEY=VALUE`), the guest reads the knob back from the tenant's v2 files while the
 //! tenant runs, and each test shows an effect only that knob explains: cpu.weight 20:80 on
-//! one shared CPU splits it about 1:4, io.weight 100:1000 under io.cost shifts the disk to
-//! the heavier tenant, memory.high throttles a memory hog, swap lets one swap, memory.low
-//! holds as the kernel's own selftest checks it (`isobench check memory-low`), and
-//! io_latency is refused where the kernel lacks it. The steps are in v2_knobs.sh.
+//! one shared CPU splits it about 1:4; io.weight 100:1000 shifts the disk to the heavier
+//! tenant, under io.cost (with its QoS capping vrate, as the emulated disk never counts as
+//! saturated otherwise) and under bfq (io.bfq.weight); memory.high throttles a memory hog;
+//! swap lets one swap; memory.low holds as the kernel's own selftest checks it (`isobench
+//! check memory-low`); memory.min and cpu.max.burst are read back; a cpuset partition under
+//! a parent that is none, and io_latency where the kernel lacks it, are refused with the
+//! reason. The steps are in v2_knobs.sh. Two weighted tenants come from two `isobench
+//! stress` commands run in one delegated cgroup (ISOBENCH_CGROUP_PARENT), so that they are
+//! siblings: weights divide only among siblings, and two runs otherwise get sibling scopes
+//! of equal weight.
 //!
 //! Needs QEMU, the guest image (`ISOBENCH_V2_GUEST=$(scripts/v2-guest build)`) and the
 //! static isobench (`ISOBENCH_STATIC_EXE=$(scripts/build-static --debug)`); without one,
 //! each test prints SKIP with the reason and passes, except under `CI=true`, where it
-//! fails. (The boot is v2_guest.rs's, without the network the fleet run there needs.)
+//! fails. The boot is v2_guest.rs's, without the network its fleet run needs (duplicated:
+//! that file is changing).
 
 mod common;
 
