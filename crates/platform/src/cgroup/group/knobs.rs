@@ -243,6 +243,20 @@ impl TenantCgroup {
                 self.write_checked(Controller::Io, file, &line, |got| {
                     got.lines().any(|g| g.trim() == line)
                 })?;
+            } else if self.exists(Controller::Io, "io.bfq.weight") {
+                // Without io.cost on the disk, io.weight weighs nothing there; when bfq is
+                // its scheduler, bfq's own weight does (1..1000).
+                if w <= 1000 {
+                    self.write_checked(Controller::Io, "io.bfq.weight", &line, |got| {
+                        got.lines().any(|g| g.trim() == line)
+                    })?;
+                } else {
+                    log::warn!(
+                        "io_weight={w}: io.cost is off for the disk {dev} and bfq's \
+                         io.bfq.weight takes 1..1000, so it stays at its default; use \
+                         io_weight=1000 or less, or --io-cost on"
+                    );
+                }
             }
         }
         Ok(())
