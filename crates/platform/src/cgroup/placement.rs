@@ -69,7 +69,9 @@ pub struct V2Facts {
 impl V2Facts {
     /// Reads the facts of this host for the cgroup2 mount at `mount`.
     pub fn detect(mount: &Path) -> V2Facts {
-        let own = own_cgroup();
+        // A second isobench started in a cgroup that a first one was given sits in that
+        // cgroup's supervisor leaf by now: the given cgroup is still its own.
+        let own = own_cgroup().map(|o| given_of(&o));
         let own_delegated = own
             .as_ref()
             .is_some_and(|o| is_delegated(&join_cgroup(mount, o)));
@@ -511,6 +513,15 @@ pub(crate) fn enable_along(
     Ok(())
 }
 
+/// The cgroup given to isobench that `own` stands for: its parent when `own` is a
+/// [`SUPERVISOR_LEAF`], into which an earlier isobench moved the given cgroup's processes.
+fn given_of(own: &Path) -> PathBuf {
+    match own.file_name() {
+        Some(n) if n == SUPERVISOR_LEAF => own.parent().unwrap_or(own).to_path_buf(),
+        _ => own.to_path_buf(),
+    }
+}
+
 /// `mount` joined with a cgroup path from `/proc/self/cgroup` (`/a/b`).
 fn join_cgroup(mount: &Path, rel: &Path) -> PathBuf {
     mount.join(rel.strip_prefix("/").unwrap_or(rel))
@@ -701,6 +712,22 @@ mod tests {
         // `a` got what the root now offers it; `b` itself is left to the tenants' creation.
         assert_eq!(read(&a).trim(), "cpu io memory");
         assert_eq!(read(&b).trim(), "");
+    }
+
+    #[test]
+    fn a_second_isobench_in_a_given_cgroup_uses_that_cgroup_not_the_leaf() {
+        // The bug: two isobench started in one delegated scope raced; the second, moved
+        // into the first's supervisor leaf (not delegated), asked systemd for a scope of
+        // its own, so its tenants were no siblings of the first's and weights between them
+        // did nothing.
+        assert_eq!(
+            given_of(Path::new("/system.slice/x.scope/isobench-supervisor")),
+            Path::new("/system.slice/x.scope")
+        );
+        assert_eq!(
+            given_of(Path::new("/system.slice/x.scope")),
+            Path::new("/system.slice/x.scope")
+        );
     }
 
     #[test]
