@@ -20,6 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use common::guest::repo;
 use common::{code, isobench, text};
 
 /// The guest's agent port (its address comes from `scripts/v2-guest addresses`).
@@ -148,50 +149,7 @@ fn missing() -> Option<String> {
     if unsafe { libc::geteuid() } != 0 {
         return Some("needs root (a network namespace and a TAP device for the guest)".into());
     }
-    if Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map_or(true, |s| !s.success())
-    {
-        return Some(
-            "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)".into(),
-        );
-    }
-    // Set by `scripts/test` to why it could not build the image.
-    if let Some(why) = std::env::var_os("ISOBENCH_V2_GUEST_SKIP") {
-        return Some(why.to_string_lossy().into_owned());
-    }
-    match std::env::var_os("ISOBENCH_V2_GUEST") {
-        None => {
-            return Some(
-                "ISOBENCH_V2_GUEST is not set: build the guest image with \
-                 `export ISOBENCH_V2_GUEST=$(scripts/v2-guest build)` (as root; scripts/test \
-                 does it)"
-                    .into(),
-            )
-        }
-        Some(d) if !Path::new(&d).join("ready").exists() => {
-            return Some(format!(
-                "ISOBENCH_V2_GUEST={} is no finished guest image; run scripts/v2-guest build",
-                Path::new(&d).display()
-            ))
-        }
-        Some(_) => {}
-    }
-    match std::env::var_os("ISOBENCH_STATIC_EXE") {
-        Some(p) if Path::new(&p).is_file() => None,
-        _ => Some(
-            "ISOBENCH_STATIC_EXE does not name the static isobench the guest runs: \
-             `export ISOBENCH_STATIC_EXE=$(scripts/build-static --debug)`"
-                .into(),
-        ),
-    }
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    common::guest::missing()
 }
 
 /// `guest=A host=B prefix=N` from `scripts/v2-guest addresses`: the guest's address.
@@ -332,19 +290,7 @@ fn boot() -> Guest {
 /// cannot boot here.
 fn guest() -> Option<&'static Guest> {
     static GUEST: OnceLock<Result<Guest, String>> = OnceLock::new();
-    match GUEST.get_or_init(|| match missing() {
-        Some(why) => Err(why),
-        None => Ok(boot()),
-    }) {
-        Ok(g) => Some(g),
-        Err(why) => {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("the cgroup v2 guest is required under CI=true: {why}");
-            }
-            common::skip("v2-guest", why);
-            None
-        }
-    }
+    common::guest::once(&GUEST, "v2-guest", missing, boot)
 }
 
 /// A note `key=N` of a stressor's report.

@@ -123,6 +123,7 @@ pub fn cgroup_missing(controllers: &[&str]) -> Option<String> {
         .map(|c| format!("cgroup controller {c} is missing"))
 }
 
+pub mod guest;
 pub mod served;
 
 #[path = "../../../../tests/skip.rs"]
