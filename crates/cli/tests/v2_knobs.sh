@@ -16,7 +16,7 @@ tenants=/sys/fs/cgroup/isobench.slice
 
 # The v2 files read back while a step runs.
 files="cpu.weight cpu.max cpu.max.burst cpuset.cpus cpuset.cpus.partition memory.min
-  memory.low memory.high memory.max memory.swap.max io.weight io.bfq.weight io.latency"
+  memory.low memory.high memory.max memory.swap.max io.weight io.bfq.weight io.latency io.max"
 
 # Looks at every tenant of isobench every ~0.2 s until killed, with bash builtins only (no
 # process per file: the guest's CPU is slow, and one step measures CPU shares). Runs on
@@ -156,6 +156,48 @@ step swap $(stress memhog --duration 4 --limits memory=64M,swap=128M)
 # memory.min, memory.low, cpu.max.burst: set and read back.
 step protect $(stress cpu --duration 2 --limits memory=256M,memory_min=32M,memory_low=64M)
 step burst $(stress cpu --duration 2 --limits cpus=0.5,cpu_burst=20ms)
+
+# cpu.max.burst's effect: a hog allowed a fifth of CPU 0 (cpu.max 20000 100000), made
+# bursty by freezing its tenant (cgroup.freeze) 400 ms of every 460 ms. With a burst of 20
+# ms the quota left unused while frozen carries over, so a thaw may run past the quota of
+# its period: the kernel counts such periods in cpu.stat (nr_bursts, burst_usec). Without
+# it, none. Each cycle's CPU time goes to STEP.cycles (`usage_usec` after each thaw), the
+# last cpu.stat to STEP.cpustat.
+bursty() {
+  local step=$1 d stat line
+  : > "$out/$step.cycles"
+  while :; do
+    for d in "$tenants"/*.scope/isobench-*-*/; do
+      [ -w "$d/cgroup.freeze" ] || continue
+      echo 1 > "$d/cgroup.freeze" 2> /dev/null || continue
+      sleep 0.4
+      echo 0 > "$d/cgroup.freeze" 2> /dev/null
+      sleep 0.06
+      mapfile -t stat 2> /dev/null < "$d/cpu.stat" || continue
+      for line in "${stat[@]}"; do
+        [ "${line%% *}" = usage_usec ] && echo "${line#* }" >> "$out/$step.cycles"
+      done
+      printf '%s\n' "${stat[@]}" > "$out/$step.cpustat"
+    done
+    sleep 0.02
+  done
+}
+burst_step() {
+  local name=$1 limits=$2
+  echo "== $name: $limits"
+  bursty "$name" &
+  local cycler=$!
+  taskset -pc 1 "$cycler" > /dev/null 2>&1
+  run "$name" $(stress cpu --duration 8 --limits "$limits")
+  kill "$cycler" 2> /dev/null
+  wait "$cycler" 2> /dev/null
+}
+burst_step burst-on cpuset=0,cpus=0.2,cpu_burst=20ms
+burst_step burst-off cpuset=0,cpus=0.2
+
+# io.max iops: O_DIRECT writes held to 50 operations per second.
+step iops $(stress disk --duration 4 --set direct=true --set file_size=8M \
+  --limits io_write_iops=50)
 # A cpuset partition: CPU 1 for the tenant, CPU 0 left to the parent.
 step partition $(stress cpu --duration 2 --limits cpuset=1,cpuset_partition=root)
 # io.latency: Debian's kernel has no CONFIG_BLK_CGROUP_IOLATENCY.
