@@ -69,11 +69,13 @@ pub struct RunArgs {
     pub max_time: Option<std::time::Duration>,
     /// io.cost on the disk of the tenants' workdirs for the run (`cgroup` platform on cgroup
     /// v2): `on` writes `MAJ:MIN enable=1` to the root's io.cost.qos, `off` `enable=0`, or
-    /// io.cost.qos parameters (`enable=1 ctrl=user rlat=5000 wlat=5000`). Read back, recorded
-    /// with the run, and put back as it was when the run ends; `io_weight` acts through it.
+    /// io.cost.qos parameters (`enable=1 ctrl=user rlat=5000 wlat=5000`) and io.cost.model
+    /// ones (`rbps=200000000 rrandiops=20000`, or `model=auto`). Read back, recorded with the
+    /// run, shared with overlapping runs that ask the same, and put back as it was when the
+    /// last of them ends; `io_weight` acts through it.
     #[arg(
         long,
-        value_name = "on|off|QOS",
+        value_name = "on|off|PARAMS",
         conflicts_with = "resume",
         value_parser = parse_io_cost
     )]
@@ -311,7 +313,7 @@ fn new_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<NewR
     Ok(new)
 }
 
-/// `--io-cost`: `on`, `off` or io.cost.qos parameters.
+/// `--io-cost`: `on`, `off` or io.cost.qos and io.cost.model parameters.
 fn parse_io_cost(s: &str) -> Result<isobench_platform::IoCost, String> {
     s.parse()
 }

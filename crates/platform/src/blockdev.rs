@@ -28,7 +28,7 @@ impl DevNum {
         }
     }
 
-    fn parse(s: &str) -> Option<DevNum> {
+    pub(crate) fn parse(s: &str) -> Option<DevNum> {
         let (a, b) = s.trim().split_once(':')?;
         Some(DevNum {
             major: a.parse().ok()?,

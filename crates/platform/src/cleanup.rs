@@ -49,6 +49,8 @@ pub enum ObjectKind {
     File,
     /// A Kubernetes namespace (and the pods in it).
     Namespace,
+    /// A host setting a run changed (io.cost), put back as it was.
+    Setting,
 }
 
 impl fmt::Display for ObjectKind {
@@ -66,6 +68,7 @@ impl fmt::Display for ObjectKind {
             ObjectKind::Guest => "guest",
             ObjectKind::Tap => "tap",
             ObjectKind::File => "file",
+            ObjectKind::Setting => "setting",
         })
     }
 }
@@ -247,10 +250,7 @@ impl Runs {
         if let Some(&l) = self.live.get(run) {
             return l;
         }
-        let l = run::state_roots().iter().any(|root| {
-            let d = root.join(run);
-            d.is_dir() && run::state_dir_live(&d)
-        });
+        let l = run::run_live(run);
         self.live.insert(run.to_string(), l);
         l
     }
@@ -553,6 +553,9 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
     // 1b. cgroup v2 tenants below the mount's root: in the runs' systemd scopes, in the
     // cgroups runs recorded as their tenants' parent, and in this process's own cgroup.
     sweep_v2_parents(&mounts, &state_dirs, &mut runs, &mut report);
+
+    // 1c. Host settings runs changed and could not put back (io.cost).
+    crate::iocost::sweep(&mut runs, &mut report);
 
     // 2. Processes tagged with a selected run (host-platform tenants, strays).
     let tagged: Vec<(i32, String)> = procs::tagged(procs::ENV_RUN)

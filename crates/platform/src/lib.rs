@@ -385,7 +385,7 @@ mod tests {
     fn io_cost_is_refused_off_the_cgroup_platform() {
         let guard = RunGuard::start().unwrap();
         let mut opts = PlatformOptions::new(guard.context());
-        opts.io_cost = Some(IoCost::On);
+        opts.io_cost = Some(IoCost::on());
         let e = platform(PlatformKind::HOST, opts)
             .err()
             .unwrap()

@@ -86,7 +86,12 @@ fn build_cgroup(opts: PlatformOptions, host: HostInfo) -> Result<Box<dyn Platfor
                     opts.workdir_root.display()
                 )
             })?;
-            Some(crate::iocost::apply(&fs, dev.dev, cost)?)
+            Some(crate::iocost::apply(
+                &fs,
+                dev.dev,
+                cost,
+                opts.run.id().as_str(),
+            )?)
         }
     };
     let mut p = LocalPlatform::cgroup(opts.run, host, fs, opts.workdir_root)?;

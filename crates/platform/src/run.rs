@@ -109,6 +109,15 @@ pub fn state_root() -> PathBuf {
     }
 }
 
+/// Whether run `id` is live: its state directory, in any state root, is held by its
+/// controller.
+pub(crate) fn run_live(id: &str) -> bool {
+    state_roots().iter().any(|root| {
+        let d = root.join(id);
+        d.is_dir() && state_dir_live(&d)
+    })
+}
+
 /// Every place a run of any user may keep its state: [`state_root`] first, then
 /// `/run/isobench`, `/run/user/*/isobench` and `/tmp/isobench-state-*`. A sweep looks at all of
 /// them, so a root sweep does not take another user's live run for a dead one.
