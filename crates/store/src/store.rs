@@ -183,7 +183,10 @@ fn sqlite_uri(path: &Path, query: &str) -> String {
 ///
 /// A writer checkpointing its log into the file (another process's run) writes the header
 /// before the pages that extend the file: a file that is short for a moment is read again,
-/// and only one that stays short for [`SHORT_FILE_PATIENCE`] is refused.
+/// and only one that stays short for [`SHORT_FILE_PATIENCE`] is refused. A file left short
+/// by a checkpoint that could not extend it (the disk filled) is not damaged while its log
+/// still holds changes: SQLite reads the pages from the log, and the next checkpoint
+/// completes the file.
 fn check_length(path: &Path) -> Result<(), StoreError> {
     let deadline = std::time::Instant::now() + SHORT_FILE_PATIENCE;
     loop {
@@ -228,7 +231,7 @@ fn short_file(path: &Path) -> Result<(), StoreError> {
     };
     let pages = u64::from(be32(28));
     let expected = page_size * pages;
-    if be32(24) == be32(92) && pages > 0 && len < expected {
+    if be32(24) == be32(92) && pages > 0 && len < expected && !log_has_changes(path) {
         return Err(damaged(format!(
             "the file has {len} bytes, its header says {expected} ({pages} pages of \
              {page_size})"
