@@ -48,21 +48,25 @@ step survived sh -c 'systemctl is-system-running; cat /proc/loadavg; free -m'
 step left find /sys/fs/cgroup -name 'isobench-*'
 step units systemctl list-units --all --plain --no-legend 'isobench-*'
 
-# While a run's tenants hold processes, their limits as the kernel's v2 files hold them:
-# each value seen, one line `FILE: VALUE` each, in /opt/out/readback/TENANT.
+# While a run's tenants exist, their limits as the kernel's v2 files hold them: each value
+# seen, one line `FILE: VALUE` each, in /opt/out/readback/TENANT. Bash builtins only, a look
+# every 50 ms: a short run's tenants exist for seconds, and the guest's CPU is slow (and,
+# under a loaded host, slower still).
 readback() {
   mkdir -p "$out/readback"
   local d t f v
-  while sleep 0.1; do
-    for d in $(find /sys/fs/cgroup -mindepth 1 -type d -name 'isobench-*' 2> /dev/null); do
-      # (cgroup files have no size: read them.)
-      [ -n "$(cat "$d/cgroup.procs" 2> /dev/null)" ] || continue
+  local -a lines
+  local -A seen=()
+  while sleep 0.05; do
+    for d in $(find /sys/fs/cgroup -mindepth 1 -type d -name 'isobench-*-*' 2> /dev/null); do
       t=${d##*/isobench-}
       t=${t#*-}
       for f in cpu.max memory.max pids.max io.max; do
-        v=$(tr '\n' ' ' < "$d/$f" 2> /dev/null) || continue
-        v="$f: ${v% }"
-        grep -qxF "$v" "$out/readback/$t" 2> /dev/null || echo "$v" >> "$out/readback/$t"
+        mapfile -t lines 2> /dev/null < "$d/$f" || continue
+        v="$f: ${lines[*]}"
+        [ -n "${seen[$t $v]:-}" ] && continue
+        seen[$t $v]=1
+        echo "$v" >> "$out/readback/$t"
       done
     done
   done
