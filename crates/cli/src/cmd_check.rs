@@ -104,7 +104,13 @@ pub fn run(a: &CheckArgs) -> anyhow::Result<ExitCode> {
 pub fn helper(a: &MemprotHelperArgs) -> anyhow::Result<ExitCode> {
     match &a.job {
         MemprotJob::FillPagecache { bytes, dir, cgroup } => {
-            memprot::fill_pagecache(*bytes, dir, cgroup)?
+            let _cache = memprot::fill_pagecache(*bytes, dir, cgroup)?;
+            use std::io::Write as _;
+            println!("ready");
+            std::io::stdout().flush()?;
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
         }
         MemprotJob::AllocAnon { bytes, cgroup } => memprot::alloc_anon(*bytes, cgroup)?,
     }

@@ -362,11 +362,11 @@ fn wait_ready(child: &mut Child) -> Result<()> {
 }
 
 /// The filler: brings the usage of its cgroup `cgroup` to `target` bytes with page cache
-/// written into an unlinked file in `dir` (charged to the cgroup), says `ready` on stdout,
-/// and waits to be killed. The kernel's test fills 50M from a small forked process; this
+/// written into an unlinked file in `dir` (charged to the cgroup), and returns the file: the
+/// caller keeps it open, says `ready` and waits to be killed. The kernel's test fills 50M from a small forked process; this
 /// one's own pages (the isobench binary's, its stack and heap) count in the usage too, so
 /// the page cache is what is left to reach the usage the model assumes.
-pub fn fill_pagecache(target: u64, dir: &Path, cgroup: &Path) -> Result<()> {
+pub fn fill_pagecache(target: u64, dir: &Path, cgroup: &Path) -> Result<fs::File> {
     let bytes = target.saturating_sub(current_of(cgroup)?);
     let f = fs::OpenOptions::new()
         .read(true)
@@ -386,11 +386,7 @@ pub fn fill_pagecache(target: u64, dir: &Path, cgroup: &Path) -> Result<()> {
             .with_context(|| format!("writing page cache in {}", dir.display()))?;
         left -= n;
     }
-    println!("ready");
-    std::io::stdout().flush()?;
-    loop {
-        thread::sleep(Duration::from_secs(3600));
-    }
+    Ok(f)
 }
 
 /// The allocation: brings the usage of its cgroup `cgroup` to `target` bytes with anonymous

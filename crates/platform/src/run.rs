@@ -362,7 +362,7 @@ impl Drop for RunGuard {
         if !self.done {
             let r = self.ctx.cleanup_now();
             for f in &r.failed {
-                eprintln!("isobench: warning: cleanup of run {}: {f}", self.ctx.id);
+                log::warn!("cleanup of run {}: {f}", self.ctx.id);
             }
         }
     }
