@@ -223,6 +223,7 @@ fn boot() -> Guest {
         .arg(&steps)
         .arg(std::env::var_os("ISOBENCH_STATIC_EXE").unwrap())
         .args([&token, &listen, &scenario])
+        .arg(common::guest::steps_helper())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -6,16 +6,7 @@ set -u
 export NO_COLOR=1 ISOBENCH_WAIT=1
 out=/opt/out
 
-step() {
-  local name=$1
-  shift
-  echo "== $name: $*"
-  "$@" > "$out/$name.out" 2> "$out/$name.err"
-  local rc=$?
-  echo "$rc" > "$out/$name.rc"
-  echo "== $name: exit $rc"
-  [ "$rc" = 0 ] || tail -n 5 "$out/$name.err"
-}
+. /opt/isobench/guest_steps.sh
 
 # isobench as a user runs it on a cgroup v2 host under systemd.
 step doctor isobench doctor --json

@@ -8,16 +8,7 @@ export NO_COLOR=1 ISOBENCH_WAIT=1
 out=/opt/out
 cg=/sys/fs/cgroup
 
-step() {
-  local name=$1
-  shift
-  echo "== $name: $*"
-  "$@" > "$out/$name.out" 2> "$out/$name.err"
-  local rc=$?
-  echo "$rc" > "$out/$name.rc"
-  echo "== $name: exit $rc"
-  [ "$rc" = 0 ] || tail -n 5 "$out/$name.err"
-}
+. /opt/isobench/guest_steps.sh
 
 # The host as isobench finds it.
 step host sh -c 'echo "pid1: $(tr "\0" " " < /proc/1/cmdline)";

@@ -78,8 +78,8 @@ impl RealBackend {
         let sentinel = {
             let aggressors = aggressors.clone();
             Sentinel::start(SentinelConfig::default(), move |stall| {
-                eprintln!(
-                    "isobench: the host stopped responding (heartbeat {} ms late): killing the \
+                log::error!(
+                    "the host stopped responding (heartbeat {} ms late): killing the \
                      aggressor tenants",
                     stall.late_by.as_millis()
                 );

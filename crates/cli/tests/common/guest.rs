@@ -95,6 +95,11 @@ pub struct Guest {
     pub log: String,
 }
 
+/// tests/guest_steps.sh, the `step` helper the guest scripts source from /opt/isobench.
+pub fn steps_helper() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest_steps.sh")
+}
+
 /// One command's output, from the files the guest left in /opt/out.
 pub struct Cmd {
     pub name: String,
@@ -105,7 +110,7 @@ pub struct Cmd {
 
 impl Guest {
     /// Boots the guest once (`scripts/v2-guest run ARGS... --out --console SCRIPT
-    /// ISOBENCH_STATIC_EXE`), its files in the test target's `name` directory.
+    /// ISOBENCH_STATIC_EXE guest_steps.sh`), its files in the test target's `name` directory.
     pub fn boot(name: &str, args: &[&str], script: &str) -> Guest {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
         let _ = std::fs::remove_dir_all(&dir);
@@ -119,6 +124,7 @@ impl Guest {
             .arg(dir.join("console.log"))
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
             .arg(std::env::var_os("ISOBENCH_STATIC_EXE").unwrap())
+            .arg(steps_helper())
             .stdin(Stdio::null())
             .output()
             .expect("scripts/v2-guest run starts");
