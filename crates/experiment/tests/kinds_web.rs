@@ -146,6 +146,52 @@ fn ibs_preset_reproduces_the_papers_table_on_the_fake_platform() {
         .collect::<Vec<_>>()
         .join("\n");
     insta::assert_snapshot!("ibs_table", layout);
+    // A misbehaving tenant's estimate the analysis does not trust is marked in the table,
+    // as everywhere else; the one it trusts is not.
+    let bad_cpu = |cells: &[isobench_results::Cell]| {
+        let s = webapp::paper_section(&plan, cells);
+        let row = s
+            .rows
+            .iter()
+            .find(|r| r[0].text().contains("cpu@100"))
+            .expect("the CPU row")
+            .clone();
+        row[1].clone()
+    };
+    let mut cells = results.cells.clone();
+    let cell = cells
+        .iter_mut()
+        .find(|c| c.tenant == "bad" && c.condition == "cpu@100" && c.metric == "good_pct")
+        .expect("the misbehaving tenant's CPU cell");
+    cell.comparison.as_mut().expect("compared").trustworthy = true;
+    assert!(
+        matches!(
+            bad_cpu(&cells),
+            isobench_results::Value::Estimate { flag: None, .. }
+        ),
+        "{:?}",
+        bad_cpu(&cells)
+    );
+    let cell = cells
+        .iter_mut()
+        .find(|c| c.tenant == "bad" && c.condition == "cpu@100" && c.metric == "good_pct")
+        .unwrap();
+    cell.comparison.as_mut().unwrap().trustworthy = false;
+    let flagged = bad_cpu(&cells);
+    assert!(
+        matches!(
+            &flagged,
+            isobench_results::Value::Estimate { flag: Some(_), .. }
+        ),
+        "{flagged:?}"
+    );
+    assert!(
+        flagged
+            .text()
+            .ends_with(isobench_results::UNTRUSTWORTHY_MARK),
+        "{}",
+        flagged.text()
+    );
 }
 
 #[test]

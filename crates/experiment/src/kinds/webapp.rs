@@ -380,7 +380,12 @@ pub fn paper_section(plan: &Plan, cells: &[Cell]) -> Section {
             match (own.as_slice(), r.bad) {
                 ([c], Some(v)) => match c.comparison.as_ref() {
                     Some(cmp) => {
-                        Value::estimate(v, cmp.degradation.lower, cmp.degradation.upper, 2)
+                        let e = Value::estimate(v, cmp.degradation.lower, cmp.degradation.upper, 2);
+                        if cmp.trustworthy {
+                            e
+                        } else {
+                            e.flagged("untrustworthy: see the notes of the run")
+                        }
                     }
                     None => Value::number(v, 2),
                 },
