@@ -50,6 +50,10 @@ pub struct FakeScript {
     /// Probe runs (0-based, in the order they happen) during which load from outside the run
     /// appears (one full CPU).
     pub disturb: BTreeSet<usize>,
+    /// Probe runs (0-based, in the order they happen) that outlive their deadline and the
+    /// cancel, as a probe stuck in a slow setup does: the call does not answer, and the
+    /// tenant's agent refuses every later probe as busy until it is restarted.
+    pub overrun: BTreeSet<usize>,
     /// After this many probe runs, the stop flag is raised (as Ctrl-C would).
     pub interrupt_after: Option<(usize, Arc<AtomicBool>)>,
     /// `(tenant, bytes)`: the tenant's memory check jumps after this many bytes.
@@ -117,6 +121,7 @@ impl Default for FakeScript {
             noise: 0.01,
             dnr_under: Vec::new(),
             disturb: BTreeSet::new(),
+            overrun: BTreeSet::new(),
             interrupt_after: None,
             memory_short: None,
             effect: default_effect,
@@ -163,6 +168,8 @@ struct State {
     history: Vec<(Duration, String, Option<Stressing>)>,
     /// CPU time given so far to each tenant's running probe, ns.
     probing: BTreeMap<String, u64>,
+    /// Tenants whose agent still runs a probe that overran ([`FakeScript::overrun`]).
+    stuck: BTreeSet<String>,
     /// CPU limit in force per tenant, CPUs (absent: no quota).
     cpu_limits: BTreeMap<String, f64>,
     /// The victims' scheduler counters so far ([`FakeScript::placement`]).
@@ -307,6 +314,7 @@ impl FakeBackend {
             switches: Vec::new(),
             history: Vec::new(),
             probing: BTreeMap::new(),
+            stuck: BTreeSet::new(),
             cpu_limits: BTreeMap::new(),
             sched: FakeSched::default(),
             ports: 0,
@@ -532,9 +540,24 @@ impl TenantDriver for FakeTenant {
                 flag.store(true, Ordering::SeqCst);
             }
         }
+        if st.stuck.contains(&self.name) {
+            return Err(TenantFailure::Failed(format!(
+                "busy: a probe is already running in this agent, so `{}` was not started",
+                run.name
+            )));
+        }
         if let Some(why) = self.unresponsive(&st) {
             st.advance(run.timeout);
             return Err(TenantFailure::NoResponse(why));
+        }
+        if st.script.overrun.contains(&call) {
+            st.advance(run.timeout);
+            st.stuck.insert(self.name.clone());
+            return Err(TenantFailure::NoResponse(format!(
+                "no answer to {} within {:.1} s",
+                run.name,
+                run.timeout.as_secs_f64()
+            )));
         }
         st.probe_class = Some(probe.class());
         st.probing.insert(self.name.clone(), 0);
@@ -843,6 +866,7 @@ impl TenantDriver for FakeTenant {
     fn restart(&mut self) -> anyhow::Result<()> {
         let mut st = self.state.lock().expect("fake state");
         st.log.push(format!("restart {}", self.name));
+        st.stuck.remove(&self.name);
         if st.stressors.remove(&self.name).is_some() {
             let now = st.now;
             st.history.push((now, self.name.clone(), None));

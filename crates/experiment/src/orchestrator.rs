@@ -868,10 +868,17 @@ impl<'a> Engine<'a> {
                             }
                         }
                     }
-                    Err(e) => self.progress.note(&format!(
-                        "pilot of {} failed ({e}); defaults used",
-                        probe.id
-                    )),
+                    Err(e) => {
+                        self.progress.note(&format!(
+                            "pilot of {} failed ({e}); defaults used",
+                            probe.id
+                        ));
+                        // A probe past its deadline may still run in the agent after the
+                        // cancel: a fresh agent, or every later probe there is refused busy.
+                        if matches!(e, TenantFailure::NoResponse(_)) {
+                            self.restart(v);
+                        }
+                    }
                 }
             }
             // The metric that needs the longest trial decides.

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use isobench_agent::{AgentClient, AgentError, Caps, ProbeOpts, StressOpts};
+use isobench_agent::{AgentClient, AgentError, Caps, ErrorCode, ProbeOpts, StressOpts};
 use isobench_platform::{
     platform, AgentLaunch, AgentProcess, Killer, NetSpec, Platform, PlatformOptions, RunContext,
     Sentinel, SentinelConfig, Tenant, TenantSpec,
@@ -660,6 +660,17 @@ impl TenantDriver for RealTenant {
             .ok_or_else(|| TenantFailure::Failed("no probe was started".into()))?;
         match h.join() {
             Ok(Ok(o)) => Ok(o),
+            Ok(Err(e)) if is_busy(&e) => {
+                // An earlier probe still runs in the agent (it outlived its deadline and the
+                // cancel): the agent is restarted so the next probe is not refused too.
+                let restarted = match self.restart() {
+                    Ok(()) => "the agent was restarted".to_string(),
+                    Err(r) => format!("restarting the agent failed: {r:#}"),
+                };
+                Err(TenantFailure::Failed(format!(
+                    "{e}; an earlier probe outlived its deadline and its cancel, so {restarted}"
+                )))
+            }
             Ok(Err(e)) => Err(self.fail(e)),
             Err(_) => Err(TenantFailure::Failed(
                 "the probe's client thread panicked".into(),
@@ -823,6 +834,11 @@ impl TenantDriver for RealTenant {
         }
         self.tenant.teardown()
     }
+}
+
+/// The agent refused the request because an earlier probe still runs there.
+fn is_busy(e: &AgentError) -> bool {
+    matches!(e, AgentError::Remote { error, .. } if error.code == ErrorCode::Busy)
 }
 
 #[cfg(test)]

@@ -1082,3 +1082,51 @@ fn each_trial_records_every_tenants_pressure_and_io_and_the_trust_names_the_vict
     assert!(r.usage.is_empty());
     assert_eq!(r.trust.victim_pressure_measured, None);
 }
+
+#[test]
+fn a_pilot_probe_that_outlives_its_cancel_gets_a_fresh_agent_and_the_trials_run() {
+    let plan = plan_of(SMALL, true);
+    let first = run_default(&plan);
+    assert!(
+        first.transcript.iter().any(|l| l.contains("pilot: ")),
+        "this plan has on/off cells, so a pilot: {:?}",
+        first.transcript
+    );
+    assert!(!first
+        .transcript
+        .iter()
+        .any(|l| l.contains("agent restarted")));
+    // Calibration runs each probe once in the one victim; the next probe run is the first
+    // pilot. It overruns: the fake agent refuses every later probe as busy until restarted
+    // (a real probe stuck in a slow setup under emulation did this).
+    let script = FakeScript {
+        overrun: [plan.probes.len()].into_iter().collect(),
+        ..FakeScript::default()
+    };
+    let r = run_with(&plan, script, Arc::new(AtomicBool::new(false)));
+    assert_eq!(r.status, RunStatus::Complete, "{}", r.reason);
+    assert!(
+        r.transcript.iter().any(|l| l.contains("pilot of")),
+        "{:?}",
+        r.transcript
+    );
+    assert!(
+        r.transcript
+            .iter()
+            .any(|l| l.contains("victim: agent restarted")),
+        "{:?}",
+        r.transcript
+    );
+    let loaded = r.store.load_run(&r.run).unwrap();
+    let busy: Vec<_> = loaded
+        .trials
+        .iter()
+        .filter(|t| format!("{:?}", t.status).contains("busy"))
+        .collect();
+    assert!(busy.is_empty(), "{} trials refused busy", busy.len());
+    let results = analyze(&loaded);
+    assert!(results
+        .cells
+        .iter()
+        .all(|c| c.dnr.is_none() && c.comparison.is_some()));
+}
