@@ -743,9 +743,7 @@ impl<'a> Engine<'a> {
                                 "calibration: probe {} for tenant {name}: {e}",
                                 probe.id
                             ));
-                            if matches!(e, TenantFailure::NoResponse(_)) {
-                                self.restart(i);
-                            }
+                            self.restart_if_unresponsive(i, &e);
                             json!({"tenant": name, "probe": probe.id, "error": e.to_string()})
                         }
                     });
@@ -782,9 +780,7 @@ impl<'a> Engine<'a> {
                         facts.push(json!({
                             "tenant": name, "probe": probe.id, "secs": secs, "error": e.to_string(),
                         }));
-                        if matches!(e, TenantFailure::NoResponse(_)) {
-                            self.restart(i);
-                        }
+                        self.restart_if_unresponsive(i, &e);
                     }
                 }
             }
@@ -873,11 +869,7 @@ impl<'a> Engine<'a> {
                             "pilot of {} failed ({e}); defaults used",
                             probe.id
                         ));
-                        // A probe past its deadline may still run in the agent after the
-                        // cancel: a fresh agent, or every later probe there is refused busy.
-                        if matches!(e, TenantFailure::NoResponse(_)) {
-                            self.restart(v);
-                        }
+                        self.restart_if_unresponsive(v, &e);
                     }
                 }
             }
@@ -1144,9 +1136,7 @@ impl<'a> Engine<'a> {
             Ok(()) => Ok(()),
             Err(e) => {
                 let why = format!("{} did not start: {e}", run.name);
-                if matches!(e, TenantFailure::NoResponse(_)) {
-                    self.restart(i);
-                }
+                self.restart_if_unresponsive(i, &e);
                 Err(why)
             }
         }
@@ -1181,9 +1171,7 @@ impl<'a> Engine<'a> {
                 Err(e) => {
                     self.progress
                         .note(&format!("tenant {name}: stopping its stressor: {e}"));
-                    if matches!(e, TenantFailure::NoResponse(_)) {
-                        self.restart(i);
-                    }
+                    self.restart_if_unresponsive(i, &e);
                 }
             }
         }
@@ -1196,6 +1184,15 @@ impl<'a> Engine<'a> {
         self.slots[i].down.as_ref()?;
         self.restart(i);
         self.slots[i].down.clone()
+    }
+
+    /// Restarts slot `i`'s agent when `e` says it stopped answering: a request past its
+    /// deadline (a probe that outlived its cancel) may still run there, and a fresh agent
+    /// keeps every later request from being refused busy.
+    fn restart_if_unresponsive(&mut self, i: usize, e: &TenantFailure) {
+        if matches!(e, TenantFailure::NoResponse(_)) {
+            self.restart(i);
+        }
     }
 
     fn restart(&mut self, i: usize) {
