@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use isobench_common::format_size as fmt_bytes;
 use isobench_platform::{HostInfo, Limits};
+use isobench_workloads::cachesize::HostCaches;
 use isobench_workloads::{Class, Env, ParamValues};
 use serde::{Deserialize, Serialize};
 
@@ -51,11 +52,10 @@ pub struct HostView {
     pub check_live: bool,
     /// The answers of the live checks so far.
     checked: std::sync::Arc<std::sync::Mutex<BTreeMap<String, Option<String>>>>,
-    /// Usable last-level cache, bytes: measured by a latency sweep (sysfs can lie on virtual
-    /// machines), sysfs when the sweep cannot tell.
-    pub llc: u64,
-    /// The last-level cache as sysfs reports it, bytes.
-    pub llc_sysfs: Option<u64>,
+    /// The caches as this process's latency sweep found them (sysfs can lie on virtual
+    /// machines), with the sysfs figures beside them; workloads are sized from them at plan
+    /// time, so every tenant gets the same sizes.
+    pub caches: HostCaches,
     /// The disk whose interrupts the host delivers to some CPUs only, and those CPUs (when
     /// exactly one disk raises interrupts); `placement = "split"` gives them to the victims.
     pub disk_irq: Option<crate::cause::DiskIrq>,
@@ -65,14 +65,13 @@ impl HostView {
     /// Reads this host.
     pub fn detect() -> anyhow::Result<HostView> {
         let env = Env::detect();
-        let caches = isobench_workloads::cachesize::cache_sizes(&env);
+        let caches = HostCaches::detect(&env);
         Ok(HostView {
             info: HostInfo::detect()?,
             unavailable: BTreeMap::new(),
             check_live: true,
             checked: Default::default(),
-            llc: caches.llc,
-            llc_sysfs: caches.llc_sysfs,
+            caches,
             disk_irq: isobench_platform::noise::irq_affinity()
                 .ok()
                 .and_then(|irqs| serde_json::to_value(irqs).ok())
@@ -93,22 +92,24 @@ impl HostView {
             line: 64,
             shared_cpus: format!("0-{}", cpus - 1),
         };
+        let env = Env {
+            cpus: (0..cpus).collect(),
+            host_cpus: cpus,
+            mem_usable: memory,
+            mem_limit: None,
+            caches: vec![cache(1, 48 << 10), cache(2, 1 << 20), cache(3, 32 << 20)],
+            page_size: 4096,
+            is_root: cgroup,
+            workdir: std::env::temp_dir(),
+        };
         HostView {
             info: HostInfo {
                 cpus: CpuList::from_cpus(0..cpus as u32),
                 mems: CpuList::from_cpus([0]),
                 memory_bytes: memory,
             },
-            env: Env {
-                cpus: (0..cpus).collect(),
-                host_cpus: cpus,
-                mem_usable: memory,
-                mem_limit: None,
-                caches: vec![cache(1, 48 << 10), cache(2, 1 << 20), cache(3, 32 << 20)],
-                page_size: 4096,
-                is_root: cgroup,
-                workdir: std::env::temp_dir(),
-            },
+            caches: HostCaches::from_sysfs(&env),
+            env,
             unavailable: (!cgroup)
                 .then(|| {
                     (
@@ -120,8 +121,6 @@ impl HostView {
                 .collect(),
             check_live: false,
             checked: Default::default(),
-            llc: 32 << 20,
-            llc_sysfs: Some(32 << 20),
             disk_irq: None,
         }
     }

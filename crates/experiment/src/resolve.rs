@@ -445,9 +445,9 @@ impl<'a> Resolver<'a> {
             // Sizes derived from the smallest victim, so every victim runs the same probe.
             if let Some(v) = victims.iter().min_by_key(|v| v.memory) {
                 let budget = v.memory.saturating_sub(AGENT_OVERHEAD);
-                if let Some(chosen) = probe.fit_sizes(&mut params, budget, host.llc) {
+                if let Some(chosen) = probe.fit_sizes(&mut params, budget, &host.caches) {
                     self.notes.push(format!(
-                        "probe {}: {chosen} from tenant memory {}",
+                        "probe {}: {chosen} (tenant memory {})",
                         p.id,
                         fmt_bytes(v.memory)
                     ));
@@ -487,11 +487,12 @@ impl<'a> Resolver<'a> {
     /// Notes a usable last-level cache that differs from what sysfs reports.
     fn note_measured_llc(&mut self) {
         let host = self.host;
-        if host.llc_sysfs.is_some_and(|s| s != host.llc) {
+        let (llc, llc_sysfs) = (host.caches.llc(), host.caches.measured.llc_sysfs);
+        if llc_sysfs.is_some_and(|s| s != llc) {
             self.notes.push(format!(
                 "last-level cache: {} usable as measured ({} per sysfs); sizes use the measured one",
-                fmt_bytes(host.llc),
-                host.llc_sysfs.map_or("?".into(), fmt_bytes)
+                fmt_bytes(llc),
+                llc_sysfs.map_or("?".into(), fmt_bytes)
             ));
         }
     }
@@ -513,7 +514,10 @@ impl<'a> Resolver<'a> {
                     .iter()
                     .map(|p| {
                         let probe = isobench_workloads::probe(&p.name).expect("validated name");
-                        (probe.memory_need(&p.params, host.llc), p.id.clone())
+                        (
+                            probe.memory_need(&p.params, host.caches.llc()),
+                            p.id.clone(),
+                        )
                     })
                     .max_by_key(|x| x.0)
                     .unwrap_or((0, String::new())),
@@ -523,7 +527,7 @@ impl<'a> Resolver<'a> {
                     .map(|(a, id)| {
                         let st = isobench_workloads::stressor(&a.stressor).expect("validated name");
                         (
-                            st.memory_need(&a.params, &env, a.intensity, host.llc),
+                            st.memory_need(&a.params, &env, a.intensity, host.caches.llc()),
                             id.clone(),
                         )
                     })

@@ -99,6 +99,45 @@ pub fn cache_sizes(env: &Env) -> CacheSizes {
     sizes_from(env, cache_profile(env))
 }
 
+/// A machine's caches as its controller saw them, measured once while the machine was quiet,
+/// with the sysfs figures beside them: what a plan sizes working sets from, so every tenant's
+/// process gets the same sizes without a sweep of its own (a sweep in a busy tenant, or one
+/// slower than the probe's deadline on an emulated CPU, would not give them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCaches {
+    /// From this process's sweep ([`cache_sizes`]).
+    pub measured: CacheSizes,
+    /// From sysfs alone ([`cache_sizes_from_sysfs`]).
+    pub sysfs: CacheSizes,
+}
+
+impl HostCaches {
+    /// This process's caches: the sweep (run now if it has not run yet) and sysfs.
+    pub fn detect(env: &Env) -> HostCaches {
+        HostCaches {
+            measured: cache_sizes(env),
+            sysfs: cache_sizes_from_sysfs(env),
+        }
+    }
+
+    /// Caches taken from sysfs alone, as if a sweep had confirmed them (a synthetic host).
+    pub fn from_sysfs(env: &Env) -> HostCaches {
+        let sysfs = cache_sizes_from_sysfs(env);
+        HostCaches {
+            measured: CacheSizes {
+                llc_measured: Some(sysfs.llc),
+                ..sysfs
+            },
+            sysfs,
+        }
+    }
+
+    /// The usable last-level cache, bytes (measured when the sweep could tell, else sysfs).
+    pub fn llc(&self) -> u64 {
+        self.measured.llc
+    }
+}
+
 /// Cache sizes from sysfs alone, without measuring (cheap; may be wrong on virtual machines).
 pub fn cache_sizes_from_sysfs(env: &Env) -> CacheSizes {
     let l1 = env.cache_size(1).unwrap_or(32 << 10);

@@ -63,10 +63,15 @@ pub trait Probe: Sync {
     }
     /// Fills in the sizes the probe would otherwise derive at run time from the memory it
     /// may use, so that a plan records them: `budget` is what its tenant leaves to workloads
-    /// (the memory limit less the agent's share), `llc` the usable last-level cache, bytes.
-    /// Returns what was chosen (`block size 64M`), or `None` when the parameters leave
-    /// nothing to derive.
-    fn fit_sizes(&self, _params: &mut ParamValues, _budget: u64, _llc: u64) -> Option<String> {
+    /// (the memory limit less the agent's share), `caches` the machine's caches as the
+    /// controller measured them. Returns what was chosen (`block size 64M`), or `None` when
+    /// the parameters leave nothing to derive.
+    fn fit_sizes(
+        &self,
+        _params: &mut ParamValues,
+        _budget: u64,
+        _caches: &cachesize::HostCaches,
+    ) -> Option<String> {
         None
     }
     /// Memory the probe touches at most with `params`, bytes, where the usable last-level

@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use isobench_workloads::cachesize::{CacheSizes, HostCaches};
 use isobench_workloads::{Env, ParamKind, ParamValues, PROBES, STRESSORS};
 
 #[test]
@@ -184,10 +185,23 @@ fn workloads_state_their_own_memory_need_at_defaults() {
 #[test]
 fn probes_fit_their_derived_sizes_into_the_budget() {
     const MIB: u64 = 1 << 20;
+    let caches = |llc: u64| {
+        let sizes = CacheSizes {
+            l1: 32 << 10,
+            l2: 512 << 10,
+            llc,
+            llc_sysfs: Some(llc),
+            llc_measured: Some(llc),
+        };
+        HostCaches {
+            measured: sizes,
+            sysfs: sizes,
+        }
+    };
     let fit = |name: &str, budget, llc| {
         let p = isobench_workloads::probe(name).unwrap();
         let mut params = ParamValues::defaults(name, p.params());
-        let said = p.fit_sizes(&mut params, budget, llc);
+        let said = p.fit_sizes(&mut params, budget, &caches(llc));
         (said, params.0.get("size").and_then(|v| v.as_u64()))
     };
     // Two 32M blocks fit in a quarter of 256M; 64M ones do not.
@@ -200,4 +214,46 @@ fn probes_fit_their_derived_sizes_into_the_budget() {
         (Some("buffer 256M".to_string()), Some(256 * MIB))
     );
     assert_eq!(fit("cpu-int", 1 << 30, 32 * MIB), (None, None));
+}
+
+/// The cache-latency rings are sized in the plan from the controller's caches, so no tenant's
+/// process runs a sweep of its own: one there took longer than the probe's deadline under an
+/// emulated CPU (every cache-latency trial of the cgroup v2 guest's quick run was DNR), and
+/// one in a busy tenant finds a smaller cache than a quiet one.
+#[test]
+fn cache_latency_rings_come_from_the_plan_and_a_given_size_is_kept() {
+    let p = isobench_workloads::probe("cache-latency").unwrap();
+    let sizes = CacheSizes {
+        l1: 32 << 10,
+        l2: 512 << 10,
+        llc: 32 << 20,
+        llc_sysfs: Some(32 << 20),
+        llc_measured: Some(32 << 20),
+    };
+    let caches = HostCaches {
+        measured: sizes,
+        sysfs: sizes,
+    };
+    let size = |params: &ParamValues, name: &str| params.0.get(name).and_then(|v| v.as_u64());
+    let mut params = ParamValues::defaults("cache-latency", p.params());
+    let said = p
+        .fit_sizes(&mut params, 1 << 30, &caches)
+        .expect("sizes chosen");
+    assert_eq!(
+        ["l1_size", "l2_size", "llc_size"].map(|n| size(&params, n)),
+        [Some(16 << 10), Some(128 << 10), Some(2 << 20)]
+    );
+    assert!(said.contains("llc_size 2M"), "{said}");
+    // A size the scenario gives is left alone; only the others are filled in.
+    let mut params = ParamValues::defaults("cache-latency", p.params());
+    params.set("llc_size", (8u64 << 20).into());
+    let said = p
+        .fit_sizes(&mut params, 1 << 30, &caches)
+        .expect("sizes chosen");
+    assert_eq!(size(&params, "llc_size"), Some(8 << 20));
+    assert!(!said.contains("llc_size"), "{said}");
+    // All three given: nothing to derive.
+    params.set("l1_size", (16u64 << 10).into());
+    params.set("l2_size", (128u64 << 10).into());
+    assert_eq!(p.fit_sizes(&mut params, 1 << 30, &caches), None);
 }

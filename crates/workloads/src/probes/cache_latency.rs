@@ -39,7 +39,7 @@ use serde::Deserialize;
 use super::cm_common::{info, lower, per_op_median};
 use crate::cachesize::{
     build_ring, cache_sizes, cache_sizes_from_sysfs, chase, chase_windowed, CacheSizes, ChaseBuf,
-    Order, LINE,
+    HostCaches, Order, LINE,
 };
 use crate::metric::{Metric, MetricSpec, Window};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
@@ -151,6 +151,33 @@ impl Probe for CacheLatency {
     /// the LLC.
     fn memory_need(&self, _params: &ParamValues, llc: u64) -> u64 {
         2 * llc
+    }
+    /// The three ring sizes not given, from the controller's caches: a sweep in each
+    /// tenant's process could differ from one process to the next (a busy neighbour shrinks
+    /// what it finds) and, on an emulated CPU, take longer than the probe's deadline.
+    fn fit_sizes(
+        &self,
+        params: &mut ParamValues,
+        _budget: u64,
+        caches: &HostCaches,
+    ) -> Option<String> {
+        let o: Opts = params.decode(self.name()).ok()?;
+        let given = [o.l1_size, o.l2_size, o.llc_size];
+        if given.iter().all(Option::is_some) {
+            return None;
+        }
+        let auto = ring_sizes(caches.measured, caches.sysfs);
+        let mut chosen = Vec::new();
+        for (l, name) in ["l1_size", "l2_size", "llc_size"].into_iter().enumerate() {
+            if given[l].is_none() {
+                params.set(name, auto[l].into());
+                chosen.push(format!("{name} {}", format_size(auto[l])));
+            }
+        }
+        Some(format!(
+            "rings {} from this host's cache sweep",
+            chosen.join(", ")
+        ))
     }
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;

@@ -25,6 +25,7 @@ use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::cm_common::{chunk_size, info, measure_rate, rate, worker_cpus, Chunk};
+use crate::cachesize::HostCaches;
 use crate::metric::{Metric, MetricSpec};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::util::AlignedBuf;
@@ -126,7 +127,12 @@ impl Probe for MemBandwidth {
     }
     /// `size`: 64M, halved (down to 64K) until two blocks per thread fit in a quarter of
     /// the budget.
-    fn fit_sizes(&self, params: &mut ParamValues, budget: u64, _llc: u64) -> Option<String> {
+    fn fit_sizes(
+        &self,
+        params: &mut ParamValues,
+        budget: u64,
+        _caches: &HostCaches,
+    ) -> Option<String> {
         let o: Opts = params.decode(self.name()).ok()?;
         if o.size.is_some() {
             return None;

@@ -28,7 +28,9 @@ use isobench_common::format_size;
 use serde::Deserialize;
 
 use super::cm_common::{info, lower, per_op_median};
-use crate::cachesize::{build_ring, cache_sizes, chase, chase_windowed, ChaseBuf, Order};
+use crate::cachesize::{
+    build_ring, cache_sizes, chase, chase_windowed, ChaseBuf, HostCaches, Order,
+};
 use crate::metric::{Metric, MetricSpec};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
@@ -139,12 +141,17 @@ impl Probe for MemLatency {
         Ok(())
     }
     /// `size`: max(8 x LLC, 64M), at most 1G and a quarter of the budget, at least 1M.
-    fn fit_sizes(&self, params: &mut ParamValues, budget: u64, llc: u64) -> Option<String> {
+    fn fit_sizes(
+        &self,
+        params: &mut ParamValues,
+        budget: u64,
+        caches: &HostCaches,
+    ) -> Option<String> {
         let o: Opts = params.decode(self.name()).ok()?;
         if o.size.is_some() {
             return None;
         }
-        let size = (8 * llc)
+        let size = (8 * caches.llc())
             .clamp(MIN_AUTO, MAX_AUTO)
             .min(budget / 4)
             .max(1 << 20);
