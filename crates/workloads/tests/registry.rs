@@ -182,22 +182,24 @@ fn workloads_state_their_own_memory_need_at_defaults() {
     assert_eq!(stressor_need("memhog", 100), 0);
 }
 
+/// Caches of 32K L1 and 512K L2 and an LLC of `llc` bytes, which the sweep confirmed.
+fn caches(llc: u64) -> HostCaches {
+    let sizes = CacheSizes {
+        l1: 32 << 10,
+        l2: 512 << 10,
+        llc,
+        llc_sysfs: Some(llc),
+        llc_measured: Some(llc),
+    };
+    HostCaches {
+        measured: sizes,
+        sysfs: sizes,
+    }
+}
+
 #[test]
 fn probes_fit_their_derived_sizes_into_the_budget() {
     const MIB: u64 = 1 << 20;
-    let caches = |llc: u64| {
-        let sizes = CacheSizes {
-            l1: 32 << 10,
-            l2: 512 << 10,
-            llc,
-            llc_sysfs: Some(llc),
-            llc_measured: Some(llc),
-        };
-        HostCaches {
-            measured: sizes,
-            sysfs: sizes,
-        }
-    };
     let fit = |name: &str, budget, llc| {
         let p = isobench_workloads::probe(name).unwrap();
         let mut params = ParamValues::defaults(name, p.params());
@@ -223,17 +225,7 @@ fn probes_fit_their_derived_sizes_into_the_budget() {
 #[test]
 fn cache_latency_rings_come_from_the_plan_and_a_given_size_is_kept() {
     let p = isobench_workloads::probe("cache-latency").unwrap();
-    let sizes = CacheSizes {
-        l1: 32 << 10,
-        l2: 512 << 10,
-        llc: 32 << 20,
-        llc_sysfs: Some(32 << 20),
-        llc_measured: Some(32 << 20),
-    };
-    let caches = HostCaches {
-        measured: sizes,
-        sysfs: sizes,
-    };
+    let caches = caches(32 << 20);
     let size = |params: &ParamValues, name: &str| params.0.get(name).and_then(|v| v.as_u64());
     let mut params = ParamValues::defaults("cache-latency", p.params());
     let said = p

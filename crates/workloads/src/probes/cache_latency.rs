@@ -38,8 +38,7 @@ use serde::Deserialize;
 
 use super::cm_common::{info, lower, per_op_median};
 use crate::cachesize::{
-    build_ring, cache_sizes, cache_sizes_from_sysfs, chase, chase_windowed, CacheSizes, ChaseBuf,
-    HostCaches, Order, LINE,
+    build_ring, chase, chase_windowed, CacheSizes, ChaseBuf, HostCaches, Order, LINE,
 };
 use crate::metric::{Metric, MetricSpec, Window};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
@@ -190,7 +189,8 @@ impl Probe for CacheLatency {
         };
         let needs_sizes = o.l1_size.is_none() || o.l2_size.is_none() || o.llc_size.is_none();
         let auto = if needs_sizes {
-            ring_sizes(cache_sizes(&ctx.env), cache_sizes_from_sysfs(&ctx.env))
+            let caches = HostCaches::detect(&ctx.env);
+            ring_sizes(caches.measured, caches.sysfs)
         } else {
             [0; 3]
         };
