@@ -123,13 +123,18 @@ async fn run_job(app: &Arc<App>, job: Job) {
 /// Asks the kernel to send the run SIGINT if the server dies (a kill -9), so the run stops
 /// gracefully and the restarted server can resume it.
 ///
+/// SIGINT is how a run is stopped, so the run gets it at its default disposition: a server
+/// started in the background of a shell (`isobench serve &`) has SIGINT ignored, an ignored
+/// signal stays ignored across exec, and a shell-script run could not then trap it.
+///
 /// The kernel ties the signal to the thread that spawned the child: [`worker`] runs on the
 /// runtime's worker threads, which live as long as the server (never spawn a run from
 /// `spawn_blocking`, whose threads end when idle).
 fn stop_with_parent(cmd: &mut Command) {
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    // SAFETY: prctl and signal are async-signal-safe and touch no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT);
             Ok(())
         });
