@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context, Result};
 use isobench_store::{
     Condition as StoreCondition, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId,
-    RunStatus, SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport, Switch,
+    RunStatus, SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport,
     TenantRecord, Timestamp, TrialRecord, TrialStatus, WindowRecord,
 };
 use serde_json::json;
@@ -36,6 +36,7 @@ use crate::scenario::Role;
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_WINDOW};
 use isobench_platform::sched::{Phases, SchedMark};
 
+mod designs;
 mod served;
 mod usage;
 
@@ -917,128 +918,6 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    /// One on/off trial of probe `p`: the victims measure in windows while every aggressor is
-    /// frozen and thawed with the tuned period; returns the outcomes and the switches.
-    fn modulated_probe(&mut self, p: usize, c: usize) -> Result<Measured> {
-        let plan = self.plan;
-        let probe = &plan.probes[p];
-        let t = self.tuning.get(&p).cloned().unwrap_or_else(|| Tuning {
-            probe: probe.id.clone(),
-            window: Duration::from_millis(20),
-            period: Duration::from_millis(200),
-            guard: Duration::from_millis(20),
-            trial: plan.trial.onoff_max.min(Duration::from_secs(3)),
-            window_cv: None,
-            lag1: None,
-            cycle_sd: None,
-            cycles_needed: None,
-            why: "no pilot".into(),
-        });
-        let mut t = t;
-        if let Some(len) = self.next_len.get(&(p, c)) {
-            t.trial = *len;
-        }
-        let mut outcomes = Vec::new();
-        let victims: Vec<usize> = self.victims();
-        let mut started = Vec::new();
-        for &v in &victims {
-            if let Some(why) = self.revive(v) {
-                outcomes.push((v, Err(TenantFailure::NoResponse(why))));
-                continue;
-            }
-            let pt = &plan.tenants[v];
-            let run = ProbeRun {
-                name: probe.name.clone(),
-                params: probe.params.clone(),
-                budget: t.trial,
-                pin: pt.pin,
-                pin_peer: pt.pin_peer,
-                timeout: t.trial + plan.trial.timeout,
-                window: Some(t.window),
-            };
-            match self.slots[v].driver.begin_probe(&run) {
-                Ok(()) => started.push(v),
-                Err(e) => outcomes.push((v, Err(e))),
-            }
-        }
-        let aggressors: Vec<usize> = self.aggressors(true);
-        let start_ns = self.clock.mono_ns();
-        self.mark_victims(&started, true);
-        let half = t.period / 2;
-        let mut next = self.clock.now() + half;
-        let mut on = true;
-        let mut switches = Vec::new();
-        let mut failure: Option<String> = None;
-        let deadline = self.clock.now() + t.trial + plan.trial.timeout;
-        loop {
-            if started
-                .iter()
-                .all(|&v| self.slots[v].driver.probe_finished())
-                || self.clock.now() > deadline
-            {
-                break;
-            }
-            let now = self.clock.now();
-            if now >= next && failure.is_none() {
-                let requested_ns = self.clock.mono_ns();
-                for &a in &aggressors {
-                    if let Err(e) = self.slots[a].driver.set_frozen(on) {
-                        failure = Some(e.to_string());
-                    }
-                }
-                on = !on;
-                switches.push(Switch {
-                    requested_ns,
-                    done_ns: self.clock.mono_ns(),
-                    on,
-                });
-                self.mark_victims(&started, on);
-                next += half;
-                continue;
-            }
-            let wait = if failure.is_none() {
-                next.saturating_sub(now)
-            } else {
-                Duration::from_millis(5)
-            };
-            self.clock.sleep(wait.min(Duration::from_millis(2)));
-        }
-        self.mark_victims(&started, on);
-        if !on {
-            let requested_ns = self.clock.mono_ns();
-            for &a in &aggressors {
-                if let Err(e) = self.slots[a].driver.set_frozen(false) {
-                    failure.get_or_insert(e.to_string());
-                }
-            }
-            switches.push(Switch {
-                requested_ns,
-                done_ns: self.clock.mono_ns(),
-                on: true,
-            });
-        }
-        for v in started {
-            let r = self.slots[v].driver.end_probe();
-            let r = match (&failure, r) {
-                (Some(f), Ok(_)) => Err(TenantFailure::Failed(format!(
-                    "the aggressors could not be switched: {f}"
-                ))),
-                (_, r) => r,
-            };
-            outcomes.push((v, r));
-        }
-        outcomes.sort_by_key(|(v, _)| *v);
-        let modulation = Modulation {
-            period_ns: t.period.as_nanos() as u64,
-            guard_ns: t.guard.as_nanos() as u64,
-            initially_on: true,
-            start_ns,
-            end_ns: self.clock.mono_ns(),
-            switches,
-        };
-        Ok((outcomes, Some(modulation)))
-    }
-
     /// The mechanism of victim slot `v` in the trial just run, for its record: the marks
     /// split into the time with and without the aggressors. A probe run from end to end
     /// (not modulated) runs in a thread that has exited by the closing mark, so its threads'
@@ -1529,7 +1408,7 @@ impl<'a> Engine<'a> {
         self.marks.clear();
         let before = self.snapshot(cond.is_some());
         let usage_before = self.usage_mark();
-        let (outcomes, modulation) = self.measure(t.what, cond)?;
+        let (outcomes, modulation) = designs::for_trial(plan, t.what, cond).measure(self, cond)?;
         let usage_after = self.usage_mark();
         let after = self.snapshot(cond.is_some());
         let tenant_usage = self.tenant_usage(&usage_before, &usage_after);
@@ -1605,108 +1484,6 @@ impl<'a> Engine<'a> {
                 self.running.insert(i, r);
             }
         }
-    }
-
-    /// The measurement of one trial: the aggressors alone for the solo time, a probe under
-    /// the on/off design, or a probe run from end to end in every victim.
-    fn measure(&mut self, what: TrialWhat, cond: Option<usize>) -> Result<Measured> {
-        let plan = self.plan;
-        match what {
-            TrialWhat::Solo => {
-                self.clock.sleep(plan.trial.solo);
-                Ok((Vec::new(), None))
-            }
-            TrialWhat::Probe(p) if plan.probes[p].serving.is_some() => Ok((
-                self.served_probe(p, cond.is_some(), plan.trial.duration),
-                None,
-            )),
-            TrialWhat::Probe(p) => match cond {
-                Some(c) if plan.design(p, c) == Design::OnOff => self.modulated_probe(p, c),
-                _ => Ok((self.whole_probe(p, cond.is_some()), None)),
-            },
-            TrialWhat::Scheduled(p) => {
-                let mut drivers: Vec<&mut dyn TenantDriver> = self
-                    .slots
-                    .iter_mut()
-                    .map(|s| s.driver.as_mut() as &mut dyn TenantDriver)
-                    .collect();
-                let (outcome, timeline) =
-                    crate::scheduled::measure(plan, p, self.clock, &mut drivers)?;
-                self.timeline = Some(timeline);
-                Ok((vec![outcome], None))
-            }
-        }
-    }
-
-    /// Probe `p` run from end to end in every victim at once (`contended` says whether the
-    /// aggressors run meanwhile); the outcomes in slot order.
-    fn whole_probe(&mut self, p: usize, contended: bool) -> Vec<Outcome> {
-        let plan = self.plan;
-        let probe = &plan.probes[p];
-        let budget = plan.trial.duration;
-        let timeout = budget + plan.trial.timeout;
-        let mut outcomes: Vec<Outcome> = Vec::new();
-        let victims: Vec<usize> = self.victims();
-        for &v in &victims {
-            if let Some(why) = self.revive(v) {
-                outcomes.push((v, Err(TenantFailure::NoResponse(why))));
-            }
-        }
-        let runs: Vec<(usize, ProbeRun)> = victims
-            .iter()
-            .filter(|&&v| self.slots[v].down.is_none())
-            .map(|&v| {
-                let pt = &plan.tenants[v];
-                (
-                    v,
-                    ProbeRun {
-                        name: probe.name.clone(),
-                        params: probe.params.clone(),
-                        budget,
-                        pin: pt.pin,
-                        pin_peer: pt.pin_peer,
-                        timeout,
-                        window: None,
-                    },
-                )
-            })
-            .collect();
-        let measured: Vec<usize> = runs.iter().map(|(v, _)| *v).collect();
-        self.mark_victims(&measured, contended);
-        let mut drivers: Vec<(usize, &mut Box<dyn TenantDriver>)> = self
-            .slots
-            .iter_mut()
-            .filter(|s| runs.iter().any(|(v, _)| *v == s.index))
-            .map(|s| (s.index, &mut s.driver))
-            .collect();
-        if drivers.len() == 1 {
-            let (v, d) = drivers.pop().expect("one driver");
-            let run = &runs.iter().find(|(i, _)| *i == v).expect("its run").1;
-            outcomes.push((v, d.run_probe(run)));
-        } else {
-            let results: Vec<Outcome> = std::thread::scope(|scope| {
-                let handles: Vec<_> = drivers
-                    .into_iter()
-                    .map(|(v, d)| {
-                        let run = runs
-                            .iter()
-                            .find(|(i, _)| *i == v)
-                            .expect("its run")
-                            .1
-                            .clone();
-                        scope.spawn(move || (v, d.run_probe(&run)))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("probe threads do not panic"))
-                    .collect()
-            });
-            outcomes.extend(results);
-        }
-        self.mark_victims(&measured, false);
-        outcomes.sort_by_key(|(v, _)| *v);
-        outcomes
     }
 
     /// The own rates of the aggressors running a stressor over the trial under condition `c`,
