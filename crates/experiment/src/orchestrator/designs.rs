@@ -30,7 +30,7 @@ pub(super) fn for_trial(plan: &Plan, what: TrialWhat, cond: Option<usize>) -> Bo
         TrialWhat::Scheduled(p) => Box::new(Scheduled { p }),
         TrialWhat::Probe(p) if plan.probes[p].serving.is_some() => Box::new(Served { p }),
         TrialWhat::Probe(p) => match cond {
-            Some(c) if plan.design(p, c) == Design::OnOff => Box::new(OnOff { p }),
+            Some(c) if plan.design(p, c) == Design::OnOff => Box::new(OnOff { p, c }),
             _ => Box::new(Whole { p }),
         },
     }
@@ -125,18 +125,15 @@ impl TrialDesign for Whole {
 }
 
 /// Probe `p` under the on/off design: the victims measure in windows while every aggressor
-/// is frozen and thawed with the tuned period.
+/// of condition `c` is frozen and thawed with the tuned period.
 struct OnOff {
     p: usize,
+    c: usize,
 }
 
 impl TrialDesign for OnOff {
-    fn measure(&self, e: &mut Engine<'_>, cond: Option<usize>) -> Result<Measured> {
-        let Some(c) = cond else {
-            // A baseline has no aggressor to switch: the probe runs whole.
-            return Whole { p: self.p }.measure(e, cond);
-        };
-        let p = self.p;
+    fn measure(&self, e: &mut Engine<'_>, _: Option<usize>) -> Result<Measured> {
+        let (p, c) = (self.p, self.c);
         let plan = e.plan;
         let probe = &plan.probes[p];
         let t = e.tuning.get(&p).cloned().unwrap_or_else(|| Tuning {
