@@ -29,6 +29,7 @@ mod paired;
 mod pooled;
 mod rng;
 mod sample;
+mod service;
 mod significance;
 mod stopping;
 mod summary;
@@ -51,6 +52,10 @@ pub use paired::{
 };
 pub use pooled::{log_level, pool_random_effects, robust_log_level};
 pub use sample::{Outliers, Sample, MODIFIED_Z_THRESHOLD};
+pub use service::{
+    episode_figures, episode_interval, EpisodeFigures, EpisodeInterval, EpisodeSpec, Isolation,
+    ServiceWindow, FEW_EVENTS,
+};
 pub use significance::{mann_whitney_u, permutation_test, MannWhitney, PermutationTest};
 pub use stopping::{ConditionSamples, ConditionStatus, Decision, StopReport, StoppingRule};
 pub use summary::Summary;
