@@ -38,6 +38,7 @@ use isobench_platform::sched::{Phases, SchedMark};
 
 mod designs;
 mod served;
+mod service;
 mod usage;
 
 /// Window length of the pilot runs (short, so longer windows can be formed from them).
@@ -222,6 +223,9 @@ pub struct Engine<'a> {
     /// Limits the current block's condition set, by tenant name, as recorded with its
     /// trials, and why one could not be set (its trials then fail with the reason).
     limits: Option<(serde_json::Value, Option<String>)>,
+    /// The calibrated target rate of each service probe that asked for one, per probe
+    /// index ([`service`]).
+    service_rates: BTreeMap<usize, f64>,
 }
 
 impl<'a> Engine<'a> {
@@ -267,6 +271,7 @@ impl<'a> Engine<'a> {
             served: served::Served::default(),
             timeline: None,
             limits: None,
+            service_rates: BTreeMap::new(),
         }
     }
 
@@ -355,6 +360,7 @@ impl<'a> Engine<'a> {
         }
         self.calibrate()?;
         self.pilot(&loaded)?;
+        self.calibrate_services(&loaded)?;
 
         let min = plan.repetitions.min;
         let max = plan.repetitions.max;
@@ -1106,9 +1112,12 @@ impl<'a> Engine<'a> {
         let label = self.condition_label(block.condition);
         self.progress.block_started(&label);
         self.start_block_services(block);
+        let switched = block.trials.iter().all(|t| t.what.switches_stressors());
         if let Some(c) = block.condition {
             self.set_limits(c);
-            self.start_stressors(c);
+            if !switched {
+                self.start_stressors(c);
+            }
         }
         self.block_frozen_s = 0.0;
         self.clock.sleep(self.plan.trial.warmup);
@@ -1385,9 +1394,9 @@ impl<'a> Engine<'a> {
     fn run_trial(&mut self, block: &Block, t: &ScheduledTrial, key: TrialKey) -> Result<bool> {
         let plan = self.plan;
         let cond = block.condition;
-        let what = match t.what {
-            TrialWhat::Probe(p) | TrialWhat::Scheduled(p) => plan.probes[p].id.clone(),
-            TrialWhat::Solo => "aggressor alone".to_string(),
+        let what = match t.what.probe() {
+            Some(p) => plan.probes[p].id.clone(),
+            None => "aggressor alone".to_string(),
         };
         let view = TrialView {
             n: self.done + 1,
@@ -1398,7 +1407,7 @@ impl<'a> Engine<'a> {
             eta_s: self.eta().map(|d| d.as_secs_f64()),
         };
         self.progress.trial_started(&view);
-        if let Some(c) = cond {
+        if let Some(c) = cond.filter(|_| !t.what.switches_stressors()) {
             self.restart_stressors(c);
         }
 

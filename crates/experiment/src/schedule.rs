@@ -37,6 +37,26 @@ pub enum TrialWhat {
     /// Probe `i` of the plan measures in windows for the whole of a schedule while the
     /// aggressors' stressors start and stop on it ([`crate::scheduled`]).
     Scheduled(usize),
+    /// Probe `i` of the plan, a service, holds its load for one episode while the block
+    /// condition's stressors start after a stable period and stop before the end
+    /// ([`crate::kinds::protection`]).
+    Episode(usize),
+}
+
+impl TrialWhat {
+    /// True when the trial starts and stops the aggressors' stressors itself, so its block
+    /// must not start them.
+    pub fn switches_stressors(self) -> bool {
+        matches!(self, TrialWhat::Scheduled(_) | TrialWhat::Episode(_))
+    }
+
+    /// The plan's probe the trial runs, if any.
+    pub fn probe(self) -> Option<usize> {
+        match self {
+            TrialWhat::Probe(p) | TrialWhat::Scheduled(p) | TrialWhat::Episode(p) => Some(p),
+            TrialWhat::Solo => None,
+        }
+    }
 }
 
 /// One scheduled trial.

@@ -11,9 +11,11 @@ use isobench_store::{Modulation, Switch};
 
 use super::{Engine, Measured, Outcome};
 use crate::backend::{ProbeRun, TenantDriver, TenantFailure};
+use crate::kinds::protection::ProtectionSettings;
 use crate::onoff::Tuning;
 use crate::plan::{Design, Plan};
 use crate::schedule::TrialWhat;
+use crate::scheduled::{Entry, Spec};
 
 /// How one trial is measured, once the condition's stressors run.
 pub(super) trait TrialDesign {
@@ -28,6 +30,7 @@ pub(super) fn for_trial(plan: &Plan, what: TrialWhat, cond: Option<usize>) -> Bo
     match what {
         TrialWhat::Solo => Box::new(Solo),
         TrialWhat::Scheduled(p) => Box::new(Scheduled { p }),
+        TrialWhat::Episode(p) => Box::new(Episode { p }),
         TrialWhat::Probe(p) if plan.probes[p].serving.is_some() => Box::new(Served { p }),
         TrialWhat::Probe(p) => match cond {
             Some(c) if plan.design(p, c) == Design::OnOff => Box::new(OnOff { p, c }),
@@ -280,5 +283,71 @@ impl TrialDesign for Scheduled {
         let (outcome, timeline) = crate::scheduled::measure(e.plan, self.p, e.clock, &mut drivers)?;
         e.timeline = Some(timeline);
         Ok((vec![outcome], None))
+    }
+}
+
+/// Service probe `p` holds its load for one episode of the protection kind while the
+/// stressors of the trial's condition start after the stable period and stop before the
+/// recovery; the timeline of their switches is kept for the victim's record.
+struct Episode {
+    p: usize,
+}
+
+impl TrialDesign for Episode {
+    fn measure(&self, e: &mut Engine<'_>, cond: Option<usize>) -> Result<Measured> {
+        let plan = e.plan;
+        let set = ProtectionSettings::of(&plan.settings)
+            .ok_or_else(|| anyhow::anyhow!("the plan of this run has no [protection] settings"))?;
+        let c = cond.ok_or_else(|| anyhow::anyhow!("an episode needs an aggressor"))?;
+        let victim = plan
+            .tenants
+            .iter()
+            .position(|t| t.name == set.victim)
+            .ok_or_else(|| anyhow::anyhow!("the plan lacks the victim tenant {}", set.victim))?;
+        if let Some(why) = e.revive(victim) {
+            return Ok((vec![(victim, Err(TenantFailure::NoResponse(why)))], None));
+        }
+        let probe = &plan.probes[self.p];
+        let vt = &plan.tenants[victim];
+        let mut params = probe.params.clone();
+        if let Some(rate) = e.service_rates.get(&self.p) {
+            params.set("rate", serde_json::json!(rate.round().max(1.0) as u64));
+        }
+        let start = set.stable;
+        let stop = set.stable + set.aggressor;
+        let entries: Vec<Entry> = (0..e.slots.len())
+            .filter_map(|i| {
+                let run = e.stressor_run(c, i)?;
+                Some(Entry {
+                    tenant: i,
+                    run,
+                    start,
+                    stop,
+                })
+            })
+            .collect();
+        let spec = Spec {
+            victim,
+            probe: ProbeRun {
+                name: probe.name.clone(),
+                params,
+                budget: set.length(),
+                pin: vt.pin,
+                pin_peer: vt.pin_peer,
+                timeout: set.length() + plan.trial.timeout,
+                window: Some(set.window),
+            },
+            entries,
+            cpu_every: Duration::from_secs(1),
+        };
+        e.mark_victims(&[victim], false);
+        let mut drivers: Vec<&mut dyn TenantDriver> = e
+            .slots
+            .iter_mut()
+            .map(|s| s.driver.as_mut() as &mut dyn TenantDriver)
+            .collect();
+        let out = crate::scheduled::run(e.clock, &mut drivers, &spec);
+        e.timeline = Some(out.timeline);
+        Ok((vec![(victim, out.probe)], None))
     }
 }
