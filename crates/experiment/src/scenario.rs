@@ -88,6 +88,11 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         include_str!("../../../examples/ibs.toml"),
     ),
     (
+        "protection",
+        "a service at its target load against each aggressor: isol%, lat-imp%, SLO seconds, work conserved",
+        include_str!("../../../examples/protection.toml"),
+    ),
+    (
         "artifacts",
         "paper 004: relay ring in one tenant and across three, null tests, every iteration kept",
         include_str!("../../../examples/artifacts.toml"),

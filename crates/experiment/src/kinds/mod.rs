@@ -11,6 +11,7 @@ pub(crate) mod curve;
 pub mod fidelity;
 pub mod matrix;
 pub mod pairwise;
+pub mod protection;
 pub mod scale;
 pub mod sensitivity;
 pub mod sweep;
@@ -108,6 +109,7 @@ pub const KINDS: &[&dyn ExperimentKind] = &[
     &timeline::Timeline,
     &webapp::Webapp,
     &artifacts::Artifacts,
+    &protection::Protection,
 ];
 
 /// An experiment kind of [`KINDS`], by name; stored and exported as its name.

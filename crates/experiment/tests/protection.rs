@@ -1,0 +1,192 @@
+//! The `protection` kind end to end on the fake platform and the fake clock: the service's
+//! rate calibrated once and held by every episode, each episode's aggressor started after
+//! the stable period and stopped before the recovery, an aggressor-alone trial after each
+//! episode, and the summary's isolation and work-conserved figures read from the records.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use isobench_experiment::analysis::{analyze, Results};
+use isobench_experiment::fake::{FakeBackend, FakeScript};
+use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
+use isobench_experiment::progress::Transcript;
+use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
+use isobench_store::{RunStatus, Store};
+use isobench_workloads::Class;
+
+const SCENARIO: &str = r#"
+name = "prot"
+kind = "protection"
+seed = 5
+placement = "shared"
+
+[trial]
+warmup = "100ms"
+solo = "2s"
+timeout = "10s"
+max_retries = 0
+
+[repetitions]
+min = 1
+max = 1
+
+[protection]
+settle = "2s"
+stable = "8s"
+aggressor = "10s"
+recover = "8s"
+episodes = 3
+window = "1s"
+slo_ms = 5
+
+[[tenant]]
+name = "svc"
+role = "victim"
+limits = { memory = "512M", pids = 128 }
+
+[[tenant]]
+name = "batch"
+role = "aggressor"
+limits = { memory = "512M", pids = 64 }
+
+[[probe]]
+name = "service"
+params = { rate = 0, calibrate_s = 4 }
+
+[[stressor]]
+name = "cpu"
+
+[[stressor]]
+name = "cache"
+"#;
+
+fn plan_of(text: &str) -> Plan {
+    let sc = Scenario::parse(Source::new("prot.toml", text)).unwrap_or_else(|e| panic!("{e}"));
+    let host = HostView::synthetic(2, 8 << 30, true);
+    Plan::resolve(&sc, &host, &PlanOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// In this model a CPU hog costs the service half its speed, the cache thrasher nothing.
+fn effect(probe: Class, stressor: Class, intensity: u8) -> f64 {
+    match (probe, stressor) {
+        (Class::App, Class::Cpu) => intensity as f64 / 100.0,
+        _ => 0.0,
+    }
+}
+
+fn run(text: &str) -> (Results, isobench_store::LoadedRun, Vec<String>) {
+    let plan = plan_of(text);
+    let mut store = Store::open_in_memory().unwrap();
+    let script = FakeScript {
+        effect,
+        ..FakeScript::default()
+    };
+    let (mut backend, clock) = FakeBackend::new(plan.seed, script);
+    let run = create_run(&mut store, &plan, text, "fake", serde_json::json!({}), 0).unwrap();
+    let mut t = Transcript::default();
+    let out = Engine::new(
+        &plan,
+        run.clone(),
+        &mut store,
+        &mut backend,
+        &clock,
+        &mut t,
+        Arc::new(AtomicBool::new(false)),
+        EngineOptions::default(),
+    )
+    .execute()
+    .unwrap();
+    assert_eq!(out.status, RunStatus::Complete, "{}", out.reason);
+    let loaded = store.load_run(&run).unwrap();
+    (analyze(&loaded), loaded, backend.log())
+}
+
+#[test]
+fn every_episode_holds_the_calibrated_rate_and_switches_its_aggressor_on_time() {
+    let (_, loaded, log) = run(SCENARIO);
+    let fact = loaded
+        .facts
+        .iter()
+        .find(|f| f.key == "service_calibration")
+        .expect("the calibration is recorded");
+    let target = fact.value[0]["target_rps"].as_f64().unwrap();
+    assert!(target > 0.0, "{fact:?}");
+    // One calibration run, then 3 episodes of each of the 2 conditions.
+    let probes: Vec<&String> = log.iter().filter(|l| l.starts_with("probe svc")).collect();
+    assert_eq!(probes.len(), 1 + 1 + 6, "{probes:#?}");
+    let episodes: Vec<_> = loaded
+        .trials
+        .iter()
+        .filter(|t| t.timeline.is_some())
+        .collect();
+    assert_eq!(episodes.len(), 6);
+    for t in &episodes {
+        let tl = t.timeline.as_ref().unwrap();
+        let on: Vec<_> = tl.switches.iter().filter(|s| s.on).collect();
+        let off: Vec<_> = tl.switches.iter().filter(|s| !s.on).collect();
+        assert_eq!((on.len(), off.len()), (1, 1), "{tl:?}");
+        let at = |ns: u64| (ns - tl.start_ns) as f64 / 1e9;
+        assert!((at(on[0].requested_ns) - 8.0).abs() < 0.1, "{tl:?}");
+        assert!((at(off[0].requested_ns) - 18.0).abs() < 0.1, "{tl:?}");
+        assert!(off[0].ops_per_sec.unwrap() > 0.0);
+    }
+    // Each episode is followed by the aggressor alone, the service idle.
+    let solos = loaded
+        .trials
+        .iter()
+        .filter(|t| t.probe == isobench_experiment::analysis::SOLO_PROBE)
+        .count();
+    assert_eq!(solos, 6);
+}
+
+#[test]
+fn the_summary_shows_the_loss_beside_the_hog_and_none_beside_the_harmless_one() {
+    let (results, _, _) = run(SCENARIO);
+    let s = results
+        .sections
+        .iter()
+        .find(|s| s.id == "protection")
+        .expect("the summary section");
+    let col = |name: &str| s.column(name).unwrap();
+    let row = |c: &str| {
+        s.rows
+            .iter()
+            .find(|r| r[0].text() == c)
+            .unwrap_or_else(|| panic!("no row {c}: {:?}", s.text_rows()))
+    };
+    let num = |r: &Vec<isobench_results::Value>, c: &str| r[col(c)].as_f64().unwrap();
+    let cpu = row("cpu@100");
+    let cache = row("cache@100");
+    // The fake serves its rate at a level of its own; the hog halves it while it runs.
+    let ratio = num(cpu, "isol mean") / num(cache, "isol mean");
+    assert!((ratio - 0.5).abs() < 0.05, "{ratio}: {:?}", s.text_rows());
+    assert!(num(cpu, "lat-imp") > 80.0, "{:?}", s.text_rows());
+    assert!(num(cache, "lat-imp").abs() < 5.0, "{:?}", s.text_rows());
+    assert_eq!(cpu[col("episodes")].text(), "3");
+    assert!(num(cpu, "work conserved") > 0.0);
+    // One timeline per aggressor, with the aggressor's run shaded.
+    let tl = results
+        .sections
+        .iter()
+        .find(|s| s.id == "protection-timeline-cpu@100")
+        .expect("the timeline section");
+    assert_eq!(tl.rows.len(), 26, "{:?}", tl.text_rows());
+}
+
+#[test]
+fn protection_settings_are_checked_where_they_are_written() {
+    let bad = SCENARIO.replace("settle = \"2s\"", "settle = \"9s\"");
+    let sc = Scenario::parse(Source::new("prot.toml", &bad));
+    let e = match sc {
+        Err(e) => e.to_string(),
+        Ok(sc) => {
+            let host = HostView::synthetic(2, 8 << 30, true);
+            Plan::resolve(&sc, &host, &PlanOptions::default())
+                .err()
+                .expect("refused")
+                .to_string()
+        }
+    };
+    assert!(e.contains("protection.settle"), "{e}");
+    assert!(e.contains("stable"), "{e}");
+}
