@@ -34,6 +34,8 @@ struct Opts {
     touch: bool,
     chunk: u64,
     write: String,
+    grow: u64,
+    grow_disk: f64,
 }
 
 const PARAMS: &[ParamSpec] = &[
@@ -62,6 +64,21 @@ const PARAMS: &[ParamSpec] = &[
         },
         default: "line",
     },
+    ParamSpec {
+        name: "grow",
+        help: "growth speed with touch=true, bytes per second (0: as fast as it can write);                resctl-bench grows its hog at a share of the disk's write rate, see grow_disk",
+        kind: ParamKind::Size {
+            min: 0,
+            max: 1 << 40,
+        },
+        default: "0",
+    },
+    ParamSpec {
+        name: "grow_disk",
+        help: "growth speed with touch=true as a share of the workdir disk's sequential write                rate, measured when the hog starts (64 MiB of 1 MiB direct writes): 0.1, 0.25,                0.5, 1 or 2 as resctl-bench does; 0 = off (grow decides)",
+        kind: ParamKind::Float { min: 0.0, max: 100.0 },
+        default: "0",
+    },
 ];
 
 /// Bytes touched between two checks of the stop flag.
@@ -83,6 +100,9 @@ struct Shared {
     /// errno of a failed mapping (0 = none), and how much was held then.
     failed_errno: AtomicU64,
     failed_at: AtomicU64,
+    /// Bytes the hog may have grown to by now (`u64::MAX`: no pacing), raised by the
+    /// stressor thread as time passes.
+    allowed: AtomicU64,
 }
 
 /// What the hog process does.
@@ -164,7 +184,14 @@ fn hog(sh: &Shared, plan: Plan) -> ! {
         while running() {
             if at >= grown {
                 if grown < plan.target {
-                    grown = (grown + plan.chunk).min(plan.target);
+                    let allowed = sh.allowed.load(Ordering::Relaxed).min(usize::MAX as u64);
+                    let room = (allowed as usize).saturating_sub(grown) / plan.page * plan.page;
+                    if room == 0 {
+                        // Paced: wait for the allowance to grow.
+                        libc::usleep(1_000);
+                        continue;
+                    }
+                    grown = (grown + plan.chunk.min(room)).min(plan.target);
                 } else {
                     pass += 1;
                     sh.passes.store(pass, Ordering::Relaxed);
@@ -252,6 +279,43 @@ fn resident_bytes(pid: libc::pid_t) -> Option<u64> {
     )
 }
 
+/// Bytes the disk behind `dir` writes per second: 64 MiB of 1 MiB `O_DIRECT` writes to a
+/// file made there, synced, then removed (buffered with a final `fdatasync` where the file
+/// system refuses `O_DIRECT`).
+fn disk_write_rate(dir: &std::path::Path) -> anyhow::Result<f64> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    const REQ: usize = 1 << 20;
+    const TOTAL: usize = 64 << 20;
+    let path = dir.join(format!(".isobench-memhog-rate-{}", std::process::id()));
+    let open = |direct: bool| {
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).create(true).truncate(true);
+        if direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        o.open(&path)
+    };
+    let mut f = open(true).or_else(|_| open(false)).with_context(|| {
+        format!(
+            "memhog grow_disk: creating {} to time the disk",
+            path.display()
+        )
+    })?;
+    let buf = crate::util::AlignedBuf::new(REQ, 4096);
+    let t0 = crate::timer::now_ns();
+    let written = (|| -> std::io::Result<()> {
+        for _ in 0..TOTAL / REQ {
+            f.write_all(buf.as_slice())?;
+        }
+        f.sync_data()
+    })();
+    let secs = (crate::timer::now_ns() - t0) as f64 / 1e9;
+    let _ = std::fs::remove_file(&path);
+    written.with_context(|| format!("memhog grow_disk: writing {}", path.display()))?;
+    Ok(TOTAL as f64 / secs.max(1e-6))
+}
+
 /// Kills and reaps the hog.
 fn reap(pid: libc::pid_t) {
     // SAFETY: `pid` is our child; waiting reaps it.
@@ -272,6 +336,8 @@ impl Stressor for Memhog {
          keeps rewriting all held memory; touch=false only allocates (the VITS variant). One \
          operation is one page written (touch) or mapped (no touch); bytes counts the \
          memory written by touches; the held_bytes note gives the memory held at the end. \
+         grow or grow_disk paces the growth (bytes/s, or a share of the disk's measured write \
+         rate, as resctl-bench grows its hog). \
          Pressure: resident_bytes (the memory only the hog holds resident at the stop) and, with touch, \
          bytes_per_sec rewritten. Frozen, the hog keeps what it holds (lingering)."
     }
@@ -333,8 +399,24 @@ impl Stressor for Memhog {
         // The hog runs in a child process of its own: when a memory limit makes the OOM
         // killer act, it takes the hog (oom_score_adj 1000), not the process driving it, and
         // the stressor starts a new hog so the pressure stays on.
+        let (grow_bps, disk_bps) = if o.touch && o.grow_disk > 0.0 {
+            let d = disk_write_rate(&ctx.workdir)?;
+            (Some(d * o.grow_disk), Some(d))
+        } else if o.touch && o.grow > 0 {
+            (Some(o.grow as f64), None)
+        } else {
+            (None, None)
+        };
         let shared = SharedPage::new()?;
+        let allow = |sh: &Shared, since: u64| {
+            let bytes = grow_bps.map_or(u64::MAX, |r| {
+                (r * crate::timer::now_ns().saturating_sub(since) as f64 / 1e9) as u64
+            });
+            sh.allowed.store(bytes, Ordering::Relaxed);
+        };
         let t0 = crate::timer::now_ns();
+        let mut spawned = t0;
+        allow(shared.get(), spawned);
         let mut pid = spawn_hog(&shared, plan)?;
         let (mut ops, mut counted, mut killed, mut touched, mut mapped) =
             (0u64, 0u64, 0u64, 0u64, 0u64);
@@ -370,9 +452,12 @@ impl Stressor for Memhog {
                 if !ctx.running() {
                     break;
                 }
+                spawned = crate::timer::now_ns();
+                allow(sh, spawned);
                 pid = spawn_hog(&shared, plan)?;
                 continue;
             }
+            allow(sh, spawned);
             std::thread::sleep(Duration::from_millis(5));
         }
         let elapsed_s = (crate::timer::now_ns() - t0) as f64 / 1e9;
@@ -381,8 +466,12 @@ impl Stressor for Memhog {
         let mapped = mapped.max(sh.mapped.load(Ordering::Relaxed));
         let passes = passes + sh.passes.load(Ordering::Relaxed);
         let held_bytes = if o.touch { touched } else { mapped };
-        let mut notes = vec![
+        let mut notes: Vec<String> = vec![
             format!("held_bytes={held_bytes} target_bytes={target}"),
+            grow_bps.map_or_else(
+                || "grow_bps=unpaced".to_string(),
+                |g| format!("grow_bps={g:.0}"),
+            ),
             format!(
                 "held={} target={}",
                 format_size(held_bytes),
@@ -392,6 +481,9 @@ impl Stressor for Memhog {
             format!("hog_killed={killed}"),
         ];
         if o.touch {
+            if let Some(d) = disk_bps {
+                notes.push(format!("disk_write_bps={d:.0}"));
+            }
             notes.push(format!("touched={}", format_size(touched)));
             notes.push(format!("rewrite_passes={passes} write={}", o.write));
         }
@@ -459,6 +551,67 @@ mod tests {
         assert!(Memhog
             .lingering_effect(&p(&["touch=false"]))
             .is_some_and(|e| e.contains("committed")));
+    }
+
+    /// Paced, the hog holds no more than its speed allows (plus the page it is on).
+    #[test]
+    fn a_paced_hog_grows_at_its_speed() {
+        let mut ctx = StressCtx::new(Env::detect(), 100);
+        ctx.env.mem_usable = 512 << 20;
+        let p = ParamValues::from_settings("memhog", PARAMS, &["grow=32M", "chunk=1M"]).unwrap();
+        let stop = ctx.stop.clone();
+        let h = std::thread::spawn(move || Memhog.run(&ctx, &p));
+        std::thread::sleep(Duration::from_millis(600));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let r = h.join().unwrap().unwrap();
+        let held: f64 = r
+            .notes
+            .iter()
+            .find_map(|n| n.strip_prefix("held_bytes="))
+            .and_then(|n| n.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        let allowed = 32.0 * 1048576.0 * r.elapsed_s + 4096.0;
+        assert!(
+            held > 0.0 && held <= allowed,
+            "{held} > {allowed}: {:?}",
+            r.notes
+        );
+        assert!(
+            r.notes.iter().any(|n| n == "grow_bps=33554432"),
+            "{:?}",
+            r.notes
+        );
+    }
+
+    /// grow_disk times the workdir's disk and grows at that share of it.
+    #[test]
+    fn grow_disk_paces_from_the_measured_write_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = StressCtx::new(Env::detect(), 100);
+        ctx.env.mem_usable = 64 << 20;
+        ctx.workdir = dir.path().to_path_buf();
+        let p = ParamValues::from_settings("memhog", PARAMS, &["grow_disk=0.25"]).unwrap();
+        let stop = ctx.stop.clone();
+        let h = std::thread::spawn(move || Memhog.run(&ctx, &p));
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let r = h.join().unwrap().unwrap();
+        let num = |key: &str| -> f64 {
+            r.notes
+                .iter()
+                .find_map(|n| n.strip_prefix(key))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no {key}: {:?}", r.notes))
+        };
+        let (disk, grow) = (num("disk_write_bps="), num("grow_bps="));
+        assert!(disk > 0.0);
+        assert!((grow / disk - 0.25).abs() < 0.01, "{grow} {disk}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "timing file left"
+        );
     }
 
     #[test]
