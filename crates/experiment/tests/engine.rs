@@ -135,9 +135,9 @@ fn schedule_interleaves_baselines_and_is_seeded() {
             let trials: Vec<String> = b
                 .trials
                 .iter()
-                .map(|t| match t.what {
-                    TrialWhat::Probe(p) | TrialWhat::Scheduled(p) => plan.probes[p].id.clone(),
-                    TrialWhat::Solo => "solo".into(),
+                .map(|t| match t.what.probe() {
+                    Some(p) => plan.probes[p].id.clone(),
+                    None => "solo".into(),
                 })
                 .collect();
             text.push_str(&format!(
