@@ -33,7 +33,7 @@ pub struct Command;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Opts {
-    cmd: String,
+    cmd: Option<String>,
     metric: String,
     stream: String,
     name: String,
@@ -204,7 +204,7 @@ impl Probe for Command {
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode("command")?;
         let (source, name, unit, direction) = metric_of(&o)?;
-        let argv = split_command("cmd", &o.cmd)?;
+        let argv = split_command("cmd", o.cmd.as_deref().unwrap_or(""))?;
         let stream = Stream::from_word(&o.stream);
         let launch = Launch {
             argv: &argv,

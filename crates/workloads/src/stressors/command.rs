@@ -57,12 +57,12 @@ pub struct Command;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Opts {
-    cmd: String,
+    cmd: Option<String>,
     copies: u32,
     restart: bool,
     progress: String,
     stream: String,
-    op_unit: String,
+    op_unit: Option<String>,
     stop_signal: String,
     grace: f64,
     lingers: bool,
@@ -235,7 +235,7 @@ impl Stressor for Command {
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
         let o: Opts = params.decode("command")?;
         let progress = Progress::parse(&o.progress)?;
-        let op_unit = match (&progress, o.op_unit.trim()) {
+        let op_unit = match (&progress, o.op_unit.as_deref().unwrap_or("").trim()) {
             (_, u) if !u.is_empty() => u.to_string(),
             (Progress::Runs, _) => "run".to_string(),
             (Progress::Output(_), _) => "op".to_string(),
@@ -243,7 +243,7 @@ impl Stressor for Command {
         if ctx.intensity == 0 || !ctx.running() {
             return Ok(super::pool::idle_report(ctx, op_unit));
         }
-        let argv = split_command("cmd", &o.cmd)?;
+        let argv = split_command("cmd", o.cmd.as_deref().unwrap_or(""))?;
         let mut copies = (o.copies as u64 * ctx.intensity as u64)
             .div_ceil(100)
             .max(1) as u32;
