@@ -123,13 +123,15 @@ impl Extract {
         Ok(Extract::Regex { re, last })
     }
 
-    /// Reads the number from `output`; `param` names the parameter the spec came from, for
-    /// the error, which also shows the last lines of `output`.
-    pub fn value(&self, param: &str, output: &str) -> Result<f64, ExtractError> {
+    /// Reads the number from `output`, the program's stream `stream` (`stdout`); `param`
+    /// names the parameter the spec came from, for the error, which also shows the last lines
+    /// of `output`.
+    pub fn value(&self, param: &str, stream: &str, output: &str) -> Result<f64, ExtractError> {
         self.read(output).map_err(|why| {
             ExtractError(format!(
-                "{param}={self}: {why}; fix `{param}` or the program's output{}",
-                show_tail("output", output)
+                "{param}={self}: {why} in the program's {stream}; fix `{param}` or the \
+                 program's output{}",
+                show_tail(stream, output)
             ))
         })
     }
@@ -427,7 +429,7 @@ mod tests {
     use super::*;
 
     fn value(spec: &str, output: &str) -> Result<f64, ExtractError> {
-        Extract::parse("metric", spec)?.value("metric", output)
+        Extract::parse("metric", spec)?.value("metric", "stdout", output)
     }
 
     #[test]
@@ -619,7 +621,7 @@ mod tests {
             fn regex_reads_back_any_number(v in -1e12f64..1e12, pre in "[a-z ]{0,12}") {
                 let out = format!("{pre}value={v}\n");
                 let x = Extract::parse("metric", r"regex:value=(\S+)").unwrap();
-                prop_assert_eq!(x.value("metric", &out).unwrap(), v);
+                prop_assert_eq!(x.value("metric", "stdout", &out).unwrap(), v);
             }
 
             /// Any member name, however punctuated, can be reached with the short form.
@@ -628,14 +630,14 @@ mod tests {
                 let doc = serde_json::json!({ "outer": { name.clone(): v } }).to_string();
                 let quoted = serde_json::to_string(&name).unwrap();
                 let x = Extract::parse("metric", &format!("json:outer[{quoted}]")).unwrap();
-                prop_assert_eq!(x.value("metric", &doc).unwrap(), v as f64);
+                prop_assert_eq!(x.value("metric", "stdout", &doc).unwrap(), v as f64);
             }
 
             /// The extractors never panic on arbitrary output.
             #[test]
             fn arbitrary_output_never_panics(out in "\\PC{0,200}") {
                 for spec in [r"regex:(\d+)", "json:a.b[0]", "csv:x/y"] {
-                    let _ = Extract::parse("metric", spec).unwrap().value("metric", &out);
+                    let _ = Extract::parse("metric", spec).unwrap().value("metric", "stdout", &out);
                 }
             }
         }

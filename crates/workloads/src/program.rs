@@ -421,10 +421,34 @@ fn kill_group(pgid: i32, signal: i32) {
     }
 }
 
-/// True while process group `pgid` has a member (zombies included).
+/// True while process group `pgid` has a member that is not a zombie. A killed member is a
+/// zombie until its parent reaps it, and an orphan's new parent (the tenant's init) may take
+/// its time: a zombie holds nothing, so it is not waited for.
 fn group_alive(pgid: i32) -> bool {
     // SAFETY: signal 0 only checks.
-    pgid > 1 && unsafe { libc::kill(-pgid, 0) } == 0
+    if pgid <= 1 || unsafe { libc::kill(-pgid, 0) } != 0 {
+        return false;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    dir.flatten().any(|e| {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut f = rest.split_whitespace();
+        let state = f.next();
+        let pgrp = f.nth(1).and_then(|g| g.parse::<i32>().ok());
+        pgrp == Some(pgid) && state != Some("Z") && state != Some("X")
+    })
 }
 
 /// Stops what is left in group `pgid`: `signal`, then SIGKILL after `grace`.
@@ -439,8 +463,6 @@ fn sweep_group(pgid: i32, signal: i32, grace: Duration) {
     }
     if group_alive(pgid) {
         kill_group(pgid, libc::SIGKILL);
-        // Killed processes are zombies until their new parent reaps them; do not wait on a
-        // parent that never does (a container's init that does not reap).
         let until = Instant::now() + Duration::from_secs(2);
         while group_alive(pgid) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(10));

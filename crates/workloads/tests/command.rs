@@ -42,7 +42,8 @@ fn one(ms: Vec<Metric>) -> Metric {
     ms.into_iter().next().unwrap()
 }
 
-/// (pid, ppid, pgrp) of every process.
+/// (pid, ppid, pgrp) of every process but zombies (a killed orphan is one until the
+/// machine's init reaps it, which may take a while; it holds nothing).
 fn processes() -> Vec<(i32, i32, i32)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -56,7 +57,7 @@ fn processes() -> Vec<(i32, i32, i32)> {
             continue;
         };
         let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() > 3 {
+        if f.len() > 3 && f[0] != "Z" && f[0] != "X" {
             out.push((pid, f[1].parse().unwrap_or(0), f[2].parse().unwrap_or(0)));
         }
     }

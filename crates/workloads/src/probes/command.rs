@@ -46,7 +46,8 @@ struct Opts {
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "cmd",
-        help: "the command line to run, split into words as a shell would but run without one \
+        help: "required: the command line to run, split into words as a shell would but run \
+               without one \
                (write `sh -c '...'` for pipes and redirections); it starts in the probe's \
                working directory",
         kind: ParamKind::Text,
@@ -248,7 +249,7 @@ impl Probe for Command {
             Source::Runtime => done.wall.as_secs_f64(),
             Source::Output(x) => {
                 let out = done.stream(stream);
-                x.value("metric", &out.text).map_err(|e| {
+                x.value("metric", stream.as_str(), &out.text).map_err(|e| {
                     let mut msg = e.0;
                     if stream == Stream::Stdout {
                         msg.push_str(&done.stderr_tail());

@@ -71,7 +71,8 @@ struct Opts {
 const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "cmd",
-        help: "the command line to run, split into words as a shell would but run without one \
+        help: "required: the command line to run, split into words as a shell would but run \
+               without one \
                (write `sh -c '...'` for pipes and redirections); `{intensity}` and `{copy}` \
                are replaced by the intensity and the copy's index",
         kind: ParamKind::Text,
@@ -436,8 +437,8 @@ fn count_completed_run(
         return Ok(());
     }
     let v = x
-        .value("progress", &out.text)
-        .map_err(|e| anyhow!("{e} (in the {} of a completed run)", sh.stream.as_str()))?;
+        .value("progress", sh.stream.as_str(), &out.text)
+        .map_err(|e| anyhow!("{e}\n  (the output of a run that completed)"))?;
     sh.ctx.add_ops(v.max(0.0).floor() as u64);
     Ok(())
 }
@@ -452,11 +453,13 @@ fn count_stopped_run(sh: &Shared<'_>, done: &Finished, live: &LineProgress) {
                 sh.stopped_without_progress.fetch_add(1, Ordering::Relaxed);
             }
         }
-        Progress::Output(x) => match x.value("progress", &done.stream(sh.stream).text) {
-            Ok(v) => sh.ctx.add_ops(v.max(0.0).floor() as u64),
-            Err(_) => {
-                sh.stopped_without_progress.fetch_add(1, Ordering::Relaxed);
+        Progress::Output(x) => {
+            match x.value("progress", sh.stream.as_str(), &done.stream(sh.stream).text) {
+                Ok(v) => sh.ctx.add_ops(v.max(0.0).floor() as u64),
+                Err(_) => {
+                    sh.stopped_without_progress.fetch_add(1, Ordering::Relaxed);
+                }
             }
-        },
+        }
     }
 }
