@@ -13,10 +13,12 @@ pub mod cachesize;
 pub mod canary;
 pub mod ctx;
 pub mod env;
+pub mod extract;
 pub mod metric;
 pub mod netserve;
 pub mod params;
 pub mod probes;
+pub mod program;
 pub mod stressors;
 /// Skipping a unit test with its reason, recorded for `scripts/test`'s list (test-only).
 #[cfg(test)]

@@ -753,7 +753,7 @@ fn every_stressor_is_documented_and_supported_here() {
         .filter(|s| s.aggressive())
         .map(|s| s.name())
         .collect();
-    assert_eq!(aggressive, ["memhog", "forkbomb", "disk"]);
+    assert_eq!(aggressive, ["memhog", "forkbomb", "disk", "command"]);
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod cache_latency;
 mod cm_common;
 pub use cm_common::nominal_rate_window;
 mod cm_proc;
+mod command;
 mod context_switch;
 mod cpu_float;
 mod cpu_int;
@@ -38,4 +39,5 @@ pub const PROBES: &[&dyn Probe] = &[
     &syscall::Syscall,
     &fork_latency::ForkLatency,
     &context_switch::ContextSwitch,
+    &command::Command,
 ];

@@ -6,6 +6,7 @@
 use crate::Stressor;
 
 mod cache;
+mod command;
 mod cpu;
 mod disk;
 mod forkbomb;
@@ -29,4 +30,5 @@ pub const STRESSORS: &[&dyn Stressor] = &[
     &net_tx::NetTx,
     &net_rx::NetRx,
     &null::Null,
+    &command::Command,
 ];
