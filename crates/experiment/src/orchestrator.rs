@@ -1223,6 +1223,7 @@ impl<'a> Engine<'a> {
             return;
         }
         let platform = self.plan.platform;
+        let live = platform.capabilities().live_knobs;
         let mut record = serde_json::Map::new();
         let mut failed = None;
         for (name, o) in cond.limits.iter() {
@@ -1230,13 +1231,9 @@ impl<'a> Engine<'a> {
                 continue;
             };
             let mut rec = o.to_json();
-            let refused = cond
-                .limits
-                .refusal(platform)
-                .filter(|why| why.starts_with(&format!("tenant {name}: ")));
-            let done = match refused {
-                Some(why) => Err(why),
-                None => self.slots[i]
+            let done = match live.refuse(platform.name(), o) {
+                Err(why) => Err(format!("{why:#}")),
+                Ok(()) => self.slots[i]
                     .driver
                     .update_limits(o)
                     .map_err(|e| e.to_string()),
@@ -1252,7 +1249,10 @@ impl<'a> Engine<'a> {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    let why = format!("the limits of tenant {name} could not be set to {}: {e}", o.0);
+                    let why = format!(
+                        "the limits of tenant {name} could not be set to {}: {e}",
+                        o.0
+                    );
                     self.progress.note(&why);
                     failed.get_or_insert(why);
                 }
@@ -1263,13 +1263,18 @@ impl<'a> Engine<'a> {
     }
 
     /// Puts back the planned value of every knob condition `c` changed (lifting the knobs
-    /// the plan leaves unset).
+    /// the plan leaves unset); a tenant whose change the platform refused was not touched.
     fn restore_limits(&mut self, c: usize) {
         let cond = &self.plan.conditions[c];
+        let platform = self.plan.platform;
+        let live = platform.capabilities().live_knobs;
         for (name, o) in cond.limits.iter() {
             let Some(i) = self.slots.iter().position(|s| &s.name == name) else {
                 continue;
             };
+            if live.refuse(platform.name(), o).is_err() {
+                continue;
+            }
             let back = o.restoring(&self.plan.tenants[i].limits);
             if let Err(e) = self.slots[i].driver.update_limits(&back) {
                 self.progress.note(&format!(

@@ -381,10 +381,11 @@ impl Overrides {
     pub fn refusal(&self, platform: Platform) -> Option<String> {
         let live = platform.capabilities().live_knobs;
         self.0.iter().find_map(|(t, o)| {
-            let why = o
-                .check()
-                .err()
-                .or_else(|| o.knobs().iter().find_map(|k| live.refusal(platform.name(), k)))?;
+            let why = o.check().err().or_else(|| {
+                o.knobs()
+                    .iter()
+                    .find_map(|k| live.refusal(platform.name(), k))
+            })?;
             Some(format!("tenant {t}: {why}"))
         })
     }
@@ -707,7 +708,10 @@ mod tests {
         let lifted = read(json!({"cpus": null})).unwrap();
         assert_eq!(lifted, LimitOverride { cpus: None }.into());
         assert!(lifted.lift.contains(Knob::Cpus));
-        assert_eq!(serde_json::to_value(&lifted).unwrap(), json!({"cpus": null}));
+        assert_eq!(
+            serde_json::to_value(&lifted).unwrap(),
+            json!({"cpus": null})
+        );
         // A whole condition as stored, and an empty map as none.
         let stored: Overrides = serde_json::from_value(json!({"victim": {"cpus": 1}})).unwrap();
         assert_eq!(stored["victim"].set.cpus, Some(1.0));
@@ -741,12 +745,14 @@ mod tests {
     fn a_bad_knob_or_value_names_it_and_the_fix() {
         let e = read(json!({"cpuset": "0"})).unwrap_err();
         assert!(
-            e.contains("`cpuset` is not a knob a condition can change")
-                && e.contains("memory_low"),
+            e.contains("`cpuset` is not a knob a condition can change") && e.contains("memory_low"),
             "{e}"
         );
         let e = read(json!({"memory": "lots"})).unwrap_err();
-        assert!(e.contains("limit `memory=lots`") && e.contains("e.g."), "{e}");
+        assert!(
+            e.contains("limit `memory=lots`") && e.contains("e.g."),
+            "{e}"
+        );
         let e = read(json!({"memory": true})).unwrap_err();
         assert!(e.contains("neither a value"), "{e}");
         let e = read(json!({"shares": 512, "weight": 50})).unwrap_err();

@@ -886,7 +886,10 @@ fn a_condition_sets_its_limits_for_its_trials_and_restores_them() {
             assert_eq!(t.limits, None, "{t:?}");
         } else {
             contended += 1;
-            assert_eq!(t.limits, Some(serde_json::json!({"victim": {"cpus": 0.5}})));
+            assert_eq!(
+                t.limits,
+                Some(serde_json::json!({"victim": {"cpus": 0.5, "read_back": {"cpus": 0.5}}}))
+            );
         }
     }
     assert!(contended > 0);
@@ -1196,8 +1199,8 @@ fn a_condition_sets_any_knob_for_its_trials_and_restores_the_plan() {
 #[test]
 fn a_knob_the_platform_cannot_change_live_fails_the_condition_with_the_reason() {
     use isobench_experiment::plan::KnobOverride;
-    let mut plan = plan_of(SMALL, false);
-    assert_eq!(plan.platform.name(), "host");
+    let mut plan = plan_of(SMALL, true);
+    plan.platform = "host".parse().unwrap();
     plan.conditions.truncate(1);
     plan.repetitions.min = 1;
     plan.repetitions.max = 1;

@@ -313,7 +313,11 @@ impl LiveKnobs {
     /// first such knob and why.
     pub fn refuse(&self, platform: &str, changes: &LimitChanges) -> anyhow::Result<()> {
         changes.check().map_err(|e| anyhow::anyhow!(e))?;
-        match changes.knobs().iter().find_map(|k| self.refusal(platform, k)) {
+        match changes
+            .knobs()
+            .iter()
+            .find_map(|k| self.refusal(platform, k))
+        {
             Some(why) => Err(anyhow::anyhow!(why)),
             None => Ok(()),
         }
@@ -463,8 +467,10 @@ mod tests {
 
     #[test]
     fn a_set_knob_copies_and_clears_only_itself() {
-        let all = l("cpus=1,shares=512,memory=1G,memory_low=64M,io_weight=50,pids=64,\
-             io_read_bps=10M,cpuset=0");
+        let all = l(
+            "cpus=1,shares=512,memory=1G,memory_low=64M,io_weight=50,pids=64,\
+             io_read_bps=10M,cpuset=0",
+        );
         assert_eq!(
             KnobSet::set_in(&all).keys(),
             "cpus, weight, memory, memory_low, pids, io_read_bps, io_weight"

@@ -1044,7 +1044,10 @@ fn the_knobs_change_while_the_tenant_runs_and_come_back() {
     assert_eq!(back.io_write_bps, None, "lifted");
     match fs_layout.version() {
         isobench_platform::CgroupVersion::V1 => {
-            assert_eq!(back.cpu_weight, Some(isobench_platform::CpuWeight::Shares(256)))
+            assert_eq!(
+                back.cpu_weight,
+                Some(isobench_platform::CpuWeight::Shares(256))
+            )
         }
         isobench_platform::CgroupVersion::V2 => {
             assert_eq!(back.cpu_weight.map(|w| w.as_shares()), Some(256))

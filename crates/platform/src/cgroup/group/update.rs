@@ -24,7 +24,11 @@ const THROTTLES: [(Knob, &str, &str); 4] = [
     (Knob::IoReadBps, "blkio.throttle.read_bps_device", "rbps"),
     (Knob::IoWriteBps, "blkio.throttle.write_bps_device", "wbps"),
     (Knob::IoReadIops, "blkio.throttle.read_iops_device", "riops"),
-    (Knob::IoWriteIops, "blkio.throttle.write_iops_device", "wiops"),
+    (
+        Knob::IoWriteIops,
+        "blkio.throttle.write_iops_device",
+        "wiops",
+    ),
 ];
 
 impl TenantCgroup {
@@ -80,7 +84,11 @@ impl TenantCgroup {
             self.write_checked(Controller::Cpu, file, &v, |got| got.trim() == v)?;
         }
         if has(Knob::CpuBurst) {
-            let file = if v1 { "cpu.cfs_burst_us" } else { "cpu.max.burst" };
+            let file = if v1 {
+                "cpu.cfs_burst_us"
+            } else {
+                "cpu.max.burst"
+            };
             if target.cpu_burst.is_some() || self.exists(Controller::Cpu, file) {
                 let v = target.cpu_burst.unwrap_or(0).to_string();
                 self.write_checked(Controller::Cpu, file, &v, |got| got.trim() == v)?;
@@ -117,7 +125,9 @@ impl TenantCgroup {
             }
         }
         if has(Knob::Pids) {
-            let v = target.pids.map_or_else(|| "max".to_string(), |p| p.to_string());
+            let v = target
+                .pids
+                .map_or_else(|| "max".to_string(), |p| p.to_string());
             self.write_checked(Controller::Pids, "pids.max", &v, |got| got.trim() == v)?;
         }
         if let Some(dev) = device {
@@ -219,7 +229,9 @@ impl TenantCgroup {
         let mem = target
             .memory
             .map_or_else(|| "max".to_string(), |m| m.to_string());
-        let rounded = target.memory.map(|m| super::knobs::page_rounded(m).to_string());
+        let rounded = target
+            .memory
+            .map(|m| super::knobs::page_rounded(m).to_string());
         self.write_checked(Controller::Memory, "memory.max", &mem, |got| {
             got.trim() == mem || rounded.as_deref() == Some(got.trim())
         })?;
@@ -227,12 +239,11 @@ impl TenantCgroup {
             match (target.swap, target.memory) {
                 (Some(s), _) => self.write_bytes("memory.swap.max", s)?,
                 (None, Some(_)) => self.write_bytes("memory.swap.max", 0)?,
-                (None, None) => self.write_checked(
-                    Controller::Memory,
-                    "memory.swap.max",
-                    "max",
-                    |got| got.trim() == "max",
-                )?,
+                (None, None) => {
+                    self.write_checked(Controller::Memory, "memory.swap.max", "max", |got| {
+                        got.trim() == "max"
+                    })?
+                }
             }
         }
         Ok(())
@@ -346,7 +357,11 @@ mod tests {
         assert_eq!(read(&t.join("cpu.weight")), "50");
         assert_eq!(read(&t.join("cpu.max.burst")), "10000");
         assert_eq!(read(&t.join("memory.max")), (512u64 << 20).to_string());
-        assert_eq!(read(&t.join("memory.swap.max")), "0", "memory alone: no swap");
+        assert_eq!(
+            read(&t.join("memory.swap.max")),
+            "0",
+            "memory alone: no swap"
+        );
         assert_eq!(read(&t.join("memory.low")), (256u64 << 20).to_string());
         assert_eq!(read(&t.join("memory.high")), (384u64 << 20).to_string());
         assert_eq!(read(&t.join("memory.min")), (64u64 << 20).to_string());
