@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use isobench_platform::LimitChanges;
 use isobench_workloads::{Metric, ParamValues, StressReport};
 use serde::{Deserialize, Serialize};
 
@@ -259,9 +260,18 @@ pub trait TenantDriver: Send {
     /// worth of time per scheduling period, `None` lifts the cap. A platform that cannot
     /// enforce a CPU limit answers [`TenantFailure::Failed`] saying why.
     fn set_cpu_limit(&mut self, cpus: Option<f64>) -> Result<(), TenantFailure> {
-        let _ = cpus;
+        self.update_limits(&LimitChanges::cpus(cpus)).map(|_| ())
+    }
+    /// Changes some of the tenant's knobs while it lives (each knob `changes` sets takes its
+    /// value, each it lifts goes back to the kernel's default, the others stay) and returns
+    /// the limits as the platform reads them back afterwards, or `None` where it cannot read
+    /// them. A knob the platform cannot change answers [`TenantFailure::Failed`] saying why.
+    fn update_limits(
+        &mut self,
+        changes: &LimitChanges,
+    ) -> Result<Option<isobench_platform::Limits>, TenantFailure> {
         Err(TenantFailure::Failed(format!(
-            "tenant {}: this backend cannot change a tenant's CPU limit",
+            "tenant {}: this backend cannot change a tenant's limits ({changes})",
             self.name()
         )))
     }

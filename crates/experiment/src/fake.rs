@@ -172,6 +172,8 @@ struct State {
     stuck: BTreeSet<String>,
     /// CPU limit in force per tenant, CPUs (absent: no quota).
     cpu_limits: BTreeMap<String, f64>,
+    /// Every limit in force per tenant: the planned ones, as the conditions changed them.
+    limits: BTreeMap<String, isobench_platform::Limits>,
     /// The victims' scheduler counters so far ([`FakeScript::placement`]).
     sched: FakeSched,
     /// Loopback ports handed out so far (services and reserved ports), from 40001.
@@ -316,6 +318,7 @@ impl FakeBackend {
             probing: BTreeMap::new(),
             stuck: BTreeSet::new(),
             cpu_limits: BTreeMap::new(),
+            limits: BTreeMap::new(),
             sched: FakeSched::default(),
             ports: 0,
             usage: BTreeMap::new(),
@@ -346,6 +349,7 @@ impl Backend for FakeBackend {
         if let Some(c) = t.limits.cpus {
             st.cpu_limits.insert(t.name.clone(), c);
         }
+        st.limits.insert(t.name.clone(), t.limits.clone());
         Ok(Box::new(FakeTenant {
             name: t.name.clone(),
             limits: t.limits.to_string(),
@@ -729,20 +733,31 @@ impl TenantDriver for FakeTenant {
         st.advance(Duration::from_micros(500));
         Ok(())
     }
-    fn set_cpu_limit(&mut self, cpus: Option<f64>) -> Result<(), TenantFailure> {
+    /// Logs `limit NAME k=v,...` (a lifted knob as `k=none`), keeps the limits in force
+    /// (the CPU model uses the quota), and reads them back as set.
+    fn update_limits(
+        &mut self,
+        changes: &isobench_platform::LimitChanges,
+    ) -> Result<Option<isobench_platform::Limits>, TenantFailure> {
+        changes.check().map_err(TenantFailure::Failed)?;
         let mut st = self.state.lock().expect("fake state");
-        match cpus {
-            Some(c) => {
-                st.log.push(format!("limit {} cpus={c}", self.name));
-                st.cpu_limits.insert(self.name.clone(), c);
-            }
-            None => {
-                st.log.push(format!("limit {} cpus=none", self.name));
-                st.cpu_limits.remove(&self.name);
-            }
+        let mut parts: Vec<String> = Vec::new();
+        let set = changes.set.to_string();
+        if !set.is_empty() {
+            parts.push(set);
         }
-        Ok(())
+        parts.extend(changes.lift.iter().map(|k| format!("{k}=none")));
+        st.log
+            .push(format!("limit {} {}", self.name, parts.join(",")));
+        let now = changes.applied_to(&st.limits.get(&self.name).cloned().unwrap_or_default());
+        match now.cpus {
+            Some(c) => st.cpu_limits.insert(self.name.clone(), c),
+            None => st.cpu_limits.remove(&self.name),
+        };
+        st.limits.insert(self.name.clone(), now.clone());
+        Ok(Some(now))
     }
+
     fn start_stressor(&mut self, run: &StressorRun) -> Result<(), TenantFailure> {
         let st_class = isobench_workloads::stressor(&run.name)
             .ok_or_else(|| TenantFailure::Failed(format!("unknown stressor {}", run.name)))?

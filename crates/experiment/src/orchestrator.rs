@@ -1211,44 +1211,74 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Applies the limits condition `c` sets on tenants, remembering what is in force for
-    /// the records of its trials.
+    /// Applies the knobs condition `c` changes on tenants, remembering what is in force for
+    /// the records of its trials: per tenant, each knob as set (`null`: lifted) and, under
+    /// `read_back`, those knobs as the platform reads them back. A knob the platform cannot
+    /// change live is refused without touching the tenant; any failure fails the
+    /// condition's trials with the reason.
     fn set_limits(&mut self, c: usize) {
         let cond = &self.plan.conditions[c];
         if cond.limits.is_empty() {
             self.limits = None;
             return;
         }
+        let platform = self.plan.platform;
+        let live = platform.capabilities().live_knobs;
         let mut record = serde_json::Map::new();
         let mut failed = None;
-        for (name, o) in &cond.limits {
+        for (name, o) in cond.limits.iter() {
             let Some(i) = self.slots.iter().position(|s| &s.name == name) else {
                 continue;
             };
-            record.insert(name.clone(), json!({ "cpus": o.cpus }));
-            if let Err(e) = self.slots[i].driver.set_cpu_limit(o.cpus) {
-                let why = format!(
-                    "the CPU limit of tenant {name} could not be set to {}: {e}",
-                    o.cpus.map_or("none".to_string(), |c| c.to_string())
-                );
-                self.progress.note(&why);
-                failed.get_or_insert(why);
+            let mut rec = o.to_json();
+            let done = match live.refuse(platform.name(), o) {
+                Err(why) => Err(format!("{why:#}")),
+                Ok(()) => self.slots[i]
+                    .driver
+                    .update_limits(o)
+                    .map_err(|e| e.to_string()),
+            };
+            match done {
+                Ok(Some(back)) => {
+                    let knobs: serde_json::Map<String, serde_json::Value> = o
+                        .knobs()
+                        .iter()
+                        .map(|k| (k.json_key(&back).to_string(), k.json(&back)))
+                        .collect();
+                    rec["read_back"] = serde_json::Value::Object(knobs);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let why = format!(
+                        "the limits of tenant {name} could not be set to {}: {e}",
+                        o.0
+                    );
+                    self.progress.note(&why);
+                    failed.get_or_insert(why);
+                }
             }
+            record.insert(name.clone(), rec);
         }
         self.limits = Some((serde_json::Value::Object(record), failed));
     }
 
-    /// Puts back the planned limits of the tenants condition `c` changed.
+    /// Puts back the planned value of every knob condition `c` changed (lifting the knobs
+    /// the plan leaves unset); a tenant whose change the platform refused was not touched.
     fn restore_limits(&mut self, c: usize) {
         let cond = &self.plan.conditions[c];
-        for name in cond.limits.keys() {
+        let platform = self.plan.platform;
+        let live = platform.capabilities().live_knobs;
+        for (name, o) in cond.limits.iter() {
             let Some(i) = self.slots.iter().position(|s| &s.name == name) else {
                 continue;
             };
-            let planned = self.plan.tenants[i].limits.cpus;
-            if let Err(e) = self.slots[i].driver.set_cpu_limit(planned) {
+            if live.refuse(platform.name(), o).is_err() {
+                continue;
+            }
+            let back = o.restoring(&self.plan.tenants[i].limits);
+            if let Err(e) = self.slots[i].driver.update_limits(&back) {
                 self.progress.note(&format!(
-                    "tenant {name}: its planned CPU limit could not be restored: {e}"
+                    "tenant {name}: its planned limits ({back}) could not be restored: {e}"
                 ));
             }
         }

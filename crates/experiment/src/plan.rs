@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use isobench_common::format_size as fmt_bytes;
-use isobench_platform::{HostInfo, Limits};
+use isobench_platform::{HostInfo, Knob, KnobSet, LimitChanges, Limits};
 use isobench_workloads::cachesize::HostCaches;
 use isobench_workloads::{Class, Env, ParamValues};
 use serde::{Deserialize, Serialize};
@@ -263,19 +263,157 @@ pub struct Condition {
     pub design_reason: String,
     /// Runs on the unisolated host with caps (`unsafe_on_host = "allow"`).
     pub capped: bool,
-    /// Limits the condition sets on tenants, by tenant name: applied before its block of
-    /// trials, the planned limits restored after, and recorded with every trial. Empty for
-    /// a condition that changes no limit.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub limits: BTreeMap<String, LimitOverride>,
+    /// The knobs the condition changes on tenants, by tenant name: applied before its block
+    /// of trials, the planned values restored after, and recorded with every trial. Empty
+    /// for a condition that changes no knob.
+    #[serde(default, skip_serializing_if = "Overrides::is_empty")]
+    pub limits: Overrides,
 }
 
-/// A limit a condition sets on one tenant while its trials run (only the CPU limit can
-/// change while a tenant lives).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// The CPU quota alone a condition sets on one tenant (`None` lifts it): the override the
+/// fidelity kind makes. It collects into [`Overrides`] as a [`KnobOverride`] of one knob.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LimitOverride {
     /// CPU quota in CPUs (the `cpus` limit); `None` lifts the tenant's quota.
     pub cpus: Option<f64>,
+}
+
+impl From<LimitOverride> for KnobOverride {
+    fn from(o: LimitOverride) -> KnobOverride {
+        KnobOverride(LimitChanges::cpus(o.cpus))
+    }
+}
+
+/// The knobs a condition changes on one tenant while its trials run: each knob it names is
+/// set to its value, or lifted (back to no limit, the default weight, no protection) where
+/// the value is `null`; a knob it does not name stays as planned.
+///
+/// Stored as a JSON object keyed by limit key, values in the limit syntax: `{"cpus": 0.5,
+/// "memory": "512M", "memory_low": "256M", "weight": 50, "io_weight": 200,
+/// "io_read_bps": "50M", "pids": null}`. Plans stored when only the CPU quota could change
+/// (`{"cpus": 0.5}`, `{"cpus": null}`) read the same as before.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KnobOverride(pub LimitChanges);
+
+impl std::ops::Deref for KnobOverride {
+    type Target = LimitChanges;
+    fn deref(&self) -> &LimitChanges {
+        &self.0
+    }
+}
+
+impl KnobOverride {
+    /// Parses `key=value` pairs, a value of `None` lifting the knob; each key must be a live
+    /// knob ([`Knob`]) and each value parse as that limit.
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    ) -> Result<KnobOverride, String> {
+        let mut c = LimitChanges::default();
+        for (key, value) in pairs {
+            let Some(knob) = Knob::from_key(key) else {
+                return Err(format!(
+                    "`{key}` is not a knob a condition can change; the knobs: {}",
+                    KnobSet::ALL.keys()
+                ));
+            };
+            if c.knobs().contains(knob) {
+                return Err(format!("knob `{key}` is given twice; keep one"));
+            }
+            let Some(value) = value else {
+                c.lift.insert(knob);
+                continue;
+            };
+            // Each value on its own (a burst is checked against the quota when it is set).
+            let pairs: Vec<(&str, &str)> = match knob {
+                Knob::CpuBurst => vec![("cpus", "4096"), (key, value)],
+                _ => vec![(key, value)],
+            };
+            let one = Limits::from_pairs(pairs).map_err(|e| e.to_string())?;
+            knob.copy(&one, &mut c.set);
+        }
+        Ok(KnobOverride(c))
+    }
+}
+
+impl Serialize for KnobOverride {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.to_json().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for KnobOverride {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<KnobOverride, D::Error> {
+        use serde::de::Error;
+        let map = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
+        let mut pairs: Vec<(String, Option<String>)> = Vec::new();
+        for (k, v) in map {
+            let v = match v {
+                serde_json::Value::Null => None,
+                serde_json::Value::String(s) => Some(s),
+                serde_json::Value::Number(n) => Some(n.to_string()),
+                other => {
+                    return Err(D::Error::custom(format!(
+                        "knob `{k}`: `{other}` is neither a value (a number or a string such \
+                         as \"512M\") nor null (lift the knob)"
+                    )))
+                }
+            };
+            pairs.push((k, v));
+        }
+        KnobOverride::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_deref())))
+            .map_err(D::Error::custom)
+    }
+}
+
+/// The knobs a condition changes, by tenant name.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Overrides(pub BTreeMap<String, KnobOverride>);
+
+impl Overrides {
+    /// Whether the condition changes no knob.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The first knob of these overrides that `platform` cannot change while a tenant
+    /// lives, as `tenant T: why`.
+    pub fn refusal(&self, platform: Platform) -> Option<String> {
+        let live = platform.capabilities().live_knobs;
+        self.0.iter().find_map(|(t, o)| {
+            let why = o.check().err().or_else(|| {
+                o.knobs()
+                    .iter()
+                    .find_map(|k| live.refusal(platform.name(), k))
+            })?;
+            Some(format!("tenant {t}: {why}"))
+        })
+    }
+}
+
+impl std::ops::Deref for Overrides {
+    type Target = BTreeMap<String, KnobOverride>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Overrides {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl FromIterator<(String, KnobOverride)> for Overrides {
+    fn from_iter<I: IntoIterator<Item = (String, KnobOverride)>>(iter: I) -> Overrides {
+        Overrides(iter.into_iter().collect())
+    }
+}
+
+impl FromIterator<(String, LimitOverride)> for Overrides {
+    fn from_iter<I: IntoIterator<Item = (String, LimitOverride)>>(iter: I) -> Overrides {
+        Overrides(iter.into_iter().map(|(t, o)| (t, o.into())).collect())
+    }
 }
 
 /// Estimated size and duration of a run.
@@ -376,6 +514,23 @@ impl Plan {
             c.assignments = run.to_each(aggressors.iter().map(String::as_str));
         }
         Ok(plan)
+    }
+
+    /// Refuses a plan with a condition that changes a knob its platform cannot change while
+    /// a tenant lives, naming the condition, the tenant, the knob and why; checked before
+    /// any tenant exists.
+    pub fn check_live_knobs(&self) -> Result<(), String> {
+        match self
+            .conditions
+            .iter()
+            .find_map(|c| Some((c, c.limits.refusal(self.platform)?)))
+        {
+            Some((c, why)) => Err(format!(
+                "condition {} changes knobs while its tenants live, and {why}",
+                c.id
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Tenants with `role`, in order.
@@ -532,4 +687,102 @@ pub fn tenant_env(host: &HostView, t: &PlannedTenant) -> Env {
     env.mem_limit = t.limits.memory;
     env.mem_usable = t.memory;
     env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(v: serde_json::Value) -> Result<KnobOverride, String> {
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_stored_cpu_only_forms_read_as_before() {
+        let set = read(json!({"cpus": 0.5})).unwrap();
+        assert_eq!(set, LimitOverride { cpus: Some(0.5) }.into());
+        assert_eq!(set.set.cpus, Some(0.5));
+        assert_eq!(serde_json::to_value(&set).unwrap(), json!({"cpus": 0.5}));
+        // null lifts the quota.
+        let lifted = read(json!({"cpus": null})).unwrap();
+        assert_eq!(lifted, LimitOverride { cpus: None }.into());
+        assert!(lifted.lift.contains(Knob::Cpus));
+        assert_eq!(
+            serde_json::to_value(&lifted).unwrap(),
+            json!({"cpus": null})
+        );
+        // A whole condition as stored, and an empty map as none.
+        let stored: Overrides = serde_json::from_value(json!({"victim": {"cpus": 1}})).unwrap();
+        assert_eq!(stored["victim"].set.cpus, Some(1.0));
+        assert!(serde_json::from_value::<Overrides>(json!({}))
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn every_knob_reads_sets_lifts_and_writes_back_the_same() {
+        let v = json!({
+            "cpus": 0.25, "shares": 512, "cpu_burst": "5ms", "memory": "1G",
+            "memory_min": "64M", "memory_low": "128M", "memory_high": "768M", "swap": null,
+            "pids": 32, "io_read_bps": "50M", "io_write_bps": null, "io_read_iops": 1000,
+            "io_write_iops": 500, "io_weight": 300, "io_latency": "10ms"
+        });
+        let o = read(v.clone()).unwrap();
+        assert_eq!(o.knobs(), KnobSet::ALL);
+        assert_eq!(o.lift.keys(), "swap, io_write_bps");
+        assert_eq!(o.set.memory_low, Some(128 << 20));
+        assert_eq!(o.set.cpu_burst, Some(5000));
+        assert_eq!(
+            o.set.cpu_weight,
+            Some(isobench_platform::CpuWeight::Shares(512))
+        );
+        assert_eq!(serde_json::to_value(&o).unwrap(), v);
+        assert_eq!(read(serde_json::to_value(&o).unwrap()).unwrap(), o);
+    }
+
+    #[test]
+    fn a_bad_knob_or_value_names_it_and_the_fix() {
+        let e = read(json!({"cpuset": "0"})).unwrap_err();
+        assert!(
+            e.contains("`cpuset` is not a knob a condition can change") && e.contains("memory_low"),
+            "{e}"
+        );
+        let e = read(json!({"memory": "lots"})).unwrap_err();
+        assert!(
+            e.contains("limit `memory=lots`") && e.contains("e.g."),
+            "{e}"
+        );
+        let e = read(json!({"memory": true})).unwrap_err();
+        assert!(e.contains("neither a value"), "{e}");
+        let e = read(json!({"shares": 512, "weight": 50})).unwrap_err();
+        assert!(e.contains("given twice"), "{e}");
+    }
+
+    #[test]
+    fn the_cpu_only_override_collects_into_the_knob_overrides() {
+        let o: Overrides = [("victim".to_string(), LimitOverride { cpus: Some(0.5) })]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            serde_json::to_value(&o).unwrap(),
+            json!({"victim": {"cpus": 0.5}})
+        );
+    }
+
+    #[test]
+    fn a_knob_the_platform_cannot_change_live_is_named_with_the_platform() {
+        let o: Overrides = serde_json::from_value(json!({
+            "victim": {"cpus": 0.5, "memory_high": "1G"}
+        }))
+        .unwrap();
+        assert_eq!(o.refusal(isobench_platform::PlatformKind::CGROUP), None);
+        let why = o.refusal(isobench_platform::oci::KIND).unwrap();
+        assert!(
+            why.starts_with("tenant victim: the `oci` platform cannot change `memory_high`"),
+            "{why}"
+        );
+        let why = o.refusal(isobench_platform::k8s::KIND).unwrap();
+        assert!(why.contains("`k8s` platform cannot change `cpus`"), "{why}");
+    }
 }

@@ -688,9 +688,13 @@ impl TenantDriver for RealTenant {
         })
     }
 
-    fn set_cpu_limit(&mut self, cpus: Option<f64>) -> Result<(), TenantFailure> {
+    fn update_limits(
+        &mut self,
+        changes: &isobench_platform::LimitChanges,
+    ) -> Result<Option<isobench_platform::Limits>, TenantFailure> {
         self.tenant
-            .set_cpu_limit(cpus)
+            .update_limits(changes)
+            .map(Some)
             .map_err(|e| TenantFailure::Failed(format!("{e:#}")))
     }
 

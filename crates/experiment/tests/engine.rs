@@ -843,7 +843,7 @@ fn a_condition_sets_its_limits_for_its_trials_and_restores_them() {
     plan.repetitions.max = 1;
     plan.conditions[0]
         .limits
-        .insert("victim".into(), LimitOverride { cpus: Some(0.5) });
+        .insert("victim".into(), LimitOverride { cpus: Some(0.5) }.into());
     let r = run_default(&plan);
     assert_eq!(r.status, RunStatus::Complete, "{}", r.reason);
 
@@ -884,7 +884,10 @@ fn a_condition_sets_its_limits_for_its_trials_and_restores_them() {
             assert_eq!(t.limits, None, "{t:?}");
         } else {
             contended += 1;
-            assert_eq!(t.limits, Some(serde_json::json!({"victim": {"cpus": 0.5}})));
+            assert_eq!(
+                t.limits,
+                Some(serde_json::json!({"victim": {"cpus": 0.5, "read_back": {"cpus": 0.5}}}))
+            );
         }
     }
     assert!(contended > 0);
@@ -1129,4 +1132,103 @@ fn a_pilot_probe_that_outlives_its_cancel_gets_a_fresh_agent_and_the_trials_run(
         .cells
         .iter()
         .all(|c| c.dnr.is_none() && c.comparison.is_some()));
+}
+
+/// A condition that changes memory, io and weight knobs (and lifts one) sets them before
+/// its aggressors start and puts the planned values back after they stop, and every
+/// contended trial records them as set and as read back.
+#[test]
+fn a_condition_sets_any_knob_for_its_trials_and_restores_the_plan() {
+    use isobench_experiment::plan::KnobOverride;
+    let mut plan = plan_of(SMALL, true);
+    plan.conditions.truncate(1);
+    plan.repetitions.min = 1;
+    plan.repetitions.max = 1;
+    let stored = serde_json::json!({
+        "memory": "256M", "memory_low": "128M", "weight": 50, "io_weight": 200,
+        "io_read_bps": "10M", "pids": null
+    });
+    let o: KnobOverride = serde_json::from_value(stored.clone()).unwrap();
+    plan.conditions[0].limits.insert("victim".into(), o);
+    plan.check_live_knobs().unwrap();
+    let r = run_default(&plan);
+    assert_eq!(r.status, RunStatus::Complete, "{}", r.reason);
+
+    let set = "limit victim weight=50,memory=256M,memory_low=128M,io_read_bps=10M,\
+               io_weight=200,pids=none";
+    let back = "limit victim memory=512M,pids=128,weight=none,memory_low=none,\
+                io_read_bps=none,io_weight=none";
+    let lines: Vec<&str> = r
+        .log
+        .iter()
+        .map(String::as_str)
+        .filter(|l| l.starts_with("limit ") || l.starts_with("start ") || l.starts_with("stop "))
+        .collect();
+    assert!(!lines.is_empty());
+    for block in lines.chunks(4) {
+        assert_eq!(
+            block,
+            [set, "start aggressor cpu@100", "stop aggressor", back],
+            "{lines:?}"
+        );
+    }
+
+    let mut recorded = stored.clone();
+    recorded["read_back"] = stored;
+    let loaded = r.store.load_run(&r.run).unwrap();
+    let mut contended = 0;
+    for t in &loaded.trials {
+        if t.condition.to_string() == "baseline" {
+            assert_eq!(t.limits, None, "{t:?}");
+        } else {
+            contended += 1;
+            assert_eq!(
+                t.limits,
+                Some(serde_json::json!({ "victim": recorded.clone() }))
+            );
+        }
+    }
+    assert!(contended > 0);
+}
+
+/// A knob the platform cannot change while a tenant lives is refused before any tenant
+/// exists, and, reached anyway, fails the condition's trials with the reason without
+/// touching the tenant.
+#[test]
+fn a_knob_the_platform_cannot_change_live_fails_the_condition_with_the_reason() {
+    use isobench_experiment::plan::KnobOverride;
+    let mut plan = plan_of(SMALL, true);
+    plan.platform = "host".parse().unwrap();
+    plan.conditions.truncate(1);
+    plan.repetitions.min = 1;
+    plan.repetitions.max = 1;
+    let o: KnobOverride = serde_json::from_value(serde_json::json!({"memory_low": "64M"})).unwrap();
+    plan.conditions[0].limits.insert("victim".into(), o);
+    let e = plan.check_live_knobs().unwrap_err();
+    assert!(
+        e.contains("changes knobs while its tenants live")
+            && e.contains("tenant victim: the `host` platform cannot change `memory_low`")
+            && e.contains("use the `cgroup` platform"),
+        "{e}"
+    );
+    let r = run_default(&plan);
+    assert!(
+        !r.log.iter().any(|l| l.starts_with("limit ")),
+        "the tenant is not touched: {:?}",
+        r.log
+    );
+    let loaded = r.store.load_run(&r.run).unwrap();
+    let failed: Vec<&TrialStatus> = loaded
+        .trials
+        .iter()
+        .filter(|t| t.condition.to_string() != "baseline")
+        .map(|t| &t.status)
+        .collect();
+    assert!(!failed.is_empty());
+    for s in failed {
+        assert!(
+            matches!(s, TrialStatus::Failed(why) if why.contains("cannot change `memory_low`")),
+            "{s:?}"
+        );
+    }
 }

@@ -330,7 +330,7 @@ fn fidelity_sweeps_the_limit_idle_and_loaded_and_reports_q() {
     let cpus: Vec<Option<f64>> = plan
         .conditions
         .iter()
-        .map(|c| c.limits["victim"].cpus)
+        .map(|c| c.limits["victim"].set.cpus)
         .collect();
     assert_eq!(
         cpus,
@@ -367,7 +367,7 @@ fn fidelity_sweeps_the_core_count_and_measures_each_variant_on_its_own_cores() {
     let conds: Vec<(&str, Option<f64>)> = plan
         .conditions
         .iter()
-        .map(|c| (c.id.as_str(), c.limits["victim"].cpus))
+        .map(|c| (c.id.as_str(), c.limits["victim"].set.cpus))
         .collect();
     assert_eq!(
         conds,

@@ -172,9 +172,9 @@ impl Tenant for Beside {
         )
     }
 
-    fn set_cpu_limit(&self, _cpus: Option<f64>) -> Result<()> {
+    fn update_limits(&self, _changes: &crate::live::LimitChanges) -> Result<Limits> {
         bail!(
-            "{} is outside every tenant and has no CPU limit to change",
+            "{} is outside every tenant and has no limits to change",
             self.info.name
         )
     }

@@ -32,6 +32,7 @@ pub mod hostinfo;
 pub mod iocost;
 pub mod k8s;
 pub mod limits;
+pub mod live;
 mod local;
 pub mod lockfile;
 pub mod memprot;
@@ -68,6 +69,7 @@ pub use error::PlatformError;
 pub use hostinfo::HostInfo;
 pub use iocost::IoCost;
 pub use limits::{CpuList, CpuWeight, CpusetPartition, LimitError, Limits};
+pub use live::{Knob, KnobSet, LimitChanges, LiveKnobs};
 pub use net::NetSpec;
 pub use run::{
     Liveness, MeasureSlot, RunContext, RunController, RunGuard, RunId, SharedSlot, SlotHolder,
@@ -145,8 +147,12 @@ pub struct Capabilities {
     pub chooses_cpus: bool,
     /// Freezing a tenant stops every process at once (a freezer), not by signals.
     pub freezer: bool,
-    /// The CPU limit can change while the tenant runs.
+    /// The CPU limit can change while the tenant runs (the same as `live_knobs` holding
+    /// [`Knob::Cpus`]).
     pub live_cpu_limit: bool,
+    /// The knobs that can change while a tenant runs ([`Tenant::update_limits`]), and why
+    /// the others cannot.
+    pub live_knobs: LiveKnobs,
     /// A tenant can have its own address on the run's bridge.
     pub own_network: bool,
     /// [`Tenant::spawn`] can start more processes inside a tenant.

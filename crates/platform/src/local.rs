@@ -34,6 +34,11 @@ pub(crate) static HOST: PlatformEntry = PlatformEntry {
         chooses_cpus: false,
         freezer: false,
         live_cpu_limit: false,
+        live_knobs: crate::LiveKnobs {
+            knobs: crate::KnobSet::NONE,
+            why_not: "it runs plain processes without isolation, so no knob applies; use the \
+                      `cgroup` platform",
+        },
         own_network: true,
         exec: true,
         agent: Transport::Stdio,
@@ -63,6 +68,10 @@ pub(crate) static CGROUP: PlatformEntry = PlatformEntry {
         chooses_cpus: false,
         freezer: true,
         live_cpu_limit: true,
+        live_knobs: crate::LiveKnobs {
+            knobs: crate::KnobSet::ALL,
+            why_not: "every knob can change",
+        },
         own_network: true,
         exec: true,
         agent: Transport::Stdio,

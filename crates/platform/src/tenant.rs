@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::blockdev::BlockDevice;
 use crate::cgroup::TenantCgroup;
 use crate::limits::Limits;
+use crate::live::LimitChanges;
 use crate::net::{NetSpec, TenantNet};
 use crate::noise::{Pressure, PressureShare};
 use crate::procs;
@@ -385,7 +386,22 @@ pub trait Tenant: Send + Sync {
     /// `Some(cpus)` caps it at `cpus` CPUs' worth of time per scheduling period (the `cpus`
     /// limit), `None` lifts the cap. The platform that cannot enforce a CPU limit (`host`)
     /// returns [`crate::PlatformError::NotEnforceable`], saying why.
-    fn set_cpu_limit(&self, cpus: Option<f64>) -> Result<()>;
+    fn set_cpu_limit(&self, cpus: Option<f64>) -> Result<()> {
+        self.update_limits(&LimitChanges::cpus(cpus)).map(|_| ())
+    }
+
+    /// Changes some of the tenant's knobs while it lives (its processes keep running): each
+    /// knob `changes` sets takes its value, each it lifts goes back to the kernel's default,
+    /// the others stay. Returns the limits as the kernel holds them afterwards, read back
+    /// ([`Tenant::effective_limits`]); [`Tenant::info`] keeps the limits the tenant was made
+    /// with.
+    ///
+    /// Which knobs a platform can change is [`crate::Capabilities::live_knobs`]; a knob
+    /// outside it, or one this host cannot hold (a cgroup v2 knob on a v1 host), is refused
+    /// with the reason before anything is written. A write the kernel refuses (a memory
+    /// limit below what the tenant uses and cannot give back) fails naming the file, the
+    /// value and the kernel's error; the knobs written before it stay changed.
+    fn update_limits(&self, changes: &LimitChanges) -> Result<Limits>;
 
     /// Whether the deadline passed and the watchdog killed the tenant.
     fn expired(&self) -> bool;
@@ -576,6 +592,23 @@ fn join_in_child(cgroups: &[OwnedFd], netns: Option<&OwnedFd>) -> io::Result<()>
     Ok(())
 }
 
+/// Refuses a CPU quota larger than the tenant's cpuset: the kernel would take it, and the
+/// tenant could never use it.
+pub(crate) fn check_cpus_in_cpuset(info: &TenantInfo, changes: &LimitChanges) -> Result<()> {
+    if let (Some(c), Some(set)) = (changes.set.cpus, &info.limits.cpuset) {
+        if c > set.len() as f64 + 1e-9 {
+            bail!(
+                "tenant {}: a CPU limit of {c} CPUs is more than the {} CPU(s) of its cpuset \
+                 {set}; use cpus={} or less",
+                info.name,
+                set.len(),
+                set.len()
+            );
+        }
+    }
+    Ok(())
+}
+
 impl Tenant for LocalTenant {
     fn name(&self) -> &str {
         &self.inner.info.name
@@ -670,30 +703,25 @@ impl Tenant for LocalTenant {
         self.expired.load(Ordering::SeqCst)
     }
 
-    fn set_cpu_limit(&self, cpus: Option<f64>) -> Result<()> {
+    fn update_limits(&self, changes: &LimitChanges) -> Result<Limits> {
+        let info = &self.inner.info;
         match &self.inner.jail {
             Jail::Cgroup(cg) => {
-                if let (Some(c), Some(set)) = (cpus, &self.inner.info.limits.cpuset) {
-                    if c > set.len() as f64 + 1e-9 {
-                        bail!(
-                            "tenant {}: a CPU limit of {c} CPUs is more than the {} CPU(s) of \
-                             its cpuset {set}; use cpus={} or less",
-                            self.inner.info.name,
-                            set.len(),
-                            set.len()
-                        );
-                    }
+                check_cpus_in_cpuset(info, changes)?;
+                cg.update_limits(changes, info.io_device.as_ref().map(|d| d.dev))
+                    .with_context(|| format!("changing the limits of tenant {}", info.name))?;
+                self.effective_limits()
+            }
+            Jail::Host { .. } => {
+                let key = changes.knobs().iter().next().map_or("cpus", |k| k.key());
+                Err(crate::PlatformError::NotEnforceable {
+                    key,
+                    platform: "host",
+                    why: "it runs plain processes without isolation, so no limit applies",
+                    fix: "the `cgroup` platform",
                 }
-                cg.set_cpu_quota(cpus)
-                    .with_context(|| format!("setting the CPU limit of tenant {}", self.name()))
+                .into())
             }
-            Jail::Host { .. } => Err(crate::PlatformError::NotEnforceable {
-                key: "cpus",
-                platform: "host",
-                why: "it runs plain processes without isolation, so no CPU quota applies",
-                fix: "the `cgroup` platform",
-            }
-            .into()),
         }
     }
 

@@ -987,3 +987,111 @@ fn a_memory_limit_off_a_page_boundary_is_held_as_the_kernel_rounds_it() {
     let back = t.effective_limits().unwrap();
     assert_eq!(back.memory, Some((256 << 20) + 12288), "{back:?}");
 }
+
+/// Every knob the host's cgroups hold changes in place while the tenant's processes run, a
+/// memory limit below what the tenant uses is refused with the kernel's reason, and the
+/// planned limits come back.
+#[test]
+fn the_knobs_change_while_the_tenant_runs_and_come_back() {
+    use isobench_platform::{Knob, KnobSet, LimitChanges};
+    if !root_or_skip("live knob change") {
+        return;
+    }
+    let fs_layout = CgroupFs::detect().unwrap();
+    let guard = RunGuard::start().unwrap();
+    let mut p = cgroup_platform(&guard);
+    let planned: Limits = "cpus=1,shares=1024,memory=256M,pids=64,io_write_bps=1G"
+        .parse()
+        .unwrap();
+    let t = p
+        .create_tenant(&TenantSpec::new("knobbed", Role::Victim).with_limits(planned.clone()))
+        .unwrap();
+    if t.info().io_device.is_none() {
+        skip(
+            "disk",
+            "live knob change",
+            "the workdir has no block device",
+        );
+        return;
+    }
+    // A process holding 64 MiB of anonymous memory (no swap here: it cannot be reclaimed).
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-c",
+        "import sys,time\nb=b'a'*(64<<20)\nprint('ok',flush=True)\ntime.sleep(60)",
+    ])
+    .stdout(Stdio::piped());
+    let mut holder = t.spawn(cmd).unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ok");
+
+    let change = LimitChanges {
+        set: "cpus=0.5,shares=256,memory=128M,pids=32,io_read_bps=10M"
+            .parse()
+            .unwrap(),
+        lift: KnobSet::of(&[Knob::IoWriteBps]),
+    };
+    let back = t.update_limits(&change).unwrap();
+    assert_eq!(back.cpus, Some(0.5));
+    assert_eq!(back.memory, Some(128 << 20));
+    assert_eq!(back.pids, Some(32));
+    assert_eq!(back.io_read_bps, Some(10 << 20));
+    assert_eq!(back.io_write_bps, None, "lifted");
+    match fs_layout.version() {
+        isobench_platform::CgroupVersion::V1 => {
+            assert_eq!(
+                back.cpu_weight,
+                Some(isobench_platform::CpuWeight::Shares(256))
+            )
+        }
+        isobench_platform::CgroupVersion::V2 => {
+            assert_eq!(back.cpu_weight.map(|w| w.as_shares()), Some(256))
+        }
+    }
+    assert!(alive(holder.id()), "the change must not stop the tenant");
+
+    // Below what the tenant holds: v1 refuses (EBUSY) and says so; the limit stays.
+    if fs_layout.version() == isobench_platform::CgroupVersion::V1 {
+        let lower = LimitChanges {
+            set: "memory=16M".parse().unwrap(),
+            lift: KnobSet::NONE,
+        };
+        let e = format!("{:#}", t.update_limits(&lower).unwrap_err());
+        assert!(
+            e.contains("memory.limit_in_bytes")
+                && e.contains("could not reclaim enough")
+                && e.contains("the limit is unchanged")
+                && e.contains("busy"),
+            "{e}"
+        );
+        assert_eq!(t.effective_limits().unwrap().memory, Some(128 << 20));
+        assert!(alive(holder.id()));
+        // A v2 knob on v1: refused with the reason, nothing written.
+        let low = LimitChanges {
+            set: "memory_low=64M".parse().unwrap(),
+            lift: KnobSet::NONE,
+        };
+        let e = format!("{:#}", t.update_limits(&low).unwrap_err());
+        assert!(e.contains("cgroup v1 has no reclaim protection"), "{e}");
+    }
+
+    let restored = t.update_limits(&change.restoring(&planned)).unwrap();
+    assert_eq!(restored.cpus, planned.cpus);
+    assert_eq!(restored.memory, planned.memory);
+    assert_eq!(restored.pids, planned.pids);
+    assert_eq!(restored.io_read_bps, None);
+    assert_eq!(restored.io_write_bps, planned.io_write_bps);
+    assert_eq!(
+        restored.cpu_weight.map(|w| w.as_shares()),
+        Some(1024),
+        "{restored}"
+    );
+    assert!(alive(holder.id()));
+    t.teardown().unwrap();
+    let _ = holder.wait();
+}

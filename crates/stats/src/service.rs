@@ -164,7 +164,11 @@ pub fn episode_figures(
         .filter(|w| w.mid() >= spec.start_ns && w.mid() < stop)
         .collect();
     if during.is_empty() {
-        return Err(invalid("start_ns", spec.start_ns, "a time at which windows were measured"));
+        return Err(invalid(
+            "start_ns",
+            spec.start_ns,
+            "a time at which windows were measured",
+        ));
     }
     let mut d_isol: Vec<f64> = during.iter().map(|w| isol(w)).collect();
     d_isol.sort_by(f64::total_cmp);

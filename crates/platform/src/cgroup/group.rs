@@ -2,6 +2,7 @@
 //! its usage counters, and its teardown (freeze, kill every task, remove).
 
 mod knobs;
+mod update;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -964,7 +965,9 @@ impl TenantCgroup {
                         Ok(need(Controller::Io, file)?.and_then(|t| {
                             t.lines().find_map(|line| {
                                 let (d, v) = line.split_once(' ')?;
-                                (d == dev.to_string()).then(|| v.trim().parse().ok())?
+                                // The kernel drops a line set to 0 (no throttle).
+                                (d == dev.to_string())
+                                    .then(|| v.trim().parse().ok().filter(|v: &u64| *v > 0))?
                             })
                         }))
                     };

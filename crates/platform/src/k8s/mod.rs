@@ -111,6 +111,11 @@ pub const CAPS: Capabilities = Capabilities {
     freezer: true,
     // The kubelet owns the pod's CPU quota.
     live_cpu_limit: false,
+    live_knobs: crate::LiveKnobs {
+        knobs: crate::KnobSet::NONE,
+        why_not: "the kubelet owns a pod's cgroup limits, and a pod's resources change only \
+                  by recreating it; use the `cgroup` or `oci` platform",
+    },
     own_network: false,
     exec: true,
     agent: Transport::Stdio,

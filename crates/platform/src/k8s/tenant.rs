@@ -311,12 +311,12 @@ impl Tenant for K8sTenant {
             .set_frozen(frozen, crate::cgroup::FREEZE_TIMEOUT)
     }
 
-    fn set_cpu_limit(&self, _cpus: Option<f64>) -> Result<()> {
-        bail!(
-            "tenant {}: the `k8s` platform cannot change a pod's CPU limit while it runs (the \
-             kubelet owns it); use the `cgroup` or `oci` platform for a live CPU limit",
-            self.inner.info.name
-        )
+    fn update_limits(&self, changes: &crate::live::LimitChanges) -> Result<Limits> {
+        super::CAPS
+            .live_knobs
+            .refuse("k8s", changes)
+            .with_context(|| format!("changing the limits of tenant {}", self.inner.info.name))?;
+        self.effective_limits()
     }
 
     fn expired(&self) -> bool {

@@ -61,6 +61,12 @@ pub const CAPS: Capabilities = Capabilities {
     chooses_cpus: false,
     freezer: true,
     live_cpu_limit: true,
+    live_knobs: crate::LiveKnobs {
+        knobs: tenant::UPDATE_KNOBS,
+        why_not: "`docker update` has flags only for the CPU quota and weight, memory (with \
+                  swap), --memory-reservation (memory_low), the pids limit and the blkio \
+                  weight; use the `cgroup` platform for the others",
+    },
     own_network: true,
     exec: true,
     agent: Transport::Stdio,

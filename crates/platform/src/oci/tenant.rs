@@ -26,6 +26,7 @@ use super::image::IMAGE_EXE;
 use crate::agent::{AgentConnection, AgentLaunch};
 use crate::cgroup::TenantCgroup;
 use crate::limits::Limits;
+use crate::live::{Knob, KnobSet, LimitChanges};
 use crate::net::TenantNet;
 use crate::procs;
 use crate::run::RunContext;
@@ -36,6 +37,60 @@ use crate::watchdog::Watchdog;
 pub const RUN_LABEL: &str = "isobench.run";
 /// Label carrying the tenant name on every container.
 pub const TENANT_LABEL: &str = "isobench.tenant";
+
+/// The knobs `docker update` and `podman update` both have a flag for: `--cpus`,
+/// `--cpu-shares`, `--memory` with `--memory-swap`, `--memory-reservation` (memory_low),
+/// `--pids-limit` and `--blkio-weight`. (Only podman's has `--device-*-bps`.)
+pub(crate) const UPDATE_KNOBS: KnobSet = KnobSet::of(&[
+    Knob::Cpus,
+    Knob::CpuWeight,
+    Knob::Memory,
+    Knob::MemoryLow,
+    Knob::Swap,
+    Knob::Pids,
+    Knob::IoWeight,
+]);
+
+/// The flags of the engine's `update` for the knobs `changes` sets, on a container whose
+/// limits are `now` (`--memory-swap` is memory plus swap, so it follows either).
+pub(crate) fn update_args(changes: &LimitChanges, now: &Limits) -> Result<Vec<String>> {
+    let target = changes.applied_to(now);
+    let set = KnobSet::set_in(&changes.set);
+    let mut a = Vec::new();
+    let mut flag = |k: &str, v: String| {
+        a.push(k.to_string());
+        a.push(v);
+    };
+    if let Some(c) = changes.set.cpus {
+        flag("--cpus", format!("{c}"));
+    }
+    if let Some(w) = changes.set.cpu_weight {
+        flag("--cpu-shares", w.as_shares().to_string());
+    }
+    if set.contains(Knob::Memory) || set.contains(Knob::Swap) {
+        let Some(m) = target.memory else {
+            bail!(
+                "`swap` on the `oci` platform is --memory-swap, memory plus swap, so it needs a \
+                 memory limit; set `memory` too"
+            );
+        };
+        flag("--memory", m.to_string());
+        flag("--memory-swap", (m + target.swap.unwrap_or(0)).to_string());
+    }
+    if let Some(r) = changes.set.memory_low {
+        flag("--memory-reservation", r.to_string());
+    }
+    if let Some(p) = changes.set.pids {
+        flag("--pids-limit", p.to_string());
+    }
+    if let Some(w) = changes.set.io_weight {
+        if !(10..=1000).contains(&w) {
+            bail!("io_weight={w} becomes --blkio-weight, which takes 10..1000; use a weight in that range");
+        }
+        flag("--blkio-weight", w.to_string());
+    }
+    Ok(a)
+}
 
 /// What `create_tenant` made, shared with the killer and the watchdog.
 pub(crate) struct Inner {
@@ -270,23 +325,38 @@ impl Tenant for OciTenant {
             .set_frozen(frozen, crate::cgroup::FREEZE_TIMEOUT)
     }
 
-    fn set_cpu_limit(&self, cpus: Option<f64>) -> Result<()> {
-        let info = &self.inner.info;
-        if let (Some(c), Some(set)) = (cpus, &info.limits.cpuset) {
-            if c > set.len() as f64 + 1e-9 {
-                bail!(
-                    "tenant {}: a CPU limit of {c} CPUs is more than the {} CPU(s) of its \
-                     cpuset {set}; use cpus={} or less",
-                    info.name,
-                    set.len(),
-                    set.len()
-                );
-            }
+    fn update_limits(&self, changes: &LimitChanges) -> Result<Limits> {
+        let inner = &self.inner;
+        let name = &inner.info.name;
+        super::CAPS
+            .live_knobs
+            .refuse("oci", changes)
+            .with_context(|| format!("changing the limits of tenant {name}"))?;
+        crate::tenant::check_cpus_in_cpuset(&inner.info, changes)?;
+        let now = self.effective_limits()?;
+        let args = update_args(changes, &now)?;
+        if !args.is_empty() {
+            let mut argv: Vec<&str> = vec!["update"];
+            argv.extend(args.iter().map(String::as_str));
+            argv.push(&inner.container);
+            inner
+                .engine
+                .change(&argv)
+                .with_context(|| format!("changing the limits of tenant {name}"))?;
         }
-        self.inner
-            .cgroup
-            .set_cpu_quota(cpus)
-            .with_context(|| format!("setting the CPU limit of tenant {}", info.name))
+        // The engine's update has no "unlimited" for most knobs: a lift goes to the
+        // container's own cgroups, as freezing does.
+        let lifts = LimitChanges {
+            set: Limits::default(),
+            lift: changes.lift,
+        };
+        if !lifts.is_empty() {
+            inner
+                .cgroup
+                .update_limits(&lifts, inner.info.io_device.as_ref().map(|d| d.dev))
+                .with_context(|| format!("lifting limits of tenant {name}"))?;
+        }
+        self.effective_limits()
     }
 
     fn expired(&self) -> bool {
@@ -310,6 +380,65 @@ impl Drop for OciTenant {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
             log::warn!("{e:#}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(s: &str) -> Limits {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_change_becomes_the_engines_update_flags() {
+        let now = l("cpus=1,memory=1G,swap=64M,pids=64");
+        let c = LimitChanges {
+            set: l("cpus=0.5,shares=512,memory=512M,memory_low=256M,pids=32,io_weight=200"),
+            lift: KnobSet::NONE,
+        };
+        assert_eq!(
+            update_args(&c, &now).unwrap().join(" "),
+            "--cpus 0.5 --cpu-shares 512 --memory 536870912 --memory-swap 603979776 \
+             --memory-reservation 268435456 --pids-limit 32 --blkio-weight 200"
+        );
+        // Swap alone follows the memory in force; a lift is no flag.
+        let c = LimitChanges {
+            set: l("swap=128M"),
+            lift: KnobSet::of(&[Knob::Cpus]),
+        };
+        assert_eq!(
+            update_args(&c, &now).unwrap().join(" "),
+            "--memory 1073741824 --memory-swap 1207959552"
+        );
+        let e = update_args(&c, &l("cpus=1")).unwrap_err().to_string();
+        assert!(e.contains("needs a memory limit"), "{e}");
+    }
+
+    #[test]
+    fn the_knobs_without_an_update_flag_are_refused_with_the_reason() {
+        for (set, key) in [
+            ("memory_high=1G", "memory_high"),
+            ("memory_min=1G", "memory_min"),
+            ("io_read_bps=1M", "io_read_bps"),
+            ("cpus=1,cpu_burst=1ms", "cpu_burst"),
+        ] {
+            let c = LimitChanges {
+                set: l(set),
+                lift: KnobSet::NONE,
+            };
+            let e = super::super::CAPS
+                .live_knobs
+                .refuse("oci", &c)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("cannot change `{key}` while a tenant lives"))
+                    && e.contains("`docker update` has flags only for"),
+                "{e}"
+            );
         }
     }
 }

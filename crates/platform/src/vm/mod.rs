@@ -42,6 +42,11 @@ pub(crate) static ENTRY: PlatformEntry = PlatformEntry {
         chooses_cpus: false,
         freezer: true,
         live_cpu_limit: true,
+        live_knobs: crate::LiveKnobs {
+            knobs: crate::KnobSet::of(&[crate::Knob::Cpus, crate::Knob::CpuWeight]),
+            why_not: "a guest's memory, processes and disk are its own kernel's; only the CPU \
+                      time of its QEMU process (quota and weight) can change from the host",
+        },
         own_network: true,
         exec: false,
         agent: Transport::VirtioSerial,

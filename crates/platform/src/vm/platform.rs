@@ -553,8 +553,14 @@ impl Tenant for VmTenant {
         self.jail.set_frozen(frozen)
     }
 
-    fn set_cpu_limit(&self, cpus: Option<f64>) -> Result<()> {
-        self.jail.set_cpu_limit(cpus)
+    fn update_limits(&self, changes: &crate::live::LimitChanges) -> Result<Limits> {
+        super::KIND
+            .capabilities()
+            .live_knobs
+            .refuse("vm", changes)
+            .with_context(|| format!("changing the limits of tenant {}", self.info.name))?;
+        self.jail.update_limits(changes)?;
+        self.effective_limits()
     }
 
     fn expired(&self) -> bool {

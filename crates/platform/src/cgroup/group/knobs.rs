@@ -18,10 +18,10 @@ use crate::error::PlatformError;
 use crate::limits::{CpusetPartition, Limits};
 
 /// The default of v2 `io.weight` and of v1 `blkio.bfq.weight`.
-const IO_WEIGHT_DEFAULT: u64 = 100;
+pub(super) const IO_WEIGHT_DEFAULT: u64 = 100;
 
 /// v1 CFQ's `blkio.weight` is 10..=1000 with default 500: five times the v2 scale.
-const CFQ_PER_WEIGHT: u64 = 5;
+pub(super) const CFQ_PER_WEIGHT: u64 = 5;
 
 fn refused(key: &'static str, why: impl Into<String>, fix: impl Into<String>) -> PlatformError {
     PlatformError::Refused {
@@ -104,7 +104,7 @@ impl TenantCgroup {
     }
 
     /// Writes a byte value (a page counter: the kernel keeps whole pages).
-    fn write_bytes(&self, name: &str, v: u64) -> Result<()> {
+    pub(super) fn write_bytes(&self, name: &str, v: u64) -> Result<()> {
         let want = [v.to_string(), page_rounded(v).to_string()];
         self.write_checked(Controller::Memory, name, &v.to_string(), |got| {
             want.iter().any(|w| w == got.trim())
@@ -210,7 +210,7 @@ impl TenantCgroup {
 
     /// v2 `io.weight` (`default N`, and `MAJ:MIN N` for the workdir's device when io.cost
     /// controls it), or `io.bfq.weight` where only BFQ offers a weight.
-    fn write_io_weight_v2(&self, w: u64, dev: Option<DevNum>) -> Result<()> {
+    pub(super) fn write_io_weight_v2(&self, w: u64, dev: Option<DevNum>) -> Result<()> {
         let (file, max) = if self.exists(Controller::Io, "io.weight") {
             ("io.weight", 10_000)
         } else if self.exists(Controller::Io, "io.bfq.weight") {
