@@ -80,6 +80,15 @@ impl Plan {
             },
         };
         plan.estimate = kind.estimate(&plan);
+        if let Err(why) = plan.check_live_knobs() {
+            return Err(ScenarioErrors(vec![sc.source.error(
+                Span::default(),
+                "limits",
+                why,
+                "knobs the platform can change while its tenants run (`isobench list`)",
+                "drop that knob from the condition, or run on a platform that can change it",
+            )]));
+        }
         Ok(plan)
     }
 }

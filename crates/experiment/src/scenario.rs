@@ -93,6 +93,11 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         include_str!("../../../examples/protection.toml"),
     ),
     (
+        "protection-knobs",
+        "the protection preset under no limits, the v1 limits and the cgroup v2 knobs, side by side",
+        include_str!("../../../examples/protection-knobs.toml"),
+    ),
+    (
         "artifacts",
         "paper 004: relay ring in one tenant and across three, null tests, every iteration kept",
         include_str!("../../../examples/artifacts.toml"),

@@ -29,7 +29,7 @@ use super::matrix::{stressor_conditions, Variant};
 use super::{Analysis, ExperimentKind};
 use crate::analysis::{Results, StatsSettings, Stored};
 use crate::fields::Fields;
-use crate::plan::{Condition, Estimate, Plan, Platform};
+use crate::plan::{Condition, Estimate, KnobOverride, Overrides, Plan, Platform};
 use crate::resolve::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialWhat};
@@ -68,6 +68,23 @@ pub struct ProtectionSettings {
     pub sustain: u32,
     /// isol% a window needs to count as recovered.
     pub recovered_isol: f64,
+    /// Isolation settings to compare side by side (`[[protection.setting]]`); none: the
+    /// tenants' planned limits alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<IsolationSetting>,
+}
+
+/// One isolation setting of `[[protection.setting]]`: knobs set on tenants while every
+/// aggressor runs its episodes under it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IsolationSetting {
+    /// Name, the prefix of its conditions' ids (`v1-limits/disk@100`).
+    pub name: String,
+    /// The knobs per tenant, over the planned limits.
+    pub limits: Overrides,
+    /// `v2`: the setting needs cgroup v2 and is left out (with a note) elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
 }
 
 impl ProtectionSettings {
@@ -160,7 +177,10 @@ impl ExperimentKind for Protection {
                 "an isol% in (0, 100]",
                 90.0,
             ),
+            settings: Vec::new(),
         };
+        let mut set = set;
+        set.settings = isolation_settings(f, sc);
         if set.settle >= set.stable {
             let span = f.span();
             f.error(
@@ -215,7 +235,7 @@ impl ExperimentKind for Protection {
             ));
             return Vec::new();
         }
-        stressor_conditions(r, platform, |s| {
+        let base = stressor_conditions(r, platform, |s| {
             s.intensities
                 .iter()
                 .map(|&i| Variant {
@@ -224,7 +244,31 @@ impl ExperimentKind for Protection {
                     params: s.params.clone(),
                 })
                 .collect()
-        })
+        });
+        if set.settings.is_empty() {
+            return base;
+        }
+        let v2 = platform == Platform::CGROUP
+            && isobench_platform::CgroupFs::detect()
+                .is_ok_and(|fs| fs.version() == isobench_platform::CgroupVersion::V2);
+        let mut out = Vec::new();
+        for s in &set.settings {
+            if s.cgroup.as_deref() == Some("v2") && !v2 {
+                r.note(format!(
+                    "isolation setting {} left out: it needs cgroup v2 tenants, and this run's \
+                     are not (run it on a cgroup v2 host, e.g. the v2 guest)",
+                    s.name
+                ));
+                continue;
+            }
+            for c in &base {
+                let mut c = c.clone();
+                c.id = format!("{}/{}", s.name, c.id);
+                c.limits = s.limits.clone();
+                out.push(c);
+            }
+        }
+        out
     }
 
     fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
@@ -321,4 +365,113 @@ impl ExperimentKind for Protection {
         let n = ProtectionSettings::of(&plan.settings).map_or(0, |s| s.episodes);
         format!("every aggressor ran its {n} episode(s), as planned")
     }
+}
+
+/// The `[[protection.setting]]` tables, checked: a unique `name`, `limits` as a table of
+/// tenant tables of knobs (a value in the limit syntax, or `"none"` to lift the knob), and
+/// optionally `cgroup = "v2"`. Problems are reported at the array.
+fn isolation_settings(f: &mut Fields<'_, '_>, sc: &Scenario) -> Vec<IsolationSetting> {
+    let Some((span, items)) = f.array("setting") else {
+        return Vec::new();
+    };
+    let fix = "[[protection.setting]] name = \"v1-limits\" limits = { batch = { cpus = 0.5, \
+               memory = \"512M\" } }";
+    let mut out: Vec<IsolationSetting> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let key = format!("setting[{i}]");
+        let bad = |f: &mut Fields<'_, '_>, problem: String| {
+            f.error(span, &key, problem, "name, limits and cgroup", fix.into())
+        };
+        let Some(t) = item.as_table() else {
+            bad(f, "is not a table".into());
+            continue;
+        };
+        if let Some(k) = t
+            .keys()
+            .find(|k| !["name", "limits", "cgroup"].contains(&k.as_str()))
+        {
+            bad(f, format!("`{k}` is not a key of a setting"));
+            continue;
+        }
+        let Some(name) = t.get("name").and_then(|v| v.as_str()) else {
+            bad(f, "has no name (a string)".into());
+            continue;
+        };
+        if name.is_empty() || name.contains('/') || out.iter().any(|s| s.name == name) {
+            bad(
+                f,
+                format!("name `{name}` is empty, holds a `/` or is given twice"),
+            );
+            continue;
+        }
+        let cgroup = match t.get("cgroup").map(|v| v.as_str()) {
+            None => None,
+            Some(Some("v2")) => Some("v2".to_string()),
+            Some(_) => {
+                bad(f, "cgroup must be \"v2\" when given".into());
+                continue;
+            }
+        };
+        let mut limits = Overrides::default();
+        let empty = toml::value::Table::new();
+        let lt = match t.get("limits") {
+            None => &empty,
+            Some(toml::Value::Table(lt)) => lt,
+            Some(_) => {
+                bad(f, "limits is not a table of tenants".into());
+                continue;
+            }
+        };
+        let mut ok = true;
+        for (tenant, knobs) in lt {
+            if !sc.tenants.iter().any(|x| &x.name == tenant) {
+                bad(
+                    f,
+                    format!("limits names tenant {tenant}, which the file lacks"),
+                );
+                ok = false;
+                continue;
+            }
+            let Some(knobs) = knobs.as_table() else {
+                bad(f, format!("limits.{tenant} is not a table of knobs"));
+                ok = false;
+                continue;
+            };
+            let mut pairs: Vec<(String, Option<String>)> = Vec::new();
+            for (k, v) in knobs {
+                let v = match v {
+                    toml::Value::String(s) if s == "none" => None,
+                    toml::Value::String(s) => Some(s.clone()),
+                    toml::Value::Integer(n) => Some(n.to_string()),
+                    toml::Value::Float(x) => Some(x.to_string()),
+                    other => {
+                        bad(
+                            f,
+                            format!("limits.{tenant}.{k}: {other} is not a limit value"),
+                        );
+                        ok = false;
+                        continue;
+                    }
+                };
+                pairs.push((k.clone(), v));
+            }
+            match KnobOverride::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_deref()))) {
+                Ok(o) => {
+                    limits.insert(tenant.clone(), o);
+                }
+                Err(e) => {
+                    bad(f, format!("limits.{tenant}: {e}"));
+                    ok = false;
+                }
+            }
+        }
+        if ok {
+            out.push(IsolationSetting {
+                name: name.to_string(),
+                limits,
+                cgroup,
+            });
+        }
+    }
+    out
 }
