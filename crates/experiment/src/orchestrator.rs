@@ -738,6 +738,10 @@ impl<'a> Engine<'a> {
         let plan = self.plan;
         let mut facts = Vec::new();
         for (p, probe) in plan.probes.iter().enumerate() {
+            if service::asks_calibration(probe) {
+                // Its own calibration, next, pays the first-run costs.
+                continue;
+            }
             if probe.serving.is_some() {
                 // A short run: services started and reached, first-run costs paid.
                 let budget = plan.trial.duration.min(Duration::from_millis(500));

@@ -113,7 +113,7 @@ fn every_episode_holds_the_calibrated_rate_and_switches_its_aggressor_on_time() 
     assert!(target > 0.0, "{fact:?}");
     // One calibration run, then 3 episodes of each of the 2 conditions.
     let probes: Vec<&String> = log.iter().filter(|l| l.starts_with("probe svc")).collect();
-    assert_eq!(probes.len(), 1 + 1 + 6, "{probes:#?}");
+    assert_eq!(probes.len(), 1 + 6, "{probes:#?}");
     let episodes: Vec<_> = loaded
         .trials
         .iter()

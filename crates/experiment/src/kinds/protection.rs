@@ -29,7 +29,7 @@ use super::matrix::{stressor_conditions, Variant};
 use super::{Analysis, ExperimentKind};
 use crate::analysis::{Results, StatsSettings, Stored};
 use crate::fields::Fields;
-use crate::plan::{Condition, Estimate, KnobOverride, Overrides, Plan, Platform};
+use crate::plan::{Condition, Design, Estimate, KnobOverride, Overrides, Plan, Platform};
 use crate::resolve::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialWhat};
@@ -245,6 +245,16 @@ impl ExperimentKind for Protection {
                 })
                 .collect()
         });
+        let base: Vec<Condition> = base
+            .into_iter()
+            .map(|mut c| {
+                c.design = Design::Paired;
+                c.design_reason = "an episode: the aggressor starts after the service's \
+                                   stable period and stops before its recovery"
+                    .into();
+                c
+            })
+            .collect();
         if set.settings.is_empty() {
             return base;
         }

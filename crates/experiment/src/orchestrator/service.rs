@@ -32,7 +32,7 @@ struct Calibrated {
 }
 
 /// True when probe `p` is a service that asks for its rate to be calibrated.
-fn asks_calibration(p: &PlannedProbe) -> bool {
+pub(super) fn asks_calibration(p: &PlannedProbe) -> bool {
     p.params.0.get("rate").and_then(|v| v.as_f64()) == Some(0.0)
         && isobench_workloads::probe(&p.name)
             .is_some_and(|w| w.metrics().iter().any(|m| m.name == "max_rps"))

@@ -21,6 +21,7 @@ mod net_rtt;
 mod net_throughput;
 mod relay_ring;
 mod series;
+mod service;
 mod syscall;
 
 /// Every probe, in catalogue order.
@@ -39,5 +40,6 @@ pub const PROBES: &[&dyn Probe] = &[
     &syscall::Syscall,
     &fork_latency::ForkLatency,
     &context_switch::ContextSwitch,
+    &service::Service,
     &command::Command,
 ];
