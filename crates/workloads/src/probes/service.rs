@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
-use self::loadgen::{drive, Clock, Conn, Done, Exchange, Monotonic, Protocol};
+use self::loadgen::{drive, Clock, Conn, Done, Exchange, Monotonic, Protocol, Slice};
 use crate::metric::{Aggregate, Direction, Metric, MetricSpec, Window};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::probes::series::tile;
@@ -349,11 +349,13 @@ fn load(
                     };
                     drive(
                         clock,
-                        begin,
-                        end,
-                        c as u64,
-                        n,
-                        rate,
+                        Slice {
+                            start: begin,
+                            end,
+                            conn: c as u64,
+                            conns: n,
+                            rate,
+                        },
                         &mut conn,
                         &mut reconnect,
                         stopped,

@@ -36,6 +36,8 @@ pub struct EpisodeResult {
     pub block: u32,
     /// The service's figures.
     pub figures: EpisodeFigures,
+    /// The rate the service held, requests per second.
+    pub target_rps: f64,
     /// The aggressors' rate beside the service, ops/s.
     pub beside_ops: Option<f64>,
     /// The aggressors' rate alone in the trial after it, ops/s.
@@ -186,6 +188,7 @@ fn episode(
             .collect(),
         aggressor: (off(start), stop.map(off)),
         figures,
+        target_rps: target,
         beside_ops,
         alone_ops,
         notes,
@@ -357,6 +360,23 @@ fn summary(
             recovery,
             interval(&f(&|e| e.work_conserved()), settings, salt + 8, 1),
         ]);
+        let med = |mut v: Vec<f64>| -> Option<f64> {
+            v.retain(|x| x.is_finite());
+            v.sort_by(f64::total_cmp);
+            (!v.is_empty()).then(|| isobench_common::median_of_sorted(&v))
+        };
+        if let (Some(t), Some(b)) = (
+            med(of.iter().map(|e| e.target_rps).collect()),
+            med(of
+                .iter()
+                .filter_map(|e| e.figures.baseline_p99_ms)
+                .collect()),
+        ) {
+            s.notes.push(format!(
+                "{c}: the service held {t:.0} requests/s; its p99 before the aggressor was \
+                 {b:.2} ms (medians over episodes)"
+            ));
+        }
         for e in &of {
             for n in &e.notes {
                 s.notes.push(format!("{c}, block {}: {n}", e.block));

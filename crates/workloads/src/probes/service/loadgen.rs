@@ -75,16 +75,28 @@ pub trait Exchange {
     fn exchange(&mut self) -> anyhow::Result<()>;
 }
 
-/// Drives one connection: the requests of connection `c` of `n` due in `[start, end)` at
-/// `rate`, each exchanged in turn. A failed exchange is recorded as not ok and the
-/// connection goes on (`reconnect` gives a fresh one; `None` ends the connection's part).
+/// The part of the schedule one connection serves: its requests due in `[start, end)`,
+/// connection `conn` of `conns` at `rate` per second in all.
+#[derive(Debug, Clone, Copy)]
+pub struct Slice {
+    /// First due time, ns.
+    pub start: u64,
+    /// No request falls due at or after this, ns.
+    pub end: u64,
+    /// This connection.
+    pub conn: u64,
+    /// Connections in all.
+    pub conns: u64,
+    /// Requests per second over all connections.
+    pub rate: f64,
+}
+
+/// Drives one connection through its slice of the schedule, each request exchanged in turn.
+/// A failed exchange is recorded as not ok and the connection goes on (`reconnect` gives a
+/// fresh one; `None` ends the connection's part).
 pub fn drive(
     clock: &dyn Clock,
-    start: u64,
-    end: u64,
-    c: u64,
-    n: u64,
-    rate: f64,
+    sl: Slice,
     conn: &mut dyn Exchange,
     reconnect: &mut dyn FnMut() -> Option<Box<dyn Exchange>>,
     stop: &dyn Fn() -> bool,
@@ -92,8 +104,8 @@ pub fn drive(
     let mut out = Vec::new();
     let mut fresh: Option<Box<dyn Exchange>> = None;
     for k in 0.. {
-        let due = due_ns(start, k, c, n, rate);
-        if due >= end || stop() {
+        let due = due_ns(sl.start, k, sl.conn, sl.conns, sl.rate);
+        if due >= sl.end || stop() {
             break;
         }
         clock.sleep_until(due);
@@ -290,11 +302,13 @@ mod tests {
         // 100/s on one connection for 1 s: due every 10 ms.
         let done = drive(
             &clock,
-            0,
-            1_000_000_000,
-            0,
-            1,
-            100.0,
+            Slice {
+                start: 0,
+                end: 1_000_000_000,
+                conn: 0,
+                conns: 1,
+                rate: 100.0,
+            },
             &mut conn,
             &mut || None,
             &|| false,
@@ -330,11 +344,13 @@ mod tests {
         let clock = Fake(AtomicU64::new(0));
         let done = drive(
             &clock,
-            0,
-            100_000_000,
-            0,
-            1,
-            100.0,
+            Slice {
+                start: 0,
+                end: 100_000_000,
+                conn: 0,
+                conns: 1,
+                rate: 100.0,
+            },
             &mut Broken,
             &mut || Some(Box::new(Fine)),
             &|| false,
