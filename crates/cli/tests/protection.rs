@@ -1,11 +1,10 @@
 //! The user's own programs and the `protection` kind for real, on cgroup tenants: the
-//! `service` probe's own server against a CPU hog with and without the hog's CPU quota
-//! (the capped hog must leave the service its rate and a smaller tail increase, and do less
-//! work itself), and the examples that run the user's
-//! programs: nginx and Redis as services, fio's JSON p99 as a `command` probe, stress-ng as
-//! a `command` stressor. They need root, the cgroup controllers and the programs, and skip
-//! with the reason otherwise. Each protection example runs with one episode per aggressor,
-//! to keep the suite short; everything else as written.
+//! `service` probe's own server against a CPU hog with and without the hog's CPU quota (the
+//! capped hog must leave the service its rate and do less work itself), and the examples
+//! that run the user's programs: nginx and Redis as services, fio's JSON p99 as a `command`
+//! probe, stress-ng as a `command` stressor. They need root, the cgroup controllers and the
+//! programs, and skip with the reason otherwise. Each protection example runs with one
+//! episode per aggressor, to keep the suite short; everything else as written.
 
 use std::path::Path;
 
@@ -83,11 +82,12 @@ fn example(name: &str) -> String {
 }
 
 /// isobench's own service (0.5 ms of CPU a request, held at 80% of what it serves alone on
-/// both CPUs) beside a two-thread CPU hog: unlimited, the hog competes for the CPUs and the
-/// service's tail grows; capped at 0.2 CPUs, it leaves the service 1.8 of the 2 CPUs, more
-/// than the 80% it needs, and it does less work than unlimited. (The service's rate itself
-/// can hold beside the unlimited hog: the scheduler favours its threads, which sleep
-/// between requests, over the hog's, which never do; bench/RESULTS.md.)
+/// both CPUs) beside a two-thread CPU hog, unlimited and capped at 0.2 CPUs: capped, the hog
+/// leaves the service 1.8 of the 2 CPUs, more than the 80% it needs, so the service keeps
+/// its rate, and the hog does less work than unlimited. (Whether the cap also spares the
+/// service's tail is measured, not asserted: CFS's throttling makes the capped hog run in
+/// bursts, and on this machine one episode showed a larger p99 increase beside the capped
+/// hog than beside the unlimited one; bench/RESULTS.md.)
 const CPU_PROTECTION: &str = r#"
 name = "cpu-protection"
 kind = "protection"
@@ -139,7 +139,7 @@ intensity = 100
 "#;
 
 #[test]
-fn a_cpu_quota_on_the_hog_protects_the_services_tail_at_the_hogs_cost() {
+fn a_cpu_quota_on_the_hog_keeps_the_services_rate_at_the_hogs_cost() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(why) = missing(&[]) {
         common::skip("cgroup", &why);
@@ -150,16 +150,12 @@ fn a_cpu_quota_on_the_hog_protects_the_services_tail_at_the_hogs_cost() {
     let s = section(&doc, "protection");
     let isol = cell(s, "capped/cpu@100", "isol mean").unwrap();
     assert!(isol > 95.0, "beside the capped hog: isol {isol}%\n{shown}");
-    let imp_none = cell(s, "none/cpu@100", "lat-imp").unwrap();
-    let imp_capped = cell(s, "capped/cpu@100", "lat-imp").unwrap();
-    assert!(
-        imp_capped < imp_none,
-        "p99 increase beside the capped hog {imp_capped}% against {imp_none}% unlimited\n{shown}"
-    );
-    // The cap costs the hog: its work conserved falls with it.
-    let w_none = cell(s, "none/cpu@100", "work conserved").unwrap();
-    let w_capped = cell(s, "capped/cpu@100", "work conserved").unwrap();
-    assert!(w_capped < w_none, "{w_capped} vs {w_none}\n{shown}");
+    assert!(cell(s, "none/cpu@100", "lat-imp").is_some(), "{shown}");
+    assert!(cell(s, "capped/cpu@100", "lat-imp").is_some(), "{shown}");
+    // The cap costs the hog: beside the service it does less than unlimited.
+    let r_none = cell(s, "none/cpu@100", "aggressor rate").unwrap();
+    let r_capped = cell(s, "capped/cpu@100", "aggressor rate").unwrap();
+    assert!(r_capped < r_none, "{r_capped} vs {r_none} ops/s\n{shown}");
     assert!(shown.contains("Protection of the service"), "{shown}");
 }
 

@@ -313,6 +313,7 @@ fn summary(
             Column::unit("above SLO", "ms x s"),
             Column::unit("recovery", "s"),
             Column::unit("work conserved", "%"),
+            Column::unit("aggressor rate", "ops/s"),
         ],
     )
     .with_plot(Plot::Bars {
@@ -359,6 +360,7 @@ fn summary(
             ),
             recovery,
             interval(&f(&|e| e.work_conserved()), settings, salt + 8, 1),
+            interval(&f(&|e| e.beside_ops), settings, salt + 9, 0),
         ]);
         let med = |mut v: Vec<f64>| -> Option<f64> {
             v.retain(|x| x.is_finite());
@@ -403,7 +405,9 @@ fn summary(
              the seconds from the aggressor's start to the episode's end whose p99 was above \
              {slo} ms, and above SLO the area over it; recovery: from the stop until 3 good \
              seconds in a row; work conserved: the aggressor's rate beside the service over its \
-             rate alone. Means over episodes with {:.0}% bootstrap intervals over episodes.",
+             rate alone under the same setting, and aggressor rate its own rate beside the service \
+             (to compare settings at equal aggressor throughput). Means over episodes with \
+             {:.0}% bootstrap intervals over episodes.",
             settings.confidence * 100.0
         ));
     }
