@@ -290,12 +290,15 @@ name = "cpu"
 "#
     );
     let (db, loaded) = run_real(dir.path(), &scenario);
-    // Every trial records the limit it ran under; baselines ran without one.
+    // Every trial records the limit it ran under, as set and as read back; baselines ran
+    // without one.
     for t in &loaded.trials {
         let want = match t.condition.to_string().as_str() {
             "baseline" => None,
-            c if c.starts_with("10%") => Some(serde_json::json!({"victim": {"cpus": 0.1}})),
-            _ => Some(serde_json::json!({"victim": {"cpus": 1.0}})),
+            c if c.starts_with("10%") => Some(serde_json::json!(
+                {"victim": {"cpus": 0.1, "read_back": {"cpus": 0.1}}}
+            )),
+            _ => Some(serde_json::json!({"victim": {"cpus": 1.0, "read_back": {"cpus": 1.0}}})),
         };
         assert_eq!(t.limits, want, "{}", t.condition);
     }
