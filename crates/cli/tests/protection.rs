@@ -230,7 +230,7 @@ fn stress_ng_is_a_command_stressor_with_its_own_work() {
         .unwrap_or_else(|| panic!("no degradation: {victim}"));
     assert!(
         d > 5.0,
-        "stress-ng --cpu 1 beside cpu-int on shared CPUs: {d}%\n{shown}"
+        "stress-ng --cpu 2 beside cpu-int on shared CPUs: {d}%\n{shown}"
     );
     // Its bogo-ops are its own rate, alone and beside the probe.
     let aggressor = doc["results"]["aggressor"].as_array().unwrap();
