@@ -25,7 +25,7 @@ use std::time::Duration;
 use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
-use super::matrix::{stressor_conditions, Variant};
+use super::matrix::Matrix;
 use super::{Analysis, ExperimentKind};
 use crate::analysis::{Results, StatsSettings, Stored};
 use crate::fields::Fields;
@@ -235,16 +235,7 @@ impl ExperimentKind for Protection {
             ));
             return Vec::new();
         }
-        let base = stressor_conditions(r, platform, |s| {
-            s.intensities
-                .iter()
-                .map(|&i| Variant {
-                    id: format!("{}@{i}", s.id),
-                    intensity: i,
-                    params: s.params.clone(),
-                })
-                .collect()
-        });
+        let base = Matrix.conditions(r, platform);
         let base: Vec<Condition> = base
             .into_iter()
             .map(|mut c| {

@@ -274,6 +274,12 @@ pub fn analyze(run: &LoadedRun, plan: Option<&Plan>, settings: &StatsSettings) -
     }
 }
 
+/// The median of the finite values, if any.
+fn med(xs: Vec<f64>) -> Option<f64> {
+    let v: Vec<f64> = xs.into_iter().filter(|x| x.is_finite()).collect();
+    (!v.is_empty()).then(|| isobench_common::median(&v))
+}
+
 /// Id of the summary section.
 pub const SUMMARY: &str = "protection";
 
@@ -362,11 +368,6 @@ fn summary(
             interval(&f(&|e| e.work_conserved()), settings, salt + 8, 1),
             interval(&f(&|e| e.beside_ops), settings, salt + 9, 0),
         ]);
-        let med = |mut v: Vec<f64>| -> Option<f64> {
-            v.retain(|x| x.is_finite());
-            v.sort_by(f64::total_cmp);
-            (!v.is_empty()).then(|| isobench_common::median_of_sorted(&v))
-        };
         if let (Some(t), Some(b)) = (
             med(of.iter().map(|e| e.target_rps).collect()),
             med(of
@@ -437,14 +438,6 @@ fn timeline(c: &str, of: &[&EpisodeResult], slo: Option<f64>, set: &ProtectionSe
     for i in 0..n {
         let at: Vec<&(f64, f64, Option<f64>)> =
             of.iter().filter_map(|e| e.windows.get(i)).collect();
-        let med = |xs: Vec<f64>| -> Option<f64> {
-            let mut v: Vec<f64> = xs.into_iter().filter(|x| x.is_finite()).collect();
-            if v.is_empty() {
-                return None;
-            }
-            v.sort_by(f64::total_cmp);
-            Some(isobench_common::median_of_sorted(&v))
-        };
         let t = med(at.iter().map(|w| w.0).collect()).unwrap_or(f64::NAN);
         let isol = med(at.iter().map(|w| w.1).collect());
         let p99 = med(at.iter().filter_map(|w| w.2).collect());
