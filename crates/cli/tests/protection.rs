@@ -230,9 +230,37 @@ fn stress_ng_is_a_command_stressor_with_its_own_work() {
         .unwrap_or_else(|| panic!("no degradation: {victim}"));
     assert!(
         d > 5.0,
-        "stress-ng --cpu 2 beside cpu-int on shared CPUs: {d}%\n{shown}"
+        "stress-ng --cpu 1 beside cpu-int on the same CPU: {d}%\n{shown}"
     );
-    // Its bogo-ops are its own rate, alone and beside the probe.
+    // Its bogo-ops, printed only when it is stopped, are its own rate in each trial, alone
+    // and beside the probe: it is started and stopped with each trial.
     let aggressor = doc["results"]["aggressor"].as_array().unwrap();
-    assert!(!aggressor.is_empty(), "no aggressor rate\n{shown}");
+    let own = aggressor
+        .iter()
+        .find(|c| c["condition"] == "stress-ng-cpu@100")
+        .unwrap_or_else(|| panic!("no aggressor rate\n{shown}"));
+    let values = |side: &str| -> Vec<f64> {
+        own[side]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    let (alone, beside) = (values("baseline"), values("contended"));
+    assert!(
+        !alone.is_empty() && !beside.is_empty(),
+        "stress-ng's rate alone {alone:?} and beside the probe {beside:?}\n{shown}"
+    );
+    assert!(
+        alone.iter().chain(&beside).all(|&v| v > 0.0),
+        "stress-ng's bogo-ops were not read in every trial: alone {alone:?}, beside the \
+         probe {beside:?}\n{shown}"
+    );
+    let median = isobench_common::median;
+    assert!(
+        median(&beside) < median(&alone),
+        "sharing its CPU with the probe, stress-ng should do less: alone {alone:?}, beside \
+         {beside:?}\n{shown}"
+    );
 }

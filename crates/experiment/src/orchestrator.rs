@@ -216,6 +216,12 @@ pub struct Engine<'a> {
     /// Seconds the current block's aggressors spent frozen (on/off trials), so the pressure
     /// they report over the block is scaled to their running time.
     block_frozen_s: f64,
+    /// The block's stressors are started and stopped with each trial: one of them counts
+    /// its work only when stopped ([`isobench_workloads::Stressor::counts_at_stop`]).
+    per_trial: bool,
+    /// A per-trial block has not yet recorded what its stressors delivered (its first
+    /// trial's stop does).
+    pressure_pending: bool,
     /// Services started in tenants for served probes, and the places beside tenants.
     served: served::Served,
     /// What the neighbours did during the current scheduled trial, for its victim's record.
@@ -261,6 +267,8 @@ impl<'a> Engine<'a> {
             started: Duration::ZERO,
             running: BTreeMap::new(),
             block_frozen_s: 0.0,
+            per_trial: false,
+            pressure_pending: false,
             recent: std::collections::VecDeque::new(),
             persistent: false,
             tuning: BTreeMap::new(),
@@ -1049,20 +1057,64 @@ impl<'a> Engine<'a> {
             .collect()
     }
 
+    /// Whether condition `c` runs a stressor whose work is known only once it is stopped,
+    /// so that its stressors are started and stopped with each trial.
+    fn counts_at_stop(&self, c: usize) -> bool {
+        (0..self.slots.len())
+            .filter_map(|i| self.stressor_run(c, i))
+            .any(|run| {
+                isobench_workloads::stressor(&run.name)
+                    .is_some_and(|s| s.counts_at_stop(&run.params).is_some())
+            })
+    }
+
     /// Stops the block's stressors; returns each one's own report, by tenant.
     fn stop_stressors(&mut self) -> Vec<(String, isobench_workloads::StressReport)> {
+        self.stop_stressors_by_slot()
+            .into_iter()
+            .filter_map(|(i, r)| Some((self.slots[i].name.clone(), r.ok()?)))
+            .collect()
+    }
+
+    /// Stops condition `c`'s stressors at the end of a per-trial block's trial: each
+    /// aggressor's stop report, or why it has none (it did not start, or did not stop), by
+    /// slot.
+    fn stop_for_trial(
+        &mut self,
+        c: usize,
+    ) -> BTreeMap<usize, Result<isobench_workloads::StressReport, String>> {
+        let not_started: Vec<(usize, String)> = self
+            .running
+            .iter()
+            .filter_map(|(&i, r)| r.clone().err().map(|why| (i, why)))
+            .collect();
+        let mut stopped: BTreeMap<usize, Result<isobench_workloads::StressReport, String>> = self
+            .stop_stressors_by_slot()
+            .into_iter()
+            .map(|(i, r)| {
+                let name = self.assignment(c, i).map_or("", |a| a.stressor.as_str());
+                (i, r.map_err(|e| format!("{name}: {e}")))
+            })
+            .collect();
+        stopped.extend(not_started.into_iter().map(|(i, why)| (i, Err(why))));
+        stopped
+    }
+
+    /// Stops the running stressors; returns each one's report, or why it gave none, by slot.
+    fn stop_stressors_by_slot(
+        &mut self,
+    ) -> BTreeMap<usize, Result<isobench_workloads::StressReport, TenantFailure>> {
         let running: Vec<usize> = self.aggressors(true);
-        let mut reports = Vec::new();
+        let mut reports = BTreeMap::new();
         for i in running {
-            let name = self.slots[i].name.clone();
-            match self.slots[i].driver.stop_stressor() {
-                Ok(r) => reports.push((name, r)),
-                Err(e) => {
-                    self.progress
-                        .note(&format!("tenant {name}: stopping its stressor: {e}"));
-                    self.restart_if_unresponsive(i, &e);
-                }
+            let r = self.slots[i].driver.stop_stressor();
+            if let Err(e) = &r {
+                let name = &self.slots[i].name;
+                self.progress
+                    .note(&format!("tenant {name}: stopping its stressor: {e}"));
+                self.restart_if_unresponsive(i, e);
             }
+            reports.insert(i, r);
         }
         self.running.clear();
         reports
@@ -1117,9 +1169,11 @@ impl<'a> Engine<'a> {
         self.progress.block_started(&label);
         self.start_block_services(block);
         let switched = block.trials.iter().all(|t| t.what.switches_stressors());
+        self.per_trial = !switched && block.condition.is_some_and(|c| self.counts_at_stop(c));
+        self.pressure_pending = self.per_trial;
         if let Some(c) = block.condition {
             self.set_limits(c);
-            if !switched {
+            if !switched && !self.per_trial {
                 self.start_stressors(c);
             }
         }
@@ -1164,6 +1218,69 @@ impl<'a> Engine<'a> {
         }
         self.stop_services_kept(crate::serving::Keep::Block);
         result
+    }
+
+    /// Records what the stressors stopped at the end of a per-trial block's first trial
+    /// delivered, as [`Engine::record_pressure`] does for a whole block.
+    fn record_stopped_pressure(
+        &mut self,
+        c: usize,
+        block: &Block,
+        stopped: &BTreeMap<usize, Result<isobench_workloads::StressReport, String>>,
+    ) {
+        let label = self.condition_label(Some(c));
+        let first = block.trials.first().map(|t| block.key(t));
+        for (&i, r) in stopped {
+            if let Ok(report) = r {
+                let tenant = self.slots[i].name.clone();
+                self.record_pressure(&label, &tenant, first, report.clone());
+            }
+        }
+    }
+
+    /// The own rates of the aggressors whose stressors were stopped at the end of a trial
+    /// under condition `c` (`stopped`, by slot), read from their stop reports: operations
+    /// over the running time of the run, which spans the trial and its warm-up.
+    fn reports_at_stop(
+        &self,
+        c: usize,
+        solo: bool,
+        stopped: &BTreeMap<usize, Result<isobench_workloads::StressReport, String>>,
+        common: &TrialCommon,
+    ) -> (Vec<StressorReport>, Vec<(usize, String)>) {
+        let frozen = common
+            .modulation
+            .as_ref()
+            .map_or(0.0, |m| crate::onoff::frozen_time(m).as_secs_f64());
+        let mut reports = Vec::new();
+        let mut dnr = Vec::new();
+        for (&i, r) in stopped {
+            let run = self.assignment(c, i).expect("only assigned slots run");
+            match r {
+                Ok(r) => {
+                    let running = r.elapsed_s - frozen;
+                    let rate = if running > 1e-3 && running >= r.elapsed_s / 20.0 {
+                        r.ops as f64 / running
+                    } else {
+                        0.0
+                    };
+                    reports.push(StressorReport {
+                        tenant: self.slots[i].name.clone(),
+                        stressor: run.stressor.clone(),
+                        intensity: run.intensity,
+                        mode: if solo {
+                            StressorMode::Alone
+                        } else {
+                            StressorMode::Contended
+                        },
+                        ops: r.ops as f64,
+                        ops_per_sec: rate,
+                    });
+                }
+                Err(why) => dnr.push((i, why.clone())),
+            }
+        }
+        (reports, dnr)
     }
 
     /// Records what an aggressor's stressor delivered over a block, in physical units
@@ -1442,7 +1559,13 @@ impl<'a> Engine<'a> {
         };
         self.progress.trial_started(&view);
         if let Some(c) = cond.filter(|_| !t.what.switches_stressors()) {
-            self.restart_stressors(c);
+            if self.per_trial {
+                // No warm-up: the rate read at the stop covers the stressor's whole run,
+                // which is then the trial with its start and stop.
+                self.start_stressors(c);
+            } else {
+                self.restart_stressors(c);
+            }
         }
 
         let started = self.clock.unix_ms();
@@ -1458,6 +1581,10 @@ impl<'a> Engine<'a> {
         let noise = self.backend.noise_end();
         let elapsed = (self.clock.now() - t0).as_secs_f64();
         let outside = self.outside_load(&before, &after, elapsed);
+        let stopped = match cond {
+            Some(c) if self.per_trial => Some(self.stop_for_trial(c)),
+            _ => None,
+        };
         let common = TrialCommon {
             key,
             condition: self.store_condition(cond),
@@ -1481,19 +1608,36 @@ impl<'a> Engine<'a> {
         }
 
         let solo = t.what == TrialWhat::Solo;
-        let (mut reports, aggressor_dnr) = match cond {
-            Some(c) => self.aggressor_reports(c, solo, &before, &after, &common),
-            None => (Vec::new(), Vec::new()),
+        let (mut reports, aggressor_dnr) = match (cond, &stopped) {
+            (Some(c), Some(stopped)) => {
+                if std::mem::take(&mut self.pressure_pending) {
+                    self.record_stopped_pressure(c, block, stopped);
+                }
+                self.reports_at_stop(c, solo, stopped, &common)
+            }
+            (Some(c), None) => self.aggressor_reports(c, solo, &before, &after, &common),
+            (None, _) => (Vec::new(), Vec::new()),
         };
         for (i, why) in &aggressor_dnr {
             self.running.insert(*i, Err(why.clone()));
             self.restart(*i);
         }
+        let assigned: Vec<usize> = match &stopped {
+            Some(s) => s.keys().copied().collect(),
+            None => self.running.keys().copied().collect(),
+        };
 
         // Records: one per victim (the first carries the aggressors' reports), one per
         // aggressor in a solo trial, and one per aggressor that did not respond.
         let mut records = self.victim_records(&outcomes, &what, &common, &mut reports);
-        records.extend(self.aggressor_records(solo, &what, &common, reports, &aggressor_dnr));
+        records.extend(self.aggressor_records(
+            &assigned,
+            solo,
+            &what,
+            &common,
+            reports,
+            &aggressor_dnr,
+        ));
         let mut records = served::one_record_per_tenant(records);
         if let Some(first) = records.first_mut() {
             first.tenant_usage = tenant_usage;
@@ -1620,6 +1764,7 @@ impl<'a> Engine<'a> {
     /// one per aggressor that did not respond.
     fn aggressor_records(
         &mut self,
+        assigned: &[usize],
         solo: bool,
         what: &str,
         common: &TrialCommon,
@@ -1627,8 +1772,7 @@ impl<'a> Engine<'a> {
         aggressor_dnr: &[(usize, String)],
     ) -> Vec<TrialRecord> {
         let mut records = Vec::new();
-        let assigned: Vec<usize> = self.running.keys().copied().collect();
-        for i in assigned {
+        for &i in assigned {
             let dnr = aggressor_dnr
                 .iter()
                 .find(|(a, _)| *a == i)

@@ -1221,7 +1221,7 @@ fn a_knob_the_platform_cannot_change_live_fails_the_condition_with_the_reason() 
     let failed: Vec<&TrialStatus> = loaded
         .trials
         .iter()
-        .filter(|t| t.condition.to_string() != "baseline")
+        .filter(|t| t.condition != isobench_store::Condition::Baseline)
         .map(|t| &t.status)
         .collect();
     assert!(!failed.is_empty());
@@ -1231,4 +1231,31 @@ fn a_knob_the_platform_cannot_change_live_fails_the_condition_with_the_reason() 
             "{s:?}"
         );
     }
+}
+
+#[test]
+fn a_stressor_counted_at_its_stop_is_started_and_stopped_with_each_trial() {
+    let text = SMALL.replace(
+        "[[stressor]]\nname = \"cpu\"\n\n[[stressor]]\nname = \"forkbomb\"\n",
+        "[[stressor]]\nname = \"command\"\nparams = { cmd = \"stress-ng --cpu 1\", progress = 'regex:cpu\\s+(\\d+)', counted = \"at-stop\" }\n",
+    );
+    let plan = plan_of(&text, true);
+    let r = run_default(&plan);
+    let loaded = r.store.load_run(&r.run).unwrap();
+    let under: Vec<_> = loaded
+        .trials
+        .iter()
+        .filter(|t| t.condition != isobench_store::Condition::Baseline)
+        .collect();
+    assert!(!under.is_empty());
+    // One start and one stop per trial under the stressor (a victim's trial, or the
+    // aggressor's alone), none left to the end of a block.
+    let trials: BTreeSet<_> = under.iter().map(|t| t.key).collect();
+    let count = |what: &str| r.log.iter().filter(|l| l.starts_with(what)).count();
+    assert_eq!(count("start aggressor"), trials.len(), "{:?}", r.log);
+    assert_eq!(count("stop aggressor"), trials.len(), "{:?}", r.log);
+    // Every trial carries the rate read from its stop, alone and beside the probes.
+    let reports: Vec<_> = under.iter().flat_map(|t| &t.stressor_reports).collect();
+    assert_eq!(reports.len(), trials.len());
+    assert!(reports.iter().all(|s| s.ops > 0.0 && s.ops_per_sec > 0.0));
 }

@@ -181,6 +181,13 @@ pub trait Stressor: Sync {
     fn lingering_effect(&self, _params: &ParamValues) -> Option<&'static str> {
         None
     }
+    /// Why the stressor's work is known only once it is stopped (a program that prints
+    /// its total when it ends, as stress-ng does), when it is: its live counter then says
+    /// nothing about a trial, so the engine starts it for each trial and reads its rate from
+    /// the report of its stop.
+    fn counts_at_stop(&self, _params: &ParamValues) -> Option<&'static str> {
+        None
+    }
     /// Memory the stressor touches at most with `params` at `intensity` in a tenant whose
     /// CPUs and memory `env` describes, bytes, where the usable last-level cache is `llc`.
     /// A stressor whose job is to exhaust memory (memhog) needs nothing here: its tenant's

@@ -28,7 +28,9 @@
 //!   hold the value is an error; the stopped run's missing value is noted, not an error.
 //!
 //! Operations are whole numbers: fractional progress is rounded down. stress-ng prints its
-//! bogo-ops only when it ends, so its live counter stays at 0 until the stop.
+//! bogo-ops only when it ends, so its live counter stays at 0 until the stop: declare it
+//! with `counted = "at-stop"`, and the engine starts the program for each trial and reads
+//! the trial's rate from the total it printed when stopped.
 //!
 //! Intensity: 0 is idle (nothing runs); any other intensity runs `ceil(copies x intensity /
 //! 100)` copies of the program, at least one (with the default `copies = 1`, every intensity
@@ -66,6 +68,7 @@ struct Opts {
     stop_signal: String,
     grace: f64,
     lingers: bool,
+    counted: String,
 }
 
 const PARAMS: &[ParamSpec] = &[
@@ -139,6 +142,17 @@ const PARAMS: &[ParamSpec] = &[
                thawed",
         kind: ParamKind::Bool,
         default: "false",
+    },
+    ParamSpec {
+        name: "counted",
+        help: "when the program's progress can be read: `live` (as its runs end or as it \
+               prints running totals), or `at-stop` (it prints its total only when stopped, \
+               as stress-ng does): the program is then started for each trial and its rate \
+               read from what it printed when the trial stopped it",
+        kind: ParamKind::Choice {
+            options: &["live", "at-stop"],
+        },
+        default: "live",
     },
 ];
 
@@ -232,6 +246,12 @@ impl Stressor for Command {
     fn lingering_effect(&self, params: &ParamValues) -> Option<&'static str> {
         let lingers = params.decode::<Opts>("command").is_ok_and(|o| o.lingers);
         lingers.then_some("the program's effect outlasts a freeze (declared with lingers=true)")
+    }
+    fn counts_at_stop(&self, params: &ParamValues) -> Option<&'static str> {
+        let at_stop = params
+            .decode::<Opts>("command")
+            .is_ok_and(|o| o.counted == "at-stop");
+        at_stop.then_some("the program prints its progress only when stopped (counted=at-stop)")
     }
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
         let o: Opts = params.decode("command")?;
