@@ -341,7 +341,18 @@ async fn a_restart_puts_the_job_it_died_under_first_as_a_resume() {
             j.run = Some("20261125-000000-abcd".into());
         })
         .unwrap();
-    drop(first);
+    // The app (and with it the state directory's lock) goes when its last holder does: a
+    // request's blocking task may still hold it for a moment after its answer came back.
+    let mut first = first;
+    let t0 = std::time::Instant::now();
+    while let Err(still) = Arc::try_unwrap(first) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "app still held"
+        );
+        first = still;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let back = app(dir.path(), None);
     let list = back.queue().list();
     assert_eq!(list[0].id, "j-2");
