@@ -1,7 +1,8 @@
-//! Tenants that run from the user's own image (`image = "name:tag"`): on Docker, a victim's
-//! `command` probe and an aggressor's `command` stressor read a file only the image holds
-//! (so they ran inside it), an image that is not there is refused before any container is
-//! made, and a platform that runs no images refuses the field when the plan is made.
+//! Tenants that run from the user's own image (`image = "name:tag"`): on Docker and on the
+//! Kubernetes node, a victim's `command` probe and an aggressor's `command` stressor read a
+//! file only the image holds (so they ran inside it), an image that is not there is
+//! refused before any container or pod is made, and a platform that runs no images refuses
+//! the field when the plan is made.
 //!
 //! The image is made here without any network: a tar of a tiny root filesystem (a static
 //! busybox and a marker file; no shell links but `sh` and `cat`, no `/tmp`, no `/proc`, no C
@@ -9,7 +10,10 @@
 //!
 //! Needs root, a Docker daemon at `DOCKER_HOST` (or the default socket), the static isobench
 //! binary and busybox-static; `scripts/test` sets them up. Without them the Docker tests
-//! print why and pass, except under `CI=true`, where they fail.
+//! print why and pass, except under `CI=true`, where they fail. The k8s test also needs the
+//! cluster of `scripts/k8s-up` (skipped with the reason when there is none) and `ctr`; the
+//! image goes to the node's containerd as a user would put it there (`docker save`, then
+//! `ctr images import`).
 
 mod common;
 
@@ -18,6 +22,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{code, isobench, text, write};
+use isobench_platform::k8s;
 use isobench_platform::oci::{self, Engine};
 use isobench_store::{RunId, Store};
 
@@ -97,11 +102,53 @@ fn build_user_image(engine: &Engine) {
         .arg(USER_IMAGE)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "docker import: {}",
-        text(&out.stderr)
-    );
+    assert!(out.status.success(), "docker import: {}", text(&out.stderr));
+}
+
+/// Imports [`USER_IMAGE`] from Docker into the node's containerd.
+fn import_into_the_node(engine: &Engine, dir: &Path) {
+    let tar = dir.join("user.tar");
+    let out = docker(engine)
+        .args(["save", USER_IMAGE, "-o"])
+        .arg(&tar)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker save: {}", text(&out.stderr));
+    let out = Command::new("ctr")
+        .arg("--address")
+        .arg(k8s::containerd_socket())
+        .args(["-n", "k8s.io", "images", "import"])
+        .arg(&tar)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ctr import: {}", text(&out.stderr));
+}
+
+/// The samples of metric `marker` of the one run in `db`, its tenant facts, and its id.
+fn marker_run(db: &Path) -> (Vec<f64>, Vec<serde_json::Value>, Vec<f64>, String) {
+    let store = Store::open(db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    let run = runs[0].id.as_str().to_string();
+    let loaded = store.load_run(&RunId::new(&run)).unwrap();
+    let values = loaded
+        .trials
+        .iter()
+        .flat_map(|t| t.samples.iter().filter(|s| s.metric == "marker"))
+        .map(|s| s.value)
+        .collect();
+    let rates = loaded
+        .trials
+        .iter()
+        .flat_map(|t| t.stressor_reports.iter().map(|r| r.ops_per_sec))
+        .collect();
+    let facts = loaded
+        .facts
+        .iter()
+        .filter(|f| f.key == "tenant")
+        .map(|f| f.value.clone())
+        .collect();
+    (values, facts, rates, run)
 }
 
 /// The containers of run `run` (running or not).
@@ -136,6 +183,9 @@ name = "user-image"
 kind = "matrix"
 seed = 3
 platform = "{platform}"
+# k8s bounds no block io, so it contains no aggressor: the command stressor runs there
+# only when allowed.
+unsafe_on_host = "allow"
 
 [trial]
 duration = "300ms"
@@ -216,41 +266,27 @@ fn a_probe_and_a_stressor_run_inside_the_users_image_on_docker() {
         code(&out),
         text(&out.stderr)
     );
-    let store = Store::open(&db).unwrap();
-    let runs = store.list_runs().unwrap();
-    assert_eq!(runs.len(), 1);
-    let run = runs[0].id.as_str().to_string();
-    let loaded = store.load_run(&RunId::new(&run)).unwrap();
-    assert_eq!(loaded.run.platform, "oci");
+    let run = assert_ran_in_the_image(&db);
+    // Nothing is left of the run.
+    assert_eq!(containers_of_run(&engine, &run), Vec::<String>::new());
+}
 
-    // The probe read the image's file: every sample is the marker's number.
-    let values: Vec<f64> = loaded
-        .trials
-        .iter()
-        .flat_map(|t| t.samples.iter().filter(|s| s.metric == "marker"))
-        .map(|s| s.value)
-        .collect();
-    assert!(!values.is_empty(), "no marker samples: {:#?}", loaded.trials);
+/// Checks the one run in `db`: the probe read the image's marker, the stressor's runs of
+/// `cat` in the aggressor's image succeeded, and both tenants' records name the image and
+/// its id. The run's id.
+fn assert_ran_in_the_image(db: &Path) -> String {
+    let (values, facts, rates, run) = marker_run(db);
+    assert!(!values.is_empty(), "no marker samples");
     assert!(
         values.iter().all(|v| *v == f64::from(MARKER_NUMBER)),
         "{values:?}"
     );
-    // The stressor's runs of `cat` succeeded in the aggressor's image: it did work.
-    let rates: Vec<f64> = loaded
-        .trials
-        .iter()
-        .flat_map(|t| t.stressor_reports.iter().map(|r| r.ops_per_sec))
-        .collect();
-    assert!(!rates.is_empty() && rates.iter().all(|r| *r > 0.0), "{rates:?}");
-
-    // The record names the image and its id, for both tenants.
-    for tenant in ["victim", "aggressor"] {
-        let fact = loaded
-            .facts
-            .iter()
-            .find(|f| f.key == "tenant" && f.scope == tenant)
-            .unwrap_or_else(|| panic!("no tenant fact for {tenant}"));
-        let v = &fact.value;
+    assert!(
+        !rates.is_empty() && rates.iter().all(|r| *r > 0.0),
+        "{rates:?}"
+    );
+    assert_eq!(facts.len(), 2, "{facts:#?}");
+    for v in &facts {
         assert_eq!(v["details"]["image"]["reference"], USER_IMAGE, "{v:#}");
         let id = v["details"]["image"]["id"].as_str().unwrap_or("");
         assert!(id.starts_with("sha256:"), "{v:#}");
@@ -260,8 +296,62 @@ fn a_probe_and_a_stressor_run_inside_the_users_image_on_docker() {
             "{notes}"
         );
     }
-    // Nothing is left of the run.
-    assert_eq!(containers_of_run(&engine, &run), Vec::<String>::new());
+    run
+}
+
+#[test]
+fn a_probe_and_a_stressor_run_inside_the_users_image_on_k8s() {
+    let test = "a_probe_and_a_stressor_run_inside_the_users_image_on_k8s";
+    let Some(engine) = docker_or_skip(test) else {
+        return;
+    };
+    if let Some(why) = std::env::var_os("ISOBENCH_K8S_SKIP") {
+        common::skip_test("k8s", test, &why.to_string_lossy());
+        return;
+    }
+    if let Err(e) = k8s::available() {
+        common::skip_test("k8s", test, &e.to_string());
+        return;
+    }
+    build_user_image(&engine);
+    let dir = tempfile::tempdir().unwrap();
+    import_into_the_node(&engine, dir.path());
+    let image = format!("image = \"{USER_IMAGE}\"");
+    let f = write(dir.path(), "s.toml", &scenario("k8s", &image, &image));
+    let db = dir.path().join("runs.db");
+    let out = isobench()
+        .args(["run", &f, "-q", "--db"])
+        .arg(&db)
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    assert!(
+        [0, 4].contains(&code(&out)),
+        "exit {}: {}",
+        code(&out),
+        text(&out.stderr)
+    );
+    assert_ran_in_the_image(&db);
+
+    // An image the node lacks: refused before any pod, naming the fix.
+    let absent = "image = \"isobench-test-absent:404\"";
+    let f = write(dir.path(), "absent.toml", &scenario("k8s", absent, ""));
+    let out = isobench()
+        .args(["run", &f, "-q", "--db"])
+        .arg(dir.path().join("absent.db"))
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_ne!(code(&out), 0, "{err}");
+    for want in [
+        "tenant victim",
+        "docker.io/library/isobench-test-absent:404",
+        "images import",
+    ] {
+        assert!(err.contains(want), "`{want}` missing from: {err}");
+    }
+    assert!(!err.contains("creating tenant"), "{err}");
 }
 
 #[test]
@@ -271,11 +361,8 @@ fn an_absent_image_is_refused_before_any_container_is_made() {
         return;
     };
     let absent = "isobench-test-absent:404";
-    let gone = docker(&engine)
-        .args(["image", "rm", absent])
-        .output()
-        .unwrap();
-    let _ = gone;
+    // Gone, should an earlier run have made it (an error when there is none).
+    let _ = docker(&engine).args(["image", "rm", absent]).output();
     let dir = tempfile::tempdir().unwrap();
     // The aggressor (declared first) runs the agent's own image: only a check of every
     // tenant before the first is created keeps its container from being made.

@@ -45,11 +45,11 @@ pub mod sched;
 pub mod sentinel;
 pub mod staticexe;
 pub mod tenant;
-pub mod userimage;
 /// Skipping a unit test with its reason, recorded for `scripts/test`'s list (test-only).
 #[cfg(test)]
 #[path = "../../../tests/skip.rs"]
 pub(crate) mod test_skip;
+pub mod userimage;
 pub mod vm;
 pub mod watchdog;
 

@@ -50,7 +50,10 @@ pub fn check_reference(r: &str) -> Result<(), String> {
         ));
     }
     if r.ends_with([':', '/', '@']) {
-        return Err(format!("`{r}` ends with `{}`", r.chars().last().unwrap_or(' ')));
+        return Err(format!(
+            "`{r}` ends with `{}`",
+            r.chars().last().unwrap_or(' ')
+        ));
     }
     Ok(())
 }

@@ -1191,10 +1191,7 @@ impl Platform for K8sPlatform {
                     Some(_) => format!(" from the image {image}"),
                     None => String::new(),
                 };
-                return Err(e.context(format!(
-                    "starting the pod of tenant {}{from}",
-                    spec.name
-                )));
+                return Err(e.context(format!("starting the pod of tenant {}{from}", spec.name)));
             }
         };
         let expected = expected_qos(&pod_limits);
@@ -1462,9 +1459,11 @@ mod tests {
         );
         assert_eq!(c["securityContext"]["runAsUser"], 0);
         let mounts = c["volumeMounts"].as_array().unwrap();
-        assert!(mounts.iter().any(|v| v["mountPath"] == "/.isobench/isobench"
-            && v["readOnly"] == true
-            && v["name"] == "isobench-exe"));
+        assert!(mounts
+            .iter()
+            .any(|v| v["mountPath"] == "/.isobench/isobench"
+                && v["readOnly"] == true
+                && v["name"] == "isobench-exe"));
         let vols = spec["volumes"].as_array().unwrap();
         assert!(vols.iter().any(|v| v["name"] == "isobench-exe"
             && v["hostPath"]["path"] == "/opt/isobench-static"

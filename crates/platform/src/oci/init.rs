@@ -507,7 +507,10 @@ mod tests {
                 what: "docker-init".into()
             }
         );
-        assert_eq!(init.wrap(EngineKind::Docker, IMAGE_EXE, &["sleep"]).0, ["--init"]);
+        assert_eq!(
+            init.wrap(EngineKind::Docker, IMAGE_EXE, &["sleep"]).0,
+            ["--init"]
+        );
         assert_eq!(
             parse_docker_init("docker-init|\n").as_deref(),
             Some("docker-init")
