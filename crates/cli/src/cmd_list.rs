@@ -124,6 +124,7 @@ fn caps_text(c: &isobench_platform::Capabilities) -> String {
         (c.live_cpu_limit, "change CPU limits live"),
         (c.own_network, "give tenants their own network"),
         (c.exec, "start extra processes in a tenant"),
+        (c.runs_images, "run a tenant from your own image (`image`)"),
     ]
     .iter()
     .filter(|(yes, _)| *yes)

@@ -203,6 +203,12 @@ pub trait Backend {
     fn caveats(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Checks, before the first tenant is created, what the platform can check of all of
+    /// them at once (each tenant's own image is there). Creates nothing.
+    fn preflight(&mut self, tenants: &[PlannedTenant]) -> anyhow::Result<()> {
+        let _ = tenants;
+        Ok(())
+    }
     /// Creates a tenant and starts its agent.
     fn create_tenant(&mut self, tenant: &PlannedTenant) -> anyhow::Result<Box<dyn TenantDriver>>;
     /// CPU time of the whole machine so far (root cgroup), when readable.

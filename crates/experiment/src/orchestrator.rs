@@ -618,6 +618,9 @@ impl<'a> Engine<'a> {
 
     fn create_tenants(&mut self, loaded: &LoadedRun) -> Result<()> {
         let plan = self.plan;
+        self.backend
+            .preflight(&plan.tenants)
+            .context("checking the tenants before creating any")?;
         let mut facts = Vec::new();
         for (index, t) in plan.tenants.iter().enumerate() {
             let driver = self

@@ -182,6 +182,9 @@ pub struct PlannedTenant {
     pub pin: Option<usize>,
     /// CPU for probe helpers (second CPU of its cpuset, else the first).
     pub pin_peer: Option<usize>,
+    /// The user's container image it runs from (`name:tag`), else the agent's own.
+    #[serde(default)]
+    pub image: Option<String>,
 }
 
 /// A probe, resolved.
@@ -586,6 +589,13 @@ impl Plan {
                 cpu_list(&t.cpus),
                 fmt_bytes(t.mem_need)
             ));
+            if let Some(image) = &t.image {
+                s.push_str(&format!(
+                    "  tenant {:<12} image: {image} (local only, never pulled; the agent is \
+                     mounted into it)\n",
+                    t.name
+                ));
+            }
         }
         s.push_str(&format!(
             "  probes:     {}\n",

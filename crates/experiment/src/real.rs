@@ -106,16 +106,9 @@ impl RealBackend {
     }
 }
 
-impl Backend for RealBackend {
-    fn describe(&self) -> String {
-        self.platform.describe()
-    }
-
-    fn caveats(&self) -> Vec<String> {
-        self.platform.notes()
-    }
-
-    fn create_tenant(&mut self, t: &PlannedTenant) -> Result<Box<dyn TenantDriver>> {
+impl RealBackend {
+    /// What the platform is asked to create for `t`, and the notes on what was decided.
+    fn spec(&self, t: &PlannedTenant) -> (TenantSpec, Vec<String>) {
         let role = t.role;
         let mut limits = t.limits.clone();
         let mut notes = Vec::new();
@@ -143,6 +136,29 @@ impl Backend for RealBackend {
         if t.netns {
             spec = spec.with_network(NetSpec::default());
         }
+        if let Some(image) = &t.image {
+            spec = spec.with_image(image);
+        }
+        (spec, notes)
+    }
+}
+
+impl Backend for RealBackend {
+    fn describe(&self) -> String {
+        self.platform.describe()
+    }
+
+    fn caveats(&self) -> Vec<String> {
+        self.platform.notes()
+    }
+
+    fn preflight(&mut self, tenants: &[PlannedTenant]) -> Result<()> {
+        let specs: Vec<TenantSpec> = tenants.iter().map(|t| self.spec(t).0).collect();
+        self.platform.preflight(&specs)
+    }
+
+    fn create_tenant(&mut self, t: &PlannedTenant) -> Result<Box<dyn TenantDriver>> {
+        let (spec, mut notes) = self.spec(t);
         let tenant = self
             .platform
             .create_tenant(&spec)
@@ -543,6 +559,7 @@ impl TenantDriver for RealTenant {
                 "address": info.address,
                 "workdir": info.workdir,
                 "io_device": info.io_device.as_ref().map(|d| format!("{d:?}")),
+                "image": info.image,
                 "agent": self.hello,
             }),
         }

@@ -299,6 +299,7 @@ impl<'a> Resolver<'a> {
             };
             let memory = limits.memory.map_or(host_avail, |m| m.min(host_avail));
             self.check_minimums(t.table, t, &limits);
+            self.check_image(t, platform);
             // A platform that chooses the CPUs itself gives the tenant others than these
             // numbers: nothing is pinned to them.
             let (pin, pin_peer) = match &limits.cpuset {
@@ -330,6 +331,7 @@ impl<'a> Resolver<'a> {
                 mem_need: AGENT_OVERHEAD,
                 pin,
                 pin_peer,
+                image: t.image.clone(),
             });
         }
         if !chosen.is_empty() {
@@ -394,6 +396,29 @@ impl<'a> Resolver<'a> {
             }
         }
         limits
+    }
+
+    /// Refuses a tenant's own image on a platform that runs no images.
+    fn check_image(&mut self, t: &crate::scenario::TenantSpec, platform: Platform) {
+        let Some(image) = &t.image else {
+            return;
+        };
+        if platform.capabilities().runs_images {
+            return;
+        }
+        let e = self.sc.source.error(
+            t.image_span.unwrap_or(t.span),
+            format!("tenant[{}].image", t.table),
+            format!(
+                "tenant {} runs from the image `{image}`, but the {platform} platform runs no \
+                 container images",
+                t.name
+            ),
+            "`image` on the oci and k8s platforms",
+            "set platform = \"oci\" (Docker or Podman) or platform = \"k8s\" (or pass \
+             --platform oci), or remove `image`",
+        );
+        self.error(e);
     }
 
     /// Refuses limits too small for the agent: memory for any tenant, pids for a victim.

@@ -418,6 +418,13 @@ pub struct TenantSpec {
     /// `NAME-1..NAME-N`, and `group` is `NAME`.
     #[serde(default)]
     pub group: Option<String>,
+    /// The user's container image the tenant runs from (`name:tag`, already local: never
+    /// pulled), with the agent mounted into it; only on the `oci` and `k8s` platforms.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// Where `image` is.
+    #[serde(default)]
+    pub image_span: Option<Span>,
 }
 
 /// Most tenants one `[[tenant]]` table may declare with `count`.
@@ -557,6 +564,7 @@ struct RawTenant {
     platform: Option<Spanned<String>>,
     limits: Option<RawTable>,
     network: Option<Spanned<RawNetwork>>,
+    image: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -1426,6 +1434,17 @@ fn check_tenants(
             let _ = ns;
         }
         let count = tenant_count(c, &t.count, &field("count"));
+        if let Some(img) = &t.image {
+            if let Err(why) = isobench_platform::userimage::check_reference(img.get_ref()) {
+                c.err(
+                    span_of(img),
+                    &field("image"),
+                    why,
+                    "an image reference: name, name:tag, registry/name:tag or name@sha256:...",
+                    "write image = \"name:tag\", e.g. image = \"redis:7\"".into(),
+                );
+            }
+        }
         let spec = TenantSpec {
             name,
             role,
@@ -1435,6 +1454,8 @@ fn check_tenants(
             span,
             table: i,
             group: None,
+            image: t.image.as_ref().map(|i| i.get_ref().clone()),
+            image_span: t.image.as_ref().map(span_of),
         };
         match count {
             None => out.push(spec),

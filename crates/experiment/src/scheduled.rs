@@ -317,6 +317,7 @@ mod tests {
             mem_need: 0,
             pin: None,
             pin_peer: None,
+            image: None,
         }
     }
 

@@ -49,6 +49,7 @@ pub mod tenant;
 #[cfg(test)]
 #[path = "../../../tests/skip.rs"]
 pub(crate) mod test_skip;
+pub mod userimage;
 pub mod vm;
 pub mod watchdog;
 
@@ -159,6 +160,9 @@ pub struct Capabilities {
     pub exec: bool,
     /// How the agent is reached.
     pub agent: Transport,
+    /// A tenant can run from the user's own container image (`TenantSpec::image`), with
+    /// the agent mounted into it.
+    pub runs_images: bool,
 }
 
 /// One platform: its name, what it can do, how to build it, and its cleanup sweep.
@@ -316,6 +320,14 @@ pub trait Platform: Send {
 
     /// The host facts limits are checked against.
     fn host(&self) -> &HostInfo;
+
+    /// Checks, before the first tenant of a run is created, what can be checked of all of
+    /// them at once (that each tenant's image is in the store). Creates nothing; the
+    /// default checks nothing.
+    fn preflight(&mut self, specs: &[TenantSpec]) -> Result<()> {
+        let _ = specs;
+        Ok(())
+    }
 
     /// Creates a tenant. Every check (name, limits against the host, controllers, devices,
     /// network prerequisites) happens before anything is created; on error nothing is left.

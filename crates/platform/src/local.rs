@@ -42,6 +42,7 @@ pub(crate) static HOST: PlatformEntry = PlatformEntry {
         own_network: true,
         exec: true,
         agent: Transport::Stdio,
+        runs_images: false,
     },
     build: |opts, host| {
         Ok(Box::new(LocalPlatform::new(
@@ -75,6 +76,7 @@ pub(crate) static CGROUP: PlatformEntry = PlatformEntry {
         own_network: true,
         exec: true,
         agent: Transport::Stdio,
+        runs_images: false,
     },
     build: build_cgroup,
     available: || detect_cgroup_platform().map(|_| ()),
@@ -192,7 +194,7 @@ impl Platform for LocalPlatform {
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
-        crate::tenant::check_spec(spec, &self.names, &self.host)?;
+        crate::tenant::check_spec(spec, &self.names, &self.host, self.kind)?;
         let mut limits = spec.limits.clone();
         let mut notes = Vec::new();
         match &self.fs {
@@ -287,6 +289,7 @@ impl Platform for LocalPlatform {
             workdir,
             io_device: device,
             deadline_s: spec.deadline.map(|d| d.as_secs_f64()),
+            image: None,
         };
         let inner = Inner {
             netns_path: tenant_net.as_ref().map(|n| n.netns_path()),

@@ -46,6 +46,10 @@ pub struct TenantSpec {
     pub workdir: Option<PathBuf>,
     /// Time after which the watchdog kills every process of the tenant.
     pub deadline: Option<Duration>,
+    /// The user's container image the tenant runs from (`name:tag`, already in the
+    /// engine's or node's store; never pulled), with the agent mounted into it; `None`
+    /// runs the agent's own image. Only where [`crate::Capabilities::runs_images`].
+    pub image: Option<String>,
 }
 
 impl TenantSpec {
@@ -58,6 +62,7 @@ impl TenantSpec {
             network: None,
             workdir: None,
             deadline: None,
+            image: None,
         }
     }
 
@@ -84,16 +89,25 @@ impl TenantSpec {
         self.deadline = Some(deadline);
         self
     }
+
+    /// Running from the user's image `reference` (`name:tag`).
+    pub fn with_image(mut self, reference: impl Into<String>) -> TenantSpec {
+        self.image = Some(reference.into());
+        self
+    }
 }
 
 /// The checks every platform makes before it creates anything: the name (valid, not one of
-/// `taken`), the limits against the host, and no network rate without a network.
+/// `taken`), an image only on a platform of `kind` that runs them, the limits against the
+/// host, and no network rate without a network.
 pub(crate) fn check_spec(
     spec: &TenantSpec,
     taken: &std::collections::BTreeSet<String>,
     host: &crate::HostInfo,
+    kind: PlatformKind,
 ) -> Result<()> {
     validate_tenant_name(&spec.name)?;
+    check_image(spec, kind)?;
     if taken.contains(&spec.name) {
         return Err(crate::PlatformError::DuplicateTenant {
             name: spec.name.clone(),
@@ -113,6 +127,27 @@ pub(crate) fn check_spec(
         }
     }
     Ok(())
+}
+
+/// A tenant's image: a well-formed reference, on a platform that runs images.
+pub(crate) fn check_image(spec: &TenantSpec, kind: PlatformKind) -> Result<()> {
+    let Some(image) = &spec.image else {
+        return Ok(());
+    };
+    if !kind.capabilities().runs_images {
+        bail!(
+            "tenant {}: `image = \"{image}\"` needs a container platform, and the `{kind}` \
+             platform runs no images; use `platform = \"oci\"` or `platform = \"k8s\"`, or \
+             remove `image`",
+            spec.name
+        );
+    }
+    crate::userimage::check_reference(image).map_err(|why| {
+        anyhow!(
+            "tenant {}: `image`: {why}; write a reference such as `image = \"redis:7\"`",
+            spec.name
+        )
+    })
 }
 
 /// The parent of a tenant's workdir (its own, else `default_root`), checked, and the disk
@@ -296,6 +331,8 @@ pub struct TenantInfo {
     pub io_device: Option<BlockDevice>,
     /// Deadline in seconds.
     pub deadline_s: Option<f64>,
+    /// The user's image it runs from, as found in the store (`None`: the agent's own).
+    pub image: Option<crate::userimage::FoundImage>,
 }
 
 /// A handle that kills every process of a tenant; cheap to clone and usable from any thread

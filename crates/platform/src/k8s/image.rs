@@ -62,6 +62,24 @@ pub fn exists(socket: &Path, tag: &str) -> Result<bool> {
     Ok(out.lines().any(|l| l.trim() == tag))
 }
 
+/// The digest of the user's image `reference` in the node's containerd (under the name the
+/// kubelet looks it up by, [`crate::userimage::normalized`]), or `None` when it is not there.
+pub fn local_image(socket: &Path, reference: &str) -> Result<Option<String>> {
+    let out = ctr(socket, &["images", "ls"], Duration::from_secs(20))?;
+    Ok(find_in_listing(&out, reference))
+}
+
+/// The digest of `reference` in the output of `ctr images ls` (`REF TYPE DIGEST ...`).
+fn find_in_listing(listing: &str, reference: &str) -> Option<String> {
+    let full = crate::userimage::normalized(reference);
+    listing.lines().skip(1).find_map(|l| {
+        let mut f = l.split_whitespace();
+        let r = f.next()?;
+        let digest = f.nth(1)?;
+        (r == reference || r == full).then(|| digest.to_string())
+    })
+}
+
 /// Builds and imports the image of `src` unless the node has it; returns its tag.
 pub fn ensure(socket: &Path, src: &ImageSource) -> Result<String> {
     let tag = tag(src)?;
@@ -155,6 +173,23 @@ pub fn write_archive(src: &ImageSource, tag: &str, dir: &Path, out: &Path) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_users_image_is_found_under_the_kubelets_name() {
+        let listing = "REF TYPE DIGEST SIZE PLATFORMS LABELS\n\
+            docker.io/library/isobench-test-user:1 application/vnd.docker.distribution.manifest.v2+json sha256:aa 1.2 MiB linux/amd64 io.cri-containerd.image=managed\n\
+            isobench.local/pause:1 application/vnd.docker.distribution.manifest.v2+json sha256:bb 300 KiB linux/amd64 -\n";
+        assert_eq!(
+            find_in_listing(listing, "isobench-test-user:1").as_deref(),
+            Some("sha256:aa")
+        );
+        assert_eq!(
+            find_in_listing(listing, "isobench.local/pause:1").as_deref(),
+            Some("sha256:bb")
+        );
+        assert_eq!(find_in_listing(listing, "isobench-test-user:2"), None);
+        assert_eq!(find_in_listing(listing, "redis"), None);
+    }
 
     #[test]
     fn the_archive_names_its_layer_and_config_by_digest() {

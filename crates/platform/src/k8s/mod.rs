@@ -29,7 +29,10 @@
 //!
 //! The image is the `oci` platform's root filesystem imported into the node's containerd
 //! ([`image`]). The agent is `/isobench agent` started with `kubectl exec -i`, over its
-//! standard streams. Each tenant's workdir is a `hostPath` volume mounted at the same path.
+//! standard streams. A tenant with `image` runs from the user's own image instead, which
+//! must already be in the node's containerd (`imagePullPolicy: Never`; import it with
+//! `scripts/k8s-up --image IMAGE.tar`), with the static isobench and busybox mounted
+//! read-only from this machine (`hostPath`) under `/.isobench` ([`crate::userimage`]). Each tenant's workdir is a `hostPath` volume mounted at the same path.
 
 pub mod cluster;
 mod image;
@@ -42,7 +45,7 @@ pub use image::{containerd_socket, ENV_CONTAINERD};
 pub use kubectl::{Kubectl, ENV_KUBECTL};
 pub use tenant::{RUN_LABEL, TENANT_LABEL};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -62,6 +65,7 @@ use crate::limits::{CpuList, Limits};
 use crate::oci::ImageSource;
 use crate::run::{RunContext, RunId};
 use crate::tenant::{Role, Tenant, TenantInfo, TenantSpec};
+use crate::userimage::{self, FoundImage, INJECTED_BUSYBOX, INJECTED_EXE};
 use crate::{Capabilities, Platform, PlatformEntry, PlatformKind, PlatformOptions};
 
 /// The platform's name.
@@ -119,6 +123,7 @@ pub const CAPS: Capabilities = Capabilities {
     own_network: false,
     exec: true,
     agent: Transport::Stdio,
+    runs_images: true,
 };
 
 /// The `k8s` line of [`crate::PLATFORMS`].
@@ -481,6 +486,8 @@ struct PodSpec<'a> {
     pod: &'a str,
     node: &'a str,
     image: &'a str,
+    /// The agent's files mounted into a user's image (`None`: the agent's own image).
+    inject: Option<&'a ImageSource>,
     object: &'a str,
     workdir: &'a Path,
     limits: &'a Limits,
@@ -488,6 +495,36 @@ struct PodSpec<'a> {
 
 /// The manifest (a `List` of the run's namespace and the tenant's pod).
 fn manifest(p: &PodSpec<'_>) -> Value {
+    let mut m = own_manifest(p);
+    if let Some(src) = p.inject {
+        let c = &mut m["items"][1]["spec"]["containers"][0];
+        c["command"] = json!([INJECTED_BUSYBOX, "sleep", "2147483647"]);
+        // Root, as in the agent's own image, whatever USER the image names.
+        c["securityContext"] = json!({"runAsUser": 0, "runAsGroup": 0});
+        let mut mounts = Vec::new();
+        let mut volumes = Vec::new();
+        for (name, host, inside) in [
+            ("isobench-exe", &src.exe, INJECTED_EXE),
+            ("isobench-busybox", &src.busybox, INJECTED_BUSYBOX),
+        ] {
+            mounts.push(json!({"name": name, "mountPath": inside, "readOnly": true}));
+            volumes.push(json!({
+                "name": name,
+                "hostPath": {"path": host.to_string_lossy(), "type": "File"},
+            }));
+        }
+        if let Some(a) = c["volumeMounts"].as_array_mut() {
+            a.extend(mounts);
+        }
+        if let Some(a) = m["items"][1]["spec"]["volumes"].as_array_mut() {
+            a.extend(volumes);
+        }
+    }
+    m
+}
+
+/// The manifest of a pod of the agent's own image.
+fn own_manifest(p: &PodSpec<'_>) -> Value {
     let ns = namespace(p.run);
     let w = p.workdir.to_string_lossy();
     json!({
@@ -563,6 +600,8 @@ pub struct K8sPlatform {
     source: ImageSource,
     socket: PathBuf,
     image: Mutex<Option<String>>,
+    /// The users' images found in the node's containerd, by reference.
+    user_images: BTreeMap<String, FoundImage>,
     node: String,
     kubelet: KubeletConfig,
     /// Why the kubelet's configuration could not be read, when it could not.
@@ -604,6 +643,7 @@ impl K8sPlatform {
             fs,
             source,
             image: Mutex::new(None),
+            user_images: BTreeMap::new(),
             node,
             kubelet,
             kubelet_unread,
@@ -637,8 +677,49 @@ impl K8sPlatform {
         Ok(tag)
     }
 
+    /// The user's image `reference` of tenant `tenant` as the node's containerd has it
+    /// (looked up once per run), or an error naming the tenant, the image and how to get it
+    /// there.
+    fn user_image(&mut self, tenant: &str, reference: &str) -> Result<FoundImage> {
+        if let Some(f) = self.user_images.get(reference) {
+            return Ok(f.clone());
+        }
+        let digest = image::local_image(&self.socket, reference).with_context(|| {
+            format!(
+                "listing the images of the node's containerd ({}; set {ENV_CONTAINERD} for \
+                 another socket)",
+                self.socket.display()
+            )
+        })?;
+        let Some(digest) = digest else {
+            return Err(userimage::missing(
+                tenant,
+                reference,
+                &format!(
+                    "the node's containerd ({}, namespace k8s.io, where the kubelet looks for \
+                     it as {})",
+                    self.socket.display(),
+                    userimage::normalized(reference)
+                ),
+                &format!(
+                    "import it there first: `docker save {reference} -o IMAGE.tar` (or \
+                     `podman save`), then `scripts/k8s-up --image IMAGE.tar` or `ctr --address \
+                     {} -n k8s.io images import IMAGE.tar`",
+                    self.socket.display()
+                ),
+            ));
+        };
+        let f = FoundImage {
+            reference: reference.to_string(),
+            id: Some(digest),
+            user: None,
+        };
+        self.user_images.insert(reference.to_string(), f.clone());
+        Ok(f)
+    }
+
     fn check(&self, spec: &TenantSpec) -> Result<Checked> {
-        crate::tenant::check_spec(spec, &self.names, &self.host)?;
+        crate::tenant::check_spec(spec, &self.names, &self.host, KIND)?;
         let n = &spec.name;
         if !n.starts_with(|c: char| c.is_ascii_alphanumeric())
             || !n.ends_with(|c: char| c.is_ascii_alphanumeric())
@@ -1023,6 +1104,24 @@ impl Platform for K8sPlatform {
         &self.host
     }
 
+    /// Every tenant's image is in the node's containerd: all missing ones in one error.
+    fn preflight(&mut self, specs: &[TenantSpec]) -> Result<()> {
+        let mut missing = Vec::new();
+        for spec in specs {
+            crate::tenant::check_image(spec, KIND)?;
+            if let Some(r) = &spec.image {
+                if let Err(e) = self.user_image(&spec.name, r) {
+                    missing.push(format!("{e:#}"));
+                }
+            }
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            bail!("{}", missing.join("\n"))
+        }
+    }
+
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
         let Checked {
@@ -1033,7 +1132,14 @@ impl Platform for K8sPlatform {
             pids,
             cpus,
         } = self.check(spec)?;
-        let image = self.image()?;
+        let (image, exe, found) = match &spec.image {
+            Some(r) => {
+                let found = self.user_image(&spec.name, r)?;
+                notes.extend(found.notes());
+                (r.clone(), INJECTED_EXE, Some(found))
+            }
+            None => (self.image()?, crate::oci::image::IMAGE_EXE, None),
+        };
         let object = self.run.id().object_name(&spec.name);
         let workdir = parent.join(&object);
         let ns = namespace(self.run.id());
@@ -1044,6 +1150,7 @@ impl Platform for K8sPlatform {
             pod: &pod,
             node: &self.node,
             image: &image,
+            inject: found.as_ref().map(|_| &self.source),
             object: &object,
             workdir: &workdir,
             limits: &pod_limits,
@@ -1080,7 +1187,11 @@ impl Platform for K8sPlatform {
             Ok(s) => s,
             Err(e) => {
                 undo(&self.kubectl);
-                return Err(e.context(format!("starting the pod of tenant {}", spec.name)));
+                let from = match &found {
+                    Some(_) => format!(" from the image {image}"),
+                    None => String::new(),
+                };
+                return Err(e.context(format!("starting the pod of tenant {}{from}", spec.name)));
             }
         };
         let expected = expected_qos(&pod_limits);
@@ -1105,6 +1216,7 @@ impl Platform for K8sPlatform {
             workdir,
             io_device: None,
             deadline_s: spec.deadline.map(|d| d.as_secs_f64()),
+            image: found,
         };
         self.names.insert(spec.name.clone());
         if !own {
@@ -1112,8 +1224,15 @@ impl Platform for K8sPlatform {
                 self.shared_pool.push((spec.name.clone(), d.to_path_buf()));
             }
         }
+        let env = if info.image.is_some() {
+            vec![INJECTED_BUSYBOX, "env"]
+        } else {
+            vec![tenant::ENV]
+        };
         Ok(Box::new(tenant::K8sTenant::new(tenant::Inner {
             info,
+            exe,
+            env,
             kubectl: self.kubectl.clone(),
             namespace: ns,
             pod,
@@ -1294,6 +1413,7 @@ mod tests {
             pod: "victim",
             node: "n1",
             image: "isobench.local/isobench-agent:x",
+            inject: None,
             object: "isobench-1f2e3d4c-victim",
             workdir: Path::new("/var/tmp/isobench-1f2e3d4c-victim"),
             limits: &l,
@@ -1307,5 +1427,47 @@ mod tests {
         let c = &pod["spec"]["containers"][0];
         assert_eq!(c["imagePullPolicy"], "Never");
         assert_eq!(c["resources"]["limits"]["cpu"], "500m");
+        assert_eq!(c["command"][0], "/bin/sleep");
+    }
+
+    #[test]
+    fn a_users_image_gets_the_agent_mounted_and_runs_its_sleeper() {
+        let id = RunId::parse("1f2e3d4c").unwrap();
+        let l = Limits::default();
+        let src = ImageSource {
+            exe: "/opt/isobench-static".into(),
+            busybox: "/bin/busybox".into(),
+        };
+        let m = manifest(&PodSpec {
+            run: &id,
+            tenant: "victim",
+            pod: "victim",
+            node: "n1",
+            image: "redis:7",
+            inject: Some(&src),
+            object: "isobench-1f2e3d4c-victim",
+            workdir: Path::new("/var/tmp/isobench-1f2e3d4c-victim"),
+            limits: &l,
+        });
+        let spec = &m["items"][1]["spec"];
+        let c = &spec["containers"][0];
+        assert_eq!(c["image"], "redis:7");
+        assert_eq!(c["imagePullPolicy"], "Never");
+        assert_eq!(
+            c["command"],
+            json!(["/.isobench/busybox", "sleep", "2147483647"])
+        );
+        assert_eq!(c["securityContext"]["runAsUser"], 0);
+        let mounts = c["volumeMounts"].as_array().unwrap();
+        assert!(mounts
+            .iter()
+            .any(|v| v["mountPath"] == "/.isobench/isobench"
+                && v["readOnly"] == true
+                && v["name"] == "isobench-exe"));
+        let vols = spec["volumes"].as_array().unwrap();
+        assert!(vols.iter().any(|v| v["name"] == "isobench-exe"
+            && v["hostPath"]["path"] == "/opt/isobench-static"
+            && v["hostPath"]["type"] == "File"));
+        assert!(vols.iter().any(|v| v["hostPath"]["path"] == "/bin/busybox"));
     }
 }

@@ -24,7 +24,6 @@ use crate::agent::{AgentConnection, AgentLaunch};
 use crate::cgroup::{Controller, TenantCgroup};
 use crate::limits::Limits;
 use crate::oci::exec::{is_isobench, ExecImage};
-use crate::oci::image::IMAGE_EXE;
 use crate::run::RunContext;
 use crate::tenant::{Killer, Tenant, TenantInfo, Usage};
 use crate::watchdog::Watchdog;
@@ -36,7 +35,7 @@ pub const TENANT_LABEL: &str = "isobench.tenant";
 
 /// busybox's `env` in the image: sets the caller's extra variables, then executes the
 /// program (not a shell; nothing is interpolated). kubectl exec passes no environment.
-const ENV: &str = "/bin/env";
+pub(crate) const ENV: &str = "/bin/env";
 
 /// Deletes a pod, waiting for it to go.
 pub(crate) fn delete_pod(k: &Kubectl, ns: &str, pod: &str) -> Result<()> {
@@ -61,6 +60,12 @@ pub(crate) fn delete_pod(k: &Kubectl, ns: &str, pod: &str) -> Result<()> {
 /// What `create_tenant` made, shared with the killer and the watchdog.
 pub(crate) struct Inner {
     pub(crate) info: TenantInfo,
+    /// Where the static isobench is in the container: the agent image's `/isobench`, or
+    /// the one mounted into a user's image.
+    pub(crate) exe: &'static str,
+    /// The program that sets a process's extra variables: the agent image's busybox
+    /// `env`, or the mounted busybox's in a user's image.
+    pub(crate) env: Vec<&'static str>,
     pub(crate) kubectl: Kubectl,
     pub(crate) namespace: String,
     pub(crate) pod: String,
@@ -161,7 +166,7 @@ impl K8sTenant {
             .map(OsString::from),
         );
         if !env.is_empty() {
-            v.push(ENV.into());
+            v.extend(inner.env.iter().map(OsString::from));
             for (k, val) in env {
                 let mut kv = k;
                 kv.push("=");
@@ -194,7 +199,7 @@ impl Tenant for K8sTenant {
             bail!("tenant {} has been torn down", inner.info.name);
         }
         let program = if is_isobench(cmd.get_program()) {
-            OsString::from(IMAGE_EXE)
+            OsString::from(inner.exe)
         } else {
             cmd.get_program().to_owned()
         };
@@ -239,7 +244,7 @@ impl Tenant for K8sTenant {
             .append(true)
             .open(&launch.log)
             .with_context(|| format!("opening the agent's log {}", launch.log.display()))?;
-        let mut cmd = Command::new(IMAGE_EXE);
+        let mut cmd = Command::new(self.inner.exe);
         cmd.arg("agent")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

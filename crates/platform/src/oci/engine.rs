@@ -304,9 +304,10 @@ impl Engine {
         }
     }
 
-    /// Removes container `name` at once (SIGKILL); one that is already gone is no error.
+    /// Removes container `name` at once (SIGKILL), with the anonymous volumes a user's
+    /// image declares (`VOLUME`); one that is already gone is no error.
     pub(crate) fn remove_container(&self, name: &str) -> Result<()> {
-        let mut args = vec!["rm", "-f"];
+        let mut args = vec!["rm", "-f", "-v"];
         if self.kind == EngineKind::Podman {
             // Podman would first wait for a stop timeout.
             args.extend(["-t", "0"]);
@@ -329,6 +330,32 @@ impl Engine {
     pub(crate) fn image_exists(&self, tag: &str) -> bool {
         self.query(&["image", "inspect", "--format", "{{.Id}}", tag])
             .is_ok()
+    }
+
+    /// The id and `USER` of the local image `reference`, or `None` when the engine has no
+    /// such image (never pulled). Other failures of the engine are errors.
+    pub(crate) fn local_image(&self, reference: &str) -> Result<Option<(String, String)>> {
+        match self.query(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Id}}|{{.Config.User}}",
+            reference,
+        ]) {
+            Ok(out) => {
+                let line = out.lines().next().unwrap_or("").trim();
+                let (id, user) = line.split_once('|').unwrap_or((line, ""));
+                Ok(Some((id.to_string(), user.to_string())))
+            }
+            Err(e) => {
+                let msg = format!("{e:#}").to_ascii_lowercase();
+                if msg.contains("no such image") || msg.contains("image not known") {
+                    Ok(None)
+                } else {
+                    Err(e.context(format!("looking for the image {reference}")))
+                }
+            }
+        }
     }
 }
 

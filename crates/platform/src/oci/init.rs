@@ -132,8 +132,14 @@ impl fmt::Display for Init {
 
 impl Init {
     /// The engine's `run` arguments (before the image) and the command prefix (after it) that
-    /// start `command` under this init.
-    pub(crate) fn wrap(&self, kind: EngineKind, command: &[&str]) -> (Vec<String>, Vec<String>) {
+    /// start `command` under this init; `exe` is where the static isobench is in the
+    /// container (its own init's binary).
+    pub(crate) fn wrap(
+        &self,
+        kind: EngineKind,
+        exe: &str,
+        command: &[&str],
+    ) -> (Vec<String>, Vec<String>) {
         let cmd: Vec<String> = command.iter().map(|s| s.to_string()).collect();
         match (self, kind) {
             (Init::Engine { .. }, _) => (vec!["--init".into()], cmd),
@@ -154,7 +160,7 @@ impl Init {
                 )
             }
             (Init::Own { .. }, _) => {
-                let mut c = vec![IMAGE_EXE.to_string(), OWN_INIT_COMMAND.into(), "--".into()];
+                let mut c = vec![exe.to_string(), OWN_INIT_COMMAND.into(), "--".into()];
                 c.extend(cmd);
                 (Vec::new(), c)
             }
@@ -441,7 +447,7 @@ mod tests {
                 name: "tini".into()
             }
         );
-        let (before, after) = init.wrap(EngineKind::Podman, &["sleep", "9"]);
+        let (before, after) = init.wrap(EngineKind::Podman, IMAGE_EXE, &["sleep", "9"]);
         assert_eq!(
             before,
             ["--init", "--init-path", &tini_static.display().to_string()]
@@ -449,7 +455,7 @@ mod tests {
         assert_eq!(after, ["sleep", "9"]);
         // Docker, whose daemon has no init, gets the same file bind-mounted as its command.
         let init = choose(EngineKind::Docker, &InitRequest::Auto, None, &candidates).unwrap();
-        let (before, after) = init.wrap(EngineKind::Docker, &["sleep", "9"]);
+        let (before, after) = init.wrap(EngineKind::Docker, IMAGE_EXE, &["sleep", "9"]);
         assert_eq!(
             before,
             [
@@ -501,7 +507,10 @@ mod tests {
                 what: "docker-init".into()
             }
         );
-        assert_eq!(init.wrap(EngineKind::Docker, &["sleep"]).0, ["--init"]);
+        assert_eq!(
+            init.wrap(EngineKind::Docker, IMAGE_EXE, &["sleep"]).0,
+            ["--init"]
+        );
         assert_eq!(
             parse_docker_init("docker-init|\n").as_deref(),
             Some("docker-init")
@@ -522,7 +531,7 @@ mod tests {
             };
             assert!(why.contains("dynamically linked"), "{why}");
             assert!(why.contains("apt-get install catatonit"), "{why}");
-            let (before, after) = init.wrap(kind, &["sleep", "9"]);
+            let (before, after) = init.wrap(kind, IMAGE_EXE, &["sleep", "9"]);
             assert!(before.is_empty(), "{before:?}");
             assert_eq!(after, ["/isobench", "container-init", "--", "sleep", "9"]);
         }

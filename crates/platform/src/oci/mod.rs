@@ -8,7 +8,9 @@
 //! process; freezing and live CPU limits write those cgroups directly (no engine round trip
 //! in the on/off design). The image is built offline from the static isobench binary and a
 //! static busybox ([`image`]); the agent is `/isobench agent` started with `exec -i`, over
-//! its standard streams. A tenant with a network gets its own address on the run's bridge:
+//! its standard streams. A tenant with `image` runs from the user's own image instead, with
+//! those two binaries mounted read-only under `/.isobench` ([`crate::userimage`]). No image
+//! is ever pulled (`--pull never`). A tenant with a network gets its own address on the run's bridge:
 //! the container starts with `--network none` and its namespace receives the tenant's veth
 //! end, the same layout as a `cgroup` tenant's.
 //!
@@ -27,7 +29,7 @@ pub use image::ImageSource;
 pub use init::{Init, InitRequest};
 pub use tenant::{RUN_LABEL, TENANT_LABEL};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -45,6 +47,7 @@ use crate::limits::Limits;
 use crate::net::{self, RunNet};
 use crate::run::RunContext;
 use crate::tenant::{Role, Tenant, TenantInfo, TenantSpec};
+use crate::userimage::{self, FoundImage, INJECTED_BUSYBOX, INJECTED_EXE};
 use crate::{Capabilities, Platform, PlatformEntry, PlatformKind, PlatformOptions};
 
 /// The variable that chooses the engine (`docker` or `podman`) when the options do not.
@@ -70,6 +73,7 @@ pub const CAPS: Capabilities = Capabilities {
     own_network: true,
     exec: true,
     agent: Transport::Stdio,
+    runs_images: true,
 };
 
 /// The `oci` line of [`crate::PLATFORMS`].
@@ -146,6 +150,8 @@ pub struct OciPlatform {
     /// The containers' first process: the engine's init, the host's, or isobench's own.
     init: Init,
     image: Mutex<Option<String>>,
+    /// The users' images found in the engine's store, by reference.
+    user_images: Mutex<BTreeMap<String, FoundImage>>,
     net: Arc<RunNet>,
     names: BTreeSet<String>,
     workdir_root: PathBuf,
@@ -193,6 +199,7 @@ impl OciPlatform {
             source,
             init,
             image: Mutex::new(None),
+            user_images: Mutex::new(BTreeMap::new()),
             names: BTreeSet::new(),
             workdir_root: opts.workdir_root,
             note,
@@ -220,6 +227,35 @@ impl OciPlatform {
         Ok(tag)
     }
 
+    /// The user's image `reference` of tenant `tenant` as the engine's store has it (looked
+    /// up once per run), or an error naming the tenant, the image and how to get it there.
+    fn user_image(&self, tenant: &str, reference: &str) -> Result<FoundImage> {
+        let mut found = self.user_images.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = found.get(reference) {
+            return Ok(f.clone());
+        }
+        let engine = self.engine.kind();
+        let Some((id, user)) = self.engine.local_image(reference)? else {
+            return Err(userimage::missing(
+                tenant,
+                reference,
+                &format!("{engine}'s image store ({})", self.engine.describe()),
+                &format!(
+                    "put it there first with `{engine} pull {reference}` (where a registry is \
+                     reachable), `{engine} load -i IMAGE.tar` or `{engine} build -t {reference} \
+                     .`"
+                ),
+            ));
+        };
+        let f = FoundImage {
+            reference: reference.to_string(),
+            id: Some(id).filter(|i| !i.is_empty()),
+            user: userimage::non_root_user(&user),
+        };
+        found.insert(reference.to_string(), f.clone());
+        Ok(f)
+    }
+
     /// The engine's `run` arguments for a tenant (after `run`, before the image).
     fn run_args(
         &self,
@@ -235,6 +271,20 @@ impl OciPlatform {
         let label = |k: &str, v: &str| ["--label".to_string(), format!("{k}={v}")];
         a.extend(label(RUN_LABEL, self.run.id().as_str()));
         a.extend(label(TENANT_LABEL, &spec.name));
+        // Every image is local: the agent's own is imported, a user's must be there.
+        a.extend(["--pull".into(), "never".into()]);
+        if spec.image.is_some() {
+            // The agent's binaries, read-only; root, as in the agent's own image; none of
+            // the image's health checks (they would run its own programs).
+            for (host, inside) in [
+                (&self.source.exe, INJECTED_EXE),
+                (&self.source.busybox, INJECTED_BUSYBOX),
+            ] {
+                a.push("-v".into());
+                a.push(format!("{}:{inside}:ro", host.display()));
+            }
+            a.extend(["--user", "0:0", "--no-healthcheck"].map(String::from));
+        }
         a.push("--network".into());
         a.push(
             if spec.network.is_some() {
@@ -269,7 +319,7 @@ impl OciPlatform {
     /// host and the controllers, its workdir's parent and disk, the network's tools. Fills in
     /// an aggressor's containment limits.
     fn check(&self, spec: &TenantSpec) -> Result<Checked> {
-        crate::tenant::check_spec(spec, &self.names, &self.host)?;
+        crate::tenant::check_spec(spec, &self.names, &self.host, KIND)?;
         let mut limits = spec.limits.clone();
         let mut notes = Vec::new();
         if spec.role == Role::Aggressor {
@@ -549,24 +599,64 @@ impl Platform for OciPlatform {
         &self.host
     }
 
+    /// Every tenant's image is in the engine's store: all missing ones in one error.
+    fn preflight(&mut self, specs: &[TenantSpec]) -> Result<()> {
+        let mut missing = Vec::new();
+        for spec in specs {
+            crate::tenant::check_image(spec, KIND)?;
+            if let Some(r) = &spec.image {
+                if let Err(e) = self.user_image(&spec.name, r) {
+                    missing.push(format!("{e:#}"));
+                }
+            }
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            bail!("{}", missing.join("\n"))
+        }
+    }
+
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
         let Checked {
             limits,
-            notes,
+            mut notes,
             parent,
             device,
         } = self.check(spec)?;
-        let image = self.image()?;
+        let (image, exe, found) = match &spec.image {
+            Some(r) => {
+                let found = self.user_image(&spec.name, r)?;
+                notes.extend(found.notes());
+                (r.clone(), INJECTED_EXE, Some(found))
+            }
+            None => (self.image()?, image::IMAGE_EXE, None),
+        };
         let object = self.run.id().object_name(&spec.name);
         let workdir = parent.join(&object);
         let mut args = vec!["run".to_string()];
         args.extend(self.run_args(&object, spec, &limits, &workdir, device.as_ref())?);
         // The container's own process: an init (reaping orphans) over a sleeper.
-        let (init_args, command) = self.init.wrap(self.engine.kind(), &["sleep", "2147483647"]);
+        let sleeper: &[&str] = if found.is_some() {
+            &[INJECTED_BUSYBOX, "sleep", "2147483647"]
+        } else {
+            &["sleep", "2147483647"]
+        };
+        let (init_args, mut command) = self.init.wrap(self.engine.kind(), exe, sleeper);
         args.extend(init_args);
-        args.push(image);
+        if found.is_some() && !command.is_empty() {
+            // A user's image has its own entrypoint, which would run the command as its
+            // arguments.
+            args.push("--entrypoint".into());
+            args.push(command.remove(0));
+        }
+        args.push(image.clone());
         args.extend(command);
+        let from = match &found {
+            Some(_) => format!(" from the image {image}"),
+            None => String::new(),
+        };
 
         // ---- Creation, undone step by step on error. ----
         self.run.record_workdir_parent(&parent)?;
@@ -579,14 +669,20 @@ impl Platform for OciPlatform {
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         if let Err(e) = self.engine.change(&refs) {
             undo(&self.engine);
-            return Err(e.context(format!("starting the container of tenant {}", spec.name)));
+            return Err(e.context(format!(
+                "starting the container of tenant {}{from}",
+                spec.name
+            )));
         }
         let started = self.started(&object);
         let (pid, keep, cgroup) = match started {
             Ok(s) => s,
             Err(e) => {
                 undo(&self.engine);
-                return Err(e.context(format!("inspecting the container of tenant {}", spec.name)));
+                return Err(e.context(format!(
+                    "inspecting the container of tenant {}{from}",
+                    spec.name
+                )));
             }
         };
         let tenant_net = match &spec.network {
@@ -614,10 +710,12 @@ impl Platform for OciPlatform {
             workdir,
             io_device: device,
             deadline_s: spec.deadline.map(|d| d.as_secs_f64()),
+            image: found,
         };
         self.names.insert(spec.name.clone());
         Ok(Box::new(tenant::OciTenant::new(tenant::Inner {
             info,
+            exe,
             engine: self.engine.clone(),
             container: object,
             keep,

@@ -22,7 +22,6 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use super::engine::Engine;
 use super::exec::{is_isobench, ExecImage};
-use super::image::IMAGE_EXE;
 use crate::agent::{AgentConnection, AgentLaunch};
 use crate::cgroup::TenantCgroup;
 use crate::limits::Limits;
@@ -95,6 +94,9 @@ pub(crate) fn update_args(changes: &LimitChanges, now: &Limits) -> Result<Vec<St
 /// What `create_tenant` made, shared with the killer and the watchdog.
 pub(crate) struct Inner {
     pub(crate) info: TenantInfo,
+    /// Where the static isobench is in the container: the agent image's `/isobench`, or
+    /// the one mounted into a user's image.
+    pub(crate) exe: &'static str,
     pub(crate) engine: Engine,
     /// The container's name (`isobench-<run>-<tenant>`).
     pub(crate) container: String,
@@ -231,7 +233,7 @@ impl Tenant for OciTenant {
     }
 
     /// Runs `cmd` with `exec -i` in the container: the isobench binary becomes the image's
-    /// `/isobench`, the command's environment is passed with `-e` (the host's is not), its
+    /// `/isobench` (`/.isobench/isobench` in a user's image), the command's environment is passed with `-e` (the host's is not), its
     /// directory (else the workdir, mounted at the same path) is the working directory. The
     /// returned child is the engine's CLI, which relays the streams and the exit status.
     fn spawn(&self, mut cmd: Command) -> Result<Child> {
@@ -240,7 +242,7 @@ impl Tenant for OciTenant {
             bail!("tenant {} has been torn down", inner.info.name);
         }
         let program = if is_isobench(cmd.get_program()) {
-            OsString::from(IMAGE_EXE)
+            OsString::from(inner.exe)
         } else {
             cmd.get_program().to_owned()
         };
@@ -280,7 +282,7 @@ impl Tenant for OciTenant {
             .append(true)
             .open(&launch.log)
             .with_context(|| format!("opening the agent's log {}", launch.log.display()))?;
-        let mut cmd = Command::new(IMAGE_EXE);
+        let mut cmd = Command::new(self.inner.exe);
         cmd.arg("agent")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -50,6 +50,7 @@ pub(crate) static ENTRY: PlatformEntry = PlatformEntry {
         own_network: true,
         exec: false,
         agent: Transport::VirtioSerial,
+        runs_images: false,
     },
     build: platform::build,
     available: platform::available,

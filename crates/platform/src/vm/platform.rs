@@ -212,7 +212,7 @@ impl Platform for VmPlatform {
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
         // ---- Checks: nothing is created before all of them pass. ----
-        crate::tenant::check_spec(spec, &Default::default(), &self.host)?;
+        crate::tenant::check_spec(spec, &Default::default(), &self.host, super::KIND)?;
         // QEMU's cgroup holds the guest's whole memory and QEMU's own, so a protection or
         // a soft limit on it does not act on the guest's page cache as it does on a
         // tenant's; CPU, cpuset and io knobs act on QEMU's threads and disk file as the
@@ -299,6 +299,7 @@ impl Platform for VmPlatform {
             network: None,
             workdir: spec.workdir.clone(),
             deadline: spec.deadline,
+            image: None,
         };
         let jail = self.cgroup.create_tenant(&host_spec)?;
         let workdir = jail.workdir().to_path_buf();
