@@ -64,17 +64,21 @@ fn processes() -> Vec<(i32, i32, i32)> {
     out
 }
 
-/// Process groups of this process's children, sampled every 10 ms while `f` runs; then
-/// asserts that none of them has a member left once `f` returned.
+/// Process groups of this process's children that are groups of their own (the programs'),
+/// sampled every 10 ms while `f` runs; then asserts that none of them has a member left
+/// once `f` returned. Children left in this process's own group (other tests' helpers) are
+/// not the program's.
 fn leaves_no_process<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     let me = std::process::id() as i32;
+    // SAFETY: getpgrp has no arguments and cannot fail.
+    let own_group = unsafe { libc::getpgrp() };
     let done = std::sync::atomic::AtomicBool::new(false);
     let (out, groups) = thread::scope(|s| {
         let watcher = s.spawn(|| {
             let mut groups = HashSet::new();
             while !done.load(Ordering::SeqCst) {
                 for (_, ppid, pgrp) in processes() {
-                    if ppid == me && pgrp != me {
+                    if ppid == me && pgrp != me && pgrp != own_group {
                         groups.insert(pgrp);
                     }
                 }
