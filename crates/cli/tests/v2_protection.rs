@@ -12,8 +12,8 @@
 //!   quarter CPU and does less work while the service keeps its rate.
 //! - A memory hog beside the service, both tenants in a cgroup of 288M: the hog allowed
 //!   224M (it holds 201M) takes the service's page cache and memory and the service loses
-//!   its rate (isol% falls); held to 48M (memory.max), it leaves them and the service keeps
-//!   its rate.
+//!   its rate in its worst seconds (isol% p05 falls) and breaks its SLO; held to 48M
+//!   (memory.max), it leaves them and the service keeps its rate.
 //!
 //! Guest timings are function, not speed (TCG): the tests assert what a setting changes,
 //! never how fast anything ran. Needs QEMU, the guest image and the static isobench
@@ -96,9 +96,14 @@ impl<'g> Run<'g> {
             .as_array()
             .and_then(|r| r.iter().find(|r| r[0]["text"] == row))
             .unwrap_or_else(|| panic!("{}: no row {row}\n{}", self.name, self.shown()));
-        r[c]["value"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("{}: {row} has no {col}: {}\n{}", self.name, r[c], self.shown()))
+        r[c]["value"].as_f64().unwrap_or_else(|| {
+            panic!(
+                "{}: {row} has no {col}: {}\n{}",
+                self.name,
+                r[c],
+                self.shown()
+            )
+        })
     }
 
     /// The plan's condition ids.
@@ -190,8 +195,14 @@ impl<'g> Run<'g> {
 /// Seconds since the epoch of an RFC 3339 time in UTC (`2026-11-29T01:45:53.123Z`).
 fn epoch_s(t: &str) -> Option<f64> {
     let (date, time) = t.trim_end_matches('Z').split_once('T')?;
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().ok()).collect::<Option<_>>()?;
-    let h: Vec<f64> = time.split(':').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let h: Vec<f64> = time
+        .split(':')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
     let [y, m, day] = d[..] else { return None };
     let [hh, mm, ss] = h[..] else { return None };
     // Days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
@@ -255,14 +266,9 @@ fn a_cgroup_v2_setting_runs_beside_none_with_its_knobs_read_back_and_holds_the_c
             .unwrap_or_else(|| panic!("no CPU use of {t} while the hog ran: {e:?}"))
     };
     println!(
-        "CPU hog beside the service ({} requests/s held), one episode each:\n  {cols:?}\n  \
+        "CPU hog beside the service (40 requests/s), one episode each:\n  {cols:?}\n  \
          none:     {fn_:.1?}; CPUs while the hog ran: service {:.2}, hog {:.2}\n  \
          v2-knobs: {fw:.1?}; CPUs while the hog ran: service {:.2}, hog {:.2}",
-        run.doc["results"]["facts"]
-            .as_array()
-            .and_then(|f| f.iter().find(|f| f["key"] == "service_calibration"))
-            .map(|f| f["value"][0]["target_rps"].clone())
-            .unwrap_or_default(),
         cpu(&n, "svc"),
         cpu(&n, "batch"),
         cpu(&w, "svc"),
@@ -298,7 +304,11 @@ fn a_memory_hog_beside_the_service_takes_its_rate_unless_held_to_48m() {
     let (none, held) = ("none/memhog@90", "limited/memhog@90");
     let (n, h) = (run.episode(none), run.episode(held));
     assert!(n.limits.is_null(), "none changed limits: {}", n.limits);
-    assert_eq!(h.limits["batch"]["read_back"]["memory"], "48M", "{}", h.limits);
+    assert_eq!(
+        h.limits["batch"]["read_back"]["memory"], "48M",
+        "{}",
+        h.limits
+    );
     // What the hog held, and what the service kept of its file in the page cache and what
     // it had in swap.
     let (hog_none, _) = run.memory("batch", 0, n.span);
@@ -309,11 +319,18 @@ fn a_memory_hog_beside_the_service_takes_its_rate_unless_held_to_48m() {
         (f.0 / MIB, f.1 / MIB, swap / MIB)
     };
     let fig = |row: &str| -> [f64; 5] {
-        ["isol p05", "isol p50", "isol mean", "lat-imp", "SLO seconds"].map(|c| run.cell(row, c))
+        [
+            "isol p05",
+            "isol p50",
+            "isol mean",
+            "lat-imp",
+            "SLO seconds",
+        ]
+        .map(|c| run.cell(row, c))
     };
     let (fn_, fh) = (fig(none), fig(held));
     println!(
-        "memory hog beside the service (40 requests/s), one episode each (isol p05, p50, \
+        "memory hog beside the service (20 requests/s), one episode each (isol p05, p50, \
          mean, lat-imp, SLO seconds):\n  none:    {fn_:.1?}; the hog held up to {:.0} MiB; \
          the service's file cache (most, last) and swap (most), MiB: {:.0?}\n  limited: \
          {fh:.1?}; the hog held up to {:.0} MiB; the service's file cache and swap: {:.0?}",
@@ -328,15 +345,27 @@ fn a_memory_hog_beside_the_service_takes_its_rate_unless_held_to_48m() {
         "unlimited, the hog held only {:.0} MiB",
         hog_none / MIB
     );
-    let (isol_none, isol_held) = (run.cell(none, "isol mean"), run.cell(held, "isol mean"));
+    // The hog fills the parent some seconds into its 20 (it grows at a few tens of MB/s
+    // under TCG), and the open-loop load catches up on its backlog in later seconds, so the
+    // mean moves little (97.7% against 100.1% in one run); the service's worst seconds
+    // (p05) and the seconds over its SLO show the loss.
+    let (p05_none, p05_held) = (run.cell(none, "isol p05"), run.cell(held, "isol p05"));
+    let isol_held = run.cell(held, "isol mean");
     assert!(
-        isol_held >= 85.0,
-        "beside the hog held to 48M the service kept only {isol_held}%\n{}",
+        isol_held >= 85.0 && p05_held >= 75.0,
+        "beside the hog held to 48M the service kept only {isol_held}% (p05 {p05_held}%)\n{}",
         run.shown()
     );
     assert!(
-        isol_none <= isol_held - 20.0,
-        "isol mean {isol_none}% beside the unlimited hog, {isol_held}% beside the held one\n{}",
+        p05_none <= p05_held - 25.0,
+        "isol p05 {p05_none}% beside the unlimited hog, {p05_held}% beside the held one\n{}",
+        run.shown()
+    );
+    let (slo_none, slo_held) = (run.cell(none, "SLO seconds"), run.cell(held, "SLO seconds"));
+    assert!(
+        slo_none >= slo_held + 20.0,
+        "seconds over the SLO: {slo_none}% beside the unlimited hog, {slo_held}% beside the \
+         held one\n{}",
         run.shown()
     );
 }
