@@ -82,8 +82,10 @@ impl<'g> Run<'g> {
         self.guest.cmd(self.name).out
     }
 
-    /// The protection summary: the number in column `col` of condition `row`.
-    fn cell(&self, row: &str, col: &str) -> f64 {
+    /// The protection summary: the number in column `col` of condition `row`, `None` when
+    /// the cell is empty (lat-imp without a baseline p99: the service's set-up took the
+    /// stable period).
+    fn figure(&self, row: &str, col: &str) -> Option<f64> {
         let s = self.doc["results"]["sections"]
             .as_array()
             .and_then(|s| s.iter().find(|s| s["id"] == "protection"))
@@ -96,14 +98,13 @@ impl<'g> Run<'g> {
             .as_array()
             .and_then(|r| r.iter().find(|r| r[0]["text"] == row))
             .unwrap_or_else(|| panic!("{}: no row {row}\n{}", self.name, self.shown()));
-        r[c]["value"].as_f64().unwrap_or_else(|| {
-            panic!(
-                "{}: {row} has no {col}: {}\n{}",
-                self.name,
-                r[c],
-                self.shown()
-            )
-        })
+        r[c]["value"].as_f64()
+    }
+
+    /// The number in column `col` of condition `row`, which must have one.
+    fn cell(&self, row: &str, col: &str) -> f64 {
+        self.figure(row, col)
+            .unwrap_or_else(|| panic!("{}: {row} has no {col}\n{}", self.name, self.shown()))
     }
 
     /// The plan's condition ids.
@@ -258,7 +259,11 @@ fn a_cgroup_v2_setting_runs_beside_none_with_its_knobs_read_back_and_holds_the_c
         "SLO seconds",
         "aggressor rate",
     ];
-    let figures = |row: &str| -> Vec<f64> { cols.iter().map(|c| run.cell(row, c)).collect() };
+    let figures = |row: &str| -> Vec<f64> {
+        cols.iter()
+            .map(|c| run.figure(row, c).unwrap_or(f64::NAN))
+            .collect()
+    };
     let (fn_, fw) = (figures(none), figures(v2));
     let cpu = |e: &Episode, t: &str| {
         *e.cpus
@@ -326,7 +331,7 @@ fn a_memory_hog_beside_the_service_takes_its_rate_unless_held_to_48m() {
             "lat-imp",
             "SLO seconds",
         ]
-        .map(|c| run.cell(row, c))
+        .map(|c| run.figure(row, c).unwrap_or(f64::NAN))
     };
     let (fn_, fh) = (fig(none), fig(held));
     println!(
