@@ -11,9 +11,10 @@
 //!   settings have their summary rows, and under the setting the hog gets at most its
 //!   quarter CPU and does less work while the service keeps its rate.
 //! - A memory hog beside the service, both tenants in a cgroup of 288M: the hog allowed
-//!   224M (it holds 201M) takes the service's page cache and memory and the service loses
-//!   its rate in its worst seconds (isol% p05 falls) and breaks its SLO; held to 48M
-//!   (memory.max), it leaves them and the service keeps its rate.
+//!   224M (it holds 201M) takes the service's page cache and memory; held to 48M
+//!   (memory.max), it leaves them and the service keeps its rate. What the unlimited hog
+//!   costs the service's rate depends on the host's load (isol p05 fell to 34-58% on a busy
+//!   host, stayed at 93% on a quiet one), so it is printed, not asserted.
 //!
 //! Guest timings are function, not speed (TCG): the tests assert what a setting changes,
 //! never how fast anything ran. Needs QEMU, the guest image and the static isobench
@@ -303,7 +304,7 @@ fn a_cgroup_v2_setting_runs_beside_none_with_its_knobs_read_back_and_holds_the_c
 /// memory.max on the hog leaves the service its page cache and memory and its rate; without
 /// it the hog takes the memory the two share and the service falls behind.
 #[test]
-fn a_memory_hog_beside_the_service_takes_its_rate_unless_held_to_48m() {
+fn a_memory_hog_beside_the_service_takes_its_page_cache_unless_held_to_48m() {
     let Some(g) = guest() else { return };
     let run = Run::of(g, "memory");
     let (none, held) = ("none/memhog@90", "limited/memhog@90");
@@ -350,27 +351,22 @@ fn a_memory_hog_beside_the_service_takes_its_rate_unless_held_to_48m() {
         "unlimited, the hog held only {:.0} MiB",
         hog_none / MIB
     );
-    // The hog fills the parent some seconds into its 20 (it grows at a few tens of MB/s
-    // under TCG), and the open-loop load catches up on its backlog in later seconds, so the
-    // mean moves little (97.7% against 100.1% in one run); the service's worst seconds
-    // (p05) and the seconds over its SLO show the loss.
-    let (p05_none, p05_held) = (run.cell(none, "isol p05"), run.cell(held, "isol p05"));
+    // Without its limit the hog takes the service's page cache (and some of its memory, to
+    // swap); held to 48M it leaves it. What that costs the service's rate depends on how
+    // loaded the host is: its worst seconds (isol p05) fell to 58% and 34% against 99% and
+    // 84% held on a busy host, but stayed at 93% against 99% on a quiet one, where only its
+    // latency showed the loss. So the rate is asserted only where protection holds it.
+    let (cache_none, cache_held) = (file(&n).1, file(&h).1);
+    assert!(
+        cache_none <= cache_held - 16.0,
+        "the service's file cache at the end: {cache_none:.0} MiB beside the unlimited hog, \
+         {cache_held:.0} MiB beside the held one"
+    );
+    let p05_held = run.cell(held, "isol p05");
     let isol_held = run.cell(held, "isol mean");
     assert!(
         isol_held >= 85.0 && p05_held >= 75.0,
         "beside the hog held to 48M the service kept only {isol_held}% (p05 {p05_held}%)\n{}",
-        run.shown()
-    );
-    assert!(
-        p05_none <= p05_held - 25.0,
-        "isol p05 {p05_none}% beside the unlimited hog, {p05_held}% beside the held one\n{}",
-        run.shown()
-    );
-    let (slo_none, slo_held) = (run.cell(none, "SLO seconds"), run.cell(held, "SLO seconds"));
-    assert!(
-        slo_none >= slo_held + 20.0,
-        "seconds over the SLO: {slo_none}% beside the unlimited hog, {slo_held}% beside the \
-         held one\n{}",
         run.shown()
     );
 }
