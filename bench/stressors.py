@@ -132,6 +132,32 @@ def pressure_of(stdout):
         return {}
 
 
+def make_cgroups(name, controllers):
+    """Cgroup `name` in each v1 controller, its cpuset on CPUS; returns the directories."""
+    dirs = [os.path.join(CG_ROOT, c, name) for c in controllers]
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+    cs = os.path.join(CG_ROOT, "cpuset", name)
+    with open(os.path.join(cs, "cpuset.cpus"), "w") as f:
+        f.write(CPUS)
+    with open(os.path.join(CG_ROOT, "cpuset", "cpuset.mems")) as f:
+        mems = f.read().strip()
+    with open(os.path.join(cs, "cpuset.mems"), "w") as f:
+        f.write(mems)
+    return dirs
+
+
+def remove_cgroups(dirs):
+    """Removes the directories of `make_cgroups` once their tasks are gone."""
+    for d in dirs:
+        for _ in range(100):
+            try:
+                os.rmdir(d)
+                break
+            except OSError:
+                time.sleep(0.05)
+
+
 class SngAggressor(Background):
     """stress-ng in a cgroup of its own (cpu, cpuset, memory, pids), like an isobench tenant.
 
@@ -142,16 +168,7 @@ class SngAggressor(Background):
 
     def __init__(self, args, workdir):
         self.name = f"sngbench-{os.getpid()}"
-        self.dirs = [os.path.join(CG_ROOT, c, self.name) for c in self.CONTROLLERS]
-        for d in self.dirs:
-            os.makedirs(d, exist_ok=True)
-        cs = os.path.join(CG_ROOT, "cpuset", self.name)
-        with open(os.path.join(cs, "cpuset.cpus"), "w") as f:
-            f.write(CPUS)
-        with open(os.path.join(CG_ROOT, "cpuset", "cpuset.mems")) as f:
-            mems = f.read().strip()
-        with open(os.path.join(cs, "cpuset.mems"), "w") as f:
-            f.write(mems)
+        self.dirs = make_cgroups(self.name, self.CONTROLLERS)
         with open(os.path.join(CG_ROOT, "memory", self.name, "memory.limit_in_bytes"), "w") as f:
             f.write(str(4 << 30))
         with open(os.path.join(CG_ROOT, "pids", self.name, "pids.max"), "w") as f:
@@ -174,13 +191,7 @@ class SngAggressor(Background):
                 except ProcessLookupError:
                     pass
             time.sleep(0.05)
-        for d in self.dirs:
-            for _ in range(100):
-                try:
-                    os.rmdir(d)
-                    break
-                except OSError:
-                    time.sleep(0.05)
+        remove_cgroups(self.dirs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -36,7 +36,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stressors as sb  # noqa: E402  (the cgroup and bootstrap helpers)
@@ -52,29 +51,14 @@ class VictimCgroup:
 
     def __init__(self):
         self.name = f"tailbench-victim-{os.getpid()}"
-        self.dirs = [os.path.join(sb.CG_ROOT, c, self.name) for c in self.CONTROLLERS]
-        for d in self.dirs:
-            os.makedirs(d, exist_ok=True)
-        cs = os.path.join(sb.CG_ROOT, "cpuset", self.name)
-        with open(os.path.join(cs, "cpuset.cpus"), "w") as f:
-            f.write(sb.CPUS)
-        with open(os.path.join(sb.CG_ROOT, "cpuset", "cpuset.mems")) as f:
-            mems = f.read().strip()
-        with open(os.path.join(cs, "cpuset.mems"), "w") as f:
-            f.write(mems)
+        self.dirs = sb.make_cgroups(self.name, self.CONTROLLERS)
 
     def run(self, argv, timeout):
         join = " ".join(f"echo $$ > {d}/cgroup.procs;" for d in self.dirs)
         return sb.sh(["sh", "-c", f"{join} exec {shlex.join(argv)}"], timeout=timeout)
 
     def remove(self):
-        for d in self.dirs:
-            for _ in range(100):
-                try:
-                    os.rmdir(d)
-                    break
-                except OSError:
-                    time.sleep(0.05)
+        sb.remove_cgroups(self.dirs)
 
 
 def fio(cg, workdir, seconds):

@@ -174,6 +174,14 @@ struct Snap {
     stress: Vec<Option<Result<StressProgress, TenantFailure>>>,
 }
 
+/// Seconds of a trial its aggressors spent frozen (on/off), which are no time to work.
+fn frozen_s(common: &TrialCommon) -> f64 {
+    common
+        .modulation
+        .as_ref()
+        .map_or(0.0, |m| crate::onoff::frozen_time(m).as_secs_f64())
+}
+
 /// Runs a plan against a backend, recording into a store.
 pub struct Engine<'a> {
     plan: &'a Plan,
@@ -1251,39 +1259,49 @@ impl<'a> Engine<'a> {
         stopped: &BTreeMap<usize, Result<isobench_workloads::StressReport, String>>,
         common: &TrialCommon,
     ) -> (Vec<StressorReport>, Vec<(usize, String)>) {
-        let frozen = common
-            .modulation
-            .as_ref()
-            .map_or(0.0, |m| crate::onoff::frozen_time(m).as_secs_f64());
         let mut reports = Vec::new();
         let mut dnr = Vec::new();
         for (&i, r) in stopped {
-            let run = self.assignment(c, i).expect("only assigned slots run");
             match r {
                 Ok(r) => {
-                    let running = r.elapsed_s - frozen;
-                    let rate = if running > 1e-3 && running >= r.elapsed_s / 20.0 {
-                        r.ops as f64 / running
-                    } else {
-                        0.0
+                    // The whole run, from its start (no operations, no time) to its stop.
+                    let end = StressProgress {
+                        ops: r.ops,
+                        elapsed_s: r.elapsed_s,
                     };
-                    reports.push(StressorReport {
-                        tenant: self.slots[i].name.clone(),
-                        stressor: run.stressor.clone(),
-                        intensity: run.intensity,
-                        mode: if solo {
-                            StressorMode::Alone
-                        } else {
-                            StressorMode::Contended
-                        },
-                        ops: r.ops as f64,
-                        ops_per_sec: rate,
-                    });
+                    let rate = end
+                        .rate_since_running(&StressProgress::default(), frozen_s(common))
+                        .unwrap_or(0.0);
+                    reports.push(self.stressor_report(c, i, solo, r.ops as f64, rate));
                 }
                 Err(why) => dnr.push((i, why.clone())),
             }
         }
         (reports, dnr)
+    }
+
+    /// Aggressor slot `i`'s own rate under condition `c` in one trial.
+    fn stressor_report(
+        &self,
+        c: usize,
+        i: usize,
+        solo: bool,
+        ops: f64,
+        ops_per_sec: f64,
+    ) -> StressorReport {
+        let run = self.assignment(c, i).expect("only assigned slots run");
+        StressorReport {
+            tenant: self.slots[i].name.clone(),
+            stressor: run.stressor.clone(),
+            intensity: run.intensity,
+            mode: if solo {
+                StressorMode::Alone
+            } else {
+                StressorMode::Contended
+            },
+            ops,
+            ops_per_sec,
+        }
     }
 
     /// Records what an aggressor's stressor delivered over a block, in physical units
@@ -1606,9 +1624,7 @@ impl<'a> Engine<'a> {
             noise,
             limits: self.limits.clone(),
         };
-        if let Some(m) = &common.modulation {
-            self.block_frozen_s += crate::onoff::frozen_time(m).as_secs_f64();
-        }
+        self.block_frozen_s += frozen_s(&common);
 
         let solo = t.what == TrialWhat::Solo;
         let (mut reports, aggressor_dnr) = match (cond, &stopped) {
@@ -1694,23 +1710,9 @@ impl<'a> Engine<'a> {
                 (Some(Ok(a)), Some(Ok(b))) => {
                     // Frozen time is no time to work: the rate counts the running time
                     // between the two readings (which enclose the trial and its set-up).
-                    let frozen = common
-                        .modulation
-                        .as_ref()
-                        .map_or(0.0, |m| crate::onoff::frozen_time(m).as_secs_f64());
-                    let rate = b.rate_since_running(a, frozen).unwrap_or(0.0);
-                    reports.push(StressorReport {
-                        tenant: self.slots[i].name.clone(),
-                        stressor: run.stressor.clone(),
-                        intensity: run.intensity,
-                        mode: if solo {
-                            StressorMode::Alone
-                        } else {
-                            StressorMode::Contended
-                        },
-                        ops: b.ops.saturating_sub(a.ops) as f64,
-                        ops_per_sec: rate,
-                    });
+                    let rate = b.rate_since_running(a, frozen_s(common)).unwrap_or(0.0);
+                    let ops = b.ops.saturating_sub(a.ops) as f64;
+                    reports.push(self.stressor_report(c, i, solo, ops, rate));
                 }
                 (Some(Err(e)), _) | (_, Some(Err(e))) => {
                     dnr.push((i, format!("{}: {e}", run.stressor)));

@@ -1106,20 +1106,7 @@ impl Platform for K8sPlatform {
 
     /// Every tenant's image is in the node's containerd: all missing ones in one error.
     fn preflight(&mut self, specs: &[TenantSpec]) -> Result<()> {
-        let mut missing = Vec::new();
-        for spec in specs {
-            crate::tenant::check_image(spec, KIND)?;
-            if let Some(r) = &spec.image {
-                if let Err(e) = self.user_image(&spec.name, r) {
-                    missing.push(format!("{e:#}"));
-                }
-            }
-        }
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            bail!("{}", missing.join("\n"))
-        }
+        crate::userimage::preflight_all(specs, KIND, |t, r| self.user_image(t, r))
     }
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
