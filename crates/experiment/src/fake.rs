@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use isobench_workloads::{Class, Direction, Metric, StressReport};
+use isobench_workloads::{Class, Direction, StressReport};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -631,16 +631,10 @@ impl TenantDriver for FakeTenant {
         };
         let window = run.window.filter(|w| !w.is_zero());
         let mut metrics = Vec::new();
-        for spec in probe.metrics() {
-            let base = base_value(probe.name(), spec.name);
+        for spec in probe.metrics_for(&run.params) {
+            let base = base_value(probe.name(), &spec.name);
             if is_run_fact(spec.direction, spec.aggregate) {
-                metrics.push(Metric::new(
-                    spec.name,
-                    spec.unit,
-                    base,
-                    spec.direction,
-                    spec.aggregate,
-                ));
+                metrics.push(spec.value(base));
                 continue;
             }
             let threads = run.params.0.get("threads").and_then(|v| v.as_u64());
@@ -659,7 +653,7 @@ impl TenantDriver for FakeTenant {
             let metric = match window {
                 None => {
                     let v = value_at(&mut st, t0 + run.budget / 2);
-                    Metric::new(spec.name, spec.unit, v, spec.direction, spec.aggregate)
+                    spec.value(v)
                 }
                 Some(w) => {
                     let count = (run.budget.as_nanos() / w.as_nanos()).max(1) as u32;
@@ -674,8 +668,7 @@ impl TenantDriver for FakeTenant {
                         });
                     }
                     let mean = series.iter().map(|x| x.value).sum::<f64>() / series.len() as f64;
-                    Metric::new(spec.name, spec.unit, mean, spec.direction, spec.aggregate)
-                        .with_series(series)
+                    spec.value(mean).with_series(series)
                 }
             };
             metrics.push(with_fake_iterations(

@@ -566,7 +566,11 @@ impl Plan {
             return p.metrics.iter().any(|m| m == metric);
         }
         !isobench_workloads::probe(&p.name)
-            .and_then(|w| w.metrics().iter().find(|m| m.name == metric))
+            .and_then(|w| {
+                w.metrics_for(&p.params)
+                    .into_iter()
+                    .find(|m| m.name == metric)
+            })
             .is_some_and(|m| is_run_fact(m.direction, m.aggregate))
     }
 

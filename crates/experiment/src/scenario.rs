@@ -1671,7 +1671,8 @@ fn check_probes(c: &mut Checker<'_>, raw: &[Spanned<RawProbe>]) -> Vec<ProbeSpec
         );
         let mut metrics = Vec::new();
         if let Some(ms) = &p.metrics {
-            let declared: Vec<&str> = probe.metrics().iter().map(|m| m.name).collect();
+            let specs = probe.metrics_for(&params);
+            let declared: Vec<&str> = specs.iter().map(|m| m.name.as_str()).collect();
             if ms.get_ref().is_empty() {
                 c.err(
                     span_of(ms),
@@ -1697,7 +1698,10 @@ fn check_probes(c: &mut Checker<'_>, raw: &[Spanned<RawProbe>]) -> Vec<ProbeSpec
                         &declared.join(", "),
                         match near.first() {
                             Some(n) => format!("did you mean \"{n}\"?"),
-                            None => "use a metric `isobench list` shows for this probe".into(),
+                            None => format!(
+                                "name a metric {} reports with these params (allowed, above)",
+                                probe.name()
+                            ),
                         },
                     );
                 }

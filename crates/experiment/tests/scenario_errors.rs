@@ -288,3 +288,50 @@ fn tenant_names_that_could_become_a_path_or_an_option_are_refused() {
         assert!(e.contains("tenant[0].name"), "{name}: {e}");
     }
 }
+
+/// A `command` probe's metric is the one its params declare (`name = "read_p99_ns"`), so a
+/// scenario's `metrics = [...]` selects it by that name.
+const COMMAND_SCENARIO: &str = r#"
+kind = "matrix"
+
+[[tenant]]
+name = "v"
+role = "victim"
+
+[[tenant]]
+name = "a"
+role = "aggressor"
+
+[[probe]]
+name = "command"
+params = { cmd = "fio --output-format=json", metric = 'json:jobs[0].read.clat_ns.percentile["99.000000"]', unit = "ns", direction = "lower", name = "read_p99_ns" }
+metrics = [METRICS]
+
+[[stressor]]
+name = "cpu"
+"#;
+
+#[test]
+fn a_command_probe_selects_the_metric_its_params_declare() {
+    let text = COMMAND_SCENARIO.replace("METRICS", "\"read_p99_ns\"");
+    let sc = Scenario::parse(Source::new("good.toml", text)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(sc.probes[0].metrics, vec!["read_p99_ns".to_string()]);
+}
+
+#[test]
+fn a_command_probe_metric_not_declared_names_the_field_and_the_declared_one() {
+    let err = parse_err(&COMMAND_SCENARIO.replace("METRICS", "\"value\""));
+    assert!(err.contains("probe[0].metrics"), "{err}");
+    assert!(
+        err.contains("command does not report a metric `value`"),
+        "{err}"
+    );
+    assert!(err.contains("read_p99_ns"), "the declared name is listed: {err}");
+    insta::assert_snapshot!(err);
+}
+
+#[test]
+fn a_command_probe_metric_near_the_declared_one_is_suggested() {
+    let err = parse_err(&COMMAND_SCENARIO.replace("METRICS", "\"read_p99\""));
+    assert!(err.contains("did you mean \"read_p99_ns\"?"), "{err}");
+}

@@ -56,7 +56,13 @@ fn header(c: &RunComparison) -> String {
 /// and what the runs do not share.
 pub fn render_comparison(c: &RunComparison, style: Style) -> String {
     let mut out = header(c);
-    if c.cells.is_empty() {
+    if c.cells.is_empty() && c.kind_sections().next().is_some() {
+        let _ = writeln!(
+            out,
+            "\nno degradation cell to test: the kind's own tables are set side by side below, \
+             each run's figures with their intervals"
+        );
+    } else if c.cells.is_empty() {
         let _ = writeln!(
             out,
             "\nno cell of A is measured in another run: nothing to test (see what is not shared)"

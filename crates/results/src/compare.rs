@@ -19,10 +19,15 @@ use isobench_stats::{
 use serde::{Deserialize, Serialize};
 
 use crate::headline::p_text;
-use crate::{Cell, Column, Results, RunInfo, Section, Value, SOLO_PROBE, UNTRUSTWORTHY_MARK};
+use crate::{
+    Cell, Column, Plot, Results, RunInfo, Section, Value, SOLO_PROBE, UNTRUSTWORTHY_MARK,
+};
 
 /// Version of the [`RunComparison`] document (JSON of `isobench compare`).
 pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
+
+/// The id prefix of a kind's section set side by side (`kind-protection`).
+pub const KIND_PREFIX: &str = "kind-";
 
 /// The correction applied across every difference tested.
 const CORRECTION: Correction = Correction::Holm;
@@ -217,6 +222,11 @@ impl RunComparison {
         };
         c.sections = c.build_sections(kind_sections);
         c
+    }
+
+    /// The kinds' own sections set side by side (a protection summary, a curve), in order.
+    pub fn kind_sections(&self) -> impl Iterator<Item = &Section> {
+        self.sections.iter().filter(|s| s.id.starts_with(KIND_PREFIX))
     }
 
     /// The labels of the runs, reference first.
@@ -757,8 +767,9 @@ fn unshared_cells(
     out
 }
 
-/// The kinds' own sections that every run has with the same columns and row labels, side by
-/// side; the others as not shared.
+/// The kinds' own sections that every run has with the same columns, side by side, their
+/// rows matched by label (a protection run's `setting/aggressor`, a curve's setting); the
+/// rows only some runs have, and the sections that cannot be set side by side, as not shared.
 fn compare_sections(runs: &[Results], labels: &[String]) -> (Vec<Section>, Vec<NotShared>) {
     let mut ids: Vec<&str> = Vec::new();
     for s in runs.iter().flat_map(|r| &r.sections) {
@@ -786,25 +797,28 @@ fn compare_sections(runs: &[Results], labels: &[String]) -> (Vec<Section>, Vec<N
             .map(|(l, _)| l.clone())
             .collect();
         let all: Vec<&Section> = found.iter().flatten().copied().collect();
-        let why = if all.len() < runs.len() {
+        let aligned = if all.len() < runs.len() {
             let missing: Vec<&str> = labels
                 .iter()
                 .zip(&found)
                 .filter(|(_, s)| s.is_none())
                 .map(|(l, _)| l.as_str())
                 .collect();
-            Some(format!("not in {}", missing.join(", ")))
+            Err(format!("not in {}", missing.join(", ")))
         } else {
-            sections_differ(&all, labels)
+            align(&all, labels)
         };
-        match why {
-            Some(why) => not_shared.push(NotShared {
+        match aligned {
+            Err(why) => not_shared.push(NotShared {
                 what,
                 runs: having,
                 why,
             }),
-            None if runs.len() > 1 => side_by_side.push(beside(&all, labels)),
-            None => {}
+            Ok(rows) if runs.len() > 1 => {
+                not_shared.extend(unshared_rows(id, &rows, labels));
+                side_by_side.push(beside(&all, labels, &rows));
+            }
+            Ok(_) => {}
         }
     }
     (side_by_side, not_shared)
@@ -818,43 +832,152 @@ fn row_labels(s: &Section) -> Vec<String> {
         .collect()
 }
 
-/// Why sections of the same id cannot be set side by side, if they cannot.
-fn sections_differ(all: &[&Section], labels: &[String]) -> Option<String> {
+/// One row of sections set side by side: its label, and its index in each run's section
+/// (`None` where the run has no row of that label).
+type AlignedRow = (String, Vec<Option<usize>>);
+
+/// How sections of the same id line up, or why they cannot be set side by side: the same
+/// columns are needed; rows are matched by position when every run has the same row labels,
+/// else by label when no section repeats one (in the reference's order, then each other
+/// run's rows it lacks), and at least one row must be in two runs.
+fn align(all: &[&Section], labels: &[String]) -> Result<Vec<AlignedRow>, String> {
     let first = all[0];
     for (s, l) in all.iter().zip(labels).skip(1) {
         if s.headers() != first.headers() {
-            return Some(format!(
+            return Err(format!(
                 "columns differ: {}: {}; {l}: {}",
                 labels[0],
                 first.headers().join(", "),
                 s.headers().join(", ")
             ));
         }
-        let (a, b) = (row_labels(first), row_labels(s));
-        if a.len() != b.len() {
-            return Some(format!(
-                "{} has {} rows, {l} has {}",
-                labels[0],
-                a.len(),
-                b.len()
-            ));
-        }
-        if let Some((x, y)) = a.iter().zip(&b).find(|(x, y)| x != y) {
-            return Some(format!(
-                "row labels differ: {} `{x}` where {l} has `{y}`",
-                labels[0]
-            ));
-        }
     }
     if first.columns.is_empty() {
-        return Some("the section has no columns".to_string());
+        return Err("the section has no columns".to_string());
     }
-    None
+    let per_run: Vec<Vec<String>> = all.iter().map(|s| row_labels(s)).collect();
+    if per_run.iter().all(|r| *r == per_run[0]) {
+        return Ok(per_run[0]
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.clone(), vec![Some(i); all.len()]))
+            .collect());
+    }
+    let unique = per_run.iter().all(|r| {
+        let mut seen: Vec<&String> = r.iter().collect();
+        seen.sort();
+        seen.dedup();
+        seen.len() == r.len()
+    });
+    if !unique {
+        // Repeated labels: rows can only be matched by position.
+        let a = &per_run[0];
+        for (b, l) in per_run.iter().zip(labels).skip(1) {
+            if a.len() != b.len() {
+                return Err(format!(
+                    "{} has {} rows, {l} has {}",
+                    labels[0],
+                    a.len(),
+                    b.len()
+                ));
+            }
+            if let Some((x, y)) = a.iter().zip(b).find(|(x, y)| x != y) {
+                return Err(format!(
+                    "row labels differ: {} `{x}` where {l} has `{y}`",
+                    labels[0]
+                ));
+            }
+        }
+    }
+    // A row a run adds goes after the row it follows in that run, so orders (settings,
+    // times) are kept.
+    let mut rows: Vec<AlignedRow> = Vec::new();
+    for (r, run_labels) in per_run.iter().enumerate() {
+        let mut next = 0;
+        for (i, l) in run_labels.iter().enumerate() {
+            match rows.iter().position(|(x, _)| x == l) {
+                Some(k) => {
+                    rows[k].1[r] = Some(i);
+                    next = k + 1;
+                }
+                None => {
+                    let mut at = vec![None; all.len()];
+                    at[r] = Some(i);
+                    rows.insert(next, (l.clone(), at));
+                    next += 1;
+                }
+            }
+        }
+    }
+    if !rows
+        .iter()
+        .any(|(_, at)| at.iter().filter(|x| x.is_some()).count() > 1)
+    {
+        return Err(format!(
+            "no row in common: {}",
+            labels
+                .iter()
+                .zip(&per_run)
+                .map(|(l, r)| format!("{l}: {}", r.join(", ")))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    Ok(rows)
 }
 
-/// Sections with the same columns and row labels side by side: the label column once, then
-/// each other column once per run.
-fn beside(all: &[&Section], labels: &[String]) -> Section {
+/// Most row labels a not-shared line names.
+const ROWS_NAMED: usize = 6;
+
+/// The rows of section `id` some runs lack, one line per set of runs that have them.
+fn unshared_rows(id: &str, rows: &[AlignedRow], labels: &[String]) -> Vec<NotShared> {
+    let mut groups: Vec<(Vec<bool>, Vec<&str>)> = Vec::new();
+    for (label, at) in rows {
+        let present: Vec<bool> = at.iter().map(Option::is_some).collect();
+        if present.iter().all(|&x| x) {
+            continue;
+        }
+        match groups.iter_mut().find(|(p, _)| *p == present) {
+            Some((_, ls)) => ls.push(label),
+            None => groups.push((present, vec![label])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(present, ls)| {
+            let mut named: Vec<String> = ls
+                .iter()
+                .take(ROWS_NAMED)
+                .map(|l| format!("`{l}`"))
+                .collect();
+            if ls.len() > ROWS_NAMED {
+                named.push(format!("{} more", ls.len() - ROWS_NAMED));
+            }
+            let pick = |want: bool| -> Vec<String> {
+                labels
+                    .iter()
+                    .zip(&present)
+                    .filter(|(_, &x)| x == want)
+                    .map(|(l, _)| l.clone())
+                    .collect()
+            };
+            NotShared {
+                what: format!(
+                    "{} {} of section {id}",
+                    if ls.len() == 1 { "row" } else { "rows" },
+                    named.join(", ")
+                ),
+                runs: pick(true),
+                why: format!("not in {}", pick(false).join(", ")),
+            }
+        })
+        .collect()
+}
+
+/// Sections with the same columns side by side, rows as [`align`] matched them: the label
+/// column once, then each other column once per run (empty where the run lacks the row).
+/// A bar chart or a time series is kept, a bar or a line per run.
+fn beside(all: &[&Section], labels: &[String], rows: &[AlignedRow]) -> Section {
     let first = all[0];
     let mut columns = vec![first.columns[0].clone()];
     for c in &first.columns[1..] {
@@ -866,19 +989,34 @@ fn beside(all: &[&Section], labels: &[String]) -> Section {
         }
     }
     let mut s = Section::new(
-        &format!("kind-{}", first.id),
+        &format!("{KIND_PREFIX}{}", first.id),
         format!("{} ({})", first.title, labels.join(" | ")),
         columns,
     );
-    for (i, r) in first.rows.iter().enumerate() {
-        let mut row = vec![r[0].clone()];
+    for (label, at) in rows {
+        let mut row = vec![Value::text_of(label)];
+        if let Some(v) = all
+            .iter()
+            .zip(at)
+            .find_map(|(o, i)| i.and_then(|i| o.rows[i].first()))
+        {
+            row[0] = v.clone();
+        }
         for c in 1..first.columns.len() {
-            for other in all {
-                row.push(other.rows[i].get(c).cloned().unwrap_or(Value::Empty));
+            for (other, i) in all.iter().zip(at) {
+                row.push(
+                    i.and_then(|i| other.rows[i].get(c))
+                        .cloned()
+                        .unwrap_or(Value::Empty),
+                );
             }
         }
         s.push(row);
     }
+    s.plot = first
+        .plot
+        .as_ref()
+        .and_then(|p| plot_beside(p, all.len()));
     if all.iter().all(|o| o.notes == first.notes) {
         s.notes = first.notes.clone();
     } else {
@@ -887,6 +1025,35 @@ fn beside(all: &[&Section], labels: &[String]) -> Section {
         }
     }
     s
+}
+
+/// A section's bar chart or time series for its columns set side by side for `n` runs: the
+/// label (time) column stays the first, each value column becomes its `n` copies. `None` for
+/// the other plots, whose columns say which line a row is on.
+fn plot_beside(plot: &Plot, n: usize) -> Option<Plot> {
+    let copies = |c: usize| (0..n).map(move |r| 1 + (c - 1) * n + r);
+    let values = |y: &[usize]| -> Option<Vec<usize>> {
+        y.iter()
+            .all(|&c| c >= 1)
+            .then(|| y.iter().flat_map(|&c| copies(c)).collect())
+    };
+    match plot {
+        Plot::Bars {
+            label,
+            y,
+            reference,
+        } if label == &[0] => Some(Plot::Bars {
+            label: vec![0],
+            y: values(y)?,
+            reference: *reference,
+        }),
+        Plot::Series { x: 0, y, spans } => Some(Plot::Series {
+            x: 0,
+            y: values(y)?,
+            spans: spans.clone(),
+        }),
+        _ => None,
+    }
 }
 
 /// The value of a setting a run does not have.

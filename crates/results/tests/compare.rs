@@ -266,6 +266,46 @@ fn kind_sections_are_set_side_by_side_when_their_rows_match() {
     assert_eq!(c.not_shared[0].what, "section only-a (only in A)");
     assert_eq!(c.not_shared[0].why, "not in B");
 
+    // Rows only one run has: matched by label, the others empty, and listed.
+    b.sections = vec![curve(&[("25", 1.5), ("75", 3.0)])];
+    let c = RunComparison::new(&[a.clone(), b.clone()]);
+    let s = section(&c, "kind-curve");
+    assert_eq!(
+        s.text_rows(),
+        [
+            ["25", "1.0 [0.0, 2.0]", "1.5 [0.5, 2.5]"],
+            ["50", "2.0 [1.0, 3.0]", "-"],
+            ["75", "-", "3.0 [2.0, 4.0]"],
+        ]
+    );
+    let rows: Vec<(&str, &[String], &str)> = c
+        .not_shared
+        .iter()
+        .filter(|n| n.what.contains("of section curve"))
+        .map(|n| (n.what.as_str(), n.runs.as_slice(), n.why.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("row `50` of section curve", &["A".to_string()][..], "not in B"),
+            ("row `75` of section curve", &["B".to_string()][..], "not in A"),
+        ]
+    );
+
+    // No row in common: nothing to set side by side.
+    b.sections = vec![curve(&[("75", 3.0)])];
+    let c = RunComparison::new(&[a.clone(), b.clone()]);
+    assert!(c.sections.iter().all(|s| s.id != "kind-curve"));
+    let why = &c
+        .not_shared
+        .iter()
+        .find(|n| n.what.starts_with("section curve"))
+        .unwrap()
+        .why;
+    assert_eq!(why, "no row in common: A: 25, 50; B: 75");
+
+    // Labels a section repeats can only be matched by position.
+    a.sections = vec![curve(&[("25", 1.0), ("25", 2.0)])];
     b.sections = vec![curve(&[("25", 1.5), ("75", 3.0)])];
     let c = RunComparison::new(&[a, b]);
     assert!(c.sections.iter().all(|s| s.id != "kind-curve"));
@@ -275,7 +315,88 @@ fn kind_sections_are_set_side_by_side_when_their_rows_match() {
         .find(|n| n.what.starts_with("section curve"))
         .unwrap()
         .why;
-    assert_eq!(why, "row labels differ: A `50` where B has `75`");
+    assert_eq!(why, "row labels differ: A `25` where B has `75`");
+}
+
+/// A protection run's summary under two settings beside a run that left one of them out
+/// (a cgroup v2 setting on a v1 host): the shared setting's figures side by side with their
+/// intervals, the other listed, and the bar chart kept, a bar per run.
+#[test]
+fn protection_summaries_are_side_by_side_by_setting_and_aggressor() {
+    let summary = |rows: &[(&str, f64, f64)]| {
+        let mut s = Section::new(
+            "protection",
+            "Protection of the service",
+            vec![
+                Column::text("aggressor"),
+                Column::text("episodes"),
+                Column::unit("isol mean", "%"),
+                Column::unit("work conserved", "%"),
+            ],
+        )
+        .with_plot(isobench_results::Plot::Bars {
+            label: vec![0],
+            y: vec![2, 3],
+            reference: Some(100.0),
+        });
+        for (label, isol, wc) in rows {
+            s.push(vec![
+                Value::text_of(*label),
+                Value::text_of("2"),
+                Value::estimate(*isol, isol - 2.0, isol + 2.0, 1),
+                Value::estimate(*wc, wc - 5.0, wc + 5.0, 1),
+            ]);
+        }
+        s
+    };
+    let mut a = run("RA", "s", &["svc"], Vec::new());
+    let mut b = run("RB", "s", &["svc"], Vec::new());
+    a.sections = vec![summary(&[
+        ("none/cpu@100", 60.0, 100.0),
+        ("v2-weight/cpu@100", 97.0, 70.0),
+    ])];
+    b.sections = vec![summary(&[("none/cpu@100", 55.0, 98.0)])];
+    let c = RunComparison::new(&[a, b]);
+    let s = section(&c, "kind-protection");
+    assert_eq!(
+        s.headers(),
+        [
+            "aggressor",
+            "episodes A",
+            "episodes B",
+            "isol mean A [%]",
+            "isol mean B [%]",
+            "work conserved A [%]",
+            "work conserved B [%]",
+        ]
+    );
+    assert_eq!(
+        s.text_rows()[0],
+        [
+            "none/cpu@100",
+            "2",
+            "2",
+            "60.0 [58.0, 62.0]",
+            "55.0 [53.0, 57.0]",
+            "100.0 [95.0, 105.0]",
+            "98.0 [93.0, 103.0]",
+        ]
+    );
+    assert_eq!(s.text_rows()[1][4], "-");
+    assert_eq!(
+        s.plot,
+        Some(isobench_results::Plot::Bars {
+            label: vec![0],
+            y: vec![3, 4, 5, 6],
+            reference: Some(100.0),
+        })
+    );
+    let n = c
+        .not_shared
+        .iter()
+        .find(|n| n.what == "row `v2-weight/cpu@100` of section protection")
+        .unwrap();
+    assert_eq!((n.runs.as_slice(), n.why.as_str()), (&["A".to_string()][..], "not in B"));
 }
 
 #[test]

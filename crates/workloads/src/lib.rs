@@ -29,7 +29,9 @@ pub mod util;
 
 pub use ctx::{ProbeCtx, StressCtx};
 pub use env::{CacheInfo, Env, HostFacts, Unsupported};
-pub use metric::{Aggregate, Direction, LatencyHistogram, Metric, MetricSpec, Window};
+pub use metric::{
+    Aggregate, DeclaredMetric, Direction, LatencyHistogram, Metric, MetricSpec, Window,
+};
 pub use params::{ParamError, ParamKind, ParamSpec, ParamValues};
 pub use probes::PROBES;
 pub use stressors::STRESSORS;
@@ -51,8 +53,18 @@ pub trait Probe: Sync {
     fn class(&self) -> Class;
     /// Parameters with defaults and ranges.
     fn params(&self) -> &'static [ParamSpec];
-    /// The metrics `run` returns (names may carry a variant suffix documented in `help`).
+    /// The metrics `run` returns (names may carry a variant suffix documented in `help`),
+    /// as the catalogue lists them. A probe whose metrics depend on its parameters lists
+    /// placeholders here; [`Probe::metrics_for`] gives the real ones.
     fn metrics(&self) -> &'static [MetricSpec];
+    /// The metrics `run` returns with `params`: what a scenario's `metrics = [...]` may
+    /// name and what a plan reads directions and units from. The default is
+    /// [`Probe::metrics`]; a probe whose parameters name its metric (`command`) returns that
+    /// one. Parameters too broken to say fall back to [`Probe::metrics`]: the run reports
+    /// what is wrong with them.
+    fn metrics_for(&self, _params: &ParamValues) -> Vec<DeclaredMetric> {
+        self.metrics().iter().map(DeclaredMetric::from).collect()
+    }
     /// Whether the probe can run here, and if not why.
     fn supported(&self, env: &Env) -> Result<(), Unsupported>;
     /// Runs the probe once with validated parameters.

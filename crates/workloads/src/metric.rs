@@ -50,6 +50,45 @@ impl MetricSpec {
     }
 }
 
+/// A metric a probe reports with given parameters: a [`MetricSpec`] whose name and unit may
+/// come from those parameters (the `command` probe's `name` and `unit`), so a scenario can
+/// select it and a plan can read its direction without running the probe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeclaredMetric {
+    /// Metric name, snake_case.
+    pub name: String,
+    /// Unit.
+    pub unit: String,
+    /// Better direction.
+    pub direction: Direction,
+    /// How repeated values combine.
+    pub aggregate: Aggregate,
+}
+
+impl From<&MetricSpec> for DeclaredMetric {
+    fn from(m: &MetricSpec) -> Self {
+        DeclaredMetric {
+            name: m.name.to_string(),
+            unit: m.unit.to_string(),
+            direction: m.direction,
+            aggregate: m.aggregate,
+        }
+    }
+}
+
+impl DeclaredMetric {
+    /// A metric value of this shape.
+    pub fn value(&self, value: f64) -> Metric {
+        Metric::new(
+            self.name.clone(),
+            self.unit.clone(),
+            value,
+            self.direction,
+            self.aggregate,
+        )
+    }
+}
+
 /// One measured value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metric {

@@ -77,6 +77,23 @@ fn every_probe_has_help_and_metrics() {
 }
 
 #[test]
+fn every_probe_declares_metrics_at_its_default_params() {
+    for p in PROBES {
+        let params = ParamValues::defaults(p.name(), p.params());
+        let declared = p.metrics_for(&params);
+        assert!(!declared.is_empty(), "{}: no metric at defaults", p.name());
+        for m in &declared {
+            assert!(!m.unit.is_empty(), "{}: {} has no unit", p.name(), m.name);
+        }
+        if p.name() != "command" {
+            let listed: Vec<&str> = p.metrics().iter().map(|m| m.name).collect();
+            let got: Vec<&str> = declared.iter().map(|m| m.name.as_str()).collect();
+            assert_eq!(got, listed, "{}: params-free metrics differ", p.name());
+        }
+    }
+}
+
+#[test]
 fn every_stressor_documents_its_intensity_knob() {
     for s in STRESSORS {
         assert!(s.help().len() > 20, "{}: help too short", s.name());

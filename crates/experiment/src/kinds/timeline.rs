@@ -285,12 +285,17 @@ impl ExperimentKind for Timeline {
 /// The metrics of a scheduled trial's record that have a window series (those the plan
 /// tracks, when there is a plan), each with its better direction and its unit.
 fn metrics(t: &TrialRecord, plan: Option<&Plan>) -> Vec<(String, Direction, String)> {
-    let spec = isobench_workloads::probe(&t.probe)
+    let planned = plan.and_then(|p| p.probes.iter().find(|x| x.id == t.probe));
+    let spec: Option<Vec<isobench_workloads::DeclaredMetric>> = planned
+        .and_then(|x| isobench_workloads::probe(&x.name).map(|w| w.metrics_for(&x.params)))
         .or_else(|| {
-            plan.and_then(|p| p.probes.iter().find(|x| x.id == t.probe))
-                .and_then(|x| isobench_workloads::probe(&x.name))
-        })
-        .map(|p| p.metrics());
+            isobench_workloads::probe(&t.probe).map(|w| {
+                w.metrics()
+                    .iter()
+                    .map(isobench_workloads::DeclaredMetric::from)
+                    .collect()
+            })
+        });
     t.series
         .iter()
         .filter(|s| plan.is_none_or(|p| p.tracks(&t.probe, &s.metric)))
@@ -301,8 +306,9 @@ fn metrics(t: &TrialRecord, plan: Option<&Plan>) -> Vec<(String, Direction, Stri
                 .find(|x| x.metric == s.metric)
                 .map(|x| (x.direction, x.unit.clone()))
                 .or_else(|| {
-                    spec.and_then(|m| m.iter().find(|m| m.name == s.metric))
-                        .map(|m| (m.direction, m.unit.to_string()))
+                    spec.as_ref()
+                        .and_then(|m| m.iter().find(|m| m.name == s.metric))
+                        .map(|m| (m.direction, m.unit.clone()))
                 })?;
             Some((s.metric.clone(), direction, unit))
         })

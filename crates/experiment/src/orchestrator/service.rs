@@ -35,7 +35,7 @@ struct Calibrated {
 pub(super) fn asks_calibration(p: &PlannedProbe) -> bool {
     p.params.0.get("rate").and_then(|v| v.as_f64()) == Some(0.0)
         && isobench_workloads::probe(&p.name)
-            .is_some_and(|w| w.metrics().iter().any(|m| m.name == "max_rps"))
+            .is_some_and(|w| w.metrics_for(&p.params).iter().any(|m| m.name == "max_rps"))
 }
 
 fn metric(o: &crate::backend::ProbeOutcome, name: &str) -> Option<f64> {

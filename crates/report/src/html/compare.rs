@@ -44,6 +44,11 @@ pub fn html_comparison(c: &RunComparison) -> String {
         esc(c.correction.name()),
         esc(labels.first().copied().unwrap_or("A"))
     );
+    if c.cells.is_empty() && c.kind_sections().next().is_some() {
+        page.body.push_str(
+            r#"<p class="trust">No degradation cell to test: the kind's own tables below set each run's figures side by side, with their intervals.</p>"#,
+        );
+    }
     for (role, id, title) in [
         (Role::Victim, "victims", "Victim degradation"),
         (

@@ -22,7 +22,7 @@ use anyhow::bail;
 use serde::Deserialize;
 
 use crate::extract::{show_tail, Extract};
-use crate::metric::{Aggregate, Direction, Metric, MetricSpec};
+use crate::metric::{Aggregate, DeclaredMetric, Direction, Metric, MetricSpec};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::program::{split_command, Launch, Running, Stream};
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
@@ -134,11 +134,7 @@ fn metric_of(o: &Opts) -> anyhow::Result<(Source, String, String, Direction)> {
         Source::Output(Extract::parse("metric", o.metric.trim())?)
     };
     let name = o.name.trim();
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-    {
+    if !is_metric_name(name) {
         bail!("`name={name}` is not a metric name: use snake_case letters, digits and `_`");
     }
     let (unit, direction) = match source {
@@ -169,6 +165,41 @@ fn metric_of(o: &Opts) -> anyhow::Result<(Source, String, String, Direction)> {
     Ok((source, name.to_string(), unit, direction))
 }
 
+/// Whether `name` is snake_case letters, digits and `_`.
+fn is_metric_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The metric the parameters declare: checked when they are whole, else the name as given
+/// with what unit and direction they hold (the run reports what is missing). `None` when
+/// the parameters do not decode or the name is not a metric name.
+fn declared(params: &ParamValues) -> Option<DeclaredMetric> {
+    let o: Opts = params.decode("command").ok()?;
+    let (name, unit, direction) = match metric_of(&o) {
+        Ok((_, name, unit, direction)) => (name, unit, direction),
+        Err(_) => {
+            let name = o.name.trim();
+            if !is_metric_name(name) {
+                return None;
+            }
+            (
+                name.to_string(),
+                o.unit.clone().unwrap_or_default(),
+                o.direction.as_deref().map_or(Direction::Lower, direction),
+            )
+        }
+    };
+    Some(DeclaredMetric {
+        name,
+        unit,
+        direction,
+        aggregate: Aggregate::Mean,
+    })
+}
+
 fn direction(word: &str) -> Direction {
     if word == "higher" {
         Direction::Higher
@@ -197,6 +228,12 @@ impl Probe for Command {
     }
     fn metrics(&self) -> &'static [MetricSpec] {
         METRICS
+    }
+    fn metrics_for(&self, params: &ParamValues) -> Vec<DeclaredMetric> {
+        match declared(params) {
+            Some(m) => vec![m],
+            None => METRICS.iter().map(DeclaredMetric::from).collect(),
+        }
     }
     fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
         // The program is a parameter: it is looked for when the probe runs.
@@ -270,5 +307,72 @@ impl Probe for Command {
             direction,
             Aggregate::Mean,
         )])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(settings: &[&str]) -> ParamValues {
+        ParamValues::from_settings("command", PARAMS, settings).expect("valid settings")
+    }
+
+    #[test]
+    fn metrics_for_is_the_metric_the_params_declare() {
+        let p = params(&[
+            "cmd=fio --output-format=json",
+            "metric=json:jobs[0].read.clat_ns.percentile[\"99.000000\"]",
+            "name=read_p99_ns",
+            "unit=ns",
+            "direction=lower",
+        ]);
+        assert_eq!(
+            Command.metrics_for(&p),
+            vec![DeclaredMetric {
+                name: "read_p99_ns".into(),
+                unit: "ns".into(),
+                direction: Direction::Lower,
+                aggregate: Aggregate::Mean,
+            }]
+        );
+        let p = params(&[
+            "cmd=true",
+            "metric=regex:(\\d+) ops",
+            "name=ops",
+            "unit=ops/s",
+            "direction=higher",
+        ]);
+        let m = Command.metrics_for(&p);
+        assert_eq!((m[0].unit.as_str(), m[0].direction), ("ops/s", Direction::Higher));
+    }
+
+    #[test]
+    fn metrics_for_runtime_is_seconds_lower_is_better() {
+        let m = Command.metrics_for(&params(&["cmd=true"]));
+        assert_eq!(m.len(), 1);
+        assert_eq!(
+            (m[0].name.as_str(), m[0].unit.as_str(), m[0].direction),
+            ("value", "s", Direction::Lower)
+        );
+        let m = Command.metrics_for(&params(&["cmd=true", "name=build_s"]));
+        assert_eq!(m[0].name, "build_s");
+    }
+
+    #[test]
+    fn metrics_for_keeps_the_declared_name_when_the_unit_is_missing() {
+        // The run reports the missing unit; the name is still the one to select.
+        let m = Command.metrics_for(&params(&["cmd=true", "metric=regex:x", "name=p99"]));
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].name, "p99");
+    }
+
+    #[test]
+    fn metrics_for_falls_back_to_the_catalogue_on_a_bad_name() {
+        let m = Command.metrics_for(&params(&["cmd=true", "name=Read P99"]));
+        assert_eq!(
+            m,
+            METRICS.iter().map(DeclaredMetric::from).collect::<Vec<_>>()
+        );
     }
 }
