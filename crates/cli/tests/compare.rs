@@ -221,3 +221,239 @@ fn compare_in_every_format_and_its_errors() {
     let out = compare(&r, &[&r.quick, &r.small, "--format", "xml"]);
     assert_eq!(code(&out), 2);
 }
+
+/// A protection run on the fake platform: the service beside a CPU hog and a cache thrasher,
+/// under the isolation settings SETTINGS, three episodes each so every figure has its
+/// interval.
+const PROTECTION: &str = r#"
+name = "prot"
+kind = "protection"
+seed = SEED
+placement = "shared"
+
+[trial]
+warmup = "100ms"
+solo = "2s"
+timeout = "10s"
+max_retries = 0
+
+[repetitions]
+min = 1
+max = 1
+
+[protection]
+settle = "2s"
+stable = "8s"
+aggressor = "10s"
+recover = "8s"
+episodes = 3
+window = "1s"
+slo_ms = 5
+
+SETTINGS
+
+[[tenant]]
+name = "svc"
+role = "victim"
+limits = { memory = "512M", pids = 128 }
+
+[[tenant]]
+name = "batch"
+role = "aggressor"
+limits = { memory = "512M", pids = 64 }
+
+[[probe]]
+name = "service"
+params = { rate = 0, calibrate_s = 4 }
+
+[[stressor]]
+name = "cpu"
+
+[[stressor]]
+name = "cache"
+"#;
+
+const TWO_SETTINGS: &str = r#"
+[[protection.setting]]
+name = "none"
+
+[[protection.setting]]
+name = "capped"
+limits = { batch = { cpus = 0.5 } }
+"#;
+
+/// The section `id` of run `id_`'s exported results document.
+fn exported_section(db: &Path, run_id: &str, id: &str) -> isobench_results::Section {
+    let out = isobench()
+        .args(["export", run_id, "--format", "json", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let doc = json_of(&out);
+    let s = doc["results"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id)
+        .unwrap_or_else(|| panic!("run {run_id} exports no section {id}: {doc}"));
+    serde_json::from_value(s.clone()).unwrap()
+}
+
+/// The row of `s` whose first cell reads `label`.
+fn row_of<'a>(s: &'a isobench_results::Section, label: &str) -> Option<&'a [isobench_results::Value]> {
+    s.rows
+        .iter()
+        .find(|r| r[0].text() == label)
+        .map(Vec::as_slice)
+}
+
+#[test]
+fn protection_runs_are_compared_side_by_side_by_setting_and_aggressor() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let a_file = write(
+        dir.path(),
+        "a.toml",
+        &PROTECTION
+            .replace("SEED", "5")
+            .replace("SETTINGS", TWO_SETTINGS),
+    );
+    // B: another seed and platform, and a setting A does not have.
+    let b_file = write(
+        dir.path(),
+        "b.toml",
+        &PROTECTION.replace("SEED", "6").replace(
+            "SETTINGS",
+            &format!(
+                "{TWO_SETTINGS}\n[[protection.setting]]\nname = \"tight\"\nlimits = {{ batch = \
+                 {{ cpus = 0.2 }} }}\n"
+            ),
+        ),
+    );
+    let a = run(&db, &[&a_file, "--platform", "cgroup"]);
+    let b = run(&db, &[&b_file, "--platform", "oci"]);
+    let sa = exported_section(&db, &a, "protection");
+    let sb = exported_section(&db, &b, "protection");
+    let shared = ["none/cpu@100", "none/cache@100", "capped/cpu@100", "capped/cache@100"];
+    for label in shared {
+        assert!(row_of(&sa, label).is_some(), "A has no row {label}: {sa:?}");
+        assert!(row_of(&sb, label).is_some(), "B has no row {label}: {sb:?}");
+    }
+    assert!(row_of(&sb, "tight/cpu@100").is_some(), "{sb:?}");
+    // Three episodes: the figures carry their intervals.
+    let isol = sa.columns.iter().position(|c| c.name == "isol mean").unwrap();
+    assert!(
+        matches!(
+            row_of(&sa, "none/cpu@100").unwrap()[isol],
+            isobench_results::Value::Estimate { .. }
+        ),
+        "{sa:?}"
+    );
+
+    // JSON: each run's figure, as its results document has it, in its own column.
+    let out = isobench()
+        .args(["compare", &a, &b, "--format", "json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let doc = json_of(&out);
+    let side: isobench_results::Section = serde_json::from_value(
+        doc["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "kind-protection")
+            .unwrap_or_else(|| panic!("no side-by-side protection table: {doc}"))
+            .clone(),
+    )
+    .unwrap();
+    let col = |name: &str| {
+        side.columns
+            .iter()
+            .position(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no column {name}: {:?}", side.headers()))
+    };
+    let labels: Vec<String> = side.rows.iter().map(|r| r[0].text()).collect();
+    for label in sa.rows.iter().chain(&sb.rows).map(|r| r[0].text()) {
+        assert!(labels.contains(&label), "{label} missing from {labels:?}");
+    }
+    for (i, c) in sa.columns.iter().enumerate().skip(1) {
+        for label in &labels {
+            let got = row_of(&side, label).unwrap();
+            for (run_label, exported) in [("A", &sa), ("B", &sb)] {
+                let want = row_of(exported, label).map_or(isobench_results::Value::Empty, |r| {
+                    r[i].clone()
+                });
+                assert_eq!(
+                    got[col(&format!("{} {run_label}", c.name))],
+                    want,
+                    "{label}, {} of {run_label}",
+                    c.name
+                );
+            }
+        }
+    }
+    let not_shared = doc["not_shared"].as_array().unwrap();
+    assert!(
+        not_shared.iter().any(|n| n["what"]
+            == "rows `tight/cpu@100`, `tight/cache@100` of section protection"
+            && n["runs"] == serde_json::json!(["B"])
+            && n["why"] == "not in A"),
+        "{not_shared:?}"
+    );
+
+    // The terminal: the table under its title, each shared row with A's and B's figures
+    // (with their intervals) in that order.
+    let out = isobench()
+        .args(["compare", &a, &b, "--db"])
+        .arg(&db)
+        .env("COLUMNS", "400")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert!(t.contains("kind's own tables are set side by side"), "{t}");
+    let title = format!("{} (A | B)", sa.title);
+    let table = &t[t.find(&title).unwrap_or_else(|| panic!("{t}"))..];
+    for label in shared {
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no row {label}: {table}"));
+        for c in ["isol mean", "lat-imp", "work conserved", "aggressor rate"] {
+            let i = sa.columns.iter().position(|x| x.name == c).unwrap();
+            let (va, vb) = (
+                row_of(&sa, label).unwrap()[i].text(),
+                row_of(&sb, label).unwrap()[i].text(),
+            );
+            let at_a = line.find(&va).unwrap_or_else(|| panic!("{c} A {va}: {line}"));
+            let at_b = line[at_a + va.len()..]
+                .find(&vb)
+                .unwrap_or_else(|| panic!("{c} B {vb} after A's: {line}"));
+            assert!(at_b < line.len(), "{line}");
+        }
+    }
+    assert!(t.contains("tight/cpu@100"), "{t}");
+
+    // HTML: the same table, the same figures.
+    let html = dir.path().join("c.html");
+    let out = isobench()
+        .args(["compare", &a, &b, "-f", "html", "-o"])
+        .arg(&html)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("No degradation cell to test"), "html");
+    for label in shared {
+        let i = sa.columns.iter().position(|x| x.name == "isol mean").unwrap();
+        for s in [&sa, &sb] {
+            let v = row_of(s, label).unwrap()[i].text();
+            assert!(page.contains(&v), "{label}: {v} not in the HTML");
+        }
+    }
+}

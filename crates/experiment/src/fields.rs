@@ -137,6 +137,11 @@ impl<'c, 'a> Fields<'c, 'a> {
         self.present
     }
 
+    /// Whether the table sets `key` (and it has not been read yet).
+    pub fn has(&self, key: &str) -> bool {
+        self.table.keys().any(|k| k.get_ref() == key)
+    }
+
     /// The scenario file.
     pub fn source(&self) -> &Source {
         self.c.src

@@ -190,3 +190,16 @@ fn protection_settings_are_checked_where_they_are_written() {
     assert!(e.contains("protection.settle"), "{e}");
     assert!(e.contains("stable"), "{e}");
 }
+
+/// `slo_ms` in `[protection]` is the run's SLO: it was read as present and then taken as the
+/// default (10 ms), since looking for it took it out of the table.
+#[test]
+fn the_protection_tables_slo_is_kept_not_replaced_by_the_default() {
+    use isobench_experiment::kinds::protection::ProtectionSettings;
+    let plan = plan_of(SCENARIO);
+    let set = ProtectionSettings::of(&plan.settings).expect("protection settings");
+    assert_eq!(set.slo_ms, Some(5.0));
+    let without = SCENARIO.replace("slo_ms = 5\n", "");
+    let set = ProtectionSettings::of(&plan_of(&without).settings).unwrap();
+    assert_eq!(set.slo_ms, None, "the service's own slo_ms applies");
+}

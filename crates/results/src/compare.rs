@@ -889,24 +889,22 @@ fn align(all: &[&Section], labels: &[String]) -> Result<Vec<AlignedRow>, String>
             }
         }
     }
-    // A row a run adds goes after the row it follows in that run, so orders (settings,
-    // times) are kept.
+    // A row a run adds goes before the next of its rows already placed (else last), so
+    // orders (settings, times) are kept.
     let mut rows: Vec<AlignedRow> = Vec::new();
     for (r, run_labels) in per_run.iter().enumerate() {
-        let mut next = 0;
         for (i, l) in run_labels.iter().enumerate() {
-            match rows.iter().position(|(x, _)| x == l) {
-                Some(k) => {
-                    rows[k].1[r] = Some(i);
-                    next = k + 1;
-                }
-                None => {
-                    let mut at = vec![None; all.len()];
-                    at[r] = Some(i);
-                    rows.insert(next, (l.clone(), at));
-                    next += 1;
-                }
+            if let Some(k) = rows.iter().position(|(x, _)| x == l) {
+                rows[k].1[r] = Some(i);
+                continue;
             }
+            let mut at = vec![None; all.len()];
+            at[r] = Some(i);
+            let before = run_labels[i + 1..]
+                .iter()
+                .find_map(|next| rows.iter().position(|(x, _)| x == next))
+                .unwrap_or(rows.len());
+            rows.insert(before, (l.clone(), at));
         }
     }
     if !rows
@@ -1017,13 +1015,18 @@ fn beside(all: &[&Section], labels: &[String], rows: &[AlignedRow]) -> Section {
         .plot
         .as_ref()
         .and_then(|p| plot_beside(p, all.len()));
-    if all.iter().all(|o| o.notes == first.notes) {
-        s.notes = first.notes.clone();
-    } else {
-        for (o, l) in all.iter().zip(labels) {
-            s.notes.extend(o.notes.iter().map(|n| format!("{l}: {n}")));
-        }
+    // A note every run has is said once; the others with the run they belong to.
+    let everywhere = |n: &String| all.iter().all(|o| o.notes.contains(n));
+    for (o, l) in all.iter().zip(labels) {
+        s.notes.extend(
+            o.notes
+                .iter()
+                .filter(|n| !everywhere(n))
+                .map(|n| format!("{l}: {n}")),
+        );
     }
+    s.notes
+        .extend(first.notes.iter().filter(|n| everywhere(n)).cloned());
     s
 }
 

@@ -356,8 +356,19 @@ fn protection_summaries_are_side_by_side_by_setting_and_aggressor() {
         ("v2-weight/cpu@100", 97.0, 70.0),
     ])];
     b.sections = vec![summary(&[("none/cpu@100", 55.0, 98.0)])];
+    a.sections[0].notes = vec!["held 900 requests/s".into(), "isol%: the method".into()];
+    b.sections[0].notes = vec!["held 880 requests/s".into(), "isol%: the method".into()];
     let c = RunComparison::new(&[a, b]);
     let s = section(&c, "kind-protection");
+    assert_eq!(
+        s.notes,
+        [
+            "A: held 900 requests/s",
+            "B: held 880 requests/s",
+            "isol%: the method"
+        ],
+        "a note every run has is said once"
+    );
     assert_eq!(
         s.headers(),
         [

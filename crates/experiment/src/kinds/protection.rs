@@ -162,7 +162,7 @@ impl ExperimentKind for Protection {
             recover: f.duration("recover", Duration::from_secs(15)),
             episodes: f.int("episodes", (1, 1000), 3) as u32,
             window: f.duration("window", Duration::from_secs(1)),
-            slo_ms: f.get("slo_ms").is_some().then(|| {
+            slo_ms: f.has("slo_ms").then(|| {
                 f.float(
                     "slo_ms",
                     |x| x > 0.0 && x.is_finite(),
