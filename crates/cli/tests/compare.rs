@@ -301,7 +301,10 @@ fn exported_section(db: &Path, run_id: &str, id: &str) -> isobench_results::Sect
 }
 
 /// The row of `s` whose first cell reads `label`.
-fn row_of<'a>(s: &'a isobench_results::Section, label: &str) -> Option<&'a [isobench_results::Value]> {
+fn row_of<'a>(
+    s: &'a isobench_results::Section,
+    label: &str,
+) -> Option<&'a [isobench_results::Value]> {
     s.rows
         .iter()
         .find(|r| r[0].text() == label)
@@ -335,14 +338,23 @@ fn protection_runs_are_compared_side_by_side_by_setting_and_aggressor() {
     let b = run(&db, &[&b_file, "--platform", "oci"]);
     let sa = exported_section(&db, &a, "protection");
     let sb = exported_section(&db, &b, "protection");
-    let shared = ["none/cpu@100", "none/cache@100", "capped/cpu@100", "capped/cache@100"];
+    let shared = [
+        "none/cpu@100",
+        "none/cache@100",
+        "capped/cpu@100",
+        "capped/cache@100",
+    ];
     for label in shared {
         assert!(row_of(&sa, label).is_some(), "A has no row {label}: {sa:?}");
         assert!(row_of(&sb, label).is_some(), "B has no row {label}: {sb:?}");
     }
     assert!(row_of(&sb, "tight/cpu@100").is_some(), "{sb:?}");
     // Three episodes: the figures carry their intervals.
-    let isol = sa.columns.iter().position(|c| c.name == "isol mean").unwrap();
+    let isol = sa
+        .columns
+        .iter()
+        .position(|c| c.name == "isol mean")
+        .unwrap();
     assert!(
         matches!(
             row_of(&sa, "none/cpu@100").unwrap()[isol],
@@ -383,9 +395,8 @@ fn protection_runs_are_compared_side_by_side_by_setting_and_aggressor() {
         for label in &labels {
             let got = row_of(&side, label).unwrap();
             for (run_label, exported) in [("A", &sa), ("B", &sb)] {
-                let want = row_of(exported, label).map_or(isobench_results::Value::Empty, |r| {
-                    r[i].clone()
-                });
+                let want = row_of(exported, label)
+                    .map_or(isobench_results::Value::Empty, |r| r[i].clone());
                 assert_eq!(
                     got[col(&format!("{} {run_label}", c.name))],
                     want,
@@ -406,10 +417,11 @@ fn protection_runs_are_compared_side_by_side_by_setting_and_aggressor() {
 
     // The terminal: the table under its title, each shared row with A's and B's figures
     // (with their intervals) in that order.
+    // Wide enough that no block of columns parts A's figure from B's.
     let out = isobench()
         .args(["compare", &a, &b, "--db"])
         .arg(&db)
-        .env("COLUMNS", "400")
+        .env("COLUMNS", "2000")
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
@@ -417,22 +429,28 @@ fn protection_runs_are_compared_side_by_side_by_setting_and_aggressor() {
     assert!(t.contains("kind's own tables are set side by side"), "{t}");
     let title = format!("{} (A | B)", sa.title);
     let table = &t[t.find(&title).unwrap_or_else(|| panic!("{t}"))..];
+    // The table ends where the first timeline begins.
+    let table = &table[..table
+        .find("The service second by second")
+        .unwrap_or(table.len())];
     for label in shared {
-        let line = table
+        let line: String = table
             .lines()
-            .find(|l| l.starts_with(label))
-            .unwrap_or_else(|| panic!("no row {label}: {table}"));
+            .filter(|l| l.starts_with(&format!("{label} ")))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(!line.is_empty(), "no row {label}: {table}");
         for c in ["isol mean", "lat-imp", "work conserved", "aggressor rate"] {
             let i = sa.columns.iter().position(|x| x.name == c).unwrap();
             let (va, vb) = (
                 row_of(&sa, label).unwrap()[i].text(),
                 row_of(&sb, label).unwrap()[i].text(),
             );
-            let at_a = line.find(&va).unwrap_or_else(|| panic!("{c} A {va}: {line}"));
-            let at_b = line[at_a + va.len()..]
-                .find(&vb)
-                .unwrap_or_else(|| panic!("{c} B {vb} after A's: {line}"));
-            assert!(at_b < line.len(), "{line}");
+            let beside = line.match_indices(&format!("  {va}")).any(|(at, m)| {
+                let rest = &line[at + m.len()..];
+                rest.starts_with("  ") && rest.trim_start().starts_with(&vb)
+            });
+            assert!(beside, "{c}: B's {vb} right after A's {va}: {line}");
         }
     }
     assert!(t.contains("tight/cpu@100"), "{t}");
@@ -450,7 +468,11 @@ fn protection_runs_are_compared_side_by_side_by_setting_and_aggressor() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("No degradation cell to test"), "html");
     for label in shared {
-        let i = sa.columns.iter().position(|x| x.name == "isol mean").unwrap();
+        let i = sa
+            .columns
+            .iter()
+            .position(|x| x.name == "isol mean")
+            .unwrap();
         for s in [&sa, &sb] {
             let v = row_of(s, label).unwrap()[i].text();
             assert!(page.contains(&v), "{label}: {v} not in the HTML");

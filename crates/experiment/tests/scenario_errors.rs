@@ -326,7 +326,10 @@ fn a_command_probe_metric_not_declared_names_the_field_and_the_declared_one() {
         err.contains("command does not report a metric `value`"),
         "{err}"
     );
-    assert!(err.contains("read_p99_ns"), "the declared name is listed: {err}");
+    assert!(
+        err.contains("read_p99_ns"),
+        "the declared name is listed: {err}"
+    );
     insta::assert_snapshot!(err);
 }
 

@@ -19,9 +19,7 @@ use isobench_stats::{
 use serde::{Deserialize, Serialize};
 
 use crate::headline::p_text;
-use crate::{
-    Cell, Column, Plot, Results, RunInfo, Section, Value, SOLO_PROBE, UNTRUSTWORTHY_MARK,
-};
+use crate::{Cell, Column, Plot, Results, RunInfo, Section, Value, SOLO_PROBE, UNTRUSTWORTHY_MARK};
 
 /// Version of the [`RunComparison`] document (JSON of `isobench compare`).
 pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
@@ -226,7 +224,9 @@ impl RunComparison {
 
     /// The kinds' own sections set side by side (a protection summary, a curve), in order.
     pub fn kind_sections(&self) -> impl Iterator<Item = &Section> {
-        self.sections.iter().filter(|s| s.id.starts_with(KIND_PREFIX))
+        self.sections
+            .iter()
+            .filter(|s| s.id.starts_with(KIND_PREFIX))
     }
 
     /// The labels of the runs, reference first.
@@ -1011,10 +1011,7 @@ fn beside(all: &[&Section], labels: &[String], rows: &[AlignedRow]) -> Section {
         }
         s.push(row);
     }
-    s.plot = first
-        .plot
-        .as_ref()
-        .and_then(|p| plot_beside(p, all.len()));
+    s.plot = first.plot.as_ref().and_then(|p| plot_beside(p, all.len()));
     // A note every run has is said once; the others with the run they belong to.
     let everywhere = |n: &String| all.iter().all(|o| o.notes.contains(n));
     for (o, l) in all.iter().zip(labels) {

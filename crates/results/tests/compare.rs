@@ -287,8 +287,16 @@ fn kind_sections_are_set_side_by_side_when_their_rows_match() {
     assert_eq!(
         rows,
         [
-            ("row `50` of section curve", &["A".to_string()][..], "not in B"),
-            ("row `75` of section curve", &["B".to_string()][..], "not in A"),
+            (
+                "row `50` of section curve",
+                &["A".to_string()][..],
+                "not in B"
+            ),
+            (
+                "row `75` of section curve",
+                &["B".to_string()][..],
+                "not in A"
+            ),
         ]
     );
 
@@ -407,7 +415,10 @@ fn protection_summaries_are_side_by_side_by_setting_and_aggressor() {
         .iter()
         .find(|n| n.what == "row `v2-weight/cpu@100` of section protection")
         .unwrap();
-    assert_eq!((n.runs.as_slice(), n.why.as_str()), (&["A".to_string()][..], "not in B"));
+    assert_eq!(
+        (n.runs.as_slice(), n.why.as_str()),
+        (&["A".to_string()][..], "not in B")
+    );
 }
 
 #[test]

@@ -344,7 +344,10 @@ mod tests {
             "direction=higher",
         ]);
         let m = Command.metrics_for(&p);
-        assert_eq!((m[0].unit.as_str(), m[0].direction), ("ops/s", Direction::Higher));
+        assert_eq!(
+            (m[0].unit.as_str(), m[0].direction),
+            ("ops/s", Direction::Higher)
+        );
     }
 
     #[test]
