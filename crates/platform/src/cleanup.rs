@@ -319,10 +319,7 @@ fn cgroup_leftovers(
                 .into_iter()
                 .filter(|c| m.controllers.iter().any(|n| n == c.v1_name()))
                 .collect();
-            v1.push(Hierarchy {
-                root,
-                controllers,
-            });
+            v1.push(Hierarchy { root, controllers });
         } else {
             v2.push(dir);
         }

@@ -660,14 +660,21 @@ mod tests {
         let fs = CgroupFs::fake_v1(tmp.path()).unwrap();
         for bad in ["shared", "/", "/a/../b"] {
             let e = v1_given(&fs, Path::new(bad)).unwrap_err().to_string();
-            assert!(e.contains(PARENT_ENV) && e.contains("such as /shared"), "{e}");
+            assert!(
+                e.contains(PARENT_ENV) && e.contains("such as /shared"),
+                "{e}"
+            );
         }
         let e = v1_given(&fs, Path::new("/shared")).unwrap_err().to_string();
         assert!(e.contains("memory/shared") && e.contains("mkdir -p"), "{e}");
         for h in fs.hierarchies() {
             fs.tree().mkdir(&h.root.join("shared")).unwrap();
         }
-        let cpuset = fs.hierarchy_of(Controller::Cpuset).unwrap().root.join("shared");
+        let cpuset = fs
+            .hierarchy_of(Controller::Cpuset)
+            .unwrap()
+            .root
+            .join("shared");
         fs.tree().write(&cpuset.join("cpuset.cpus"), "").unwrap();
         let e = v1_given(&fs, Path::new("/shared")).unwrap_err().to_string();
         assert!(e.contains("cpuset.cpus is empty"), "{e}");
