@@ -1,6 +1,8 @@
 //! The user's own programs and the `protection` kind for real, on cgroup tenants: the
 //! `service` probe's own server against a CPU hog with and without the hog's CPU quota (the
-//! capped hog must leave the service its rate and do less work itself), and the examples
+//! capped hog must leave the service its rate and do less work itself) and against a memory
+//! hog in a shared parent with and without the hog's memory limit (the rate must fall
+//! without it and hold with it), and the examples
 //! that run the user's programs: nginx and Redis as services, fio's JSON p99 as a `command`
 //! probe, stress-ng as a `command` stressor. They need root, the cgroup controllers and the
 //! programs, and skip with the reason otherwise. Each protection example runs with one
@@ -32,9 +34,20 @@ fn missing(programs: &[&str]) -> Option<String> {
 
 /// Runs scenario `text` from `dir`; returns the run's JSON export and its terminal output.
 fn run(dir: &Path, name: &str, text_: &str) -> (serde_json::Value, String) {
+    run_with(dir, name, text_, &[])
+}
+
+/// [`run`] with these environment variables set.
+fn run_with(
+    dir: &Path,
+    name: &str,
+    text_: &str,
+    env: &[(&str, &str)],
+) -> (serde_json::Value, String) {
     let file = write(dir, name, text_);
     let db = dir.join("r.db").display().to_string();
     let out = isobench()
+        .envs(env.iter().copied())
         .args(["run", &file, "--db", &db, "--wait", "-q"])
         .timeout(std::time::Duration::from_secs(600))
         .output()
@@ -157,6 +170,172 @@ fn a_cpu_quota_on_the_hog_keeps_the_services_rate_at_the_hogs_cost() {
     let r_capped = cell(s, "capped/cpu@100", "aggressor rate").unwrap();
     assert!(r_capped < r_none, "{r_capped} vs {r_none} ops/s\n{shown}");
     assert!(shown.contains("Protection of the service"), "{shown}");
+}
+
+/// A cgroup made in every v1 hierarchy (the same path in each, its cpusets copied from the
+/// root, its memory limited), for the tenants of one run to share; removed on drop.
+struct SharedParent {
+    path: String,
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl SharedParent {
+    fn new(memory: &str) -> SharedParent {
+        let path = format!("protection-test-{}", std::process::id());
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        let mut dirs = Vec::new();
+        for line in mounts.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 4 || f[2] != "cgroup" || f[3].contains("name=") {
+                continue;
+            }
+            let dir = Path::new(f[1]).join(&path);
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            if f[3].split(',').any(|o| o == "cpuset") {
+                for file in ["cpuset.cpus", "cpuset.mems"] {
+                    let v = std::fs::read_to_string(Path::new(f[1]).join(file)).unwrap();
+                    std::fs::write(dir.join(file), v.trim()).unwrap();
+                }
+            }
+            if f[3].split(',').any(|o| o == "memory") {
+                std::fs::write(dir.join("memory.limit_in_bytes"), memory).unwrap();
+            }
+            dirs.push(dir);
+        }
+        SharedParent { path, dirs }
+    }
+}
+
+impl Drop for SharedParent {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+/// A memory hog beside isobench's service, both tenants in one cgroup of 256M (as tenants
+/// share a machine's memory; ISOBENCH_CGROUP_PARENT), on CPUs of their own (so only memory
+/// is shared). The service's working set is 16M of memory and a 128M file read evenly through
+/// the page cache, 256K of each a request over 2 connections, held at half the rate it serves
+/// alone within 20 ms. The hog holds 90% of its tenant's limit: 201M of 224M (`none`), so the
+/// parent's limit reclaims the service's file (this host has no swap, so only page cache can
+/// go) and every request waits for the disk; or 43M of 48M (`limited`), which leaves the
+/// service its file and its rate.
+const MEMORY_PROTECTION: &str = r#"
+name = "memory-protection"
+kind = "protection"
+seed = 3
+platform = "cgroup"
+placement = "split"
+
+[trial]
+warmup = "500ms"
+solo = "2s"
+timeout = "60s"
+max_retries = 0
+
+[repetitions]
+min = 1
+max = 1
+
+[protection]
+settle = "2s"
+stable = "5s"
+aggressor = "10s"
+recover = "3s"
+episodes = 1
+
+[[protection.setting]]
+name = "none"
+
+[[protection.setting]]
+name = "limited"
+limits = { batch = { memory = "48M" } }
+
+[[tenant]]
+name = "svc"
+role = "victim"
+limits = { memory = "192M", pids = 256 }
+
+[[tenant]]
+name = "batch"
+role = "aggressor"
+limits = { memory = "224M", pids = 64 }
+
+[[probe]]
+name = "service"
+params = { rate = 0, calibrate_s = 6, share = 0.5, slo_ms = 20, cpu_us = 200, mem = "16M", file = "128M", touch = "256K", hot_pct = 0, connections = 2 }
+
+[[stressor]]
+name = "memhog"
+intensity = 90
+"#;
+
+#[test]
+fn a_memory_hog_costs_the_service_its_rate_unless_held_by_its_memory_limit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(why) = missing(&[]) {
+        common::skip("cgroup", &why);
+        return;
+    }
+    if !Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists() {
+        common::skip(
+            "cgroup",
+            "the shared parent of this test is made on cgroup v1 only",
+        );
+        return;
+    }
+    let parent = SharedParent::new("256M");
+    let dir = tempfile::tempdir().unwrap();
+    let given = format!("/{}", parent.path);
+    let (doc, shown) = run_with(
+        dir.path(),
+        "memory.toml",
+        MEMORY_PROTECTION,
+        &[("ISOBENCH_CGROUP_PARENT", &given)],
+    );
+    // The tenants went under the shared parent.
+    assert!(
+        doc.to_string().contains(&format!("memory/{}", parent.path)),
+        "the run does not name the parent {given}"
+    );
+    let s = section(&doc, "protection");
+    let fig = |row: &str, col: &str| {
+        cell(s, row, col).unwrap_or_else(|| {
+            panic!(
+                "no {col} for {row}
+{shown}"
+            )
+        })
+    };
+    let (none, held) = (
+        fig("none/memhog@90", "isol mean"),
+        fig("limited/memhog@90", "isol mean"),
+    );
+    let held_p50 = fig("limited/memhog@90", "isol p50");
+    for row in ["none/memhog@90", "limited/memhog@90"] {
+        println!(
+            "{row}: isol p05 {:.1}%, p50 {:.1}%, mean {:.1}%",
+            fig(row, "isol p05"),
+            fig(row, "isol p50"),
+            fig(row, "isol mean")
+        );
+    }
+    assert!(
+        held >= 85.0 && held_p50 >= 90.0,
+        "beside the hog held to 48M the service kept only {held}% (p50 {held_p50}%)
+{shown}"
+    );
+    assert!(
+        none <= 70.0 && none <= held - 20.0,
+        "beside the hog allowed 224M the service kept {none}% (held: {held}%)
+{shown}"
+    );
+    // The hog's own work beside the service is reported under both settings.
+    for row in ["none/memhog@90", "limited/memhog@90"] {
+        assert!(cell(s, row, "work conserved").is_some(), "{row}\n{shown}");
+    }
 }
 
 fn protection_example(file: &str, programs: &[&str], aggressors: &[&str]) {

@@ -1,19 +1,21 @@
-//! Tenants that run from the user's own image (`image = "name:tag"`): on Docker and on the
-//! Kubernetes node, a victim's `command` probe and an aggressor's `command` stressor read a
-//! file only the image holds (so they ran inside it), an image that is not there is
-//! refused before any container or pod is made, and a platform that runs no images refuses
-//! the field when the plan is made.
+//! Tenants that run from the user's own image (`image = "name:tag"`): on Docker, on Podman
+//! and on the Kubernetes node, a victim's `command` probe and an aggressor's `command`
+//! stressor read a file only the image holds (so they ran inside it), the `service` probe's
+//! `server_cmd` starts the image's own web server (BusyBox's httpd) in the victim and drives
+//! it under a `protection` run, answered with a file only the image holds, an image that is
+//! not there is refused before any container or pod is made, and a platform that runs no
+//! images refuses the field when the plan is made.
 //!
 //! The image is made here without any network: a tar of a tiny root filesystem (a static
-//! busybox and a marker file; no shell links but `sh` and `cat`, no `/tmp`, no `/proc`, no C
-//! library) given to `docker import`.
+//! busybox, a marker file and a page to serve; no shell links but `sh`, `cat` and `httpd`,
+//! no `/tmp`, no `/proc`, no C library) given to `docker import` or `podman import`.
 //!
-//! Needs root, a Docker daemon at `DOCKER_HOST` (or the default socket), the static isobench
-//! binary and busybox-static; `scripts/test` sets them up. Without them the Docker tests
-//! print why and pass, except under `CI=true`, where they fail. The k8s test also needs the
-//! cluster of `scripts/k8s-up` (skipped with the reason when there is none) and `ctr`; the
-//! image goes to the node's containerd as a user would put it there (`docker save`, then
-//! `ctr images import`).
+//! Needs root, the engine (a Docker daemon at `DOCKER_HOST` or the default socket; Podman
+//! with runc), the static isobench binary and busybox-static; `scripts/test` sets them up.
+//! Without them the Docker and Podman tests print why and pass, except under `CI=true`,
+//! where they fail. The k8s tests also need the cluster of `scripts/k8s-up` (skipped with
+//! the reason when there is none) and `ctr`; the image goes to the node's containerd as a
+//! user would put it there (`docker save`, then `ctr images import`).
 
 mod common;
 
@@ -21,9 +23,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{code, isobench, text, write};
+use common::{code, isobench, json_of, text, write};
 use isobench_platform::k8s;
-use isobench_platform::oci::{self, Engine};
+use isobench_platform::oci::{self, Engine, EngineKind};
 use isobench_store::{RunId, Store};
 
 /// The tag of the image the tests build.
@@ -32,58 +34,89 @@ const USER_IMAGE: &str = "isobench-test-user:1";
 const MARKER_NUMBER: u32 = 4217;
 /// The marker file, in the image only.
 const MARKER: &str = "/etc/isobench-test-marker";
+/// The directory the image's web server serves, in the image only.
+const WEB_ROOT: &str = "/isobench-test-www";
+/// The page it serves, under [`WEB_ROOT`].
+const PAGE: &str = "isobench-marker.html";
+
+/// The service runs one at a time: each calibrates its rate on the machine as it is.
+static SERVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
-/// Docker, when the tests can use it; else prints why (and fails under CI).
-fn docker_or_skip(test: &str) -> Option<Engine> {
+/// Engine `kind`, when the tests can use it; else prints why (and fails under CI).
+fn engine_or_skip(test: &str, kind: EngineKind) -> Option<Engine> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         common::skip_test("root", test, "needs root");
         return None;
     }
-    let engine = Engine::docker().map_err(|e| e.to_string());
+    let engine = match kind {
+        EngineKind::Docker => Engine::docker(),
+        EngineKind::Podman => Engine::podman(),
+    }
+    .map_err(|e| e.to_string());
     let why = match &engine {
         Err(e) => Some(e.clone()),
         Ok(_) => oci::ImageSource::find().err().map(|e| format!("{e:#}")),
     };
     match why {
         None => engine.ok(),
-        Some(why) if in_ci() => panic!("{test}: docker is required under CI=true: {why}"),
+        Some(why) if in_ci() => panic!("{test}: {kind} is required under CI=true: {why}"),
         Some(why) => {
-            common::skip_test("docker", test, &why);
+            common::skip_test(kind.name(), test, &why);
             None
         }
     }
 }
 
-/// The engine's CLI with its daemon.
-fn docker(engine: &Engine) -> Command {
+/// The engine's CLI with the arguments isobench gives it (Docker: its daemon; Podman: runc
+/// and cgroupfs, as on this kind of host it needs).
+fn engine_cmd(engine: &Engine) -> Command {
     let mut c = Command::new(engine.cli());
-    if let Some(h) = engine.host() {
-        c.args(["-H", h]);
+    match engine.host() {
+        Some(h) => {
+            c.args(["-H", h]);
+        }
+        None => {
+            c.args([
+                "--runtime",
+                "runc",
+                "--cgroup-manager",
+                "cgroupfs",
+                "--events-backend",
+                "file",
+            ]);
+        }
     }
     c
 }
 
-/// Builds [`USER_IMAGE`] (again: an import of the same files is cheap): a static busybox at
-/// `/bin/busybox` with `sh` and `cat` links, and the marker file.
+/// Builds [`USER_IMAGE`] in `engine`'s store (again: an import of the same files is cheap):
+/// a static busybox at `/bin/busybox` with `sh`, `cat` and `httpd` links, the marker file,
+/// and the page under [`WEB_ROOT`].
 fn build_user_image(engine: &Engine) {
     let busybox = oci::image::find_busybox().expect("a static busybox");
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("rootfs");
-    for d in ["bin", "etc"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
+    let web = root.join(WEB_ROOT.trim_start_matches('/'));
+    for d in [root.join("bin"), root.join("etc"), web.clone()] {
+        std::fs::create_dir_all(d).unwrap();
     }
     std::fs::copy(&busybox, root.join("bin/busybox")).unwrap();
-    for applet in ["sh", "cat"] {
+    for applet in ["sh", "cat", "httpd"] {
         std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
     }
     std::fs::write(
         root.join(MARKER.trim_start_matches('/')),
         format!("isobench user image marker {MARKER_NUMBER}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        web.join(PAGE),
+        format!("<p>isobench user image marker {MARKER_NUMBER}</p>\n"),
     )
     .unwrap();
     let tar = dir.path().join("rootfs.tar");
@@ -96,19 +129,24 @@ fn build_user_image(engine: &Engine) {
         .status()
         .unwrap();
     assert!(st.success(), "tar failed");
-    let out = docker(engine)
+    let out = engine_cmd(engine)
         .arg("import")
         .arg(&tar)
         .arg(USER_IMAGE)
         .output()
         .unwrap();
-    assert!(out.status.success(), "docker import: {}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{} import: {}",
+        engine.kind(),
+        text(&out.stderr)
+    );
 }
 
 /// Imports [`USER_IMAGE`] from Docker into the node's containerd.
 fn import_into_the_node(engine: &Engine, dir: &Path) {
     let tar = dir.join("user.tar");
-    let out = docker(engine)
+    let out = engine_cmd(engine)
         .args(["save", USER_IMAGE, "-o"])
         .arg(&tar)
         .output()
@@ -153,7 +191,7 @@ fn marker_run(db: &Path) -> (Vec<f64>, Vec<serde_json::Value>, Vec<f64>, String)
 
 /// The containers of run `run` (running or not).
 fn containers_of_run(engine: &Engine, run: &str) -> Vec<String> {
-    let out = docker(engine)
+    let out = engine_cmd(engine)
         .args([
             "ps",
             "-a",
@@ -164,7 +202,12 @@ fn containers_of_run(engine: &Engine, run: &str) -> Vec<String> {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "docker ps: {}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{} ps: {}",
+        engine.kind(),
+        text(&out.stderr)
+    );
     text(&out.stdout)
         .lines()
         .map(str::to_string)
@@ -223,10 +266,10 @@ params = {{ cmd = "cat {MARKER}" }}
     )
 }
 
-#[test]
-fn a_probe_and_a_stressor_run_inside_the_users_image_on_docker() {
-    let test = "a_probe_and_a_stressor_run_inside_the_users_image_on_docker";
-    let Some(engine) = docker_or_skip(test) else {
+/// A victim's probe and an aggressor's stressor run from [`USER_IMAGE`] in `engine`'s
+/// store, and nothing is left of the run.
+fn a_probe_and_a_stressor_run_inside_the_users_image(test: &str, kind: EngineKind) {
+    let Some(engine) = engine_or_skip(test, kind) else {
         return;
     };
     assert!(
@@ -241,7 +284,7 @@ fn a_probe_and_a_stressor_run_inside_the_users_image_on_docker() {
     // The plan says what each tenant runs from.
     let dry = isobench()
         .args(["run", &f, "--dry-run"])
-        .env("ISOBENCH_OCI_ENGINE", "docker")
+        .env(oci::ENV_ENGINE, kind.name())
         .output()
         .unwrap();
     assert_eq!(code(&dry), 0, "{}", text(&dry.stderr));
@@ -255,7 +298,7 @@ fn a_probe_and_a_stressor_run_inside_the_users_image_on_docker() {
     let out = isobench()
         .args(["run", &f, "-q", "--db"])
         .arg(&db)
-        .env("ISOBENCH_OCI_ENGINE", "docker")
+        .env(oci::ENV_ENGINE, kind.name())
         .timeout(Duration::from_secs(300))
         .output()
         .unwrap();
@@ -269,6 +312,22 @@ fn a_probe_and_a_stressor_run_inside_the_users_image_on_docker() {
     let run = assert_ran_in_the_image(&db);
     // Nothing is left of the run.
     assert_eq!(containers_of_run(&engine, &run), Vec::<String>::new());
+}
+
+#[test]
+fn a_probe_and_a_stressor_run_inside_the_users_image_on_docker() {
+    a_probe_and_a_stressor_run_inside_the_users_image(
+        "a_probe_and_a_stressor_run_inside_the_users_image_on_docker",
+        EngineKind::Docker,
+    );
+}
+
+#[test]
+fn a_probe_and_a_stressor_run_inside_the_users_image_on_podman() {
+    a_probe_and_a_stressor_run_inside_the_users_image(
+        "a_probe_and_a_stressor_run_inside_the_users_image_on_podman",
+        EngineKind::Podman,
+    );
 }
 
 /// Checks the one run in `db`: the probe read the image's marker, the stressor's runs of
@@ -299,10 +358,204 @@ fn assert_ran_in_the_image(db: &Path) -> String {
     run
 }
 
+/// The port the image's web server listens on in the victim.
+const SERVICE_PORT: u16 = 18431;
+
+/// A `protection` run on `platform`: the victim `web` runs from [`USER_IMAGE`], and its
+/// service is the image's own BusyBox httpd (`server_cmd`, resolved on the image's `PATH`),
+/// serving [`WEB_ROOT`]; the load generator asks for [`PAGE`], and only an answer with status
+/// 200 counts, so every answered request is the image's page. The rate is calibrated first;
+/// one short episode beside a CPU hog in the agent's own image.
+fn service_scenario(platform: &str) -> String {
+    format!(
+        r#"
+name = "user-image-service"
+kind = "protection"
+seed = 5
+platform = "{platform}"
+placement = "shared"
+
+[trial]
+warmup = "500ms"
+solo = "2s"
+timeout = "30s"
+max_retries = 0
+
+[repetitions]
+min = 1
+max = 1
+
+[protection]
+settle = "1s"
+stable = "3s"
+aggressor = "3s"
+recover = "2s"
+episodes = 1
+
+[[tenant]]
+name = "web"
+role = "victim"
+limits = {{ memory = "256M", pids = 256 }}
+image = "{USER_IMAGE}"
+
+[[tenant]]
+name = "batch"
+role = "aggressor"
+limits = {{ memory = "256M", pids = 64 }}
+
+[[probe]]
+name = "service"
+params = {{ port = {SERVICE_PORT}, protocol = "http", request = "/{PAGE}", rate = 0, calibrate_s = 4, share = 0.5, slo_ms = 50, connections = 4, server_cmd = "httpd -f -p 127.0.0.1:{SERVICE_PORT} -h {WEB_ROOT}" }}
+
+[[stressor]]
+name = "cpu"
+intensity = 100
+"#
+    )
+}
+
+/// Runs [`service_scenario`] on `platform` (`engine`: the oci platform's engine, if any)
+/// into `dir` and checks what the image's server did. The run's id.
+fn run_the_images_server(dir: &Path, platform: &str, engine: Option<EngineKind>) -> String {
+    assert!(
+        !Path::new(WEB_ROOT).exists(),
+        "{WEB_ROOT} exists on this host, so serving it proves nothing"
+    );
+    let f = write(dir, "service.toml", &service_scenario(platform));
+    let db = dir.join("service.db");
+    let mut cmd = isobench();
+    cmd.args(["run", &f, "--wait", "-q", "--db"])
+        .arg(&db)
+        .timeout(Duration::from_secs(600));
+    if let Some(k) = engine {
+        cmd.env(oci::ENV_ENGINE, k.name());
+    }
+    let out = cmd.output().unwrap();
+    let shown = text(&out.stdout);
+    // 4: ran, but some results are untrustworthy (one episode on a shared machine).
+    assert!(
+        [0, 4].contains(&code(&out)),
+        "exit {}\nstdout: {shown}\nstderr: {}",
+        code(&out),
+        text(&out.stderr)
+    );
+    assert!(shown.contains("Protection of the service"), "{shown}");
+    assert!(!shown.contains("left out"), "{shown}");
+
+    let store = Store::open(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    let run = runs[0].id.as_str().to_string();
+    let loaded = store.load_run(&RunId::new(&run)).unwrap();
+
+    // The calibration found a rate at which the image's server met its SLO.
+    let cal = loaded
+        .facts
+        .iter()
+        .find(|f| f.key == "service_calibration")
+        .unwrap_or_else(|| panic!("no calibration recorded\n{shown}"));
+    let max = cal.value[0]["max_rps"].as_f64().unwrap_or(0.0);
+    let target = cal.value[0]["target_rps"].as_f64().unwrap_or(0.0);
+    assert!(max > 0.0 && target > 0.0, "{:#}\n{shown}", cal.value);
+
+    // The episode: the service answered at its rate with a tail. Only a 200 counts as an
+    // answer, and the page is in the image only: every answer was the image's page.
+    let episodes: Vec<_> = loaded
+        .trials
+        .iter()
+        .filter(|t| t.probe == "service" && t.tenant == "web" && t.timeline.is_some())
+        .collect();
+    assert_eq!(episodes.len(), 1, "{shown}");
+    let value = |name: &str| {
+        episodes[0]
+            .samples
+            .iter()
+            .find(|s| s.metric == name)
+            .map(|s| s.value)
+            .unwrap_or_else(|| panic!("no {name} in the episode\n{shown}"))
+    };
+    let (rate, p99, errors) = (value("rate_rps"), value("lat_p99_ms"), value("errors"));
+    assert!(rate > 0.0, "rate {rate}/s\n{shown}");
+    assert!(p99 > 0.0 && p99.is_finite(), "p99 {p99} ms\n{shown}");
+    // Beside the hog a request may time out, but fewer fail over the whole episode than
+    // are answered in one second of it (a page the server lacked would fail every one).
+    assert!(
+        errors < rate,
+        "{errors} errors beside {rate}/s answered\n{shown}"
+    );
+
+    // The export shows the service's isol% beside the hog.
+    let export = isobench()
+        .args(["export", "latest", "--format", "json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let doc = json_of(&export);
+    let section = doc["results"]["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "protection")
+        .unwrap_or_else(|| panic!("no protection section\n{shown}"));
+    let isol_col = section["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| c["name"] == "isol mean")
+        .unwrap();
+    let row = section["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[0]["text"] == "cpu@100")
+        .unwrap_or_else(|| panic!("no cpu@100 row\n{shown}"));
+    let isol = row[isol_col]["value"].as_f64().unwrap_or(0.0);
+    assert!(isol > 0.0, "isol {isol}%\n{shown}");
+
+    // The victim is recorded as running from the image, with its id.
+    let web = loaded
+        .facts
+        .iter()
+        .find(|f| f.key == "tenant" && f.scope == "web")
+        .unwrap_or_else(|| panic!("no facts of tenant web"));
+    assert_eq!(web.value["details"]["image"]["reference"], USER_IMAGE);
+    let id = web.value["details"]["image"]["id"].as_str().unwrap_or("");
+    assert!(id.starts_with("sha256:"), "{:#}", web.value);
+    run
+}
+
+/// The image's own server as the service on engine `kind`; nothing is left of the run.
+fn the_images_server_is_a_service(test: &str, kind: EngineKind) {
+    let _serial = SERVICE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(engine) = engine_or_skip(test, kind) else {
+        return;
+    };
+    build_user_image(&engine);
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_the_images_server(dir.path(), "oci", Some(kind));
+    assert_eq!(containers_of_run(&engine, &run), Vec::<String>::new());
+}
+
+#[test]
+fn the_images_own_server_is_a_service_on_docker() {
+    the_images_server_is_a_service(
+        "the_images_own_server_is_a_service_on_docker",
+        EngineKind::Docker,
+    );
+}
+
+#[test]
+fn the_images_own_server_is_a_service_on_podman() {
+    the_images_server_is_a_service(
+        "the_images_own_server_is_a_service_on_podman",
+        EngineKind::Podman,
+    );
+}
+
 #[test]
 fn a_probe_and_a_stressor_run_inside_the_users_image_on_k8s() {
     let test = "a_probe_and_a_stressor_run_inside_the_users_image_on_k8s";
-    let Some(engine) = docker_or_skip(test) else {
+    let Some(engine) = engine_or_skip(test, EngineKind::Docker) else {
         return;
     };
     if let Some(why) = std::env::var_os("ISOBENCH_K8S_SKIP") {
@@ -355,14 +608,34 @@ fn a_probe_and_a_stressor_run_inside_the_users_image_on_k8s() {
 }
 
 #[test]
-fn an_absent_image_is_refused_before_any_container_is_made() {
-    let test = "an_absent_image_is_refused_before_any_container_is_made";
-    let Some(engine) = docker_or_skip(test) else {
+fn the_images_own_server_is_a_service_on_k8s() {
+    let test = "the_images_own_server_is_a_service_on_k8s";
+    let _serial = SERVICE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(engine) = engine_or_skip(test, EngineKind::Docker) else {
+        return;
+    };
+    if let Some(why) = std::env::var_os("ISOBENCH_K8S_SKIP") {
+        common::skip_test("k8s", test, &why.to_string_lossy());
+        return;
+    }
+    if let Err(e) = k8s::available() {
+        common::skip_test("k8s", test, &e.to_string());
+        return;
+    }
+    build_user_image(&engine);
+    let dir = tempfile::tempdir().unwrap();
+    import_into_the_node(&engine, dir.path());
+    run_the_images_server(dir.path(), "k8s", None);
+}
+
+/// An image `engine` lacks is refused before any container is made, naming the fix.
+fn an_absent_image_is_refused_before_any_container_is_made(test: &str, kind: EngineKind) {
+    let Some(engine) = engine_or_skip(test, kind) else {
         return;
     };
     let absent = "isobench-test-absent:404";
     // Gone, should an earlier run have made it (an error when there is none).
-    let _ = docker(&engine).args(["image", "rm", absent]).output();
+    let _ = engine_cmd(&engine).args(["image", "rm", absent]).output();
     let dir = tempfile::tempdir().unwrap();
     // The aggressor (declared first) runs the agent's own image: only a check of every
     // tenant before the first is created keeps its container from being made.
@@ -375,19 +648,14 @@ fn an_absent_image_is_refused_before_any_container_is_made() {
     let out = isobench()
         .args(["run", &f, "-q", "--db"])
         .arg(&db)
-        .env("ISOBENCH_OCI_ENGINE", "docker")
+        .env(oci::ENV_ENGINE, kind.name())
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap();
     let err = text(&out.stderr);
     assert_ne!(code(&out), 0, "{err}");
-    for want in [
-        "tenant victim",
-        absent,
-        "never pulls",
-        "docker load",
-        "docker build",
-    ] {
+    let (load, build) = (format!("{kind} load"), format!("{kind} build"));
+    for want in ["tenant victim", absent, "never pulls", &load, &build] {
         assert!(err.contains(want), "`{want}` missing from: {err}");
     }
     let runs = common::run_ids(&db);
@@ -396,6 +664,22 @@ fn an_absent_image_is_refused_before_any_container_is_made() {
         containers_of_run(&engine, &runs[0]),
         Vec::<String>::new(),
         "{err}"
+    );
+}
+
+#[test]
+fn an_absent_image_is_refused_before_any_container_is_made_on_docker() {
+    an_absent_image_is_refused_before_any_container_is_made(
+        "an_absent_image_is_refused_before_any_container_is_made_on_docker",
+        EngineKind::Docker,
+    );
+}
+
+#[test]
+fn an_absent_image_is_refused_before_any_container_is_made_on_podman() {
+    an_absent_image_is_refused_before_any_container_is_made(
+        "an_absent_image_is_refused_before_any_container_is_made_on_podman",
+        EngineKind::Podman,
     );
 }
 

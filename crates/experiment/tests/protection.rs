@@ -191,6 +191,30 @@ fn protection_settings_are_checked_where_they_are_written() {
     assert!(e.contains("stable"), "{e}");
 }
 
+#[test]
+fn a_stable_period_too_short_for_a_whole_window_alone_leaves_lat_imp_empty_and_says_why() {
+    let text = SCENARIO
+        .replace("settle = \"2s\"", "settle = \"1500ms\"")
+        .replace("stable = \"8s\"", "stable = \"2s\"")
+        .replace("episodes = 3", "episodes = 1");
+    let (results, _, _) = run(&text);
+    let s = results
+        .sections
+        .iter()
+        .find(|s| s.id == "protection")
+        .expect("the summary section");
+    let col = s.column("lat-imp").unwrap();
+    let cpu = s.rows.iter().find(|r| r[0].text() == "cpu@100").unwrap();
+    assert!(cpu[col].as_f64().is_none(), "{:?}", s.text_rows());
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.contains("lat-imp is empty") && n.contains("lengthen `stable`")),
+        "{:?}",
+        s.notes
+    );
+}
+
 /// `slo_ms` in `[protection]` is the run's SLO: it was read as present and then taken as the
 /// default (10 ms), since looking for it took it out of the table.
 #[test]

@@ -296,15 +296,21 @@ fn link_tag(name: &str) -> Option<&str> {
     (hex && letter && digits).then_some(tag)
 }
 
-/// The v1 hierarchies (as one view) and the v2 directories holding a cgroup `name`.
+/// The v1 hierarchies (as one view, each rooted at cgroup path `parent`) and the v2
+/// directories (at a mount's root, `parent` empty) holding a cgroup `name`.
 fn cgroup_leftovers(
     mounts: &[cgroup::CgroupMount],
+    parent: &Path,
     name: &str,
 ) -> (Option<CgroupFs>, Vec<PathBuf>) {
     let mut v1 = Vec::new();
     let mut v2 = Vec::new();
     for m in mounts {
-        let dir = m.path.join(name);
+        if m.fstype != "cgroup" && !parent.as_os_str().is_empty() {
+            continue;
+        }
+        let root = m.path.join(parent);
+        let dir = root.join(name);
         if !dir.is_dir() {
             continue;
         }
@@ -313,10 +319,7 @@ fn cgroup_leftovers(
                 .into_iter()
                 .filter(|c| m.controllers.iter().any(|n| n == c.v1_name()))
                 .collect();
-            v1.push(Hierarchy {
-                root: m.path.clone(),
-                controllers,
-            });
+            v1.push(Hierarchy { root, controllers });
         } else {
             v2.push(dir);
         }
@@ -508,14 +511,39 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
         (entry.sweep)(&mut runs, &mut report);
     }
     // 1. cgroups: freeze and kill their tasks, remove.
+    // On v1, below each hierarchy's root and below the cgroup paths runs recorded as their
+    // tenants' parent.
     let mounts = cgroup::host_mounts().unwrap_or_default();
-    let mut names: BTreeSet<String> = BTreeSet::new();
-    for m in &mounts {
-        if let Ok(children) = RealTree.children(&m.path) {
-            names.extend(children.into_iter().filter(|c| c.starts_with(PREFIX)));
+    let mut v1_parents: BTreeSet<PathBuf> = BTreeSet::from([PathBuf::new()]);
+    for dirs in state_dirs.values() {
+        for dir in dirs {
+            v1_parents.extend(
+                fs::read_to_string(dir.join(run::CGROUP_V1_PARENTS))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.trim().strip_prefix('/'))
+                    .filter(|l| !l.is_empty() && !l.split('/').any(|c| c == ".."))
+                    .map(PathBuf::from),
+            );
         }
     }
-    for name in &names {
+    let mut names: BTreeSet<(PathBuf, String)> = BTreeSet::new();
+    for m in &mounts {
+        for parent in &v1_parents {
+            if m.fstype != "cgroup" && !parent.as_os_str().is_empty() {
+                continue;
+            }
+            if let Ok(children) = RealTree.children(&m.path.join(parent)) {
+                names.extend(
+                    children
+                        .into_iter()
+                        .filter(|c| c.starts_with(PREFIX))
+                        .map(|c| (parent.clone(), c)),
+                );
+            }
+        }
+    }
+    for (parent, name) in &names {
         // A name that carries no run id is not one of ours: never touch it.
         let Some(run) = RunId::from_object_name(name).map(|r| r.to_string()) else {
             continue;
@@ -523,7 +551,7 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
         if !runs.selected(&run) {
             continue;
         }
-        let (v1, v2dirs) = cgroup_leftovers(&mounts, name);
+        let (v1, v2dirs) = cgroup_leftovers(&mounts, parent, name);
         let mut results = Vec::new();
         if let Some(view) = v1 {
             let cg = TenantCgroup::open(&view, name);

@@ -206,6 +206,12 @@ impl RunContext {
         self.record_line(CGROUP_PARENTS, parent)
     }
 
+    /// Records the cgroup path (cgroup v1, the same in every hierarchy) under which the
+    /// run's tenants go, so that cleanup looks there for leftovers.
+    pub(crate) fn record_v1_cgroup_parent(&self, parent: &Path) -> Result<()> {
+        self.record_line(CGROUP_V1_PARENTS, parent)
+    }
+
     fn record_line(&self, name: &str, path: &Path) -> Result<()> {
         let file = self.state_dir.join(name);
         let line = path.display().to_string();
@@ -227,6 +233,10 @@ pub(crate) const WORKDIRS: &str = "workdirs";
 
 /// The file of a run's state directory listing the cgroups its tenants went under (v2).
 pub(crate) const CGROUP_PARENTS: &str = "cgroups";
+
+/// The file of a run's state directory listing the cgroup paths its tenants went under in
+/// every v1 hierarchy (`/shared`).
+pub(crate) const CGROUP_V1_PARENTS: &str = "cgroups-v1";
 
 /// The file that marks a coordinator's state directory ([`RunGuard::start_coordinator`]).
 const COORDINATOR: &str = "coordinator";

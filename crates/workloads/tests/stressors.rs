@@ -367,11 +367,11 @@ fn forkbomb_keeps_to_max_tasks_and_leaves_no_process() {
     assert!(left.is_empty(), "left behind (pid, ppid, pgrp): {left:?}");
 }
 
-/// At its population limit a spinning bomb (the default) yields and tries again, so none of
-/// its processes sleeps; a blocking one waits in `waitpid` and never spins. Either way the
-/// leader reaps the whole bomb, so its CPU time is reported.
+/// At its population limit a spinning tree (the tree's default) yields and tries again, so
+/// none of its processes sleeps; a blocking one waits in `waitpid` and never spins. Either
+/// way the leader reaps the whole bomb, so its CPU time is reported.
 #[test]
-fn forkbomb_spins_at_its_limit_unless_told_to_block() {
+fn forkbomb_tree_spins_at_its_limit_unless_told_to_block() {
     let _g = serial();
     let (mut c, _d) = ctx(100);
     c.caps.max_tasks = Some(8);
@@ -380,7 +380,7 @@ fn forkbomb_spins_at_its_limit_unless_told_to_block() {
         ("at_limit=spin", true),
         ("at_limit=block", false),
     ] {
-        let settings: Vec<&str> = ["max_procs=2", mode]
+        let settings: Vec<&str> = ["max_procs=2", "child=fork", mode]
             .into_iter()
             .filter(|s| !s.is_empty())
             .collect();
@@ -400,6 +400,43 @@ fn forkbomb_spins_at_its_limit_unless_told_to_block() {
         }
         let cpu: f64 = note_value(&r, "bomb_cpu_s").unwrap().parse().unwrap();
         assert!(cpu > 0.0, "{mode}: {:?}", r.notes);
+    }
+}
+
+/// By default the bomb is forkers whose children exit at once: half the population limit
+/// of forkers (the population of 6 is 3 forkers and their 3 children), nearly every fork a
+/// child that exited without forking, none of them spinning, and the population kept to
+/// the limit.
+#[test]
+fn forkbomb_forkers_fork_children_that_exit_at_once() {
+    let _g = serial();
+    let (mut c, _d) = ctx(100);
+    c.caps.max_tasks = Some(8);
+    for settings in [&["max_procs=6"][..], &["max_procs=6", "child=exit"][..]] {
+        let (r, lat) = run("forkbomb", &c, settings, BRIEF).unwrap();
+        assert_worked("forkbomb", &r, lat);
+        let value = |k: &str| -> u64 { note_value(&r, k).unwrap().parse().unwrap() };
+        assert!(
+            r.notes.iter().any(|n| n.contains("child=exit")),
+            "{settings:?}: {:?}",
+            r.notes
+        );
+        assert_eq!(value("forkers_planned"), 3, "{:?}", r.notes);
+        assert_eq!(value("forkers"), 3, "{:?}", r.notes);
+        let peak = value("peak_population");
+        assert!((2..=6).contains(&peak), "population {peak}: {:?}", r.notes);
+        assert_eq!(value("limit_spins"), 0, "{:?}", r.notes);
+        // Every fork but the two extra forkers' made a child that exits at once (the count
+        // goes on a little after the forks are counted, and a child killed at the stop
+        // never counts itself).
+        let quick = value("quick_exits");
+        assert!(
+            quick > 0 && 2 * quick >= r.ops,
+            "{} forks, {quick} quick exits: {:?}",
+            r.ops,
+            r.notes
+        );
+        assert_eq!(value("leaf_exits"), 0, "no fork was refused: {:?}", r.notes);
     }
 }
 

@@ -1,7 +1,10 @@
-//! Where a run's tenant cgroups go on cgroup v2, and why.
+//! Where a run's tenant cgroups go, and why.
 //!
-//! On v1 every tenant gets a directory under each hierarchy's root. On v2 the answer depends
-//! on who owns the tree:
+//! On v1 every tenant gets a directory under each hierarchy's root, or, when
+//! `ISOBENCH_CGROUP_PARENT` names a cgroup path (`/shared`, as `/proc/self/cgroup` writes
+//! it), under that cgroup in every hierarchy ([`v1_given`]): so a run's tenants can share a
+//! parent's limits, as tenants share a machine. On v2 the answer depends on who owns the
+//! tree:
 //!
 //! - **A subtree given to isobench**: the directory named by `ISOBENCH_CGROUP_PARENT`, or,
 //!   under systemd, isobench's own cgroup when its unit has `Delegate=yes` (systemd marks a
@@ -244,8 +247,17 @@ impl Placement {
 /// the place [`decide`] chooses for this host, made real for `run`. Without systemd the
 /// controllers are enabled along the path down to it first.
 pub fn for_run(fs: CgroupFs, run: &RunContext) -> Result<(CgroupFs, Option<Delegation>)> {
-    if fs.version() == super::CgroupVersion::V1 || !fs.is_real() {
+    if !fs.is_real() {
         return Ok((fs, None));
+    }
+    if fs.version() == super::CgroupVersion::V1 {
+        let Some(parent) = std::env::var_os(PARENT_ENV).filter(|v| !v.is_empty()) else {
+            return Ok((fs, None));
+        };
+        let parent = PathBuf::from(parent);
+        let given = v1_given(&fs, &parent)?;
+        run.record_v1_cgroup_parent(&parent)?;
+        return Ok((given, None));
     }
     let mount = fs.hierarchies()[0].root.clone();
     let facts = V2Facts::detect(&mount);
@@ -270,6 +282,71 @@ pub fn for_run(fs: CgroupFs, run: &RunContext) -> Result<(CgroupFs, Option<Deleg
         })?;
     let fs = delegation.cgroup_fs(fs.tree().clone())?;
     Ok((fs, Some(delegation)))
+}
+
+/// The v1 layout whose tenants go under the cgroup path `parent` (`/shared`, relative to
+/// each hierarchy's root) in every hierarchy of `fs`. The cgroup must exist in each, and in
+/// the cpuset hierarchy have both lists set (a v1 cpuset admits no task otherwise): isobench
+/// does not make or change a parent the user named.
+pub fn v1_given(fs: &CgroupFs, parent: &Path) -> Result<CgroupFs> {
+    let rel = parent
+        .strip_prefix("/")
+        .ok()
+        .filter(|r| {
+            !r.as_os_str().is_empty()
+                && r.components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+        })
+        .ok_or_else(|| {
+            anyhow!(
+                "{PARENT_ENV}={}: on cgroup v1 it is a cgroup path as /proc/self/cgroup writes                  it, the same in every hierarchy, such as /shared (not a directory under                  /sys/fs/cgroup, and without `..`)",
+                parent.display()
+            )
+        })?;
+    let tree = fs.tree();
+    let mut hierarchies = Vec::new();
+    let mut missing = Vec::new();
+    for h in fs.hierarchies() {
+        let dir = h.root.join(rel);
+        if !tree.exists(&dir.join("cgroup.procs")) {
+            missing.push(dir.display().to_string());
+        }
+        hierarchies.push(super::Hierarchy {
+            root: dir,
+            controllers: h.controllers.clone(),
+        });
+    }
+    if !missing.is_empty() {
+        bail!(
+            "{PARENT_ENV}={}: no such cgroup in {}; on cgroup v1 the tenants' parent must              exist in every hierarchy isobench uses: `mkdir -p {}` (and, in the cpuset              hierarchy, copy cpuset.cpus and cpuset.mems from its parent)",
+            parent.display(),
+            missing.join(", "),
+            missing.join(" ")
+        );
+    }
+    let given = CgroupFs::v1(hierarchies, tree.clone());
+    if let Some(h) = given.hierarchy_of(Controller::Cpuset) {
+        for file in ["cpuset.cpus", "cpuset.mems"] {
+            let path = h.root.join(file);
+            let value = tree
+                .read(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            if value.trim().is_empty() {
+                bail!(
+                    "{PARENT_ENV}={}: {} is empty, so the cpuset cgroup admits no task; set                      it, e.g. `cat {} > {}`",
+                    parent.display(),
+                    path.display(),
+                    h.root
+                        .parent()
+                        .unwrap_or(&h.root)
+                        .join(file)
+                        .display(),
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(given)
 }
 
 /// The parent of a run's tenants on cgroup v2, held for the run: dropping it lets the scope
@@ -574,6 +651,40 @@ mod tests {
             own: Some("/user.slice/user-0.slice/session-1.scope".into()),
             own_delegated: false,
             explicit: None,
+        }
+    }
+
+    #[test]
+    fn on_v1_a_named_parent_must_exist_in_every_hierarchy_with_its_cpusets_set() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fs = CgroupFs::fake_v1(tmp.path()).unwrap();
+        for bad in ["shared", "/", "/a/../b"] {
+            let e = v1_given(&fs, Path::new(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains(PARENT_ENV) && e.contains("such as /shared"),
+                "{e}"
+            );
+        }
+        let e = v1_given(&fs, Path::new("/shared")).unwrap_err().to_string();
+        assert!(e.contains("memory/shared") && e.contains("mkdir -p"), "{e}");
+        for h in fs.hierarchies() {
+            fs.tree().mkdir(&h.root.join("shared")).unwrap();
+        }
+        let cpuset = fs
+            .hierarchy_of(Controller::Cpuset)
+            .unwrap()
+            .root
+            .join("shared");
+        fs.tree().write(&cpuset.join("cpuset.cpus"), "").unwrap();
+        let e = v1_given(&fs, Path::new("/shared")).unwrap_err().to_string();
+        assert!(e.contains("cpuset.cpus is empty"), "{e}");
+        fs.tree().write(&cpuset.join("cpuset.cpus"), "0-1").unwrap();
+        fs.tree().write(&cpuset.join("cpuset.mems"), "0").unwrap();
+        let given = v1_given(&fs, Path::new("/shared")).unwrap();
+        assert_eq!(given.version(), CgroupVersion::V1);
+        for (g, h) in given.hierarchies().iter().zip(fs.hierarchies()) {
+            assert_eq!(g.root, h.root.join("shared"));
+            assert_eq!(g.controllers, h.controllers);
         }
     }
 

@@ -345,7 +345,7 @@ impl Engine {
             Ok(out) => {
                 let line = out.lines().next().unwrap_or("").trim();
                 let (id, user) = line.split_once('|').unwrap_or((line, ""));
-                Ok(Some((id.to_string(), user.to_string())))
+                Ok(Some((full_id(id), user.to_string())))
             }
             Err(e) => {
                 let msg = format!("{e:#}").to_ascii_lowercase();
@@ -356,6 +356,17 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+/// An image id as Docker writes it, `sha256:` and the hex digits: Podman gives the same
+/// digits without the prefix.
+fn full_id(id: &str) -> String {
+    let id = id.trim();
+    if !id.is_empty() && !id.contains(':') && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        format!("sha256:{id}")
+    } else {
+        id.to_string()
     }
 }
 
@@ -376,6 +387,14 @@ mod tests {
         assert_eq!(EngineKind::parse("podman").unwrap(), EngineKind::Podman);
         let e = EngineKind::parse("lxc").unwrap_err();
         assert!(e.contains("use `docker` or `podman`"), "{e}");
+    }
+
+    #[test]
+    fn image_ids_read_alike_from_both_engines() {
+        let hex = "1ca2b8bf".repeat(8);
+        assert_eq!(full_id(&hex), format!("sha256:{hex}"));
+        assert_eq!(full_id(&format!("sha256:{hex}")), format!("sha256:{hex}"));
+        assert_eq!(full_id(""), "");
     }
 
     #[test]

@@ -751,6 +751,85 @@ mod tests {
     }
 
     #[test]
+    fn an_http_server_that_closes_after_each_answer_is_connected_to_again() {
+        // As BusyBox's httpd does: `Connection: close` on every answer, then the close; a
+        // missing file is a 404.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                std::thread::spawn(move || {
+                    use std::io::{BufRead, Write};
+                    let mut w = s.try_clone().unwrap();
+                    let mut r = std::io::BufReader::new(s);
+                    let mut first = String::new();
+                    if r.read_line(&mut first).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut line = String::new();
+                    while r.read_line(&mut line).unwrap_or(0) > 2 {
+                        line.clear();
+                    }
+                    let answer = if first.starts_with("GET /here ") {
+                        "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nok\n"
+                    } else {
+                        "HTTP/1.0 404 Not Found\r\n\r\nno such file\n"
+                    };
+                    let _ = w.write_all(answer.as_bytes());
+                });
+            }
+        });
+        let run = |path: &str| {
+            let p = ParamValues::from_settings(
+                "service",
+                PARAMS,
+                &[
+                    &format!("port={port}"),
+                    "protocol=http",
+                    "rate=200",
+                    &format!("request={path}"),
+                    "connections=2",
+                ],
+            )
+            .unwrap();
+            Service
+                .run(&ctx(Duration::from_millis(600), None), &p)
+                .unwrap()
+        };
+        let m = run("/here");
+        assert_eq!(get(&m, "errors").value, 0.0);
+        assert!(
+            get(&m, "rate_rps").value > 100.0,
+            "{}",
+            get(&m, "rate_rps").value
+        );
+        // Every answer to a path the server lacks is an error, each on a new connection.
+        let m = run("/gone");
+        assert_eq!(get(&m, "rate_rps").value, 0.0);
+        assert!(
+            get(&m, "errors").value > 50.0,
+            "{}",
+            get(&m, "errors").value
+        );
+    }
+
+    #[test]
+    fn closing_answers_are_told_from_keep_alive_ones() {
+        use super::loadgen::closes_after;
+        assert!(closes_after("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"));
+        assert!(closes_after(
+            "HTTP/1.1 200 OK\r\nconnection: Keep-Alive, Close\r\n\r\n"
+        ));
+        assert!(closes_after("HTTP/1.0 200 OK\r\n\r\n"));
+        assert!(!closes_after(
+            "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n"
+        ));
+        assert!(!closes_after(
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+        ));
+    }
+
+    #[test]
     fn a_server_that_is_not_there_is_named() {
         let p = ParamValues::from_settings("service", PARAMS, &["port=1", "rate=10"]).unwrap();
         let e = Service

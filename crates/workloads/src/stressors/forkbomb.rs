@@ -1,5 +1,5 @@
-//! `forkbomb`: processes that loop creating child processes, each child looping too (the
-//! fork bomb of Matthews et al., table 2), held to a population limit.
+//! `forkbomb`: processes that loop creating child processes (the fork bomb of Matthews et
+//! al., table 2), held to a population limit.
 //!
 //! Process tree:
 //!
@@ -8,23 +8,38 @@
 //!                             \--fork--> root (own process group R) --fork--> ... all in R
 //! ```
 //!
-//! Every bomb process loops: reap its exited children, and fork if the population (bomb
-//! processes not yet reaped, zombies included, as a pids cgroup counts them) is under the
-//! limit. A childless process (a leaf) that finds no room exits, handing its slot back; a
-//! process with children that finds no room tries again at once, yielding the CPU in
-//! between (`at_limit = "spin"`, the default), or sleeps until one of its children ends
-//! (`at_limit = "block"`); when `fork` itself fails (EAGAIN from a pids limit) it naps 1 ms.
-//! So the tree stays pinned at the limit while leaves keep being forked and reaped, and the
-//! fork rate stays high instead of dropping to zero once the limit is reached.
+//! Two shapes (`child`). With `child = "exit"` (the default) the root starts forkers until
+//! there are half the population limit (itself included); every forker loops: fork a child
+//! that exits at once, sleep in `waitpid` until it has ended, fork again. With
+//! `child = "fork"` (the classic tree) every bomb process loops: reap its exited children,
+//! and fork if the population (bomb processes not yet reaped, zombies included, as a pids
+//! cgroup counts them) is under the limit. A childless process (a leaf) that finds no room
+//! exits, handing its slot back; a process with children that finds no room tries again at
+//! once, yielding the CPU in between (`at_limit = "spin"`, the default), or sleeps until one
+//! of its children ends (`at_limit = "block"`). In both shapes a failed `fork` (EAGAIN from a
+//! pids limit) makes a process that may give its slot back (a leaf, a forker other than the
+//! root) exit, and the root nap 1 ms, so forking goes on under a limit lower than ours.
 //!
-//! Why spin by default: a fork bomb's processes do not sleep, so every one of them competes
-//! for the CPUs. Blocked in `waitpid`, a bomb of population 2 has one runnable process at a
-//! time and leaves a CPU to its neighbours; the victim's fork latency tail comes mostly from
-//! waiting for a CPU (`fork-latency` p99 rose 41% beside a blocking bomb of population 2,
-//! 822% beside two CPU-bound threads), so the blocking bomb understated the pressure.
+//! Why forkers that exit-and-wait by default: what a neighbour feels of a fork bomb is mostly
+//! waiting for a CPU after it wakes, not the kernel's fork work. Beside a victim doing 8 KiB
+//! O_DIRECT reads at queue depth 1 (bench/tail.py, 2 CPUs, population 4 against
+//! `stress-ng --fork 2`, medians of 6 paired repetitions), the victim's run-queue delay per
+//! read (its schedstat) was 32 us alone, 61 us beside the spinning tree, 47 us beside the
+//! blocking tree, 73 us beside one exit-and-wait forker, 213 us beside stress-ng and 307 us
+//! beside two forkers. The full tree has about one forker: its new children find no room and
+//! exit at once, so nearly every fork is made by one parent. Every fork wakes a new task and
+//! every exit wakes a sleeping parent, and these fresh wake-ups compete with the victim's as
+//! equals, where a process that never sleeps loses to it; two forkers on two CPUs keep both
+//! busy with them. Making each fork dearer did not help: forking from 16 or 64 MiB of touched
+//! private memory cut the fork rate 5-20 times and left the victim's p99 rise (81% and 195%)
+//! near the small tree's (137%), all below stress-ng's (392%). Spinning stays the tree's
+//! default at the limit: blocked in `waitpid`, a tree of population 2 has one runnable
+//! process at a time (`fork-latency` p99 rose 41% beside it, 822% beside two CPU-bound
+//! threads).
 //!
 //! Containment and cleanup: every bomb process has `PR_SET_PDEATHSIG = SIGKILL` (a parent's
-//! death kills its subtree); the leader too, tied to the stressor thread, so killing the
+//! death kills its subtree; a forker's child, which exits at once, does without); the leader
+//! too, tied to the stressor thread, so killing the
 //! agent kills everything. On stop, the leader kills group R until its subreaper reaping
 //! finds no child left, then exits; the stressor thread reaps the leader and sweeps group R
 //! until nothing answers. Children run only async-signal-safe code (raw libc calls and
@@ -46,6 +61,7 @@ pub struct Forkbomb;
 #[serde(deny_unknown_fields)]
 struct Opts {
     max_procs: u32,
+    child: String,
     at_limit: String,
 }
 
@@ -61,10 +77,21 @@ const PARAMS: &[ParamSpec] = &[
         default: "1024",
     },
     ParamSpec {
+        name: "child",
+        help: "what a new bomb process does: exit (at once: half the population limit are \
+               forkers, each forks one child, sleeps in waitpid until it has exited and forks \
+               again, the fork/exit/wait churn of stress-ng --fork that delays a neighbour's \
+               wake-ups most) or fork (it loops forking too: the classic tree, see at_limit)",
+        kind: ParamKind::Choice {
+            options: &["exit", "fork"],
+        },
+        default: "exit",
+    },
+    ParamSpec {
         name: "at_limit",
-        help: "what a bomb process with children does at the population limit: spin (reap \
-               without waiting, yield the CPU, try again: every process stays runnable) or \
-               block (sleep in waitpid until a child ends)",
+        help: "with child=fork, what a bomb process with children does at the population \
+               limit: spin (reap without waiting, yield the CPU, try again: every process \
+               stays runnable) or block (sleep in waitpid until a child ends)",
         kind: ParamKind::Choice {
             options: &["spin", "block"],
         },
@@ -101,6 +128,10 @@ struct Shared {
     limit_spins: AtomicU64,
     /// Leaves that exited to hand their slot back.
     leaf_exits: AtomicU64,
+    /// Children of forkers (`child = "exit"`) that ran and exited at once.
+    quick_exits: AtomicU64,
+    /// Forker processes started (`child = "exit"`), the root included.
+    forkers: AtomicU32,
 }
 
 /// The shared page, unmapped (in this process) on drop.
@@ -266,9 +297,101 @@ fn bomb_loop(sh: &Shared, limit: u32, spin: bool, mut is_root: bool) -> ! {
     }
 }
 
+/// Waits (sleeping) until child `pid` has ended, releasing the slot of every process it
+/// reaps meanwhile (the root also reaps the forkers it started).
+fn wait_for(sh: &Shared, pid: libc::pid_t) {
+    loop {
+        let mut status = 0;
+        // SAFETY: plain blocking waitpid with a valid status pointer.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r > 0 {
+            sh.procs.fetch_sub(1, Ordering::SeqCst);
+            sh.live.fetch_sub(1, Ordering::SeqCst);
+            if r == pid {
+                return;
+            }
+        } else if errno() != libc::EINTR {
+            return;
+        }
+    }
+}
+
+/// Forks a process that takes one population slot; the child gets 0. `None` when the limit
+/// has no room or the fork failed (both counted).
+fn fork_slot(sh: &Shared, limit: u32) -> Option<libc::pid_t> {
+    if sh.live.fetch_add(1, Ordering::SeqCst) >= limit {
+        sh.live.fetch_sub(1, Ordering::SeqCst);
+        sh.limit_waits.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    // SAFETY: fork; the child runs only async-signal-safe code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        sh.live.fetch_sub(1, Ordering::SeqCst);
+        sh.failures.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    if pid > 0 {
+        sh.forks.fetch_add(1, Ordering::Relaxed);
+        let now = sh.procs.fetch_add(1, Ordering::SeqCst) + 1;
+        sh.peak.fetch_max(now, Ordering::Relaxed);
+    }
+    Some(pid)
+}
+
+/// `child = "exit"`: the root starts `forkers - 1` more forkers, then every forker loops:
+/// fork a child that exits at once, sleep until it has ended, again. A forker other than the
+/// root whose fork finds no room exits, handing its slot back (so a pids limit lower than
+/// ours thins the forkers instead of stopping the forks).
+fn forker_root(sh: &Shared, limit: u32, forkers: u32) -> ! {
+    // SAFETY: getpid has no arguments.
+    let root = unsafe { libc::getpid() };
+    sh.forkers.fetch_add(1, Ordering::Relaxed);
+    let mut is_root = true;
+    for _ in 1..forkers {
+        match fork_slot(sh, limit) {
+            Some(0) => {
+                die_with_parent(root);
+                is_root = false;
+                break;
+            }
+            Some(_) => {
+                sh.forkers.fetch_add(1, Ordering::Relaxed);
+            }
+            None => break,
+        }
+    }
+    loop {
+        if sh.stop.load(Ordering::Relaxed) != 0 {
+            exit_now(0);
+        }
+        match fork_slot(sh, limit) {
+            Some(0) => {
+                sh.quick_exits.fetch_add(1, Ordering::Relaxed);
+                exit_now(0);
+            }
+            Some(pid) => wait_for(sh, pid),
+            None if is_root => nap(BACKOFF_NS),
+            None => {
+                sh.leaf_exits.fetch_add(1, Ordering::Relaxed);
+                exit_now(0);
+            }
+        }
+    }
+}
+
+/// How the bomb's processes behave, from the parameters.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// Every process loops forking (`child = "fork"`); `spin`: at the limit, yield and retry.
+    Tree { spin: bool },
+    /// This many forkers each fork a child that exits at once and wait for it.
+    Forkers(u32),
+}
+
 /// The leader: detaches into its own session, becomes the subreaper of the bomb, forks the
 /// root, reaps orphans while the bomb runs, and on stop kills and reaps everything.
-fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32, spin: bool) -> ! {
+fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32, shape: Shape) -> ! {
     // SAFETY: raw libc calls with valid arguments; nothing here allocates or locks.
     unsafe {
         die_with_parent(agent);
@@ -298,7 +421,10 @@ fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32, spin: bool) -> ! {
         die_with_parent(me);
         // SAFETY: moves this process into its own new process group.
         unsafe { libc::setpgid(0, 0) };
-        bomb_loop(sh, limit, spin, true);
+        match shape {
+            Shape::Tree { spin } => bomb_loop(sh, limit, spin, true),
+            Shape::Forkers(n) => forker_root(sh, limit, n),
+        }
     }
     if root < 0 {
         sh.live.fetch_sub(1, Ordering::SeqCst);
@@ -444,17 +570,20 @@ impl Stressor for Forkbomb {
         "forkbomb"
     }
     fn help(&self) -> &'static str {
-        "Classic fork bomb held to a population limit: every process loops forking, children \
+        "Fork bomb held to a population limit. By default (child=exit) half the limit are \
+         forkers, each forking a child that exits at once and sleeping until it has ended, \
+         then forking again (stress-ng --fork's churn, the hardest on a neighbour's wake-up \
+         latency); child=fork is the classic tree: every process loops forking, children \
          loop too; with no room, childless leaves exit to hand their slot back while parents \
          reap without waiting, yield the CPU and try again (at_limit=spin, the default: every \
-         process stays runnable; at_limit=block sleeps until a child ends) or nap 1 ms (on \
-         EAGAIN from a pids limit), so forking never stops. Runs in \
-         its own session and process group, every process dies with its parent, and all are \
-         killed and reaped on stop. One operation is one successful fork. Pressure: \
-         forks_per_sec. Frozen, it stops forking but keeps its processes: the pids stay taken \
-         in its own tenant (up to the population limit) until it is stopped. Its effect on \
-         other tenants (fork, exit and scheduler work) stops with it, so it has no lingering \
-         effect."
+         process stays runnable; at_limit=block sleeps until a child ends). A fork refused \
+         (EAGAIN from a pids limit) naps 1 ms or, in a process that can give its slot back, \
+         exits, so forking never stops. Runs in its own session and process group, every \
+         process dies with its parent, and all are killed and reaped on stop. One operation \
+         is one successful fork. Pressure: forks_per_sec. Frozen, it stops forking but keeps \
+         its processes: the pids stay taken in its own tenant (up to the population limit) \
+         until it is stopped. Its effect on other tenants (fork, exit and scheduler work) \
+         stops with it, so it has no lingering effect."
     }
     fn class(&self) -> Class {
         Class::Process
@@ -496,6 +625,11 @@ impl Stressor for Forkbomb {
         }
         let limit = limit.max(1);
         let spin = o.at_limit != "block";
+        let shape = if o.child == "fork" {
+            Shape::Tree { spin }
+        } else {
+            Shape::Forkers((limit / 2).max(1))
+        };
         let page = SharedPage::new()?;
         let cpu0 = children_cpu_s();
         let sh = page.get();
@@ -509,7 +643,7 @@ impl Stressor for Forkbomb {
                 .context("forkbomb: cannot fork the leader process (a pids limit?)");
         }
         if leader == 0 {
-            leader_main(sh, agent, limit, spin);
+            leader_main(sh, agent, limit, shape);
         }
 
         let mut counted = 0u64;
@@ -528,10 +662,16 @@ impl Stressor for Forkbomb {
         ctx.add_ops(forks - counted);
         sh.stop.store(1, Ordering::SeqCst);
 
-        let mut notes = vec![format!(
-            "population_limit={limit} at_limit={}",
-            if spin { "spin" } else { "block" }
-        )];
+        let mut notes = vec![match shape {
+            Shape::Tree { spin } => format!(
+                "population_limit={limit} child=fork at_limit={}",
+                if spin { "spin" } else { "block" }
+            ),
+            Shape::Forkers(n) => format!(
+                "population_limit={limit} child=exit forkers_planned={n} forkers={}",
+                sh.forkers.load(Ordering::Relaxed)
+            ),
+        }];
         let clean = match &ended_early {
             Some(e) => {
                 notes.push(format!(
@@ -576,11 +716,12 @@ impl Stressor for Forkbomb {
         let peak = sh.peak.load(Ordering::Relaxed);
         notes.push(format!(
             "peak_population={peak} fork_failures={} limit_waits={} limit_spins={} \
-             leaf_exits={}",
+             leaf_exits={} quick_exits={}",
             sh.failures.load(Ordering::Relaxed),
             sh.limit_waits.load(Ordering::Relaxed),
             sh.limit_spins.load(Ordering::Relaxed),
-            sh.leaf_exits.load(Ordering::Relaxed)
+            sh.leaf_exits.load(Ordering::Relaxed),
+            sh.quick_exits.load(Ordering::Relaxed)
         ));
         if clean {
             // The leader reaped the whole bomb and was reaped itself: their CPU time is in

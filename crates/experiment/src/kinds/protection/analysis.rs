@@ -169,6 +169,23 @@ fn episode(
         recovered_isol_pct: set.recovered_isol,
     };
     let figures = episode_figures(&windows, &spec).map_err(|e| e.to_string())?;
+    if figures.baseline_p99_ms.is_none() {
+        let alone_s = start.saturating_sub(first.start_ns) as f64 / 1e9;
+        notes.push(
+            if alone_s <= set.settle.as_secs_f64() + set.window.as_secs_f64() {
+                format!(
+                "lat-imp is empty: the service's first window began only {alone_s:.1} s before \
+                 the aggressor started (its server or load started late), which leaves no \
+                 whole window alone after its settle of {:.1} s; lengthen `stable`",
+                set.settle.as_secs_f64()
+            )
+            } else {
+                "lat-imp is empty: no window of the service alone after its settle had a p99 (it \
+             answered nothing then)"
+                    .to_string()
+            },
+        );
+    }
     if figures.few_event_windows > 0 {
         notes.push(format!(
             "{} window(s) from the aggressor's start on completed fewer than {} requests: their \

@@ -132,7 +132,8 @@ pub fn drive(
 /// How requests are written and answers read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Protocol {
-    /// HTTP/1.1 keep-alive `GET path`; the answer's body by its Content-Length.
+    /// HTTP/1.1 keep-alive `GET path`; the answer's body by its Content-Length (or to the
+    /// end, when the server closes the connection after it).
     Http {
         /// The path requested.
         path: String,
@@ -145,23 +146,47 @@ pub enum Protocol {
     },
 }
 
-/// A connection speaking a [`Protocol`].
+/// A connection speaking a [`Protocol`]. An HTTP server that closes the connection after
+/// its answer (`Connection: close`, or HTTP/1.0 without keep-alive, as BusyBox's httpd
+/// does) is connected to again before the next request, within that request's latency.
 pub struct Conn {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
     request: Vec<u8>,
     http: bool,
     line: String,
+    addr: SocketAddr,
+    timeout: Duration,
+    /// The server said it closes the connection after the last answer.
+    closing: bool,
+}
+
+/// A connected stream with its timeouts, and a second handle for reading.
+fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<(TcpStream, TcpStream)> {
+    let s = TcpStream::connect_timeout(&addr, timeout)
+        .with_context(|| format!("service: cannot connect to {addr}"))?;
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    Ok((s.try_clone()?, s))
+}
+
+/// Whether the HTTP answer whose header block is `head` ends its connection: `Connection:
+/// close`, or an HTTP/1.0 answer without `Connection: keep-alive`.
+pub(crate) fn closes_after(head: &str) -> bool {
+    let connection = header_value(head, "connection").unwrap_or("");
+    let has = |token: &str| {
+        connection
+            .split(',')
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    };
+    has("close") || (head.starts_with("HTTP/1.0") && !has("keep-alive"))
 }
 
 impl Conn {
     /// Connects to `addr` with answers awaited for at most `timeout`.
     pub fn open(addr: SocketAddr, proto: &Protocol, timeout: Duration) -> anyhow::Result<Conn> {
-        let s = TcpStream::connect_timeout(&addr, timeout)
-            .with_context(|| format!("service: cannot connect to {addr}"))?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(timeout))?;
-        s.set_write_timeout(Some(timeout))?;
+        let (r, w) = connect(addr, timeout)?;
         let (request, http) = match proto {
             Protocol::Http { path } => (
                 format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes(),
@@ -170,12 +195,24 @@ impl Conn {
             Protocol::Line { request } => (format!("{request}\r\n").into_bytes(), false),
         };
         Ok(Conn {
-            reader: BufReader::new(s.try_clone()?),
-            writer: s,
+            reader: BufReader::new(r),
+            writer: w,
             request,
             http,
             line: String::new(),
+            addr,
+            timeout,
+            closing: false,
         })
+    }
+
+    /// Connects again, after an answer that closed the connection.
+    fn reopen(&mut self) -> anyhow::Result<()> {
+        let (r, w) = connect(self.addr, self.timeout)?;
+        self.reader = BufReader::new(r);
+        self.writer = w;
+        self.closing = false;
+        Ok(())
     }
 
     fn read_line(&mut self) -> anyhow::Result<()> {
@@ -220,11 +257,18 @@ impl Conn {
         }
         let head = String::from_utf8_lossy(&head).to_string();
         let status = head.split_whitespace().nth(1).unwrap_or("");
-        let len: usize = header_value(&head, "content-length")
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0);
-        let mut body = vec![0u8; len];
-        self.reader.read_exact(&mut body)?;
+        self.closing = closes_after(&head);
+        match header_value(&head, "content-length").and_then(|v| v.trim().parse().ok()) {
+            Some(len) => {
+                let mut body = vec![0u8; len];
+                self.reader.read_exact(&mut body)?;
+            }
+            // Without a length, the body of an answer that closes runs to the end.
+            None if self.closing => {
+                std::io::copy(&mut self.reader, &mut std::io::sink())?;
+            }
+            None => {}
+        }
         if status != "200" {
             bail!("HTTP status {status}");
         }
@@ -234,6 +278,9 @@ impl Conn {
 
 impl Exchange for Conn {
     fn exchange(&mut self) -> anyhow::Result<()> {
+        if self.closing {
+            self.reopen()?;
+        }
         self.writer.write_all(&self.request)?;
         if self.http {
             self.read_http()
