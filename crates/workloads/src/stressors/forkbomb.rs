@@ -132,6 +132,9 @@ struct Shared {
     quick_exits: AtomicU64,
     /// Forker processes started (`child = "exit"`), the root included.
     forkers: AtomicU32,
+    /// Set to 1 by the root once it has started every forker (`child = "exit"`): until then
+    /// the forkers it started sleep, so that they do not slow its forks down.
+    go: AtomicU32,
 }
 
 /// The shared page, unmapped (in this process) on drop.
@@ -339,10 +342,12 @@ fn fork_slot(sh: &Shared, limit: u32) -> Option<libc::pid_t> {
     Some(pid)
 }
 
-/// `child = "exit"`: the root starts `forkers - 1` more forkers, then every forker loops:
-/// fork a child that exits at once, sleep until it has ended, again. A forker other than the
-/// root whose fork finds no room exits, handing its slot back (so a pids limit lower than
-/// ours thins the forkers instead of stopping the forks).
+/// `child = "exit"`: the root starts `forkers - 1` more forkers, which sleep until it has
+/// started them all (or found no room for more), then every forker loops: fork a child that
+/// exits at once, sleep until it has ended, again. So the bomb fills its population at once,
+/// even on a slow CPU, instead of the root's forks competing with the loops of the forkers
+/// already started. A forker other than the root whose fork finds no room exits, handing its
+/// slot back (so a pids limit lower than ours thins the forkers instead of stopping the forks).
 fn forker_root(sh: &Shared, limit: u32, forkers: u32) -> ! {
     // SAFETY: getpid has no arguments.
     let root = unsafe { libc::getpid() };
@@ -359,6 +364,13 @@ fn forker_root(sh: &Shared, limit: u32, forkers: u32) -> ! {
                 sh.forkers.fetch_add(1, Ordering::Relaxed);
             }
             None => break,
+        }
+    }
+    if is_root {
+        sh.go.store(1, Ordering::Release);
+    } else {
+        while sh.go.load(Ordering::Acquire) == 0 && sh.stop.load(Ordering::Relaxed) == 0 {
+            nap(BACKOFF_NS);
         }
     }
     loop {
