@@ -403,7 +403,7 @@ fn forkbomb_tree_spins_at_its_limit_unless_told_to_block() {
     }
 }
 
-/// By default the bomb is forkers whose children exit at once: half the population limit
+/// With `child = "exit"` the bomb is forkers whose children exit at once: half the population limit
 /// of forkers (the population of 6 is 3 forkers and their 3 children), nearly every fork a
 /// child that exited without forking, none of them spinning, and the population kept to
 /// the limit.
@@ -412,7 +412,8 @@ fn forkbomb_forkers_fork_children_that_exit_at_once() {
     let _g = serial();
     let (mut c, _d) = ctx(100);
     c.caps.max_tasks = Some(8);
-    for settings in [&["max_procs=6"][..], &["max_procs=6", "child=exit"][..]] {
+    {
+        let settings: &[&str] = &["max_procs=6", "child=exit"];
         let (r, lat) = run("forkbomb", &c, settings, BRIEF).unwrap();
         assert_worked("forkbomb", &r, lat);
         let value = |k: &str| -> u64 { note_value(&r, k).unwrap().parse().unwrap() };
