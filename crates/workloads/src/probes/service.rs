@@ -704,30 +704,38 @@ mod tests {
         assert!((get(&m, "target_rps").value - max * 0.5).abs() < 1e-6);
     }
 
-    #[test]
-    fn a_line_server_of_the_users_is_driven_and_its_replies_read() {
-        // A Redis-like server: PING -> +PONG, GET -> a bulk string.
+    /// A server on a loopback port chosen by the kernel, `serve` run on each connection (its
+    /// reading and writing halves) in a thread of its own; returns the port.
+    fn serve_on_loopback(
+        serve: fn(std::io::BufReader<std::net::TcpStream>, std::net::TcpStream),
+    ) -> u16 {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         std::thread::spawn(move || {
             for s in l.incoming().flatten() {
-                std::thread::spawn(move || {
-                    use std::io::{BufRead, Write};
-                    let mut w = s.try_clone().unwrap();
-                    let mut r = std::io::BufReader::new(s);
-                    let mut line = String::new();
-                    while r.read_line(&mut line).unwrap_or(0) > 0 {
-                        let reply: &[u8] = if line.starts_with("GET") {
-                            b"$5\r\nhello\r\n"
-                        } else {
-                            b"+PONG\r\n"
-                        };
-                        if w.write_all(reply).is_err() {
-                            return;
-                        }
-                        line.clear();
-                    }
-                });
+                let w = s.try_clone().unwrap();
+                std::thread::spawn(move || serve(std::io::BufReader::new(s), w));
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn a_line_server_of_the_users_is_driven_and_its_replies_read() {
+        // A Redis-like server: PING -> +PONG, GET -> a bulk string.
+        let port = serve_on_loopback(|mut r, mut w| {
+            use std::io::{BufRead, Write};
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 {
+                let reply: &[u8] = if line.starts_with("GET") {
+                    b"$5\r\nhello\r\n"
+                } else {
+                    b"+PONG\r\n"
+                };
+                if w.write_all(reply).is_err() {
+                    return;
+                }
+                line.clear();
             }
         });
         for req in ["PING", "GET k"] {
@@ -754,30 +762,22 @@ mod tests {
     fn an_http_server_that_closes_after_each_answer_is_connected_to_again() {
         // As BusyBox's httpd does: `Connection: close` on every answer, then the close; a
         // missing file is a 404.
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            for s in l.incoming().flatten() {
-                std::thread::spawn(move || {
-                    use std::io::{BufRead, Write};
-                    let mut w = s.try_clone().unwrap();
-                    let mut r = std::io::BufReader::new(s);
-                    let mut first = String::new();
-                    if r.read_line(&mut first).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let mut line = String::new();
-                    while r.read_line(&mut line).unwrap_or(0) > 2 {
-                        line.clear();
-                    }
-                    let answer = if first.starts_with("GET /here ") {
-                        "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nok\n"
-                    } else {
-                        "HTTP/1.0 404 Not Found\r\n\r\nno such file\n"
-                    };
-                    let _ = w.write_all(answer.as_bytes());
-                });
+        let port = serve_on_loopback(|mut r, mut w| {
+            use std::io::{BufRead, Write};
+            let mut first = String::new();
+            if r.read_line(&mut first).unwrap_or(0) == 0 {
+                return;
             }
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 2 {
+                line.clear();
+            }
+            let answer = if first.starts_with("GET /here ") {
+                "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nok\n"
+            } else {
+                "HTTP/1.0 404 Not Found\r\n\r\nno such file\n"
+            };
+            let _ = w.write_all(answer.as_bytes());
         });
         let run = |path: &str| {
             let p = ParamValues::from_settings(
