@@ -552,23 +552,30 @@ fn the_images_own_server_is_a_service_on_podman() {
     );
 }
 
-#[test]
-fn a_probe_and_a_stressor_run_inside_the_users_image_on_k8s() {
-    let test = "a_probe_and_a_stressor_run_inside_the_users_image_on_k8s";
-    let Some(engine) = engine_or_skip(test, EngineKind::Docker) else {
-        return;
-    };
+/// The test image built with Docker and imported into the one-node cluster's containerd,
+/// and a directory for the test; `None` when the test skipped (no Docker, no cluster).
+fn image_in_the_node_or_skip(test: &str) -> Option<tempfile::TempDir> {
+    let engine = engine_or_skip(test, EngineKind::Docker)?;
     if let Some(why) = std::env::var_os("ISOBENCH_K8S_SKIP") {
         common::skip_test("k8s", test, &why.to_string_lossy());
-        return;
+        return None;
     }
     if let Err(e) = k8s::available() {
         common::skip_test("k8s", test, &e.to_string());
-        return;
+        return None;
     }
     build_user_image(&engine);
     let dir = tempfile::tempdir().unwrap();
     import_into_the_node(&engine, dir.path());
+    Some(dir)
+}
+
+#[test]
+fn a_probe_and_a_stressor_run_inside_the_users_image_on_k8s() {
+    let test = "a_probe_and_a_stressor_run_inside_the_users_image_on_k8s";
+    let Some(dir) = image_in_the_node_or_skip(test) else {
+        return;
+    };
     let image = format!("image = \"{USER_IMAGE}\"");
     let f = write(dir.path(), "s.toml", &scenario("k8s", &image, &image));
     let db = dir.path().join("runs.db");
@@ -611,20 +618,9 @@ fn a_probe_and_a_stressor_run_inside_the_users_image_on_k8s() {
 fn the_images_own_server_is_a_service_on_k8s() {
     let test = "the_images_own_server_is_a_service_on_k8s";
     let _serial = SERVICE.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(engine) = engine_or_skip(test, EngineKind::Docker) else {
+    let Some(dir) = image_in_the_node_or_skip(test) else {
         return;
     };
-    if let Some(why) = std::env::var_os("ISOBENCH_K8S_SKIP") {
-        common::skip_test("k8s", test, &why.to_string_lossy());
-        return;
-    }
-    if let Err(e) = k8s::available() {
-        common::skip_test("k8s", test, &e.to_string());
-        return;
-    }
-    build_user_image(&engine);
-    let dir = tempfile::tempdir().unwrap();
-    import_into_the_node(&engine, dir.path());
     run_the_images_server(dir.path(), "k8s", None);
 }
 
