@@ -404,22 +404,31 @@ fn v2_parents(
             }
         }
     }
-    for (run, dirs) in state_dirs {
-        if !runs.selected(run) {
-            continue;
-        }
-        for dir in dirs {
-            for line in fs::read_to_string(dir.join(run::CGROUP_PARENTS))
+    parents.extend(recorded_paths(state_dirs, runs, run::CGROUP_PARENTS));
+    (scopes, parents)
+}
+
+/// The paths the selected runs recorded, a line each, in their state directories' file
+/// `name`.
+fn recorded_paths(
+    state_dirs: &BTreeMap<String, Vec<PathBuf>>,
+    runs: &mut Runs,
+    name: &str,
+) -> BTreeSet<PathBuf> {
+    state_dirs
+        .iter()
+        .filter(|(run, _)| runs.selected(run))
+        .flat_map(|(_, dirs)| dirs)
+        .flat_map(|dir| {
+            fs::read_to_string(dir.join(name))
                 .unwrap_or_default()
                 .lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty())
-            {
-                parents.insert(PathBuf::from(line));
-            }
-        }
-    }
-    (scopes, parents)
+                .map(PathBuf::from)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// Removes the tenants of selected runs found in [`v2_parents`], then stops the scopes of
@@ -515,18 +524,16 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
     // tenants' parent.
     let mounts = cgroup::host_mounts().unwrap_or_default();
     let mut v1_parents: BTreeSet<PathBuf> = BTreeSet::from([PathBuf::new()]);
-    for dirs in state_dirs.values() {
-        for dir in dirs {
-            v1_parents.extend(
-                fs::read_to_string(dir.join(run::CGROUP_V1_PARENTS))
-                    .unwrap_or_default()
-                    .lines()
-                    .filter_map(|l| l.trim().strip_prefix('/'))
-                    .filter(|l| !l.is_empty() && !l.split('/').any(|c| c == ".."))
-                    .map(PathBuf::from),
-            );
-        }
-    }
+    v1_parents.extend(
+        recorded_paths(&state_dirs, &mut runs, run::CGROUP_V1_PARENTS)
+            .into_iter()
+            .filter_map(|p| p.strip_prefix("/").ok().map(PathBuf::from))
+            .filter(|p| {
+                !p.as_os_str().is_empty()
+                    && p.components()
+                        .all(|c| matches!(c, std::path::Component::Normal(_)))
+            }),
+    );
     let mut names: BTreeSet<(PathBuf, String)> = BTreeSet::new();
     for m in &mounts {
         for parent in &v1_parents {
@@ -670,23 +677,8 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
     }
 
     // 5. Workdirs in the default parent and the parents the runs recorded.
-    let mut parents: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut parents = recorded_paths(&state_dirs, &mut runs, run::WORKDIRS);
     parents.insert(run::default_workdir_root());
-    for (run, dirs) in &state_dirs {
-        if !runs.selected(run) {
-            continue;
-        }
-        for dir in dirs {
-            for line in fs::read_to_string(dir.join(run::WORKDIRS))
-                .unwrap_or_default()
-                .lines()
-            {
-                if !line.trim().is_empty() {
-                    parents.insert(PathBuf::from(line.trim()));
-                }
-            }
-        }
-    }
     for parent in parents {
         let Ok(rd) = fs::read_dir(&parent) else {
             continue;
