@@ -446,8 +446,8 @@ const PIDS_CHILD_ENV: &str = "ISOBENCH_TEST_PIDS_CGROUP";
 
 /// Needs root and the cgroup v1 pids controller: the bomb runs, with no caps, in a child
 /// process of this test binary moved into a pids cgroup of 24 tasks, so the kernel limit is
-/// what stops it. It must keep forking (leaves hand their slots back), count the EAGAIN
-/// failures, and leave the cgroup empty.
+/// what stops it. In both shapes it must keep forking (leaves or forkers hand their slots
+/// back), count the EAGAIN failures, and leave the cgroup empty.
 #[test]
 fn forkbomb_backs_off_at_a_pids_limit() {
     if let Some(cg) = std::env::var_os(PIDS_CHILD_ENV) {
@@ -528,22 +528,38 @@ fn forkbomb_backs_off_at_a_pids_limit() {
 fn forkbomb_in_pids_cgroup(cg: &Path) {
     std::fs::write(cg.join("cgroup.procs"), "0").unwrap();
     let (c, _d) = ctx(100);
-    let (r, lat) = run(
-        "forkbomb",
-        &c,
-        &["max_procs=1000"],
-        Duration::from_millis(400),
-    )
-    .unwrap();
-    assert_worked("forkbomb at a pids limit", &r, lat);
-    let failures: u64 = note_value(&r, "fork_failures").unwrap().parse().unwrap();
-    let peak: u32 = note_value(&r, "peak_population").unwrap().parse().unwrap();
-    assert!(failures > 0, "the pids limit was never hit: {:?}", r.notes);
-    assert!(peak < 24, "population {peak} above the pids limit");
-    let me = std::process::id().to_string();
-    let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap();
-    let others: Vec<&str> = procs.lines().filter(|p| *p != me).collect();
-    assert!(others.is_empty(), "bomb processes left: {others:?}");
+    for shape in ["child=exit", "child=fork"] {
+        let (r, lat) = run(
+            "forkbomb",
+            &c,
+            &["max_procs=1000", shape],
+            Duration::from_millis(400),
+        )
+        .unwrap();
+        assert_worked(&format!("forkbomb {shape} at a pids limit"), &r, lat);
+        let value = |k: &str| -> u64 { note_value(&r, k).unwrap().parse().unwrap() };
+        let failures = value("fork_failures");
+        let peak = value("peak_population");
+        assert!(failures > 0, "the pids limit was never hit: {:?}", r.notes);
+        assert!(peak < 24, "population {peak} above the pids limit");
+        if shape == "child=exit" {
+            // The root filled the tenant with forkers; those past three quarters of its room
+            // left, so the rest fork on.
+            let room = value("room_at_first_refusal");
+            let alive = value("forkers_alive");
+            assert!((10..24).contains(&room), "{:?}", r.notes);
+            assert!(
+                alive >= 1 && alive <= room * 3 / 4,
+                "{alive} forkers of a room of {room}: {:?}",
+                r.notes
+            );
+            assert!(value("quick_exits") > 0, "{:?}", r.notes);
+        }
+        let me = std::process::id().to_string();
+        let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap();
+        let others: Vec<&str> = procs.lines().filter(|p| *p != me).collect();
+        assert!(others.is_empty(), "bomb processes left after {shape}: {others:?}");
+    }
 }
 
 #[test]

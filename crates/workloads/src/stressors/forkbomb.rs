@@ -8,23 +8,22 @@
 //!                             \--fork--> root (own process group R) --fork--> ... all in R
 //! ```
 //!
-//! Two shapes (`child`). With `child = "exit"` the root starts forkers until
+//! Two shapes (`child`). With `child = "exit"` (the default) the root starts forkers until
 //! there are half the population limit (itself included); every forker loops: fork a child
-//! that exits at once, sleep in `waitpid` until it has ended, fork again. With
-//! `child = "fork"` (the default, the classic tree) every bomb process loops: reap its exited children,
-//! and fork if the population (bomb processes not yet reaped, zombies included, as a pids
-//! cgroup counts them) is under the limit. A childless process (a leaf) that finds no room
-//! exits, handing its slot back; a process with children that finds no room tries again at
-//! once, yielding the CPU in between (`at_limit = "spin"`, the default), or sleeps until one
-//! of its children ends (`at_limit = "block"`). In both shapes a failed `fork` (EAGAIN from a
-//! pids limit) makes a process that may give its slot back (a leaf, a forker other than the
-//! root) exit, and the root nap 1 ms, so forking goes on under a limit lower than ours.
+//! that exits at once, sleep in `waitpid` until it has ended, fork again. Under a pids limit
+//! lower than ours the root fills the tenant with forkers; every fork is then refused
+//! (EAGAIN), and forkers other than the root exit until a quarter of the room the tenant
+//! gives the bomb (its population at the first refusal) is free for children. The others
+//! nap 1 ms and try again, so the tenant is held at its limit and forking goes on.
+//! With `child = "fork"` (the classic tree) every bomb process loops: reap its exited
+//! children, and fork if the population (bomb processes not yet reaped, zombies included, as
+//! a pids cgroup counts them) is under the limit. A childless process (a leaf) that finds no
+//! room exits, handing its slot back; a process with children that finds no room tries again
+//! at once, yielding the CPU in between (`at_limit = "spin"`, the default), or sleeps until
+//! one of its children ends (`at_limit = "block"`). A refused `fork` makes a leaf exit and
+//! any other process nap 1 ms.
 //!
-//! Why the tree stays the default: a pids limit lower than the bomb's own thins the forkers
-//! (each one whose fork is refused exits), and the population settles below the limit (peak
-//! 57 of a pod's 64, never at it, in crates/platform/tests/k8s.rs), where a fork bomb must
-//! hold its tenant at the limit. The forkers are harder on a neighbour's tail, though:
-//! what a neighbour feels of a fork bomb is mostly
+//! Why forkers are the default: what a neighbour feels of a fork bomb is mostly
 //! waiting for a CPU after it wakes, not the kernel's fork work. Beside a victim doing 8 KiB
 //! O_DIRECT reads at queue depth 1 (bench/tail.py, 2 CPUs, population 4 against
 //! `stress-ng --fork 2`, medians of 6 paired repetitions), the victim's run-queue delay per
@@ -89,7 +88,7 @@ const PARAMS: &[ParamSpec] = &[
         kind: ParamKind::Choice {
             options: &["exit", "fork"],
         },
-        default: "fork",
+        default: "exit",
     },
     ParamSpec {
         name: "at_limit",
@@ -139,6 +138,11 @@ struct Shared {
     /// Set to 1 by the root once it has started every forker (`child = "exit"`): until then
     /// the forkers it started sleep, so that they do not slow its forks down.
     go: AtomicU32,
+    /// Forkers that have not exited (`child = "exit"`).
+    forkers_alive: AtomicU32,
+    /// Bomb processes alive when the kernel first refused a fork, 0 until then: the room the
+    /// tenant's pids limit leaves the bomb.
+    ceiling: AtomicU32,
 }
 
 /// The shared page, unmapped (in this process) on drop.
@@ -323,51 +327,92 @@ fn wait_for(sh: &Shared, pid: libc::pid_t) {
     }
 }
 
-/// Forks a process that takes one population slot; the child gets 0. `None` when the limit
-/// has no room or the fork failed (both counted).
-fn fork_slot(sh: &Shared, limit: u32) -> Option<libc::pid_t> {
+/// What [`fork_slot`] did.
+enum Slot {
+    /// This is the new process.
+    Child,
+    /// A child was forked, with this pid.
+    Parent(libc::pid_t),
+    /// Our own population limit had no room (counted in `limit_waits`).
+    Full,
+    /// The kernel refused the fork (EAGAIN from a pids limit, ENOMEM; counted in `failures`).
+    Refused,
+}
+
+/// Forks a process that takes one population slot.
+fn fork_slot(sh: &Shared, limit: u32) -> Slot {
     if sh.live.fetch_add(1, Ordering::SeqCst) >= limit {
         sh.live.fetch_sub(1, Ordering::SeqCst);
         sh.limit_waits.fetch_add(1, Ordering::Relaxed);
-        return None;
+        return Slot::Full;
     }
     // SAFETY: fork; the child runs only async-signal-safe code.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         sh.live.fetch_sub(1, Ordering::SeqCst);
         sh.failures.fetch_add(1, Ordering::Relaxed);
-        return None;
+        // The population when the kernel first said no: what the tenant has room for.
+        let _ = sh.ceiling.compare_exchange(
+            0,
+            sh.procs.load(Ordering::SeqCst),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        return Slot::Refused;
     }
     if pid > 0 {
         sh.forks.fetch_add(1, Ordering::Relaxed);
         let now = sh.procs.fetch_add(1, Ordering::SeqCst) + 1;
         sh.peak.fetch_max(now, Ordering::Relaxed);
+        return Slot::Parent(pid);
     }
-    Some(pid)
+    Slot::Child
+}
+
+/// A forker whose fork the kernel refused: true (and counted out) when it should exit,
+/// handing its slot back, because more than three quarters of the room the tenant gives the
+/// bomb (its population at the first refusal) are forkers. The rest stay, napping and trying
+/// again: the tenant stays at its pids limit and a quarter of its room goes to the children.
+fn forker_leaves(sh: &Shared) -> bool {
+    let keep = (sh.ceiling.load(Ordering::SeqCst) * 3 / 4).max(1);
+    let left = sh
+        .forkers_alive
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |f| {
+            (f > keep).then(|| f - 1)
+        })
+        .is_ok();
+    if left {
+        sh.leaf_exits.fetch_add(1, Ordering::Relaxed);
+    }
+    left
 }
 
 /// `child = "exit"`: the root starts `forkers - 1` more forkers, which sleep until it has
-/// started them all (or found no room for more), then every forker loops: fork a child that
-/// exits at once, sleep until it has ended, again. So the bomb fills its population at once,
-/// even on a slow CPU, instead of the root's forks competing with the loops of the forkers
-/// already started. A forker other than the root whose fork finds no room exits, handing its
-/// slot back (so a pids limit lower than ours thins the forkers instead of stopping the forks).
+/// started them all (or the kernel refused one more), then every forker loops: fork a child
+/// that exits at once, sleep until it has ended, again. So the bomb fills its population at
+/// once, even on a slow CPU, instead of the root's forks competing with the loops of the
+/// forkers already started. Under a pids limit lower than ours the root has filled the
+/// tenant with forkers and every fork is refused: forkers then exit (see [`forker_leaves`])
+/// until a quarter of the room is free for children, and the rest nap 1 ms and try again,
+/// so the tenant is held at its limit and forking goes on.
 fn forker_root(sh: &Shared, limit: u32, forkers: u32) -> ! {
     // SAFETY: getpid has no arguments.
     let root = unsafe { libc::getpid() };
     sh.forkers.fetch_add(1, Ordering::Relaxed);
+    sh.forkers_alive.fetch_add(1, Ordering::SeqCst);
     let mut is_root = true;
     for _ in 1..forkers {
         match fork_slot(sh, limit) {
-            Some(0) => {
+            Slot::Child => {
                 die_with_parent(root);
                 is_root = false;
                 break;
             }
-            Some(_) => {
+            Slot::Parent(_) => {
                 sh.forkers.fetch_add(1, Ordering::Relaxed);
+                sh.forkers_alive.fetch_add(1, Ordering::SeqCst);
             }
-            None => break,
+            Slot::Full | Slot::Refused => break,
         }
     }
     if is_root {
@@ -382,15 +427,19 @@ fn forker_root(sh: &Shared, limit: u32, forkers: u32) -> ! {
             exit_now(0);
         }
         match fork_slot(sh, limit) {
-            Some(0) => {
+            Slot::Child => {
                 sh.quick_exits.fetch_add(1, Ordering::Relaxed);
                 exit_now(0);
             }
-            Some(pid) => wait_for(sh, pid),
-            None if is_root => nap(BACKOFF_NS),
-            None => {
-                sh.leaf_exits.fetch_add(1, Ordering::Relaxed);
-                exit_now(0);
+            Slot::Parent(pid) => wait_for(sh, pid),
+            Slot::Refused if !is_root && forker_leaves(sh) => exit_now(0),
+            Slot::Full | Slot::Refused => {
+                if is_root {
+                    // Forkers that left are the root's zombies until reaped, still counted
+                    // by the pids limit.
+                    reap(sh);
+                }
+                nap(BACKOFF_NS);
             }
         }
     }
@@ -592,9 +641,10 @@ impl Stressor for Forkbomb {
          latency); child=fork is the classic tree: every process loops forking, children \
          loop too; with no room, childless leaves exit to hand their slot back while parents \
          reap without waiting, yield the CPU and try again (at_limit=spin, the default: every \
-         process stays runnable; at_limit=block sleeps until a child ends). A fork refused \
-         (EAGAIN from a pids limit) naps 1 ms or, in a process that can give its slot back, \
-         exits, so forking never stops. Runs in its own session and process group, every \
+         process stays runnable; at_limit=block sleeps until a child ends). Under a pids limit \
+         lower than its own, forkers exit until a quarter of the tenant's room is free for \
+         children and the rest nap 1 ms after a refused fork, so the tenant stays at its \
+         limit and forking never stops. Runs in its own session and process group, every \
          process dies with its parent, and all are killed and reaped on stop. One operation \
          is one successful fork. Pressure: forks_per_sec. Frozen, it stops forking but keeps \
          its processes: the pids stay taken in its own tenant (up to the population limit) \
@@ -684,8 +734,11 @@ impl Stressor for Forkbomb {
                 if spin { "spin" } else { "block" }
             ),
             Shape::Forkers(n) => format!(
-                "population_limit={limit} child=exit forkers_planned={n} forkers={}",
-                sh.forkers.load(Ordering::Relaxed)
+                "population_limit={limit} child=exit forkers_planned={n} forkers={} \
+                 forkers_alive={} room_at_first_refusal={}",
+                sh.forkers.load(Ordering::Relaxed),
+                sh.forkers_alive.load(Ordering::SeqCst),
+                sh.ceiling.load(Ordering::SeqCst)
             ),
         }];
         let clean = match &ended_early {
