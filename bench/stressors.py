@@ -50,6 +50,7 @@ import math
 import os
 import random
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -166,7 +167,8 @@ class SngAggressor(Background):
 
     CONTROLLERS = ("cpu", "cpuset", "memory", "pids", "blkio")
 
-    def __init__(self, args, workdir):
+    def __init__(self, args, workdir, program=None):
+        """`program`: run this argv instead of stress-ng (a reference program of the user's)."""
         self.name = f"sngbench-{os.getpid()}"
         self.dirs = make_cgroups(self.name, self.CONTROLLERS)
         with open(os.path.join(CG_ROOT, "memory", self.name, "memory.limit_in_bytes"), "w") as f:
@@ -174,7 +176,8 @@ class SngAggressor(Background):
         with open(os.path.join(CG_ROOT, "pids", self.name, "pids.max"), "w") as f:
             f.write("4096")
         join = " ".join(f"echo $$ > {d}/cgroup.procs;" for d in self.dirs)
-        sng = " ".join(["exec", "stress-ng", "--temp-path", workdir] + args + ["--timeout", "600"])
+        argv = program or ["stress-ng", "--temp-path", workdir] + args + ["--timeout", "600"]
+        sng = " ".join(["exec"] + [shlex.quote(a) for a in argv])
         super().__init__(["sh", "-c", f"{join} {sng}"])
 
     def __exit__(self, *a):

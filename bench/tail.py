@@ -79,8 +79,8 @@ def arm_of(spec):
     label, rest = spec.split("=", 1)
     kind, args = rest.split(":", 1)
     args = shlex.split(args)
-    if kind == "sng":
-        return (label, "sng", None, args)
+    if kind in ("sng", "cmd"):
+        return (label, kind, None, args)
     return (label, "iso", kind, args)
 
 
@@ -98,6 +98,8 @@ def default_arms(workers):
 def aggressor(kind, name, args, workdir):
     if kind == "sng":
         return sb.SngAggressor(args, workdir)
+    if kind == "cmd":
+        return sb.SngAggressor([], workdir, program=args)
     return sb.iso_aggressor(name, ["--intensity", "100"] + args, workdir)
 
 
@@ -141,7 +143,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=6)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--arm", action="append", default=[],
-                    help="extra arm for group `custom`: LABEL=iso:STRESSOR ARGS or LABEL=sng:ARGS")
+                    help="extra arm for group `custom`: LABEL=iso:STRESSOR ARGS, LABEL=sng:ARGS "
+                         "(stress-ng's) or LABEL=cmd:ARGV (any program, in the same kind of cgroup)")
     ap.add_argument("--ref", default=None, help="the custom group's reference arm (a label)")
     a = ap.parse_args()
     groups = default_arms(a.workers)

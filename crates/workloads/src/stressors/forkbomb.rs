@@ -40,6 +40,16 @@
 //! process at a time (`fork-latency` p99 rose 41% beside it, 822% beside two CPU-bound
 //! threads).
 //!
+//! Why the bomb's processes hold extra mappings (`mappings`, 256 by default): a fork copies
+//! every mapping of its parent and an exit tears them down, and on a kernel that does not
+//! preempt itself (`preempt=none`, this machine's default) a neighbour that wakes while a
+//! bomb process is inside `fork` or `exit` waits for that call to end. The bomb's own
+//! address space is small (about 50 mappings, against 168 for a stress-ng fork worker and
+//! 118 for redis-server), and its forks were the cheaper for it: beside the same O_DIRECT
+//! reader (bench/tail.py, 8 paired repetitions, `--arm 'cN=cmd:forkloop 2 N'`, two
+//! fork-and-wait loops in C), the reader's p99 rose 43% with 23 mappings, 153% with 343, 327%
+//! with 823, and 138% beside `stress-ng --fork 2`.
+//!
 //! Containment and cleanup: every bomb process has `PR_SET_PDEATHSIG = SIGKILL` (a parent's
 //! death kills its subtree; a forker's child, which exits at once, does without); the leader
 //! too, tied to the stressor thread, so killing the
@@ -66,6 +76,7 @@ struct Opts {
     max_procs: u32,
     child: String,
     at_limit: String,
+    mappings: u32,
 }
 
 const PARAMS: &[ParamSpec] = &[
@@ -89,6 +100,17 @@ const PARAMS: &[ParamSpec] = &[
             options: &["exit", "fork"],
         },
         default: "exit",
+    },
+    ParamSpec {
+        name: "mappings",
+        help: "memory mappings each bomb process holds beyond its own (one touched page each), \
+               copied by every fork and torn down by every exit: a fork's cost, and how long \
+               a neighbour waking meanwhile waits for the CPU, grows with them. 256 makes a \
+               mid-size program (in all: bash 43, python3 105, redis-server 118, a stress-ng \
+               fork worker 168, a JVM or a browser process hundreds to thousands); 0 forks \
+               from the bomb's own ~50",
+        kind: ParamKind::Int { min: 0, max: 60_000 },
+        default: "256",
     },
     ParamSpec {
         name: "at_limit",
@@ -143,6 +165,8 @@ struct Shared {
     /// Bomb processes alive when the kernel first refused a fork, 0 until then: the room the
     /// tenant's pids limit leaves the bomb.
     ceiling: AtomicU32,
+    /// Extra mappings the root made before it forked anything (`mappings`).
+    mappings: AtomicU32,
 }
 
 /// The shared page, unmapped (in this process) on drop.
@@ -388,14 +412,15 @@ fn forker_leaves(sh: &Shared) -> bool {
 }
 
 /// `child = "exit"`: the root starts `forkers - 1` more forkers, which sleep until it has
-/// started them all (or the kernel refused one more), then every forker loops: fork a child
-/// that exits at once, sleep until it has ended, again. So the bomb fills its population at
+/// started them all (or the kernel refused one more); then every forker makes its own
+/// `mappings` (see [`add_mappings`]) and loops: fork a child that exits at once, sleep until
+/// it has ended, again. So the bomb fills its population at
 /// once, even on a slow CPU, instead of the root's forks competing with the loops of the
 /// forkers already started. Under a pids limit lower than ours the root has filled the
 /// tenant with forkers and every fork is refused: forkers then exit (see [`forker_leaves`])
 /// until a quarter of the room is free for children, and the rest nap 1 ms and try again,
 /// so the tenant is held at its limit and forking goes on.
-fn forker_root(sh: &Shared, limit: u32, forkers: u32) -> ! {
+fn forker_root(sh: &Shared, limit: u32, forkers: u32, mappings: u32) -> ! {
     // SAFETY: getpid has no arguments.
     let root = unsafe { libc::getpid() };
     sh.forkers.fetch_add(1, Ordering::Relaxed);
@@ -421,6 +446,12 @@ fn forker_root(sh: &Shared, limit: u32, forkers: u32) -> ! {
         while sh.go.load(Ordering::Acquire) == 0 && sh.stop.load(Ordering::Relaxed) == 0 {
             nap(BACKOFF_NS);
         }
+    }
+    // Each forker makes its own (the root's forks of forkers stay cheap, so the population
+    // fills at once even under emulation); the children it forks copy them.
+    let made = add_mappings(mappings);
+    if is_root {
+        sh.mappings.store(made, Ordering::Relaxed);
     }
     loop {
         if sh.stop.load(Ordering::Relaxed) != 0 {
@@ -454,9 +485,53 @@ enum Shape {
     Forkers(u32),
 }
 
+/// Gives the calling process `n` more memory mappings, each of one touched page, so that
+/// every fork copies them and every exit tears them down: one anonymous region of `2n`
+/// pages, every other page made read-only, which the kernel cannot merge back. Returns how
+/// many it made (0 when the region cannot be had, e.g. under a tenant's memory limit).
+fn add_mappings(n: u32) -> u32 {
+    if n == 0 {
+        return 0;
+    }
+    const PAGE: usize = 4096;
+    let len = 2 * n as usize * PAGE;
+    // SAFETY: a fresh private anonymous mapping, checked before use.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return 0;
+    }
+    let base = p.cast::<u8>();
+    let mut made = 0;
+    for i in 0..n as usize {
+        // SAFETY: both pages lie inside the region mapped above.
+        unsafe {
+            base.add(2 * i * PAGE).write_volatile(1);
+            base.add((2 * i + 1) * PAGE).write_volatile(1);
+            if libc::mprotect(
+                base.add((2 * i + 1) * PAGE).cast(),
+                PAGE,
+                libc::PROT_READ,
+            ) == 0
+            {
+                made += 1;
+            }
+        }
+    }
+    made
+}
+
 /// The leader: detaches into its own session, becomes the subreaper of the bomb, forks the
 /// root, reaps orphans while the bomb runs, and on stop kills and reaps everything.
-fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32, shape: Shape) -> ! {
+fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32, shape: Shape, mappings: u32) -> ! {
     // SAFETY: raw libc calls with valid arguments; nothing here allocates or locks.
     unsafe {
         die_with_parent(agent);
@@ -487,8 +562,12 @@ fn leader_main(sh: &Shared, agent: libc::pid_t, limit: u32, shape: Shape) -> ! {
         // SAFETY: moves this process into its own new process group.
         unsafe { libc::setpgid(0, 0) };
         match shape {
-            Shape::Tree { spin } => bomb_loop(sh, limit, spin, true),
-            Shape::Forkers(n) => forker_root(sh, limit, n),
+            Shape::Tree { spin } => {
+                // Every process of the tree inherits them.
+                sh.mappings.store(add_mappings(mappings), Ordering::Relaxed);
+                bomb_loop(sh, limit, spin, true)
+            }
+            Shape::Forkers(n) => forker_root(sh, limit, n, mappings),
         }
     }
     if root < 0 {
@@ -644,7 +723,9 @@ impl Stressor for Forkbomb {
          process stays runnable; at_limit=block sleeps until a child ends). Under a pids limit \
          lower than its own, forkers exit until a quarter of the tenant's room is free for \
          children and the rest nap 1 ms after a refused fork, so the tenant stays at its \
-         limit and forking never stops. Runs in its own session and process group, every \
+         limit and forking never stops. Every bomb process holds 256 extra memory mappings \
+         (mappings=), as a large program does, so each fork and exit costs the kernel what a \
+         real program's would. Runs in its own session and process group, every \
          process dies with its parent, and all are killed and reaped on stop. One operation \
          is one successful fork. Pressure: forks_per_sec. Frozen, it stops forking but keeps \
          its processes: the pids stay taken in its own tenant (up to the population limit) \
@@ -709,7 +790,7 @@ impl Stressor for Forkbomb {
                 .context("forkbomb: cannot fork the leader process (a pids limit?)");
         }
         if leader == 0 {
-            leader_main(sh, agent, limit, shape);
+            leader_main(sh, agent, limit, shape, o.mappings);
         }
 
         let mut counted = 0u64;
@@ -800,6 +881,11 @@ impl Stressor for Forkbomb {
                 (children_cpu_s() - cpu0).max(0.0)
             ));
         }
+        notes.push(format!(
+            "mappings={} (asked {})",
+            sh.mappings.load(Ordering::Relaxed),
+            o.mappings
+        ));
         notes.push(format!("leader_pid={leader} bomb_pgid={pgid}"));
         drop(page);
         let pressure = vec![crate::Pressure::rate(
