@@ -15,7 +15,8 @@ step probe isobench probe syscall --platform cgroup --limits cpus=1,memory=256M,
 step stress isobench stress cpu --platform cgroup --limits cpus=0.5 --duration 2 --json
 
 # Containment: each aggressive stressor in a tenant of its own.
-step forkbomb isobench stress forkbomb --platform cgroup --limits pids=64 --duration 2 --json
+# 4 s: in a loaded TCG guest the bomb's root took most of 2 s to start its forkers.
+step forkbomb isobench stress forkbomb --platform cgroup --limits pids=64 --duration 4 --json
 step memhog isobench stress memhog --platform cgroup --limits memory=64M --duration 2 --json
 step disk isobench stress disk --platform cgroup --limits io_write_bps=4M --set direct=true \
   --set threads=2 --duration 3 --json

@@ -109,7 +109,10 @@ const PARAMS: &[ParamSpec] = &[
                mid-size program (in all: bash 43, python3 105, redis-server 118, a stress-ng \
                fork worker 168, a JVM or a browser process hundreds to thousands); 0 forks \
                from the bomb's own ~50",
-        kind: ParamKind::Int { min: 0, max: 60_000 },
+        kind: ParamKind::Int {
+            min: 0,
+            max: 60_000,
+        },
         default: "256",
     },
     ParamSpec {
@@ -158,7 +161,7 @@ struct Shared {
     /// Forker processes started (`child = "exit"`), the root included.
     forkers: AtomicU32,
     /// Set to 1 by the root once it has started every forker (`child = "exit"`): until then
-    /// the forkers it started sleep, so that they do not slow its forks down.
+    /// the forkers it started sleep on it (a futex), so that they do not slow its forks down.
     go: AtomicU32,
     /// Forkers that have not exited (`child = "exit"`).
     forkers_alive: AtomicU32,
@@ -264,6 +267,29 @@ fn wait_one(sh: &Shared) -> bool {
             return false;
         }
     }
+}
+
+/// `futex(2)` on a word of the shared page (not `FUTEX_PRIVATE`: the page is shared between
+/// processes): `FUTEX_WAIT` sleeps while the word is `val`, at most 10 ms (so a stop is seen),
+/// `FUTEX_WAKE` wakes up to `val` sleepers.
+fn futex(word: &AtomicU32, op: libc::c_int, val: i32) {
+    let timeout = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 10_000_000,
+    };
+    // SAFETY: the word lives in the shared page for the bomb's whole life; the timeout is a
+    // valid timespec (ignored by FUTEX_WAKE).
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            op,
+            val,
+            &timeout as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            0,
+        )
+    };
 }
 
 /// Arms the parent-death signal in a fresh child; exits if the parent is already gone.
@@ -412,9 +438,9 @@ fn forker_leaves(sh: &Shared) -> bool {
 }
 
 /// `child = "exit"`: the root starts `forkers - 1` more forkers, which sleep until it has
-/// started them all (or the kernel refused one more); then every forker makes its own
-/// `mappings` (see [`add_mappings`]) and loops: fork a child that exits at once, sleep until
-/// it has ended, again. So the bomb fills its population at
+/// started them all (or the kernel refused one more); then every forker loops: fork a child
+/// that exits at once, sleep until it has ended, again; after its first child it makes its
+/// own `mappings` (see [`add_mappings`]), which every later child copies. So the bomb fills its population at
 /// once, even on a slow CPU, instead of the root's forks competing with the loops of the
 /// forkers already started. Under a pids limit lower than ours the root has filled the
 /// tenant with forkers and every fork is refused: forkers then exit (see [`forker_leaves`])
@@ -442,17 +468,16 @@ fn forker_root(sh: &Shared, limit: u32, forkers: u32, mappings: u32) -> ! {
     }
     if is_root {
         sh.go.store(1, Ordering::Release);
+        futex(&sh.go, libc::FUTEX_WAKE, i32::MAX);
     } else {
         while sh.go.load(Ordering::Acquire) == 0 && sh.stop.load(Ordering::Relaxed) == 0 {
-            nap(BACKOFF_NS);
+            futex(&sh.go, libc::FUTEX_WAIT, 0);
         }
     }
-    // Each forker makes its own (the root's forks of forkers stay cheap, so the population
-    // fills at once even under emulation); the children it forks copy them.
-    let made = add_mappings(mappings);
-    if is_root {
-        sh.mappings.store(made, Ordering::Relaxed);
-    }
+    // Each forker makes its own mappings once its first child has been and gone, so the
+    // population fills at once even on a slow (emulated) CPU; the children it forks after
+    // that copy them.
+    let mut mapped = false;
     loop {
         if sh.stop.load(Ordering::Relaxed) != 0 {
             exit_now(0);
@@ -462,7 +487,16 @@ fn forker_root(sh: &Shared, limit: u32, forkers: u32, mappings: u32) -> ! {
                 sh.quick_exits.fetch_add(1, Ordering::Relaxed);
                 exit_now(0);
             }
-            Slot::Parent(pid) => wait_for(sh, pid),
+            Slot::Parent(pid) => {
+                wait_for(sh, pid);
+                if !mapped {
+                    mapped = true;
+                    let made = add_mappings(mappings);
+                    if is_root {
+                        sh.mappings.store(made, Ordering::Relaxed);
+                    }
+                }
+            }
             Slot::Refused if !is_root && forker_leaves(sh) => exit_now(0),
             Slot::Full | Slot::Refused => {
                 if is_root {
@@ -516,12 +550,7 @@ fn add_mappings(n: u32) -> u32 {
         unsafe {
             base.add(2 * i * PAGE).write_volatile(1);
             base.add((2 * i + 1) * PAGE).write_volatile(1);
-            if libc::mprotect(
-                base.add((2 * i + 1) * PAGE).cast(),
-                PAGE,
-                libc::PROT_READ,
-            ) == 0
-            {
+            if libc::mprotect(base.add((2 * i + 1) * PAGE).cast(), PAGE, libc::PROT_READ) == 0 {
                 made += 1;
             }
         }
