@@ -6,6 +6,10 @@
 //! Order: `planned`, `tenants_ready`, `memory_checked` (per tenant), then per block
 //! `block_started` and per trial `trial_started` / `trial_ended`, `round_ended` per round,
 //! `note`s anywhere, and `finished` last.
+//!
+//! The stream is a public interface (the server, the host agent and the fleet coordinator read
+//! it from child processes, maybe of another version); `docs/events.md` declares it, and
+//! [`EVENTS_SCHEMA`] in `planned` says which declaration a stream follows.
 
 use std::io::Write;
 use std::time::Duration;
@@ -15,6 +19,11 @@ use serde::{Deserialize, Serialize};
 use crate::backend::{MemCheck, TenantFacts};
 use crate::orchestrator::RunOutcome;
 use crate::plan::Plan;
+
+/// The version of the event stream's declaration (`docs/events.md`), carried by `planned`.
+/// Adding an event or a field keeps it; renaming or removing one, or changing a field's type
+/// or meaning, raises it. Streams from before the field was written are version 1.
+pub const EVENTS_SCHEMA: u32 = 1;
 
 /// One trial as a display sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,6 +73,9 @@ pub struct TenantReady {
 pub enum Event {
     /// The plan is fixed and stored; `done` trials were already stored (resume).
     Planned {
+        /// The stream's [`EVENTS_SCHEMA`] (absent, from writers before it: 1).
+        #[serde(default = "schema_one")]
+        schema: u32,
         /// The run's id.
         run: String,
         /// Scenario name.
@@ -148,6 +160,7 @@ impl Event {
     /// `planned` for `plan`.
     pub fn planned(plan: &Plan, run: &str, done: usize) -> Event {
         Event::Planned {
+            schema: EVENTS_SCHEMA,
             run: run.to_string(),
             scenario: plan.scenario.clone(),
             platform: plan.platform.name().to_string(),
@@ -171,7 +184,21 @@ impl Event {
         }
     }
 
-    /// The event's tag, as serialized.
+    /// Every event's tag, in the order a run first emits them: what `docs/events.md` declares.
+    pub const NAMES: &'static [&'static str] = &[
+        "planned",
+        "tenants_ready",
+        "memory_checked",
+        "waiting",
+        "block_started",
+        "trial_started",
+        "trial_ended",
+        "round_ended",
+        "note",
+        "finished",
+    ];
+
+    /// The event's tag, as serialized (one of [`Event::NAMES`]).
     pub fn name(&self) -> &'static str {
         match self {
             Event::Planned { .. } => "planned",
@@ -186,6 +213,11 @@ impl Event {
             Event::Finished { .. } => "finished",
         }
     }
+}
+
+/// The schema of streams that do not say it.
+fn schema_one() -> u32 {
+    1
 }
 
 /// A consumer of a run's events.
@@ -390,6 +422,55 @@ mod tests {
                 e.name()
             );
         }
+    }
+
+    #[test]
+    fn names_lists_every_event_once() {
+        let view = TrialView {
+            n: 1,
+            of: 2,
+            round: 0,
+            condition: "baseline".into(),
+            what: "cpu-int".into(),
+            eta_s: None,
+        };
+        // One event of each variant: their `name`s are `NAMES`, in order. A new variant
+        // belongs in `name`, in `NAMES`, here and in docs/events.md.
+        let each = [
+            r#"{"event":"planned","schema":1,"run":"R-1","scenario":"s","platform":"fake","kind":"matrix","summary":"","probes":1,"conditions":1,"trials":2,"done":0}"#,
+            r#"{"event":"tenants_ready","tenants":[]}"#,
+            r#"{"event":"memory_checked","tenant":"v","wanted":1,"touched":1,"ok":true,"text":""}"#,
+            r#"{"event":"waiting","why":"w","seconds":1.0}"#,
+            r#"{"event":"block_started","condition":"baseline"}"#,
+        ]
+        .iter()
+        .map(|l| serde_json::from_str::<Event>(l).unwrap())
+        .chain([
+            Event::TrialStarted(view.clone()),
+            Event::TrialEnded(TrialDone {
+                view,
+                status: "ok".into(),
+                reason: None,
+            }),
+            Event::RoundEnded { round: 0, open: 0 },
+            Event::Note { text: "n".into() },
+            serde_json::from_str(r#"{"event":"finished","run":"R-1","status":"complete","reason":"","trials_run":2,"trials_skipped":0}"#).unwrap(),
+        ]);
+        let names: Vec<&str> = each.map(|e| e.name()).collect();
+        assert_eq!(names, Event::NAMES);
+    }
+
+    #[test]
+    fn a_planned_event_without_a_schema_is_version_1() {
+        let old = r#"{"event":"planned","run":"R-1","scenario":"s","platform":"fake","kind":"matrix","summary":"","probes":1,"conditions":1,"trials":2,"done":0}"#;
+        let Event::Planned { schema, .. } = serde_json::from_str(old).unwrap() else {
+            panic!("not planned")
+        };
+        assert_eq!(schema, 1);
+        assert_eq!(
+            EVENTS_SCHEMA, 1,
+            "a new schema: say what changed in docs/events.md"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Each tenant's pressure stalls and delivered I/O, per condition: what the kernel says the
-//! tenant went through while it was measured (DESIGN.md, "Attribute noise").
+//! tenant went through while it was measured (docs/scenario.md, "Pressure stalls
+//! and delivered I/O per tenant").
 //!
 //! Every trial records, for every tenant, the share of its wall time the tenant's tasks were
 //! stalled on CPU, memory and I/O (pressure-stall information of the tenant's own cgroup:

@@ -1,7 +1,7 @@
 //! Timing: `CLOCK_MONOTONIC` in nanoseconds, the measured cost of reading it, and a helper
 //! that grows a loop until one timed region is long enough to be trusted.
 //!
-//! Rules (DESIGN.md): never time a single event shorter than about a microsecond; measure the
+//! Rules (docs/ARCHITECTURE.md, "Timing"): never time a single event shorter than about a microsecond; measure the
 //! timer's own overhead and subtract it.
 
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! Experiment kinds: what a run asks (see DESIGN.md, "Experiment kinds").
+//! Experiment kinds: what a run asks (docs/scenario.md, "Experiment kinds";
+//! adding one: docs/ARCHITECTURE.md, "Add an experiment kind").
 //!
 //! Every kind plans its conditions over the shared tenant pool, orders its trials for the
 //! shared trial executor ([`crate::orchestrator`]), and analyses what the store holds. The

@@ -1,7 +1,8 @@
 //! Each tenant's pressure stalls and delivered I/O over a trial: the engine asks every
 //! tenant for its usage counters just before and just after the measurement, and records
-//! what changed as shares of the interval and rates per second (DESIGN.md, "Attribute
-//! noise": pressure-stall information where the kernel has it).
+//! what changed as shares of the interval and rates per second (docs/scenario.md,
+//! "Pressure stalls and delivered I/O per tenant": pressure-stall information where the
+//! kernel has it).
 
 use std::time::Duration;
 
