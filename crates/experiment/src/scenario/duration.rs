@@ -5,25 +5,19 @@ use std::time::Duration;
 pub(super) const DURATION_ALLOWED: &str =
     "a duration: a string such as \"250ms\", \"2s\", \"1.5s\" or \"1m\", or a number of seconds";
 
-/// Parses `"250ms"`, `"2s"`, `"1.5s"`, `"1m"`, `"100us"`.
+/// The longest duration a scenario may write: a day.
+const MAX: Duration = Duration::from_secs(86_400);
+
+/// Parses `"250ms"`, `"2s"`, `"1.5s"`, `"1m"`, `"100us"` (humantime's units, with fractions
+/// and sums such as `"1m 30s"`), or a bare number of seconds (`"2"`, `"0.5"`); at most a day.
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
-    let idx = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(idx);
-    let v: f64 = num.parse().ok()?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" | "secs" => v,
-        "ms" => v / 1e3,
-        "us" | "µs" => v / 1e6,
-        "m" | "min" => v * 60.0,
-        _ => return None,
+    let d = if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        Duration::try_from_secs_f64(s.parse().ok()?).ok()?
+    } else {
+        humantime::parse_duration(s).ok()?
     };
-    if !secs.is_finite() || !(0.0..=86_400.0).contains(&secs) {
-        return None;
-    }
-    Some(Duration::from_secs_f64(secs))
+    (d <= MAX).then_some(d)
 }
 
 /// Formats a duration the way scenario files write it (`250ms`, `2s`, `1.5s`, `2m`).
@@ -44,6 +38,50 @@ pub fn fmt_duration(d: Duration) -> String {
             format!("{}m", m.round())
         } else {
             format!("{m:.1}m")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_forms_are_read() {
+        for (text, ms) in [
+            ("250ms", 250),
+            ("2s", 2000),
+            ("1.5s", 1500),
+            ("1m", 60_000),
+            ("2.5m", 150_000),
+            ("100us", 0),
+            ("2", 2000),
+            ("0.5", 500),
+            (" 2 s ", 2000),
+            ("1440m", 86_400_000),
+        ] {
+            let d = parse_duration(text).unwrap_or_else(|| panic!("{text:?} is refused"));
+            assert_eq!(d.as_millis(), ms, "{text:?}");
+        }
+        assert_eq!(parse_duration("100us"), Some(Duration::from_micros(100)));
+        assert_eq!(parse_duration("100µs"), Some(Duration::from_micros(100)));
+    }
+
+    #[test]
+    fn not_durations_are_refused() {
+        for text in ["", "2x", "-1s", "s", "1e3", "inf", "1441m", "25h", "1.2.3"] {
+            assert_eq!(parse_duration(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn what_fmt_duration_writes_reads_back() {
+        for ms in [
+            0, 1, 250, 999, 1000, 1500, 2000, 90_000, 120_000, 150_000, 3_600_000,
+        ] {
+            let d = Duration::from_millis(ms);
+            let text = fmt_duration(d);
+            assert_eq!(parse_duration(&text), Some(d), "{text}");
         }
     }
 }
