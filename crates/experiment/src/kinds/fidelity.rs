@@ -817,7 +817,7 @@ mod tests {
         let two = settings(2, &[1, 2]);
         let id = FidelitySettings::probe_id("cpu-int", two.named(2));
         assert_eq!(id, "cpu-int-2c");
-        assert!(crate::scenario::valid_id(&id));
+        assert!(crate::scenario::checker::valid_id(&id));
         assert_eq!(two.probe_cores(&id), Some(2));
         assert_eq!(two.probe_cores("cpu-int-1c"), Some(1));
         assert_eq!(two.probe_cores("cpu-int-3c"), None);
