@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use crate::table::{pad_right, visible_width};
 use isobench_store::RunSummary;
 
 /// The list of runs as a table, newest last.
@@ -47,8 +48,8 @@ pub fn render_runs(runs: &[RunSummary]) -> String {
     let widths: Vec<usize> = (0..head.len())
         .map(|i| {
             rows.iter()
-                .map(|r| r[i].chars().count())
-                .chain([head[i].len()])
+                .map(|r| visible_width(&r[i]))
+                .chain([visible_width(head[i])])
                 .max()
                 .unwrap_or(0)
         })
@@ -58,7 +59,7 @@ pub fn render_runs(runs: &[RunSummary]) -> String {
         cells
             .iter()
             .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
+            .map(|(c, w)| pad_right(c, *w))
             .collect::<Vec<_>>()
             .join("  ")
             .trim_end()

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use isobench_results::usage::NOTABLE_STALL;
 use isobench_results::{Cell, ClassSummary, Headline, Results, UNTRUSTWORTHY_MARK};
+use unicode_width::UnicodeWidthChar;
 
 /// How to render.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +41,9 @@ fn paint(s: &str, code: &str, style: Style) -> String {
     }
 }
 
-/// Width of text as shown (ANSI escapes excluded, one column per char).
-fn visible_width(s: &str) -> usize {
+/// Width of text as shown on a terminal: ANSI escapes take no room, wide characters
+/// (CJK, most emoji) take two columns, combining marks none.
+pub(crate) fn visible_width(s: &str) -> usize {
     let mut n = 0;
     let mut esc = false;
     for c in s.chars() {
@@ -49,17 +51,19 @@ fn visible_width(s: &str) -> usize {
             (false, '\x1b') => esc = true,
             (true, 'm') => esc = false,
             (true, _) => {}
-            (false, _) => n += 1,
+            (false, _) => n += UnicodeWidthChar::width(c).unwrap_or(0),
         }
     }
     n
 }
 
-fn pad_left(s: &str, w: usize) -> String {
+/// `s` after spaces that bring it to `w` columns as shown.
+pub(crate) fn pad_left(s: &str, w: usize) -> String {
     format!("{}{s}", " ".repeat(w.saturating_sub(visible_width(s))))
 }
 
-fn pad_right(s: &str, w: usize) -> String {
+/// `s` before spaces that bring it to `w` columns as shown.
+pub(crate) fn pad_right(s: &str, w: usize) -> String {
     format!("{s}{}", " ".repeat(w.saturating_sub(visible_width(s))))
 }
 
@@ -487,13 +491,13 @@ pub fn headline_lines(h: &Headline) -> Vec<String> {
     let name_w = h
         .resources
         .iter()
-        .map(|x| x.resource.len())
+        .map(|x| visible_width(&x.resource))
         .max()
         .unwrap_or(0);
     let fig_w = h
         .resources
         .iter()
-        .map(|x| x.figure().chars().count())
+        .map(|x| visible_width(&x.figure()))
         .max()
         .unwrap_or(0);
     let mut out: Vec<String> = h
@@ -501,9 +505,9 @@ pub fn headline_lines(h: &Headline) -> Vec<String> {
         .iter()
         .map(|x| {
             format!(
-                "  {:<name_w$}  {:>fig_w$}  {}",
-                x.resource,
-                x.figure(),
+                "  {}  {}  {}",
+                pad_right(&x.resource, name_w),
+                pad_left(&x.figure(), fig_w),
                 x.detail()
             )
         })
@@ -661,4 +665,36 @@ pub fn notes(r: &Results, max: usize) -> Vec<String> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wide_characters_take_two_columns() {
+        assert_eq!(visible_width("内存"), 4);
+        assert_eq!(visible_width("🔥x"), 3);
+        assert_eq!(visible_width("\x1b[1mab\x1b[0m"), 2);
+    }
+
+    /// A column with a CJK cell used to end a column early: each char counted as one.
+    #[test]
+    fn grid_columns_align_with_wide_characters() {
+        let rows = [
+            Row {
+                label: "磁盘".into(),
+                cells: vec!["+1.0".into(), "内存压力".into()],
+            },
+            Row {
+                label: "cpu".into(),
+                cells: vec!["+12.5".into(), "ok".into()],
+            },
+        ];
+        let mut out = String::new();
+        let columns = ["Δ".to_string(), "note".to_string()];
+        render_grid(&mut out, "probe", &columns, &rows, Style::default());
+        let widths: Vec<usize> = out.lines().map(visible_width).collect();
+        assert_eq!(widths, [22, 22, 22], "{out}");
+    }
 }

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use jiff::tz::Offset;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A UTC instant, milliseconds since the Unix epoch. Written as
@@ -49,60 +50,58 @@ impl Timestamp {
 
     /// `YYYY-MM-DDTHH:MM:SS.mmmZ`.
     pub fn to_rfc3339(self) -> String {
-        let (y, mo, d, h, mi, s, ms) = self.fields();
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
+        let c = self.civil();
+        format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            c.year(),
+            c.month(),
+            c.day(),
+            c.hour(),
+            c.minute(),
+            c.second(),
+            c.millisecond()
+        )
     }
 
     /// `YYYYMMDD-HHMMSS`, for run ids.
     pub(crate) fn compact(self) -> String {
-        let (y, mo, d, h, mi, s, _) = self.fields();
-        format!("{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}")
+        let c = self.civil();
+        format!(
+            "{:04}{:02}{:02}-{:02}{:02}{:02}",
+            c.year(),
+            c.month(),
+            c.day(),
+            c.hour(),
+            c.minute(),
+            c.second()
+        )
     }
 
     /// Parses the UTC form this type writes: `YYYY-MM-DDTHH:MM:SS[.fff]Z` (any number of
     /// fraction digits, truncated to milliseconds).
     pub fn parse_rfc3339(text: &str) -> Result<Self, String> {
         let bad = || format!("{text:?} is not a UTC timestamp like 2026-01-31T12:00:00.000Z");
-        let rest = text.strip_suffix('Z').ok_or_else(bad)?;
-        let (date, time) = rest.split_once('T').ok_or_else(bad)?;
-        let mut dp = date.splitn(3, '-');
-        let y: i64 = dp.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-        let mo: u32 = dp.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-        let d: u32 = dp.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-        let (hms, frac) = match time.split_once('.') {
-            Some((hms, frac)) => (hms, frac),
-            None => (time, ""),
-        };
-        let mut tp = hms.splitn(3, ':');
-        let h: i64 = tp.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-        let mi: i64 = tp.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-        let s: i64 = tp.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-        if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-            return Err(bad());
-        }
-        if !frac.chars().all(|c| c.is_ascii_digit()) {
-            return Err(bad());
-        }
-        let ms: i64 = format!("{frac:0<3}")[..3].parse().map_err(|_| bad())?;
-        let days = days_from_civil(y, mo, d);
+        // jiff reads more than this type writes (offsets, a space for `T`, a date alone):
+        // only the UTC form with a `T` is a stored timestamp.
+        let civil = text
+            .strip_suffix('Z')
+            .filter(|c| c.contains('T'))
+            .ok_or_else(bad)?;
+        let dt: jiff::civil::DateTime = civil.parse().map_err(|_| bad())?;
+        let t = Offset::UTC.to_timestamp(dt).map_err(|_| bad())?;
         Ok(Timestamp {
-            unix_ms: ((days * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms,
+            unix_ms: t.as_millisecond(),
         })
     }
 
-    fn fields(self) -> (i64, u32, u32, i64, i64, i64, i64) {
-        let days = self.unix_ms.div_euclid(86_400_000);
-        let in_day = self.unix_ms.rem_euclid(86_400_000);
-        let (y, mo, d) = civil_from_days(days);
-        (
-            y,
-            mo,
-            d,
-            in_day / 3_600_000,
-            in_day / 60_000 % 60,
-            in_day / 1000 % 60,
-            in_day % 1000,
-        )
+    /// The civil UTC date and time, clamped to the years jiff spans (-9999 to 9999).
+    fn civil(self) -> jiff::civil::DateTime {
+        let t = jiff::Timestamp::from_millisecond(self.unix_ms).unwrap_or(if self.unix_ms < 0 {
+            jiff::Timestamp::MIN
+        } else {
+            jiff::Timestamp::MAX
+        });
+        Offset::UTC.to_datetime(t)
     }
 }
 
@@ -123,33 +122,6 @@ impl<'de> Deserialize<'de> for Timestamp {
         let s = String::deserialize(d)?;
         Timestamp::parse_rfc3339(&s).map_err(serde::de::Error::custom)
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date, using 400-year eras of 146097 days
-/// (the era/day-of-era method described by H. Hinnant, "chrono-Compatible Low-Level Date
-/// Algorithms").
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (m as i64 + 9) % 12; // March = 0
-    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Inverse of [`days_from_civil`].
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]
@@ -206,6 +178,9 @@ mod tests {
             "2024-03-01",
             "2024-13-01T00:00:00Z",
             "2024-03-01T00:00:00+01:00",
+            "2024-03-01Z",
+            "2024-03-01 00:00:00Z",
+            "2024-02-30T00:00:00Z",
             "x",
         ] {
             assert!(Timestamp::parse_rfc3339(bad).is_err(), "{bad}");

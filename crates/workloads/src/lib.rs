@@ -227,7 +227,7 @@ pub fn nearest_names<'a>(
     let mut scored: Vec<(usize, &str)> = candidates
         .into_iter()
         .map(|c| {
-            let d = util::edit_distance(name, c);
+            let d = strsim::levenshtein(name, c);
             let bonus = if c.contains(name) || name.contains(c) {
                 0
             } else {
@@ -244,6 +244,13 @@ pub fn nearest_names<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nearest_names_puts_one_typo_first() {
+        let names = ["cache-latency", "cpu-latency", "disk-io"];
+        assert_eq!(nearest_names("cache-latncy", names)[0], "cache-latency");
+        assert!(nearest_names("zzzzzzzzzzzzzzzz", names).is_empty());
+    }
 
     fn report(pressure: Vec<Pressure>) -> StressReport {
         StressReport {

@@ -105,31 +105,9 @@ impl SplitMix64 {
     }
 }
 
-/// Levenshtein distance (for "did you mean").
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn edit_distance_works() {
-        assert_eq!(edit_distance("cache-latncy", "cache-latency"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
-    }
 
     #[test]
     fn aligned_buffers_are_aligned() {
