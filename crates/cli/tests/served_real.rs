@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use isobench_experiment::backend::SystemClock;
-use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
+use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::NoProgress;
 use isobench_experiment::real::RealBackend;
 use isobench_experiment::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
@@ -81,11 +81,13 @@ fn run_real(plan: &Plan, text: &str) -> (Store, isobench_store::RunId) {
     Engine::new(
         plan,
         run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut progress,
-        Arc::new(AtomicBool::new(false)),
+        EngineIo {
+            store: &mut store,
+            backend: &mut backend,
+            clock: &clock,
+            progress: &mut progress,
+            stop: Arc::new(AtomicBool::new(false)),
+        },
         EngineOptions {
             skip_memcheck: true,
             ..EngineOptions::default()

@@ -920,11 +920,13 @@ pub fn run_fake(
     crate::orchestrator::Engine::new(
         plan,
         run,
-        store,
-        &mut backend,
-        &clock,
-        progress,
-        Arc::new(AtomicBool::new(false)),
+        crate::orchestrator::EngineIo {
+            store,
+            backend: &mut backend,
+            clock: &clock,
+            progress,
+            stop: Arc::new(AtomicBool::new(false)),
+        },
         crate::orchestrator::EngineOptions::default(),
     )
     .execute()

@@ -155,7 +155,7 @@ mod tests {
     use super::*;
     use crate::analysis::analyze;
     use crate::fake::{FakeBackend, FakeScript};
-    use crate::orchestrator::{create_run, Engine, EngineOptions};
+    use crate::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
     use crate::progress::Transcript;
     use crate::{HostView, Plan, PlanOptions, Scenario, Source};
 
@@ -221,11 +221,13 @@ name = "memhog"
         Engine::new(
             &plan,
             run.clone(),
-            &mut store,
-            &mut backend,
-            &clock,
-            &mut t,
-            Arc::new(AtomicBool::new(false)),
+            EngineIo {
+                store: &mut store,
+                backend: &mut backend,
+                clock: &clock,
+                progress: &mut t,
+                stop: Arc::new(AtomicBool::new(false)),
+            },
             EngineOptions::default(),
         )
         .execute()

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::fake::{FakeBackend, FakeScript};
-use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
+use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::Transcript;
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 use isobench_results::Section;
@@ -61,11 +61,13 @@ fn run_stored(text: &str) -> LoadedRun {
     let out = Engine::new(
         &plan,
         run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut t,
-        Arc::new(AtomicBool::new(false)),
+        EngineIo {
+            store: &mut store,
+            backend: &mut backend,
+            clock: &clock,
+            progress: &mut t,
+            stop: Arc::new(AtomicBool::new(false)),
+        },
         EngineOptions::default(),
     )
     .execute()
