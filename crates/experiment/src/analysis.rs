@@ -22,6 +22,7 @@ use isobench_workloads::Class;
 use serde::{Deserialize, Serialize};
 
 use crate::cause::{attribute, disk_irq, Evidence, Rules};
+use crate::facts::PLAN_FACT;
 use crate::kinds::{Analysis, Kind};
 use crate::plan::{Design, Plan};
 use crate::schedule::paired_baseline_block;
@@ -29,9 +30,6 @@ pub use isobench_results::{
     Cell, ClassSummary, Dnr, Results, RunInfo, TenantInfo, Trust, WorstCell,
     RESULTS_SCHEMA_VERSION, SOLO_PROBE,
 };
-
-/// Fact scope and key under which the plan of a run is stored.
-pub const PLAN_FACT: (&str, &str) = ("run", "plan");
 
 /// Settings of the statistics, taken from the plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,14 +113,14 @@ pub struct Delivered {
 }
 
 /// What each aggressor's stressor delivered under condition `condition`, from the facts the
-/// run recorded ([`crate::orchestrator::PRESSURE_FACT`]), in the order first seen.
+/// run recorded ([`crate::facts::PRESSURE_FACT`]), in the order first seen.
 pub fn delivered_pressure(run: &LoadedRun, condition: &str) -> Vec<Delivered> {
     let mut seen: Vec<(String, String, String)> = Vec::new();
     let mut values: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
     for f in run
         .facts
         .iter()
-        .filter(|f| f.scope == crate::orchestrator::PRESSURE_FACT)
+        .filter(|f| f.scope == crate::facts::PRESSURE_FACT)
         .filter(|f| f.value["condition"].as_str() == Some(condition))
     {
         let tenant = f.value["tenant"].as_str().unwrap_or_default().to_string();

@@ -21,13 +21,15 @@ use isobench_store::{
     StoreError, Timestamp, TrialRecord,
 };
 
-use crate::analysis::{self, StatsSettings, PLAN_FACT};
+use crate::analysis::{self, StatsSettings};
 use crate::backend::{
     Backend, Clock, CpuTimes, ProbeOutcome, StressProgress, StressorRun, TenantDriver, TenantFacts,
     TenantFailure,
 };
+use crate::facts::PLAN_FACT;
 use crate::onoff::Tuning;
 use crate::plan::{Assignment, Design, Plan};
+pub use crate::progress::RunOutcome;
 use crate::progress::{Event, Progress, TrialDone, TrialView};
 use crate::scenario::Role;
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_WINDOW};
@@ -45,13 +47,6 @@ use records::TrialCommon;
 
 /// Window length of the pilot runs (short, so longer windows can be formed from them).
 pub const PILOT_WINDOW: Duration = Duration::from_millis(5);
-
-/// Fact scope of what each aggressor's stressor delivered over a block, in physical units
-/// (read back by [`crate::analysis::delivered_pressure`]).
-pub const PRESSURE_FACT: &str = "pressure";
-
-/// Fact key (scope `run`) of the on/off sizes chosen by the pilot.
-pub const TUNING_FACT: &str = "onoff_tuning";
 
 /// Longest wait for the machine to settle before a baseline block.
 pub const SETTLE_MAX: Duration = Duration::from_secs(2);
@@ -79,21 +74,6 @@ impl Default for EngineOptions {
             lock_patience: Duration::from_secs(60),
         }
     }
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunOutcome {
-    /// Run id.
-    pub run: RunId,
-    /// Final status.
-    pub status: RunStatus,
-    /// Why (stopping rule met, cap reached, interrupted, error).
-    pub reason: String,
-    /// Trials run by this invocation (all attempts).
-    pub trials_run: usize,
-    /// Trials found already stored (resume).
-    pub trials_skipped: usize,
 }
 
 /// Creates a run in the store for `plan`: the run record and the plan itself (so a resume

@@ -9,8 +9,9 @@ use isobench_store::{Fact, LoadedRun, TenantRecord, WindowRecord};
 use serde_json::json;
 
 use super::records::window_records;
-use super::{service, Engine, Slot, PILOT_WINDOW, TUNING_FACT};
+use super::{service, Engine, Slot, PILOT_WINDOW};
 use crate::backend::ProbeRun;
+use crate::facts::TUNING_FACT;
 use crate::memcheck;
 use crate::onoff::{Tuning, TuningLimits};
 use crate::plan::Design;

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use isobench_store::{Fact, StressorMode, StressorReport};
 
 use super::records::TrialCommon;
-use super::{Engine, Snap, PRESSURE_FACT};
+use super::{Engine, Snap};
 use crate::backend::{StressProgress, StressorRun, TenantFailure};
+use crate::facts::PRESSURE_FACT;
 use crate::scenario::Role;
 use crate::schedule::{Block, TrialKey};
 
