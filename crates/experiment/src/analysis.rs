@@ -513,22 +513,37 @@ fn run_info(run: &LoadedRun) -> RunInfo {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a cell compares: whose metric, of which class, under which condition.
+pub(crate) struct CellOf<'a> {
+    pub(crate) tenant: &'a str,
+    pub(crate) probe: &'a str,
+    pub(crate) probe_class: Option<Class>,
+    pub(crate) metric: &'a str,
+    pub(crate) unit: &'a str,
+    pub(crate) direction: Direction,
+    pub(crate) condition: &'a str,
+    /// The class of the condition's stressor.
+    pub(crate) stressor_class: Option<Class>,
+}
+
 pub(crate) fn make_cell(
-    tenant: &str,
-    probe: &str,
-    probe_class: Option<Class>,
-    metric: &str,
-    unit: &str,
-    direction: Direction,
-    condition: &str,
-    stressor_class: Option<Class>,
+    of: CellOf<'_>,
     baseline: Vec<f64>,
     contended: Vec<f64>,
     dnr: Option<Dnr>,
     label: &str,
     settings: &StatsSettings,
 ) -> Cell {
+    let CellOf {
+        tenant,
+        probe,
+        probe_class,
+        metric,
+        unit,
+        direction,
+        condition,
+        stressor_class,
+    } = of;
     let (comparison, problem) = match (
         Sample::from_slice(&baseline),
         Sample::from_slice(&contended),
@@ -1131,14 +1146,16 @@ mod tests {
     fn onoff_cell(units: &[Pair]) -> Cell {
         let s = settings();
         let mut c = make_cell(
-            "victim",
-            "cpu-int",
-            Some(Class::Cpu),
-            "ops_per_sec",
-            "ops/s",
-            Direction::Higher,
-            "cpu@100",
-            Some(Class::Cpu),
+            CellOf {
+                tenant: "victim",
+                probe: "cpu-int",
+                probe_class: Some(Class::Cpu),
+                metric: "ops_per_sec",
+                unit: "ops/s",
+                direction: Direction::Higher,
+                condition: "cpu@100",
+                stressor_class: Some(Class::Cpu),
+            },
             vec![100.0],
             vec![99.0],
             None,
