@@ -5,9 +5,6 @@
 
 mod common;
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::backend::SystemClock;
 use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::NoProgress;
@@ -81,13 +78,7 @@ fn run_real(plan: &Plan, text: &str) -> (Store, isobench_store::RunId) {
     Engine::new(
         plan,
         run.clone(),
-        EngineIo {
-            store: &mut store,
-            backend: &mut backend,
-            clock: &clock,
-            progress: &mut progress,
-            stop: Arc::new(AtomicBool::new(false)),
-        },
+        EngineIo::new(&mut store, &mut backend, &clock, &mut progress),
         EngineOptions {
             skip_memcheck: true,
             ..EngineOptions::default()

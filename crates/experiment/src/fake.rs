@@ -920,13 +920,7 @@ pub fn run_fake(
     crate::orchestrator::Engine::new(
         plan,
         run,
-        crate::orchestrator::EngineIo {
-            store,
-            backend: &mut backend,
-            clock: &clock,
-            progress,
-            stop: Arc::new(AtomicBool::new(false)),
-        },
+        crate::orchestrator::EngineIo::new(store, &mut backend, &clock, progress),
         crate::orchestrator::EngineOptions::default(),
     )
     .execute()

@@ -145,8 +145,6 @@ fn selections<'a>(stored: &Stored<'a>, cells: &'a [Cell]) -> Vec<Selection<'a>> 
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
 
     use isobench_results::latency::Role;
     use isobench_store::{Condition as StoreCondition, LoadedRun, Store};
@@ -221,13 +219,7 @@ name = "memhog"
         Engine::new(
             &plan,
             run.clone(),
-            EngineIo {
-                store: &mut store,
-                backend: &mut backend,
-                clock: &clock,
-                progress: &mut t,
-                stop: Arc::new(AtomicBool::new(false)),
-            },
+            EngineIo::new(&mut store, &mut backend, &clock, &mut t),
             EngineOptions::default(),
         )
         .execute()

@@ -232,6 +232,25 @@ pub struct EngineIo<'a> {
     pub stop: Arc<AtomicBool>,
 }
 
+impl<'a> EngineIo<'a> {
+    /// An engine's I/O with a stop flag of its own that nothing sets (a run that is not
+    /// interrupted from outside: tests, one-off runs).
+    pub fn new(
+        store: &'a mut Store,
+        backend: &'a mut dyn Backend,
+        clock: &'a dyn Clock,
+        progress: &'a mut dyn Progress,
+    ) -> Self {
+        EngineIo {
+            store,
+            backend,
+            clock,
+            progress,
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
 impl<'a> Engine<'a> {
     /// An engine for run `run` (created with [`create_run`] or prepared with
     /// [`prepare_resume`]).

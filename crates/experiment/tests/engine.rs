@@ -439,13 +439,7 @@ fn interrupted_run_resumes_with_every_trial_exactly_once() {
     let out = Engine::new(
         &plan2,
         r.run.clone(),
-        EngineIo {
-            store: &mut r.store,
-            backend: &mut backend,
-            clock: &clock,
-            progress: &mut t,
-            stop: Arc::new(AtomicBool::new(false)),
-        },
+        EngineIo::new(&mut r.store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()
@@ -716,13 +710,7 @@ fn placement_causes_are_named_from_the_trials_mechanism() {
         Engine::new(
             &plan,
             run.clone(),
-            EngineIo {
-                store: &mut store,
-                backend: &mut backend,
-                clock: &clock,
-                progress: &mut t,
-                stop: Arc::new(AtomicBool::new(false)),
-            },
+            EngineIo::new(&mut store, &mut backend, &clock, &mut t),
             EngineOptions::default(),
         )
         .execute()
@@ -960,13 +948,7 @@ fn run_locked(
     let out = Engine::new(
         plan,
         run.clone(),
-        EngineIo {
-            store: &mut store,
-            backend: &mut backend,
-            clock: &clock,
-            progress: &mut p,
-            stop: Arc::new(AtomicBool::new(false)),
-        },
+        EngineIo::new(&mut store, &mut backend, &clock, &mut p),
         EngineOptions {
             lock_patience: patience,
             ..EngineOptions::default()

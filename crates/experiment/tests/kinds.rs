@@ -1,9 +1,6 @@
 //! Each experiment kind end to end on the fake platform and the fake clock: the plan it
 //! makes of its `[KIND]` table, the run, and the sections of its results, pinned as text.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
@@ -61,13 +58,7 @@ fn run_stored(text: &str) -> LoadedRun {
     let out = Engine::new(
         &plan,
         run.clone(),
-        EngineIo {
-            store: &mut store,
-            backend: &mut backend,
-            clock: &clock,
-            progress: &mut t,
-            stop: Arc::new(AtomicBool::new(false)),
-        },
+        EngineIo::new(&mut store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()

@@ -2,9 +2,6 @@
 //! services and load generators it drives, DNR of a misbehaving tenant that stops answering,
 //! and the paper's table, snapshot-tested.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::analysis::analyze;
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::kinds::webapp;
@@ -74,13 +71,7 @@ fn run(plan: &Plan, script: FakeScript) -> (Store, isobench_store::RunId, Vec<St
     Engine::new(
         plan,
         run.clone(),
-        EngineIo {
-            store: &mut store,
-            backend: &mut backend,
-            clock: &clock,
-            progress: &mut t,
-            stop: Arc::new(AtomicBool::new(false)),
-        },
+        EngineIo::new(&mut store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()

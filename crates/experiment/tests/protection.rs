@@ -3,9 +3,6 @@
 //! the stable period and stopped before the recovery, an aggressor-alone trial after each
 //! episode, and the summary's isolation and work-conserved figures read from the records.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
@@ -87,13 +84,7 @@ fn run(text: &str) -> (Results, isobench_store::LoadedRun, Vec<String>) {
     let out = Engine::new(
         &plan,
         run.clone(),
-        EngineIo {
-            store: &mut store,
-            backend: &mut backend,
-            clock: &clock,
-            progress: &mut t,
-            stop: Arc::new(AtomicBool::new(false)),
-        },
+        EngineIo::new(&mut store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()

@@ -3,9 +3,6 @@
 //! probe's parameters, every site runs in the same trial, and each result is stored against
 //! its tenant.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::Transcript;
@@ -99,13 +96,7 @@ fn run(plan: &Plan, script: FakeScript) -> Ran {
     Engine::new(
         plan,
         run.clone(),
-        EngineIo {
-            store: &mut store,
-            backend: &mut backend,
-            clock: &clock,
-            progress: &mut t,
-            stop: Arc::new(AtomicBool::new(false)),
-        },
+        EngineIo::new(&mut store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()

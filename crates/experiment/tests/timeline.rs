@@ -2,9 +2,6 @@
 //! table checked where it is written, the scheduled trial stored with its switches and CPU
 //! series, and the sections of its results pinned as text.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
@@ -85,13 +82,7 @@ fn run(text: &str) -> (Results, isobench_store::LoadedRun, Vec<String>) {
     let out = Engine::new(
         &plan,
         run.clone(),
-        EngineIo {
-            store: &mut store,
-            backend: &mut backend,
-            clock: &clock,
-            progress: &mut t,
-            stop: Arc::new(AtomicBool::new(false)),
-        },
+        EngineIo::new(&mut store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()
