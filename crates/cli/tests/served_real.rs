@@ -5,11 +5,8 @@
 
 mod common;
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::backend::SystemClock;
-use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
+use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::NoProgress;
 use isobench_experiment::real::RealBackend;
 use isobench_experiment::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
@@ -81,11 +78,7 @@ fn run_real(plan: &Plan, text: &str) -> (Store, isobench_store::RunId) {
     Engine::new(
         plan,
         run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut progress,
-        Arc::new(AtomicBool::new(false)),
+        EngineIo::new(&mut store, &mut backend, &clock, &mut progress),
         EngineOptions {
             skip_memcheck: true,
             ..EngineOptions::default()

@@ -22,6 +22,7 @@ use isobench_workloads::Class;
 use serde::{Deserialize, Serialize};
 
 use crate::cause::{attribute, disk_irq, Evidence, Rules};
+use crate::facts::PLAN_FACT;
 use crate::kinds::{Analysis, Kind};
 use crate::plan::{Design, Plan};
 use crate::schedule::paired_baseline_block;
@@ -29,9 +30,6 @@ pub use isobench_results::{
     Cell, ClassSummary, Dnr, Results, RunInfo, TenantInfo, Trust, WorstCell,
     RESULTS_SCHEMA_VERSION, SOLO_PROBE,
 };
-
-/// Fact scope and key under which the plan of a run is stored.
-pub const PLAN_FACT: (&str, &str) = ("run", "plan");
 
 /// Settings of the statistics, taken from the plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,14 +113,14 @@ pub struct Delivered {
 }
 
 /// What each aggressor's stressor delivered under condition `condition`, from the facts the
-/// run recorded ([`crate::orchestrator::PRESSURE_FACT`]), in the order first seen.
+/// run recorded ([`crate::facts::PRESSURE_FACT`]), in the order first seen.
 pub fn delivered_pressure(run: &LoadedRun, condition: &str) -> Vec<Delivered> {
     let mut seen: Vec<(String, String, String)> = Vec::new();
     let mut values: BTreeMap<(String, String, String), Vec<f64>> = BTreeMap::new();
     for f in run
         .facts
         .iter()
-        .filter(|f| f.scope == crate::orchestrator::PRESSURE_FACT)
+        .filter(|f| f.scope == crate::facts::PRESSURE_FACT)
         .filter(|f| f.value["condition"].as_str() == Some(condition))
     {
         let tenant = f.value["tenant"].as_str().unwrap_or_default().to_string();
@@ -515,22 +513,37 @@ fn run_info(run: &LoadedRun) -> RunInfo {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a cell compares: whose metric, of which class, under which condition.
+pub(crate) struct CellOf<'a> {
+    pub(crate) tenant: &'a str,
+    pub(crate) probe: &'a str,
+    pub(crate) probe_class: Option<Class>,
+    pub(crate) metric: &'a str,
+    pub(crate) unit: &'a str,
+    pub(crate) direction: Direction,
+    pub(crate) condition: &'a str,
+    /// The class of the condition's stressor.
+    pub(crate) stressor_class: Option<Class>,
+}
+
 pub(crate) fn make_cell(
-    tenant: &str,
-    probe: &str,
-    probe_class: Option<Class>,
-    metric: &str,
-    unit: &str,
-    direction: Direction,
-    condition: &str,
-    stressor_class: Option<Class>,
+    of: CellOf<'_>,
     baseline: Vec<f64>,
     contended: Vec<f64>,
     dnr: Option<Dnr>,
     label: &str,
     settings: &StatsSettings,
 ) -> Cell {
+    let CellOf {
+        tenant,
+        probe,
+        probe_class,
+        metric,
+        unit,
+        direction,
+        condition,
+        stressor_class,
+    } = of;
     let (comparison, problem) = match (
         Sample::from_slice(&baseline),
         Sample::from_slice(&contended),
@@ -1133,14 +1146,16 @@ mod tests {
     fn onoff_cell(units: &[Pair]) -> Cell {
         let s = settings();
         let mut c = make_cell(
-            "victim",
-            "cpu-int",
-            Some(Class::Cpu),
-            "ops_per_sec",
-            "ops/s",
-            Direction::Higher,
-            "cpu@100",
-            Some(Class::Cpu),
+            CellOf {
+                tenant: "victim",
+                probe: "cpu-int",
+                probe_class: Some(Class::Cpu),
+                metric: "ops_per_sec",
+                unit: "ops/s",
+                direction: Direction::Higher,
+                condition: "cpu@100",
+                stressor_class: Some(Class::Cpu),
+            },
             vec![100.0],
             vec![99.0],
             None,

@@ -920,11 +920,7 @@ pub fn run_fake(
     crate::orchestrator::Engine::new(
         plan,
         run,
-        store,
-        &mut backend,
-        &clock,
-        progress,
-        Arc::new(AtomicBool::new(false)),
+        crate::orchestrator::EngineIo::new(store, &mut backend, &clock, progress),
         crate::orchestrator::EngineOptions::default(),
     )
     .execute()

@@ -145,8 +145,6 @@ fn selections<'a>(stored: &Stored<'a>, cells: &'a [Cell]) -> Vec<Selection<'a>> 
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
 
     use isobench_results::latency::Role;
     use isobench_store::{Condition as StoreCondition, LoadedRun, Store};
@@ -155,7 +153,7 @@ mod tests {
     use super::*;
     use crate::analysis::analyze;
     use crate::fake::{FakeBackend, FakeScript};
-    use crate::orchestrator::{create_run, Engine, EngineOptions};
+    use crate::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
     use crate::progress::Transcript;
     use crate::{HostView, Plan, PlanOptions, Scenario, Source};
 
@@ -221,11 +219,7 @@ name = "memhog"
         Engine::new(
             &plan,
             run.clone(),
-            &mut store,
-            &mut backend,
-            &clock,
-            &mut t,
-            Arc::new(AtomicBool::new(false)),
+            EngineIo::new(&mut store, &mut backend, &clock, &mut t),
             EngineOptions::default(),
         )
         .execute()

@@ -17,39 +17,36 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use isobench_store::{
-    Condition as StoreCondition, Fact, HistogramRecord, LoadedRun, Modulation, NewRun, RunId,
-    RunStatus, SampleRecord, SeriesRecord, Store, StoreError, StressorMode, StressorReport,
-    TenantRecord, Timestamp, TrialRecord, TrialStatus, WindowRecord,
+    Condition as StoreCondition, Fact, LoadedRun, Modulation, NewRun, RunId, RunStatus, Store,
+    StoreError, Timestamp, TrialRecord,
 };
-use serde_json::json;
 
-use crate::analysis::{self, StatsSettings, PLAN_FACT, SOLO_PROBE};
+use crate::analysis::{self, StatsSettings};
 use crate::backend::{
-    Backend, Clock, CpuTimes, ProbeOutcome, ProbeRun, StressProgress, StressorRun, TenantDriver,
-    TenantFacts, TenantFailure,
+    Backend, Clock, CpuTimes, ProbeOutcome, StressProgress, StressorRun, TenantDriver, TenantFacts,
+    TenantFailure,
 };
-use crate::memcheck;
-use crate::onoff::{Tuning, TuningLimits};
+use crate::facts::PLAN_FACT;
+use crate::onoff::Tuning;
 use crate::plan::{Assignment, Design, Plan};
+pub use crate::progress::RunOutcome;
 use crate::progress::{Event, Progress, TrialDone, TrialView};
 use crate::scenario::Role;
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialKey, TrialWhat, SETTLE_WINDOW};
 use isobench_platform::sched::{Phases, SchedMark};
 
 mod designs;
+mod records;
 mod served;
 mod service;
+mod setup;
+mod stressors;
 mod usage;
+
+use records::TrialCommon;
 
 /// Window length of the pilot runs (short, so longer windows can be formed from them).
 pub const PILOT_WINDOW: Duration = Duration::from_millis(5);
-
-/// Fact scope of what each aggressor's stressor delivered over a block, in physical units
-/// (read back by [`crate::analysis::delivered_pressure`]).
-pub const PRESSURE_FACT: &str = "pressure";
-
-/// Fact key (scope `run`) of the on/off sizes chosen by the pilot.
-pub const TUNING_FACT: &str = "onoff_tuning";
 
 /// Longest wait for the machine to settle before a baseline block.
 pub const SETTLE_MAX: Duration = Duration::from_secs(2);
@@ -77,21 +74,6 @@ impl Default for EngineOptions {
             lock_patience: Duration::from_secs(60),
         }
     }
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunOutcome {
-    /// Run id.
-    pub run: RunId,
-    /// Final status.
-    pub status: RunStatus,
-    /// Why (stopping rule met, cap reached, interrupted, error).
-    pub reason: String,
-    /// Trials run by this invocation (all attempts).
-    pub trials_run: usize,
-    /// Trials found already stored (resume).
-    pub trials_skipped: usize,
 }
 
 /// Creates a run in the store for `plan`: the run record and the plan itself (so a resume
@@ -174,14 +156,6 @@ struct Snap {
     stress: Vec<Option<Result<StressProgress, TenantFailure>>>,
 }
 
-/// Seconds of a trial its aggressors spent frozen (on/off), which are no time to work.
-fn frozen_s(common: &TrialCommon) -> f64 {
-    common
-        .modulation
-        .as_ref()
-        .map_or(0.0, |m| crate::onoff::frozen_time(m).as_secs_f64())
-}
-
 /// Runs a plan against a backend, recording into a store.
 pub struct Engine<'a> {
     plan: &'a Plan,
@@ -242,20 +216,52 @@ pub struct Engine<'a> {
     service_rates: BTreeMap<usize, f64>,
 }
 
-impl<'a> Engine<'a> {
-    /// An engine for run `run` (created with [`create_run`] or prepared with
-    /// [`prepare_resume`]).
-    #[allow(clippy::too_many_arguments)]
+/// What an engine works through: the store it commits trials to, the backend that runs the
+/// tenants, the clock, whom it tells how the run goes, and the flag that stops it between
+/// trials (Ctrl-C).
+pub struct EngineIo<'a> {
+    /// Where the run and its trials are stored.
+    pub store: &'a mut Store,
+    /// Creates and drives the tenants.
+    pub backend: &'a mut dyn Backend,
+    /// The time source.
+    pub clock: &'a dyn Clock,
+    /// Receives the run's events.
+    pub progress: &'a mut dyn Progress,
+    /// Set to end the run between trials as `interrupted`.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl<'a> EngineIo<'a> {
+    /// An engine's I/O with a stop flag of its own that nothing sets (a run that is not
+    /// interrupted from outside: tests, one-off runs).
     pub fn new(
-        plan: &'a Plan,
-        run: RunId,
         store: &'a mut Store,
         backend: &'a mut dyn Backend,
         clock: &'a dyn Clock,
         progress: &'a mut dyn Progress,
-        stop: Arc<AtomicBool>,
-        options: EngineOptions,
     ) -> Self {
+        EngineIo {
+            store,
+            backend,
+            clock,
+            progress,
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+impl<'a> Engine<'a> {
+    /// An engine for run `run` (created with [`create_run`] or prepared with
+    /// [`prepare_resume`]).
+    pub fn new(plan: &'a Plan, run: RunId, io: EngineIo<'a>, options: EngineOptions) -> Self {
+        let EngineIo {
+            store,
+            backend,
+            clock,
+            progress,
+            stop,
+        } = io;
         Engine {
             plan,
             store,
@@ -624,329 +630,6 @@ impl<'a> Engine<'a> {
             .retain(|c, _| needs.cells.iter().any(|&(_, cc)| cc == *c));
     }
 
-    fn create_tenants(&mut self, loaded: &LoadedRun) -> Result<()> {
-        let plan = self.plan;
-        self.backend
-            .preflight(&plan.tenants)
-            .context("checking the tenants before creating any")?;
-        let mut facts = Vec::new();
-        for (index, t) in plan.tenants.iter().enumerate() {
-            let driver = self
-                .backend
-                .create_tenant(t)
-                .with_context(|| format!("creating tenant {}", t.name))?;
-            let f = driver.facts();
-            if !loaded.tenants.iter().any(|x| x.name == t.name) {
-                self.store.add_tenant(
-                    &self.run,
-                    &TenantRecord {
-                        name: t.name.clone(),
-                        role: t.role,
-                        platform: plan.platform.name().to_string(),
-                        limits: json!({
-                            "applied": f.limits,
-                            "requested": t.limits.to_string(),
-                            "notes": f.notes,
-                            "cpus": t.cpus,
-                            "pin": t.pin,
-                            "pin_peer": t.pin_peer,
-                            "memory_need": t.mem_need,
-                        }),
-                    },
-                )?;
-            }
-            self.store.record_fact(
-                &self.run,
-                &Fact {
-                    scope: t.name.clone(),
-                    key: "tenant".into(),
-                    value: serde_json::to_value(&f).unwrap_or_default(),
-                },
-            )?;
-            facts.push(f);
-            self.slots.push(Slot {
-                index,
-                name: t.name.clone(),
-                role: t.role,
-                driver,
-                down: None,
-            });
-        }
-        self.progress.tenants_ready(&facts);
-        Ok(())
-    }
-
-    /// Returns a refusal when a tenant cannot hold its workloads' memory.
-    fn memory_check(&mut self) -> Result<Option<String>> {
-        if !self.plan.platform.capabilities().exec {
-            // The check is a process of its own beside the agent, so the kernel can kill it
-            // alone; a platform that starts nothing but the agent (a guest) cannot run it.
-            // A guest's memory is its own, held by its kernel.
-            let why = format!(
-                "memory check not run: the {} platform starts no process in a tenant besides \
-                 its agent (a guest's memory is its own: its kernel holds it)",
-                self.plan.platform
-            );
-            self.progress.note(&why);
-            for i in 0..self.slots.len() {
-                let name = self.slots[i].name.clone();
-                self.store.record_fact(
-                    &self.run,
-                    &Fact {
-                        scope: name,
-                        key: "memory_check".into(),
-                        value: serde_json::json!({ "skipped": why }),
-                    },
-                )?;
-            }
-            return Ok(None);
-        }
-        let timeout = self.plan.trial.timeout.max(Duration::from_secs(30));
-        for i in 0..self.slots.len() {
-            let need = self.plan.tenants[i].mem_need;
-            let name = self.slots[i].name.clone();
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                let check = match self.slots[i].driver.memory_check(need, timeout) {
-                    Ok(c) => c,
-                    Err(e) => crate::backend::MemCheck {
-                        wanted: need,
-                        touched: 0,
-                        base_ns: 0.0,
-                        jump_ns: None,
-                        knee: None,
-                        stopped: Some(e.to_string()),
-                    },
-                };
-                self.progress.memory_checked(&name, &check);
-                self.store.record_fact(
-                    &self.run,
-                    &Fact {
-                        scope: name.clone(),
-                        key: "memory_check".into(),
-                        value: serde_json::to_value(&check).unwrap_or_default(),
-                    },
-                )?;
-                if check.ok() {
-                    break;
-                }
-                let why = memcheck::explain(&name, &check);
-                if attempt >= self.options.memcheck_attempts {
-                    return Ok(Some(format!("refused before the first trial: {why}")));
-                }
-                self.progress.waiting(&why, self.options.memcheck_wait);
-                self.clock.sleep(self.options.memcheck_wait);
-                if self.stop.load(Ordering::SeqCst) {
-                    return Ok(Some("interrupted during the memory check".into()));
-                }
-                if let Err(e) = self.slots[i].driver.restart() {
-                    return Ok(Some(format!(
-                        "tenant {name}: its agent did not come back after the memory check: {e:#}"
-                    )));
-                }
-            }
-        }
-        Ok(None)
-    }
-
-    /// One discarded run of every probe in every victim before the first trial: first runs
-    /// pay for things later runs do not (the cache-size sweep, page faults on fresh buffers,
-    /// files created), and a probe that cannot run at all shows up now, not in every trial.
-    fn calibrate(&mut self) -> Result<()> {
-        let plan = self.plan;
-        let mut facts = Vec::new();
-        for (p, probe) in plan.probes.iter().enumerate() {
-            if service::asks_calibration(probe) {
-                // Its own calibration, next, pays the first-run costs.
-                continue;
-            }
-            if probe.serving.is_some() {
-                // A short run: services started and reached, first-run costs paid.
-                let budget = plan.trial.duration.min(Duration::from_millis(500));
-                for (i, r) in self.served_probe(p, false, budget) {
-                    let name = self.slots[i].name.clone();
-                    facts.push(match r {
-                        Ok(o) => json!({"tenant": name, "probe": probe.id, "params": o.params}),
-                        Err(e) => {
-                            self.progress.note(&format!(
-                                "calibration: probe {} for tenant {name}: {e}",
-                                probe.id
-                            ));
-                            self.restart_if_unresponsive(i, &e);
-                            json!({"tenant": name, "probe": probe.id, "error": e.to_string()})
-                        }
-                    });
-                }
-                continue;
-            }
-            for i in 0..self.slots.len() {
-                if self.slots[i].role != Role::Victim {
-                    continue;
-                }
-                let pt = &plan.tenants[i];
-                let run = ProbeRun {
-                    name: probe.name.clone(),
-                    params: probe.params.clone(),
-                    budget: plan.trial.duration,
-                    pin: pt.pin,
-                    pin_peer: pt.pin_peer,
-                    timeout: plan.trial.duration + plan.trial.timeout,
-                    window: None,
-                };
-                let t0 = self.clock.now();
-                let r = self.slots[i].driver.run_probe(&run);
-                let secs = (self.clock.now() - t0).as_secs_f64();
-                let name = self.slots[i].name.clone();
-                match r {
-                    Ok(o) => facts.push(json!({
-                        "tenant": name, "probe": probe.id, "secs": secs, "params": o.params,
-                    })),
-                    Err(e) => {
-                        self.progress.note(&format!(
-                            "calibration: probe {} in tenant {name}: {e}",
-                            probe.id
-                        ));
-                        facts.push(json!({
-                            "tenant": name, "probe": probe.id, "secs": secs, "error": e.to_string(),
-                        }));
-                        self.restart_if_unresponsive(i, &e);
-                    }
-                }
-            }
-        }
-        self.store.record_fact(
-            &self.run,
-            &Fact {
-                scope: "run".into(),
-                key: "calibration".into(),
-                value: json!(facts),
-            },
-        )?;
-        Ok(())
-    }
-
-    /// Sizes the on/off design of every windowed probe from a pilot run with the neighbours
-    /// idle ([`crate::onoff::tune`]), or reads the sizes back from the run's facts on resume,
-    /// so a resumed run measures as it started.
-    fn pilot(&mut self, loaded: &LoadedRun) -> Result<()> {
-        let plan = self.plan;
-        let wanted: Vec<usize> = (0..plan.probes.len())
-            .filter(|&p| (0..plan.conditions.len()).any(|c| plan.design(p, c) == Design::OnOff))
-            .collect();
-        if wanted.is_empty() {
-            return Ok(());
-        }
-        if let Some(f) = loaded
-            .facts
-            .iter()
-            .find(|f| f.scope == "run" && f.key == TUNING_FACT)
-        {
-            if let Ok(ts) = serde_json::from_value::<Vec<Tuning>>(f.value.clone()) {
-                for t in ts {
-                    if let Some(p) = plan.probes.iter().position(|x| x.id == t.probe) {
-                        self.tuning.insert(p, t);
-                    }
-                }
-            }
-        }
-        let limits = TuningLimits {
-            target: plan.repetitions.ci_half_width,
-            z: isobench_stats::normal_quantile(0.5 + plan.repetitions.confidence / 2.0),
-            min_trial: Duration::from_secs(1).min(plan.trial.onoff_max),
-            max_trial: plan.trial.onoff_max,
-            ..TuningLimits::default()
-        };
-        let fallback = (
-            plan.trial.window.unwrap_or(Duration::from_millis(20)),
-            plan.trial.period.unwrap_or(Duration::from_millis(200)),
-        );
-        let victim = self.slots.iter().position(|s| s.role == Role::Victim);
-        for p in wanted {
-            if self.tuning.contains_key(&p) {
-                continue;
-            }
-            let probe = &plan.probes[p];
-            let mut series: Vec<Vec<WindowRecord>> = Vec::new();
-            if let (Some(v), true) = (victim, plan.trial.pilot > Duration::ZERO) {
-                let pt = &plan.tenants[v];
-                let run = ProbeRun {
-                    name: probe.name.clone(),
-                    params: probe.params.clone(),
-                    budget: plan.trial.pilot,
-                    pin: pt.pin,
-                    pin_peer: pt.pin_peer,
-                    timeout: plan.trial.pilot + plan.trial.timeout,
-                    window: Some(PILOT_WINDOW),
-                };
-                self.progress.note(&format!(
-                    "pilot: {} (noise and its correlation time)",
-                    probe.id
-                ));
-                match self.slots[v].driver.run_probe(&run) {
-                    Ok(o) => {
-                        for m in &o.metrics {
-                            if !plan.tracks(&probe.id, &m.name) {
-                                continue;
-                            }
-                            if let Some(ws) = &m.series {
-                                series.push(window_records(ws));
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        self.progress.note(&format!(
-                            "pilot of {} failed ({e}); defaults used",
-                            probe.id
-                        ));
-                        self.restart_if_unresponsive(v, &e);
-                    }
-                }
-            }
-            // The metric that needs the longest trial decides.
-            let mut best: Option<Tuning> = None;
-            for s in &series {
-                let t = crate::onoff::tune(&probe.id, s, &limits, fallback);
-                if best
-                    .as_ref()
-                    .is_none_or(|b| (t.trial, t.cycles_needed) > (b.trial, b.cycles_needed))
-                {
-                    best = Some(t);
-                }
-            }
-            let mut t =
-                best.unwrap_or_else(|| crate::onoff::tune(&probe.id, &[], &limits, fallback));
-            if let Some(w) = plan.trial.window {
-                t.window = w;
-                t.guard = w.max(limits.min_guard);
-                t.why.push_str("; window set by the scenario");
-            }
-            if let Some(per) = plan.trial.period {
-                t.period = per;
-                t.why.push_str("; period set by the scenario");
-            }
-            self.progress.note(&format!(
-                "on/off {}: windows of {} ms, cycles of {} ms, trials of {:.1} s ({})",
-                probe.id,
-                t.window.as_millis(),
-                t.period.as_millis(),
-                t.trial.as_secs_f64(),
-                t.why
-            ));
-            self.tuning.insert(p, t);
-        }
-        let all: Vec<&Tuning> = self.tuning.values().collect();
-        self.store.record_fact(
-            &self.run,
-            &Fact {
-                scope: "run".into(),
-                key: TUNING_FACT.into(),
-                value: serde_json::to_value(&all).unwrap_or_default(),
-            },
-        )?;
-        Ok(())
-    }
-
     /// The mechanism of victim slot `v` in the trial just run, for its record: the marks
     /// split into the time with and without the aggressors. A probe run from end to end
     /// (not modulated) runs in a thread that has exited by the closing mark, so its threads'
@@ -1022,34 +705,6 @@ impl<'a> Engine<'a> {
         })
     }
 
-    /// Starts each aggressor's own assignment under condition `c`; idle ones stay idle.
-    fn start_stressors(&mut self, c: usize) {
-        self.running.clear();
-        for i in 0..self.slots.len() {
-            if self.slots[i].role != Role::Aggressor {
-                continue;
-            }
-            if let Some(run) = self.stressor_run(c, i) {
-                let r = self.start_one(i, &run);
-                self.running.insert(i, r);
-            }
-        }
-    }
-
-    fn start_one(&mut self, i: usize, run: &StressorRun) -> Result<(), String> {
-        if let Some(why) = self.revive(i) {
-            return Err(why);
-        }
-        match self.slots[i].driver.start_stressor(run) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let why = format!("{} did not start: {e}", run.name);
-                self.restart_if_unresponsive(i, &e);
-                Err(why)
-            }
-        }
-    }
-
     /// Aggressor slots whose stressor is running (`running`), or whose stressor is not.
     fn aggressors(&self, running: bool) -> Vec<usize> {
         self.running
@@ -1066,103 +721,6 @@ impl<'a> Engine<'a> {
             .filter(|s| s.role == Role::Victim)
             .map(|s| s.index)
             .collect()
-    }
-
-    /// Whether condition `c` runs a stressor whose work is known only once it is stopped,
-    /// so that its stressors are started and stopped with each trial.
-    fn counts_at_stop(&self, c: usize) -> bool {
-        (0..self.slots.len())
-            .filter_map(|i| self.stressor_run(c, i))
-            .any(|run| {
-                isobench_workloads::stressor(&run.name)
-                    .is_some_and(|s| s.counts_at_stop(&run.params).is_some())
-            })
-    }
-
-    /// Stops the block's stressors; returns each one's own report, by tenant.
-    fn stop_stressors(&mut self) -> Vec<(String, isobench_workloads::StressReport)> {
-        self.stop_stressors_by_slot()
-            .into_iter()
-            .filter_map(|(i, r)| Some((self.slots[i].name.clone(), r.ok()?)))
-            .collect()
-    }
-
-    /// Stops condition `c`'s stressors at the end of a per-trial block's trial: each
-    /// aggressor's stop report, or why it has none (it did not start, or did not stop), by
-    /// slot.
-    fn stop_for_trial(
-        &mut self,
-        c: usize,
-    ) -> BTreeMap<usize, Result<isobench_workloads::StressReport, String>> {
-        let not_started: Vec<(usize, String)> = self
-            .running
-            .iter()
-            .filter_map(|(&i, r)| r.clone().err().map(|why| (i, why)))
-            .collect();
-        let mut stopped: BTreeMap<usize, Result<isobench_workloads::StressReport, String>> = self
-            .stop_stressors_by_slot()
-            .into_iter()
-            .map(|(i, r)| {
-                let name = self.assignment(c, i).map_or("", |a| a.stressor.as_str());
-                (i, r.map_err(|e| format!("{name}: {e}")))
-            })
-            .collect();
-        stopped.extend(not_started.into_iter().map(|(i, why)| (i, Err(why))));
-        stopped
-    }
-
-    /// Stops the running stressors; returns each one's report, or why it gave none, by slot.
-    fn stop_stressors_by_slot(
-        &mut self,
-    ) -> BTreeMap<usize, Result<isobench_workloads::StressReport, TenantFailure>> {
-        let running: Vec<usize> = self.aggressors(true);
-        let mut reports = BTreeMap::new();
-        for i in running {
-            let r = self.slots[i].driver.stop_stressor();
-            if let Err(e) = &r {
-                let name = &self.slots[i].name;
-                self.progress
-                    .note(&format!("tenant {name}: stopping its stressor: {e}"));
-                self.restart_if_unresponsive(i, e);
-            }
-            reports.insert(i, r);
-        }
-        self.running.clear();
-        reports
-    }
-
-    /// Tries to bring a down tenant back; returns why it is still down.
-    fn revive(&mut self, i: usize) -> Option<String> {
-        self.slots[i].down.as_ref()?;
-        self.restart(i);
-        self.slots[i].down.clone()
-    }
-
-    /// Restarts slot `i`'s agent when `e` says it stopped answering: a request past its
-    /// deadline (a probe that outlived its cancel) may still run there, and a fresh agent
-    /// keeps every later request from being refused busy.
-    fn restart_if_unresponsive(&mut self, i: usize, e: &TenantFailure) {
-        if matches!(e, TenantFailure::NoResponse(_)) {
-            self.restart(i);
-        }
-    }
-
-    fn restart(&mut self, i: usize) {
-        self.forget_services(i);
-        let name = self.slots[i].name.clone();
-        match self.slots[i].driver.restart() {
-            Ok(()) => {
-                self.slots[i].down = None;
-                self.progress.note(&format!(
-                    "tenant {name}: agent restarted after it stopped answering"
-                ));
-            }
-            Err(e) => {
-                let why = format!("tenant {name} is down: its agent could not be restarted: {e:#}");
-                self.progress.note(&why);
-                self.slots[i].down = Some(why);
-            }
-        }
     }
 
     fn run_block(&mut self, block: &Block) -> Result<()> {
@@ -1229,128 +787,6 @@ impl<'a> Engine<'a> {
         }
         self.stop_services_kept(crate::serving::Keep::Block);
         result
-    }
-
-    /// Records what the stressors stopped at the end of a per-trial block's first trial
-    /// delivered, as [`Engine::record_pressure`] does for a whole block.
-    fn record_stopped_pressure(
-        &mut self,
-        c: usize,
-        block: &Block,
-        stopped: &BTreeMap<usize, Result<isobench_workloads::StressReport, String>>,
-    ) {
-        let label = self.condition_label(Some(c));
-        let first = block.trials.first().map(|t| block.key(t));
-        for (&i, r) in stopped {
-            if let Ok(report) = r {
-                let tenant = self.slots[i].name.clone();
-                self.record_pressure(&label, &tenant, first, report.clone());
-            }
-        }
-    }
-
-    /// The own rates of the aggressors whose stressors were stopped at the end of a trial
-    /// under condition `c` (`stopped`, by slot), read from their stop reports: operations
-    /// over the running time of the run, which spans the trial and its warm-up.
-    fn reports_at_stop(
-        &self,
-        c: usize,
-        solo: bool,
-        stopped: &BTreeMap<usize, Result<isobench_workloads::StressReport, String>>,
-        common: &TrialCommon,
-    ) -> (Vec<StressorReport>, Vec<(usize, String)>) {
-        let mut reports = Vec::new();
-        let mut dnr = Vec::new();
-        for (&i, r) in stopped {
-            match r {
-                Ok(r) => {
-                    // The whole run, from its start (no operations, no time) to its stop.
-                    let end = StressProgress {
-                        ops: r.ops,
-                        elapsed_s: r.elapsed_s,
-                    };
-                    let rate = end
-                        .rate_since_running(&StressProgress::default(), frozen_s(common))
-                        .unwrap_or(0.0);
-                    reports.push(self.stressor_report(c, i, solo, r.ops as f64, rate));
-                }
-                Err(why) => dnr.push((i, why.clone())),
-            }
-        }
-        (reports, dnr)
-    }
-
-    /// Aggressor slot `i`'s own rate under condition `c` in one trial.
-    fn stressor_report(
-        &self,
-        c: usize,
-        i: usize,
-        solo: bool,
-        ops: f64,
-        ops_per_sec: f64,
-    ) -> StressorReport {
-        let run = self.assignment(c, i).expect("only assigned slots run");
-        StressorReport {
-            tenant: self.slots[i].name.clone(),
-            stressor: run.stressor.clone(),
-            intensity: run.intensity,
-            mode: if solo {
-                StressorMode::Alone
-            } else {
-                StressorMode::Contended
-            },
-            ops,
-            ops_per_sec,
-        }
-    }
-
-    /// Records what an aggressor's stressor delivered over a block, in physical units
-    /// (fact scope [`PRESSURE_FACT`], one per condition, tenant and block), with its rates
-    /// scaled to the time it was not frozen.
-    fn record_pressure(
-        &mut self,
-        condition: &str,
-        tenant: &str,
-        first: Option<TrialKey>,
-        report: isobench_workloads::StressReport,
-    ) {
-        let running = (report.elapsed_s - self.block_frozen_s).max(0.0);
-        let scale = if running > 0.05 * report.elapsed_s && running > 0.0 {
-            report.elapsed_s / running
-        } else {
-            1.0
-        };
-        let pressure: Vec<serde_json::Value> = report
-            .pressure
-            .iter()
-            .map(|p| {
-                let per_time = !matches!(p.unit.as_str(), "B" | "CPUs");
-                serde_json::json!({
-                    "name": p.name,
-                    "unit": p.unit,
-                    "value": if per_time { p.value * scale } else { p.value },
-                })
-            })
-            .collect();
-        let key = match first {
-            Some(k) => format!("{condition}/{tenant}/{}.{}", k.round, k.block),
-            None => format!("{condition}/{tenant}"),
-        };
-        let fact = Fact {
-            scope: PRESSURE_FACT.to_string(),
-            key,
-            value: serde_json::json!({
-                "condition": condition,
-                "tenant": tenant,
-                "elapsed_s": report.elapsed_s,
-                "frozen_s": self.block_frozen_s,
-                "pressure": pressure,
-            }),
-        };
-        if let Err(e) = self.store.record_fact(&self.run, &fact) {
-            self.progress
-                .note(&format!("recording the pressure {tenant} delivered: {e}"));
-        }
     }
 
     /// Applies the knobs condition `c` changes on tenants, remembering what is in force for
@@ -1624,7 +1060,7 @@ impl<'a> Engine<'a> {
             noise,
             limits: self.limits.clone(),
         };
-        self.block_frozen_s += frozen_s(&common);
+        self.block_frozen_s += common.frozen_s();
 
         let solo = t.what == TrialWhat::Solo;
         let (mut reports, aggressor_dnr) = match (cond, &stopped) {
@@ -1676,197 +1112,6 @@ impl<'a> Engine<'a> {
         });
         Ok(common.disturbed.is_some())
     }
-
-    /// Aggressors that died since the block started get the stressor of condition `c` back.
-    fn restart_stressors(&mut self, c: usize) {
-        let down: Vec<usize> = self.aggressors(false);
-        for i in down {
-            if self.slots[i].down.is_none() {
-                let run = self.stressor_run(c, i).expect("only assigned slots run");
-                let r = self.start_one(i, &run);
-                if r.is_ok() {
-                    self.clock.sleep(self.plan.trial.warmup);
-                }
-                self.running.insert(i, r);
-            }
-        }
-    }
-
-    /// The own rates of the aggressors running a stressor over the trial under condition `c`,
-    /// and those that did not respond, with why.
-    fn aggressor_reports(
-        &self,
-        c: usize,
-        solo: bool,
-        before: &Snap,
-        after: &Snap,
-        common: &TrialCommon,
-    ) -> (Vec<StressorReport>, Vec<(usize, String)>) {
-        let mut reports = Vec::new();
-        let mut dnr = Vec::new();
-        for &i in self.running.keys() {
-            let run = self.assignment(c, i).expect("only assigned slots run");
-            match (&before.stress[i], &after.stress[i]) {
-                (Some(Ok(a)), Some(Ok(b))) => {
-                    // Frozen time is no time to work: the rate counts the running time
-                    // between the two readings (which enclose the trial and its set-up).
-                    let rate = b.rate_since_running(a, frozen_s(common)).unwrap_or(0.0);
-                    let ops = b.ops.saturating_sub(a.ops) as f64;
-                    reports.push(self.stressor_report(c, i, solo, ops, rate));
-                }
-                (Some(Err(e)), _) | (_, Some(Err(e))) => {
-                    dnr.push((i, format!("{}: {e}", run.stressor)));
-                }
-                _ => {
-                    let why = match self.running.get(&i) {
-                        Some(Err(w)) => w.clone(),
-                        _ => "stressor not running".to_string(),
-                    };
-                    dnr.push((i, why));
-                }
-            }
-        }
-        (reports, dnr)
-    }
-
-    /// One record per victim measured; the first takes the aggressors' `reports`.
-    fn victim_records(
-        &mut self,
-        outcomes: &[Outcome],
-        what: &str,
-        common: &TrialCommon,
-        reports: &mut Vec<StressorReport>,
-    ) -> Vec<TrialRecord> {
-        let mut records = Vec::new();
-        for (v, outcome) in outcomes {
-            let name = self.slots[*v].name.clone();
-            let (status, samples, histograms, series) = match outcome {
-                Ok(o) => {
-                    let (samples, histograms, series) = probe_values(o);
-                    (common.status(None), samples, histograms, series)
-                }
-                Err(e) => (common.status(Some(e)), Vec::new(), Vec::new(), Vec::new()),
-            };
-            let repetition = self.next_repetition(&name, what, &common.condition);
-            records.push(TrialRecord {
-                samples,
-                histograms,
-                stressor_reports: if records.is_empty() {
-                    std::mem::take(reports)
-                } else {
-                    Vec::new()
-                },
-                series,
-                mechanism: self.mechanism(*v, outcome, common.modulation.is_some()),
-                timeline: self.timeline.take(),
-                ..common.record(what.to_string(), name, repetition, status)
-            });
-        }
-        records
-    }
-
-    /// One record per aggressor running a stressor in a solo trial (with its own rate), and
-    /// one per aggressor that did not respond.
-    fn aggressor_records(
-        &mut self,
-        assigned: &[usize],
-        solo: bool,
-        what: &str,
-        common: &TrialCommon,
-        mut reports: Vec<StressorReport>,
-        aggressor_dnr: &[(usize, String)],
-    ) -> Vec<TrialRecord> {
-        let mut records = Vec::new();
-        for &i in assigned {
-            let dnr = aggressor_dnr
-                .iter()
-                .find(|(a, _)| *a == i)
-                .map(|(_, w)| w.clone());
-            if !solo && dnr.is_none() {
-                continue;
-            }
-            let name = self.slots[i].name.clone();
-            let probe = if solo {
-                SOLO_PROBE.to_string()
-            } else {
-                what.to_string()
-            };
-            let repetition = self.next_repetition(&name, &probe, &common.condition);
-            let mine: Vec<StressorReport> = if solo {
-                let (m, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut reports)
-                    .into_iter()
-                    .partition(|r| r.tenant == name);
-                reports = rest;
-                m
-            } else {
-                Vec::new()
-            };
-            let status = match dnr {
-                Some(w) => TrialStatus::Dnr(w),
-                None => common.status(None),
-            };
-            records.push(TrialRecord {
-                stressor_reports: mine,
-                ..common.record(probe, name, repetition, status)
-            });
-        }
-        records
-    }
-
-    /// Stores a trial's records; returns the trial's status word and, when not ok, the
-    /// first reason.
-    fn commit(&mut self, records: &[TrialRecord]) -> Result<(&'static str, Option<String>)> {
-        let mut status_word = "ok";
-        let mut reason = None;
-        for r in records {
-            if r.status != TrialStatus::Ok && status_word == "ok" {
-                status_word = r.status.as_str();
-                reason = r.status.reason().map(|s| format!("{}: {s}", r.tenant));
-            }
-        }
-        for r in records {
-            self.store_trial(r).with_context(|| {
-                format!(
-                    "recording trial {} of run {} (`isobench run --resume {} --db {}` continues \
-                     the run)",
-                    r.key,
-                    self.run,
-                    self.run,
-                    self.store.path().display()
-                )
-            })?;
-            self.stored
-                .insert((r.key, r.tenant.clone()), r.status.as_str());
-        }
-        Ok((status_word, reason))
-    }
-
-    /// Stores one record. A database another process holds locked (a backup, a `sqlite3`
-    /// shell) is waited for, up to [`EngineOptions::lock_patience`] beyond the store's own
-    /// busy timeout, rather than losing the trial just measured; the wait is announced.
-    fn store_trial(&mut self, r: &TrialRecord) -> Result<(), StoreError> {
-        let start = std::time::Instant::now();
-        let mut announced = false;
-        loop {
-            match self.store.record_trial(&self.run, r) {
-                Err(StoreError::Locked { .. }) if start.elapsed() < self.options.lock_patience => {
-                    if !announced {
-                        announced = true;
-                        self.progress.note(&format!(
-                            "the database {} is locked by another process; trial {} waits up \
-                             to {} s more to be stored",
-                            self.store.path().display(),
-                            r.key,
-                            self.options.lock_patience.as_secs()
-                        ));
-                    }
-                    // The store already waited its busy timeout; a short pause between tries.
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                other => return other,
-            }
-        }
-    }
 }
 
 /// A victim slot and what its probe returned.
@@ -1875,120 +1120,7 @@ type Outcome = (usize, Result<ProbeOutcome, TenantFailure>);
 /// What a trial measured: the victims' outcomes and, under the on/off design, the switches.
 type Measured = (Vec<Outcome>, Option<Modulation>);
 
-/// What every record of one trial shares.
-struct TrialCommon {
-    key: TrialKey,
-    condition: StoreCondition,
-    started_at: Timestamp,
-    ended_at: Timestamp,
-    load_note: Option<String>,
-    /// Why the trial was disturbed, when load from outside the run exceeded the limit.
-    disturbed: Option<String>,
-    modulation: Option<Modulation>,
-    noise: Option<serde_json::Value>,
-    /// Limits the condition set on tenants, and why one could not be set.
-    limits: Option<(serde_json::Value, Option<String>)>,
-}
-
-impl TrialCommon {
-    /// The status of a record: the tenant's failure, else failed when the condition's limits
-    /// could not be set, else disturbed or ok.
-    fn status(&self, fail: Option<&TenantFailure>) -> TrialStatus {
-        let unset = self.limits.as_ref().and_then(|(_, why)| why.clone());
-        match (fail, unset) {
-            (Some(TenantFailure::NoResponse(r)), _) => TrialStatus::Dnr(r.clone()),
-            (Some(TenantFailure::Failed(r)), _) => TrialStatus::Failed(r.clone()),
-            (None, Some(why)) => TrialStatus::Failed(why),
-            (None, None) => match &self.disturbed {
-                Some(d) => TrialStatus::Disturbed(d.clone()),
-                None => TrialStatus::Ok,
-            },
-        }
-    }
-
-    /// A record of this trial with no values.
-    fn record(
-        &self,
-        probe: String,
-        tenant: String,
-        repetition: u32,
-        status: TrialStatus,
-    ) -> TrialRecord {
-        TrialRecord {
-            key: self.key,
-            probe,
-            tenant,
-            condition: self.condition.clone(),
-            repetition,
-            status,
-            started_at: self.started_at,
-            ended_at: self.ended_at,
-            load_note: self.load_note.clone(),
-            samples: Vec::new(),
-            histograms: Vec::new(),
-            stressor_reports: Vec::new(),
-            series: Vec::new(),
-            modulation: self.modulation.clone(),
-            noise: self.noise.clone(),
-            mechanism: None,
-            timeline: None,
-            limits: self.limits.as_ref().map(|(l, _)| l.clone()),
-            tenant_usage: Vec::new(),
-        }
-    }
-}
-
-/// A probe's metrics as the store records them: finite values (the first of each name),
-/// their histograms, and their window series.
-fn probe_values(o: &ProbeOutcome) -> (Vec<SampleRecord>, Vec<HistogramRecord>, Vec<SeriesRecord>) {
-    let mut samples: Vec<SampleRecord> = Vec::new();
-    let mut hists = Vec::new();
-    let series: Vec<SeriesRecord> = o
-        .metrics
-        .iter()
-        .filter_map(|m| {
-            m.series.as_ref().map(|ws| SeriesRecord {
-                metric: m.name.clone(),
-                windows: window_records(ws),
-            })
-        })
-        .collect();
-    for m in &o.metrics {
-        if !m.value.is_finite() || samples.iter().any(|s| s.metric == m.name) {
-            continue;
-        }
-        samples.push(SampleRecord {
-            metric: m.name.clone(),
-            unit: if m.unit.is_empty() {
-                "-".into()
-            } else {
-                m.unit.clone()
-            },
-            direction: m.direction,
-            value: m.value,
-        });
-        if let Some(h) = &m.histogram {
-            hists.push(HistogramRecord {
-                metric: m.name.clone(),
-                base64: h.to_base64(),
-            });
-        }
-    }
-    (samples, hists, series)
-}
-
 /// Facts of a tenant, for callers that only need the list.
 pub fn tenant_names(facts: &[TenantFacts]) -> Vec<String> {
     facts.iter().map(|f| f.name.clone()).collect()
-}
-
-/// A probe's window series as the store records it.
-fn window_records(ws: &[isobench_workloads::Window]) -> Vec<WindowRecord> {
-    ws.iter()
-        .map(|w| WindowRecord {
-            start_ns: w.start_ns,
-            end_ns: w.end_ns,
-            value: w.value,
-        })
-        .collect()
 }

@@ -14,16 +14,31 @@
 use std::io::Write;
 use std::time::Duration;
 
+use isobench_store::{RunId, RunStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{MemCheck, TenantFacts};
-use crate::orchestrator::RunOutcome;
 use crate::plan::Plan;
 
 /// The version of the event stream's declaration (`docs/events.md`), carried by `planned`.
 /// Adding an event or a field keeps it; renaming or removing one, or changing a field's type
 /// or meaning, raises it. Streams from before the field was written are version 1.
 pub const EVENTS_SCHEMA: u32 = 1;
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    /// Run id.
+    pub run: RunId,
+    /// Final status.
+    pub status: RunStatus,
+    /// Why (stopping rule met, cap reached, interrupted, error).
+    pub reason: String,
+    /// Trials run by this invocation (all attempts).
+    pub trials_run: usize,
+    /// Trials found already stored (resume).
+    pub trials_skipped: usize,
+}
 
 /// One trial as a display sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

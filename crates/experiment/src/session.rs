@@ -25,7 +25,9 @@ use isobench_store::{Fact, RunId, RunStatus, Store, StoreError, Timestamp};
 
 use crate::backend::{Backend, Clock, SystemClock};
 use crate::fake::{FakeBackend, FakeScript};
-use crate::orchestrator::{create_run, prepare_resume, Engine, EngineOptions, RunOutcome};
+use crate::orchestrator::{
+    create_run, prepare_resume, Engine, EngineIo, EngineOptions, RunOutcome,
+};
 use crate::orphans;
 use crate::progress::Progress;
 use crate::real::RealBackend;
@@ -362,11 +364,13 @@ impl Session {
         Engine::new(
             &self.plan,
             run,
-            &mut self.store,
-            self.backend.as_mut(),
-            self.clock.as_ref(),
-            sink,
-            self.stop.clone(),
+            EngineIo {
+                store: &mut self.store,
+                backend: self.backend.as_mut(),
+                clock: self.clock.as_ref(),
+                progress: sink,
+                stop: self.stop.clone(),
+            },
             self.options.clone(),
         )
         .execute()

@@ -10,7 +10,9 @@ use isobench_experiment::analysis::{self, analyze};
 use isobench_experiment::backend::Clock;
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::kinds::matrix::schedule::{first_needs, round_blocks, FIRST_PAIRS};
-use isobench_experiment::orchestrator::{create_run, prepare_resume, Engine, EngineOptions};
+use isobench_experiment::orchestrator::{
+    create_run, prepare_resume, Engine, EngineIo, EngineOptions,
+};
 use isobench_experiment::progress::{Event, Progress, Transcript};
 use isobench_experiment::schedule::{TrialKey, TrialWhat};
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
@@ -81,11 +83,13 @@ fn run_with(plan: &Plan, script: FakeScript, stop: Arc<AtomicBool>) -> Ran {
     let out = Engine::new(
         plan,
         run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut t,
-        stop,
+        EngineIo {
+            store: &mut store,
+            backend: &mut backend,
+            clock: &clock,
+            progress: &mut t,
+            stop,
+        },
         EngineOptions::default(),
     )
     .execute()
@@ -435,11 +439,7 @@ fn interrupted_run_resumes_with_every_trial_exactly_once() {
     let out = Engine::new(
         &plan2,
         r.run.clone(),
-        &mut r.store,
-        &mut backend,
-        &clock,
-        &mut t,
-        Arc::new(AtomicBool::new(false)),
+        EngineIo::new(&mut r.store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()
@@ -710,11 +710,7 @@ fn placement_causes_are_named_from_the_trials_mechanism() {
         Engine::new(
             &plan,
             run.clone(),
-            &mut store,
-            &mut backend,
-            &clock,
-            &mut t,
-            Arc::new(AtomicBool::new(false)),
+            EngineIo::new(&mut store, &mut backend, &clock, &mut t),
             EngineOptions::default(),
         )
         .execute()
@@ -952,11 +948,7 @@ fn run_locked(
     let out = Engine::new(
         plan,
         run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut p,
-        Arc::new(AtomicBool::new(false)),
+        EngineIo::new(&mut store, &mut backend, &clock, &mut p),
         EngineOptions {
             lock_patience: patience,
             ..EngineOptions::default()

@@ -1,12 +1,9 @@
 //! Each experiment kind end to end on the fake platform and the fake clock: the plan it
 //! makes of its `[KIND]` table, the run, and the sections of its results, pinned as text.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::fake::{FakeBackend, FakeScript};
-use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
+use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::Transcript;
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 use isobench_results::Section;
@@ -61,11 +58,7 @@ fn run_stored(text: &str) -> LoadedRun {
     let out = Engine::new(
         &plan,
         run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut t,
-        Arc::new(AtomicBool::new(false)),
+        EngineIo::new(&mut store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()

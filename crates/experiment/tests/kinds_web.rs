@@ -2,13 +2,10 @@
 //! services and load generators it drives, DNR of a misbehaving tenant that stops answering,
 //! and the paper's table, snapshot-tested.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::analysis::analyze;
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::kinds::webapp;
-use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
+use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::Transcript;
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 use isobench_store::Store;
@@ -74,11 +71,7 @@ fn run(plan: &Plan, script: FakeScript) -> (Store, isobench_store::RunId, Vec<St
     Engine::new(
         plan,
         run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut t,
-        Arc::new(AtomicBool::new(false)),
+        EngineIo::new(&mut store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()

@@ -3,12 +3,9 @@
 //! the stable period and stopped before the recovery, an aggressor-alone trial after each
 //! episode, and the summary's isolation and work-conserved figures read from the records.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::fake::{FakeBackend, FakeScript};
-use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
+use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::Transcript;
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 use isobench_store::{RunStatus, Store};
@@ -87,11 +84,7 @@ fn run(text: &str) -> (Results, isobench_store::LoadedRun, Vec<String>) {
     let out = Engine::new(
         &plan,
         run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut t,
-        Arc::new(AtomicBool::new(false)),
+        EngineIo::new(&mut store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()

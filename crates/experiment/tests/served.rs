@@ -3,11 +3,8 @@
 //! probe's parameters, every site runs in the same trial, and each result is stored against
 //! its tenant.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::fake::{FakeBackend, FakeScript};
-use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
+use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::Transcript;
 use isobench_experiment::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
@@ -99,11 +96,7 @@ fn run(plan: &Plan, script: FakeScript) -> Ran {
     Engine::new(
         plan,
         run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut t,
-        Arc::new(AtomicBool::new(false)),
+        EngineIo::new(&mut store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()

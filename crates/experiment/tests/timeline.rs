@@ -2,12 +2,9 @@
 //! table checked where it is written, the scheduled trial stored with its switches and CPU
 //! series, and the sections of its results pinned as text.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
-
 use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::fake::{FakeBackend, FakeScript};
-use isobench_experiment::orchestrator::{create_run, Engine, EngineOptions};
+use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::Transcript;
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 use isobench_results::Section;
@@ -85,11 +82,7 @@ fn run(text: &str) -> (Results, isobench_store::LoadedRun, Vec<String>) {
     let out = Engine::new(
         &plan,
         run.clone(),
-        &mut store,
-        &mut backend,
-        &clock,
-        &mut t,
-        Arc::new(AtomicBool::new(false)),
+        EngineIo::new(&mut store, &mut backend, &clock, &mut t),
         EngineOptions::default(),
     )
     .execute()

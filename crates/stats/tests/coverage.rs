@@ -15,18 +15,24 @@ use isobench_stats::{
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 
-/// Coverage of the interval over `datasets` simulated datasets of `n` values per side.
-#[allow(clippy::too_many_arguments)]
+/// How many datasets to simulate, of how many values per side, from which seed.
+#[derive(Clone, Copy)]
+struct Sim {
+    n: usize,
+    datasets: u64,
+    seed: u64,
+}
+
+/// Coverage of the interval over `sim.datasets` simulated datasets of `sim.n` values per side.
 fn coverage(
     base: Dist,
     cont: Dist,
     direction: Direction,
     estimator: Estimator,
     method: CiMethod,
-    n: usize,
-    datasets: u64,
-    seed: u64,
+    sim: Sim,
 ) -> f64 {
+    let Sim { n, datasets, seed } = sim;
     let truth = match estimator {
         Estimator::Median => degradation_pct(base.median(), cont.median(), direction),
         Estimator::Mean => degradation_pct(base.mean(), cont.mean(), direction),
@@ -102,7 +108,18 @@ fn median_intervals_cover_at_the_nominal_rate() {
     // 300 datasets: standard error 0.0126; accept 0.90 ..= 0.99.
     for (name, b, c, dir) in cases() {
         for method in [CiMethod::Percentile, CiMethod::Bca] {
-            let cov = coverage(b, c, dir, Estimator::Median, method, 30, 300, 11);
+            let cov = coverage(
+                b,
+                c,
+                dir,
+                Estimator::Median,
+                method,
+                Sim {
+                    n: 30,
+                    datasets: 300,
+                    seed: 11,
+                },
+            );
             assert!(
                 (0.90..=0.99).contains(&cov),
                 "{name}, median, {}: coverage {cov}",
@@ -116,7 +133,18 @@ fn median_intervals_cover_at_the_nominal_rate() {
 fn mean_intervals_cover_at_the_nominal_rate_with_enough_values() {
     for (name, b, c, dir) in cases() {
         for method in [CiMethod::Percentile, CiMethod::Bca] {
-            let cov = coverage(b, c, dir, Estimator::Mean, method, 40, 300, 12);
+            let cov = coverage(
+                b,
+                c,
+                dir,
+                Estimator::Mean,
+                method,
+                Sim {
+                    n: 40,
+                    datasets: 300,
+                    seed: 12,
+                },
+            );
             assert!(
                 (0.90..=0.99).contains(&cov),
                 "{name}, mean, {}: coverage {cov}",
@@ -138,9 +166,11 @@ fn mean_intervals_with_ten_values_undercover_as_documented() {
         dir,
         Estimator::Mean,
         CiMethod::Percentile,
-        10,
-        300,
-        13,
+        Sim {
+            n: 10,
+            datasets: 300,
+            seed: 13,
+        },
     );
     assert!((0.83..0.95).contains(&cov), "coverage {cov}");
 }
@@ -170,7 +200,7 @@ proptest! {
         let base = Dist::Normal { mean: location, sd: location * rel_sd };
         let cont = Dist::Normal { mean: location * (1.0 + effect), sd: location * rel_sd * 1.5 };
         let dir = if higher { Direction::Higher } else { Direction::Lower };
-        let cov = coverage(base, cont, dir, Estimator::Median, CiMethod::Percentile, 25, 250, seed);
+        let cov = coverage(base, cont, dir, Estimator::Median, CiMethod::Percentile, Sim { n: 25, datasets: 250, seed });
         // 250 datasets: standard error 0.0138.
         prop_assert!((0.89..=0.995).contains(&cov), "coverage {}", cov);
     }

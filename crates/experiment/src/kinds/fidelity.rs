@@ -446,10 +446,9 @@ impl ExperimentKind for Fidelity {
         stored: &Stored,
         settings: &StatsSettings,
     ) -> Analysis {
-        let mut a = matrix::analysis::analyze(run, plan, stored, settings);
-        let Some((plan, mut set)) =
-            plan.and_then(|p| Some((p, FidelitySettings::of(&p.settings)?)))
-        else {
+        let (mut a, kind) =
+            matrix::analysis_with(run, plan, stored, settings, FidelitySettings::of);
+        let Some((plan, mut set)) = kind else {
             return a;
         };
         // A variant's cells under the conditions of another core count were never measured.

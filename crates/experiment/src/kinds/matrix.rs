@@ -36,14 +36,7 @@ impl ExperimentKind for Matrix {
     /// would contain are refused, skipped or capped on the host.
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
         stressor_conditions(r, platform, |s| {
-            s.intensities
-                .iter()
-                .map(|&i| Variant {
-                    id: format!("{}@{i}", s.id),
-                    intensity: i,
-                    params: s.params.clone(),
-                })
-                .collect()
+            s.intensities.iter().map(|&i| Variant::at(s, i)).collect()
         })
     }
 
@@ -92,6 +85,30 @@ pub(crate) struct Variant {
     pub intensity: u8,
     /// Parameters.
     pub params: ParamValues,
+}
+
+impl Variant {
+    /// Stressor `s` at intensity `i`, with its parameters (`cpu@100`).
+    pub(crate) fn at(s: &StressorSpec, i: u8) -> Variant {
+        Variant {
+            id: format!("{}@{i}", s.id),
+            intensity: i,
+            params: s.params.clone(),
+        }
+    }
+}
+
+/// The matrix's analysis of a run, with the plan and the kind's settings (read by `of`)
+/// when both are there: where a kind that adds to the matrix's cells starts.
+pub(crate) fn analysis_with<'p, S>(
+    run: &LoadedRun,
+    plan: Option<&'p Plan>,
+    stored: &Stored,
+    settings: &StatsSettings,
+    of: impl FnOnce(&serde_json::Value) -> Option<S>,
+) -> (Analysis, Option<(&'p Plan, S)>) {
+    let a = analysis::analyze(run, plan, stored, settings);
+    (a, plan.and_then(|p| Some((p, of(&p.settings)?))))
 }
 
 /// The conditions of the scenario's stressors, each given to every aggressor: `variants`

@@ -123,14 +123,7 @@ impl ExperimentKind for Pairwise {
             if !set.workloads.contains(&s.id) {
                 return Vec::new();
             }
-            s.intensities
-                .iter()
-                .map(|&i| Variant {
-                    id: format!("{}@{i}", s.id),
-                    intensity: i,
-                    params: s.params.clone(),
-                })
-                .collect()
+            s.intensities.iter().map(|&i| Variant::at(s, i)).collect()
         })
     }
 
@@ -151,9 +144,9 @@ impl ExperimentKind for Pairwise {
         stored: &Stored,
         settings: &StatsSettings,
     ) -> Analysis {
-        let mut a = matrix::analysis::analyze(run, plan, stored, settings);
-        let Some((plan, set)) = plan.and_then(|p| Some((p, PairwiseSettings::of(&p.settings)?)))
-        else {
+        let (mut a, kind) =
+            matrix::analysis_with(run, plan, stored, settings, PairwiseSettings::of);
+        let Some((plan, set)) = kind else {
             return a;
         };
         let mut section = Section::new(

@@ -205,9 +205,8 @@ impl ExperimentKind for Scale {
         stored: &Stored,
         settings: &StatsSettings,
     ) -> Analysis {
-        let mut a = matrix::analysis::analyze(run, plan, stored, settings);
-        let Some((plan, set)) = plan.and_then(|p| Some((p, ScaleSettings::of(&p.settings)?)))
-        else {
+        let (mut a, kind) = matrix::analysis_with(run, plan, stored, settings, ScaleSettings::of);
+        let Some((plan, set)) = kind else {
             return a;
         };
         let points: Vec<Point> = plan

@@ -103,14 +103,7 @@ impl ExperimentKind for Sensitivity {
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
         let set = SensitivitySettings::of(&r.scenario().settings);
         stressor_conditions(r, platform, |s| {
-            set.intensities
-                .iter()
-                .map(|&i| Variant {
-                    id: format!("{}@{i}", s.id),
-                    intensity: i,
-                    params: s.params.clone(),
-                })
-                .collect()
+            set.intensities.iter().map(|&i| Variant::at(s, i)).collect()
         })
     }
 

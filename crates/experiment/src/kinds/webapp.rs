@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use super::matrix::Matrix;
 use super::{Analysis, ExperimentKind};
 use crate::analysis::{
-    apply_design, cell_design, correct_significance, make_cell, paired_units, Cell, StatsSettings,
-    Stored,
+    apply_design, cell_design, correct_significance, make_cell, paired_units, Cell, CellOf,
+    StatsSettings, Stored,
 };
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, Platform};
@@ -235,15 +235,18 @@ pub(crate) fn tenant_cells(
             for cond in &conditions {
                 let label = format!("{tenant}/{probe}/{metric}@{cond}");
                 let mut c = make_cell(
-                    tenant,
-                    probe,
-                    Some(isobench_workloads::Class::App),
-                    metric,
-                    unit,
-                    *direction,
-                    cond,
-                    plan.and_then(|p| p.conditions.iter().find(|x| &x.id == cond))
-                        .map(|x| x.class),
+                    CellOf {
+                        tenant,
+                        probe,
+                        probe_class: Some(isobench_workloads::Class::App),
+                        metric,
+                        unit,
+                        direction: *direction,
+                        condition: cond,
+                        stressor_class: plan
+                            .and_then(|p| p.conditions.iter().find(|x| &x.id == cond))
+                            .map(|x| x.class),
+                    },
                     stored.values(tenant, probe, "baseline", metric),
                     stored.values(tenant, probe, cond, metric),
                     stored.dnr(tenant, probe, cond),

@@ -241,19 +241,32 @@ pub struct Log {
     pub y: bool,
 }
 
+/// The axes of a [`curve`]: what each shows, and which are logarithmic.
+#[derive(Debug, Clone, Copy)]
+pub struct Axes<'a> {
+    /// The setting's label.
+    pub x: &'a str,
+    /// The values' label.
+    pub y: &'a str,
+    /// Which are logarithmic.
+    pub log: Log,
+}
+
 /// Lines over a setting with their interval bands; `limit` a horizontal line, `marks`
 /// vertical ones, each labelled.
-#[allow(clippy::too_many_arguments)]
 pub fn curve(
     id: &str,
     caption: &str,
-    x_label: &str,
-    y_label: &str,
+    axes: Axes<'_>,
     lines: &[Line],
     limit: Option<(f64, &str)>,
     marks: &[(f64, String)],
-    log: Log,
 ) -> String {
+    let Axes {
+        x: x_label,
+        y: y_label,
+        log,
+    } = axes;
     let left = 70.0;
     let plot_h = 260.0;
     let mut s = Svg::new(WIDTH, 0.0);
@@ -449,12 +462,14 @@ mod tests {
         let c = curve(
             "c",
             "cap",
-            "x",
-            "y",
+            Axes {
+                x: "x",
+                y: "y",
+                log: Log::default(),
+            },
             &[line],
             Some((5.0, "limit")),
             &[(1.5, "t".into())],
-            Log::default(),
         );
         assert_eq!(c.matches(r#"class="mark""#).count(), 2);
         assert!(c.contains(r#"class="band""#));

@@ -24,7 +24,7 @@ use isobench_results::latency::{LatencyView, Role as LatencyRole};
 use isobench_results::{Cell, MatrixTable, Plot, Results, Section, Value};
 use isobench_store::Timestamp;
 
-use charts::{Bar, HeatCell, Line, Log, Point, Shade};
+use charts::{Axes, Bar, HeatCell, Line, Log, Point, Shade};
 use svg::{esc, exact};
 
 use crate::table::{cell_text, notes, trust_line, Footnotes};
@@ -741,12 +741,14 @@ fn latency_percentiles(l: &LatencyView, k: usize, name: &str) -> String {
     charts::curve(
         &format!("latency-{k}-percentiles"),
         &format!("{name}: percentiles"),
-        "percentile (as 1/(1-p))",
-        &with_unit(&l.metric, &l.unit),
+        Axes {
+            x: "percentile (as 1/(1-p))",
+            y: &with_unit(&l.metric, &l.unit),
+            log: Log { x: true, y: true },
+        },
         &lines,
         None,
         &marks,
-        Log { x: true, y: true },
     )
 }
 
@@ -779,12 +781,14 @@ fn latency_histogram(l: &LatencyView, k: usize, name: &str) -> String {
     charts::curve(
         &format!("latency-{k}-histogram"),
         &format!("{name}: histogram"),
-        &with_unit(&l.metric, &l.unit),
-        "% of values",
+        Axes {
+            x: &with_unit(&l.metric, &l.unit),
+            y: "% of values",
+            log: Log { x: true, y: false },
+        },
         &lines,
         None,
         &[],
-        Log { x: true, y: false },
     )
 }
 
@@ -904,6 +908,7 @@ fn section_plot(s: &Section, plot: &Plot, k: usize) -> String {
             .next()
             .unwrap_or_default()
     };
+    let x_label = |x: usize| s.columns.get(x).map(|c| c.header()).unwrap_or_default();
     match plot {
         Plot::Curve {
             x,
@@ -912,58 +917,22 @@ fn section_plot(s: &Section, plot: &Plot, k: usize) -> String {
             limit,
             marks,
         } => {
-            let mut lines: Vec<Line> = Vec::new();
-            for &yi in y {
-                for row in &s.rows {
-                    let (Some(xv), Some(yv)) = (
-                        row.get(*x).and_then(number),
-                        row.get(yi).and_then(Value::as_f64),
-                    ) else {
-                        continue;
-                    };
-                    let group = row_label(row, by);
-                    let name = match (y.len(), group.is_empty()) {
-                        (1, false) => group,
-                        (_, false) => format!("{} · {group}", s.columns[yi].name),
-                        _ => s.columns[yi].name.clone(),
-                    };
-                    let point = Point {
-                        x: xv,
-                        y: yv,
-                        interval: row.get(yi).and_then(interval),
-                        tip: format!("{name}\n{}", value_tip(s, row)),
-                    };
-                    match lines.iter_mut().find(|l| l.name == name) {
-                        Some(l) => l.points.push(point),
-                        None => lines.push(Line {
-                            name,
-                            points: vec![point],
-                        }),
-                    }
-                }
-            }
-            for l in &mut lines {
-                l.points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            }
-            let xs: Vec<f64> = lines
-                .iter()
-                .flat_map(|l| l.points.iter().map(|p| p.x))
-                .filter(|v| *v > 0.0)
-                .collect();
-            let log_x = xs.len() > 2
-                && xs.iter().copied().fold(0.0, f64::max)
-                    / xs.iter().copied().fold(f64::INFINITY, f64::min)
-                    >= 50.0;
+            let lines = curve_lines(s, *x, y, by);
             let marks: Vec<(f64, String)> = marks.iter().map(|g| (g.at, g.label.clone())).collect();
             charts::curve(
                 &id,
                 &s.title,
-                &s.columns.get(*x).map(|c| c.header()).unwrap_or_default(),
-                &unit(y),
+                Axes {
+                    x: &x_label(*x),
+                    y: &unit(y),
+                    log: Log {
+                        x: spans_decades(&lines),
+                        y: false,
+                    },
+                },
                 &lines,
                 limit.as_ref().map(|g| (g.at, g.label.as_str())),
                 &marks,
-                Log { x: log_x, y: false },
             )
         }
         Plot::Bars {
@@ -971,27 +940,11 @@ fn section_plot(s: &Section, plot: &Plot, k: usize) -> String {
             y,
             reference,
         } => {
-            let names: Vec<String> = y.iter().map(|&i| s.columns[i].header()).collect();
-            let items: Vec<Bar> = s
-                .rows
-                .iter()
-                .flat_map(|row| {
-                    y.iter().enumerate().filter_map(move |(n, &yi)| {
-                        let v = row.get(yi)?;
-                        Some(Bar {
-                            label: row_label(row, label),
-                            value: v.as_f64()?,
-                            interval: interval(v),
-                            series: n,
-                            faded: matches!(v, Value::Estimate { flag: Some(_), .. }),
-                            tip: value_tip(s, row),
-                        })
-                    })
-                })
-                .collect();
+            let items = bar_items(s, label, y);
             if items.is_empty() {
                 return String::new();
             }
+            let names: Vec<String> = y.iter().map(|&i| s.columns[i].header()).collect();
             let series = if names.len() > 1 { names } else { Vec::new() };
             charts::bars(
                 &id,
@@ -1003,35 +956,6 @@ fn section_plot(s: &Section, plot: &Plot, k: usize) -> String {
             )
         }
         Plot::Series { x, y, spans } => {
-            let mut panels: Vec<(String, Vec<Line>)> = Vec::new();
-            for &yi in y {
-                let u = s.columns[yi].unit.clone().unwrap_or_default();
-                let line = Line {
-                    name: s.columns[yi].name.clone(),
-                    points: s
-                        .rows
-                        .iter()
-                        .filter_map(|row| {
-                            let (xv, yv) = (row.get(*x)?.as_f64()?, row.get(yi)?.as_f64()?);
-                            Some(Point {
-                                x: xv,
-                                y: yv,
-                                interval: None,
-                                tip: format!(
-                                    "{} at {} s: {}",
-                                    s.columns[yi].name,
-                                    exact(xv),
-                                    exact(yv)
-                                ),
-                            })
-                        })
-                        .collect(),
-                };
-                match panels.iter_mut().find(|(pu, _)| *pu == u) {
-                    Some((_, ls)) => ls.push(line),
-                    None => panels.push((u, vec![line])),
-                }
-            }
             let shades: Vec<Shade> = spans
                 .iter()
                 .map(|sp| Shade {
@@ -1043,64 +967,171 @@ fn section_plot(s: &Section, plot: &Plot, k: usize) -> String {
             charts::series(
                 &id,
                 &s.title,
-                &s.columns.get(*x).map(|c| c.header()).unwrap_or_default(),
-                &panels,
+                &x_label(*x),
+                &series_panels(s, *x, y),
                 &shades,
             )
         }
-        Plot::Heat { row, col, value } => {
-            let mut rows: Vec<String> = Vec::new();
-            let mut cols: Vec<String> = Vec::new();
-            for r in &s.rows {
-                let (a, b) = (r[*row].text(), r[*col].text());
-                if !rows.contains(&a) {
-                    rows.push(a);
-                }
-                if !cols.contains(&b) {
-                    cols.push(b);
-                }
-            }
-            let mut cells = vec![vec![None; cols.len()]; rows.len()];
-            let mut values = Vec::new();
-            for r in &s.rows {
-                let i = rows.iter().position(|x| *x == r[*row].text()).unwrap_or(0);
-                let j = cols.iter().position(|x| *x == r[*col].text()).unwrap_or(0);
-                let v = r[*value].as_f64();
-                values.extend(v);
-                cells[i][j] = Some(HeatCell {
-                    value: v,
-                    text: v.map_or_else(|| r[*value].text(), |v| format!("{v:.3}")),
-                    faded: false,
-                    tip: value_tip(s, r),
-                });
-            }
-            // Sequential colouring around the median: red above, blue below.
-            let mid = if values.is_empty() {
-                0.0
-            } else {
-                isobench_common::median(&values)
+        Plot::Heat { row, col, value } => section_heat(s, &id, *row, *col, *value),
+    }
+}
+
+/// The lines of a [`Plot::Curve`]: a line per `y` column and per distinct text of the `by`
+/// columns, each point at the number of column `x`, in order of it.
+fn curve_lines(s: &Section, x: usize, y: &[usize], by: &[usize]) -> Vec<Line> {
+    let mut lines: Vec<Line> = Vec::new();
+    for &yi in y {
+        for row in &s.rows {
+            let (Some(xv), Some(yv)) = (
+                row.get(x).and_then(number),
+                row.get(yi).and_then(Value::as_f64),
+            ) else {
+                continue;
             };
-            for row in &mut cells {
-                for c in row.iter_mut().flatten() {
-                    c.value = c.value.map(|v| {
-                        if mid.abs() > 0.0 {
-                            (v / mid - 1.0) * 100.0
-                        } else {
-                            v
-                        }
-                    });
-                }
+            let group = row_label(row, by);
+            let name = match (y.len(), group.is_empty()) {
+                (1, false) => group,
+                (_, false) => format!("{} · {group}", s.columns[yi].name),
+                _ => s.columns[yi].name.clone(),
+            };
+            let point = Point {
+                x: xv,
+                y: yv,
+                interval: row.get(yi).and_then(interval),
+                tip: format!("{name}\n{}", value_tip(s, row)),
+            };
+            match lines.iter_mut().find(|l| l.name == name) {
+                Some(l) => l.points.push(point),
+                None => lines.push(Line {
+                    name,
+                    points: vec![point],
+                }),
             }
-            charts::heat(
-                &id,
-                &format!("{} (colour: % from the median {})", s.title, exact(mid)),
-                &rows,
-                &cols,
-                &cells,
-                20.0,
-            )
         }
     }
+    for l in &mut lines {
+        l.points.sort_by(|a, b| a.x.total_cmp(&b.x));
+    }
+    lines
+}
+
+/// Whether the lines' positive settings span enough (more than two, 50 times apart) for a
+/// logarithmic axis.
+fn spans_decades(lines: &[Line]) -> bool {
+    let xs: Vec<f64> = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.x))
+        .filter(|v| *v > 0.0)
+        .collect();
+    xs.len() > 2
+        && xs.iter().copied().fold(0.0, f64::max) / xs.iter().copied().fold(f64::INFINITY, f64::min)
+            >= 50.0
+}
+
+/// The bars of a [`Plot::Bars`]: a group per row, labelled by the `label` columns, a bar per
+/// `y` column.
+fn bar_items(s: &Section, label: &[usize], y: &[usize]) -> Vec<Bar> {
+    s.rows
+        .iter()
+        .flat_map(|row| {
+            y.iter().enumerate().filter_map(move |(n, &yi)| {
+                let v = row.get(yi)?;
+                Some(Bar {
+                    label: row_label(row, label),
+                    value: v.as_f64()?,
+                    interval: interval(v),
+                    series: n,
+                    faded: matches!(v, Value::Estimate { flag: Some(_), .. }),
+                    tip: value_tip(s, row),
+                })
+            })
+        })
+        .collect()
+}
+
+/// The panels of a [`Plot::Series`]: each `y` column against the time in column `x`, a
+/// panel per unit.
+fn series_panels(s: &Section, x: usize, y: &[usize]) -> Vec<(String, Vec<Line>)> {
+    let mut panels: Vec<(String, Vec<Line>)> = Vec::new();
+    for &yi in y {
+        let u = s.columns[yi].unit.clone().unwrap_or_default();
+        let line = Line {
+            name: s.columns[yi].name.clone(),
+            points: s
+                .rows
+                .iter()
+                .filter_map(|row| {
+                    let (xv, yv) = (row.get(x)?.as_f64()?, row.get(yi)?.as_f64()?);
+                    Some(Point {
+                        x: xv,
+                        y: yv,
+                        interval: None,
+                        tip: format!("{} at {} s: {}", s.columns[yi].name, exact(xv), exact(yv)),
+                    })
+                })
+                .collect(),
+        };
+        match panels.iter_mut().find(|(pu, _)| *pu == u) {
+            Some((_, ls)) => ls.push(line),
+            None => panels.push((u, vec![line])),
+        }
+    }
+    panels
+}
+
+/// A [`Plot::Heat`]: a cell per row at the text of columns `row` and `col`, coloured by how
+/// far column `value` lies from the median (red above, blue below).
+fn section_heat(s: &Section, id: &str, row: usize, col: usize, value: usize) -> String {
+    let mut rows: Vec<String> = Vec::new();
+    let mut cols: Vec<String> = Vec::new();
+    for r in &s.rows {
+        let (a, b) = (r[row].text(), r[col].text());
+        if !rows.contains(&a) {
+            rows.push(a);
+        }
+        if !cols.contains(&b) {
+            cols.push(b);
+        }
+    }
+    let mut cells = vec![vec![None; cols.len()]; rows.len()];
+    let mut values = Vec::new();
+    for r in &s.rows {
+        let i = rows.iter().position(|x| *x == r[row].text()).unwrap_or(0);
+        let j = cols.iter().position(|x| *x == r[col].text()).unwrap_or(0);
+        let v = r[value].as_f64();
+        values.extend(v);
+        cells[i][j] = Some(HeatCell {
+            value: v,
+            text: v.map_or_else(|| r[value].text(), |v| format!("{v:.3}")),
+            faded: false,
+            tip: value_tip(s, r),
+        });
+    }
+    // Sequential colouring around the median: red above, blue below.
+    let mid = if values.is_empty() {
+        0.0
+    } else {
+        isobench_common::median(&values)
+    };
+    for row in &mut cells {
+        for c in row.iter_mut().flatten() {
+            c.value = c.value.map(|v| {
+                if mid.abs() > 0.0 {
+                    (v / mid - 1.0) * 100.0
+                } else {
+                    v
+                }
+            });
+        }
+    }
+    charts::heat(
+        id,
+        &format!("{} (colour: % from the median {})", s.title, exact(mid)),
+        &rows,
+        &cols,
+        &cells,
+        20.0,
+    )
 }
 
 fn section_table(s: &Section) -> String {

@@ -13,8 +13,8 @@ use isobench_workloads::Class;
 use super::schedule::{paired_only, FIRST_PAIRS, MAX_PAIRS};
 use crate::analysis::{
     apply_design, attach_causes, cell_design, condition_text, correct_significance, make_cell,
-    onoff_units, paired_units, solo_pairs, units_to_target, Cell, ClassSummary, Dnr, Results,
-    StatsSettings, Stored, WorstCell, SOLO_PROBE,
+    onoff_units, paired_units, solo_pairs, units_to_target, Cell, CellOf, ClassSummary, Dnr,
+    Results, StatsSettings, Stored, WorstCell, SOLO_PROBE,
 };
 use crate::kinds::Analysis;
 use crate::plan::{Design, Plan};
@@ -170,14 +170,16 @@ fn victim_cell(
     };
     let label = format!("{tenant}/{probe}/{metric}@{cond}");
     let mut c = make_cell(
-        tenant,
-        probe,
-        labels.probe_class.get(probe).copied(),
-        metric,
-        unit,
-        *direction,
-        cond,
-        labels.stressor_class.get(cond).copied(),
+        CellOf {
+            tenant,
+            probe,
+            probe_class: labels.probe_class.get(probe).copied(),
+            metric,
+            unit,
+            direction: *direction,
+            condition: cond,
+            stressor_class: labels.stressor_class.get(cond).copied(),
+        },
         baseline,
         contended,
         stored.dnr(tenant, probe, cond),
@@ -265,7 +267,6 @@ pub(crate) fn aggressor_cells_beside(
     out
 }
 
-#[allow(clippy::too_many_arguments)]
 fn aggressor_cell(
     plan: Option<&Plan>,
     stored: &Stored,
@@ -317,14 +318,16 @@ fn aggressor_cell(
         });
     let stressor_class = labels.stressor_class.get(cond).copied();
     let mut c = make_cell(
-        &t.name,
-        SOLO_PROBE,
-        stressor_class,
-        "ops_per_sec",
-        "ops/s",
-        Direction::Higher,
-        cond,
-        stressor_class,
+        CellOf {
+            tenant: &t.name,
+            probe: SOLO_PROBE,
+            probe_class: stressor_class,
+            metric: "ops_per_sec",
+            unit: "ops/s",
+            direction: Direction::Higher,
+            condition: cond,
+            stressor_class,
+        },
         alone,
         contended,
         dnr,

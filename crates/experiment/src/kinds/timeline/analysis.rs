@@ -150,9 +150,14 @@ pub fn analyze_trial(
         .collect();
     let mut episodes = Vec::new();
     for (k, s) in tl.switches.iter().enumerate().filter(|(_, s)| s.on) {
-        episodes.push(episode(
-            tl, &ok, &bounds, &windows, s, k, trial, direction, config, level,
-        ));
+        let parts = TrialParts {
+            tl,
+            ok: &ok,
+            bounds: &bounds,
+            windows: &windows,
+            trial,
+        };
+        episodes.push(episode(&parts, s, k, direction, config, level));
     }
     let series = SeriesExport {
         trial,
@@ -246,20 +251,32 @@ fn mean_cpu(c: &isobench_store::CpuSeries, from: u64, to: u64) -> f64 {
     }
 }
 
+/// One scheduled trial as its episodes read it: the timeline, the switches that succeeded,
+/// the phases' boundaries, the victim's windows, and the trial's number.
+struct TrialParts<'a> {
+    tl: &'a Timeline,
+    ok: &'a [&'a ScheduledSwitch],
+    bounds: &'a [u64],
+    windows: &'a [TimedValue],
+    trial: u32,
+}
+
 /// The row of the episode started by switch `k` of the timeline.
-#[allow(clippy::too_many_arguments)]
 fn episode(
-    tl: &Timeline,
-    ok: &[&ScheduledSwitch],
-    bounds: &[u64],
-    windows: &[TimedValue],
+    parts: &TrialParts<'_>,
     start: &ScheduledSwitch,
     k: usize,
-    trial: u32,
     direction: Direction,
     config: &TransitionConfig,
     level: f64,
 ) -> EpisodeRow {
+    let TrialParts {
+        tl,
+        ok,
+        bounds,
+        windows,
+        trial,
+    } = *parts;
     let secs = |ns: u64| ns.saturating_sub(tl.start_ns) as f64 / 1e9;
     let stop = tl.switches[k + 1..]
         .iter()
