@@ -18,7 +18,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 
 use crate::blockdev::BlockDevice;
-use crate::cgroup::TenantCgroup;
+use crate::cgroup::cpu::{self, CgroupCpu};
+use crate::cgroup::{RealTree, TenantCgroup};
 use crate::limits::Limits;
 use crate::live::LimitChanges;
 use crate::net::{NetSpec, TenantNet};
@@ -393,6 +394,13 @@ pub trait Tenant: Send + Sync {
 
     /// Current usage counters.
     fn usage(&self) -> Result<Usage>;
+
+    /// CPU time of the tenant, split into user time where the platform can: on cgroup v1
+    /// from the same counters as the host root's ([`crate::cgroup::cpu`]), else from
+    /// [`Tenant::usage`].
+    fn cpu_time(&self) -> Option<CgroupCpu> {
+        cpu::tenant_in(&RealTree, &self.info().cgroups, || self.usage().ok())
+    }
 
     /// The limits as the kernel holds them, read back (no limits on the host platform).
     fn effective_limits(&self) -> Result<Limits>;

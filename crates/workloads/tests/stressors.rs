@@ -558,7 +558,10 @@ fn forkbomb_in_pids_cgroup(cg: &Path) {
         let me = std::process::id().to_string();
         let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap();
         let others: Vec<&str> = procs.lines().filter(|p| *p != me).collect();
-        assert!(others.is_empty(), "bomb processes left after {shape}: {others:?}");
+        assert!(
+            others.is_empty(),
+            "bomb processes left after {shape}: {others:?}"
+        );
     }
 }
 

@@ -6,6 +6,7 @@
 //! in a new cgroup, `cgroup.subtree_control` merging) in a temporary directory, so the v2 code
 //! is tested on hosts that only have v1.
 
+pub mod cpu;
 pub(crate) mod group;
 pub mod placement;
 
