@@ -569,20 +569,14 @@ impl Inner {
             .map(|(p, _)| p)
             .collect();
         for p in pids {
-            let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
+            let Ok(process) = procfs::process::Process::new(p) else {
                 continue;
             };
-            let f = |n| procs::stat_field(&stat, n).unwrap_or(0);
-            // utime + stime + children's (reaped) utime + stime.
-            let ticks = f(14) + f(15) + f(16) + f(17);
-            let hwm = fs::read_to_string(format!("/proc/{p}/status"))
-                .ok()
-                .and_then(|s| {
-                    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?.to_string();
-                    line.split_whitespace().nth(1)?.parse::<u64>().ok()
-                })
-                .unwrap_or(0)
-                * 1024;
+            let Ok(stat) = process.stat() else {
+                continue;
+            };
+            let ticks = procs::cpu_ticks(&stat);
+            let hwm = process.status().ok().and_then(|s| s.vmhwm).unwrap_or(0) * 1024;
             let e = seen.entry(p).or_insert((0, 0));
             e.0 = e.0.max(ticks);
             e.1 = e.1.max(hwm);

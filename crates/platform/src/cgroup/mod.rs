@@ -516,6 +516,7 @@ fn unescape_mount(s: &str) -> String {
 }
 
 /// The cgroup mounts listed in a `/proc/mounts` text.
+// By hand: procfs's mount entries keep the options unordered and leave `\040` escaped.
 pub fn parse_mounts(text: &str) -> Vec<CgroupMount> {
     let mut v: Vec<CgroupMount> = Vec::new();
     for line in text.lines() {
