@@ -73,6 +73,15 @@ pub struct CpuTimes {
     pub user_ns: Option<u64>,
 }
 
+impl From<isobench_platform::cgroup::cpu::CgroupCpu> for CpuTimes {
+    fn from(c: isobench_platform::cgroup::cpu::CgroupCpu) -> CpuTimes {
+        CpuTimes {
+            total_ns: c.total_ns,
+            user_ns: c.user_ns,
+        }
+    }
+}
+
 /// One probe run, as asked of a victim.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeRun {

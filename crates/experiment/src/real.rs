@@ -2,11 +2,10 @@
 //! driven over its standard input and output with `isobench-agent`'s client.
 //!
 //! The memory-availability check runs `isobench memcheck` inside the tenant (a process of its
-//! own, so the kernel can kill it without killing the agent). Host-wide CPU time comes from
-//! the root cgroup (`cpuacct` on v1, `cpu.stat` on v2); the controller's own from
-//! `getrusage`.
+//! own, so the kernel can kill it without killing the agent). Host-wide and tenant CPU time
+//! come from the platform's cgroup counters; the controller's own from `getrusage`.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -250,7 +249,7 @@ impl Backend for RealBackend {
     }
 
     fn root_cpu(&mut self) -> Option<CpuTimes> {
-        root_cpu()
+        isobench_platform::cgroup::cpu::host().map(CpuTimes::from)
     }
 
     fn beside(&mut self, t: &PlannedTenant) -> Result<Box<dyn TenantDriver>> {
@@ -291,31 +290,6 @@ impl Backend for RealBackend {
         }
         self.platform.teardown()
     }
-}
-
-/// CPU time of the whole machine from the root cgroup.
-pub fn root_cpu() -> Option<CpuTimes> {
-    let read = |p: &str| fs::read_to_string(p).ok();
-    for dir in ["/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct"] {
-        if let Some(total) = read(&format!("{dir}/cpuacct.usage")) {
-            let total: u64 = total.trim().parse().ok()?;
-            let user =
-                read(&format!("{dir}/cpuacct.usage_user")).and_then(|s| s.trim().parse().ok());
-            return Some(CpuTimes {
-                total_ns: total,
-                user_ns: user,
-            });
-        }
-    }
-    let stat = read("/sys/fs/cgroup/cpu.stat")?;
-    let field = |k: &str| {
-        stat.lines()
-            .find_map(|l| l.strip_prefix(k)?.trim().parse::<u64>().ok())
-    };
-    Some(CpuTimes {
-        total_ns: field("usage_usec ")? * 1000,
-        user_ns: field("user_usec ").map(|u| u * 1000),
-    })
 }
 
 /// CPU time of this process.
@@ -801,28 +775,7 @@ impl TenantDriver for RealTenant {
     }
 
     fn cpu(&mut self) -> Option<CpuTimes> {
-        // On cgroup v1, read the same counters as the root's (`cpuacct.usage` and
-        // `cpuacct.usage_user`), so the user/system split is made the same way on both sides
-        // of the subtraction (`cpuacct.stat` splits by ticks, which drifts for fault-heavy
-        // workloads).
-        for dir in &self.tenant.info().cgroups {
-            let read = |f: &str| {
-                fs::read_to_string(dir.join(f))
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
-            };
-            if let (Some(total), Some(user)) = (read("cpuacct.usage"), read("cpuacct.usage_user")) {
-                return Some(CpuTimes {
-                    total_ns: total,
-                    user_ns: Some(user),
-                });
-            }
-        }
-        let u = self.tenant.usage().ok()?;
-        Some(CpuTimes {
-            total_ns: u.cpu_time_ns?,
-            user_ns: u.cpu_user_ns,
-        })
+        self.tenant.cpu_time().map(CpuTimes::from)
     }
 
     fn usage(&mut self) -> Option<isobench_platform::Usage> {

@@ -137,9 +137,8 @@ impl Tenant for Beside {
         let pids = self.pids.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut ticks = 0;
         for p in pids {
-            if let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) {
-                let f = |n| procs::stat_field(&stat, n).unwrap_or(0);
-                ticks += f(14) + f(15) + f(16) + f(17);
+            if let Some(stat) = procs::stat(p) {
+                ticks += procs::cpu_ticks(&stat);
             }
         }
         Ok(Usage {

@@ -3,6 +3,7 @@
 use std::fs;
 
 use anyhow::{Context, Result};
+use procfs::{Current, Meminfo};
 
 use crate::limits::CpuList;
 
@@ -28,8 +29,9 @@ impl HostInfo {
             Ok(t) => CpuList::parse(&t).unwrap_or_else(|_| CpuList::from_cpus([0])),
             Err(_) => CpuList::from_cpus([0]),
         };
-        let meminfo = fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
-        let memory_bytes = parse_memtotal(&meminfo).context("no MemTotal line in /proc/meminfo")?;
+        let memory_bytes = Meminfo::current()
+            .context("reading /proc/meminfo")?
+            .mem_total;
         Ok(HostInfo {
             cpus,
             mems,
@@ -38,23 +40,9 @@ impl HostInfo {
     }
 }
 
-fn parse_memtotal(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn memtotal() {
-        assert_eq!(
-            parse_memtotal("MemTotal:       24684372 kB\nMemFree: 1 kB\n"),
-            Some(24684372 * 1024)
-        );
-    }
 
     #[test]
     fn detects_this_host() {

@@ -640,6 +640,7 @@ impl Irq {
 
 /// Parses `/proc/interrupts`: the header names the CPUs, each line an IRQ and its counts.
 /// Lines with fewer counts than CPUs (`ERR`, `MIS`) keep the counts they have.
+// By hand: procfs has no reader for /proc/interrupts.
 pub fn interrupts_from_text(text: &str) -> Vec<Irq> {
     let mut lines = text.lines();
     let ncpu = lines

@@ -1,9 +1,11 @@
 //! Process helpers over procfs: start times (to tell a live pid from a reused one), the
 //! isobench environment tags, signals.
 
-use std::fs;
+use std::ffi::OsStr;
 use std::thread;
 use std::time::{Duration, Instant};
+
+use procfs::process::{Process, Stat};
 
 /// Environment variable naming the run of every process isobench starts in a tenant.
 pub const ENV_RUN: &str = "ISOBENCH_RUN";
@@ -12,75 +14,51 @@ pub const ENV_TENANT: &str = "ISOBENCH_TENANT";
 /// Environment variable with the tenant's working directory.
 pub const ENV_WORKDIR: &str = "ISOBENCH_WORKDIR";
 
+/// `/proc/<pid>/stat` of `pid` (or of thread `pid`), or `None` when it does not exist.
+pub(crate) fn stat(pid: i32) -> Option<Stat> {
+    Process::new(pid).ok()?.stat().ok()
+}
+
 /// The start time of `pid` in clock ticks since boot (field 22 of `/proc/<pid>/stat`), or
 /// `None` when the process does not exist.
 pub fn start_time(pid: i32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat_field(&stat, 22)
+    Some(stat(pid)?.starttime)
 }
 
-/// Field `n` (1-based, as in proc(5)) of a `/proc/<pid>/stat` line.
-pub(crate) fn stat_field(stat: &str, n: usize) -> Option<u64> {
-    // The command name (field 2) is in parentheses and may contain spaces.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
+/// CPU time of a process in clock ticks: user and system, its own and its reaped children's.
+pub(crate) fn cpu_ticks(stat: &Stat) -> u64 {
+    let children = stat.cutime.max(0) + stat.cstime.max(0);
+    stat.utime + stat.stime + children as u64
 }
 
 /// The process group of `pid`.
 pub(crate) fn pgrp(pid: i32) -> Option<i32> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat_field(&stat, 5).map(|g| g as i32)
+    Some(stat(pid)?.pgrp)
 }
 
 /// Whether the process `pid` exists and is not a zombie.
 pub(crate) fn alive(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !matches!(stat_state(&stat), Some('Z') | Some('X') | None),
-        Err(_) => false,
-    }
-}
-
-/// The state letter (field 3 of a `/proc/<pid>/stat` line: `R`, `S`, `D`, ...).
-pub(crate) fn stat_state(stat: &str) -> Option<char> {
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
-}
-
-/// The command name (field 2 of a `/proc/<pid>/stat` line, without its parentheses).
-pub(crate) fn stat_comm(stat: &str) -> Option<&str> {
-    Some(&stat[stat.find('(')? + 1..stat.rfind(')')?])
+    stat(pid).is_some_and(|s| !matches!(s.state, 'Z' | 'X'))
 }
 
 /// The command name and state letter of task (process or thread) `tid`, or `None` when it
 /// is gone.
 pub(crate) fn task_state(tid: i32) -> Option<(String, char)> {
-    let stat = fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
-    Some((stat_comm(&stat)?.to_string(), stat_state(&stat)?))
+    let s = stat(tid)?;
+    Some((s.comm, s.state))
 }
 
 /// All pids in /proc.
 pub(crate) fn all_pids() -> Vec<i32> {
-    let Ok(rd) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect()
+    procfs::process::all_processes()
+        .map(|ps| ps.filter_map(|p| Some(p.ok()?.pid)).collect())
+        .unwrap_or_default()
 }
 
 /// The value of `key` in the environment of `pid`, if readable.
 pub(crate) fn env_of(pid: i32, key: &str) -> Option<String> {
-    let data = fs::read(format!("/proc/{pid}/environ")).ok()?;
-    for item in data.split(|&b| b == 0) {
-        if let Some(rest) = item.strip_prefix(key.as_bytes()) {
-            if let Some(v) = rest.strip_prefix(b"=") {
-                return Some(String::from_utf8_lossy(v).into_owned());
-            }
-        }
-    }
-    None
+    let env = Process::new(pid).ok()?.environ().ok()?;
+    Some(env.get(OsStr::new(key))?.to_string_lossy().into_owned())
 }
 
 /// Processes (other than this one) whose environment has `key` set, with the value.
@@ -147,20 +125,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stat_fields_skip_the_command_name() {
-        let stat = "42 (a b) c) S 1 42 42 0 -1 4194560 1 0 0 0 7 3 0 0 20 0 1 0 12345 0";
-        assert_eq!(stat_field(stat, 4), Some(1));
-        assert_eq!(stat_field(stat, 14), Some(7));
-        assert_eq!(stat_field(stat, 22), Some(12345));
-        assert_eq!(stat_state(stat), Some('S'));
-        assert_eq!(stat_comm(stat), Some("a b) c"));
-    }
-
-    #[test]
     fn this_process_is_alive() {
         let me = std::process::id() as i32;
         assert!(alive(me));
         assert!(start_time(me).is_some());
+        // SAFETY: getpgrp cannot fail.
+        assert_eq!(pgrp(me), Some(unsafe { libc::getpgrp() }));
+        assert_eq!(
+            env_of(me, "PATH"),
+            std::env::var("PATH").ok(),
+            "the environment this process started with"
+        );
+        assert!(all_pids().contains(&me));
         // SAFETY: gettid cannot fail.
         let tid = unsafe { libc::gettid() };
         let (comm, state) = task_state(tid).expect("own stat");

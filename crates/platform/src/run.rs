@@ -469,20 +469,12 @@ pub struct SlotHolder {
 impl SlotHolder {
     /// A process sharing the slot, named by its command line.
     fn sharing(pid: i32) -> SlotHolder {
-        let command = fs::read(format!("/proc/{pid}/cmdline")).ok().map(|b| {
-            let words: Vec<String> = b
-                .split(|&c| c == 0)
-                .filter(|w| !w.is_empty())
-                .enumerate()
-                .map(|(i, w)| {
-                    let w = String::from_utf8_lossy(w);
-                    // The program by its file name, not its path.
-                    match i {
-                        0 => w.rsplit('/').next().unwrap_or_default().to_string(),
-                        _ => w.into_owned(),
-                    }
-                })
-                .collect();
+        let cmdline = procfs::process::Process::new(pid).and_then(|p| p.cmdline());
+        let command = cmdline.ok().map(|mut words| {
+            // The program by its file name, not its path.
+            if let Some(w) = words.first_mut() {
+                *w = w.rsplit('/').next().unwrap_or_default().to_string();
+            }
             words.join(" ")
         });
         SlotHolder {

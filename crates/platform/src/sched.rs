@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::PathBuf;
 
+use procfs::process::Process;
 use serde::{Deserialize, Serialize};
 
 use crate::noise::{cpu_times_from_text, CpuTimes};
@@ -32,14 +33,14 @@ pub struct ThreadSched {
     pub slices: u64,
 }
 
-/// Parses `/proc/TID/schedstat` (`run_ns wait_ns slices`).
-pub fn schedstat_from_text(text: &str) -> Option<ThreadSched> {
-    let mut w = text.split_whitespace().map(|x| x.parse::<u64>().ok());
-    Some(ThreadSched {
-        run_ns: w.next()??,
-        wait_ns: w.next()??,
-        slices: w.next()??,
-    })
+impl From<procfs::process::Schedstat> for ThreadSched {
+    fn from(s: procfs::process::Schedstat) -> ThreadSched {
+        ThreadSched {
+            run_ns: s.sum_exec_runtime,
+            wait_ns: s.run_delay,
+            slices: s.pcount,
+        }
+    }
 }
 
 /// Where a tenant's threads are found.
@@ -67,10 +68,13 @@ impl TaskSource {
         let Some(pid) = self.pid else {
             return Vec::new();
         };
-        fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|rd| {
-                rd.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        let tasks = i32::try_from(pid)
+            .ok()
+            .and_then(|p| Process::new(p).ok()?.tasks().ok());
+        tasks
+            .map(|t| {
+                t.flatten()
+                    .filter_map(|t| u32::try_from(t.tid).ok())
                     .collect()
             })
             .unwrap_or_default()
@@ -96,8 +100,10 @@ impl SchedMark {
             .tids()
             .into_iter()
             .filter_map(|tid| {
-                let text = fs::read_to_string(format!("/proc/{tid}/schedstat")).ok()?;
-                Some((tid, schedstat_from_text(&text)?))
+                let stat = Process::new(i32::try_from(tid).ok()?)
+                    .and_then(|p| p.schedstat())
+                    .ok()?;
+                Some((tid, ThreadSched::from(stat)))
             })
             .collect();
         let cpus = fs::read_to_string("/proc/stat")
@@ -255,16 +261,30 @@ mod tests {
     }
 
     #[test]
-    fn schedstat_is_parsed() {
+    fn schedstat_is_read() {
+        use procfs::FromRead;
+        let stat = procfs::process::Schedstat::from_read("123 45 6\n".as_bytes()).unwrap();
         assert_eq!(
-            schedstat_from_text("123 45 6\n"),
-            Some(ThreadSched {
+            ThreadSched::from(stat),
+            ThreadSched {
                 run_ns: 123,
                 wait_ns: 45,
                 slices: 6
-            })
+            }
         );
-        assert_eq!(schedstat_from_text("1 2"), None);
+        assert!(procfs::process::Schedstat::from_read("1 2".as_bytes()).is_err());
+    }
+
+    #[test]
+    fn the_threads_of_this_process_are_found_and_read() {
+        let source = TaskSource {
+            cgroups: Vec::new(),
+            pid: Some(std::process::id()),
+        };
+        let tids = source.tids();
+        assert!(tids.contains(&std::process::id()));
+        let mark = SchedMark::read(&source);
+        assert!(mark.threads.values().any(|t| t.run_ns > 0));
     }
 
     #[test]

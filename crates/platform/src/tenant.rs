@@ -18,7 +18,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 
 use crate::blockdev::BlockDevice;
-use crate::cgroup::TenantCgroup;
+use crate::cgroup::cpu::{self, CgroupCpu};
+use crate::cgroup::{RealTree, TenantCgroup};
 use crate::limits::Limits;
 use crate::live::LimitChanges;
 use crate::net::{NetSpec, TenantNet};
@@ -394,6 +395,13 @@ pub trait Tenant: Send + Sync {
     /// Current usage counters.
     fn usage(&self) -> Result<Usage>;
 
+    /// CPU time of the tenant, split into user time where the platform can: on cgroup v1
+    /// from the same counters as the host root's ([`crate::cgroup::cpu`]), else from
+    /// [`Tenant::usage`].
+    fn cpu_time(&self) -> Option<CgroupCpu> {
+        cpu::tenant_in(&RealTree, &self.info().cgroups, || self.usage().ok())
+    }
+
     /// The limits as the kernel holds them, read back (no limits on the host platform).
     fn effective_limits(&self) -> Result<Limits>;
 
@@ -561,20 +569,14 @@ impl Inner {
             .map(|(p, _)| p)
             .collect();
         for p in pids {
-            let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
+            let Ok(process) = procfs::process::Process::new(p) else {
                 continue;
             };
-            let f = |n| procs::stat_field(&stat, n).unwrap_or(0);
-            // utime + stime + children's (reaped) utime + stime.
-            let ticks = f(14) + f(15) + f(16) + f(17);
-            let hwm = fs::read_to_string(format!("/proc/{p}/status"))
-                .ok()
-                .and_then(|s| {
-                    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?.to_string();
-                    line.split_whitespace().nth(1)?.parse::<u64>().ok()
-                })
-                .unwrap_or(0)
-                * 1024;
+            let Ok(stat) = process.stat() else {
+                continue;
+            };
+            let ticks = procs::cpu_ticks(&stat);
+            let hwm = process.status().ok().and_then(|s| s.vmhwm).unwrap_or(0) * 1024;
             let e = seen.entry(p).or_insert((0, 0));
             e.0 = e.0.max(ticks);
             e.1 = e.1.max(hwm);

@@ -8,6 +8,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use procfs::process::Process;
+use procfs::{CpuInfo, Current, Meminfo};
 use serde::{Deserialize, Serialize};
 
 /// Why a workload cannot run here.
@@ -69,7 +71,10 @@ impl Env {
     pub fn detect() -> Self {
         let cpus = affinity_cpus();
         let host_cpus = online_cpus();
-        let avail = meminfo_field("MemAvailable").unwrap_or(1 << 30);
+        let avail = Meminfo::current()
+            .ok()
+            .and_then(|m| m.mem_available)
+            .unwrap_or(1 << 30);
         let mem_limit = cgroup_memory_limit();
         let mem_usable = mem_limit.map_or(avail, |l| l.min(avail));
         Env {
@@ -141,22 +146,22 @@ pub struct HostFacts {
 impl HostFacts {
     /// Reads the facts of this host.
     pub fn detect() -> Self {
-        let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let field = |name: &str| {
-            cpuinfo
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        };
-        let flags = field("flags").unwrap_or_default();
-        let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+        let cpuinfo = CpuInfo::current().ok();
+        let flags = cpuinfo
+            .as_ref()
+            .and_then(|c| c.flags(0))
+            .unwrap_or_default();
+        let has = |f: &str| flags.contains(&f);
         HostFacts {
+            // procfs reads the kernel's release only as a number and has no hostname.
             hostname: read_trim("/proc/sys/kernel/hostname").unwrap_or_default(),
-            cpu_model: field("model name").unwrap_or_else(|| "unknown".into()),
+            cpu_model: cpuinfo
+                .as_ref()
+                .and_then(|c| c.model_name(0))
+                .map_or_else(|| "unknown".into(), |m| m.trim().to_string()),
             cores: online_cpus(),
             caches: read_caches(Path::new("/sys/devices/system/cpu/cpu0/cache")),
-            mem_total: meminfo_field("MemTotal").unwrap_or(0),
+            mem_total: Meminfo::current().map_or(0, |m| m.mem_total),
             kernel: read_trim("/proc/sys/kernel/osrelease").unwrap_or_default(),
             cgroup_version: cgroup_version(Path::new("/sys/fs/cgroup")).into(),
             virtualized: has("hypervisor"),
@@ -246,40 +251,28 @@ pub fn online_cpus() -> usize {
     unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize }
 }
 
-/// A `/proc/meminfo` field in bytes.
-pub fn meminfo_field(name: &str) -> Option<u64> {
-    let s = fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s
-        .lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(':'))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 /// The memory limit of the calling process's cgroup (v1 or v2), walking up to the root, when
 /// one is set below "unlimited".
 pub fn cgroup_memory_limit() -> Option<u64> {
-    let proc_cgroup = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let proc_cgroup = Process::myself().ok()?.cgroups().ok()?;
     let mut best: Option<u64> = None;
     let mut consider = |v: Option<u64>| {
         if let Some(v) = v.filter(|&v| v < (1u64 << 60)) {
             best = Some(best.map_or(v, |b| b.min(v)));
         }
     };
-    for line in proc_cgroup.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let (base, file) = if ctrls.split(',').any(|c| c == "memory") {
+    for cg in proc_cgroup {
+        let (base, file) = if cg.controllers.iter().any(|c| c == "memory") {
             (
                 PathBuf::from("/sys/fs/cgroup/memory"),
                 "memory.limit_in_bytes",
             )
-        } else if ctrls.is_empty() {
+        } else if cg.controllers.is_empty() {
             (PathBuf::from("/sys/fs/cgroup"), "memory.max")
         } else {
             continue;
         };
-        let mut dir = base.join(path.trim_start_matches('/'));
+        let mut dir = base.join(cg.pathname.trim_start_matches('/'));
         loop {
             consider(read_trim(dir.join(file)).and_then(|s| s.parse().ok()));
             if dir == base || !dir.pop() {

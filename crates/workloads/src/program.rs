@@ -429,26 +429,10 @@ fn group_alive(pgid: i32) -> bool {
     if pgid <= 1 || unsafe { libc::kill(-pgid, 0) } != 0 {
         return false;
     }
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Some(states) = crate::util::group_states(pgid) else {
         return true;
     };
-    dir.flatten().any(|e| {
-        let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            return false;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            return false;
-        };
-        // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let mut f = rest.split_whitespace();
-        let state = f.next();
-        let pgrp = f.nth(1).and_then(|g| g.parse::<i32>().ok());
-        pgrp == Some(pgid) && state != Some("Z") && state != Some("X")
-    })
+    states.iter().any(|s| !matches!(s, 'Z' | 'X'))
 }
 
 /// Stops what is left in group `pgid`: `signal`, then SIGKILL after `grace`.

@@ -1,6 +1,21 @@
-//! Small shared helpers: CPU pinning, aligned buffers, a seeded RNG, edit distance.
+//! Small shared helpers: CPU pinning, aligned buffers, a seeded RNG, edit distance, the
+//! states of a process group's members.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+
+/// The state letters (`R`, `S`, `Z`, ...) of the processes of group `pgid` now, from their
+/// `/proc/PID/stat`; `None` when `/proc` cannot be listed.
+pub fn group_states(pgid: i32) -> Option<Vec<char>> {
+    let procs = procfs::process::all_processes().ok()?;
+    Some(
+        procs
+            .flatten()
+            .filter_map(|p| p.stat().ok())
+            .filter(|s| s.pgrp == pgid)
+            .map(|s| s.state)
+            .collect(),
+    )
+}
 
 /// Pins the calling thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
@@ -108,6 +123,15 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn this_process_is_in_its_own_group() {
+        // SAFETY: getpgrp and getpid cannot fail.
+        let (pgrp, me) = unsafe { (libc::getpgrp(), libc::getpid()) };
+        let states = group_states(pgrp).unwrap();
+        assert!(!states.is_empty(), "the group of pid {me}");
+        assert_eq!(group_states(-1), Some(Vec::new()));
+    }
 
     #[test]
     fn aligned_buffers_are_aligned() {

@@ -6,6 +6,7 @@
 //! in a new cgroup, `cgroup.subtree_control` merging) in a temporary directory, so the v2 code
 //! is tested on hosts that only have v1.
 
+pub mod cpu;
 pub(crate) mod group;
 pub mod placement;
 
@@ -515,6 +516,7 @@ fn unescape_mount(s: &str) -> String {
 }
 
 /// The cgroup mounts listed in a `/proc/mounts` text.
+// By hand: procfs's mount entries keep the options unordered and leave `\040` escaped.
 pub fn parse_mounts(text: &str) -> Vec<CgroupMount> {
     let mut v: Vec<CgroupMount> = Vec::new();
     for line in text.lines() {

@@ -561,10 +561,12 @@ fn version_note(exe: &std::path::Path) -> Option<String> {
 
 /// The children of process `pid` (from `/proc/<pid>/task/<pid>/children`).
 fn children(pid: i32) -> Vec<i32> {
-    fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
+    let children = procfs::process::Process::new(pid)
+        .and_then(|p| p.task_main_thread()?.children())
+        .unwrap_or_default();
+    children
+        .into_iter()
+        .filter_map(|c| i32::try_from(c).ok())
         .collect()
 }
 

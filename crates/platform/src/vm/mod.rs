@@ -60,23 +60,18 @@ pub(crate) static ENTRY: PlatformEntry = PlatformEntry {
 /// The run of a QEMU process this platform started: its `ISOBENCH_RUN`, else the run in its
 /// `-name isobench-<run>-<tenant>`.
 fn qemu_run(pid: i32) -> Option<String> {
-    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    if !comm.trim().starts_with("qemu-system") {
+    let process = procfs::process::Process::new(pid).ok()?;
+    if !process.stat().ok()?.comm.starts_with("qemu-system") {
         return None;
     }
     if let Some(run) = procs::env_of(pid, procs::ENV_RUN) {
         return Some(run);
     }
-    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    run_of_qemu_cmdline(&cmdline)
+    run_of_qemu_cmdline(&process.cmdline().ok()?)
 }
 
-/// The run in the `-name isobench-<run>-<tenant>,...` of a QEMU command line (NUL-separated).
-fn run_of_qemu_cmdline(cmdline: &[u8]) -> Option<String> {
-    let args: Vec<String> = cmdline
-        .split(|&b| b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
+/// The run in the `-name isobench-<run>-<tenant>,...` of a QEMU command line.
+fn run_of_qemu_cmdline(args: &[String]) -> Option<String> {
     let name = args
         .iter()
         .position(|a| a == "-name")
@@ -163,14 +158,18 @@ mod tests {
 
     #[test]
     fn a_guest_is_found_by_the_name_on_its_command_line() {
+        let args = |line: &str| -> Vec<String> { line.split(' ').map(String::from).collect() };
         let line =
-            b"qemu-system-x86_64\0-name\0isobench-0badc0de-victim,debug-threads=on\0-M\0q35\0";
-        assert_eq!(run_of_qemu_cmdline(line).as_deref(), Some("0badc0de"));
+            args("qemu-system-x86_64 -name isobench-0badc0de-victim,debug-threads=on -M q35");
+        assert_eq!(run_of_qemu_cmdline(&line).as_deref(), Some("0badc0de"));
         assert_eq!(
-            run_of_qemu_cmdline(b"qemu-system-x86_64\0-name\0other\0"),
+            run_of_qemu_cmdline(&args("qemu-system-x86_64 -name other")),
             None
         );
-        assert_eq!(run_of_qemu_cmdline(b"qemu-system-x86_64\0-M\0q35\0"), None);
+        assert_eq!(
+            run_of_qemu_cmdline(&args("qemu-system-x86_64 -M q35")),
+            None
+        );
     }
 
     #[test]

@@ -332,17 +332,14 @@ fn tempfile_dir() -> Result<PathBuf> {
 /// `debug-threads=on`; one `ALL CPUs/TCG` thread without multi-threaded TCG), as
 /// (thread id, vCPU index or `None` for all).
 pub fn vcpu_threads(pid: u32) -> Vec<(i32, Option<u32>)> {
-    let Ok(rd) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
+    let tasks = i32::try_from(pid)
+        .ok()
+        .and_then(|p| procfs::process::Process::new(p).ok()?.tasks().ok());
     let mut out = Vec::new();
-    for e in rd.flatten() {
-        let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let comm = fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        if let Some(v) = parse_vcpu_comm(comm.trim()) {
-            out.push((tid, v));
+    for task in tasks.into_iter().flatten().flatten() {
+        let comm = task.stat().map(|s| s.comm).unwrap_or_default();
+        if let Some(v) = parse_vcpu_comm(&comm) {
+            out.push((task.tid, v));
         }
     }
     out.sort();

@@ -664,37 +664,11 @@ fn try_reap(pid: libc::pid_t) -> Option<Ended> {
 
 /// Processes of group `pgid` that are still running (not zombies), and the zombies.
 fn group_members(pgid: libc::pid_t) -> (usize, usize) {
-    let (mut alive, mut zombies) = (0, 0);
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Some(states) = crate::util::group_states(pgid) else {
         return (0, 0);
     };
-    for e in dir.flatten() {
-        if !e
-            .file_name()
-            .to_string_lossy()
-            .bytes()
-            .all(|b| b.is_ascii_digit())
-        {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // Fields after the command name: state, ppid, pgrp, ...
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut f = rest.split_whitespace();
-        let (state, pgrp) = (f.next(), f.nth(1));
-        if pgrp.and_then(|g| g.parse::<libc::pid_t>().ok()) == Some(pgid) {
-            if matches!(state, Some("Z") | Some("X")) {
-                zombies += 1;
-            } else {
-                alive += 1;
-            }
-        }
-    }
-    (alive, zombies)
+    let zombies = states.iter().filter(|s| matches!(s, 'Z' | 'X')).count();
+    (states.len() - zombies, zombies)
 }
 
 /// Kills the bomb's group until none of it runs (reaping members that are our own children);
