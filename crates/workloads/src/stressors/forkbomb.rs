@@ -64,6 +64,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde::Deserialize;
 
+use super::mapping::map_anon;
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
 
@@ -178,20 +179,10 @@ struct SharedPage(*mut Shared);
 impl SharedPage {
     fn new() -> anyhow::Result<Self> {
         let len = std::mem::size_of::<Shared>().max(4096);
-        // SAFETY: anonymous shared mapping, checked; zero bytes are valid atomics.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
+        // Zero bytes are valid atomics.
+        let Some(p) = map_anon(len, libc::MAP_SHARED) else {
             return Err(std::io::Error::last_os_error()).context("forkbomb: shared page");
-        }
+        };
         Ok(SharedPage(p.cast()))
     }
 
@@ -528,22 +519,9 @@ fn add_mappings(n: u32) -> u32 {
         return 0;
     }
     const PAGE: usize = 4096;
-    let len = 2 * n as usize * PAGE;
-    // SAFETY: a fresh private anonymous mapping, checked before use.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
+    let Some(base) = map_anon(2 * n as usize * PAGE, libc::MAP_PRIVATE) else {
         return 0;
-    }
-    let base = p.cast::<u8>();
+    };
     let mut made = 0;
     for i in 0..n as usize {
         // SAFETY: both pages lie inside the region mapped above.

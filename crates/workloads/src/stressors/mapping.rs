@@ -7,6 +7,24 @@
 
 use anyhow::Context as _;
 
+/// Maps `len` bytes of anonymous memory, readable and writable, with `flags`
+/// (`MAP_PRIVATE` or `MAP_SHARED`); `None` when the kernel refuses (errno says why). A bare
+/// system call: safe in a forked child of a threaded process, which must not allocate.
+pub(crate) fn map_anon(len: usize, flags: libc::c_int) -> Option<*mut u8> {
+    // SAFETY: an anonymous mapping with no address hint; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p.cast())
+}
+
 /// A private anonymous mapping, page-aligned, unmapped on drop.
 pub(crate) struct Mapping {
     ptr: *mut u8,
@@ -23,25 +41,11 @@ impl Mapping {
     /// physical page is used until written.
     pub fn new(len: usize) -> anyhow::Result<Self> {
         let len = len.max(1);
-        // SAFETY: an anonymous private mapping with no address hint; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
+        let Some(ptr) = map_anon(len, libc::MAP_PRIVATE) else {
             return Err(std::io::Error::last_os_error())
                 .with_context(|| format!("mapping {len} bytes of memory"));
-        }
-        Ok(Mapping {
-            ptr: ptr.cast(),
-            len,
-        })
+        };
+        Ok(Mapping { ptr, len })
     }
 
     /// Like [`Mapping::new`], asking for transparent huge pages (a hint; ignored where THP
