@@ -393,6 +393,38 @@ type Found<'r> = Option<(&'r Cell, Option<LogScale>)>;
 /// Each host tested against the pool of the others, on every cell and baseline; Holm across
 /// the group; the hosts with a significant, large enough difference for the worse.
 fn noisy_hosts(members: &[&FleetHost<'_>], keys: &[CellKey]) -> Vec<NoisyHost> {
+    let mut tests = cell_differences(members, keys);
+    tests.extend(baseline_differences(members, keys));
+    correct_differences(tests.iter_mut().map(|(_, t)| &mut t.difference), CORRECTION);
+    let mut noisy: Vec<NoisyHost> = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let min_effect = m.results.target_half_width.max(0.0);
+        let mut differs: Vec<HostDifference> = tests
+            .iter()
+            .filter(|(j, t)| {
+                *j == i
+                    && t.difference.significant
+                    && t.difference.estimate > 0.0
+                    && t.difference.estimate >= min_effect
+            })
+            .map(|(_, t)| t.clone())
+            .collect();
+        if differs.is_empty() {
+            continue;
+        }
+        differs.sort_by(|a, b| b.difference.estimate.total_cmp(&a.difference.estimate));
+        noisy.push(NoisyHost {
+            host: m.name.clone(),
+            run: m.results.run.id.clone(),
+            differs,
+        });
+    }
+    noisy
+}
+
+/// Each host's degradation in every cell against the pool of the other hosts' (not yet
+/// corrected for multiplicity), with the host's index.
+fn cell_differences(members: &[&FleetHost<'_>], keys: &[CellKey]) -> Vec<(usize, HostDifference)> {
     let mut tests: Vec<(usize, HostDifference)> = Vec::new();
     // Each host's cell and scale, per cell key, found once (not once per host compared).
     let found: Vec<Vec<Found<'_>>> = keys
@@ -435,6 +467,16 @@ fn noisy_hosts(members: &[&FleetHost<'_>], keys: &[CellKey]) -> Vec<NoisyHost> {
             ));
         }
     }
+    tests
+}
+
+/// Each host's baseline level of every (tenant, probe, metric) against the pool of the other
+/// hosts' (not yet corrected for multiplicity), with the host's index.
+fn baseline_differences(
+    members: &[&FleetHost<'_>],
+    keys: &[CellKey],
+) -> Vec<(usize, HostDifference)> {
+    let mut tests: Vec<(usize, HostDifference)> = Vec::new();
     // Baselines: per (tenant, probe, metric), the cell with the most baseline values.
     let mut levels: Vec<(String, String, String)> = Vec::new();
     for k in keys {
@@ -496,29 +538,5 @@ fn noisy_hosts(members: &[&FleetHost<'_>], keys: &[CellKey]) -> Vec<NoisyHost> {
             ));
         }
     }
-    correct_differences(tests.iter_mut().map(|(_, t)| &mut t.difference), CORRECTION);
-    let mut noisy: Vec<NoisyHost> = Vec::new();
-    for (i, m) in members.iter().enumerate() {
-        let min_effect = m.results.target_half_width.max(0.0);
-        let mut differs: Vec<HostDifference> = tests
-            .iter()
-            .filter(|(j, t)| {
-                *j == i
-                    && t.difference.significant
-                    && t.difference.estimate > 0.0
-                    && t.difference.estimate >= min_effect
-            })
-            .map(|(_, t)| t.clone())
-            .collect();
-        if differs.is_empty() {
-            continue;
-        }
-        differs.sort_by(|a, b| b.difference.estimate.total_cmp(&a.difference.estimate));
-        noisy.push(NoisyHost {
-            host: m.name.clone(),
-            run: m.results.run.id.clone(),
-            differs,
-        });
-    }
-    noisy
+    tests
 }
