@@ -188,10 +188,7 @@ const METRICS: &[MetricSpec] = metric_table![
 ];
 
 fn spec(name: &str) -> &'static MetricSpec {
-    METRICS
-        .iter()
-        .find(|m| m.name == name)
-        .expect("declared metric")
+    crate::util::declared(METRICS, name)
 }
 
 impl Probe for DiskIo {

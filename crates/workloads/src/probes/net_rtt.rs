@@ -411,12 +411,7 @@ fn rtt_metrics(
             w.as_nanos() as u64,
         );
     }
-    let spec = |name: &str| {
-        METRICS
-            .iter()
-            .find(|m| m.name == name)
-            .expect("declared metric")
-    };
+    let spec = |name: &str| crate::util::declared(METRICS, name);
     out.push(spec(&format!("{proto}_rate_pps")).value(done as f64 / elapsed_s.max(1e-9)));
     if proto == "udp" {
         out.push(spec("udp_lost_pct").value(100.0 * lost as f64 / (done + lost) as f64));
