@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use isobench_workloads::ctx::StressCaps;
 use isobench_workloads::{
-    nearest_names, Env, HostFacts, ParamError, ParamSpec, ParamValues, ProbeCtx, StressCtx,
-    StressReport, SCHEMA_VERSION,
+    nearest_names, Env, HostFacts, ParamError, ParamSpec, ParamValues, Probe, ProbeCtx, StressCtx,
+    StressReport, Stressor, SCHEMA_VERSION,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -448,99 +448,22 @@ impl Session<'_> {
     }
 
     fn run_probe(&mut self, id: u64, r: RunProbe) {
-        let cat = &self.cfg.catalog;
-        let Some(probe) = cat.probe(&r.name) else {
-            let mut e = unknown_workload("probe", &r.name, cat.probe_names());
-            if cat.stressor(&r.name).is_some() {
-                e.message = format!(
-                    "`{}` is a stressor, not a probe: start it with start_stressor",
-                    r.name
-                );
-            }
-            return self.out.error(Some(id), e);
-        };
-        let params = match resolve_params(probe.name(), probe.params(), &r.params) {
+        let (probe, params) = match self.check_probe_request(&r) {
             Ok(p) => p,
             Err(e) => return self.out.error(Some(id), e),
         };
-        let pins: Vec<(&str, usize)> = [("pin", r.pin), ("pin_peer", r.pin_peer)]
-            .into_iter()
-            .filter_map(|(n, c)| c.map(|c| (n, c)))
-            .collect();
-        if let Err(e) = check_cpus(&pins) {
-            return self.out.error(Some(id), e);
-        }
         let stop = Arc::new(AtomicBool::new(false));
         let cancelled = Arc::new(AtomicBool::new(false));
-        {
-            let mut slot = lock(&self.probe);
-            if slot.is_some() {
-                drop(slot);
-                return self.out.error(
-                    Some(id),
-                    ErrorBody::new(
-                        ErrorCode::Busy,
-                        format!(
-                            "a probe is already running in this agent; probes run one at a \
-                             time (cancel it with cancel_probe, or wait), so `{}` was not started",
-                            r.name
-                        ),
-                    ),
-                );
-            }
-            *slot = Some(ActiveProbe {
-                stop: stop.clone(),
-                cancelled: cancelled.clone(),
-            });
+        if let Err(e) = self.claim_probe_slot(&r.name, &stop, &cancelled) {
+            return self.out.error(Some(id), e);
         }
         let out = self.out.clone();
         let slot = self.probe.clone();
         let spawned = thread::Builder::new()
             .name(format!("probe-{}", probe.name()))
             .spawn(move || {
-                let result = catch_unwind(AssertUnwindSafe(|| {
-                    let mut ctx = ProbeCtx::detect();
-                    ctx.pin = r.pin;
-                    ctx.pin_peer = r.pin_peer;
-                    if let Some(ms) = r.budget_ms {
-                        ctx.budget = Duration::from_millis(ms.max(1));
-                    }
-                    ctx.window = r
-                        .window_ms
-                        .filter(|ms| ms.is_finite() && *ms > 0.0)
-                        .map(|ms| Duration::from_secs_f64(ms / 1e3));
-                    if let Some(w) = r.workdir {
-                        ctx.workdir = w;
-                    }
-                    ctx.stop = stop;
-                    if let Err(u) = probe.supported(&ctx.env) {
-                        return Err(ErrorBody::new(
-                            ErrorCode::Unsupported,
-                            format!("probe `{}` cannot run here: {}", probe.name(), u.reason),
-                        )
-                        .into());
-                    }
-                    let before = mechanism::Snapshot::read();
-                    let t0 = Instant::now();
-                    let metrics = probe.run(&ctx, &params).map_err(|e| {
-                        ErrorBody::new(
-                            ErrorCode::WorkloadFailed,
-                            format!("probe `{}` failed: {e:#}", probe.name()),
-                        )
-                    })?;
-                    Ok(ProbeResult {
-                        name: probe.name().to_string(),
-                        metrics,
-                        params,
-                        elapsed_s: t0.elapsed().as_secs_f64(),
-                        timer_overhead_ns: ctx.timer_overhead_ns,
-                        context: Some(mechanism::context_between(
-                            &before,
-                            &mechanism::Snapshot::read(),
-                            ctx.pin,
-                        )),
-                    })
-                }));
+                let result =
+                    catch_unwind(AssertUnwindSafe(|| measure_probe(probe, r, stop, params)));
                 let result = match result {
                     Ok(r) => r,
                     Err(p) => Err(panicked("probe", probe.name(), p)),
@@ -576,6 +499,56 @@ impl Session<'_> {
         }
     }
 
+    /// The probe a `run_probe` names and its resolved parameters, once its CPUs are checked.
+    fn check_probe_request(
+        &self,
+        r: &RunProbe,
+    ) -> Result<(&'static dyn Probe, ParamValues), Failure> {
+        let cat = &self.cfg.catalog;
+        let Some(probe) = cat.probe(&r.name) else {
+            let mut e = unknown_workload("probe", &r.name, cat.probe_names());
+            if cat.stressor(&r.name).is_some() {
+                e.message = format!(
+                    "`{}` is a stressor, not a probe: start it with start_stressor",
+                    r.name
+                );
+            }
+            return Err(e);
+        };
+        let params = resolve_params(probe.name(), probe.params(), &r.params)?;
+        let pins: Vec<(&str, usize)> = [("pin", r.pin), ("pin_peer", r.pin_peer)]
+            .into_iter()
+            .filter_map(|(n, c)| c.map(|c| (n, c)))
+            .collect();
+        check_cpus(&pins)?;
+        Ok((probe, params))
+    }
+
+    /// Takes the agent's one probe slot for probe `name`; `Busy` while another probe runs.
+    fn claim_probe_slot(
+        &self,
+        name: &str,
+        stop: &Arc<AtomicBool>,
+        cancelled: &Arc<AtomicBool>,
+    ) -> Result<(), Failure> {
+        let mut slot = lock(&self.probe);
+        if slot.is_some() {
+            return Err(ErrorBody::new(
+                ErrorCode::Busy,
+                format!(
+                    "a probe is already running in this agent; probes run one at a \
+                     time (cancel it with cancel_probe, or wait), so `{name}` was not started"
+                ),
+            )
+            .into());
+        }
+        *slot = Some(ActiveProbe {
+            stop: stop.clone(),
+            cancelled: cancelled.clone(),
+        });
+        Ok(())
+    }
+
     /// Starts a stressor and answers `stressor_started`.
     fn start_stressor(&mut self, id: u64, r: StartStressor) {
         match self.try_start_stressor(id, r) {
@@ -584,7 +557,8 @@ impl Session<'_> {
         }
     }
 
-    fn try_start_stressor(&mut self, id: u64, r: StartStressor) -> Result<(), Failure> {
+    /// The stressor a `start_stressor` names, once its id is free and its intensity in range.
+    fn check_stressor_request(&self, r: &StartStressor) -> Result<&'static dyn Stressor, Failure> {
         if r.stressor_id.is_empty() {
             return Err(ErrorBody::new(
                 ErrorCode::BadRequest,
@@ -626,6 +600,11 @@ impl Session<'_> {
             e.range = Some("0..=100".into());
             return Err(e.into());
         }
+        Ok(stressor)
+    }
+
+    fn try_start_stressor(&mut self, id: u64, r: StartStressor) -> Result<(), Failure> {
+        let stressor = self.check_stressor_request(&r)?;
         let params = resolve_params(stressor.name(), stressor.params(), &r.params)?;
         if let Some(pin) = &r.pin {
             let pins: Vec<(&str, usize)> = pin.iter().map(|&c| ("pin", c)).collect();
@@ -1066,6 +1045,57 @@ fn check_cpus(pins: &[(&str, usize)]) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// Runs `probe` as `r` asks (on the probe thread): its context from the request, then the
+/// probe itself, with the mechanism counters read around it.
+fn measure_probe(
+    probe: &'static dyn Probe,
+    r: RunProbe,
+    stop: Arc<AtomicBool>,
+    params: ParamValues,
+) -> Result<ProbeResult, Failure> {
+    let mut ctx = ProbeCtx::detect();
+    ctx.pin = r.pin;
+    ctx.pin_peer = r.pin_peer;
+    if let Some(ms) = r.budget_ms {
+        ctx.budget = Duration::from_millis(ms.max(1));
+    }
+    ctx.window = r
+        .window_ms
+        .filter(|ms| ms.is_finite() && *ms > 0.0)
+        .map(|ms| Duration::from_secs_f64(ms / 1e3));
+    if let Some(w) = r.workdir {
+        ctx.workdir = w;
+    }
+    ctx.stop = stop;
+    if let Err(u) = probe.supported(&ctx.env) {
+        return Err(ErrorBody::new(
+            ErrorCode::Unsupported,
+            format!("probe `{}` cannot run here: {}", probe.name(), u.reason),
+        )
+        .into());
+    }
+    let before = mechanism::Snapshot::read();
+    let t0 = Instant::now();
+    let metrics = probe.run(&ctx, &params).map_err(|e| {
+        ErrorBody::new(
+            ErrorCode::WorkloadFailed,
+            format!("probe `{}` failed: {e:#}", probe.name()),
+        )
+    })?;
+    Ok(ProbeResult {
+        name: probe.name().to_string(),
+        metrics,
+        params,
+        elapsed_s: t0.elapsed().as_secs_f64(),
+        timer_overhead_ns: ctx.timer_overhead_ns,
+        context: Some(mechanism::context_between(
+            &before,
+            &mechanism::Snapshot::read(),
+            ctx.pin,
+        )),
+    })
 }
 
 /// An `unknown_workload` error with the closest names.

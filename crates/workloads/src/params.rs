@@ -67,6 +67,29 @@ pub struct ParamSpec {
     pub default: &'static str,
 }
 
+/// The `threads` parameter of a stressor whose workers share out its CPUs (see
+/// `stressors::pool::cpu_share`): 1..=1024, empty = from intensity. `help` says what a
+/// thread does there.
+pub(crate) const fn share_threads(help: &'static str) -> ParamSpec {
+    ParamSpec {
+        name: "threads",
+        help,
+        kind: ParamKind::Int { min: 1, max: 1024 },
+        default: "",
+    }
+}
+
+/// The `duty` parameter that goes with [`share_threads`]: percent of each period a thread is
+/// busy, 1..=100, empty = from intensity.
+pub(crate) const fn share_duty(help: &'static str) -> ParamSpec {
+    ParamSpec {
+        name: "duty",
+        help,
+        kind: ParamKind::Int { min: 1, max: 100 },
+        default: "",
+    }
+}
+
 impl ParamSpec {
     /// Human-readable range (`1..=64`, `4K..=1G`, `seq|rand`).
     pub fn range_text(&self) -> String {

@@ -3,6 +3,24 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 
+use crate::{MetricSpec, Unsupported};
+
+/// The metric of `table` named `name`. Panics when it is not there: a workload asking for a
+/// metric it did not declare is a bug in the workload.
+pub(crate) fn declared(table: &'static [MetricSpec], name: &str) -> &'static MetricSpec {
+    table
+        .iter()
+        .find(|m| m.name == name)
+        .expect("declared metric")
+}
+
+/// Ok when a TCP socket can listen on loopback here (the probes whose server is our own).
+pub(crate) fn loopback_tcp() -> Result<(), Unsupported> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .map(drop)
+        .map_err(|e| Unsupported::new(format!("cannot listen on loopback TCP: {e}")))
+}
+
 /// The state letters (`R`, `S`, `Z`, ...) of the processes of group `pgid` now, from their
 /// `/proc/PID/stat`; `None` when `/proc` cannot be listed.
 pub fn group_states(pgid: i32) -> Option<Vec<char>> {

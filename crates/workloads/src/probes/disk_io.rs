@@ -188,10 +188,7 @@ const METRICS: &[MetricSpec] = metric_table![
 ];
 
 fn spec(name: &str) -> &'static MetricSpec {
-    METRICS
-        .iter()
-        .find(|m| m.name == name)
-        .expect("declared metric")
+    crate::util::declared(METRICS, name)
 }
 
 impl Probe for DiskIo {
@@ -539,32 +536,7 @@ impl<'a> Runner<'a> {
                 self.cached = true;
                 (bs, r)
             }
-            "dioread" | "randread" => {
-                let seed = self.o.seed;
-                let slots = (self.size - bs) / ALIGN + 1;
-                let mut rng = SplitMix64(seed);
-                let mut buf = AlignedBuf::new(bs as usize, ALIGN as usize);
-                self.direct()?;
-                let f = self.direct.as_ref().expect("opened");
-                let ctx = self.ctx;
-                let rand = op == "randread";
-                let r = timed(
-                    ctx,
-                    n,
-                    self.parts,
-                    |i| {
-                        let off = if rand {
-                            rng.below(slots) * ALIGN
-                        } else {
-                            i * bs
-                        };
-                        f.read_exact_at(buf.as_mut_slice(), off)
-                    },
-                    || Ok(()),
-                    || Ok(()),
-                )?;
-                (bs, r)
-            }
+            "dioread" | "randread" => (bs, self.direct_read(op == "randread")?),
             "diowrite" => {
                 self.direct()?;
                 let f = self.direct.as_ref().expect("opened");
@@ -581,35 +553,72 @@ impl<'a> Runner<'a> {
                 self.cached = false;
                 (bs, r)
             }
-            "fsyncwrite" => {
-                let m = self.o.sync_blocks.min(n);
-                // Start from the same state whatever ran before (after `diowrite` the pages
-                // are gone, after the fill or `write` they are cached): none cached.
-                drop_cache(&self.file.file)?;
-                let f = &self.file.file;
-                let buf = self.buf.as_slice();
-                let datasync = self.o.sync == "fdatasync";
-                let r = timed(
-                    self.ctx,
-                    m,
-                    self.parts,
-                    |i| {
-                        f.write_all_at(buf, i * bs)?;
-                        if datasync {
-                            f.sync_data()
-                        } else {
-                            f.sync_all()
-                        }
-                    },
-                    || drop_cache_io(f),
-                    || Ok(()),
-                )?;
-                self.bytes_written += r.ops * bs;
-                self.cached = false;
-                (bs, r)
-            }
+            "fsyncwrite" => (bs, self.fsync_write()?),
             _ => unreachable!("ops are validated"),
         };
+        self.push_metrics(op, bs_done, r);
+        Ok(())
+    }
+
+    /// `dioread` (in order) or `randread` (seeded random 4K-aligned offsets): O_DIRECT reads.
+    fn direct_read(&mut self, rand: bool) -> anyhow::Result<Timed> {
+        let bs = self.o.block_size;
+        let seed = self.o.seed;
+        let slots = (self.size - bs) / ALIGN + 1;
+        let mut rng = SplitMix64(seed);
+        let mut buf = AlignedBuf::new(bs as usize, ALIGN as usize);
+        self.direct()?;
+        let f = self.direct.as_ref().expect("opened");
+        let ctx = self.ctx;
+        timed(
+            ctx,
+            self.o.blocks,
+            self.parts,
+            |i| {
+                let off = if rand {
+                    rng.below(slots) * ALIGN
+                } else {
+                    i * bs
+                };
+                f.read_exact_at(buf.as_mut_slice(), off)
+            },
+            || Ok(()),
+            || Ok(()),
+        )
+    }
+
+    /// `fsyncwrite`: the first `sync_blocks` blocks overwritten, each followed by its sync.
+    fn fsync_write(&mut self) -> anyhow::Result<Timed> {
+        let bs = self.o.block_size;
+        let m = self.o.sync_blocks.min(self.o.blocks);
+        // Start from the same state whatever ran before (after `diowrite` the pages
+        // are gone, after the fill or `write` they are cached): none cached.
+        drop_cache(&self.file.file)?;
+        let f = &self.file.file;
+        let buf = self.buf.as_slice();
+        let datasync = self.o.sync == "fdatasync";
+        let r = timed(
+            self.ctx,
+            m,
+            self.parts,
+            |i| {
+                f.write_all_at(buf, i * bs)?;
+                if datasync {
+                    f.sync_data()
+                } else {
+                    f.sync_all()
+                }
+            },
+            || drop_cache_io(f),
+            || Ok(()),
+        )?;
+        self.bytes_written += r.ops * bs;
+        self.cached = false;
+        Ok(r)
+    }
+
+    /// The op's MB/s and latency metrics (with their window series when asked for).
+    fn push_metrics(&mut self, op: &str, bs_done: u64, r: Timed) {
         let bytes = r.ops * bs_done;
         let mut mbps = spec(&format!("{op}_mbps")).value(bytes as f64 / r.secs.max(1e-9) / 1e6);
         let prefix = format!("{op}_lat");
@@ -623,7 +632,6 @@ impl<'a> Runner<'a> {
         }
         self.out.push(mbps);
         self.out.extend(lat);
-        Ok(())
     }
 
     /// Writes the whole file, untimed (for read ops that run without `write`).

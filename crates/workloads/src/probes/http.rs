@@ -139,10 +139,7 @@ const METRICS: &[MetricSpec] = metric_table![
 ];
 
 fn spec(name: &str) -> &'static MetricSpec {
-    METRICS
-        .iter()
-        .find(|m| m.name == name)
-        .expect("declared metric")
+    crate::util::declared(METRICS, name)
 }
 
 impl Probe for Http {
@@ -166,9 +163,7 @@ impl Probe for Http {
         METRICS
     }
     fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .map(drop)
-            .map_err(|e| Unsupported::new(format!("cannot listen on loopback TCP: {e}")))
+        crate::util::loopback_tcp()
     }
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;
@@ -218,15 +213,62 @@ impl ConnResult {
             self.first_error = Some(e.to_string());
         }
     }
+
+    /// The result of a client thread that panicked.
+    fn panicked() -> Self {
+        ConnResult {
+            first_error: Some("client thread panicked".into()),
+            errors: 1,
+            ..ConnResult::default()
+        }
+    }
+
+    /// Adds another connection's counts and histogram to these.
+    fn merge(&mut self, r: ConnResult) {
+        self.h.merge(&r.h);
+        self.scheduled += r.scheduled;
+        self.ok += r.ok;
+        self.good += r.good;
+        self.errors += r.errors;
+        self.finished_ns = self.finished_ns.max(r.finished_ns);
+        if self.first_error.is_none() {
+            self.first_error = r.first_error;
+        }
+    }
+
+    /// The probe's metrics from the merged result of a load that started at `t_start` (ns)
+    /// and was to last `dur_ns`.
+    fn metrics(&self, t_start: u64, dur_ns: u64) -> anyhow::Result<Vec<Metric>> {
+        if self.ok == 0 {
+            bail!(
+                "no successful response out of {} requests; first error: {}",
+                self.scheduled,
+                self.first_error.as_deref().unwrap_or("none")
+            );
+        }
+        // Over the time the load really took (longer than `duration` when responses lag).
+        let secs = (self.finished_ns.saturating_sub(t_start) as f64 / 1e9).max(dur_ns as f64 / 1e9);
+        let mut out =
+            vec![spec("good_pct").value(100.0 * self.good as f64 / self.scheduled as f64)];
+        out.extend(latency_metrics("req_lat", "us", &self.h));
+        out.push(spec("rps").value(self.ok as f64 / secs));
+        out.push(spec("errors").value(self.errors as f64));
+        Ok(out)
+    }
 }
 
-fn load(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, path: &str) -> anyhow::Result<Vec<Metric>> {
-    let timeout = Duration::from_millis(o.timeout_ms);
+/// The GET request for `path` on `peer`.
+fn get_request(peer: SocketAddr, path: &str) -> String {
     let host = match peer {
         SocketAddr::V4(a) => a.to_string(),
         SocketAddr::V6(a) => format!("[{}]:{}", a.ip(), a.port()),
     };
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: isobench\r\n\r\n");
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: isobench\r\n\r\n")
+}
+
+fn load(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, path: &str) -> anyhow::Result<Vec<Metric>> {
+    let timeout = Duration::from_millis(o.timeout_ms);
+    let request = get_request(peer, path);
     let conns = (0..o.connections)
         .map(|_| HttpConn::open(peer, timeout))
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -313,13 +355,7 @@ fn load(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, path: &str) -> anyhow::Resul
         barrier.wait();
         handles
             .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| ConnResult {
-                    first_error: Some("client thread panicked".into()),
-                    errors: 1,
-                    ..ConnResult::default()
-                })
-            })
+            .map(|h| h.join().unwrap_or_else(|_| ConnResult::panicked()))
             .collect()
     });
     if ctx.stopped() {
@@ -327,30 +363,9 @@ fn load(ctx: &ProbeCtx, o: &Opts, peer: SocketAddr, path: &str) -> anyhow::Resul
     }
     let mut all = ConnResult::default();
     for r in results {
-        all.h.merge(&r.h);
-        all.scheduled += r.scheduled;
-        all.ok += r.ok;
-        all.good += r.good;
-        all.errors += r.errors;
-        all.finished_ns = all.finished_ns.max(r.finished_ns);
-        if all.first_error.is_none() {
-            all.first_error = r.first_error;
-        }
+        all.merge(r);
     }
-    if all.ok == 0 {
-        bail!(
-            "no successful response out of {} requests; first error: {}",
-            all.scheduled,
-            all.first_error.as_deref().unwrap_or("none")
-        );
-    }
-    // Over the time the load really took (longer than `duration` when responses lag).
-    let secs = (all.finished_ns.saturating_sub(t_start) as f64 / 1e9).max(dur_ns as f64 / 1e9);
-    let mut out = vec![spec("good_pct").value(100.0 * all.good as f64 / all.scheduled as f64)];
-    out.extend(latency_metrics("req_lat", "us", &all.h));
-    out.push(spec("rps").value(all.ok as f64 / secs));
-    out.push(spec("errors").value(all.errors as f64));
-    Ok(out)
+    all.metrics(t_start, dur_ns)
 }
 
 /// One keep-alive client connection with its read buffer.

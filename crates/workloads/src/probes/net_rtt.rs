@@ -288,26 +288,11 @@ fn measure(
         msg[..8].copy_from_slice(&seq.to_le_bytes());
         seq
     };
-
     // Warm-up; also proves the peer answers before the clock starts.
-    let mut in_a_row = 0;
-    for _ in 0..o.warmup {
-        if ctx.stopped() {
-            break;
-        }
+    warm_up(ctx, o, peer, &mut || {
         let s = next(&mut msg);
-        if conn.round_trip(&msg, &mut reply, s)? {
-            in_a_row = 0;
-        } else {
-            in_a_row += 1;
-            if in_a_row >= 3 {
-                bail!(
-                    "no echo from {peer} within {} ms, 3 times in a row",
-                    o.timeout_ms
-                );
-            }
-        }
-    }
+        conn.round_trip(&msg, &mut reply, s)
+    })?;
 
     // With a window length the run lasts its whole duration, whatever `count` says, so the
     // series covers it.
@@ -368,29 +353,65 @@ fn measure(
         i += 1;
     }
     let stop = now_ns();
+    rtt_metrics(ctx, proto, &h, &events, (start, stop), (done, lost))
+}
+
+/// `o.warmup` round trips (`round_trip`: false when the echo did not come in time), untimed;
+/// an error when 3 in a row go unanswered.
+fn warm_up(
+    ctx: &ProbeCtx,
+    o: &Opts,
+    peer: SocketAddr,
+    round_trip: &mut dyn FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let mut in_a_row = 0;
+    for _ in 0..o.warmup {
+        if ctx.stopped() {
+            break;
+        }
+        if round_trip()? {
+            in_a_row = 0;
+        } else {
+            in_a_row += 1;
+            if in_a_row >= 3 {
+                bail!(
+                    "no echo from {peer} within {} ms, 3 times in a row",
+                    o.timeout_ms
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The metrics of one protocol's timed run from `start` to `stop` (ns): the round trips'
+/// latency (with window series when asked for), their rate and, for UDP, the loss.
+fn rtt_metrics(
+    ctx: &ProbeCtx,
+    proto: &str,
+    h: &LatencyHistogram,
+    events: &[Event],
+    (start, stop): (u64, u64),
+    (done, lost): (u64, u64),
+) -> anyhow::Result<Vec<Metric>> {
     let elapsed_s = (stop - start) as f64 / 1e9;
     if h.is_empty() {
         bail!("no round trip completed (stopped, or duration too short)");
     }
     let prefix = format!("{proto}_rtt");
-    let mut out = latency_metrics(&prefix, "ns", &h);
+    let mut out = latency_metrics(&prefix, "ns", h);
     if let Some(w) = ctx.window {
         attach_latency(
             &mut out,
             &prefix,
             "ns",
-            &events,
+            events,
             start,
             stop,
             w.as_nanos() as u64,
         );
     }
-    let spec = |name: &str| {
-        METRICS
-            .iter()
-            .find(|m| m.name == name)
-            .expect("declared metric")
-    };
+    let spec = |name: &str| crate::util::declared(METRICS, name);
     out.push(spec(&format!("{proto}_rate_pps")).value(done as f64 / elapsed_s.max(1e-9)));
     if proto == "udp" {
         out.push(spec("udp_lost_pct").value(100.0 * lost as f64 / (done + lost) as f64));

@@ -138,10 +138,7 @@ const METRICS: &[MetricSpec] = metric_table![
 ];
 
 fn spec(name: &str) -> &'static MetricSpec {
-    METRICS
-        .iter()
-        .find(|m| m.name == name)
-        .expect("declared metric")
+    crate::util::declared(METRICS, name)
 }
 
 impl Probe for NetThroughput {
@@ -167,9 +164,7 @@ impl Probe for NetThroughput {
         METRICS
     }
     fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .map(drop)
-            .map_err(|e| Unsupported::new(format!("cannot listen on loopback TCP: {e}")))
+        crate::util::loopback_tcp()
     }
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;

@@ -152,10 +152,7 @@ const METRICS: &[MetricSpec] = metric_table![
 ];
 
 fn spec(name: &str) -> &'static MetricSpec {
-    METRICS
-        .iter()
-        .find(|m| m.name == name)
-        .expect("declared metric")
+    crate::util::declared(METRICS, name)
 }
 
 impl Probe for RelayRing {
@@ -178,9 +175,7 @@ impl Probe for RelayRing {
         METRICS
     }
     fn supported(&self, _env: &Env) -> Result<(), Unsupported> {
-        TcpListener::bind("127.0.0.1:0")
-            .map(drop)
-            .map_err(|e| Unsupported::new(format!("cannot listen on loopback TCP: {e}")))
+        crate::util::loopback_tcp()
     }
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;

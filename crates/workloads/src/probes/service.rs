@@ -410,7 +410,7 @@ fn calibrate(
 
 /// The hold's metrics and, with a window, its series.
 fn metrics(l: &Load, target: f64, max: f64, window: Option<Duration>) -> Vec<Metric> {
-    let spec = |name: &str| METRICS.iter().find(|m| m.name == name).expect("declared");
+    let spec = |name: &str| crate::util::declared(METRICS, name);
     let lat = l.ok_latencies();
     let errors = l.done.iter().filter(|d| !d.ok).count() as f64;
     let mut rate = spec("rate_rps").value(l.rate());

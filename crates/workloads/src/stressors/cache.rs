@@ -21,7 +21,7 @@ use serde::Deserialize;
 use super::mapping::Mapping;
 use super::pool::{cpu_share, planned_workers, run_pool, Done};
 use crate::cachesize::cache_sizes;
-use crate::params::{ParamKind, ParamSpec, ParamValues};
+use crate::params::{share_duty, share_threads, ParamKind, ParamSpec, ParamValues};
 use crate::util::SplitMix64;
 use crate::{Class, Env, Pressure, StressCtx, StressReport, Stressor, Unsupported};
 
@@ -65,18 +65,8 @@ const PARAMS: &[ParamSpec] = &[
         },
         default: "seq",
     },
-    ParamSpec {
-        name: "threads",
-        help: "walker threads (auto: ceil(cpus x intensity / 100))",
-        kind: ParamKind::Int { min: 1, max: 1024 },
-        default: "",
-    },
-    ParamSpec {
-        name: "duty",
-        help: "percent of each 20 ms period a thread walks (auto: from intensity)",
-        kind: ParamKind::Int { min: 1, max: 100 },
-        default: "",
-    },
+    share_threads("walker threads (auto: ceil(cpus x intensity / 100))"),
+    share_duty("percent of each 20 ms period a thread walks (auto: from intensity)"),
 ];
 
 /// Hops between two counts of the operation counter.

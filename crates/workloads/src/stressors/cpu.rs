@@ -10,7 +10,7 @@
 use serde::Deserialize;
 
 use super::pool::{cpu_share, run_pool, Done};
-use crate::params::{ParamKind, ParamSpec, ParamValues};
+use crate::params::{share_duty, share_threads, ParamSpec, ParamValues};
 use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
 
 /// The `cpu` stressor.
@@ -24,20 +24,14 @@ struct Opts {
 }
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "threads",
-        help: "worker threads (auto: ceil(cpus x intensity / 100)); when set, each thread is \
-               busy intensity% of the time",
-        kind: ParamKind::Int { min: 1, max: 1024 },
-        default: "",
-    },
-    ParamSpec {
-        name: "duty",
-        help: "percent of each 20 ms period a thread computes, sleeping the rest (auto: from \
-               intensity)",
-        kind: ParamKind::Int { min: 1, max: 100 },
-        default: "",
-    },
+    share_threads(
+        "worker threads (auto: ceil(cpus x intensity / 100)); when set, each thread is \
+         busy intensity% of the time",
+    ),
+    share_duty(
+        "percent of each 20 ms period a thread computes, sleeping the rest (auto: from \
+         intensity)",
+    ),
 ];
 
 /// Loop iterations in one counted operation (about 10-30 us of work).

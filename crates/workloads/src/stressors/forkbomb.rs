@@ -690,6 +690,82 @@ fn children_cpu_s() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// The population limit: ceil(max_procs x intensity / 100), at least 1, never more than
+/// `caps.max_tasks - 1` (the leader counts as one task).
+fn population_limit(ctx: &StressCtx, max_procs: u32) -> anyhow::Result<u32> {
+    let mut limit = (u64::from(max_procs) * u64::from(ctx.intensity)).div_ceil(100) as u32;
+    if let Some(t) = ctx.caps.max_tasks {
+        anyhow::ensure!(
+            t >= 2,
+            "forkbomb needs caps.max_tasks >= 2 (the leader and at least one bomb process), \
+             got {t}"
+        );
+        limit = limit.min(t - 1);
+    }
+    Ok(limit.max(1))
+}
+
+/// The report's first note: the population limit and the shape of the bomb.
+fn shape_note(sh: &Shared, limit: u32, shape: Shape) -> String {
+    match shape {
+        Shape::Tree { spin } => format!(
+            "population_limit={limit} child=fork at_limit={}",
+            if spin { "spin" } else { "block" }
+        ),
+        Shape::Forkers(n) => format!(
+            "population_limit={limit} child=exit forkers_planned={n} forkers={} \
+             forkers_alive={} room_at_first_refusal={}",
+            sh.forkers.load(Ordering::Relaxed),
+            sh.forkers_alive.load(Ordering::SeqCst),
+            sh.ceiling.load(Ordering::SeqCst)
+        ),
+    }
+}
+
+/// Waits (up to [`LEADER_GRACE`]) for the leader to clean up after the stop, killing it after
+/// that; true when it killed and reaped the whole bomb itself. `ended_early`: the leader was
+/// already reaped before the stop.
+fn finish_leader(leader: libc::pid_t, ended_early: Option<Ended>, notes: &mut Vec<String>) -> bool {
+    if let Some(e) = ended_early {
+        notes.push(format!(
+            "leader ended before the stop ({}): the tenant killed it?",
+            e.how
+        ));
+        return false;
+    }
+    let deadline = Instant::now() + LEADER_GRACE;
+    loop {
+        if let Some(e) = try_reap(leader) {
+            return e.clean;
+        }
+        if Instant::now() >= deadline {
+            // SAFETY: leader > 0 is our child, not yet reaped.
+            unsafe { libc::kill(leader, libc::SIGKILL) };
+            let mut status = 0;
+            // SAFETY: blocking wait for our own child, which was just killed.
+            unsafe { libc::waitpid(leader, &mut status, 0) };
+            notes.push("leader did not finish within 5 s and was killed".into());
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// [`sweep_group`], noting what it could not clean up.
+fn sweep_group_noting(pgid: libc::pid_t, notes: &mut Vec<String>) {
+    let (alive, zombies) = sweep_group(pgid);
+    if alive > 0 {
+        notes.push(format!(
+            "{alive} processes of group {pgid} still running after cleanup"
+        ));
+    }
+    if zombies > 0 {
+        notes.push(format!(
+            "{zombies} killed bomb processes left for init to reap"
+        ));
+    }
+}
+
 impl Stressor for Forkbomb {
     fn name(&self) -> &'static str {
         "forkbomb"
@@ -742,16 +818,7 @@ impl Stressor for Forkbomb {
         if ctx.intensity == 0 {
             return Ok(super::pool::idle_report(ctx, unit));
         }
-        let mut limit = (u64::from(o.max_procs) * u64::from(ctx.intensity)).div_ceil(100) as u32;
-        if let Some(t) = ctx.caps.max_tasks {
-            anyhow::ensure!(
-                t >= 2,
-                "forkbomb needs caps.max_tasks >= 2 (the leader and at least one bomb process), \
-                 got {t}"
-            );
-            limit = limit.min(t - 1);
-        }
-        let limit = limit.max(1);
+        let limit = population_limit(ctx, o.max_procs)?;
         let spin = o.at_limit != "block";
         let shape = if o.child == "fork" {
             Shape::Tree { spin }
@@ -790,59 +857,11 @@ impl Stressor for Forkbomb {
         ctx.add_ops(forks - counted);
         sh.stop.store(1, Ordering::SeqCst);
 
-        let mut notes = vec![match shape {
-            Shape::Tree { spin } => format!(
-                "population_limit={limit} child=fork at_limit={}",
-                if spin { "spin" } else { "block" }
-            ),
-            Shape::Forkers(n) => format!(
-                "population_limit={limit} child=exit forkers_planned={n} forkers={} \
-                 forkers_alive={} room_at_first_refusal={}",
-                sh.forkers.load(Ordering::Relaxed),
-                sh.forkers_alive.load(Ordering::SeqCst),
-                sh.ceiling.load(Ordering::SeqCst)
-            ),
-        }];
-        let clean = match &ended_early {
-            Some(e) => {
-                notes.push(format!(
-                    "leader ended before the stop ({}): the tenant killed it?",
-                    e.how
-                ));
-                false
-            }
-            None => {
-                let deadline = Instant::now() + LEADER_GRACE;
-                loop {
-                    if let Some(e) = try_reap(leader) {
-                        break e.clean;
-                    }
-                    if Instant::now() >= deadline {
-                        // SAFETY: leader > 0 is our child, not yet reaped.
-                        unsafe { libc::kill(leader, libc::SIGKILL) };
-                        let mut status = 0;
-                        // SAFETY: blocking wait for our own child, which was just killed.
-                        unsafe { libc::waitpid(leader, &mut status, 0) };
-                        notes.push("leader did not finish within 5 s and was killed".into());
-                        break false;
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        };
+        let mut notes = vec![shape_note(sh, limit, shape)];
+        let clean = finish_leader(leader, ended_early, &mut notes);
         let pgid = sh.pgid.load(Ordering::SeqCst);
         if !clean {
-            let (alive, zombies) = sweep_group(pgid);
-            if alive > 0 {
-                notes.push(format!(
-                    "{alive} processes of group {pgid} still running after cleanup"
-                ));
-            }
-            if zombies > 0 {
-                notes.push(format!(
-                    "{zombies} killed bomb processes left for init to reap"
-                ));
-            }
+            sweep_group_noting(pgid, &mut notes);
         }
         let peak = sh.peak.load(Ordering::Relaxed);
         notes.push(format!(

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use super::mapping::Mapping;
 use super::pool::{cpu_share, planned_workers, run_pool, Done};
 use crate::cachesize::cache_sizes;
-use crate::params::{ParamKind, ParamSpec, ParamValues};
+use crate::params::{share_duty, share_threads, ParamKind, ParamSpec, ParamValues};
 use crate::util::SplitMix64;
 use crate::{Class, Env, StressCtx, StressReport, Stressor, Unsupported};
 
@@ -59,18 +59,8 @@ const PARAMS: &[ParamSpec] = &[
         },
         default: "nt",
     },
-    ParamSpec {
-        name: "threads",
-        help: "copying threads (auto: ceil(cpus x intensity / 100))",
-        kind: ParamKind::Int { min: 1, max: 1024 },
-        default: "",
-    },
-    ParamSpec {
-        name: "duty",
-        help: "percent of each 20 ms period a thread copies (auto: from intensity)",
-        kind: ParamKind::Int { min: 1, max: 100 },
-        default: "",
-    },
+    share_threads("copying threads (auto: ceil(cpus x intensity / 100))"),
+    share_duty("percent of each 20 ms period a thread copies (auto: from intensity)"),
 ];
 
 /// Bytes copied between two checks of the stop flag.

@@ -326,6 +326,185 @@ fn reap(pid: libc::pid_t) {
     }
 }
 
+/// How fast a touching hog may grow: bytes per second (None: unpaced), and the workdir
+/// disk's measured write rate when `grow_disk` set it.
+#[derive(Clone, Copy)]
+struct Growth {
+    bps: Option<f64>,
+    disk_bps: Option<f64>,
+}
+
+impl Growth {
+    /// From the options: `grow_disk` times the workdir's disk first; only a touching hog is
+    /// paced.
+    fn from_opts(o: &Opts, ctx: &StressCtx) -> anyhow::Result<Self> {
+        Ok(if o.touch && o.grow_disk > 0.0 {
+            let d = disk_write_rate(&ctx.workdir)?;
+            Growth {
+                bps: Some(d * o.grow_disk),
+                disk_bps: Some(d),
+            }
+        } else if o.touch && o.grow > 0 {
+            Growth {
+                bps: Some(o.grow as f64),
+                disk_bps: None,
+            }
+        } else {
+            Growth {
+                bps: None,
+                disk_bps: None,
+            }
+        })
+    }
+}
+
+/// Bytes the hog should hold: intensity% of the memory the tenant may use, never above
+/// `caps.max_bytes`, in whole pages only, so rounding never passes the target or the cap.
+fn target_bytes(ctx: &StressCtx, page: u64) -> u64 {
+    let mut target = ctx.env.mem_usable / 100 * u64::from(ctx.intensity);
+    if let Some(cap) = ctx.caps.max_bytes {
+        target = target.min(cap);
+    }
+    target / page * page
+}
+
+impl Plan {
+    fn new(o: &Opts, ctx: &StressCtx, target: u64, page: u64) -> Self {
+        Plan {
+            target: target as usize,
+            chunk: ((o.chunk / page * page).max(page)) as usize,
+            touch: o.touch,
+            stride: if o.write == "page" {
+                page as usize
+            } else {
+                (ctx.env.line_size() as usize).clamp(8, page as usize)
+            },
+            page: page as usize,
+        }
+    }
+}
+
+/// What the stressor thread saw of its hogs, over every hog it started.
+struct Watched {
+    ops: u64,
+    elapsed_s: f64,
+    /// Hogs that died without being asked to.
+    killed: u64,
+    touched: u64,
+    mapped: u64,
+    passes: u64,
+    /// The last hog's private resident bytes at the stop.
+    resident: Option<u64>,
+}
+
+/// Runs hogs until `ctx` stops: counts their pages as operations, raises the paced
+/// allowance, and starts a new hog whenever one dies (the OOM killer, most likely).
+fn watch(
+    ctx: &StressCtx,
+    shared: &SharedPage,
+    plan: Plan,
+    grow_bps: Option<f64>,
+) -> anyhow::Result<Watched> {
+    let allow = |sh: &Shared, since: u64| {
+        let bytes = grow_bps.map_or(u64::MAX, |r| {
+            (r * crate::timer::now_ns().saturating_sub(since) as f64 / 1e9) as u64
+        });
+        sh.allowed.store(bytes, Ordering::Relaxed);
+    };
+    let t0 = crate::timer::now_ns();
+    let mut spawned = t0;
+    allow(shared.get(), spawned);
+    let mut pid = spawn_hog(shared, plan)?;
+    let (mut ops, mut counted, mut killed, mut touched, mut mapped) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut passes = 0u64;
+    let mut resident: Option<u64> = None;
+    loop {
+        let sh = shared.get();
+        let now = sh.pages.load(Ordering::Relaxed);
+        ctx.add_ops(now - counted);
+        ops += now - counted;
+        counted = now;
+        if !ctx.running() {
+            // What the hog holds at the end, read before it is asked to stop.
+            resident = resident_bytes(pid);
+            sh.stop.store(1, Ordering::Relaxed);
+            reap(pid);
+            break;
+        }
+        let mut st = 0;
+        // SAFETY: `pid` is our child.
+        if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) } == pid {
+            // The hog died without being asked to: the OOM killer (or a signal from
+            // outside). Record it and start another.
+            killed += 1;
+            touched = touched.max(sh.touched.load(Ordering::Relaxed));
+            mapped = mapped.max(sh.mapped.load(Ordering::Relaxed));
+            passes += sh.passes.load(Ordering::Relaxed);
+            for c in [&sh.pages, &sh.touched, &sh.mapped, &sh.passes] {
+                c.store(0, Ordering::Relaxed);
+            }
+            counted = 0;
+            std::thread::sleep(Duration::from_millis(50));
+            if !ctx.running() {
+                break;
+            }
+            spawned = crate::timer::now_ns();
+            allow(sh, spawned);
+            pid = spawn_hog(shared, plan)?;
+            continue;
+        }
+        allow(sh, spawned);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let elapsed_s = (crate::timer::now_ns() - t0) as f64 / 1e9;
+    let sh = shared.get();
+    Ok(Watched {
+        ops,
+        elapsed_s,
+        killed,
+        touched: touched.max(sh.touched.load(Ordering::Relaxed)),
+        mapped: mapped.max(sh.mapped.load(Ordering::Relaxed)),
+        passes: passes + sh.passes.load(Ordering::Relaxed),
+        resident,
+    })
+}
+
+/// The report's notes on what was held, how fast it grew, kills and a failed mapping.
+fn held_notes(o: &Opts, target: u64, growth: Growth, w: &Watched, sh: &Shared) -> Vec<String> {
+    let held_bytes = if o.touch { w.touched } else { w.mapped };
+    let mut notes: Vec<String> = vec![
+        format!("held_bytes={held_bytes} target_bytes={target}"),
+        growth.bps.map_or_else(
+            || "grow_bps=unpaced".to_string(),
+            |g| format!("grow_bps={g:.0}"),
+        ),
+        format!(
+            "held={} target={}",
+            format_size(held_bytes),
+            format_size(target)
+        ),
+        format!("mapped={}", format_size(w.mapped)),
+        format!("hog_killed={}", w.killed),
+    ];
+    if o.touch {
+        if let Some(d) = growth.disk_bps {
+            notes.push(format!("disk_write_bps={d:.0}"));
+        }
+        notes.push(format!("touched={}", format_size(w.touched)));
+        notes.push(format!("rewrite_passes={} write={}", w.passes, o.write));
+    }
+    let errno = sh.failed_errno.load(Ordering::Relaxed);
+    if errno != 0 {
+        notes.push(format!(
+            "allocation failed at {} held: {}",
+            format_size(sh.failed_at.load(Ordering::Relaxed)),
+            std::io::Error::from_raw_os_error(errno as i32)
+        ));
+    }
+    notes
+}
+
 impl Stressor for Memhog {
     fn name(&self) -> &'static str {
         "memhog"
@@ -371,12 +550,7 @@ impl Stressor for Memhog {
     fn run(&self, ctx: &StressCtx, params: &ParamValues) -> anyhow::Result<StressReport> {
         let o: Opts = params.decode(self.name())?;
         let page = ctx.env.page_size.max(4096);
-        let mut target = ctx.env.mem_usable / 100 * u64::from(ctx.intensity);
-        if let Some(cap) = ctx.caps.max_bytes {
-            target = target.min(cap);
-        }
-        // Whole pages only, so rounding never passes the target or the cap.
-        target = target / page * page;
+        let target = target_bytes(ctx, page);
         let unit = if o.touch {
             "page written (first touch or rewrite)"
         } else {
@@ -385,116 +559,16 @@ impl Stressor for Memhog {
         if target == 0 {
             return Ok(super::pool::idle_report(ctx, unit));
         }
-        let plan = Plan {
-            target: target as usize,
-            chunk: ((o.chunk / page * page).max(page)) as usize,
-            touch: o.touch,
-            stride: if o.write == "page" {
-                page as usize
-            } else {
-                (ctx.env.line_size() as usize).clamp(8, page as usize)
-            },
-            page: page as usize,
-        };
+        let plan = Plan::new(&o, ctx, target, page);
         // The hog runs in a child process of its own: when a memory limit makes the OOM
         // killer act, it takes the hog (oom_score_adj 1000), not the process driving it, and
         // the stressor starts a new hog so the pressure stays on.
-        let (grow_bps, disk_bps) = if o.touch && o.grow_disk > 0.0 {
-            let d = disk_write_rate(&ctx.workdir)?;
-            (Some(d * o.grow_disk), Some(d))
-        } else if o.touch && o.grow > 0 {
-            (Some(o.grow as f64), None)
-        } else {
-            (None, None)
-        };
+        let growth = Growth::from_opts(&o, ctx)?;
         let shared = SharedPage::new()?;
-        let allow = |sh: &Shared, since: u64| {
-            let bytes = grow_bps.map_or(u64::MAX, |r| {
-                (r * crate::timer::now_ns().saturating_sub(since) as f64 / 1e9) as u64
-            });
-            sh.allowed.store(bytes, Ordering::Relaxed);
-        };
-        let t0 = crate::timer::now_ns();
-        let mut spawned = t0;
-        allow(shared.get(), spawned);
-        let mut pid = spawn_hog(&shared, plan)?;
-        let (mut ops, mut counted, mut killed, mut touched, mut mapped) =
-            (0u64, 0u64, 0u64, 0u64, 0u64);
-        let mut passes = 0u64;
-        let mut resident: Option<u64> = None;
-        loop {
-            let sh = shared.get();
-            let now = sh.pages.load(Ordering::Relaxed);
-            ctx.add_ops(now - counted);
-            ops += now - counted;
-            counted = now;
-            if !ctx.running() {
-                // What the hog holds at the end, read before it is asked to stop.
-                resident = resident_bytes(pid);
-                sh.stop.store(1, Ordering::Relaxed);
-                reap(pid);
-                break;
-            }
-            let mut st = 0;
-            // SAFETY: `pid` is our child.
-            if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) } == pid {
-                // The hog died without being asked to: the OOM killer (or a signal from
-                // outside). Record it and start another.
-                killed += 1;
-                touched = touched.max(sh.touched.load(Ordering::Relaxed));
-                mapped = mapped.max(sh.mapped.load(Ordering::Relaxed));
-                passes += sh.passes.load(Ordering::Relaxed);
-                for c in [&sh.pages, &sh.touched, &sh.mapped, &sh.passes] {
-                    c.store(0, Ordering::Relaxed);
-                }
-                counted = 0;
-                std::thread::sleep(Duration::from_millis(50));
-                if !ctx.running() {
-                    break;
-                }
-                spawned = crate::timer::now_ns();
-                allow(sh, spawned);
-                pid = spawn_hog(&shared, plan)?;
-                continue;
-            }
-            allow(sh, spawned);
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let elapsed_s = (crate::timer::now_ns() - t0) as f64 / 1e9;
-        let sh = shared.get();
-        let touched = touched.max(sh.touched.load(Ordering::Relaxed));
-        let mapped = mapped.max(sh.mapped.load(Ordering::Relaxed));
-        let passes = passes + sh.passes.load(Ordering::Relaxed);
-        let held_bytes = if o.touch { touched } else { mapped };
-        let mut notes: Vec<String> = vec![
-            format!("held_bytes={held_bytes} target_bytes={target}"),
-            grow_bps.map_or_else(
-                || "grow_bps=unpaced".to_string(),
-                |g| format!("grow_bps={g:.0}"),
-            ),
-            format!(
-                "held={} target={}",
-                format_size(held_bytes),
-                format_size(target)
-            ),
-            format!("mapped={}", format_size(mapped)),
-            format!("hog_killed={killed}"),
-        ];
-        if o.touch {
-            if let Some(d) = disk_bps {
-                notes.push(format!("disk_write_bps={d:.0}"));
-            }
-            notes.push(format!("touched={}", format_size(touched)));
-            notes.push(format!("rewrite_passes={passes} write={}", o.write));
-        }
-        let errno = sh.failed_errno.load(Ordering::Relaxed);
-        if errno != 0 {
-            notes.push(format!(
-                "allocation failed at {} held: {}",
-                format_size(sh.failed_at.load(Ordering::Relaxed)),
-                std::io::Error::from_raw_os_error(errno as i32)
-            ));
-        }
+        let w = watch(ctx, &shared, plan, growth.bps)?;
+        let (ops, elapsed_s) = (w.ops, w.elapsed_s);
+        let held_bytes = if o.touch { w.touched } else { w.mapped };
+        let mut notes = held_notes(&o, target, growth, &w, shared.get());
         // Bytes of memory written by the touches: every line of a page, or one line of it.
         let bytes = match (o.touch, o.write.as_str()) {
             (false, _) => 0,
@@ -504,7 +578,7 @@ impl Stressor for Memhog {
         let mut pressure = vec![Pressure::new(
             "resident_bytes",
             "B",
-            resident.unwrap_or(if o.touch { held_bytes } else { 0 }) as f64,
+            w.resident.unwrap_or(if o.touch { held_bytes } else { 0 }) as f64,
         )];
         if o.touch {
             pressure.push(Pressure::rate(
@@ -514,7 +588,7 @@ impl Stressor for Memhog {
                 elapsed_s,
             ));
         }
-        notes.push(match resident {
+        notes.push(match w.resident {
             Some(r) => format!("resident_bytes={r} (the hog's private resident pages at the stop)"),
             None => {
                 "resident_bytes from the bytes touched (the hog's smaps_rollup unreadable)".into()

@@ -135,6 +135,17 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
+    /// The outcome of a pool that ran no worker for `elapsed_s` seconds.
+    fn idle(elapsed_s: f64) -> Self {
+        Outcome {
+            ops: 0,
+            bytes: 0,
+            elapsed_s,
+            workers: 0,
+            cpu_s: 0.0,
+        }
+    }
+
     /// The report for this outcome, with no pressure yet (see [`Outcome::cpu_threads`] and
     /// [`Outcome::bytes_per_sec`]).
     pub fn report(self, op_unit: impl Into<String>, notes: Vec<String>) -> StressReport {
@@ -199,15 +210,7 @@ pub(crate) fn idle_until_stopped(ctx: &StressCtx) -> f64 {
 
 /// The report of an idle run (intensity 0).
 pub(crate) fn idle_report(ctx: &StressCtx, op_unit: impl Into<String>) -> StressReport {
-    let elapsed_s = idle_until_stopped(ctx);
-    Outcome {
-        ops: 0,
-        bytes: 0,
-        elapsed_s,
-        workers: 0,
-        cpu_s: 0.0,
-    }
-    .report(op_unit, vec!["intensity 0: idle".into()])
+    Outcome::idle(idle_until_stopped(ctx)).report(op_unit, vec!["intensity 0: idle".into()])
 }
 
 /// Start gate: workers arrive after setup, the pool opens it once all have arrived.
@@ -261,14 +264,7 @@ pub(crate) fn run_pool<S>(
 ) -> anyhow::Result<Outcome> {
     let workers = shape.workers.min(ctx.caps.max_tasks.unwrap_or(u32::MAX));
     if workers == 0 {
-        let elapsed_s = idle_until_stopped(ctx);
-        return Ok(Outcome {
-            ops: 0,
-            bytes: 0,
-            elapsed_s,
-            workers: 0,
-            cpu_s: 0.0,
-        });
+        return Ok(Outcome::idle(idle_until_stopped(ctx)));
     }
     let duty = if shape.duty.is_finite() {
         shape.duty.clamp(0.01, 1.0)
@@ -287,16 +283,8 @@ pub(crate) fn run_pool<S>(
     };
     let keep_going = || ctx.running() && !abort.load(Ordering::Relaxed);
 
-    let worker = |i: usize| -> (u64, u64, u64, Option<Instant>) {
-        let state = catch_unwind(AssertUnwindSafe(|| {
-            if let Some(cpu) = ctx.cpu_for_worker(i) {
-                pin_to_cpu(cpu)
-                    .with_context(|| format!("{name}: pinning worker {i} to CPU {cpu}"))?;
-            }
-            setup(i)
-        }))
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("{name}: worker {i} panicked during setup")));
-        let state = match state {
+    let worker = |i: usize| -> WorkerDone {
+        let state = match set_up_worker(ctx, name, i, &setup) {
             Ok(s) => Some(s),
             Err(e) => {
                 fail(e);
@@ -362,19 +350,7 @@ pub(crate) fn run_pool<S>(
         gate.wait_for(handles.len());
         let t_start = Instant::now();
         gate.open();
-        let mut totals = (0u64, 0u64, 0u64, t_start);
-        for h in handles {
-            match h.join() {
-                Ok((o, b, c, end)) => {
-                    totals.0 += o;
-                    totals.1 += b;
-                    totals.2 += c;
-                    totals.3 = totals.3.max(end.unwrap_or(t_start));
-                }
-                Err(_) => fail(anyhow::anyhow!("{name}: a worker thread panicked")),
-            }
-        }
-        (t_start, totals)
+        (t_start, join_workers(handles, t_start, name, &fail))
     });
     let elapsed_s = totals.3.saturating_duration_since(t_start).as_secs_f64();
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -387,6 +363,50 @@ pub(crate) fn run_pool<S>(
         workers,
         cpu_s: totals.2 as f64 / 1e9,
     })
+}
+
+/// What a worker did: operations, bytes, CPU ns of its run loop and when that loop ended
+/// (None when its setup failed).
+type WorkerDone = (u64, u64, u64, Option<Instant>);
+
+/// A worker's setup: pins it to its CPU when pinning was asked for, then `setup(i)`; a panic
+/// is an error.
+fn set_up_worker<S>(
+    ctx: &StressCtx,
+    name: &str,
+    i: usize,
+    setup: &impl Fn(usize) -> anyhow::Result<S>,
+) -> anyhow::Result<S> {
+    catch_unwind(AssertUnwindSafe(|| {
+        if let Some(cpu) = ctx.cpu_for_worker(i) {
+            pin_to_cpu(cpu).with_context(|| format!("{name}: pinning worker {i} to CPU {cpu}"))?;
+        }
+        setup(i)
+    }))
+    .unwrap_or_else(|_| Err(anyhow::anyhow!("{name}: worker {i} panicked during setup")))
+}
+
+/// Joins the workers: their summed (ops, bytes, CPU ns) and the latest end of a run loop
+/// (`t_start` at the least); a panicked thread is reported to `fail`.
+fn join_workers(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, WorkerDone>>,
+    t_start: Instant,
+    name: &str,
+    fail: &dyn Fn(anyhow::Error),
+) -> (u64, u64, u64, Instant) {
+    let mut totals = (0u64, 0u64, 0u64, t_start);
+    for h in handles {
+        match h.join() {
+            Ok((o, b, c, end)) => {
+                totals.0 += o;
+                totals.1 += b;
+                totals.2 += c;
+                totals.3 = totals.3.max(end.unwrap_or(t_start));
+            }
+            Err(_) => fail(anyhow::anyhow!("{name}: a worker thread panicked")),
+        }
+    }
+    totals
 }
 
 /// Sleeps for `d` in slices of at most 10 ms, returning early once `keep_going` is false.
