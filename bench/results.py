@@ -136,6 +136,11 @@ def cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def code(text):
+    """`text` as inline code, or `-` when there is none."""
+    return f"`{text}`" if text and text != "-" else "-"
+
+
 def figure_text(r):
     if r.get("figure") is None:
         return "-"
@@ -196,7 +201,7 @@ def render(groups, history_dir):
                 if r.get("history") else ("-" if r["verdict"] == "missing" else "not written yet")
             row = [target, r.get("reference") or "-", figure_text(r), ratio_text(r),
                    r.get("goal") or "-", f"**{r['verdict']}**", r["date"],
-                   r.get("commit") or "-", f"`{r['command']}`" if r.get("command") else "-", link]
+                   r.get("commit") or "-", code(r.get("command")), link]
             md.append("| " + " | ".join(cell(c) for c in row) + " |")
         md.append("")
         md += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
