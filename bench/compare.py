@@ -20,6 +20,8 @@ import sys
 import time
 from functools import partial
 
+import results as records  # bench/figures/ and bench/RESULTS.md
+
 ISO = "target/release/isobench"
 OUT = "bench/out"
 REPS = 3
@@ -597,6 +599,37 @@ def main():
         f.write(f"# isobench bench report ({results['when']}, {results['host'].get('cpu_model')})\n\n" + text)
     with open(os.path.join(OUT, "report.json"), "w") as f:
         json.dump(results, f, indent=2)
+    record(results, records.command_line("bench/compare.py"))
+
+
+def record(results, command, **stamp):
+    """The probe ratios and the CV ratios as their records in bench/figures/ (01-probes,
+    03-cv); a row that failed is left as it was."""
+    def within(x, lo, hi):
+        return "met" if lo <= x <= hi else "missed"
+
+    for r in results.get("probes", []):
+        if "error" in r:
+            continue
+        records.update("01-probes", f"{r['probe']} vs {r['reference']}", reference=r["reference"],
+                       figure=round(r["isobench"], 1), unit=r["unit"], reference_figure=round(r["ref"], 1),
+                       ratio=round(r["ratio"], 2), goal="0.90..1.10",
+                       verdict=within(r["ratio"], 0.90, 1.10), command=command, **stamp)
+    for r in results.get("cv", []):
+        if "error" in r or "cv_ratio" not in r:
+            continue
+        target = f"{r['probe']} ({r['placement']}) vs {r['reference']}"
+        records.update("03-cv", target, reference=r["reference"], figure=round(r["cv_pct"], 3),
+                       unit="% CV", reference_figure=round(r["ref_cv_pct"], 3),
+                       ratio=round(r["cv_ratio"], 2), goal="<= 2",
+                       verdict=within(r["cv_ratio"], 0, 2), command=command,
+                       note=f"{r['n']} runs a side.", **stamp)
+        if r["placement"] != "pinned":
+            records.update("01-probes", target, reference=r["reference"], figure=round(r["median"], 3),
+                           unit=r["unit"], reference_figure=round(r["ref_median"], 3),
+                           ratio=round(r["ratio"], 2), goal="0.90..1.10",
+                           verdict=within(r["ratio"], 0.90, 1.10), command=command,
+                           note=f"Medians of the CV runs, {r['n']} a side.", **stamp)
 
 
 if __name__ == "__main__":

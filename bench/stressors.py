@@ -57,6 +57,8 @@ import subprocess
 import sys
 import time
 
+import results as records  # bench/figures/ and bench/RESULTS.md
+
 ISO = "target/release/isobench"
 OUT = "bench/out"
 CPUS = "0-1"
@@ -459,6 +461,21 @@ def main():
     with open(os.path.join(OUT, "stressors.md"), "w") as f:
         f.write("\n".join(md))
     print("\n".join(md))
+    if "effect" in results:
+        record_effects(results["effect"], records.command_line("bench/stressors.py"))
+
+
+def record_effects(rows, command, **stamp):
+    """Each effect row as its record in bench/figures/02-stressors.json."""
+    for r in rows:
+        records.update("02-stressors", f"{r['stressor']} on {r['metric']}",
+                       reference="stress-ng " + r["stress-ng"], figure=round(r["isobench_degr_pct"], 1),
+                       unit="% degradation", reference_figure=round(r["stressng_degr_pct"], 1),
+                       ratio=None if r["ratio"] is None else round(r["ratio"], 2),
+                       interval=None if r["ratio"] is None else [round(x, 2) for x in r["ratio_ci90"]],
+                       goal=">= 1", verdict=records.BOOTSTRAP_VERDICTS[r["verdict"]], command=command,
+                       note=f"{r['reps']} repetitions; paired difference "
+                            f"{r['diff_median_pts']:+.1f} points.", **stamp)
 
 
 if __name__ == "__main__":

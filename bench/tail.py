@@ -26,7 +26,8 @@ bound is at least 1, `<1` when its upper bound is under 1, `tie` otherwise.
 Equal workers: `disk threads=W` against `stress-ng --hdd W`; `forkbomb max_procs=2W` against
 `stress-ng --fork W` (a stress-ng fork worker and the child it waits for are two processes).
 
-Writes bench/out/tail.json and bench/out/tail.md.
+Writes bench/out/tail.json and bench/out/tail.md, and the default arms' ratios to their
+records in bench/figures/05-tail.json (and bench/RESULTS.md).
 """
 import argparse
 import json
@@ -39,6 +40,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stressors as sb  # noqa: E402  (the cgroup and bootstrap helpers)
+import results as records  # noqa: E402  (bench/figures/ and bench/RESULTS.md)
 
 OUT = "bench/out"
 FIO_FILE_MB = 1024
@@ -195,6 +197,25 @@ def main():
     with open(os.path.join(OUT, "tail.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
+    record(rows, records.command_line("bench/tail.py"))
+
+
+UNITS = {"iops_lost_pct": "% IOPS lost", "p99_raised_pct": "% p99 raised"}
+
+
+def record(rows, command, **stamp):
+    """The ratios of the default arms (groups disk and forkbomb) as their records; the custom
+    group's arms are ad hoc and stay in bench/out/tail.json."""
+    for r in rows:
+        if r["group"] == "custom" or r.get("ref") is None:
+            continue
+        records.update("05-tail", f"{r['group']}: {r['arm']} vs {r['ref']}, {r['metric']}",
+                       reference=r["ref"], figure=round(r["median"]), unit=UNITS[r["metric"]],
+                       reference_figure=round(r["ref_median"]),
+                       ratio=None if r["ratio"] is None else round(r["ratio"], 2),
+                       interval=[round(x, 2) for x in r["ratio_ci90"]], goal=">= 1",
+                       verdict=records.BOOTSTRAP_VERDICTS[r["verdict"]], command=command,
+                       note=f"{r['reps']} repetitions.", **stamp)
 
 
 if __name__ == "__main__":

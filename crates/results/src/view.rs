@@ -20,6 +20,11 @@ pub struct Section {
     /// for renderers that draw charts; the table alone says everything without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plot: Option<Plot>,
+    /// For a [`Plot::Heat`], the median of its value column's numbers, which the map colours
+    /// its cells by (% above or below it); kept current as rows are added. `None` for other
+    /// plots, for a map without numbers, and in documents written before it was carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heat_median: Option<f64>,
 }
 
 impl Section {
@@ -32,12 +37,14 @@ impl Section {
             rows: Vec::new(),
             notes: Vec::new(),
             plot: None,
+            heat_median: None,
         }
     }
 
     /// This section with a plot of its rows.
     pub fn with_plot(mut self, plot: Plot) -> Section {
         self.plot = Some(plot);
+        self.update_heat_median();
         self
     }
 
@@ -50,6 +57,23 @@ impl Section {
     pub fn push(&mut self, row: Vec<Value>) {
         debug_assert_eq!(row.len(), self.columns.len(), "section {}", self.id);
         self.rows.push(row);
+        self.update_heat_median();
+    }
+
+    /// Recomputes [`Section::heat_median`] from the rows (linear time: a heat map has a few
+    /// thousand cells at most).
+    fn update_heat_median(&mut self) {
+        let Some(Plot::Heat { value, .. }) = self.plot else {
+            self.heat_median = None;
+            return;
+        };
+        let mut values: Vec<f64> = self
+            .rows
+            .iter()
+            .filter_map(|r| r.get(value).and_then(Value::as_f64))
+            .collect();
+        self.heat_median =
+            (!values.is_empty()).then(|| isobench_common::median_in_place(&mut values));
     }
 
     /// Column headers as text: the name, with the unit in brackets when it has one.
@@ -360,5 +384,45 @@ mod tests {
         assert_eq!(serde_json::from_str::<Section>(&j).unwrap(), s);
         assert_eq!(s.headers(), vec!["intensity [%]", "loss [%]"]);
         assert_eq!(s.text_rows(), vec![vec!["50", "12.0 [10.0, 14.0]"]]);
+    }
+
+    #[test]
+    fn a_heat_map_carries_the_median_of_its_values() {
+        let mut s = Section::new(
+            "surface",
+            "run x iteration",
+            vec![
+                Column::text("run"),
+                Column::text("iterations"),
+                Column::unit("mean", "us"),
+            ],
+        );
+        assert_eq!(s.heat_median, None);
+        s = s.with_plot(Plot::Heat {
+            row: 0,
+            col: 1,
+            value: 2,
+        });
+        assert_eq!(s.heat_median, None, "no numbers yet");
+        for (run, v) in [("1", 4.0), ("2", 1.0)] {
+            s.push(vec![
+                Value::text_of(run),
+                Value::text_of("1-10"),
+                Value::number(v, 2),
+            ]);
+        }
+        s.push(vec![
+            Value::text_of("3"),
+            Value::text_of("1-10"),
+            Value::Empty,
+        ]);
+        assert_eq!(s.heat_median, Some(2.5), "the empty cell is not a value");
+        let j = serde_json::to_string(&s).unwrap();
+        assert!(j.contains(r#""heat_median":2.5"#), "{j}");
+        assert_eq!(serde_json::from_str::<Section>(&j).unwrap(), s);
+        let other = Section::new("t", "t", vec![Column::text("a")]);
+        assert!(!serde_json::to_string(&other)
+            .unwrap()
+            .contains("heat_median"));
     }
 }

@@ -1080,7 +1080,7 @@ fn series_panels(s: &Section, x: usize, y: &[usize]) -> Vec<(String, Vec<Line>)>
 }
 
 /// A [`Plot::Heat`]: a cell per row at the text of columns `row` and `col`, coloured by how
-/// far column `value` lies from the median (red above, blue below).
+/// far column `value` lies from the median the section carries (red above, blue below).
 fn section_heat(s: &Section, id: &str, row: usize, col: usize, value: usize) -> String {
     let mut rows: Vec<String> = Vec::new();
     let mut cols: Vec<String> = Vec::new();
@@ -1094,12 +1094,10 @@ fn section_heat(s: &Section, id: &str, row: usize, col: usize, value: usize) -> 
         }
     }
     let mut cells = vec![vec![None; cols.len()]; rows.len()];
-    let mut values = Vec::new();
     for r in &s.rows {
         let i = rows.iter().position(|x| *x == r[row].text()).unwrap_or(0);
         let j = cols.iter().position(|x| *x == r[col].text()).unwrap_or(0);
         let v = r[value].as_f64();
-        values.extend(v);
         cells[i][j] = Some(HeatCell {
             value: v,
             text: v.map_or_else(|| r[value].text(), |v| format!("{v:.3}")),
@@ -1107,12 +1105,8 @@ fn section_heat(s: &Section, id: &str, row: usize, col: usize, value: usize) -> 
             tip: value_tip(s, r),
         });
     }
-    // Sequential colouring around the median: red above, blue below.
-    let mid = if values.is_empty() {
-        0.0
-    } else {
-        isobench_common::median(&values)
-    };
+    // Sequential colouring around the median the analysis computed: red above, blue below.
+    let mid = s.heat_median.unwrap_or(0.0);
     for row in &mut cells {
         for c in row.iter_mut().flatten() {
             c.value = c.value.map(|v| {
