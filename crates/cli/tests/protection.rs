@@ -100,7 +100,7 @@ fn example(name: &str) -> String {
 /// its rate, and the hog does less work than unlimited. (Whether the cap also spares the
 /// service's tail is measured, not asserted: CFS's throttling makes the capped hog run in
 /// bursts, and on this machine one episode showed a larger p99 increase beside the capped
-/// hog than beside the unlimited one; bench/RESULTS.md.)
+/// hog than beside the unlimited one; bench/history/2026-11-28-27-protection-preset.md.)
 const CPU_PROTECTION: &str = r#"
 name = "cpu-protection"
 kind = "protection"
