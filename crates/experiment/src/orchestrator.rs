@@ -377,6 +377,11 @@ impl<'a> Engine<'a> {
         self.create_tenants(&loaded)?;
         if !self.options.skip_memcheck {
             if let Some(refusal) = self.memory_check()? {
+                // A check cut short by an interrupt is an interrupted run (resumable, exit
+                // 130), not a refusal of the host's memory.
+                if self.stop.load(Ordering::SeqCst) {
+                    return Ok((RunStatus::Interrupted, self.interrupted_reason()));
+                }
                 return Ok((RunStatus::Failed, refusal));
             }
         }

@@ -382,6 +382,20 @@ fn short_memory_refuses_before_the_first_trial() {
     );
 }
 
+#[test]
+fn an_interrupt_during_the_memory_check_is_an_interrupted_run() {
+    let plan = plan_of(SMALL, true);
+    let script = FakeScript {
+        memory_short: Some(("victim".into(), 1 << 20)),
+        ..FakeScript::default()
+    };
+    let r = run_with(&plan, script, Arc::new(AtomicBool::new(true)));
+    assert_eq!(r.status, RunStatus::Interrupted, "{}", r.reason);
+    assert!(r.reason.contains("--resume"), "{}", r.reason);
+    let loaded = r.store.load_run(&r.run).unwrap();
+    assert!(loaded.trials.is_empty());
+}
+
 /// Every (round, block, slot) the schedule asks for, given what the store holds.
 fn expected_keys(plan: &Plan, store: &Store, run: &RunId) -> BTreeSet<(u32, u32, u32)> {
     let loaded = store.load_run(run).unwrap();

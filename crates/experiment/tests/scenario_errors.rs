@@ -84,7 +84,10 @@ fn unknown_probe_and_stressor_in_probe_table() {
     );
     // The list of allowed names is the registry's, in catalogue order; it is checked here and
     // left out of the snapshot, so that adding a probe does not touch this test.
-    let names: Vec<&str> = isobench_workloads::PROBES.iter().map(|p| p.name()).collect();
+    let names: Vec<&str> = isobench_workloads::PROBES
+        .iter()
+        .map(|p| p.name())
+        .collect();
     let allowed = format!("allowed: {}", names.join(", "));
     let err = parse_err(&text);
     assert_eq!(err.matches(&allowed).count(), 2, "{err}");
