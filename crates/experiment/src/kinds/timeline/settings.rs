@@ -27,7 +27,9 @@ use isobench_workloads::ParamValues;
 use serde::{Deserialize, Serialize};
 use toml::{Spanned, Value};
 
-use crate::scenario::{fmt_duration, parse_duration, ProbeSpec, Role, StressorSpec, TenantSpec};
+use crate::scenario::{
+    fmt_duration, value_duration, ProbeSpec, Role, StressorSpec, TenantSpec, DURATION_ALLOWED,
+};
 use crate::source::{Source, Span};
 
 /// Default window of the probe's series.
@@ -138,9 +140,6 @@ fn span_of<T>(s: &Spanned<T>) -> Span {
     s.span().into()
 }
 
-const DURATION_ALLOWED: &str =
-    "a duration: a string such as \"250ms\", \"2s\", \"1.5s\" or \"1m\", or a number of seconds";
-
 /// Reports the problems of one table.
 struct Check<'a, 'r> {
     cx: Context<'a>,
@@ -163,12 +162,7 @@ impl Check<'_, '_> {
         default: Duration,
     ) -> Duration {
         let Some(v) = v else { return default };
-        let parsed = match v.get_ref() {
-            Value::String(s) => parse_duration(s),
-            Value::Integer(i) if *i >= 0 => Some(Duration::from_secs(*i as u64)),
-            Value::Float(f) if f.is_finite() && *f >= 0.0 => Some(Duration::from_secs_f64(*f)),
-            _ => None,
-        };
+        let parsed = value_duration(v.get_ref());
         let key = field.rsplit('.').next().unwrap_or(field);
         match parsed {
             Some(d) if d >= range.0 && d <= range.1 => d,
