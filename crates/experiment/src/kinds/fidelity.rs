@@ -659,7 +659,6 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
         let Some((s, loaded, k)) = set.point_of(c) else {
             continue;
         };
-        let share = f64::from(s) / 100.0;
         for cell in cells
             .iter()
             .filter(|x| x.condition == c.id && x.tenant == set.tenant)
@@ -680,71 +679,87 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
                 )),
                 Value::number(k as f64, 0),
             ];
-            match &cell.comparison {
-                Some(cmp) => {
-                    let (v, v_ref) = (cmp.contended.median, cmp.baseline.median);
-                    let expected = match cell.direction {
-                        Direction::Higher => v_ref * share,
-                        Direction::Lower => v_ref / share,
-                    };
-                    let d = &cmp.degradation;
-                    let r = |x: f64| 100.0 * performance_ratio(cell.direction, x);
-                    let (ratio, lo, hi) = (r(d.estimate), r(d.upper), r(d.lower));
-                    let mut ratio_v = Value::estimate(ratio, lo, hi, 1);
-                    let mut q = Value::estimate(ratio / share, lo / share, hi / share, 1);
-                    if !cmp.trustworthy {
-                        ratio_v = ratio_v.flagged("untrustworthy: see the notes of the run");
-                        q = q.flagged("untrustworthy: see the notes of the run");
-                    } else if s < 100 && short_windows {
-                        ratio_v = ratio_v.flagged(SHORT_WINDOWS);
-                        q = q.flagged(SHORT_WINDOWS);
-                    }
-                    row.extend([
-                        Value::number(v, digits(v)),
-                        Value::number(v_ref, digits(v_ref)),
-                        Value::number(expected, digits(expected)),
-                        ratio_v,
-                        q,
-                    ]);
-                }
-                None if cell.all_dnr() => {
-                    let reason = cell
-                        .dnr
-                        .as_ref()
-                        .map(|d| d.reason.clone())
-                        .unwrap_or_default();
-                    row.extend((0..5).map(|_| Value::Dnr {
-                        reason: reason.clone(),
-                    }));
-                }
-                None => row.extend((0..5).map(|_| Value::Empty)),
-            }
+            row.extend(measured_values(cell, s, short_windows));
             section.push(row);
         }
     }
+    section.notes.extend(profile_notes(set, short_windows));
+    section
+}
+
+/// The five measured columns of a profile row (v, v_ref, v_ref x s, v / v_ref, q) for setting
+/// `s` %: the paired comparison's, or the reason it did not run, or empty.
+fn measured_values(cell: &Cell, s: u8, short_windows: bool) -> Vec<Value> {
+    let share = f64::from(s) / 100.0;
+    match &cell.comparison {
+        Some(cmp) => {
+            let (v, v_ref) = (cmp.contended.median, cmp.baseline.median);
+            let expected = match cell.direction {
+                Direction::Higher => v_ref * share,
+                Direction::Lower => v_ref / share,
+            };
+            let d = &cmp.degradation;
+            let r = |x: f64| 100.0 * performance_ratio(cell.direction, x);
+            let (ratio, lo, hi) = (r(d.estimate), r(d.upper), r(d.lower));
+            let mut ratio_v = Value::estimate(ratio, lo, hi, 1);
+            let mut q = Value::estimate(ratio / share, lo / share, hi / share, 1);
+            if !cmp.trustworthy {
+                ratio_v = ratio_v.flagged("untrustworthy: see the notes of the run");
+                q = q.flagged("untrustworthy: see the notes of the run");
+            } else if s < 100 && short_windows {
+                ratio_v = ratio_v.flagged(SHORT_WINDOWS);
+                q = q.flagged(SHORT_WINDOWS);
+            }
+            vec![
+                Value::number(v, digits(v)),
+                Value::number(v_ref, digits(v_ref)),
+                Value::number(expected, digits(expected)),
+                ratio_v,
+                q,
+            ]
+        }
+        None if cell.all_dnr() => {
+            let reason = cell
+                .dnr
+                .as_ref()
+                .map(|d| d.reason.clone())
+                .unwrap_or_default();
+            (0..5)
+                .map(|_| Value::Dnr {
+                    reason: reason.clone(),
+                })
+                .collect()
+        }
+        None => (0..5).map(|_| Value::Empty).collect(),
+    }
+}
+
+/// The notes under the profile: what its columns mean, and why short windows are flagged.
+fn profile_notes(set: &FidelitySettings, short_windows: bool) -> Vec<String> {
+    let mut notes = Vec::new();
     if short_windows && set.limits.iter().any(|&s| s < 100) {
-        section.notes.push(format!(
+        notes.push(format!(
             "{} under a limit below 100%: {}",
             isobench_results::UNTRUSTWORTHY_MARK,
             SHORT_WINDOWS.trim_start_matches("untrustworthy: ")
         ));
     }
     if set.core_counts.is_empty() {
-        section.notes.push(format!(
+        notes.push(format!(
             "s: the CPU limit as a share of the tenant's {} CPU(s) (cpus = s x cores); v: the \
              probe's median under the limit; v_ref: its median alone with no limit (the \
              baseline trials, paired in time); q = v / (v_ref x s), 100% = the limit provided \
              exactly, with the confidence interval of the paired comparison.",
             set.cores
         ));
-        section.notes.push(
+        notes.push(
             "A probe that uses one CPU cannot use more than one: with more than one core, q \
              above 100% at low settings says the limit left it a whole CPU, not that the \
              platform gave more than promised."
                 .into(),
         );
     } else {
-        section.notes.push(format!(
+        notes.push(format!(
             "cores: the number k of CPUs measured ({} of the tenant's {}), each probe run with \
              k threads; s: the CPU limit as a share of those k (cpus = s x cores); v: the \
              probe's median under the limit; v_ref: its median on k cores alone with no limit \
@@ -755,7 +770,7 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
             set.cores
         ));
     }
-    section
+    notes
 }
 
 #[cfg(test)]
