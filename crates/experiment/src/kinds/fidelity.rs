@@ -228,28 +228,17 @@ impl ExperimentKind for Fidelity {
         };
         let limits = match limits {
             None => DEFAULT_LIMITS.to_vec(),
-            Some((span, steps)) => {
-                let mut sorted = steps.clone();
-                sorted.sort_unstable();
-                sorted.dedup();
-                if sorted != steps {
-                    f.error(
-                        span,
-                        "limits",
-                        "the settings are not increasing".into(),
-                        "distinct % of the tenant's CPUs in 1..=100, increasing",
-                        format!(
-                            "write limits = [{}]",
-                            sorted
-                                .iter()
-                                .map(|i| i.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    );
-                }
-                sorted.into_iter().map(|i| i as u8).collect()
-            }
+            Some((span, steps)) => f
+                .increasing(
+                    span,
+                    "limits",
+                    "the settings",
+                    "distinct % of the tenant's CPUs in 1..=100, increasing",
+                    &steps,
+                )
+                .into_iter()
+                .map(|i| i as u8)
+                .collect(),
         };
         let (Some(tenant), Some(load)) = (tenant, load) else {
             return serde_json::Value::Null;
@@ -485,22 +474,17 @@ fn core_counts(
     span: Span,
     counts: Vec<i64>,
 ) -> Vec<usize> {
-    let mut sorted: Vec<usize> = counts.iter().map(|&k| k as usize).collect();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let written: Vec<usize> = counts.iter().map(|&k| k as usize).collect();
-    if sorted != written {
-        f.error(
+    let sorted: Vec<usize> = f
+        .increasing(
             span,
             "cores",
-            "the core counts are not increasing".into(),
+            "the core counts",
             "distinct core counts, 1..=the CPUs of the tenant's cpuset, increasing",
-            format!(
-                "write cores = [{}]",
-                join(sorted.iter().map(|k| k.to_string()))
-            ),
-        );
-    }
+            &counts,
+        )
+        .into_iter()
+        .map(|k| k as usize)
+        .collect();
     let most = sorted.last().copied().unwrap_or(1);
     let example = if most == 1 {
         "cpuset = \"0\"".to_string()
