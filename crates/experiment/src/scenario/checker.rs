@@ -201,6 +201,21 @@ impl Checker<'_> {
         }
     }
 
+    /// The word written at `v` (see [`Checker::word`]), or `default` when it is absent or
+    /// wrong (after reporting it).
+    pub(crate) fn word_or<T: Copy>(
+        &mut self,
+        v: &Option<Spanned<String>>,
+        field: &str,
+        table: &[(&str, T)],
+        planned: &[&str],
+        default: T,
+    ) -> T {
+        v.as_ref()
+            .and_then(|v| self.word(v, field, table, planned))
+            .unwrap_or(default)
+    }
+
     pub(crate) fn word<T: Copy>(
         &mut self,
         v: &Spanned<String>,
