@@ -22,12 +22,7 @@ mod tests {
 
     #[test]
     fn words_round_trip_through_text_and_json() {
-        for d in [Direction::Higher, Direction::Lower] {
-            assert_eq!(d.to_string().parse::<Direction>().unwrap(), d);
-            let json = serde_json::to_string(&d).unwrap();
-            assert_eq!(json, format!("\"{}\"", d.as_str()));
-            assert_eq!(serde_json::from_str::<Direction>(&json).unwrap(), d);
-        }
+        crate::word::assert_round_trip(&[Direction::Higher, Direction::Lower]);
     }
 
     #[test]

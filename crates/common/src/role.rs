@@ -24,12 +24,7 @@ mod tests {
 
     #[test]
     fn words_round_trip_through_text_and_json() {
-        for r in [Role::Victim, Role::Aggressor] {
-            assert_eq!(r.to_string().parse::<Role>().unwrap(), r);
-            let json = serde_json::to_string(&r).unwrap();
-            assert_eq!(json, format!("\"{}\"", r.as_str()));
-            assert_eq!(serde_json::from_str::<Role>(&json).unwrap(), r);
-        }
+        crate::word::assert_round_trip(&[Role::Victim, Role::Aggressor]);
         assert_eq!(Role::Aggressor.to_string(), "aggressor");
     }
 

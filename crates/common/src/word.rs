@@ -50,3 +50,23 @@ macro_rules! words {
     };
 }
 pub(crate) use words;
+
+/// Asserts that each of `values` reads back from its word, as text and as JSON (a string).
+#[cfg(test)]
+pub(crate) fn assert_round_trip<T>(values: &[T])
+where
+    T: Copy
+        + std::fmt::Debug
+        + std::fmt::Display
+        + PartialEq
+        + std::str::FromStr<Err = UnknownWord>
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    for &v in values {
+        assert_eq!(v.to_string().parse::<T>().unwrap(), v);
+        let json = serde_json::to_string(&v).unwrap();
+        assert_eq!(json, format!("\"{v}\""));
+        assert_eq!(serde_json::from_str::<T>(&json).unwrap(), v);
+    }
+}

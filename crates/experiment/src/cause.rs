@@ -190,118 +190,140 @@ pub fn attribute(e: &Evidence, rules: &Rules) -> Vec<Cause> {
     } else {
         e.victim_cpus.to_vec()
     };
-    let shared: Vec<usize> = victim_cpus
-        .iter()
-        .copied()
-        .filter(|c| e.aggressor_cpus.is_empty() || e.aggressor_cpus.contains(c))
-        .collect();
-    let waited = match (waits(e.alone), waits(e.stressed)) {
-        (Some((a_us, a_share)), Some((s_us, s_share)))
-            if (s_us >= rules.wait_factor * a_us || s_share >= rules.wait_factor * a_share)
-                && s_share - a_share >= rules.wait_share_rise
-                && s_share - a_share >= rules.wait_part * lost_time(e) =>
-        {
-            Some((a_us, a_share, s_us, s_share))
-        }
-        _ => None,
-    };
     if e.estimate > 0.0 {
-        if let Some((a_us, a_share, s_us, s_share)) = waited {
-            if !shared.is_empty() {
-                let both = if shared.len() == victim_cpus.len() {
-                    format!("victim and aggressor both on {}", cpus_word(&shared))
-                } else {
-                    format!("victim and aggressor share {}", cpus_word(&shared))
-                };
-                out.push(Cause {
-                    kind: CauseKind::SharedCpus,
-                    text: format!(
-                        "shared CPUs: run-queue wait {} us per timeslice under the stressor vs \
-                         {} us alone ({:.0}% vs {:.0}% of the time); {both}",
-                        us(s_us),
-                        us(a_us),
-                        s_share * 100.0,
-                        a_share * 100.0
-                    ),
-                });
-            }
-            if let Some(irq) = e.disk_irq.filter(|_| e.disk_probe) {
-                let on_aggressor: Vec<usize> = irq
-                    .cpus
-                    .iter()
-                    .copied()
-                    .filter(|c| e.aggressor_cpus.is_empty() || e.aggressor_cpus.contains(c))
-                    .collect();
-                if !on_aggressor.is_empty() {
-                    out.push(Cause {
-                        kind: CauseKind::IrqCpu,
-                        text: format!(
-                            "disk IRQ CPU: {}'s interrupts ({}) are delivered to {}, which the \
-                             aggressor uses; each I/O completion wakes the probe, which then \
-                             waited {} us per timeslice on the run queue under the stressor \
-                             vs {} us alone",
-                            irq.device,
-                            irq.handlers.join(", "),
-                            cpus_word(&irq.cpus),
-                            us(s_us),
-                            us(a_us)
-                        ),
-                    });
-                }
-            }
+        if let Some(w) = waited(e, rules) {
+            out.extend(shared_cpus(e, &victim_cpus, &w));
+            out.extend(irq_cpu(e, &w));
         }
-        let softirq = (
-            over_cpus(&e.alone.softirq_s, &victim_cpus, e.alone.interval_s),
-            over_cpus(&e.stressed.softirq_s, &victim_cpus, e.stressed.interval_s),
-        );
-        if let (Some(a), Some(s)) = softirq {
-            let share_rise = (s - a) / victim_cpus.len().max(1) as f64;
-            if s - a >= rules.softirq_rise
-                && s >= rules.softirq_factor * a
-                && share_rise >= rules.wait_part * lost_time(e)
-            {
-                out.push(Cause {
-                    kind: CauseKind::Softirq,
-                    text: format!(
-                        "softirq: {s:.2} CPUs of softirq work on {} under the stressor vs \
-                         {a:.2} alone",
-                        cpus_word(&victim_cpus)
-                    ),
-                });
-            }
-        }
+        out.extend(softirq(e, rules, &victim_cpus));
     } else {
-        let n = victim_cpus.len().max(1) as f64;
-        let idle = (
-            over_cpus(&e.alone.idle_s, &victim_cpus, e.alone.interval_s),
-            over_cpus(&e.stressed.idle_s, &victim_cpus, e.stressed.interval_s),
-        );
-        if let (Some(a), Some(s)) = idle {
-            let (a, s) = (a / n, s / n);
-            if a - s >= rules.idle_drop {
-                let driver = match e.cpuidle_driver {
-                    Some("none") => {
-                        "; no cpuidle driver here: an idle vCPU halts and is woken through the \
-                         hypervisor"
-                            .to_string()
-                    }
-                    Some(d) => format!("; cpuidle driver {d}"),
-                    None => String::new(),
-                };
-                out.push(Cause {
-                    kind: CauseKind::IdleStates,
-                    text: format!(
-                        "idle states: {} idle {:.0}% of the time under the stressor vs {:.0}% \
-                         alone, so the probe's wake-ups found them awake{driver}",
-                        cpus_word(&victim_cpus),
-                        s * 100.0,
-                        a * 100.0
-                    ),
-                });
-            }
-        }
+        out.extend(idle_states(e, rules, &victim_cpus));
     }
     out
+}
+
+/// The victim's run-queue waits alone and under the stressor: per timeslice (us) and share
+/// of the time.
+struct Waits {
+    alone_us: f64,
+    alone_share: f64,
+    stressed_us: f64,
+    stressed_share: f64,
+}
+
+/// The waits, when they rose under the stressor enough to explain part of the loss.
+fn waited(e: &Evidence, rules: &Rules) -> Option<Waits> {
+    let ((a_us, a_share), (s_us, s_share)) = (waits(e.alone)?, waits(e.stressed)?);
+    ((s_us >= rules.wait_factor * a_us || s_share >= rules.wait_factor * a_share)
+        && s_share - a_share >= rules.wait_share_rise
+        && s_share - a_share >= rules.wait_part * lost_time(e))
+    .then_some(Waits {
+        alone_us: a_us,
+        alone_share: a_share,
+        stressed_us: s_us,
+        stressed_share: s_share,
+    })
+}
+
+/// The CPUs of `cpus` the aggressor uses (all of them when its CPUs are not known).
+fn on_aggressor(e: &Evidence, cpus: &[usize]) -> Vec<usize> {
+    cpus.iter()
+        .copied()
+        .filter(|c| e.aggressor_cpus.is_empty() || e.aggressor_cpus.contains(c))
+        .collect()
+}
+
+/// Shared CPUs: the victim waited longer on run queues it shares with the aggressor.
+fn shared_cpus(e: &Evidence, victim_cpus: &[usize], w: &Waits) -> Option<Cause> {
+    let shared = on_aggressor(e, victim_cpus);
+    if shared.is_empty() {
+        return None;
+    }
+    let both = if shared.len() == victim_cpus.len() {
+        format!("victim and aggressor both on {}", cpus_word(&shared))
+    } else {
+        format!("victim and aggressor share {}", cpus_word(&shared))
+    };
+    Some(Cause {
+        kind: CauseKind::SharedCpus,
+        text: format!(
+            "shared CPUs: run-queue wait {} us per timeslice under the stressor vs \
+             {} us alone ({:.0}% vs {:.0}% of the time); {both}",
+            us(w.stressed_us),
+            us(w.alone_us),
+            w.stressed_share * 100.0,
+            w.alone_share * 100.0
+        ),
+    })
+}
+
+/// Disk IRQ CPU: a disk probe's completions are delivered to a CPU the aggressor uses.
+fn irq_cpu(e: &Evidence, w: &Waits) -> Option<Cause> {
+    let irq = e.disk_irq.filter(|_| e.disk_probe)?;
+    if on_aggressor(e, &irq.cpus).is_empty() {
+        return None;
+    }
+    Some(Cause {
+        kind: CauseKind::IrqCpu,
+        text: format!(
+            "disk IRQ CPU: {}'s interrupts ({}) are delivered to {}, which the \
+             aggressor uses; each I/O completion wakes the probe, which then \
+             waited {} us per timeslice on the run queue under the stressor \
+             vs {} us alone",
+            irq.device,
+            irq.handlers.join(", "),
+            cpus_word(&irq.cpus),
+            us(w.stressed_us),
+            us(w.alone_us)
+        ),
+    })
+}
+
+/// Softirq: more softirq work on the victim's CPUs under the stressor.
+fn softirq(e: &Evidence, rules: &Rules, victim_cpus: &[usize]) -> Option<Cause> {
+    let a = over_cpus(&e.alone.softirq_s, victim_cpus, e.alone.interval_s)?;
+    let s = over_cpus(&e.stressed.softirq_s, victim_cpus, e.stressed.interval_s)?;
+    let share_rise = (s - a) / victim_cpus.len().max(1) as f64;
+    (s - a >= rules.softirq_rise
+        && s >= rules.softirq_factor * a
+        && share_rise >= rules.wait_part * lost_time(e))
+    .then(|| Cause {
+        kind: CauseKind::Softirq,
+        text: format!(
+            "softirq: {s:.2} CPUs of softirq work on {} under the stressor vs \
+             {a:.2} alone",
+            cpus_word(victim_cpus)
+        ),
+    })
+}
+
+/// Idle states: the victim's CPUs idled less under the stressor, so its wake-ups were
+/// cheaper (an improvement).
+fn idle_states(e: &Evidence, rules: &Rules, victim_cpus: &[usize]) -> Option<Cause> {
+    let n = victim_cpus.len().max(1) as f64;
+    let a = over_cpus(&e.alone.idle_s, victim_cpus, e.alone.interval_s)? / n;
+    let s = over_cpus(&e.stressed.idle_s, victim_cpus, e.stressed.interval_s)? / n;
+    (a - s >= rules.idle_drop).then(|| {
+        let driver = match e.cpuidle_driver {
+            Some("none") => {
+                "; no cpuidle driver here: an idle vCPU halts and is woken through the \
+                 hypervisor"
+                    .to_string()
+            }
+            Some(d) => format!("; cpuidle driver {d}"),
+            None => String::new(),
+        };
+        Cause {
+            kind: CauseKind::IdleStates,
+            text: format!(
+                "idle states: {} idle {:.0}% of the time under the stressor vs {:.0}% \
+                 alone, so the probe's wake-ups found them awake{driver}",
+                cpus_word(victim_cpus),
+                s * 100.0,
+                a * 100.0
+            ),
+        }
+    })
 }
 
 /// The interrupts of the host's disk from the run's recorded `device_irqs` (the platform's

@@ -293,6 +293,33 @@ impl<'c, 'a> Fields<'c, 'a> {
         }
     }
 
+    /// `list`, as read from `key` at `span`, sorted and without repeats; a list written
+    /// otherwise is reported (`what`: the items, as in "{what} are not increasing"; `allowed`:
+    /// what may be written) and its sorted form used.
+    pub fn increasing(
+        &mut self,
+        span: Span,
+        key: &str,
+        what: &str,
+        allowed: &str,
+        list: &[i64],
+    ) -> Vec<i64> {
+        let mut sorted = list.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted != list {
+            let written: Vec<String> = sorted.iter().map(|i| i.to_string()).collect();
+            self.error(
+                span,
+                key,
+                format!("{what} are not increasing"),
+                allowed,
+                format!("write {key} = [{}]", written.join(", ")),
+            );
+        }
+        sorted
+    }
+
     /// Reports the keys no getter asked for. Call last.
     pub fn finish(self) {
         let known = self.known;

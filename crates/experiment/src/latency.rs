@@ -21,12 +21,9 @@ pub fn views(stored: &Stored<'_>, cells: &[Cell]) -> Vec<LatencyView> {
 /// compares.
 fn selections<'a>(stored: &Stored<'a>, cells: &'a [Cell]) -> Vec<Selection<'a>> {
     let trials = stored.trials;
-    let usable = |t: &TrialRecord| stored.usable(t);
-    let victim =
-        |t: &TrialRecord| stored.is_victim(&t.tenant) && t.probe != SOLO_PROBE && stored.usable(t);
     // (tenant, probe, metric) with a histogram, in the order first stored.
     let mut metrics: Vec<(&str, &str, &str)> = Vec::new();
-    for t in trials.iter().filter(|t| victim(t)) {
+    for t in trials.iter().filter(|t| victim(stored, t)) {
         for h in &t.histograms {
             let k = (t.tenant.as_str(), t.probe.as_str(), h.metric.as_str());
             if !metrics.contains(&k) {
@@ -41,43 +38,7 @@ fn selections<'a>(stored: &Stored<'a>, cells: &'a [Cell]) -> Vec<Selection<'a>> 
             .filter(|c| c.tenant == tenant && c.probe == probe && c.design.is_some())
             .collect();
         if estimated.is_empty() {
-            // No estimate compares this probe's trials: every usable trial per condition,
-            // the baseline first.
-            let mut conds: Vec<String> = vec!["baseline".to_string()];
-            for t in trials
-                .iter()
-                .filter(|t| t.tenant == tenant && t.probe == probe)
-            {
-                let c = condition_text(&t.condition);
-                if !conds.contains(&c) {
-                    conds.push(c);
-                }
-            }
-            for cond in conds {
-                let of_cond: Vec<&TrialRecord> = trials
-                    .iter()
-                    .copied()
-                    .filter(|t| {
-                        victim(t)
-                            && t.tenant == tenant
-                            && t.probe == probe
-                            && condition_text(&t.condition) == cond
-                    })
-                    .collect();
-                if of_cond.is_empty() {
-                    continue;
-                }
-                selections.push(Selection {
-                    tenant,
-                    probe,
-                    metric,
-                    condition: cond,
-                    design: None,
-                    chosen_by: None,
-                    reference: Vec::new(),
-                    trials: of_cond,
-                });
-            }
+            selections.extend(per_condition(stored, tenant, probe, metric));
             continue;
         }
         // Per condition, the trials of its estimate: of this metric's cell, else of the
@@ -96,51 +57,114 @@ fn selections<'a>(stored: &Stored<'a>, cells: &'a [Cell]) -> Vec<Selection<'a>> 
             else {
                 continue;
             };
-            let by = cell.metric.as_str();
-            let chosen_by = (by != metric).then_some(by);
-            let selection = match cell.design {
-                Some(Design::Paired) => {
-                    let pairs = paired_trials(trials, &usable, tenant, probe, cond, by);
-                    let mut reference: Vec<&TrialRecord> = Vec::new();
-                    for (b, _) in &pairs {
-                        if !reference.iter().any(|r| r.key == b.key) {
-                            reference.push(b);
-                        }
-                    }
-                    Selection {
-                        tenant,
-                        probe,
-                        metric,
-                        condition: cond.to_string(),
-                        design: Some(Design::Paired),
-                        chosen_by,
-                        reference,
-                        trials: pairs.into_iter().map(|(_, c)| c).collect(),
-                    }
-                }
-                _ => Selection {
-                    tenant,
-                    probe,
-                    metric,
-                    condition: cond.to_string(),
-                    design: Some(Design::OnOff),
-                    chosen_by,
-                    reference: Vec::new(),
-                    // The trials with at least one cycle: the others gave the estimate
-                    // nothing.
-                    trials: onoff_trials(trials, &usable, tenant, probe, cond, by)
-                        .into_iter()
-                        .filter(|(_, m, s)| !crate::onoff::cycles(&s.windows, m).is_empty())
-                        .map(|(t, _, _)| t)
-                        .collect(),
-                },
-            };
+            let selection = of_estimate(stored, cell, (tenant, probe, metric), cond);
             if !selection.trials.is_empty() {
                 selections.push(selection);
             }
         }
     }
     selections
+}
+
+/// A usable trial of a victim's own probe (not the solo probe).
+fn victim(stored: &Stored<'_>, t: &TrialRecord) -> bool {
+    stored.is_victim(&t.tenant) && t.probe != SOLO_PROBE && stored.usable(t)
+}
+
+/// For a probe no estimate compares: every usable trial per condition, the baseline first.
+fn per_condition<'a>(
+    stored: &Stored<'a>,
+    tenant: &'a str,
+    probe: &'a str,
+    metric: &'a str,
+) -> Vec<Selection<'a>> {
+    let trials = stored.trials;
+    let mut conds: Vec<String> = vec!["baseline".to_string()];
+    for t in trials
+        .iter()
+        .filter(|t| t.tenant == tenant && t.probe == probe)
+    {
+        let c = condition_text(&t.condition);
+        if !conds.contains(&c) {
+            conds.push(c);
+        }
+    }
+    let mut selections = Vec::new();
+    for cond in conds {
+        let of_cond: Vec<&TrialRecord> = trials
+            .iter()
+            .copied()
+            .filter(|t| {
+                victim(stored, t)
+                    && t.tenant == tenant
+                    && t.probe == probe
+                    && condition_text(&t.condition) == cond
+            })
+            .collect();
+        if of_cond.is_empty() {
+            continue;
+        }
+        selections.push(Selection {
+            tenant,
+            probe,
+            metric,
+            condition: cond,
+            design: None,
+            chosen_by: None,
+            reference: Vec::new(),
+            trials: of_cond,
+        });
+    }
+    selections
+}
+
+/// The trials the estimate of `cell` under `cond` used for `(tenant, probe, metric)`.
+fn of_estimate<'a>(
+    stored: &Stored<'a>,
+    cell: &'a Cell,
+    (tenant, probe, metric): (&'a str, &'a str, &'a str),
+    cond: &str,
+) -> Selection<'a> {
+    let trials = stored.trials;
+    let usable = |t: &TrialRecord| stored.usable(t);
+    let by = cell.metric.as_str();
+    let chosen_by = (by != metric).then_some(by);
+    match cell.design {
+        Some(Design::Paired) => {
+            let pairs = paired_trials(trials, &usable, tenant, probe, cond, by);
+            let mut reference: Vec<&TrialRecord> = Vec::new();
+            for (b, _) in &pairs {
+                if !reference.iter().any(|r| r.key == b.key) {
+                    reference.push(b);
+                }
+            }
+            Selection {
+                tenant,
+                probe,
+                metric,
+                condition: cond.to_string(),
+                design: Some(Design::Paired),
+                chosen_by,
+                reference,
+                trials: pairs.into_iter().map(|(_, c)| c).collect(),
+            }
+        }
+        _ => Selection {
+            tenant,
+            probe,
+            metric,
+            condition: cond.to_string(),
+            design: Some(Design::OnOff),
+            chosen_by,
+            reference: Vec::new(),
+            // The trials with at least one cycle: the others gave the estimate nothing.
+            trials: onoff_trials(trials, &usable, tenant, probe, cond, by)
+                .into_iter()
+                .filter(|(_, m, s)| !crate::onoff::cycles(&s.windows, m).is_empty())
+                .map(|(t, _, _)| t)
+                .collect(),
+        },
+    }
 }
 
 #[cfg(test)]

@@ -364,6 +364,40 @@ fn class_line(r: &Results, c: &ClassSummary) -> String {
 /// The whole terminal report.
 pub fn render(r: &Results, style: Style) -> String {
     let mut out = String::new();
+    render_header(&mut out, r, style);
+    let level = (r.interval_level() * 100.0).round();
+    render_matrix(&mut out, r, style, level);
+
+    out.push_str(&crate::sections::render_sections(
+        &r.sections,
+        r.run.id.as_str(),
+        style,
+    ));
+
+    if !r.classes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nBy the aggressor's resource (stressor class): worst victim degradation, \
+             {level}% interval of the cell, unadjusted; {UNTRUSTWORTHY_MARK} flagged:"
+        );
+        for c in &r.classes {
+            let _ = writeln!(out, "{}", class_line(r, c));
+        }
+    }
+
+    let _ = writeln!(out, "\n{}", trust_line(r));
+    let notes = notes(r, 8);
+    if !notes.is_empty() {
+        let _ = writeln!(out, "Notes:");
+        for n in notes {
+            let _ = writeln!(out, "  {n}");
+        }
+    }
+    out
+}
+
+/// The run line, the host, why the run stopped, its caveats and the headline.
+fn render_header(out: &mut String, r: &Results, style: Style) {
     let _ = writeln!(
         out,
         "{}",
@@ -401,11 +435,15 @@ pub fn render(r: &Results, style: Style) -> String {
             let _ = writeln!(out, "{line}");
         }
     }
-    let level = (r.interval_level() * 100.0).round();
+}
+
+/// The degradation matrices of the victims (`level`: the interval's level, percent), their
+/// legend and the placement footnotes.
+fn render_matrix(out: &mut String, r: &Results, style: Style, level: f64) {
+    let footnotes = Footnotes::of(r);
     if r.cells.is_empty() && r.sections.is_empty() {
         let _ = writeln!(out, "\nno trial has produced a result yet");
     }
-    let footnotes = Footnotes::of(r);
     for table in r.matrix() {
         let _ = writeln!(
             out,
@@ -430,7 +468,7 @@ pub fn render(r: &Results, style: Style) -> String {
                     .collect(),
             })
             .collect();
-        render_grid(&mut out, "probe metric", &table.conditions, &rows, style);
+        render_grid(out, "probe metric", &table.conditions, &rows, style);
     }
     if !r.cells.is_empty() || !r.aggressor.is_empty() {
         let _ = writeln!(
@@ -456,33 +494,6 @@ pub fn render(r: &Results, style: Style) -> String {
             let _ = writeln!(out, "  {line}");
         }
     }
-
-    out.push_str(&crate::sections::render_sections(
-        &r.sections,
-        r.run.id.as_str(),
-        style,
-    ));
-
-    if !r.classes.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nBy the aggressor's resource (stressor class): worst victim degradation, \
-             {level}% interval of the cell, unadjusted; {UNTRUSTWORTHY_MARK} flagged:"
-        );
-        for c in &r.classes {
-            let _ = writeln!(out, "{}", class_line(r, c));
-        }
-    }
-
-    let _ = writeln!(out, "\n{}", trust_line(r));
-    let notes = notes(r, 8);
-    if !notes.is_empty() {
-        let _ = writeln!(out, "Notes:");
-        for n in notes {
-            let _ = writeln!(out, "  {n}");
-        }
-    }
-    out
 }
 
 /// The headline as terminal lines: a resource per line (its figure, then what stands

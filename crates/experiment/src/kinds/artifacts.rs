@@ -24,14 +24,14 @@ use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::{LoadedRun, TrialRecord};
 
 use super::matrix::Matrix;
-use super::{Analysis, ExperimentKind};
+use super::{the_one_probe, Analysis, ExperimentKind};
 use crate::analysis::{condition_text, correct_significance, StatsSettings, Stored};
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, PlannedProbe, Platform};
 use crate::resolve::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
-use crate::source::{ScenarioError, Span};
+use crate::source::ScenarioError;
 use serde::{Deserialize, Serialize};
 
 /// The variants measured, in order: placements, then null tests.
@@ -149,11 +149,6 @@ impl ExperimentKind for Artifacts {
             runs: 50,
             iterations: 10_000,
         });
-        let rings: Vec<_> = sc
-            .probes
-            .iter()
-            .filter(|p| p.name == "relay-ring")
-            .collect();
         if let Some(p) = sc.probes.iter().find(|p| p.name != "relay-ring") {
             r.error(sc.source.error(
                 p.name_span,
@@ -172,56 +167,46 @@ impl ExperimentKind for Artifacts {
             .filter(|t| t.role == Role::Victim)
             .map(|t| t.name.clone())
             .collect();
-        match rings.as_slice() {
-            [p] => {
-                for t in sc
-                    .tenants
-                    .iter()
-                    .filter(|t| t.role == Role::Victim && t.netns)
-                {
-                    r.error(sc.source.error(
-                        t.span,
-                        "tenant.network",
-                        format!(
-                            "tenant {} has its own network namespace, and the spread ring \
-                             reaches its forwarders on loopback only",
-                            t.name
-                        ),
-                        "victims that share the host's network",
-                        "leave network = { namespace = true } out of the victims",
-                    ));
-                }
-                let mut params = p.params.clone();
-                params.set("runs", serde_json::Value::from(set.runs));
-                params.set("iterations", serde_json::Value::from(set.iterations));
-                let mut probes = variants(&p.id, &params, &victims, set.hops as usize);
-                probes.retain(|(probe, _)| {
-                    set.variants
-                        .iter()
-                        .any(|v| probe.id == format!("{}-{v}", p.id))
-                });
-                for (probe, _) in &mut probes {
-                    probe.metrics = p.metrics.clone();
-                }
-                for (probe, serving) in &probes {
-                    r.serve(&probe.id, serving.clone());
-                }
-                r.replace_probes(probes.into_iter().map(|(p, _)| p).collect());
+        if let Some(p) = the_one_probe(
+            r,
+            "relay-ring",
+            "an artifacts run needs the relay-ring probe",
+            "an artifacts run has one relay-ring probe (the kind derives its variants)",
+            "artifacts.toml",
+        ) {
+            for t in sc
+                .tenants
+                .iter()
+                .filter(|t| t.role == Role::Victim && t.netns)
+            {
+                r.error(sc.source.error(
+                    t.span,
+                    "tenant.network",
+                    format!(
+                        "tenant {} has its own network namespace, and the spread ring \
+                         reaches its forwarders on loopback only",
+                        t.name
+                    ),
+                    "victims that share the host's network",
+                    "leave network = { namespace = true } out of the victims",
+                ));
             }
-            [] => r.error(sc.source.error(
-                Span::default(),
-                "probe",
-                "an artifacts run needs the relay-ring probe",
-                "one [[probe]] with name = \"relay-ring\"",
-                "add [[probe]] name = \"relay-ring\" (see examples/artifacts.toml)",
-            )),
-            [_, second, ..] => r.error(sc.source.error(
-                second.name_span,
-                "probe.name",
-                "an artifacts run has one relay-ring probe (the kind derives its variants)",
-                "one [[probe]] with name = \"relay-ring\"",
-                "remove this second relay-ring probe",
-            )),
+            let mut params = p.params.clone();
+            params.set("runs", serde_json::Value::from(set.runs));
+            params.set("iterations", serde_json::Value::from(set.iterations));
+            let mut probes = variants(&p.id, &params, &victims, set.hops as usize);
+            probes.retain(|(probe, _)| {
+                set.variants
+                    .iter()
+                    .any(|v| probe.id == format!("{}-{v}", p.id))
+            });
+            for (probe, _) in &mut probes {
+                probe.metrics = p.metrics.clone();
+            }
+            for (probe, serving) in &probes {
+                r.serve(&probe.id, serving.clone());
+            }
+            r.replace_probes(probes.into_iter().map(|(p, _)| p).collect());
         }
         Matrix.conditions(r, platform)
     }

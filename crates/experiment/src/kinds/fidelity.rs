@@ -228,28 +228,17 @@ impl ExperimentKind for Fidelity {
         };
         let limits = match limits {
             None => DEFAULT_LIMITS.to_vec(),
-            Some((span, steps)) => {
-                let mut sorted = steps.clone();
-                sorted.sort_unstable();
-                sorted.dedup();
-                if sorted != steps {
-                    f.error(
-                        span,
-                        "limits",
-                        "the settings are not increasing".into(),
-                        "distinct % of the tenant's CPUs in 1..=100, increasing",
-                        format!(
-                            "write limits = [{}]",
-                            sorted
-                                .iter()
-                                .map(|i| i.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    );
-                }
-                sorted.into_iter().map(|i| i as u8).collect()
-            }
+            Some((span, steps)) => f
+                .increasing(
+                    span,
+                    "limits",
+                    "the settings",
+                    "distinct % of the tenant's CPUs in 1..=100, increasing",
+                    &steps,
+                )
+                .into_iter()
+                .map(|i| i as u8)
+                .collect(),
         };
         let (Some(tenant), Some(load)) = (tenant, load) else {
             return serde_json::Value::Null;
@@ -485,22 +474,17 @@ fn core_counts(
     span: Span,
     counts: Vec<i64>,
 ) -> Vec<usize> {
-    let mut sorted: Vec<usize> = counts.iter().map(|&k| k as usize).collect();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let written: Vec<usize> = counts.iter().map(|&k| k as usize).collect();
-    if sorted != written {
-        f.error(
+    let sorted: Vec<usize> = f
+        .increasing(
             span,
             "cores",
-            "the core counts are not increasing".into(),
+            "the core counts",
             "distinct core counts, 1..=the CPUs of the tenant's cpuset, increasing",
-            format!(
-                "write cores = [{}]",
-                join(sorted.iter().map(|k| k.to_string()))
-            ),
-        );
-    }
+            &counts,
+        )
+        .into_iter()
+        .map(|k| k as usize)
+        .collect();
     let most = sorted.last().copied().unwrap_or(1);
     let example = if most == 1 {
         "cpuset = \"0\"".to_string()
@@ -659,7 +643,6 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
         let Some((s, loaded, k)) = set.point_of(c) else {
             continue;
         };
-        let share = f64::from(s) / 100.0;
         for cell in cells
             .iter()
             .filter(|x| x.condition == c.id && x.tenant == set.tenant)
@@ -680,71 +663,87 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
                 )),
                 Value::number(k as f64, 0),
             ];
-            match &cell.comparison {
-                Some(cmp) => {
-                    let (v, v_ref) = (cmp.contended.median, cmp.baseline.median);
-                    let expected = match cell.direction {
-                        Direction::Higher => v_ref * share,
-                        Direction::Lower => v_ref / share,
-                    };
-                    let d = &cmp.degradation;
-                    let r = |x: f64| 100.0 * performance_ratio(cell.direction, x);
-                    let (ratio, lo, hi) = (r(d.estimate), r(d.upper), r(d.lower));
-                    let mut ratio_v = Value::estimate(ratio, lo, hi, 1);
-                    let mut q = Value::estimate(ratio / share, lo / share, hi / share, 1);
-                    if !cmp.trustworthy {
-                        ratio_v = ratio_v.flagged("untrustworthy: see the notes of the run");
-                        q = q.flagged("untrustworthy: see the notes of the run");
-                    } else if s < 100 && short_windows {
-                        ratio_v = ratio_v.flagged(SHORT_WINDOWS);
-                        q = q.flagged(SHORT_WINDOWS);
-                    }
-                    row.extend([
-                        Value::number(v, digits(v)),
-                        Value::number(v_ref, digits(v_ref)),
-                        Value::number(expected, digits(expected)),
-                        ratio_v,
-                        q,
-                    ]);
-                }
-                None if cell.all_dnr() => {
-                    let reason = cell
-                        .dnr
-                        .as_ref()
-                        .map(|d| d.reason.clone())
-                        .unwrap_or_default();
-                    row.extend((0..5).map(|_| Value::Dnr {
-                        reason: reason.clone(),
-                    }));
-                }
-                None => row.extend((0..5).map(|_| Value::Empty)),
-            }
+            row.extend(measured_values(cell, s, short_windows));
             section.push(row);
         }
     }
+    section.notes.extend(profile_notes(set, short_windows));
+    section
+}
+
+/// The five measured columns of a profile row (v, v_ref, v_ref x s, v / v_ref, q) for setting
+/// `s` %: the paired comparison's, or the reason it did not run, or empty.
+fn measured_values(cell: &Cell, s: u8, short_windows: bool) -> Vec<Value> {
+    let share = f64::from(s) / 100.0;
+    match &cell.comparison {
+        Some(cmp) => {
+            let (v, v_ref) = (cmp.contended.median, cmp.baseline.median);
+            let expected = match cell.direction {
+                Direction::Higher => v_ref * share,
+                Direction::Lower => v_ref / share,
+            };
+            let d = &cmp.degradation;
+            let r = |x: f64| 100.0 * performance_ratio(cell.direction, x);
+            let (ratio, lo, hi) = (r(d.estimate), r(d.upper), r(d.lower));
+            let mut ratio_v = Value::estimate(ratio, lo, hi, 1);
+            let mut q = Value::estimate(ratio / share, lo / share, hi / share, 1);
+            if !cmp.trustworthy {
+                ratio_v = ratio_v.flagged("untrustworthy: see the notes of the run");
+                q = q.flagged("untrustworthy: see the notes of the run");
+            } else if s < 100 && short_windows {
+                ratio_v = ratio_v.flagged(SHORT_WINDOWS);
+                q = q.flagged(SHORT_WINDOWS);
+            }
+            vec![
+                Value::number(v, digits(v)),
+                Value::number(v_ref, digits(v_ref)),
+                Value::number(expected, digits(expected)),
+                ratio_v,
+                q,
+            ]
+        }
+        None if cell.all_dnr() => {
+            let reason = cell
+                .dnr
+                .as_ref()
+                .map(|d| d.reason.clone())
+                .unwrap_or_default();
+            (0..5)
+                .map(|_| Value::Dnr {
+                    reason: reason.clone(),
+                })
+                .collect()
+        }
+        None => (0..5).map(|_| Value::Empty).collect(),
+    }
+}
+
+/// The notes under the profile: what its columns mean, and why short windows are flagged.
+fn profile_notes(set: &FidelitySettings, short_windows: bool) -> Vec<String> {
+    let mut notes = Vec::new();
     if short_windows && set.limits.iter().any(|&s| s < 100) {
-        section.notes.push(format!(
+        notes.push(format!(
             "{} under a limit below 100%: {}",
             isobench_results::UNTRUSTWORTHY_MARK,
             SHORT_WINDOWS.trim_start_matches("untrustworthy: ")
         ));
     }
     if set.core_counts.is_empty() {
-        section.notes.push(format!(
+        notes.push(format!(
             "s: the CPU limit as a share of the tenant's {} CPU(s) (cpus = s x cores); v: the \
              probe's median under the limit; v_ref: its median alone with no limit (the \
              baseline trials, paired in time); q = v / (v_ref x s), 100% = the limit provided \
              exactly, with the confidence interval of the paired comparison.",
             set.cores
         ));
-        section.notes.push(
+        notes.push(
             "A probe that uses one CPU cannot use more than one: with more than one core, q \
              above 100% at low settings says the limit left it a whole CPU, not that the \
              platform gave more than promised."
                 .into(),
         );
     } else {
-        section.notes.push(format!(
+        notes.push(format!(
             "cores: the number k of CPUs measured ({} of the tenant's {}), each probe run with \
              k threads; s: the CPU limit as a share of those k (cpus = s x cores); v: the \
              probe's median under the limit; v_ref: its median on k cores alone with no limit \
@@ -755,7 +754,7 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
             set.cores
         ));
     }
-    section
+    notes
 }
 
 #[cfg(test)]

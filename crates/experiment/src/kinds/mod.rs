@@ -27,9 +27,9 @@ use crate::analysis::{Cell, ClassSummary, Results, StatsSettings, Stored};
 use crate::fields::Fields;
 use crate::plan::{Condition, Estimate, Plan, Platform};
 use crate::resolve::Resolver;
-use crate::scenario::Scenario;
+use crate::scenario::{ProbeSpec, Scenario};
 use crate::schedule::{Block, Needs};
-use crate::source::ScenarioError;
+use crate::source::{ScenarioError, Span};
 
 /// One kind of experiment.
 pub trait ExperimentKind: Sync {
@@ -170,6 +170,39 @@ impl<'de> Deserialize<'de> for Kind {
             ))
         })
     }
+}
+
+/// The one probe named `name` of a kind that runs exactly one; `None` after reporting to `r`
+/// that the scenario has none (`missing`: the problem; `example`: the example scenario that
+/// has it) or more than one (`second`: the problem, at the second).
+fn the_one_probe<'s>(
+    r: &mut Resolver<'s>,
+    name: &str,
+    missing: &str,
+    second: &str,
+    example: &str,
+) -> Option<&'s ProbeSpec> {
+    let sc = r.scenario();
+    let allowed = format!("one [[probe]] with name = \"{name}\"");
+    let named: Vec<&ProbeSpec> = sc.probes.iter().filter(|p| p.name == name).collect();
+    match named.as_slice() {
+        [p] => return Some(p),
+        [] => r.error(sc.source.error(
+            Span::default(),
+            "probe",
+            missing,
+            allowed,
+            format!("add [[probe]] name = \"{name}\" (see examples/{example})"),
+        )),
+        [_, other, ..] => r.error(sc.source.error(
+            other.name_span,
+            "probe.name",
+            second,
+            allowed,
+            format!("remove this second {name} probe"),
+        )),
+    }
+    None
 }
 
 #[cfg(test)]

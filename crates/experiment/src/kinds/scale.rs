@@ -108,25 +108,13 @@ impl ExperimentKind for Scale {
         let counts = match counts {
             None => doubling(aggressors.max(1)),
             Some((span, counts)) => {
-                let mut sorted = counts.clone();
-                sorted.sort_unstable();
-                sorted.dedup();
-                if sorted != counts {
-                    f.error(
-                        span,
-                        "counts",
-                        "the counts are not increasing".into(),
-                        "distinct numbers of aggressors, increasing",
-                        format!(
-                            "write counts = [{}]",
-                            sorted
-                                .iter()
-                                .map(|i| i.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    );
-                }
+                let sorted = f.increasing(
+                    span,
+                    "counts",
+                    "the counts",
+                    "distinct numbers of aggressors, increasing",
+                    &counts,
+                );
                 if let Some(&too_many) = sorted.iter().find(|&&n| n > i64::from(aggressors)) {
                     f.error(
                         span,

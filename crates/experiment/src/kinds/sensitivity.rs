@@ -69,25 +69,13 @@ impl ExperimentKind for Sensitivity {
     fn settings(&self, f: &mut Fields<'_, '_>, _sc: &Scenario) -> serde_json::Value {
         let mut set = SensitivitySettings::default();
         if let Some((span, steps)) = f.int_list("intensities", (1, 100)) {
-            let mut sorted = steps.clone();
-            sorted.sort_unstable();
-            sorted.dedup();
-            if sorted != steps {
-                f.error(
-                    span,
-                    "intensities",
-                    "the intensities are not increasing".into(),
-                    "distinct intensities in 1..=100, increasing",
-                    format!(
-                        "write intensities = [{}]",
-                        sorted
-                            .iter()
-                            .map(|i| i.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                );
-            }
+            let sorted = f.increasing(
+                span,
+                "intensities",
+                "the intensities",
+                "distinct intensities in 1..=100, increasing",
+                &steps,
+            );
             set.intensities = sorted.into_iter().map(|i| i as u8).collect();
         }
         set.limit = f.float(

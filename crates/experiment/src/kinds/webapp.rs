@@ -17,7 +17,7 @@ use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
 use super::matrix::Matrix;
-use super::{Analysis, ExperimentKind};
+use super::{the_one_probe, Analysis, ExperimentKind};
 use crate::analysis::{
     apply_design, cell_design, correct_significance, make_cell, paired_units, Cell, CellOf,
     StatsSettings, Stored,
@@ -27,7 +27,7 @@ use crate::plan::{Condition, Plan, Platform};
 use crate::resolve::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
-use crate::source::{ScenarioError, Span};
+use crate::source::ScenarioError;
 
 /// The metric the paper reports: the share of responses good within the time limit.
 pub const GOOD: &str = "good_pct";
@@ -77,7 +77,6 @@ impl ExperimentKind for Webapp {
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition> {
         let sc = r.scenario();
         let keep = WebappSettings::of(&sc.settings).keep;
-        let http: Vec<_> = sc.probes.iter().filter(|p| p.name == "http").collect();
         let others: Vec<_> = sc.probes.iter().filter(|p| p.name != "http").collect();
         if let Some(p) = others.first() {
             r.error(sc.source.error(
@@ -91,26 +90,16 @@ impl ExperimentKind for Webapp {
                 "remove this [[probe]] table, or use kind = \"matrix\" for other probes",
             ));
         }
-        match http.as_slice() {
-            [p] => {
-                let mut serving = serving(sc.tenants.iter().map(|t| t.name.as_str()), &p.params);
-                serving.keep = keep;
-                r.serve(&p.id, serving);
-            }
-            [] => r.error(sc.source.error(
-                Span::default(),
-                "probe",
-                "a webapp run needs the http probe (its load generator)",
-                "one [[probe]] with name = \"http\"",
-                "add [[probe]] name = \"http\" (see examples/ibs.toml)",
-            )),
-            [_, second, ..] => r.error(sc.source.error(
-                second.name_span,
-                "probe.name",
-                "a webapp run has one http probe (the load generator beside every tenant)",
-                "one [[probe]] with name = \"http\"",
-                "remove this second http probe",
-            )),
+        if let Some(p) = the_one_probe(
+            r,
+            "http",
+            "a webapp run needs the http probe (its load generator)",
+            "a webapp run has one http probe (the load generator beside every tenant)",
+            "ibs.toml",
+        ) {
+            let mut serving = serving(sc.tenants.iter().map(|t| t.name.as_str()), &p.params);
+            serving.keep = keep;
+            r.serve(&p.id, serving);
         }
         Matrix.conditions(r, platform)
     }

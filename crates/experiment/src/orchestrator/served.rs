@@ -265,20 +265,7 @@ impl Engine<'_> {
                 Err(f) => outcomes.push((slot, Err(f))),
             }
         }
-        // Places beside tenants, created when first needed.
-        for (slot, at, _) in &runs {
-            if *at == Site::Beside && !self.served.beside.contains_key(slot) {
-                match self.backend.beside(&plan.tenants[*slot]) {
-                    Ok(d) => {
-                        self.served.beside.insert(*slot, d);
-                    }
-                    Err(e) => self.progress.note(&format!(
-                        "no place beside tenant {}: {e:#}",
-                        plan.tenants[*slot].name
-                    )),
-                }
-            }
-        }
+        self.create_places_beside(&runs);
         let measured: Vec<usize> = runs.iter().map(|(s, _, _)| *s).collect();
         self.mark_victims(&measured, contended);
         let mut jobs: Vec<(usize, Site, &mut Box<dyn TenantDriver>, ProbeRun)> = Vec::new();
@@ -340,7 +327,35 @@ impl Engine<'_> {
         }
         outcomes.extend(missing);
         self.mark_victims(&measured, false);
-        // A place beside a tenant that stopped answering gets a fresh agent.
+        self.restart_places_beside(&outcomes);
+        if sv.keep == Keep::Trial {
+            self.stop_services_of(p);
+        }
+        outcomes.sort_by_key(|(v, _)| *v);
+        outcomes
+    }
+
+    /// Creates the places beside tenants that `runs` need and that do not exist yet.
+    fn create_places_beside(&mut self, runs: &[(usize, Site, ProbeRun)]) {
+        let plan = self.plan;
+        for (slot, at, _) in runs {
+            if *at == Site::Beside && !self.served.beside.contains_key(slot) {
+                match self.backend.beside(&plan.tenants[*slot]) {
+                    Ok(d) => {
+                        self.served.beside.insert(*slot, d);
+                    }
+                    Err(e) => self.progress.note(&format!(
+                        "no place beside tenant {}: {e:#}",
+                        plan.tenants[*slot].name
+                    )),
+                }
+            }
+        }
+    }
+
+    /// A place beside a tenant that stopped answering gets a fresh agent (or is dropped,
+    /// to be created again when next needed).
+    fn restart_places_beside(&mut self, outcomes: &[Outcome]) {
         let dead: Vec<usize> = outcomes
             .iter()
             .filter(|(_, r)| matches!(r, Err(TenantFailure::NoResponse(_))))
@@ -353,11 +368,6 @@ impl Engine<'_> {
                 }
             }
         }
-        if sv.keep == Keep::Trial {
-            self.stop_services_of(p);
-        }
-        outcomes.sort_by_key(|(v, _)| *v);
-        outcomes
     }
 
     /// The probe run of one site: the probe's parameters with the site's filled in.

@@ -14,7 +14,7 @@ use crate::backend::ProbeRun;
 use crate::facts::TUNING_FACT;
 use crate::memcheck;
 use crate::onoff::{Tuning, TuningLimits};
-use crate::plan::Design;
+use crate::plan::{Design, Plan};
 use crate::scenario::Role;
 
 impl Engine<'_> {
@@ -178,16 +178,7 @@ impl Engine<'_> {
                 if self.slots[i].role != Role::Victim {
                     continue;
                 }
-                let pt = &plan.tenants[i];
-                let run = ProbeRun {
-                    name: probe.name.clone(),
-                    params: probe.params.clone(),
-                    budget: plan.trial.duration,
-                    pin: pt.pin,
-                    pin_peer: pt.pin_peer,
-                    timeout: plan.trial.duration + plan.trial.timeout,
-                    window: None,
-                };
+                let run = probe_run(plan, p, i, plan.trial.duration, None);
                 let t0 = self.clock.now();
                 let r = self.slots[i].driver.run_probe(&run);
                 let secs = (self.clock.now() - t0).as_secs_f64();
@@ -263,16 +254,7 @@ impl Engine<'_> {
             let probe = &plan.probes[p];
             let mut series: Vec<Vec<WindowRecord>> = Vec::new();
             if let (Some(v), true) = (victim, plan.trial.pilot > Duration::ZERO) {
-                let pt = &plan.tenants[v];
-                let run = ProbeRun {
-                    name: probe.name.clone(),
-                    params: probe.params.clone(),
-                    budget: plan.trial.pilot,
-                    pin: pt.pin,
-                    pin_peer: pt.pin_peer,
-                    timeout: plan.trial.pilot + plan.trial.timeout,
-                    window: Some(PILOT_WINDOW),
-                };
+                let run = probe_run(plan, p, v, plan.trial.pilot, Some(PILOT_WINDOW));
                 self.progress.note(&format!(
                     "pilot: {} (noise and its correlation time)",
                     probe.id
@@ -339,5 +321,27 @@ impl Engine<'_> {
             },
         )?;
         Ok(())
+    }
+}
+
+/// A run of probe `p` in tenant `tenant`, pinned as the plan pins it, for `budget` and the
+/// plan's grace after it.
+fn probe_run(
+    plan: &Plan,
+    p: usize,
+    tenant: usize,
+    budget: Duration,
+    window: Option<Duration>,
+) -> ProbeRun {
+    let probe = &plan.probes[p];
+    let pt = &plan.tenants[tenant];
+    ProbeRun {
+        name: probe.name.clone(),
+        params: probe.params.clone(),
+        budget,
+        pin: pt.pin,
+        pin_peer: pt.pin_peer,
+        timeout: budget + plan.trial.timeout,
+        window,
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use isobench_workloads::nearest_names;
 use toml::{Spanned, Value};
 
-use super::duration::{fmt_duration, parse_duration, DURATION_ALLOWED};
+use super::duration::{fmt_duration, value_duration, DURATION_ALLOWED};
 use crate::source::{ScenarioError, Source, Span};
 
 pub(super) fn span_of<T>(s: &Spanned<T>) -> Span {
@@ -86,12 +86,7 @@ impl Checker<'_> {
         default: Duration,
     ) -> Duration {
         let Some(v) = v else { return default };
-        let parsed = match v.get_ref() {
-            Value::String(s) => parse_duration(s),
-            Value::Integer(i) if *i >= 0 => Some(Duration::from_secs(*i as u64)),
-            Value::Float(f) if f.is_finite() && *f >= 0.0 => Some(Duration::from_secs_f64(*f)),
-            _ => None,
-        };
+        let parsed = value_duration(v.get_ref());
         match parsed {
             Some(d) => d,
             None => {
@@ -204,6 +199,21 @@ impl Checker<'_> {
                 default
             }
         }
+    }
+
+    /// The word written at `v` (see [`Checker::word`]), or `default` when it is absent or
+    /// wrong (after reporting it).
+    pub(crate) fn word_or<T: Copy>(
+        &mut self,
+        v: &Option<Spanned<String>>,
+        field: &str,
+        table: &[(&str, T)],
+        planned: &[&str],
+        default: T,
+    ) -> T {
+        v.as_ref()
+            .and_then(|v| self.word(v, field, table, planned))
+            .unwrap_or(default)
     }
 
     pub(crate) fn word<T: Copy>(

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-pub(super) const DURATION_ALLOWED: &str =
+use toml::Value;
+
+pub(crate) const DURATION_ALLOWED: &str =
     "a duration: a string such as \"250ms\", \"2s\", \"1.5s\" or \"1m\", or a number of seconds";
 
 /// The longest duration a scenario may write: a day.
@@ -18,6 +20,17 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         humantime::parse_duration(s).ok()?
     };
     (d <= MAX).then_some(d)
+}
+
+/// A TOML value read as a duration: a string [`parse_duration`] reads, or a non-negative
+/// number of seconds; `None` for anything else.
+pub(crate) fn value_duration(v: &Value) -> Option<Duration> {
+    match v {
+        Value::String(s) => parse_duration(s),
+        Value::Integer(i) if *i >= 0 => Some(Duration::from_secs(*i as u64)),
+        Value::Float(f) if f.is_finite() && *f >= 0.0 => Some(Duration::from_secs_f64(*f)),
+        _ => None,
+    }
 }
 
 /// Formats a duration the way scenario files write it (`250ms`, `2s`, `1.5s`, `2m`).

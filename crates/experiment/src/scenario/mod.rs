@@ -33,6 +33,7 @@ mod workloads;
 use checker::span_of;
 pub(crate) use checker::{value_kind, Checker};
 pub use duration::{fmt_duration, parse_duration};
+pub(crate) use duration::{value_duration, DURATION_ALLOWED};
 
 /// The built-in `quick` scenario (`isobench run` with no file).
 pub const QUICK_TOML: &str = include_str!("../../../../examples/quick.toml");

@@ -45,34 +45,24 @@ pub(super) fn check_repetitions(
             "a level from 0.5 up to (not including) 1, such as 0.95",
             dr.confidence,
         ),
-        estimator: r
-            .estimator
-            .as_ref()
-            .and_then(|e| {
-                c.word(
-                    e,
-                    "repetitions.estimator",
-                    &[("median", Estimator::Median), ("mean", Estimator::Mean)],
-                    &[],
-                )
-            })
-            .unwrap_or(Estimator::Median),
-        correction: r
-            .correction
-            .as_ref()
-            .and_then(|e| {
-                c.word(
-                    e,
-                    "repetitions.correction",
-                    &[
-                        ("holm", Correction::Holm),
-                        ("bh", Correction::BenjaminiHochberg),
-                        ("none", Correction::None),
-                    ],
-                    &[],
-                )
-            })
-            .unwrap_or(Correction::Holm),
+        estimator: c.word_or(
+            &r.estimator,
+            "repetitions.estimator",
+            &[("median", Estimator::Median), ("mean", Estimator::Mean)],
+            &[],
+            Estimator::Median,
+        ),
+        correction: c.word_or(
+            &r.correction,
+            "repetitions.correction",
+            &[
+                ("holm", Correction::Holm),
+                ("bh", Correction::BenjaminiHochberg),
+                ("none", Correction::None),
+            ],
+            &[],
+            Correction::Holm,
+        ),
         max_time: r
             .max_time
             .as_ref()

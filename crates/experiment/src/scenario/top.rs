@@ -23,39 +23,31 @@ pub(super) fn check_top(c: &mut Checker<'_>, raw: &RawScenario) -> Top {
         name: check_name(c, &raw.name),
         kind: check_kind(c, &raw.kind),
         seed: check_seed(c, &raw.seed),
-        platform: raw
-            .platform
-            .as_ref()
-            .and_then(|p| c.word(p, "platform", &PlatformChoice::table(), PLANNED_PLATFORMS))
-            .unwrap_or(PlatformChoice::Auto),
-        unsafe_on_host: raw
-            .unsafe_on_host
-            .as_ref()
-            .and_then(|p| {
-                c.word(
-                    p,
-                    "unsafe_on_host",
-                    &[
-                        ("refuse", UnsafeOnHost::Refuse),
-                        ("skip", UnsafeOnHost::Skip),
-                        ("allow", UnsafeOnHost::Allow),
-                    ],
-                    &[],
-                )
-            })
-            .unwrap_or(UnsafeOnHost::Refuse),
-        placement: raw
-            .placement
-            .as_ref()
-            .and_then(|p| {
-                c.word(
-                    p,
-                    "placement",
-                    &[("shared", Placement::Shared), ("split", Placement::Split)],
-                    &[],
-                )
-            })
-            .unwrap_or(Placement::Shared),
+        platform: c.word_or(
+            &raw.platform,
+            "platform",
+            &PlatformChoice::table(),
+            PLANNED_PLATFORMS,
+            PlatformChoice::Auto,
+        ),
+        unsafe_on_host: c.word_or(
+            &raw.unsafe_on_host,
+            "unsafe_on_host",
+            &[
+                ("refuse", UnsafeOnHost::Refuse),
+                ("skip", UnsafeOnHost::Skip),
+                ("allow", UnsafeOnHost::Allow),
+            ],
+            &[],
+            UnsafeOnHost::Refuse,
+        ),
+        placement: c.word_or(
+            &raw.placement,
+            "placement",
+            &[("shared", Placement::Shared), ("split", Placement::Split)],
+            &[],
+            Placement::Shared,
+        ),
     }
 }
 

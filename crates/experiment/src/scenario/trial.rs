@@ -33,22 +33,17 @@ pub(super) fn check_trial(c: &mut Checker<'_>, raw: &Option<RawTrial>) -> TrialS
         ),
         max_retries: c.int(&t.max_retries, "trial.max_retries", (0, 3), 2) as u32,
         baseline_every: c.int(&t.baseline_every, "trial.baseline_every", (1, 100), 1) as u32,
-        design: t
-            .design
-            .as_ref()
-            .and_then(|e| {
-                c.word(
-                    e,
-                    "trial.design",
-                    &[
-                        ("auto", DesignChoice::Auto),
-                        ("onoff", DesignChoice::OnOff),
-                        ("paired", DesignChoice::Paired),
-                    ],
-                    &[],
-                )
-            })
-            .unwrap_or_default(),
+        design: c.word_or(
+            &t.design,
+            "trial.design",
+            &[
+                ("auto", DesignChoice::Auto),
+                ("onoff", DesignChoice::OnOff),
+                ("paired", DesignChoice::Paired),
+            ],
+            &[],
+            DesignChoice::default(),
+        ),
         period: c.auto_duration(
             &t.period,
             "trial.period",

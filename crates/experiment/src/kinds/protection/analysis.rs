@@ -150,15 +150,7 @@ fn episode(
     let stop = stops.iter().map(|s| s.requested_ns).max();
     let beside: Vec<f64> = stops.iter().filter_map(|s| s.ops_per_sec).collect();
     let beside_ops = (!beside.is_empty()).then(|| beside.iter().sum());
-    let alone_ops = solo.and_then(|s| {
-        let r: Vec<f64> = s
-            .stressor_reports
-            .iter()
-            .filter(|r| r.mode == StressorMode::Alone)
-            .map(|r| r.ops_per_sec)
-            .collect();
-        (!r.is_empty()).then(|| r.iter().sum())
-    });
+    let alone_ops = solo.and_then(alone_ops);
     let spec = EpisodeSpec {
         target_rps: target,
         slo_ms: slo,
@@ -169,8 +161,42 @@ fn episode(
         recovered_isol_pct: set.recovered_isol,
     };
     let figures = episode_figures(&windows, &spec).map_err(|e| e.to_string())?;
+    let alone_s = start.saturating_sub(first.start_ns) as f64 / 1e9;
+    notes.extend(figure_notes(&figures, alone_s, set));
+    let t0 = first.start_ns;
+    let off = |ns: u64| ns.saturating_sub(t0) as f64 / 1e9;
+    Ok(EpisodeResult {
+        condition,
+        block: t.key.block,
+        windows: windows
+            .iter()
+            .map(|w| (off(w.start_ns), 100.0 * w.rate / target, w.p99_ms))
+            .collect(),
+        aggressor: (off(start), stop.map(off)),
+        figures,
+        target_rps: target,
+        beside_ops,
+        alone_ops,
+        notes,
+    })
+}
+
+/// The stressor's ops/s alone, summed over its reports in the solo record.
+fn alone_ops(solo: &TrialRecord) -> Option<f64> {
+    let r: Vec<f64> = solo
+        .stressor_reports
+        .iter()
+        .filter(|r| r.mode == StressorMode::Alone)
+        .map(|r| r.ops_per_sec)
+        .collect();
+    (!r.is_empty()).then(|| r.iter().sum())
+}
+
+/// Why an episode's figures are missing or weak: no baseline p99 (the service had `alone_s`
+/// seconds alone), or windows with too few requests for their p99.
+fn figure_notes(figures: &EpisodeFigures, alone_s: f64, set: &ProtectionSettings) -> Vec<String> {
+    let mut notes = Vec::new();
     if figures.baseline_p99_ms.is_none() {
-        let alone_s = start.saturating_sub(first.start_ns) as f64 / 1e9;
         notes.push(
             if alone_s <= set.settle.as_secs_f64() + set.window.as_secs_f64() {
                 format!(
@@ -194,22 +220,7 @@ fn episode(
             isobench_stats::FEW_EVENTS
         ));
     }
-    let t0 = first.start_ns;
-    let off = |ns: u64| ns.saturating_sub(t0) as f64 / 1e9;
-    Ok(EpisodeResult {
-        condition,
-        block: t.key.block,
-        windows: windows
-            .iter()
-            .map(|w| (off(w.start_ns), 100.0 * w.rate / target, w.p99_ms))
-            .collect(),
-        aggressor: (off(start), stop.map(off)),
-        figures,
-        target_rps: target,
-        beside_ops,
-        alone_ops,
-        notes,
-    })
+    notes
 }
 
 /// Every episode of the run, by condition in plan order, and why records were left out.

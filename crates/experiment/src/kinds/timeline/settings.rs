@@ -27,7 +27,9 @@ use isobench_workloads::ParamValues;
 use serde::{Deserialize, Serialize};
 use toml::{Spanned, Value};
 
-use crate::scenario::{fmt_duration, parse_duration, ProbeSpec, Role, StressorSpec, TenantSpec};
+use crate::scenario::{
+    fmt_duration, value_duration, ProbeSpec, Role, StressorSpec, TenantSpec, DURATION_ALLOWED,
+};
 use crate::source::{Source, Span};
 
 /// Default window of the probe's series.
@@ -138,9 +140,6 @@ fn span_of<T>(s: &Spanned<T>) -> Span {
     s.span().into()
 }
 
-const DURATION_ALLOWED: &str =
-    "a duration: a string such as \"250ms\", \"2s\", \"1.5s\" or \"1m\", or a number of seconds";
-
 /// Reports the problems of one table.
 struct Check<'a, 'r> {
     cx: Context<'a>,
@@ -163,12 +162,7 @@ impl Check<'_, '_> {
         default: Duration,
     ) -> Duration {
         let Some(v) = v else { return default };
-        let parsed = match v.get_ref() {
-            Value::String(s) => parse_duration(s),
-            Value::Integer(i) if *i >= 0 => Some(Duration::from_secs(*i as u64)),
-            Value::Float(f) if f.is_finite() && *f >= 0.0 => Some(Duration::from_secs_f64(*f)),
-            _ => None,
-        };
+        let parsed = value_duration(v.get_ref());
         let key = field.rsplit('.').next().unwrap_or(field);
         match parsed {
             Some(d) if d >= range.0 && d <= range.1 => d,
@@ -455,132 +449,109 @@ impl RawTimeline {
             );
             return Vec::new();
         }
-        let mut out: Vec<(ScheduleEntry, Span)> = Vec::new();
-        for (i, e) in self.schedule.iter().enumerate() {
-            let f = |k: &str| format!("schedule[{i}].{k}");
-            let at = span_of(e);
-            let e = e.get_ref();
-            let tenant = match &e.tenant {
-                Some(_) => c.tenant(&e.tenant, &f("tenant"), Role::Aggressor),
-                None => {
-                    c.err(
-                        at,
-                        &f("tenant"),
-                        "a schedule entry needs the aggressor tenant it runs in".into(),
-                        "an aggressor tenant",
-                        "add tenant = \"NAME\"".into(),
-                    );
-                    None
-                }
-            };
-            let stressor = self.check_stressor(c, e, at, &f("stressor"));
-            let default_intensity = stressor
-                .and_then(|s| s.intensities.first().copied())
-                .unwrap_or(100);
-            let intensity = c.number(
-                &e.intensity,
-                &f("intensity"),
-                (0.0, 100.0),
-                true,
-                default_intensity as f64,
-            ) as u8;
-            let (start, stop) = (
-                c.duration(
-                    &e.start,
-                    &f("start"),
-                    (Duration::ZERO, MAX_LENGTH),
-                    Duration::ZERO,
-                ),
-                c.duration(
-                    &e.stop,
-                    &f("stop"),
-                    (Duration::ZERO, MAX_LENGTH),
-                    Duration::ZERO,
-                ),
-            );
-            for (v, k) in [(&e.start, "start"), (&e.stop, "stop")] {
-                if v.is_none() {
-                    c.err(
-                        at,
-                        &f(k),
-                        format!("a schedule entry needs its {k} time"),
-                        DURATION_ALLOWED,
-                        format!("add {k} = \"50s\""),
-                    );
-                }
-            }
-            if let (Some(s), Some(_)) = (&e.stop, &e.start) {
-                if stop <= start {
-                    c.err(
-                        span_of(s),
-                        &f("stop"),
-                        format!(
-                            "the stop ({}) is not after the start ({})",
-                            fmt_duration(stop),
-                            fmt_duration(start)
-                        ),
-                        "a stop later than the start",
-                        format!(
-                            "write stop = \"{}\"",
-                            fmt_duration(start + start.max(Duration::from_secs(10)))
-                        ),
-                    );
-                }
-            }
-            if let (Some(tenant), Some(s)) = (tenant, stressor) {
-                out.push((
-                    ScheduleEntry {
-                        tenant,
-                        stressor: s.id.clone(),
-                        name: s.name.clone(),
-                        intensity,
-                        params: s.params.clone(),
-                        start,
-                        stop,
-                    },
-                    at,
-                ));
-            }
-        }
-        // One stressor at a time per tenant.
-        let mut by_tenant: BTreeMap<&str, Vec<(usize, &ScheduleEntry)>> = BTreeMap::new();
-        for (i, (e, _)) in out.iter().enumerate() {
-            by_tenant.entry(e.tenant.as_str()).or_default().push((i, e));
-        }
-        let mut overlaps = Vec::new();
-        for list in by_tenant.values_mut() {
-            list.sort_by_key(|(_, e)| e.start);
-            for w in list.windows(2) {
-                let ((_, a), (j, b)) = (w[0], w[1]);
-                if b.start < a.stop {
-                    overlaps.push((j, a.clone(), b.clone()));
-                }
-            }
-        }
-        for (j, a, b) in overlaps {
-            let span = out[j].1;
-            c.err(
-                span,
-                &format!("schedule[{j}].start"),
-                format!(
-                    "tenant {} would run {} from {} while {} still runs (until {}); a tenant \
-                     runs one stressor at a time",
-                    b.tenant,
-                    b.stressor,
-                    fmt_duration(b.start),
-                    a.stressor,
-                    fmt_duration(a.stop)
-                ),
-                "entries of one tenant that do not overlap",
-                format!(
-                    "start it at {} or later, or run it in another aggressor tenant",
-                    fmt_duration(a.stop)
-                ),
-            );
-        }
+        let out: Vec<(ScheduleEntry, Span)> = self
+            .schedule
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| self.check_entry(c, i, e))
+            .collect();
+        report_overlaps(c, &out);
         let mut entries: Vec<ScheduleEntry> = out.into_iter().map(|(e, _)| e).collect();
         entries.sort_by(|a, b| (a.start, &a.tenant).cmp(&(b.start, &b.tenant)));
         entries
+    }
+
+    /// Entry `i` of the schedule with the span of its table, or `None` (after reporting)
+    /// when its tenant or stressor is wrong.
+    fn check_entry(
+        &self,
+        c: &mut Check<'_, '_>,
+        i: usize,
+        e: &Spanned<RawEntry>,
+    ) -> Option<(ScheduleEntry, Span)> {
+        let f = |k: &str| format!("schedule[{i}].{k}");
+        let at = span_of(e);
+        let e = e.get_ref();
+        let tenant = match &e.tenant {
+            Some(_) => c.tenant(&e.tenant, &f("tenant"), Role::Aggressor),
+            None => {
+                c.err(
+                    at,
+                    &f("tenant"),
+                    "a schedule entry needs the aggressor tenant it runs in".into(),
+                    "an aggressor tenant",
+                    "add tenant = \"NAME\"".into(),
+                );
+                None
+            }
+        };
+        let stressor = self.check_stressor(c, e, at, &f("stressor"));
+        let default_intensity = stressor
+            .and_then(|s| s.intensities.first().copied())
+            .unwrap_or(100);
+        let intensity = c.number(
+            &e.intensity,
+            &f("intensity"),
+            (0.0, 100.0),
+            true,
+            default_intensity as f64,
+        ) as u8;
+        let (start, stop) = (
+            c.duration(
+                &e.start,
+                &f("start"),
+                (Duration::ZERO, MAX_LENGTH),
+                Duration::ZERO,
+            ),
+            c.duration(
+                &e.stop,
+                &f("stop"),
+                (Duration::ZERO, MAX_LENGTH),
+                Duration::ZERO,
+            ),
+        );
+        for (v, k) in [(&e.start, "start"), (&e.stop, "stop")] {
+            if v.is_none() {
+                c.err(
+                    at,
+                    &f(k),
+                    format!("a schedule entry needs its {k} time"),
+                    DURATION_ALLOWED,
+                    format!("add {k} = \"50s\""),
+                );
+            }
+        }
+        if let (Some(s), Some(_)) = (&e.stop, &e.start) {
+            if stop <= start {
+                c.err(
+                    span_of(s),
+                    &f("stop"),
+                    format!(
+                        "the stop ({}) is not after the start ({})",
+                        fmt_duration(stop),
+                        fmt_duration(start)
+                    ),
+                    "a stop later than the start",
+                    format!(
+                        "write stop = \"{}\"",
+                        fmt_duration(start + start.max(Duration::from_secs(10)))
+                    ),
+                );
+            }
+        }
+        let (tenant, s) = (tenant?, stressor?);
+        Some((
+            ScheduleEntry {
+                tenant,
+                stressor: s.id.clone(),
+                name: s.name.clone(),
+                intensity,
+                params: s.params.clone(),
+                start,
+                stop,
+            },
+            at,
+        ))
     }
 
     fn check_stressor<'s>(
@@ -621,6 +592,46 @@ impl RawTimeline {
                 None
             }
         }
+    }
+}
+
+/// Reports the entries that would start a stressor in a tenant while another still runs
+/// there: a tenant runs one stressor at a time.
+fn report_overlaps(c: &mut Check<'_, '_>, out: &[(ScheduleEntry, Span)]) {
+    let mut by_tenant: BTreeMap<&str, Vec<(usize, &ScheduleEntry)>> = BTreeMap::new();
+    for (i, (e, _)) in out.iter().enumerate() {
+        by_tenant.entry(e.tenant.as_str()).or_default().push((i, e));
+    }
+    let mut overlaps = Vec::new();
+    for list in by_tenant.values_mut() {
+        list.sort_by_key(|(_, e)| e.start);
+        for w in list.windows(2) {
+            let ((_, a), (j, b)) = (w[0], w[1]);
+            if b.start < a.stop {
+                overlaps.push((j, a.clone(), b.clone()));
+            }
+        }
+    }
+    for (j, a, b) in overlaps {
+        let span = out[j].1;
+        c.err(
+            span,
+            &format!("schedule[{j}].start"),
+            format!(
+                "tenant {} would run {} from {} while {} still runs (until {}); a tenant \
+                 runs one stressor at a time",
+                b.tenant,
+                b.stressor,
+                fmt_duration(b.start),
+                a.stressor,
+                fmt_duration(a.stop)
+            ),
+            "entries of one tenant that do not overlap",
+            format!(
+                "start it at {} or later, or run it in another aggressor tenant",
+                fmt_duration(a.stop)
+            ),
+        );
     }
 }
 
