@@ -82,7 +82,6 @@ use clap::Parser;
 /// text may echo what the user gave (a tenant's name, a run id): its control characters
 /// are shown escaped, never sent to the terminal.
 fn main() -> ExitCode {
-    logger::init();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
     let err = match outcome {
         Ok(Ok(code)) => return code,
@@ -106,7 +105,9 @@ fn main() -> ExitCode {
 
 fn run() -> anyhow::Result<ExitCode> {
     let cli = args::Cli::parse();
+    logger::init(cli.verbose, cli.quiet);
     if let Some(exe) = own_exe() {
+        tracing::debug!("probes start their own servers from {}", exe.display());
         isobench_workloads::ctx::set_default_server_exe(exe);
     }
     match cli.command {
