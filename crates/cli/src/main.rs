@@ -107,7 +107,8 @@ fn run() -> anyhow::Result<ExitCode> {
     let cli = args::Cli::parse();
     logger::init(cli.verbose, cli.quiet);
     if let Some(exe) = own_exe() {
-        tracing::debug!("probes start their own servers from {}", exe.display());
+        let file = std::fs::read_link(&exe).unwrap_or_else(|_| exe.clone());
+        tracing::debug!("probes start their own servers from {}", file.display());
         isobench_workloads::ctx::set_default_server_exe(exe);
     }
     match cli.command {
