@@ -11,6 +11,15 @@ use isobench_report::Format;
 #[derive(Debug, Parser)]
 #[command(name = "isobench", version, about, long_about = None, max_term_width = 100)]
 pub struct Cli {
+    /// Print more of what isobench does on stderr, before the command: -v infos, -vv
+    /// debug lines, -vvv traces (by default warnings and errors). RUST_LOG, when set,
+    /// wins (RUST_LOG=debug, RUST_LOG=isobench_platform=trace).
+    #[arg(long, short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Print fewer messages on stderr, before the command: -q errors only, -qq none
+    /// (`run -q` is another flag: no progress). RUST_LOG, when set, wins.
+    #[arg(long, short = 'q', action = clap::ArgAction::Count)]
+    pub quiet: u8,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -20,7 +20,7 @@ pub fn run(a: &AgentArgs) -> anyhow::Result<ExitCode> {
     }
     if a.runner {
         if let Err(e) = isobench_platform::k8s::runner::leave_pod_cpu_cgroup() {
-            eprintln!("isobench: warning: {e:#}");
+            tracing::warn!("{e:#}");
         }
         let config = AgentConfig::default().with_scenarios(Arc::new(host_runner(a)?));
         isobench_agent::serve_stdio_with(&config)?;

@@ -28,7 +28,7 @@ pub fn run(a: &CheckArgs) -> anyhow::Result<ExitCode> {
     let outcome = memprot::check(&guard.context(), protection, &helper, &dir);
     let swept = guard.finish();
     if !swept.failed.is_empty() {
-        log::warn!("could not remove: {}", swept.to_string().trim());
+        tracing::warn!("could not remove: {}", swept.to_string().trim());
     }
     let outcome = outcome.map_err(|e| exit::unsupported(format!("{e:#}")))?;
     if a.json {

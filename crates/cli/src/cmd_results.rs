@@ -106,10 +106,7 @@ fn mark_orphans(store: &Store, path: &Path) {
     }
     let marked = Store::open(path).and_then(|mut w| orphans::mark_orphans(&mut w));
     if let Err(e) = marked {
-        eprintln!(
-            "isobench: warning: {e}; a run left running by a process that is gone is listed \
-             as running"
-        );
+        tracing::warn!("{e}; a run left running by a process that is gone is listed as running");
     }
 }
 

@@ -82,7 +82,6 @@ use clap::Parser;
 /// text may echo what the user gave (a tenant's name, a run id): its control characters
 /// are shown escaped, never sent to the terminal.
 fn main() -> ExitCode {
-    logger::init();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
     let err = match outcome {
         Ok(Ok(code)) => return code,
@@ -106,7 +105,10 @@ fn main() -> ExitCode {
 
 fn run() -> anyhow::Result<ExitCode> {
     let cli = args::Cli::parse();
+    logger::init(cli.verbose, cli.quiet);
     if let Some(exe) = own_exe() {
+        let file = std::fs::read_link(&exe).unwrap_or_else(|_| exe.clone());
+        tracing::debug!("probes start their own servers from {}", file.display());
         isobench_workloads::ctx::set_default_server_exe(exe);
     }
     match cli.command {

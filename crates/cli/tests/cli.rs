@@ -308,3 +308,26 @@ fn presets_state_each_budget_from_the_scenario() {
         block("null")
     );
 }
+
+/// `-q` silences the messages of the default level, `-vv` shows the debug lines, and
+/// `RUST_LOG` wins over both (docs/cli.md, "Messages on stderr").
+#[test]
+fn quiet_verbose_and_rust_log_choose_the_messages_on_stderr() {
+    let debug_line = "isobench: debug: probes start their own servers from ";
+    let stderr = |flags: &[&str], rust_log: Option<&str>| {
+        let mut c = isobench();
+        c.args(flags).arg("presets");
+        if let Some(v) = rust_log {
+            c.env("RUST_LOG", v);
+        }
+        let out = c.output().unwrap();
+        assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    assert_eq!(stderr(&[], None), "");
+    assert_eq!(stderr(&["-q"], None), "");
+    assert!(stderr(&["-vv"], None).contains(debug_line));
+    assert!(!stderr(&["-v"], None).contains(debug_line));
+    assert!(stderr(&["-q"], Some("debug")).contains(debug_line));
+    assert_eq!(stderr(&["-vv"], Some("error")), "");
+}

@@ -77,7 +77,7 @@ impl RealBackend {
         let sentinel = {
             let aggressors = aggressors.clone();
             Sentinel::start(SentinelConfig::default(), move |stall| {
-                log::error!(
+                tracing::error!(
                     "the host stopped responding (heartbeat {} ms late): killing the \
                      aggressor tenants",
                     stall.late_by.as_millis()

@@ -591,7 +591,7 @@ impl IoCostSetting {
 impl Drop for IoCostSetting {
     fn drop(&mut self) {
         if let Err(e) = self.restore() {
-            log::warn!("{e:#}");
+            tracing::warn!("{e:#}");
         }
     }
 }

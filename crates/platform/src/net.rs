@@ -93,7 +93,7 @@ impl Drop for Bridge {
         }
         if let Err(e) = cmd::ip(&["link", "del", &self.name]) {
             if PathBuf::from("/sys/class/net").join(&self.name).exists() {
-                log::warn!("removing bridge {}: {e:#}", self.name);
+                tracing::warn!("removing bridge {}: {e:#}", self.name);
             }
         }
     }

@@ -312,6 +312,7 @@ impl RunGuard {
                 let _ = fs::remove_dir_all(&tmp);
                 continue;
             }
+            tracing::debug!("run {id}: state in {}", dir.display());
             return Ok(RunGuard {
                 ctx: RunContext { id, state_dir: dir },
                 swept: CleanupReport::default(),
@@ -372,7 +373,7 @@ impl Drop for RunGuard {
         if !self.done {
             let r = self.ctx.cleanup_now();
             for f in &r.failed {
-                log::warn!("cleanup of run {}: {f}", self.ctx.id);
+                tracing::warn!("cleanup of run {}: {f}", self.ctx.id);
             }
         }
     }

@@ -804,7 +804,7 @@ impl Tenant for LocalTenant {
 impl Drop for LocalTenant {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            log::warn!("{e:#}");
+            tracing::warn!("{e:#}");
         }
     }
 }

@@ -28,7 +28,7 @@ impl Watchdog {
         let tenant = name.to_string();
         let w = Watchdog::start(name, Duration::from_secs_f64(d), move || {
             if let Err(e) = kill() {
-                log::warn!("watchdog of tenant {tenant}: {e:#}");
+                tracing::warn!("watchdog of tenant {tenant}: {e:#}");
             }
         });
         let fired = w.fired_flag();

@@ -9,11 +9,13 @@ use std::process::Output;
 
 use assert_cmd::Command;
 
-/// The `isobench` binary, unaffected by the caller's `ISOBENCH_DB` and colours. Real runs
-/// of tests running at once wait for each other (`ISOBENCH_WAIT`) instead of refusing.
+/// The `isobench` binary, unaffected by the caller's `ISOBENCH_DB`, `RUST_LOG` and colours.
+/// Real runs of tests running at once wait for each other (`ISOBENCH_WAIT`) instead of
+/// refusing.
 pub fn isobench() -> Command {
     let mut c = Command::cargo_bin("isobench").expect("binary built");
     c.env_remove("ISOBENCH_DB")
+        .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
         .env("ISOBENCH_WAIT", "1");
     c
@@ -31,6 +33,7 @@ pub fn fake() -> Command {
 pub fn spawnable() -> std::process::Command {
     let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("isobench"));
     c.env_remove("ISOBENCH_DB")
+        .env_remove("RUST_LOG")
         .env("NO_COLOR", "1")
         .env("ISOBENCH_WAIT", "1");
     c

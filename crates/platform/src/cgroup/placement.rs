@@ -391,7 +391,7 @@ impl Drop for Holder {
         let _ = self.child.wait();
         // The leaf is ours; the scope is systemd's, which removes it once it is empty.
         if let Err(e) = super::remove_tree(self.tree.as_ref(), &self.leaf, Duration::from_secs(5)) {
-            log::warn!(
+            tracing::warn!(
                 "the holder leaf of {} was not removed: {e:#}; `isobench cleanup` removes it",
                 self.unit
             );

@@ -1241,7 +1241,7 @@ impl Platform for K8sPlatform {
 impl Drop for K8sPlatform {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            log::warn!("{e:#}");
+            tracing::warn!("{e:#}");
         }
     }
 }

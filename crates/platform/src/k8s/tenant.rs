@@ -344,7 +344,7 @@ impl Tenant for K8sTenant {
 impl Drop for K8sTenant {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            log::warn!("{e:#}");
+            tracing::warn!("{e:#}");
         }
     }
 }

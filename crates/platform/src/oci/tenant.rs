@@ -381,7 +381,7 @@ impl Tenant for OciTenant {
 impl Drop for OciTenant {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            log::warn!("{e:#}");
+            tracing::warn!("{e:#}");
         }
     }
 }

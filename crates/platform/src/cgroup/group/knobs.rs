@@ -251,7 +251,7 @@ impl TenantCgroup {
                         got.lines().any(|g| g.trim() == line)
                     })?;
                 } else {
-                    log::warn!(
+                    tracing::warn!(
                         "io_weight={w}: io.cost is off for the disk {dev} and bfq's \
                          io.bfq.weight takes 1..1000, so it stays at its default; use \
                          io_weight=1000 or less, or --io-cost on"
