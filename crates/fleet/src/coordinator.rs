@@ -476,3 +476,74 @@ fn progress_line(line: &str) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Members that cannot be reached.
+    struct Unreachable;
+
+    impl Driver for Unreachable {
+        fn noun(&self) -> &'static str {
+            "hosts"
+        }
+
+        fn drive(
+            &self,
+            _: usize,
+            m: &Member,
+            _: RunScenario,
+            _: &Hangups,
+            _: &mut dyn FnMut(&str),
+        ) -> Result<(ScenarioDone, String), String> {
+            Err(format!("cannot connect to {}", m.address))
+        }
+    }
+
+    fn fleet(names: &[&str]) -> Fleet {
+        let members = names
+            .iter()
+            .map(|n| Member {
+                name: n.to_string(),
+                address: format!("{n}:7878"),
+                labels: BTreeMap::new(),
+            })
+            .collect();
+        let scenario = scenario_request(None, None, Some(1), None).unwrap();
+        Fleet::new(members, "type".into(), scenario, Arc::new(Unreachable), 2)
+    }
+
+    #[test]
+    fn members_that_cannot_be_reached_are_events_and_no_run_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("f.db")).unwrap();
+        let mut seen = Vec::new();
+        let err = coordinate(fleet(&["a", "b"]), &mut store, &mut |e| seen.push(e)).unwrap_err();
+        assert!(
+            err.to_string().starts_with("no host ran the scenario: "),
+            "{err}"
+        );
+        assert!(matches!(&seen[0], FleetEvent::Started { members, .. } if members.len() == 2));
+        let not_run = seen
+            .iter()
+            .filter(|e| matches!(e, FleetEvent::NotRun { .. }))
+            .count();
+        assert_eq!(not_run, 2);
+    }
+
+    #[test]
+    fn a_fleet_stopped_before_it_starts_starts_no_member() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("f.db")).unwrap();
+        let f = fleet(&["a"]);
+        f.stop.store(true, Ordering::SeqCst);
+        let mut seen = Vec::new();
+        let err = coordinate(f, &mut store, &mut |e| seen.push(e)).unwrap_err();
+        assert!(
+            err.to_string().contains("not started: interrupted"),
+            "{err}"
+        );
+        assert!(seen.contains(&FleetEvent::Stopping));
+    }
+}
