@@ -2,7 +2,6 @@
 //! `--listen` (TCP) or `--runner` (stdio), a host agent that runs whole scenarios for a fleet
 //! run's coordinator.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -12,7 +11,7 @@ use isobench_agent::{AgentConfig, AgentListener};
 
 use crate::args::AgentArgs;
 use crate::exit::bad_input;
-use crate::hostagent::HostRunner;
+use isobench_fleet::hostagent::HostRunner;
 
 pub fn run(a: &AgentArgs) -> anyhow::Result<ExitCode> {
     if let Some(addr) = &a.listen {
@@ -94,27 +93,7 @@ fn check_strength(token: &str, a: &AgentArgs) -> anyhow::Result<()> {
     })
 }
 
-/// The token in `file`: its first line, trimmed. Refused when the file cannot be read, is
-/// empty, or others than its owner may read it.
+/// The token in `file`: its first line, trimmed (see [`isobench_fleet::hosts::read_token`]).
 pub fn read_token(file: &Path) -> anyhow::Result<String> {
-    let shown = file.display();
-    let meta =
-        std::fs::metadata(file).map_err(|e| bad_input(format!("--token-file {shown}: {e}")))?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        return Err(bad_input(format!(
-            "--token-file {shown} may be read by others than its owner (mode {:o}); \
-             run `chmod 600 {shown}`",
-            meta.permissions().mode() & 0o777
-        )));
-    }
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| bad_input(format!("--token-file {shown}: {e}")))?;
-    let token = text.lines().next().unwrap_or("").trim().to_string();
-    if token.is_empty() {
-        return Err(bad_input(format!(
-            "--token-file {shown} is empty; put a token of at least 16 characters in it \
-             (e.g. `head -c 24 /dev/urandom | base64 > {shown}`)"
-        )));
-    }
-    Ok(token)
+    isobench_fleet::hosts::read_token(file).map_err(bad_input)
 }

@@ -333,7 +333,7 @@ fn parse_max_time(s: &str) -> Result<std::time::Duration, String> {
 }
 
 /// The exit-coded error for a session's.
-fn session_error(e: SessionError) -> anyhow::Error {
+pub fn session_error(e: SessionError) -> anyhow::Error {
     match e {
         SessionError::BadInput(m) => bad_input(m),
         SessionError::Scenario(_) => bad_input(e.to_string()),

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use isobench_agent::{Caps, StressOpts};
+use isobench_platform::sentinel::SentinelReport;
 use isobench_platform::{Role, Sentinel, SentinelConfig};
 use isobench_workloads::ctx::StressCaps;
 use isobench_workloads::{Env, ParamValues, StressCtx, StressReport, Stressor};
@@ -177,45 +178,9 @@ fn run_in_tenant(
         );
     }
     let contained = session.tenant.info().limits.pids.is_some() && contains;
-    let opts = StressOpts {
-        pin: ctx.pin.clone(),
-        caps: if contained || !aggressive {
-            Caps::default()
-        } else {
-            let c = StressCaps::uncontained(ctx.env.mem_usable);
-            Caps {
-                max_tasks: c.max_tasks,
-                max_bytes: c.max_bytes,
-            }
-        },
-        contained,
-        workdir: a.dir.clone(),
-        sample_interval: Some(Duration::from_secs(1)),
-    };
-    // The host sentinel: when even a real-time heartbeat in this process wakes more than a
-    // second late, the host has stopped responding and the aggressor tenant is killed. The
-    // kill returns once the tenant is empty, so the sentinel's timing of this callback is
-    // its reaction time.
-    let killer = session.tenant.killer();
+    let opts = stress_opts(a, &ctx, aggressive, contained);
     let killed: KillOutcome = Arc::default();
-    let sentinel = {
-        let (killed, stop) = (killed.clone(), ctx.stop.clone());
-        let quiet = drill.is_some();
-        Sentinel::start(sentinel_config, move |stall| {
-            let mut k = killed.lock().unwrap_or_else(|p| p.into_inner());
-            if k.is_none() {
-                if !quiet {
-                    eprintln!(
-                        "isobench: host stopped responding (heartbeat {} ms late): killing the \
-                         aggressor",
-                        stall.late_by.as_millis()
-                    );
-                }
-                *k = Some(killer.kill().map_err(|e| format!("{e:#}")));
-                stop.store(true, Ordering::SeqCst);
-            }
-        })?
-    };
+    let sentinel = start_sentinel(&session, sentinel_config, drill.is_some(), &ctx, &killed)?;
     session
         .client
         .start_stressor("s1", stressor.name(), a.intensity, params, &opts)?;
@@ -229,31 +194,7 @@ fn run_in_tenant(
             req.kind
         );
     }
-    let t0 = Instant::now();
-    let mut drill_due = drill;
-    let mut died = None;
-    while !ctx.stop.load(Ordering::Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) {
-        if drill_due.is_some_and(|d| t0.elapsed() >= d) {
-            sentinel.set_threshold(Duration::ZERO);
-            drill_due = None;
-        }
-        if let Some(s) = session.client.next_sample(Duration::from_millis(100)) {
-            if !a.json {
-                eprintln!(
-                    "  {:6.1} s  {} ops/s",
-                    s.elapsed_s,
-                    fmt_value(s.ops_per_sec)
-                );
-            }
-        }
-        if let Some(exit) = session.client.take_exits().into_iter().next() {
-            died = Some(exit);
-            break;
-        }
-        if session.tenant.expired() {
-            break;
-        }
-    }
+    let died = watch(a, &session, &ctx, duration, drill, &sentinel);
     let seen = sentinel.stop();
     let killed = killed.lock().unwrap_or_else(|p| p.into_inner()).take();
     // The stressor's report dies with a tenant the sentinel killed.
@@ -278,46 +219,149 @@ fn run_in_tenant(
     let extra = json!({ "tenant": tenant_doc, "sentinel": sentinel_doc });
     render(a, stressor, params, report.as_ref(), extra)?;
     if let Some(k) = &killed {
-        let first = seen.first_stall.map_or(0.0, |f| f.callback_ms);
-        return match (k, drill) {
-            (Ok(_), Some(_)) => {
-                if !a.json {
-                    println!(
-                        "  sentinel drill: the tenant was killed and empty {first:.1} ms after \
-                         the stall was detected"
-                    );
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-            (Ok(_), None) => Err(anyhow::anyhow!(
-                "the host stopped responding while {} ran (heartbeat {:.0} ms late); the \
-                 sentinel killed its tenant in {first:.1} ms",
-                stressor.name(),
-                seen.first_stall.map_or(0.0, |f| f.late_by_ms)
-            )),
-            (Err(e), _) => Err(anyhow::anyhow!(
-                "the sentinel fired while {} ran but could not empty its tenant: {e}; run \
-                 `isobench cleanup` to remove what is left",
-                stressor.name()
-            )),
-        };
+        return sentinel_verdict(a, stressor, k, drill, &seen);
     }
     if !a.json {
-        if let Some(u) = usage {
-            let oom = u.oom_kills.unwrap_or(0);
-            let hits = u.pids_limit_hits.unwrap_or(0);
-            println!(
-                "  tenant: cpu {:.2} s, memory peak {} MiB, oom kills {oom}, pids limit hits {hits}",
-                u.cpu_time_ns.unwrap_or(0) as f64 / 1e9,
-                u.memory_peak.unwrap_or(0) >> 20
-            );
-        }
-        println!(
-            "  sentinel: heartbeat at most {:.1} ms late (threshold {:.0} ms)",
-            seen.max_lateness_ms, seen.threshold_ms
-        );
+        print_tenant_end(usage.as_ref(), &seen);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the agent is asked to run the stressor with: capped unless its tenant contains it.
+fn stress_opts(a: &StressArgs, ctx: &StressCtx, aggressive: bool, contained: bool) -> StressOpts {
+    StressOpts {
+        pin: ctx.pin.clone(),
+        caps: if contained || !aggressive {
+            Caps::default()
+        } else {
+            let c = StressCaps::uncontained(ctx.env.mem_usable);
+            Caps {
+                max_tasks: c.max_tasks,
+                max_bytes: c.max_bytes,
+            }
+        },
+        contained,
+        workdir: a.dir.clone(),
+        sample_interval: Some(Duration::from_secs(1)),
+    }
+}
+
+/// The host sentinel: when even a real-time heartbeat in this process wakes more than a
+/// second late, the host has stopped responding and the aggressor tenant is killed (what
+/// the kill did goes to `killed`, and the run stops). The kill returns once the tenant is
+/// empty, so the sentinel's timing of this callback is its reaction time. `quiet`: a drill,
+/// whose firing is not news.
+fn start_sentinel(
+    session: &crate::tenant::Session,
+    config: SentinelConfig,
+    quiet: bool,
+    ctx: &StressCtx,
+    killed: &KillOutcome,
+) -> anyhow::Result<Sentinel> {
+    let killer = session.tenant.killer();
+    let (killed, stop) = (killed.clone(), ctx.stop.clone());
+    Sentinel::start(config, move |stall| {
+        let mut k = killed.lock().unwrap_or_else(|p| p.into_inner());
+        if k.is_none() {
+            if !quiet {
+                eprintln!(
+                    "isobench: host stopped responding (heartbeat {} ms late): killing the \
+                     aggressor",
+                    stall.late_by.as_millis()
+                );
+            }
+            *k = Some(killer.kill().map_err(|e| format!("{e:#}")));
+            stop.store(true, Ordering::SeqCst);
+        }
+    })
+}
+
+/// Shows the stressor's rate each second until the duration ends, Ctrl-C, the tenant's
+/// deadline or the stressor's exit (returned); a drill drops the sentinel's threshold to
+/// zero at its time.
+fn watch(
+    a: &StressArgs,
+    session: &crate::tenant::Session,
+    ctx: &StressCtx,
+    duration: Option<Duration>,
+    drill: Option<Duration>,
+    sentinel: &Sentinel,
+) -> Option<isobench_agent::StressorExit> {
+    let t0 = Instant::now();
+    let mut drill_due = drill;
+    while !ctx.stop.load(Ordering::Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) {
+        if drill_due.is_some_and(|d| t0.elapsed() >= d) {
+            sentinel.set_threshold(Duration::ZERO);
+            drill_due = None;
+        }
+        if let Some(s) = session.client.next_sample(Duration::from_millis(100)) {
+            if !a.json {
+                eprintln!(
+                    "  {:6.1} s  {} ops/s",
+                    s.elapsed_s,
+                    fmt_value(s.ops_per_sec)
+                );
+            }
+        }
+        if let Some(exit) = session.client.take_exits().into_iter().next() {
+            return Some(exit);
+        }
+        if session.tenant.expired() {
+            break;
+        }
+    }
+    None
+}
+
+/// The end of a run whose sentinel fired: a drill that emptied the tenant succeeds; a real
+/// stall, or a tenant that could not be emptied, is an error.
+fn sentinel_verdict(
+    a: &StressArgs,
+    stressor: &dyn Stressor,
+    killed: &Result<usize, String>,
+    drill: Option<Duration>,
+    seen: &SentinelReport,
+) -> anyhow::Result<ExitCode> {
+    let first = seen.first_stall.map_or(0.0, |f| f.callback_ms);
+    match (killed, drill) {
+        (Ok(_), Some(_)) => {
+            if !a.json {
+                println!(
+                    "  sentinel drill: the tenant was killed and empty {first:.1} ms after \
+                     the stall was detected"
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        (Ok(_), None) => Err(anyhow::anyhow!(
+            "the host stopped responding while {} ran (heartbeat {:.0} ms late); the \
+             sentinel killed its tenant in {first:.1} ms",
+            stressor.name(),
+            seen.first_stall.map_or(0.0, |f| f.late_by_ms)
+        )),
+        (Err(e), _) => Err(anyhow::anyhow!(
+            "the sentinel fired while {} ran but could not empty its tenant: {e}; run \
+             `isobench cleanup` to remove what is left",
+            stressor.name()
+        )),
+    }
+}
+
+/// The tenant's usage and the sentinel's worst lateness, after the stressor's report.
+fn print_tenant_end(usage: Option<&isobench_platform::Usage>, seen: &SentinelReport) {
+    if let Some(u) = usage {
+        let oom = u.oom_kills.unwrap_or(0);
+        let hits = u.pids_limit_hits.unwrap_or(0);
+        println!(
+            "  tenant: cpu {:.2} s, memory peak {} MiB, oom kills {oom}, pids limit hits {hits}",
+            u.cpu_time_ns.unwrap_or(0) as f64 / 1e9,
+            u.memory_peak.unwrap_or(0) >> 20
+        );
+    }
+    println!(
+        "  sentinel: heartbeat at most {:.1} ms late (threshold {:.0} ms)",
+        seen.max_lateness_ms, seen.threshold_ms
+    );
 }
 
 /// Prints the stressor's report (none when the sentinel killed its tenant) with `extra`

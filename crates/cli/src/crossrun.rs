@@ -1,6 +1,6 @@
-//! `isobench run --platform host,cgroup,oci,vm`: the same scenario on each platform in turn,
-//! stored as linked runs, and one table across them in the layout of paper 001's Table 2
-//! with an isolation score per platform.
+//! `isobench run --platform host,cgroup,oci,vm`: the same scenario on each platform in turn
+//! (`isobench_fleet::cross`), stored as linked runs, and one table across them in the layout
+//! of paper 001's Table 2 with an isolation score per platform.
 //!
 //! The link is a fact of every run of the set (`isobench_experiment::stored`), so `isobench
 //! show`, `report` and `export` of any of them carry the table, and `isobench compare` of one
@@ -8,12 +8,12 @@
 
 use std::process::ExitCode;
 
-use isobench_experiment::stored::{link, with_linked};
+use isobench_experiment::stored::with_linked;
 use isobench_experiment::Results;
+use isobench_fleet::cross::{self, CrossEvent};
 use isobench_report::render_sections;
-use isobench_store::RunId;
 
-use crate::cmd_run::{open_store, run_one, store_error, style, RunArgs};
+use crate::cmd_run::{run_one, session_error, store_error, style, RunArgs};
 use crate::exit::{self, bad_input};
 
 /// Runs `a`'s scenario on each of its platforms.
@@ -26,16 +26,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
              table across platforms); --report writes the set's report",
         ));
     }
-    let mut seen = Vec::new();
-    for p in &a.platform {
-        if seen.contains(p) {
-            return Err(bad_input(format!(
-                "--platform names {} twice; name each platform once",
-                p.as_str()
-            )));
-        }
-        seen.push(*p);
-    }
+    cross::check_platforms(&a.platform).map_err(session_error)?;
     let n = a.platform.len();
     if a.dry_run {
         for (i, p) in a.platform.iter().enumerate() {
@@ -44,43 +35,16 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let mut runs: Vec<(String, RunId)> = Vec::new();
-    let mut failed: Vec<String> = Vec::new();
-    let mut worst = exit::OK;
-    for (i, p) in a.platform.iter().enumerate() {
-        eprintln!("isobench: platform {} ({}/{n})", p.as_str(), i + 1);
-        match run_one(a, Some(*p), false) {
-            Ok((code, run)) => {
-                worst = worse(worst, code);
-                if let Some(run) = run {
-                    runs.push((p.as_str().to_string(), run));
-                }
-                if exit::is_interrupted(code) {
-                    eprintln!(
-                        "isobench: interrupted: the platforms after {} are not run",
-                        p.as_str()
-                    );
-                    break;
-                }
-            }
-            Err(e) => {
-                // One platform that cannot run here does not stop the others.
-                eprintln!("isobench: platform {}: {e:#}", p.as_str());
-                failed.push(format!("{}: {e:#}", p.as_str()));
-                worst = worse(worst, exit::PARTIAL);
-            }
-        }
-    }
-    if runs.is_empty() {
-        return Err(anyhow::anyhow!(
-            "no platform could run the scenario: {}",
-            failed.join("; ")
-        ));
-    }
-    let mut store = open_store(&a.db.path)?;
-    link(&mut store, &runs, &failed).map_err(store_error)?;
-    let first = &runs[0].1;
+    let (done, store) = cross::run_each(
+        &a.platform,
+        &mut |p| run_one(a, Some(p), false).map(|(code, run)| (exit::ending(code), run)),
+        &mut show_event,
+        || isobench_store::Store::open(&a.db.path).map_err(Into::into),
+    )
+    .map_err(session_error)?;
+    let first = &done.runs[0].1;
     let results = with_linked(&store, first.as_str()).map_err(store_error)?;
+    let worst = exit::for_ending(done.ending);
     Ok(ExitCode::from(show_set(
         a,
         &results,
@@ -88,6 +52,19 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         worst,
         || {},
     )))
+}
+
+/// Shows an event of a run on several platforms on stderr.
+fn show_event(ev: CrossEvent) {
+    match ev {
+        CrossEvent::Platform { platform, n, of } => {
+            eprintln!("isobench: platform {platform} ({n}/{of})")
+        }
+        CrossEvent::Failed { platform, why } => eprintln!("isobench: platform {platform}: {why}"),
+        CrossEvent::Interrupted { platform } => {
+            eprintln!("isobench: interrupted: the platforms after {platform} are not run")
+        }
+    }
 }
 
 /// Prints a linked set's table (the first of the sections of `results`, the run `first`

@@ -42,6 +42,26 @@ pub fn is_interrupted(code: u8) -> bool {
     code == INTERRUPTED || code == interrupted()
 }
 
+/// The exit code of a run of many runs that ended so.
+pub fn for_ending(e: isobench_fleet::Ending) -> u8 {
+    match e {
+        isobench_fleet::Ending::Complete => OK,
+        isobench_fleet::Ending::Partial => PARTIAL,
+        isobench_fleet::Ending::Interrupted => interrupted(),
+        isobench_fleet::Ending::Failed => FAILURE,
+    }
+}
+
+/// How a run that exited with `code` ended.
+pub fn ending(code: u8) -> isobench_fleet::Ending {
+    match code {
+        OK => isobench_fleet::Ending::Complete,
+        PARTIAL => isobench_fleet::Ending::Partial,
+        c if is_interrupted(c) => isobench_fleet::Ending::Interrupted,
+        _ => isobench_fleet::Ending::Failed,
+    }
+}
+
 /// An error that knows its exit code.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]

@@ -60,7 +60,6 @@ mod cmd_vm;
 mod crossrun;
 mod exit;
 mod fleetrun;
-mod hostagent;
 mod hostsrun;
 mod live;
 mod logger;
