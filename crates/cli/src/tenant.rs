@@ -206,7 +206,7 @@ impl Session {
         platform.teardown()?;
         let report = guard.finish();
         for f in &report.failed {
-            eprintln!("isobench: warning: could not remove {f}");
+            tracing::warn!("could not remove {f}");
         }
         Ok(())
     }

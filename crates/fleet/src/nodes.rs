@@ -72,10 +72,10 @@ impl Drop for RunnerPods {
             return;
         };
         if let Err(e) = runner::remove(&self.kubectl, guard.id(), &self.names) {
-            log::warn!("{e:#}");
+            tracing::warn!("{e:#}");
         }
         for f in &guard.finish().failed {
-            log::warn!("could not remove {f}");
+            tracing::warn!("could not remove {f}");
         }
     }
 }
