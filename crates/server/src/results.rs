@@ -5,11 +5,11 @@
 //! the writing run); analysing a run is costly, so each finished run's facts are cached by
 //! (run id, end time).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
 
-use isobench_experiment::stored::{analyzed, with_linked};
+use isobench_experiment::stored::{analyzed, fleet_link, fleet_section, with_linked, FleetLink};
 use isobench_experiment::Results;
 use isobench_report::compare::{comparison_markdown, render_comparison};
 use isobench_report::{html_report, serialize, Format, Style};
@@ -147,6 +147,60 @@ pub struct RunDetail {
     pub caveats: Vec<String>,
     /// Its seed.
     pub seed: u64,
+    /// The fleet run it is part of (`isobench run --hosts`), when it is.
+    pub fleet: Option<FleetView>,
+}
+
+/// The fleet run a run is part of: the fleet table as `isobench show` prints it (every
+/// figure as text, from the results), and the hosts with their runs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FleetView {
+    /// The table's title.
+    pub title: String,
+    /// Column headers: the name, with the unit in brackets when it has one.
+    pub columns: Vec<String>,
+    /// The rows, one text per column (`12.3 [10.1, 14.6]`).
+    pub rows: Vec<Vec<String>>,
+    /// The lines under the table: the hosts that differ from their type, the hosts not run.
+    pub notes: Vec<String>,
+    /// The label the hosts are grouped by.
+    pub type_label: String,
+    /// The hosts that ran, in the order they were given, each with its run.
+    pub hosts: Vec<FleetHostView>,
+}
+
+/// One host of a [`FleetView`].
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FleetHostView {
+    /// Its name.
+    pub host: String,
+    /// Its run, stored in this database.
+    pub run: String,
+    /// Its labels (its type among them).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl FleetView {
+    /// The fleet of `link`, read from `store` (`r` stands for its own run).
+    fn of(store: &Store, link: &FleetLink, r: &Results) -> FleetView {
+        let section = fleet_section(store, link, Some(r));
+        FleetView {
+            title: section.title.clone(),
+            columns: section.headers(),
+            rows: section.text_rows(),
+            notes: section.notes,
+            type_label: link.type_label.clone(),
+            hosts: link
+                .hosts
+                .iter()
+                .map(|m| FleetHostView {
+                    host: m.host.clone(),
+                    run: m.run.clone(),
+                    labels: m.labels.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// What analysing a run tells the list.
@@ -293,11 +347,18 @@ impl RunCache {
                 ApiError::not_found(format!("no run {id}; GET /api/v1/runs lists the runs"))
             })?;
         let facts = self.facts(&store, &summary)?;
+        // Not cached: a fleet is linked only once its last host's run is stored.
+        let r = analyzed(&store, id).map_err(store_error)?;
+        let fleet = fleet_link(&store, &r).map(|link| FleetView::of(&store, &link, &r));
+        let mut run = view(&summary, &facts, job_of);
+        // Its runs are the hosts': a fleet run is run again from its page's job, not resumed.
+        run.resumable &= fleet.is_none();
         Ok(RunDetail {
-            run: view(&summary, &facts, job_of),
+            run,
             reason: facts.reason,
             caveats: facts.caveats,
             seed: summary.seed,
+            fleet,
         })
     }
 }
