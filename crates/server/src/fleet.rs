@@ -292,6 +292,11 @@ impl FleetProgress {
             .and_then(|h| h.run.clone())
     }
 
+    /// Every host's run that was planned.
+    pub fn runs(&self) -> Vec<String> {
+        self.hosts.iter().filter_map(|h| h.run.clone()).collect()
+    }
+
     /// The job's progress: trials of every host together.
     pub fn progress(&self) -> Progress {
         let done = self.hosts.iter().filter(|h| h.imported || h.failed).count();

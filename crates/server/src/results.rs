@@ -181,9 +181,9 @@ pub struct FleetHostView {
 }
 
 impl FleetView {
-    /// The fleet of `link`, read from `store` (`r` stands for its own run).
-    fn of(store: &Store, link: &FleetLink, r: &Results) -> FleetView {
-        let section = fleet_section(store, link, Some(r));
+    /// The fleet of `link`, read from `store`.
+    fn of(store: &Store, link: &FleetLink) -> FleetView {
+        let section = fleet_section(store, link, None);
         FleetView {
             title: section.title.clone(),
             columns: section.headers(),
@@ -211,6 +211,8 @@ struct Facts {
     headline: Option<Headline>,
     reason: Option<String>,
     caveats: Vec<String>,
+    /// The fleet run it is part of.
+    fleet: Option<FleetLink>,
 }
 
 /// Analysed facts of runs, by (id, end time).
@@ -303,10 +305,17 @@ impl RunCache {
             headline: if finished { headline(&r) } else { None },
             reason: r.run.status_reason.clone(),
             caveats: r.run.caveats.clone(),
+            fleet: fleet_link(store, &r),
         };
         // A running run has no headline yet; its key changes when it ends.
         self.lock().insert(key, facts.clone());
         Ok(facts)
+    }
+
+    /// Forgets what was cached of `runs`: the runs of a fleet, which is linked only once its
+    /// last host's run is stored, after the others may have been read.
+    pub fn forget(&self, runs: &[String]) {
+        self.lock().retain(|(id, _), _| !runs.contains(id));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Option<i64>), Facts>> {
@@ -347,9 +356,7 @@ impl RunCache {
                 ApiError::not_found(format!("no run {id}; GET /api/v1/runs lists the runs"))
             })?;
         let facts = self.facts(&store, &summary)?;
-        // Not cached: a fleet is linked only once its last host's run is stored.
-        let r = analyzed(&store, id).map_err(store_error)?;
-        let fleet = fleet_link(&store, &r).map(|link| FleetView::of(&store, &link, &r));
+        let fleet = facts.fleet.as_ref().map(|link| FleetView::of(&store, link));
         let mut run = view(&summary, &facts, job_of);
         // Its runs are the hosts': a fleet run is run again from its page's job, not resumed.
         run.resumable &= fleet.is_none();

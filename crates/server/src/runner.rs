@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
@@ -149,20 +149,26 @@ async fn supervise(app: &Arc<App>, id: &str, mut child: Child) {
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
     // A fleet run tells its hosts' progress on stderr (crate::fleet).
-    let mut fleet = app
+    let fleet = app
         .queue()
         .view(id)
         .filter(|j| j.spec.is_fleet())
-        .map(|j| FleetProgress::new(&j.spec.hosts));
-    let (fleet_app, fleet_job) = (app.clone(), id.to_string());
+        .map(|j| Arc::new(Mutex::new(FleetProgress::new(&j.spec.hosts))));
+    let (fleet_app, fleet_job, lines) = (app.clone(), id.to_string(), fleet.clone());
     let tail = tokio::spawn(stderr_tail(stderr, move |line| {
-        if let Some(f) = fleet.as_mut() {
-            on_fleet_line(&fleet_app, &fleet_job, f, line);
+        if let Some(f) = &lines {
+            let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
+            on_fleet_line(&fleet_app, &fleet_job, &mut f, line);
         }
     }));
     read_events(app, id, stdout).await;
     let status = child.wait().await;
     let tail = tail.await.unwrap_or_default();
+    if let Some(f) = fleet {
+        // Linked now: what was read of its runs before is stale.
+        app.runs
+            .forget(&f.lock().unwrap_or_else(|e| e.into_inner()).runs());
+    }
     let _ = app.update(|q| q.child_pid = None);
     match status {
         Ok(status) => ended(app, id, status, tail),
