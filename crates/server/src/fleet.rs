@@ -209,6 +209,8 @@ pub enum FleetLine {
 pub struct FleetProgress {
     names: Vec<String>,
     hosts: Vec<HostProgress>,
+    /// The host whose run is the job's: the first one planned.
+    chosen: Option<usize>,
 }
 
 impl FleetProgress {
@@ -217,6 +219,7 @@ impl FleetProgress {
         FleetProgress {
             names: hosts.iter().map(|h| h.name.clone()).collect(),
             hosts: vec![HostProgress::default(); hosts.len()],
+            chosen: None,
         }
     }
 
@@ -256,6 +259,7 @@ impl FleetProgress {
         if let Some(planned) = rest.strip_prefix("run ") {
             if let Some((run, trials)) = planned.split_once(": at least ") {
                 h.run = Some(run.to_string());
+                self.chosen.get_or_insert(i);
                 h.of = trials
                     .split_whitespace()
                     .next()
@@ -283,12 +287,13 @@ impl FleetProgress {
         Some(FleetLine::Note)
     }
 
-    /// The fleet's run: its first host's that was stored here (the coordinator links the
-    /// fleet in that run), else, while none is, its first host's that was planned.
+    /// The job's run: the first one planned, kept while the run lasts (a page follows it;
+    /// any host's run carries the fleet), unless its host ends without storing it here:
+    /// then the first host's run that was stored.
     pub fn run(&self) -> Option<String> {
-        let imported = self.hosts.iter().find(|h| h.imported);
-        imported
-            .or_else(|| self.hosts.iter().find(|h| h.run.is_some() && !h.failed))
+        let chosen = self.chosen.map(|i| &self.hosts[i]).filter(|h| !h.failed);
+        chosen
+            .or_else(|| self.hosts.iter().find(|h| h.imported))
             .and_then(|h| h.run.clone())
     }
 
@@ -399,11 +404,11 @@ mod tests {
             Some(FleetLine::Note)
         );
         assert_eq!(
-            read("[a] run R-a: at least 12 trials on fake"),
+            read("[[::1]:2] run R-b: at least 8 trials on fake"),
             Some(FleetLine::Progress)
         );
         assert_eq!(
-            read("[[::1]:2] run R-b: at least 8 trials on fake"),
+            read("[a] run R-a: at least 12 trials on fake"),
             Some(FleetLine::Progress)
         );
         assert_eq!(read("[a] trial 10/12"), Some(FleetLine::Progress));
@@ -412,15 +417,11 @@ mod tests {
             Some(FleetLine::Note)
         );
         assert_eq!(read(""), None);
-        assert_eq!(p.run().as_deref(), Some("R-a"));
+        assert_eq!(p.run().as_deref(), Some("R-b"), "the first planned, kept");
         assert_eq!((p.progress().n, p.progress().of), (11, 20));
-        p.read("isobench: host a: cannot connect to 127.0.0.1:1: refused");
-        p.read("isobench: host [::1]:2: run R-b complete (exit code 0), imported");
-        assert_eq!(
-            p.run().as_deref(),
-            Some("R-b"),
-            "the first host stored here"
-        );
+        p.read("isobench: host [::1]:2: cannot connect to [::1]:2: refused");
+        p.read("isobench: host a: run R-a complete (exit code 0), imported");
+        assert_eq!(p.run().as_deref(), Some("R-a"), "its host stored none");
         assert_eq!(p.progress().what, "2 of 2 hosts done");
         assert_eq!(p.progress().n, 20);
     }
