@@ -1,15 +1,16 @@
 //! `isobench serve` end to end, on the fake platform with real time passing: a job queued
 //! over HTTP, followed live over server-sent events, stopped (its run interrupted and stored),
 //! resumed to completion, read back as a report and exports, compared; a broken scenario
-//! refused at its line; and a server killed mid-run whose queue comes back and whose run
-//! resumes to completion after a restart.
+//! refused at its line; a server killed mid-run whose queue comes back and whose run
+//! resumes to completion after a restart; and a fleet run on two host agents, whose run
+//! shows the fleet table.
 
 mod common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::served::{Response, Server};
+use common::served::{FakeAgents, Response, Server};
 use serde_json::{json, Value};
 
 /// A small scenario: one probe under one stressor, six rounds (tens of seconds here).
@@ -295,4 +296,86 @@ fn a_non_loopback_address_without_a_token_is_refused() {
         .unwrap();
     assert_eq!(common::code(&out), 2);
     assert!(common::text(&out.stderr).contains("--token-file"));
+}
+
+/// A fleet job (`isobench run --hosts`) on two host agents on loopback, each of its own
+/// type: bad hosts are refused naming their field, no token comes back, the hosts' progress
+/// arrives, and the run's details carry the fleet table with a column per host.
+#[test]
+fn a_fleet_job_runs_on_two_hosts_and_its_run_carries_the_fleet_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents = FakeAgents::start(dir.path(), 2, "slow");
+    let server = Api::start(&dir.path().join("runs.db"));
+    let queue = |hosts: Value, more: Value| {
+        let mut body = json!({"scenario": TINY, "name": "tiny.toml", "hosts": hosts});
+        body.as_object_mut()
+            .unwrap()
+            .extend(more.as_object().unwrap().clone());
+        server.post("/api/v1/jobs", body)
+    };
+
+    let bad = queue(json!([{"address": "nohost", "token": "t"}]), json!({}));
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert_eq!(bad.json()["field"], "hosts[0].address", "{}", bad.body);
+    let hosts: Vec<Value> = agents
+        .addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| json!({"address": a, "name": format!("h{i}"), "type": format!("t{i}"), "token": agents.token}))
+        .collect();
+    let bad = queue(json!(hosts), json!({"platform": "auto"}));
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert!(bad.body.contains("platform"), "{}", bad.body);
+
+    let events = server.server.events();
+    let a = queue(json!(hosts), json!({}));
+    assert_eq!(a.status, 201, "{}", a.body);
+    assert!(
+        !a.body.contains(&agents.token),
+        "a token is never shown: {}",
+        a.body
+    );
+    let job = a.json();
+    assert_eq!(job["spec"]["hosts"][1]["name"], "h1", "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+
+    // The hosts' lines arrive as notes of the job's run.
+    let start = Instant::now();
+    loop {
+        let (event, data) = events
+            .recv_timeout(PATIENCE.saturating_sub(start.elapsed()))
+            .expect("run events arrive");
+        let text = data["event"]["text"].as_str().unwrap_or_default();
+        if event == "run" && data["job"] == id.as_str() && text.starts_with("[h1] run ") {
+            break;
+        }
+    }
+    let job = server.wait_job(&id, "ended", ended("done"));
+    assert_eq!(job["state"], "done", "{job}");
+    let progress = &job["progress"];
+    assert_eq!(progress["n"], progress["of"], "{job}");
+    assert_eq!(progress["what"], "2 of 2 hosts done", "{job}");
+
+    let run = job["run"].as_str().expect("the fleet's run");
+    let detail = server.get(&format!("/api/v1/runs/{run}"));
+    assert_eq!(detail.status, 200, "{}", detail.body);
+    let detail = detail.json();
+    assert_eq!(detail["resumable"], false, "{detail}");
+    let fleet = &detail["fleet"];
+    let names: Vec<&str> = fleet["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["h0", "h1"], "{fleet}");
+    let columns = fleet["columns"].to_string();
+    for t in ["t0 (1 hosts) [%]", "t1 (1 hosts) [%]"] {
+        assert!(columns.contains(t), "{columns}");
+    }
+    assert!(!fleet["rows"].as_array().unwrap().is_empty(), "{fleet}");
+    // Any host's run carries the same table.
+    let other = fleet["hosts"][1]["run"].as_str().unwrap();
+    let other = server.get(&format!("/api/v1/runs/{other}")).json();
+    assert_eq!(other["fleet"]["rows"], fleet["rows"]);
 }

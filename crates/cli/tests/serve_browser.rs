@@ -2,13 +2,14 @@
 //! so a run can be watched), and headless Chromium driven by `tests/browser/ui_flow.py`
 //! (Playwright, set up by `scripts/test`): sign in with the token, launch the quick preset,
 //! watch it progress, stop it, resume it, read its report, reorder and cancel queued jobs,
-//! and see a scenario's error at its line. Screenshots land in
-//! `target/tmp/ui-screenshots` (`CARGO_TARGET_TMPDIR`).
+//! and see a scenario's error at its line; and, by `tests/browser/fleet_flow.py`, launch a
+//! fleet run on two host agents on loopback and read its fleet table. Screenshots land in
+//! `target/tmp/ui-screenshots` and `target/tmp/fleet-screenshots` (`CARGO_TARGET_TMPDIR`).
 
 use std::path::Path;
 
 mod common;
-use common::served::{browser_python, repo_root, Server};
+use common::served::{browser_python, repo_root, FakeAgents, Server};
 use common::text;
 
 #[test]
@@ -38,6 +39,40 @@ fn the_web_ui_launches_watches_stops_resumes_and_reports_a_run() {
     assert!(
         out.status.success(),
         "the browser flow failed:\n{}\n{}\nthe server said:\n{}",
+        text(&out.stdout),
+        text(&out.stderr),
+        server.log()
+    );
+    eprintln!("{}screenshots in {}", text(&out.stdout), shots.display());
+}
+
+#[test]
+fn the_web_ui_launches_a_fleet_run_on_two_hosts_and_shows_its_fleet_table() {
+    let Some(python) = browser_python("the web UI's fleet browser test") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let agents = FakeAgents::start(dir.path(), 2, "1");
+    let server = Server::start(
+        &dir.path().join("fleet.db"),
+        "1",
+        &["--listen", "127.0.0.1:0"],
+    );
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fleet-screenshots");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(repo_root().join("tests/browser/fleet_flow.py"))
+        .arg("--screenshots")
+        .arg(&shots)
+        .args(["--agent-token", &agents.token]);
+    for (i, addr) in agents.addrs.iter().enumerate() {
+        cmd.arg("--host").arg(format!("{addr} host{i} type{i}"));
+    }
+    let out = cmd.arg(format!("{}/", server.url)).output().unwrap();
+    assert!(
+        out.status.success(),
+        "the fleet browser flow failed:\n{}\n{}\nthe server said:\n{}",
         text(&out.stdout),
         text(&out.stderr),
         server.log()

@@ -15,6 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::app::{App, PlatformInfo};
 use crate::auth::{check_token, login_cookie, ClientAddr};
 use crate::error::{ApiError, ErrorBody, JsonBody};
+use crate::fleet::{self, NewHost};
 use crate::queue::{Job, JobSpec, QueueError};
 use crate::results::{self, check_run_id, RunDetail, RunView};
 use crate::validate::{self, Input};
@@ -418,6 +419,10 @@ pub struct NewJob {
     /// Seed instead of the scenario's.
     #[serde(default, deserialize_with = "whole_number_opt")]
     pub seed: Option<u64>,
+    /// Run on every one of these hosts at once, each through its host agent, instead of
+    /// here (`isobench run --hosts`): the run's page then shows the fleet table. Each host
+    /// runs the scenario's platform, so `platform` is not given with `hosts`.
+    pub hosts: Option<Vec<NewHost>>,
 }
 
 /// A string that is one of `names`, or null.
@@ -463,6 +468,16 @@ pub async fn create_job(
     JsonBody(body): JsonBody<NewJob>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     results::check_writable(&app.config.db)?;
+    let (hosts, tokens) = match &body.hosts {
+        Some(_) if body.platform.is_some() => {
+            return Err(ApiError::unprocessable(
+                "platform: a run on hosts runs the scenario's platform on each of them; \
+                 leave platform out, or set it in the scenario",
+            ))
+        }
+        Some(h) => fleet::check_hosts(h)?,
+        None => (Vec::new(), Vec::new()),
+    };
     let spec = JobSpec {
         preset: body.preset.clone(),
         scenario_name: body
@@ -472,6 +487,7 @@ pub async fn create_job(
         platform: body.platform.clone(),
         seed: body.seed,
         resume: None,
+        hosts,
     };
     let mode = app.config.mode;
     let checked = spec.clone();
@@ -486,7 +502,11 @@ pub async fn create_job(
                 ))
             }
         };
-        validate::check(input, checked.platform.as_deref(), checked.seed, mode)
+        if checked.is_fleet() {
+            validate::check_for_hosts(input, checked.seed, mode)
+        } else {
+            validate::check(input, checked.platform.as_deref(), checked.seed, mode)
+        }
     })
     .await?;
     let job = app.update_jobs(|q| {
@@ -494,7 +514,14 @@ pub async fn create_job(
         let written = match &body.scenario {
             Some(text) => write_scenario(&app.scenario_path(&job.id), text),
             None => Ok(()),
-        };
+        }
+        .and_then(|()| {
+            if job.spec.is_fleet() {
+                fleet::write_hosts_file(&app.hosts_path(&job.id), &job.spec.hosts, &tokens)
+            } else {
+                Ok(())
+            }
+        });
         let ids = vec![job.id.clone()];
         (written.map(|()| job), ids)
     });

@@ -144,6 +144,15 @@ impl App {
             .join(format!("{id}.toml"))
     }
 
+    /// Where the hosts file of fleet job `id` is kept, its hosts' tokens beside it
+    /// ([`crate::fleet::write_hosts_file`]).
+    pub fn hosts_path(&self, id: &str) -> PathBuf {
+        self.config
+            .state_dir
+            .join("jobs")
+            .join(format!("{id}.hosts.toml"))
+    }
+
     /// The queue, to read.
     pub fn queue(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())

@@ -21,6 +21,7 @@ pub mod auth;
 pub mod error;
 pub mod events;
 pub mod fields;
+pub mod fleet;
 pub mod metrics;
 pub mod private;
 pub mod queue;
@@ -215,9 +216,9 @@ pub fn lock_state_dir(dir: &Path) -> anyhow::Result<statelock::StateLock> {
     components(schemas(
         api::Session, api::PresetInfo, api::Login, api::RunList, api::Comparison,
         api::JobList, api::NewJob, api::Move, api::ExportFormat, app::PlatformInfo, app::RunEvent,
-        error::ErrorBody, error::Problem, queue::Job, queue::JobSpec, queue::JobState,
-        queue::Progress, results::RunView, results::RunDetail, results::Headline,
-        results::ResourceHeadline
+        error::ErrorBody, error::Problem, fleet::NewHost, queue::Job, queue::JobSpec,
+        queue::JobHost, queue::JobState, queue::Progress, results::RunView, results::RunDetail,
+        results::FleetView, results::FleetHostView, results::Headline, results::ResourceHeadline
     )),
     modifiers(&Security),
     security((), ("bearer" = []), ("cookie" = []))

@@ -72,7 +72,8 @@ impl JobState {
     ];
 }
 
-/// What a job runs: a preset, an uploaded scenario, or the resume of a stored run.
+/// What a job runs: a preset, an uploaded scenario, or the resume of a stored run; on this
+/// host, or on every host of a fleet (`hosts`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct JobSpec {
     /// A built-in preset.
@@ -85,6 +86,29 @@ pub struct JobSpec {
     pub seed: Option<u64>,
     /// The stored run this job resumes.
     pub resume: Option<String>,
+    /// The hosts of a fleet run (`isobench run --hosts`), in order; empty for a run here.
+    /// Their tokens are kept in the server's state directory, never shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<JobHost>,
+}
+
+impl JobSpec {
+    /// Whether the job is a fleet run across hosts.
+    pub fn is_fleet(&self) -> bool {
+        !self.hosts.is_empty()
+    }
+}
+
+/// One host of a fleet job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct JobHost {
+    /// Its name in the fleet table.
+    pub name: String,
+    /// `ADDR:PORT` of its host agent (`isobench agent --listen`).
+    pub address: String,
+    /// Its type, the column it is pooled under in the fleet table.
+    #[serde(rename = "type")]
+    pub host_type: Option<String>,
 }
 
 /// The last trial a running job reported.
@@ -293,13 +317,16 @@ impl Queue {
     }
 
     /// Puts a job back at the head of the queue, as a resume of its run when the run is
-    /// known (else it runs again from its spec).
+    /// known (else it runs again from its spec). A fleet run cannot be resumed here (its
+    /// runs are the hosts'): it runs again from its spec.
     pub fn requeue_front(&mut self, id: &str) {
         let Some(at) = self.jobs.iter().position(|j| j.id == id) else {
             return;
         };
         let mut job = self.jobs.remove(at);
-        if let Some(run) = &job.run {
+        if job.spec.is_fleet() {
+            job.run = None;
+        } else if let Some(run) = &job.run {
             job.spec.resume = Some(run.clone());
         }
         job.state = JobState::Queued;
@@ -457,6 +484,29 @@ mod tests {
         let j = q.view("j-1").unwrap();
         assert_eq!(j.state, JobState::Queued);
         assert_eq!(j.spec, preset("quick"));
+    }
+
+    #[test]
+    fn a_fleet_job_the_server_died_under_runs_again_on_its_hosts() {
+        let mut q = Queue::default();
+        let spec = JobSpec {
+            preset: Some("quick".into()),
+            hosts: vec![JobHost {
+                name: "a".into(),
+                address: "127.0.0.1:7878".into(),
+                host_type: None,
+            }],
+            ..JobSpec::default()
+        };
+        q.push(spec.clone());
+        let j = q.get_mut("j-1").unwrap();
+        j.state = JobState::Running;
+        j.run = Some("20261125-000000-ab".into());
+        q.recover();
+        let j = q.view("j-1").unwrap();
+        assert_eq!(j.state, JobState::Queued);
+        assert_eq!(j.spec, spec, "not a resume of one host's run here");
+        assert_eq!(j.run, None);
     }
 
     #[test]

@@ -5,11 +5,11 @@
 //! the writing run); analysing a run is costly, so each finished run's facts are cached by
 //! (run id, end time).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
 
-use isobench_experiment::stored::{analyzed, with_linked};
+use isobench_experiment::stored::{analyzed, fleet_link, fleet_section, with_linked, FleetLink};
 use isobench_experiment::Results;
 use isobench_report::compare::{comparison_markdown, render_comparison};
 use isobench_report::{html_report, serialize, Format, Style};
@@ -147,6 +147,60 @@ pub struct RunDetail {
     pub caveats: Vec<String>,
     /// Its seed.
     pub seed: u64,
+    /// The fleet run it is part of (`isobench run --hosts`), when it is.
+    pub fleet: Option<FleetView>,
+}
+
+/// The fleet run a run is part of: the fleet table as `isobench show` prints it (every
+/// figure as text, from the results), and the hosts with their runs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FleetView {
+    /// The table's title.
+    pub title: String,
+    /// Column headers: the name, with the unit in brackets when it has one.
+    pub columns: Vec<String>,
+    /// The rows, one text per column (`12.3 [10.1, 14.6]`).
+    pub rows: Vec<Vec<String>>,
+    /// The lines under the table: the hosts that differ from their type, the hosts not run.
+    pub notes: Vec<String>,
+    /// The label the hosts are grouped by.
+    pub type_label: String,
+    /// The hosts that ran, in the order they were given, each with its run.
+    pub hosts: Vec<FleetHostView>,
+}
+
+/// One host of a [`FleetView`].
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FleetHostView {
+    /// Its name.
+    pub host: String,
+    /// Its run, stored in this database.
+    pub run: String,
+    /// Its labels (its type among them).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl FleetView {
+    /// The fleet of `link`, read from `store`.
+    fn of(store: &Store, link: &FleetLink) -> FleetView {
+        let section = fleet_section(store, link, None);
+        FleetView {
+            title: section.title.clone(),
+            columns: section.headers(),
+            rows: section.text_rows(),
+            notes: section.notes,
+            type_label: link.type_label.clone(),
+            hosts: link
+                .hosts
+                .iter()
+                .map(|m| FleetHostView {
+                    host: m.host.clone(),
+                    run: m.run.clone(),
+                    labels: m.labels.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// What analysing a run tells the list.
@@ -157,6 +211,8 @@ struct Facts {
     headline: Option<Headline>,
     reason: Option<String>,
     caveats: Vec<String>,
+    /// The fleet run it is part of.
+    fleet: Option<FleetLink>,
 }
 
 /// Analysed facts of runs, by (id, end time).
@@ -249,10 +305,17 @@ impl RunCache {
             headline: if finished { headline(&r) } else { None },
             reason: r.run.status_reason.clone(),
             caveats: r.run.caveats.clone(),
+            fleet: fleet_link(store, &r),
         };
         // A running run has no headline yet; its key changes when it ends.
         self.lock().insert(key, facts.clone());
         Ok(facts)
+    }
+
+    /// Forgets what was cached of `runs`: the runs of a fleet, which is linked only once its
+    /// last host's run is stored, after the others may have been read.
+    pub fn forget(&self, runs: &[String]) {
+        self.lock().retain(|(id, _), _| !runs.contains(id));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Option<i64>), Facts>> {
@@ -293,11 +356,16 @@ impl RunCache {
                 ApiError::not_found(format!("no run {id}; GET /api/v1/runs lists the runs"))
             })?;
         let facts = self.facts(&store, &summary)?;
+        let fleet = facts.fleet.as_ref().map(|link| FleetView::of(&store, link));
+        let mut run = view(&summary, &facts, job_of);
+        // Its runs are the hosts': a fleet run is run again from its page's job, not resumed.
+        run.resumable &= fleet.is_none();
         Ok(RunDetail {
-            run: view(&summary, &facts, job_of),
+            run,
             reason: facts.reason,
             caveats: facts.caveats,
             seed: summary.seed,
+            fleet,
         })
     }
 }

@@ -8,13 +8,14 @@
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::app::{App, Broadcast, RunEvent};
+use crate::fleet::{FleetLine, FleetProgress};
 use crate::queue::{Job, JobState, Progress};
 
 /// Exit code of a run stopped by SIGINT.
@@ -38,6 +39,9 @@ pub fn run_args(app: &App, job: &Job) -> Vec<String> {
             args.push(format!("--preset={p}"));
         } else if spec.scenario_name.is_some() {
             args.push(app.scenario_path(&job.id).display().to_string());
+        }
+        if spec.is_fleet() {
+            args.push(format!("--hosts={}", app.hosts_path(&job.id).display()));
         }
         if let Some(p) = &spec.platform {
             args.push(format!("--platform={p}"));
@@ -144,10 +148,27 @@ fn stop_with_parent(cmd: &mut Command) {
 async fn supervise(app: &Arc<App>, id: &str, mut child: Child) {
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
-    let tail = tokio::spawn(stderr_tail(stderr));
+    // A fleet run tells its hosts' progress on stderr (crate::fleet).
+    let fleet = app
+        .queue()
+        .view(id)
+        .filter(|j| j.spec.is_fleet())
+        .map(|j| Arc::new(Mutex::new(FleetProgress::new(&j.spec.hosts))));
+    let (fleet_app, fleet_job, lines) = (app.clone(), id.to_string(), fleet.clone());
+    let tail = tokio::spawn(stderr_tail(stderr, move |line| {
+        if let Some(f) = &lines {
+            let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
+            on_fleet_line(&fleet_app, &fleet_job, &mut f, line);
+        }
+    }));
     read_events(app, id, stdout).await;
     let status = child.wait().await;
     let tail = tail.await.unwrap_or_default();
+    if let Some(f) = fleet {
+        // Linked now: what was read of its runs before is stale.
+        app.runs
+            .forget(&f.lock().unwrap_or_else(|e| e.into_inner()).runs());
+    }
     let _ = app.update(|q| q.child_pid = None);
     match status {
         Ok(status) => ended(app, id, status, tail),
@@ -155,10 +176,13 @@ async fn supervise(app: &Arc<App>, id: &str, mut child: Child) {
     }
 }
 
-async fn stderr_tail(stderr: impl AsyncRead + Unpin) -> String {
+/// Reads the child's stderr to its end, each line passed to `on_line`; returns its last
+/// lines.
+async fn stderr_tail(stderr: impl AsyncRead + Unpin, mut on_line: impl FnMut(&str)) -> String {
     let mut lines = BufReader::new(stderr).lines();
     let mut tail = VecDeque::new();
     while let Ok(Some(line)) = lines.next_line().await {
+        on_line(&line);
         if line.trim().is_empty() {
             continue;
         }
@@ -191,6 +215,32 @@ pub fn on_event(app: &App, id: &str, event: serde_json::Value) {
         "planned" => event["run"].as_str().map(str::to_string),
         _ => None,
     };
+    pass_on(app, id, planned, progress, event);
+}
+
+/// Applies one line of a fleet run's coordinator to its job (its run and progress, as
+/// [`FleetProgress`] reads them), and passes the line on as a `note` event.
+fn on_fleet_line(app: &App, id: &str, fleet: &mut FleetProgress, line: &str) {
+    let Some(kind) = fleet.read(line) else {
+        return;
+    };
+    let (run, progress) = match kind {
+        FleetLine::Progress => (fleet.run(), Some(fleet.progress())),
+        FleetLine::Note => (None, None),
+    };
+    let event = serde_json::json!({"event": "note", "text": line.trim_end()});
+    pass_on(app, id, run, progress, event);
+}
+
+/// Sets job `id`'s run and progress to those given, and passes `event` on to the live views
+/// with the job's run.
+fn pass_on(
+    app: &App,
+    id: &str,
+    planned: Option<String>,
+    progress: Option<Progress>,
+    event: serde_json::Value,
+) {
     // Only the plan and the trials change the job (and so the saved queue).
     let run = if planned.is_none() && progress.is_none() {
         app.queue().view(id).and_then(|j| j.run)

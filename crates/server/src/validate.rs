@@ -40,6 +40,27 @@ pub fn check(
     seed: Option<u64>,
     mode: Mode,
 ) -> Result<(), ApiError> {
+    plan(input, platform_name, seed, mode)?.map_err(session_error)
+}
+
+/// [`check`] of a scenario that runs on other hosts (a fleet job): what this host cannot
+/// run (a platform, a resource) is for those hosts to say, so only the scenario's own errors
+/// are answered.
+pub fn check_for_hosts(input: Input<'_>, seed: Option<u64>, mode: Mode) -> Result<(), ApiError> {
+    match plan(input, None, seed, mode)? {
+        Err(SessionError::Unsupported(_)) => Ok(()),
+        planned => planned.map_err(session_error),
+    }
+}
+
+/// Plans `input` on the host of `mode`: the planning's own outcome, inside the errors of
+/// getting there.
+fn plan(
+    input: Input<'_>,
+    platform_name: Option<&str>,
+    seed: Option<u64>,
+    mode: Mode,
+) -> Result<Result<(), SessionError>, ApiError> {
     let mut run = match input {
         Input::Preset(name) => NewRun::preset(Some(name)).map_err(session_error)?,
         Input::Scenario { name, text } => NewRun::scenario(name, text),
@@ -49,8 +70,7 @@ pub fn check(
     let host = mode
         .host()
         .map_err(|e| ApiError::internal(format!("{e:#}")))?;
-    run.plan(&host).map_err(session_error)?;
-    Ok(())
+    Ok(run.plan(&host).map(|_| ()))
 }
 
 fn session_error(e: SessionError) -> ApiError {

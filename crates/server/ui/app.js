@@ -1,7 +1,9 @@
 // isobench's web UI: one page, hash routes, only the HTTP API under /api/v1.
 //
 // Routes: #/runs (list), #/runs/<id> (one run: live progress, stop/resume, report),
-// #/launch (preset or scenario; problems shown at their line), #/queue, #/compare.
+// #/launch (preset or scenario, here or on a fleet of hosts; problems shown at their line),
+// #/queue, #/compare. A fleet run's page shows its fleet table as the server gives it (every
+// figure is text from the results; the UI computes none).
 // Every value from the server reaches the DOM through textContent or an attribute, never as
 // HTML. Every state-changing request carries the CSRF token from GET /api/v1/session.
 "use strict";
@@ -131,6 +133,7 @@
     else if (s.scenario_name) parts.push(s.scenario_name);
     else parts.push("scenario");
     if (s.platform) parts.push("on " + s.platform);
+    if (s.hosts && s.hosts.length) parts.push("on " + plural(s.hosts.length, "host"));
     if (s.seed !== null && s.seed !== undefined) parts.push("seed " + s.seed);
     return parts.join(", ");
   }
@@ -515,6 +518,7 @@
       ["json", "csv", "markdown"].map((f) => [h("a", { href: API + "/runs/" + encodeURIComponent(id) + "/export?format=" + f, download: "", text: f }), " "]),
       h("a", { href: API + "/runs/" + encodeURIComponent(id) + "/report?download=1", download: "", text: "html" }));
     const reportBox = h("section", { id: "run-report", class: "report", hidden: true });
+    const fleetBox = h("section", { id: "run-fleet", class: "card", hidden: true });
     const message = h("p", { id: "run-message", class: "error", role: "alert", hidden: true });
 
     stopBtn.addEventListener("click", async () => {
@@ -586,6 +590,7 @@
           metaRow("Headline", headlineList(run)),
         ]);
         if (run.reason) append(meta, metaRow("Reason", run.reason));
+        renderFleet(run.fleet);
         clear(caveats);
         for (const c of run.caveats || []) caveats.appendChild(h("li", { text: typeof c === "string" ? c : JSON.stringify(c) }));
       }
@@ -624,6 +629,29 @@
         ]);
         reportBox.hidden = false;
       }
+    }
+
+    /** The fleet table and the hosts of a fleet run, as the server gives them. */
+    function renderFleet(fleet) {
+      fleetBox.hidden = !fleet;
+      clear(fleetBox);
+      if (!fleet) return;
+      const table = h("table", { id: "fleet-table", class: "data" },
+        h("thead", {}, h("tr", {}, (fleet.columns || []).map((c) => h("th", { scope: "col", text: c })))),
+        h("tbody", {}, (fleet.rows || []).map((r) => h("tr", {}, r.map((v) => h("td", { text: v }))))));
+      const hosts = h("table", { id: "fleet-hosts", class: "data" },
+        h("thead", {}, h("tr", {}, ["Host", "Run", "Labels"].map((t) => h("th", { scope: "col", text: t })))),
+        h("tbody", {}, (fleet.hosts || []).map((m) => h("tr", { dataset: { host: m.host } },
+          h("td", { text: m.host }),
+          h("td", {}, h("a", { href: "#/runs/" + encodeURIComponent(m.run), class: "mono", text: m.run })),
+          h("td", { class: "small", text: Object.entries(m.labels || {}).map(([k, v]) => k + "=" + v).join(" ") })))));
+      append(fleetBox, [
+        h("h2", { text: "Fleet: " + (fleet.title || "") }),
+        h("div", { class: "table-wrap" }, table),
+        (fleet.notes || []).length ? h("ul", { id: "fleet-notes", class: "notes" }, fleet.notes.map((n) => h("li", { text: n }))) : null,
+        h("h3", { text: "Hosts (grouped by " + (fleet.type_label || "type") + ")" }),
+        h("div", { class: "table-wrap" }, hosts),
+      ]);
     }
 
     // Notes and failures stay shown after the run ends (from the job that ran it last).
@@ -692,7 +720,7 @@
         h("section", { class: "card" }, h("h2", { text: "Details" }), meta, downloads),
         liveBox),
       h("section", { class: "card", id: "caveats-box", hidden: true }, h("h2", { text: "Caveats" }), caveats),
-      failuresBox, notesBox, reportBox);
+      fleetBox, failuresBox, notesBox, reportBox);
     setMain(page);
     load();
   }
@@ -721,6 +749,8 @@
         h("ul", {}, unavailable.map((p) => h("li", {}, h("strong", { text: p.name + ": " }), p.why || "no reason given"))))
       : null;
     const seed = h("input", { id: "seed", name: "seed", type: "number", min: 0, step: 1, inputmode: "numeric", placeholder: "the scenario's" });
+    const hosts = h("textarea", { id: "hosts", name: "hosts", rows: 4, spellcheck: "false", placeholder: "10.0.0.7:7878\n10.0.0.8:7878 web-2 m5.large" });
+    const hostsToken = h("input", { id: "hosts-token", name: "hosts-token", type: "password", autocomplete: "off" });
     const scenario = h("textarea", { id: "scenario", name: "scenario", rows: 10, spellcheck: "false", placeholder: 'name = "my-scenario"\nkind = "matrix"\n…' });
     const scenarioName = h("input", { id: "scenario-name", name: "name", type: "text", value: "scenario.toml" });
     const file = h("input", { id: "scenario-file", type: "file", accept: ".toml,text/plain" });
@@ -811,6 +841,11 @@
           h("span", { class: "field" }, h("label", { for: "platform", text: "Platform" }), platform),
           h("span", { class: "field" }, h("label", { for: "seed", text: "Seed" }), seed)),
         platformWhy),
+      h("fieldset", {},
+        h("legend", { text: "Where" }),
+        h("p", { class: "muted small", text: "Here, or on every host of a fleet at once through its host agent (isobench agent --listen ADDR:PORT): one line per host, ADDR:PORT, then optionally its name and its type. The run's page then shows the fleet table." }),
+        h("div", { class: "field" }, h("label", { for: "hosts", text: "Hosts (empty: run here)" }), hosts),
+        h("div", { class: "field" }, h("label", { for: "hosts-token", text: "The agents' token" }), hostsToken)),
       h("div", { class: "actions" }, submit),
       errorEl, problems, linesView, result);
 
@@ -840,6 +875,16 @@
           return;
         }
         body.seed = n;
+      }
+      const hostLines = hosts.value.split("\n").map((l) => l.trim()).filter(Boolean);
+      if (hostLines.length) {
+        body.hosts = hostLines.map((l) => {
+          const [address, name, type] = l.split(/\s+/);
+          const host = { address, token: hostsToken.value };
+          if (name) host.name = name;
+          if (type) host.type = type;
+          return host;
+        });
       }
       submit.disabled = true;
       const sent = useScenario ? scenario.value : null;

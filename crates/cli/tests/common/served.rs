@@ -288,3 +288,66 @@ pub fn browser_python(what: &str) -> Option<PathBuf> {
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// Host agents (`isobench agent --listen`) in a fake mode on free loopback ports, one token
+/// for all: the hosts of a fleet run launched from the web. Stopped when dropped.
+pub struct FakeAgents {
+    children: Vec<Child>,
+    /// Each agent's `ADDR:PORT`.
+    pub addrs: Vec<String>,
+    /// The token every agent wants.
+    pub token: String,
+}
+
+impl FakeAgents {
+    /// `n` agents with `ISOBENCH_DEBUG_FAKE=fake`, their databases, token file and logs in
+    /// `dir`; returns once each says it listens.
+    pub fn start(dir: &Path, n: usize, fake: &str) -> FakeAgents {
+        let token = "fleet-agent-token-0123456789".to_string();
+        let token_file = super::write_private(dir, "agent-token", &format!("{token}\n"));
+        let mut agents = FakeAgents {
+            children: Vec::new(),
+            addrs: Vec::new(),
+            token,
+        };
+        for i in 0..n {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let addr = format!("127.0.0.1:{port}");
+            let log = dir.join(format!("agent{i}.log"));
+            let child = super::spawnable()
+                .env("ISOBENCH_DEBUG_FAKE", fake)
+                .args(["agent", "--listen", &addr, "--token-file", &token_file])
+                .arg("--db")
+                .arg(dir.join(format!("agent{i}.db")))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("isobench agent starts");
+            agents.children.push(child);
+            let deadline = Instant::now() + START_TIMEOUT;
+            while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("listening")) {
+                assert!(
+                    Instant::now() < deadline,
+                    "the agent on {addr} never listened:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            agents.addrs.push(addr);
+        }
+        agents
+    }
+}
+
+impl Drop for FakeAgents {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
