@@ -48,7 +48,6 @@ pub use tenant::{RUN_LABEL, TENANT_LABEL};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -59,6 +58,7 @@ use cluster::KubeletConfig;
 
 use crate::agent::Transport;
 use crate::cgroup::{CgroupFs, Controller, TenantCgroup};
+use crate::container::Container;
 use crate::error::PlatformError;
 use crate::hostinfo::HostInfo;
 use crate::limits::{CpuList, Limits};
@@ -1216,18 +1216,20 @@ impl Platform for K8sPlatform {
         } else {
             vec![tenant::ENV]
         };
-        Ok(Box::new(tenant::K8sTenant::new(tenant::Inner {
+        let container = Container {
             info,
             exe,
+            keep: vec![pid],
+            cgroup,
+            run: self.run.clone(),
+        };
+        let runtime = tenant::Pod {
             env,
             kubectl: self.kubectl.clone(),
             namespace: ns,
             pod,
-            keep: vec![pid],
-            cgroup,
-            run: self.run.clone(),
-            torn_down: AtomicBool::new(false),
-        })))
+        };
+        Ok(Box::new(tenant::K8sTenant::new(container, runtime)))
     }
 
     fn teardown(&mut self) -> Result<()> {

@@ -32,7 +32,6 @@ pub use tenant::{RUN_LABEL, TENANT_LABEL};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,6 +40,7 @@ use anyhow::{bail, Context, Result};
 use crate::agent::Transport;
 use crate::blockdev::BlockDevice;
 use crate::cgroup::{CgroupFs, TenantCgroup};
+use crate::container::Container;
 use crate::error::PlatformError;
 use crate::hostinfo::HostInfo;
 use crate::limits::Limits;
@@ -702,17 +702,19 @@ impl Platform for OciPlatform {
             image: found,
         };
         self.names.insert(spec.name.clone());
-        Ok(Box::new(tenant::OciTenant::new(tenant::Inner {
+        let container = Container {
             info,
             exe,
-            engine: self.engine.clone(),
-            container: object,
             keep,
             cgroup,
-            net: Mutex::new(tenant_net),
             run: self.run.clone(),
-            torn_down: AtomicBool::new(false),
-        })))
+        };
+        let runtime = tenant::Oci {
+            engine: self.engine.clone(),
+            container: object,
+            net: Mutex::new(tenant_net),
+        };
+        Ok(Box::new(tenant::OciTenant::new(container, runtime)))
     }
 
     fn teardown(&mut self) -> Result<()> {
