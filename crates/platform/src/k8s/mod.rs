@@ -255,54 +255,54 @@ fn refuse_unexpressible(l: &Limits, spec: &TenantSpec) -> Result<(), PlatformErr
             ));
         }
     }
-    for (key, set, why) in [
-        (
-            "memory_min",
-            l.memory_min.is_some(),
-            "a pod spec has no field for memory.min (the kubelet's MemoryQoS feature gate \
+    PlatformError::refuse_set(
+        "k8s",
+        "the `cgroup` platform",
+        &[
+            (
+                "memory_min",
+                l.memory_min.is_some(),
+                "a pod spec has no field for memory.min (the kubelet's MemoryQoS feature gate \
              derives it from the memory request, for every pod alike)",
-        ),
-        (
-            "memory_low",
-            l.memory_low.is_some(),
-            "a pod spec has no field for memory.low",
-        ),
-        (
-            "memory_high",
-            l.memory_high.is_some(),
-            "a pod spec has no field for memory.high (the kubelet's MemoryQoS feature gate \
+            ),
+            (
+                "memory_low",
+                l.memory_low.is_some(),
+                "a pod spec has no field for memory.low",
+            ),
+            (
+                "memory_high",
+                l.memory_high.is_some(),
+                "a pod spec has no field for memory.high (the kubelet's MemoryQoS feature gate \
              derives it from the memory limit)",
-        ),
-        (
-            "swap",
-            l.swap.is_some(),
-            "a pod's swap is the node's swapBehavior, not a per-pod setting",
-        ),
-        (
-            "cpu_burst",
-            l.cpu_burst.is_some(),
-            "a pod spec has no field for the CFS burst",
-        ),
-        (
-            "cpuset_partition",
-            l.cpuset_partition.is_some(),
-            "the kubelet's CPU manager owns the cpusets and makes no partitions",
-        ),
-        (
-            "io_weight",
-            l.io_weight.is_some(),
-            "Kubernetes has no per-pod I/O weight",
-        ),
-        (
-            "io_latency",
-            l.io_latency.is_some(),
-            "Kubernetes has no per-pod I/O latency target",
-        ),
-    ] {
-        if set {
-            return Err(no(key, why, "the `cgroup` platform"));
-        }
-    }
+            ),
+            (
+                "swap",
+                l.swap.is_some(),
+                "a pod's swap is the node's swapBehavior, not a per-pod setting",
+            ),
+            (
+                "cpu_burst",
+                l.cpu_burst.is_some(),
+                "a pod spec has no field for the CFS burst",
+            ),
+            (
+                "cpuset_partition",
+                l.cpuset_partition.is_some(),
+                "the kubelet's CPU manager owns the cpusets and makes no partitions",
+            ),
+            (
+                "io_weight",
+                l.io_weight.is_some(),
+                "Kubernetes has no per-pod I/O weight",
+            ),
+            (
+                "io_latency",
+                l.io_latency.is_some(),
+                "Kubernetes has no per-pod I/O latency target",
+            ),
+        ],
+    )?;
     for (key, set) in [
         ("net_egress", l.net_egress.is_some()),
         ("net_ingress", l.net_ingress.is_some()),

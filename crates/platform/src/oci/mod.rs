@@ -380,44 +380,38 @@ impl OciPlatform {
 
 /// Refuses the knobs no engine flag sets, naming the reason.
 fn refuse_unmapped(l: &Limits) -> Result<(), PlatformError> {
-    let no = |key, why| PlatformError::NotEnforceable {
-        key,
-        platform: "oci",
-        why,
-        fix: "the `cgroup` platform",
-    };
-    for (key, set, why) in [
-        (
-            "memory_min",
-            l.memory_min.is_some(),
-            "docker and podman have no flag for memory.min (only --memory-reservation, which \
+    PlatformError::refuse_set(
+        "oci",
+        "the `cgroup` platform",
+        &[
+            (
+                "memory_min",
+                l.memory_min.is_some(),
+                "docker and podman have no flag for memory.min (only --memory-reservation, which \
              is memory.low)",
-        ),
-        (
-            "memory_high",
-            l.memory_high.is_some(),
-            "docker and podman have no flag for memory.high",
-        ),
-        (
-            "cpu_burst",
-            l.cpu_burst.is_some(),
-            "docker and podman have no flag for the CFS burst",
-        ),
-        (
-            "cpuset_partition",
-            l.cpuset_partition.is_some(),
-            "docker and podman cannot make a container's cpuset a partition",
-        ),
-        (
-            "io_latency",
-            l.io_latency.is_some(),
-            "docker and podman have no flag for io.latency",
-        ),
-    ] {
-        if set {
-            return Err(no(key, why));
-        }
-    }
+            ),
+            (
+                "memory_high",
+                l.memory_high.is_some(),
+                "docker and podman have no flag for memory.high",
+            ),
+            (
+                "cpu_burst",
+                l.cpu_burst.is_some(),
+                "docker and podman have no flag for the CFS burst",
+            ),
+            (
+                "cpuset_partition",
+                l.cpuset_partition.is_some(),
+                "docker and podman cannot make a container's cpuset a partition",
+            ),
+            (
+                "io_latency",
+                l.io_latency.is_some(),
+                "docker and podman have no flag for io.latency",
+            ),
+        ],
+    )?;
     if l.swap.is_some() && l.memory.is_none() {
         return Err(PlatformError::Refused {
             key: "swap",
