@@ -395,12 +395,10 @@ fn v2_parents(
                 scopes.push((slice.join(&child), run.to_string()));
             }
         }
-        if let Ok(text) = fs::read_to_string("/proc/self/cgroup") {
-            if let Some(own) = text.lines().find_map(|l| l.strip_prefix("0::")) {
-                let own = m.path.join(own.trim_start_matches('/'));
-                if own != m.path {
-                    parents.insert(own);
-                }
+        if let Some(own) = placement::own_cgroup() {
+            let own = m.path.join(own.strip_prefix("/").unwrap_or(&own));
+            if own != m.path {
+                parents.insert(own);
             }
         }
     }
