@@ -8,8 +8,7 @@
 //! are read from) sits behind [`Runtime`].
 
 use std::ffi::OsString;
-use std::fs::{self, File};
-use std::io;
+use std::fs::File;
 use std::net::IpAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -18,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::agent::{AgentConnection, AgentLaunch};
 use crate::cgroup::TenantCgroup;
@@ -26,7 +25,7 @@ use crate::limits::Limits;
 use crate::live::LimitChanges;
 use crate::oci::exec::{is_isobench, ExecImage};
 use crate::run::RunContext;
-use crate::tenant::{Killer, Tenant, TenantInfo, Usage};
+use crate::tenant::{Killer, TeardownErrors, Tenant, TenantInfo, Usage};
 use crate::watchdog::Watchdog;
 
 /// What a container tenant keeps whatever runs the container.
@@ -104,32 +103,15 @@ impl<R: Runtime> Inner<R> {
             return Ok(());
         }
         let c = &self.container;
-        let mut errors: Vec<String> = Vec::new();
+        let mut errors = TeardownErrors::default();
         // Kills everything in the cgroups first, the container's own processes too
         // (thawing them, lifting io throttles), so the runtime never waits on a frozen or
         // throttled task and only has an ended container to remove.
         let _ = c.cgroup.kill_all(Duration::from_secs(10));
-        if let Err(e) = self.runtime.remove() {
-            errors.push(format!("{e:#}"));
-        }
-        if let Err(e) = self.runtime.release() {
-            errors.push(format!("{e:#}"));
-        }
-        match fs::remove_dir_all(&c.info.workdir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => errors.push(format!("removing {}: {e}", c.info.workdir.display())),
-        }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(anyhow!(
-                "tearing down tenant {} (run {}): {}",
-                c.info.name,
-                c.run.id(),
-                errors.join("; ")
-            ))
-        }
+        errors.step(self.runtime.remove());
+        errors.step(self.runtime.release());
+        errors.remove_workdir(&c.info.workdir);
+        errors.finish(&c.info, &c.run)
     }
 }
 
