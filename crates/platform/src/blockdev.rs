@@ -9,6 +9,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use procfs::process::MountInfos;
 use serde::Serialize;
 
 /// A block device number, `major:minor`.
@@ -67,7 +68,8 @@ pub fn device_for_path(path: &Path) -> Result<BlockDevice, String> {
         return Ok(d);
     }
     // Not a block device number (btrfs, overlay, tmpfs): ask mountinfo for the source.
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo")
+    let mountinfo = procfs::process::Process::myself()
+        .and_then(|p| p.mountinfo())
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     let (fstype, source) =
         mount_source(&mountinfo, dev).ok_or_else(|| format!("no mount has device {dev}"))?;
@@ -100,19 +102,13 @@ fn whole_disk(dev: DevNum) -> Option<BlockDevice> {
     })
 }
 
-/// Filesystem type and source of the mount with device `dev` in a mountinfo text.
-fn mount_source(mountinfo: &str, dev: DevNum) -> Option<(String, String)> {
+/// Filesystem type and source of the last mount with device `dev` in a mountinfo.
+fn mount_source(mountinfo: &MountInfos, dev: DevNum) -> Option<(String, String)> {
     let want = dev.to_string();
-    mountinfo.lines().rev().find_map(|line| {
-        let mut fields = line.split(' ');
-        let majmin = fields.nth(2)?;
-        if majmin != want {
-            return None;
-        }
-        let (_, after) = line.split_once(" - ")?;
-        let mut it = after.split(' ');
-        Some((it.next()?.to_string(), it.next()?.to_string()))
-    })
+    let m = mountinfo.iter().rev().find(|m| m.majmin == want)?;
+    // procfs reads a source `none` as no source.
+    let source = m.mount_source.clone().unwrap_or_else(|| "none".to_string());
+    Some((m.fs_type.clone(), source))
 }
 
 #[cfg(test)]
@@ -121,8 +117,10 @@ mod tests {
 
     #[test]
     fn mountinfo_source() {
+        use procfs::FromBufRead;
         let mi = "22 1 0:21 / /data rw,relatime shared:1 - btrfs /dev/sdb2 rw\n\
                   23 1 254:0 / / rw - ext4 /dev/vda rw\n";
+        let mi = &MountInfos::from_buf_read(mi.as_bytes()).unwrap();
         assert_eq!(
             mount_source(
                 mi,

@@ -395,12 +395,10 @@ fn v2_parents(
                 scopes.push((slice.join(&child), run.to_string()));
             }
         }
-        if let Ok(text) = fs::read_to_string("/proc/self/cgroup") {
-            if let Some(own) = text.lines().find_map(|l| l.strip_prefix("0::")) {
-                let own = m.path.join(own.trim_start_matches('/'));
-                if own != m.path {
-                    parents.insert(own);
-                }
+        if let Some(own) = placement::own_cgroup() {
+            let own = m.path.join(own.strip_prefix("/").unwrap_or(&own));
+            if own != m.path {
+                parents.insert(own);
             }
         }
     }
@@ -446,12 +444,9 @@ fn sweep_v2_parents(
             if !child.starts_with(PREFIX) {
                 continue;
             }
-            let Some(run) = RunId::from_object_name(&child).map(|r| r.to_string()) else {
+            let Some(run) = selected_run_of(runs, &child) else {
                 continue;
             };
-            if !runs.selected(&run) {
-                continue;
-            }
             let dir = parent.join(&child);
             match remove_v2_leftover(&dir) {
                 Ok(killed) => {
@@ -483,8 +478,45 @@ fn sweep_v2_parents(
 /// Removes the objects of the runs `scope` selects.
 pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
     let mut report = CleanupReport::default();
-    // Known runs and their liveness, from every state root (a run is live if any root says
-    // so).
+    let (live, state_dirs) = known_runs();
+    let mut runs = Runs {
+        live,
+        scope_all: matches!(scope, Scope::All),
+        only: match scope {
+            Scope::Run(id) => Some(id.to_string()),
+            _ => None,
+        },
+    };
+    // 0. What each platform owns (containers, guests): before the cgroups and namespaces
+    // they sit in.
+    for entry in crate::PLATFORMS {
+        (entry.sweep)(&mut runs, &mut report);
+    }
+    // 1. cgroups: freeze and kill their tasks, remove.
+    let mounts = cgroup::host_mounts().unwrap_or_default();
+    sweep_named_cgroups(&mounts, &state_dirs, &mut runs, &mut report);
+    // 1b. cgroup v2 tenants below the mount's root: in the runs' systemd scopes, in the
+    // cgroups runs recorded as their tenants' parent, and in this process's own cgroup.
+    sweep_v2_parents(&mounts, &state_dirs, &mut runs, &mut report);
+    // 1c. Host settings runs changed and could not put back (io.cost).
+    crate::iocost::sweep(&mut runs, &mut report);
+    // 2. Processes tagged with a selected run (host-platform tenants, strays).
+    sweep_tagged_processes(&mut runs, &mut report);
+    // 3. Links: veth host ends first, bridges last.
+    sweep_links(&mut runs, &mut report);
+    // 4. Network namespaces: kill what runs inside, delete.
+    sweep_netns(&mut runs, &mut report);
+    // 5. Workdirs in the default parent and the parents the runs recorded.
+    sweep_workdirs(&state_dirs, &mut runs, &mut report);
+    // 6. State directories.
+    sweep_state_dirs(state_dirs, &mut runs, &mut report);
+    report
+}
+
+/// The runs with a state directory in any state root: whether each is live (a run is live
+/// if any root says so), and its state directories. Removes the half-made state
+/// directories of runs that died making them.
+fn known_runs() -> (BTreeMap<String, bool>, BTreeMap<String, Vec<PathBuf>>) {
     let mut live: BTreeMap<String, bool> = BTreeMap::new();
     let mut state_dirs: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for root in run::state_roots() {
@@ -506,26 +538,27 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             }
         }
     }
-    let mut runs = Runs {
-        live,
-        scope_all: matches!(scope, Scope::All),
-        only: match scope {
-            Scope::Run(id) => Some(id.to_string()),
-            _ => None,
-        },
-    };
-    // 0. What each platform owns (containers, guests): before the cgroups and namespaces
-    // they sit in.
-    for entry in crate::PLATFORMS {
-        (entry.sweep)(&mut runs, &mut report);
-    }
-    // 1. cgroups: freeze and kill their tasks, remove.
-    // On v1, below each hierarchy's root and below the cgroup paths runs recorded as their
-    // tenants' parent.
-    let mounts = cgroup::host_mounts().unwrap_or_default();
+    (live, state_dirs)
+}
+
+/// The run an object name carries, if the run is selected; `None` for a name that carries
+/// no run id (not one of ours: never touched) or a run left alone.
+fn selected_run_of(runs: &mut Runs, name: &str) -> Option<String> {
+    let run = RunId::from_object_name(name)?.to_string();
+    runs.selected(&run).then_some(run)
+}
+
+/// Removes the cgroups named after selected runs: on v1 below each hierarchy's root and
+/// below the cgroup paths runs recorded as their tenants' parent, on v2 below the root.
+fn sweep_named_cgroups(
+    mounts: &[cgroup::CgroupMount],
+    state_dirs: &BTreeMap<String, Vec<PathBuf>>,
+    runs: &mut Runs,
+    report: &mut CleanupReport,
+) {
     let mut v1_parents: BTreeSet<PathBuf> = BTreeSet::from([PathBuf::new()]);
     v1_parents.extend(
-        recorded_paths(&state_dirs, &mut runs, run::CGROUP_V1_PARENTS)
+        recorded_paths(state_dirs, runs, run::CGROUP_V1_PARENTS)
             .into_iter()
             .filter_map(|p| p.strip_prefix("/").ok().map(PathBuf::from))
             .filter(|p| {
@@ -535,7 +568,7 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             }),
     );
     let mut names: BTreeSet<(PathBuf, String)> = BTreeSet::new();
-    for m in &mounts {
+    for m in mounts {
         for parent in &v1_parents {
             if m.fstype != "cgroup" && !parent.as_os_str().is_empty() {
                 continue;
@@ -551,14 +584,10 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
         }
     }
     for (parent, name) in &names {
-        // A name that carries no run id is not one of ours: never touch it.
-        let Some(run) = RunId::from_object_name(name).map(|r| r.to_string()) else {
+        let Some(run) = selected_run_of(runs, name) else {
             continue;
         };
-        if !runs.selected(&run) {
-            continue;
-        }
-        let (v1, v2dirs) = cgroup_leftovers(&mounts, parent, name);
+        let (v1, v2dirs) = cgroup_leftovers(mounts, parent, name);
         let mut results = Vec::new();
         if let Some(view) = v1 {
             let cg = TenantCgroup::open(&view, name);
@@ -584,15 +613,10 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             }
         }
     }
+}
 
-    // 1b. cgroup v2 tenants below the mount's root: in the runs' systemd scopes, in the
-    // cgroups runs recorded as their tenants' parent, and in this process's own cgroup.
-    sweep_v2_parents(&mounts, &state_dirs, &mut runs, &mut report);
-
-    // 1c. Host settings runs changed and could not put back (io.cost).
-    crate::iocost::sweep(&mut runs, &mut report);
-
-    // 2. Processes tagged with a selected run (host-platform tenants, strays).
+/// Kills the processes tagged with a selected run (host-platform tenants, strays).
+fn sweep_tagged_processes(runs: &mut Runs, report: &mut CleanupReport) {
     let tagged: Vec<(i32, String)> = procs::tagged(procs::ENV_RUN)
         .into_iter()
         .filter(|(_, run)| runs.selected(run))
@@ -613,71 +637,81 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             "still alive after SIGKILL",
         );
     }
+}
 
-    // 3. Links: veth host ends first (deleting a pair is synchronous, a deleted namespace
-    // takes its links down later), bridges last.
-    if let Ok(rd) = fs::read_dir("/sys/class/net") {
-        let mut links: Vec<(String, String)> = Vec::new();
-        for e in rd.filter_map(|e| e.ok()) {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(tag) = link_tag(&name) else { continue };
-            let alias = fs::read_to_string(e.path().join("ifalias")).unwrap_or_default();
-            let run = RunId::from_object_name(alias.trim())
-                .map(|r| r.to_string())
-                .or_else(|| runs.run_for_tag(tag))
-                .unwrap_or_else(|| format!("?{tag}"));
-            if runs.selected(&run) {
-                links.push((name, run));
-            }
-        }
-        // Bridges (`b`) after the veths attached to them.
-        links.sort_by_key(|(n, _)| (n.as_bytes().get(8) == Some(&b'b'), n.clone()));
-        for (name, run) in links {
-            if !Path::new("/sys/class/net").join(&name).exists() {
-                // Went away with its peer.
-                report.ok(ObjectKind::Link, name, &run);
-                continue;
-            }
-            match cmd::ip(&["link", "del", &name]) {
-                Ok(_) => report.ok(ObjectKind::Link, name, &run),
-                Err(e) if !Path::new("/sys/class/net").join(&name).exists() => {
-                    let _ = e;
-                    report.ok(ObjectKind::Link, name, &run)
-                }
-                Err(e) => report.fail(ObjectKind::Link, name, &run, e),
-            }
+/// Deletes the links of selected runs: veth host ends first (deleting a pair is
+/// synchronous, a deleted namespace takes its links down later), bridges last.
+fn sweep_links(runs: &mut Runs, report: &mut CleanupReport) {
+    let Ok(rd) = fs::read_dir("/sys/class/net") else {
+        return;
+    };
+    let mut links: Vec<(String, String)> = Vec::new();
+    for e in rd.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(tag) = link_tag(&name) else { continue };
+        let alias = fs::read_to_string(e.path().join("ifalias")).unwrap_or_default();
+        let run = RunId::from_object_name(alias.trim())
+            .map(|r| r.to_string())
+            .or_else(|| runs.run_for_tag(tag))
+            .unwrap_or_else(|| format!("?{tag}"));
+        if runs.selected(&run) {
+            links.push((name, run));
         }
     }
-
-    // 4. Network namespaces: kill what runs inside, delete.
-    if let Ok(rd) = fs::read_dir("/run/netns") {
-        let mut ns: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(PREFIX))
-            .collect();
-        ns.sort();
-        for name in ns {
-            let Some(run) = RunId::from_object_name(&name).map(|r| r.to_string()) else {
-                continue;
-            };
-            if !runs.selected(&run) {
-                continue;
+    // Bridges (`b`) after the veths attached to them.
+    links.sort_by_key(|(n, _)| (n.as_bytes().get(8) == Some(&b'b'), n.clone()));
+    for (name, run) in links {
+        if !Path::new("/sys/class/net").join(&name).exists() {
+            // Went away with its peer.
+            report.ok(ObjectKind::Link, name, &run);
+            continue;
+        }
+        match cmd::ip(&["link", "del", &name]) {
+            Ok(_) => report.ok(ObjectKind::Link, name, &run),
+            Err(e) if !Path::new("/sys/class/net").join(&name).exists() => {
+                let _ = e;
+                report.ok(ObjectKind::Link, name, &run)
             }
-            match crate::net::delete_netns(&name) {
-                Ok(killed) => {
-                    for p in killed {
-                        report.ok(ObjectKind::Process, format!("pid {p}"), &run);
-                    }
-                    report.ok(ObjectKind::Netns, name, &run);
-                }
-                Err(e) => report.fail(ObjectKind::Netns, name, &run, e),
-            }
+            Err(e) => report.fail(ObjectKind::Link, name, &run, e),
         }
     }
+}
 
-    // 5. Workdirs in the default parent and the parents the runs recorded.
-    let mut parents = recorded_paths(&state_dirs, &mut runs, run::WORKDIRS);
+/// Deletes the network namespaces of selected runs, killing what runs inside.
+fn sweep_netns(runs: &mut Runs, report: &mut CleanupReport) {
+    let Ok(rd) = fs::read_dir("/run/netns") else {
+        return;
+    };
+    let mut ns: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(PREFIX))
+        .collect();
+    ns.sort();
+    for name in ns {
+        let Some(run) = selected_run_of(runs, &name) else {
+            continue;
+        };
+        match crate::net::delete_netns(&name) {
+            Ok(killed) => {
+                for p in killed {
+                    report.ok(ObjectKind::Process, format!("pid {p}"), &run);
+                }
+                report.ok(ObjectKind::Netns, name, &run);
+            }
+            Err(e) => report.fail(ObjectKind::Netns, name, &run, e),
+        }
+    }
+}
+
+/// Removes the workdirs of selected runs in the default parent and the parents the runs
+/// recorded.
+fn sweep_workdirs(
+    state_dirs: &BTreeMap<String, Vec<PathBuf>>,
+    runs: &mut Runs,
+    report: &mut CleanupReport,
+) {
+    let mut parents = recorded_paths(state_dirs, runs, run::WORKDIRS);
     parents.insert(run::default_workdir_root());
     for parent in parents {
         let Ok(rd) = fs::read_dir(&parent) else {
@@ -694,20 +728,23 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let Some(run) = RunId::from_object_name(&name).map(|r| r.to_string()) else {
+            let Some(run) = selected_run_of(runs, &name) else {
                 continue;
             };
-            if !runs.selected(&run) {
-                continue;
-            }
             match fs::remove_dir_all(&path) {
                 Ok(()) => report.ok(ObjectKind::Workdir, path.display().to_string(), &run),
                 Err(e) => report.fail(ObjectKind::Workdir, path.display().to_string(), &run, e),
             }
         }
     }
+}
 
-    // 6. State directories.
+/// Removes the state directories of selected runs.
+fn sweep_state_dirs(
+    state_dirs: BTreeMap<String, Vec<PathBuf>>,
+    runs: &mut Runs,
+    report: &mut CleanupReport,
+) {
     for (run, dir) in state_dirs
         .into_iter()
         .flat_map(|(run, dirs)| dirs.into_iter().map(move |d| (run.clone(), d)))
@@ -720,7 +757,6 @@ pub(crate) fn sweep(scope: Scope<'_>) -> CleanupReport {
             Err(e) => report.fail(ObjectKind::StateDir, dir.display().to_string(), &run, e),
         }
     }
-    report
 }
 
 #[cfg(test)]

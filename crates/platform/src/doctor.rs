@@ -151,7 +151,6 @@ fn need_root(root: bool) -> Result<()> {
 fn cgroup_checks(root: bool, ctx: Option<&RunContext>, host: Option<&HostInfo>) -> Vec<Check> {
     let run = ctx.map(|c| c.id());
     let mut checks = Vec::new();
-    let mounts = cgroup::host_mounts().unwrap_or_default();
     let fs = CgroupFs::detect();
     checks.push(Check::new(
         "cgroup",
@@ -160,54 +159,15 @@ fn cgroup_checks(root: bool, ctx: Option<&RunContext>, host: Option<&HostInfo>) 
             .map_err(|e| anyhow!("{e:#}")),
     ));
     if let Ok(fs) = &fs {
-        if fs.version() == CgroupVersion::V1 {
-            for m in mounts.iter().filter(|m| m.fstype == "cgroup2") {
-                let ctl = if m.controllers.is_empty() {
-                    "no controllers".to_string()
-                } else {
-                    format!("controllers: {}", m.controllers.join(" "))
-                };
-                checks.push(Check::new(
-                    "cgroup v2 (hybrid)",
-                    Ok(format!(
-                        "{} is cgroup2 with {ctl}; the resource controllers are bound to v1, \
-                         so isobench uses v1",
-                        m.path.display()
-                    )),
-                ));
-            }
-        }
+        hybrid_checks(fs, &mut checks);
     }
     // On v2, the tenants go where the run's placement puts them (a delegated scope under
     // systemd): say where and why, and check there.
-    let (fs, _delegation) = match (fs, ctx) {
+    let fs = match (fs, ctx) {
         (Ok(fs), Some(run)) if fs.version() == CgroupVersion::V2 && root => {
-            let mount = fs.hierarchies()[0].root.clone();
-            let facts = placement::V2Facts::detect(&mount);
-            checks.push(Check::new(
-                "cgroup v2 systemd",
-                Ok(if facts.systemd {
-                    "systemd is the init: it owns the cgroups it made".to_string()
-                } else {
-                    "no systemd: nothing else manages the cgroup tree".to_string()
-                }),
-            ));
-            match placement::for_run(fs, run) {
-                Ok((fs, d)) => {
-                    checks.push(Check::new(
-                        "cgroup placement",
-                        Ok(d.as_ref()
-                            .map_or_else(|| fs.describe(), |d| d.describe().to_string())),
-                    ));
-                    (Ok(fs), d)
-                }
-                Err(e) => {
-                    checks.push(Check::new("cgroup placement", Err(anyhow!("{e:#}"))));
-                    (Err(e), None)
-                }
-            }
+            placement_checks(fs, run, &mut checks)
         }
-        (fs, _) => (fs, None),
+        (fs, _) => fs,
     };
     let (Ok(fs), Some(run), Some(host)) = (fs, run, host) else {
         checks.push(Check::new(
@@ -216,7 +176,6 @@ fn cgroup_checks(root: bool, ctx: Option<&RunContext>, host: Option<&HostInfo>) 
         ));
         return checks;
     };
-    let first_cpu = host.cpus.iter().next().unwrap_or(0);
     let dev = device_for_path(&run::default_workdir_root()).ok();
     let tests: [(Controller, &str); 5] = [
         (Controller::Cpu, "cpus=0.5,shares=512"),
@@ -227,32 +186,8 @@ fn cgroup_checks(root: bool, ctx: Option<&RunContext>, host: Option<&HostInfo>) 
     ];
     let mut essentials_ok = root;
     for (c, limits) in tests {
-        let r = (|| -> Result<String> {
-            need_root(root)?;
-            if !fs.has(c) {
-                bail!("not available ({})", fs.describe());
-            }
-            let mut l = Limits::parse(limits)?;
-            if c == Controller::Cpuset {
-                l.cpuset = Some(CpuList::from_cpus([first_cpu]));
-            }
-            let d = if c == Controller::Io {
-                Some(
-                    dev.as_ref()
-                        .context("no block device under /var/tmp to throttle")?
-                        .dev,
-                )
-            } else {
-                None
-            };
-            let name = run.object_name(&format!("doctor-{c}"));
-            let cg = TenantCgroup::create(&fs, &name, &l, d)?;
-            let back = cg.read_limits(d);
-            let removed = cg.remove(Duration::from_secs(5));
-            let back = back?;
-            removed?;
-            Ok(read_back(c, &back))
-        })();
+        let r = need_root(root)
+            .and_then(|()| controller_check(&fs, run, host, dev.as_ref(), c, limits));
         if r.is_err() && matches!(c, Controller::Cpu | Controller::Memory | Controller::Pids) {
             essentials_ok = false;
         }
@@ -261,25 +196,8 @@ fn cgroup_checks(root: bool, ctx: Option<&RunContext>, host: Option<&HostInfo>) 
             r,
         ));
     }
-    checks.push(Check::new("cgroup memory swap", {
-        let file = match fs.version() {
-            CgroupVersion::V1 => "memory.memsw.limit_in_bytes",
-            CgroupVersion::V2 => "memory.swap.max",
-        };
-        match fs.hierarchy_of(Controller::Memory) {
-            Some(h) if h.root.join(file).exists() || fs.version() == CgroupVersion::V2 => {
-                Ok(format!("swap is turned off per tenant with {file}"))
-            }
-            Some(_) => Ok(format!(
-                "{file} is missing: swap is turned off with memory.swappiness=0"
-            )),
-            None => Err(anyhow!("no memory controller")),
-        }
-    }));
-    let r = (|| -> Result<String> {
-        need_root(root)?;
-        freeze_kill_check(&fs, run)
-    })();
+    checks.push(Check::new("cgroup memory swap", swap_check(&fs)));
+    let r = need_root(root).and_then(|()| freeze_kill_check(&fs, run));
     if r.is_err() {
         essentials_ok = false;
     }
@@ -295,6 +213,110 @@ fn cgroup_checks(root: bool, ctx: Option<&RunContext>, host: Option<&HostInfo>) 
         },
     ));
     checks
+}
+
+/// On a v1 host, says which cgroup2 mounts there are beside it (a hybrid layout) and that
+/// isobench uses v1.
+fn hybrid_checks(fs: &CgroupFs, checks: &mut Vec<Check>) {
+    if fs.version() != CgroupVersion::V1 {
+        return;
+    }
+    let mounts = cgroup::host_mounts().unwrap_or_default();
+    for m in mounts.iter().filter(|m| m.fstype == "cgroup2") {
+        let ctl = if m.controllers.is_empty() {
+            "no controllers".to_string()
+        } else {
+            format!("controllers: {}", m.controllers.join(" "))
+        };
+        checks.push(Check::new(
+            "cgroup v2 (hybrid)",
+            Ok(format!(
+                "{} is cgroup2 with {ctl}; the resource controllers are bound to v1, so \
+                 isobench uses v1",
+                m.path.display()
+            )),
+        ));
+    }
+}
+
+/// On v2, whether systemd manages the tree and where run `run`'s placement puts the
+/// tenants; returns the cgroup filesystem the tenants then use.
+fn placement_checks(fs: CgroupFs, run: &RunContext, checks: &mut Vec<Check>) -> Result<CgroupFs> {
+    let mount = fs.hierarchies()[0].root.clone();
+    let facts = placement::V2Facts::detect(&mount);
+    checks.push(Check::new(
+        "cgroup v2 systemd",
+        Ok(if facts.systemd {
+            "systemd is the init: it owns the cgroups it made".to_string()
+        } else {
+            "no systemd: nothing else manages the cgroup tree".to_string()
+        }),
+    ));
+    match placement::for_run(fs, run) {
+        Ok((fs, d)) => {
+            checks.push(Check::new(
+                "cgroup placement",
+                Ok(d.as_ref()
+                    .map_or_else(|| fs.describe(), |d| d.describe().to_string())),
+            ));
+            Ok(fs)
+        }
+        Err(e) => {
+            checks.push(Check::new("cgroup placement", Err(anyhow!("{e:#}"))));
+            Err(e)
+        }
+    }
+}
+
+/// Makes a throwaway cgroup with `limits` for controller `c` and reads them back.
+fn controller_check(
+    fs: &CgroupFs,
+    run: &RunId,
+    host: &HostInfo,
+    dev: Option<&crate::blockdev::BlockDevice>,
+    c: Controller,
+    limits: &str,
+) -> Result<String> {
+    if !fs.has(c) {
+        bail!("not available ({})", fs.describe());
+    }
+    let mut l = Limits::parse(limits)?;
+    if c == Controller::Cpuset {
+        let first_cpu = host.cpus.iter().next().unwrap_or(0);
+        l.cpuset = Some(CpuList::from_cpus([first_cpu]));
+    }
+    let d = if c == Controller::Io {
+        Some(
+            dev.context("no block device under /var/tmp to throttle")?
+                .dev,
+        )
+    } else {
+        None
+    };
+    let name = run.object_name(&format!("doctor-{c}"));
+    let cg = TenantCgroup::create(fs, &name, &l, d)?;
+    let back = cg.read_limits(d);
+    let removed = cg.remove(Duration::from_secs(5));
+    let back = back?;
+    removed?;
+    Ok(read_back(c, &back))
+}
+
+/// How swap is turned off per tenant.
+fn swap_check(fs: &CgroupFs) -> Result<String> {
+    let file = match fs.version() {
+        CgroupVersion::V1 => "memory.memsw.limit_in_bytes",
+        CgroupVersion::V2 => "memory.swap.max",
+    };
+    match fs.hierarchy_of(Controller::Memory) {
+        Some(h) if h.root.join(file).exists() || fs.version() == CgroupVersion::V2 => {
+            Ok(format!("swap is turned off per tenant with {file}"))
+        }
+        Some(_) => Ok(format!(
+            "{file} is missing: swap is turned off with memory.swappiness=0"
+        )),
+        None => Err(anyhow!("no memory controller")),
+    }
 }
 
 /// Starts a process inside a throwaway cgroup, checks it is there, kills it by freezing.

@@ -98,3 +98,23 @@ pub enum PlatformError {
         id: String,
     },
 }
+
+impl PlatformError {
+    /// Refuses the first limit of `table` that is set (`(key, set, why)`), as one the
+    /// `platform` cannot enforce, to be done with `fix` instead.
+    pub(crate) fn refuse_set(
+        platform: &'static str,
+        fix: &'static str,
+        table: &[(&'static str, bool, &'static str)],
+    ) -> Result<(), PlatformError> {
+        match table.iter().find(|(_, set, _)| *set) {
+            Some(&(key, _, why)) => Err(PlatformError::NotEnforceable {
+                key,
+                platform,
+                why,
+                fix,
+            }),
+            None => Ok(()),
+        }
+    }
+}

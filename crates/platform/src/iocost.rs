@@ -380,46 +380,19 @@ fn apply_at(
     records: &Path,
     live: Live,
 ) -> Result<IoCostSetting> {
-    if fs.version() != CgroupVersion::V2 {
-        bail!(
-            "--io-cost: io.cost is a cgroup v2 controller, and this host's resource \
-             controllers are cgroup v1 ({}); remove --io-cost, or run on a cgroup v2 host",
-            fs.describe()
-        );
-    }
-    let root = crate::cgroup::v2_mount_root(fs)
-        .ok_or_else(|| anyhow!("--io-cost: no cgroup v2 root found ({})", fs.describe()))?;
-    let tree = fs.tree().clone();
-    for (f, _) in cost.lines() {
-        let file = root.join(f.name());
-        if !tree.exists(&file) {
-            bail!(
-                "--io-cost: {} does not exist: this kernel has no io.cost controller (built \
-                 without CONFIG_BLK_CGROUP_IOCOST); remove --io-cost, or use `io_weight` with \
-                 the bfq scheduler instead",
-                file.display()
-            );
-        }
-    }
+    let root = iocost_root(fs, cost)?;
     fs::create_dir_all(records).with_context(|| format!("creating {}", records.display()))?;
     let (path, lock) = record_paths(records, dev);
     let _lock =
         LockFile::lock_blocking(&lock).with_context(|| format!("locking {}", lock.display()))?;
     let found = Record::read(&path)?;
-    let read_line = |f: File| -> Result<Option<String>> {
-        let file = root.join(f.name());
-        let text = tree
-            .read(&file)
-            .map_err(|e| anyhow!(e).context(format!("reading {}", file.display())))?;
-        Ok(line_of(&text, dev))
-    };
     let mut setting = IoCostSetting {
-        tree: tree.clone(),
+        tree: fs.tree().clone(),
         records: records.to_path_buf(),
         run: run.to_string(),
         live: live.clone(),
         record: Record {
-            root: root.clone(),
+            root,
             dev,
             asked: cost.words.clone(),
             previous: Vec::new(),
@@ -442,6 +415,65 @@ fn apply_at(
         })
         .unwrap_or_default();
     if let (Some(r), false) = (&found, live_holders.is_empty()) {
+        setting.join(r, live_holders, cost, &path)?;
+        return Ok(setting);
+    }
+    setting.record.previous = setting.lines_to_put_back(found.as_ref(), cost)?;
+    // The record first: a run killed between the write and the record would leave a
+    // setting nobody puts back.
+    setting.record.write(&path)?;
+    setting.write_lines(cost, &path)?;
+    setting.restored = false;
+    Ok(setting)
+}
+
+/// The v2 root cgroup of `fs` where `cost`'s files are, refusing a host without them.
+fn iocost_root(fs: &CgroupFs, cost: &IoCost) -> Result<PathBuf> {
+    if fs.version() != CgroupVersion::V2 {
+        bail!(
+            "--io-cost: io.cost is a cgroup v2 controller, and this host's resource \
+             controllers are cgroup v1 ({}); remove --io-cost, or run on a cgroup v2 host",
+            fs.describe()
+        );
+    }
+    let root = crate::cgroup::v2_mount_root(fs)
+        .ok_or_else(|| anyhow!("--io-cost: no cgroup v2 root found ({})", fs.describe()))?;
+    for (f, _) in cost.lines() {
+        let file = root.join(f.name());
+        if !fs.tree().exists(&file) {
+            bail!(
+                "--io-cost: {} does not exist: this kernel has no io.cost controller (built \
+                 without CONFIG_BLK_CGROUP_IOCOST); remove --io-cost, or use `io_weight` with \
+                 the bfq scheduler instead",
+                file.display()
+            );
+        }
+    }
+    Ok(root)
+}
+
+/// The steps of [`apply_at`].
+impl IoCostSetting {
+    /// The device's line in file `f` of the root cgroup, as the kernel holds it now.
+    fn read_line(&self, f: File) -> Result<Option<String>> {
+        let file = self.record.root.join(f.name());
+        let text = self
+            .tree
+            .read(&file)
+            .map_err(|e| anyhow!(e).context(format!("reading {}", file.display())))?;
+        Ok(line_of(&text, self.record.dev))
+    }
+
+    /// Joins the same setting the runs `live_holders` hold (record `r`, at `path`), or
+    /// refuses a different one.
+    fn join(
+        &mut self,
+        r: &Record,
+        live_holders: Vec<String>,
+        cost: &IoCost,
+        path: &Path,
+    ) -> Result<()> {
+        let dev = self.record.dev;
         if r.asked != cost.words {
             bail!(
                 "--io-cost {cost}: io.cost on device {dev} is held at `{}` by run {} now; one \
@@ -453,51 +485,75 @@ fn apply_at(
         }
         let mut r = r.clone();
         r.holders = live_holders.clone();
-        r.holders.push(run.to_string());
-        r.write(&path)?;
+        r.holders.push(self.run.clone());
+        r.write(path)?;
         for (f, _) in cost.lines() {
-            setting.now.push((f, read_line(f)?.unwrap_or_default()));
+            let now = self.read_line(f)?.unwrap_or_default();
+            self.now.push((f, now));
         }
-        setting.record = r;
-        setting.joined = live_holders;
-        setting.restored = false;
-        return Ok(setting);
+        self.record = r;
+        self.joined = live_holders;
+        self.restored = false;
+        Ok(())
     }
-    // No live holder. A record left by a run killed while holding it keeps the lines from
-    // before that run: put back those this setting does not change, keep the others'.
-    let mut previous = Vec::new();
-    if let Some(stale) = &found {
-        let others = Record {
-            previous: stale
+
+    /// The lines to put back when this setting ends, with no live holder. A record left by
+    /// a run killed while holding it (`found`) keeps the lines from before that run: those
+    /// this setting does not change are put back now, the others' are kept.
+    fn lines_to_put_back(
+        &self,
+        found: Option<&Record>,
+        cost: &IoCost,
+    ) -> Result<Vec<(File, Option<String>)>> {
+        let mut previous = Vec::new();
+        if let Some(stale) = found {
+            let others = Record {
+                previous: stale
+                    .previous
+                    .iter()
+                    .filter(|(f, _)| !cost.lines().iter().any(|(g, _)| g == f))
+                    .cloned()
+                    .collect(),
+                ..stale.clone()
+            };
+            others.put_back(self.tree.as_ref())?;
+            previous = stale
                 .previous
                 .iter()
-                .filter(|(f, _)| !cost.lines().iter().any(|(g, _)| g == f))
+                .filter(|(f, _)| cost.lines().iter().any(|(g, _)| g == f))
                 .cloned()
-                .collect(),
-            ..stale.clone()
-        };
-        others.put_back(tree.as_ref())?;
-        previous = stale
-            .previous
-            .iter()
-            .filter(|(f, _)| cost.lines().iter().any(|(g, _)| g == f))
-            .cloned()
-            .collect();
-    }
-    for (f, _) in cost.lines() {
-        if !previous.iter().any(|(g, _)| *g == f) {
-            previous.push((f, read_line(f)?));
+                .collect();
         }
+        for (f, _) in cost.lines() {
+            if !previous.iter().any(|(g, _)| *g == f) {
+                previous.push((f, self.read_line(f)?));
+            }
+        }
+        Ok(previous)
     }
-    setting.record.previous = previous;
-    // The record first: a run killed between the write and the record would leave a
-    // setting nobody puts back.
-    setting.record.write(&path)?;
-    for (f, params) in cost.lines() {
-        let file = root.join(f.name());
+
+    /// Writes `cost`'s lines for the device and checks the kernel holds them; on an error,
+    /// leaves the setting (recorded at `path`).
+    fn write_lines(&mut self, cost: &IoCost, path: &Path) -> Result<()> {
+        for (f, params) in cost.lines() {
+            match self.write_line(f, params) {
+                Ok(now) => self.now.push((f, now)),
+                Err(e) => {
+                    let _ = self.leave(path);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `params` for the device to file `f` and returns the line the kernel then
+    /// holds, refusing one without the `enable` and `ctrl=user` asked.
+    fn write_line(&self, f: File, params: &str) -> Result<String> {
+        let dev = self.record.dev;
+        let file = self.record.root.join(f.name());
         let line = format!("{dev} {params}");
-        if let Err(e) = tree.write(&file, &line) {
-            let _ = setting.leave(&path);
+        if let Err(e) = self.tree.write(&file, &line) {
             return Err(anyhow!(e).context(format!(
                 "--io-cost: writing `{line}` to {} (the kernel refused the parameters; check \
                  them against the kernel's cgroup-v2 documentation, {})",
@@ -505,13 +561,7 @@ fn apply_at(
                 f.name()
             )));
         }
-        let now = match read_line(f) {
-            Ok(l) => l.unwrap_or_default(),
-            Err(e) => {
-                let _ = setting.leave(&path);
-                return Err(e);
-            }
-        };
+        let now = self.read_line(f)?.unwrap_or_default();
         let held: Vec<&str> = now.split_whitespace().collect();
         // The numbers are shown in the kernel's own format; `enable` and `ctrl=user` must be
         // as asked.
@@ -520,7 +570,6 @@ fn apply_at(
             .filter(|w| w.starts_with("enable=") || *w == "ctrl=user")
             .collect();
         if now.is_empty() || want.iter().any(|w| !held.contains(w)) {
-            let _ = setting.leave(&path);
             bail!(
                 "--io-cost: {}: wrote `{line}`, but the kernel holds `{}`",
                 file.display(),
@@ -531,10 +580,8 @@ fn apply_at(
                 }
             );
         }
-        setting.now.push((f, now));
+        Ok(now)
     }
-    setting.restored = false;
-    Ok(setting)
 }
 
 impl IoCostSetting {

@@ -26,6 +26,7 @@ pub mod blockdev;
 pub mod cgroup;
 pub mod cleanup;
 mod cmd;
+mod container;
 pub mod doctor;
 pub mod error;
 pub mod hostinfo;

@@ -176,6 +176,12 @@ fn child(parent: &TenantCgroup, name: &str, limits: &Limits) -> Result<TenantCgr
         .with_context(|| format!("creating {}/{name}", dir.display()))
 }
 
+/// The protections of A/B's children, as the kernel's test sets them.
+const LOWS: [u64; 4] = [75 * MIB, 25 * MIB, 0, 500 * MIB];
+
+/// The kernel's test inside A: B's children fill their page cache, take their
+/// protections, then G's allocation presses on them and each one's memory is compared
+/// with the model.
 fn within(
     a: &TenantCgroup,
     protection: Protection,
@@ -184,9 +190,8 @@ fn within(
 ) -> Result<Outcome> {
     let b = child(a, "B", &Limits::default())?;
     let g = child(a, "G", &Limits::default())?;
-    let lows = [75 * MIB, 25 * MIB, 0, 500 * MIB];
     let mut kids = Vec::new();
-    for i in 0..lows.len() {
+    for i in 0..LOWS.len() {
         kids.push(child(&b, &format!("c{i}"), &Limits::default())?);
     }
     // The page cache first, as the kernel's test does; the protections after.
@@ -207,87 +212,15 @@ fn within(
         for f in fillers.iter_mut() {
             wait_ready(f)?;
         }
-        b.apply_limits(&protection.limits(50 * MIB))?;
-        for (kid, low) in kids.iter().zip(lows) {
-            if low > 0 {
-                kid.apply_limits(&protection.limits(low))?;
-            }
-        }
-        let current = |cg: &TenantCgroup| cg.usage().memory_current.unwrap_or(0);
+        protect(&b, &kids, protection)?;
         let end = Instant::now() + Duration::from_secs(6);
         while !values_close(current(&b), 150 * MIB, 3) && Instant::now() < end {
             thread::sleep(Duration::from_millis(200));
         }
         let before = current(&b);
-        let mut hog = spawn_in(
-            &g,
-            helper,
-            &[
-                "alloc-anon".into(),
-                (148 * MIB).to_string(),
-                cgroup_dir(&g)?,
-            ],
-        )?;
-        let status = hog.wait().context("waiting for the allocation in A/G")?;
-        let pressure = if status.success() {
-            "A/G allocated 148 MiB and exited".to_string()
-        } else {
-            let stat = a
-                .read_file(Controller::Memory, "memory.stat")
-                .unwrap_or_default();
-            let kib = |k: &str| crate::cgroup::group::keyed(&stat, k).map_or(0, |v| v >> 10);
-            format!(
-                "the 148 MiB allocation in A/G failed ({status}), which the kernel's test \
-                 requires to succeed; A then held {} KiB (anon {} KiB, file {} KiB, kernel {} KiB)",
-                a.usage().memory_current.unwrap_or(0) >> 10,
-                kib("anon"),
-                kib("file"),
-                kib("kernel")
-            )
-        };
-        let events = |cg: &TenantCgroup, key: &str| {
-            cg.read_file(Controller::Memory, "memory.events")
-                .and_then(|t| crate::cgroup::group::keyed(&t, key))
-        };
-        let mut rows = vec![Row {
-            cgroup: "A/B".into(),
-            protection_bytes: 50 * MIB,
-            filled_bytes: 150 * MIB,
-            measured_bytes: current(&b),
-            expected_bytes: Some(50 * MIB),
-            tolerance_percent: Some(3),
-            within: None,
-            low_events: events(&b, "low"),
-            oom_events: events(&b, "oom"),
-        }];
-        let expected = [
-            (Some(29 * MIB), Some(15)),
-            (Some(21 * MIB), Some(20)),
-            (Some(0), None),
-            (Some(0), Some(0)),
-        ];
-        for (i, (kid, low)) in kids.iter().zip(lows).enumerate() {
-            let (exp, tol) = expected[i];
-            rows.push(Row {
-                cgroup: format!("A/B/c{i}"),
-                protection_bytes: low,
-                filled_bytes: if i < 3 { 50 * MIB } else { 0 },
-                measured_bytes: current(kid),
-                expected_bytes: exp,
-                tolerance_percent: tol,
-                within: None,
-                low_events: events(kid, "low"),
-                oom_events: events(kid, "oom"),
-            });
-        }
-        for r in &mut rows {
-            r.within = match (r.expected_bytes, r.tolerance_percent) {
-                (Some(e), Some(0)) => Some(r.measured_bytes == e),
-                (Some(e), Some(t)) => Some(values_close(r.measured_bytes, e, t)),
-                _ => None,
-            };
-        }
-        let passed = status.success() && rows.iter().all(|r| r.within != Some(false));
+        let (allocated, pressure) = press(a, &g, helper)?;
+        let rows = rows(&b, &kids);
+        let passed = allocated && rows.iter().all(|r| r.within != Some(false));
         Ok(Outcome {
             protection,
             parent: a.dir_of(Controller::Memory).map(Path::to_path_buf).unwrap_or_default(),
@@ -303,6 +236,100 @@ fn within(
         let _ = f.wait();
     }
     result
+}
+
+/// Sets B's protection and its children's ([`LOWS`]).
+fn protect(b: &TenantCgroup, kids: &[TenantCgroup], protection: Protection) -> Result<()> {
+    b.apply_limits(&protection.limits(50 * MIB))?;
+    for (kid, low) in kids.iter().zip(LOWS) {
+        if low > 0 {
+            kid.apply_limits(&protection.limits(low))?;
+        }
+    }
+    Ok(())
+}
+
+/// The memory a cgroup uses now.
+fn current(cg: &TenantCgroup) -> u64 {
+    cg.usage().memory_current.unwrap_or(0)
+}
+
+/// A count from a cgroup's `memory.events`.
+fn events(cg: &TenantCgroup, key: &str) -> Option<u64> {
+    cg.read_file(Controller::Memory, "memory.events")
+        .and_then(|t| crate::cgroup::group::keyed(&t, key))
+}
+
+/// Runs G's allocation of 148 MiB in A; returns whether it succeeded, and says what
+/// happened.
+fn press(a: &TenantCgroup, g: &TenantCgroup, helper: &Helper) -> Result<(bool, String)> {
+    let mut hog = spawn_in(
+        g,
+        helper,
+        &["alloc-anon".into(), (148 * MIB).to_string(), cgroup_dir(g)?],
+    )?;
+    let status = hog.wait().context("waiting for the allocation in A/G")?;
+    if status.success() {
+        return Ok((true, "A/G allocated 148 MiB and exited".to_string()));
+    }
+    let stat = a
+        .read_file(Controller::Memory, "memory.stat")
+        .unwrap_or_default();
+    let kib = |k: &str| crate::cgroup::group::keyed(&stat, k).map_or(0, |v| v >> 10);
+    Ok((
+        false,
+        format!(
+            "the 148 MiB allocation in A/G failed ({status}), which the kernel's test \
+             requires to succeed; A then held {} KiB (anon {} KiB, file {} KiB, kernel {} KiB)",
+            a.usage().memory_current.unwrap_or(0) >> 10,
+            kib("anon"),
+            kib("file"),
+            kib("kernel")
+        ),
+    ))
+}
+
+/// B's and its children's memory against what the kernel's test expects.
+fn rows(b: &TenantCgroup, kids: &[TenantCgroup]) -> Vec<Row> {
+    let mut rows = vec![Row {
+        cgroup: "A/B".into(),
+        protection_bytes: 50 * MIB,
+        filled_bytes: 150 * MIB,
+        measured_bytes: current(b),
+        expected_bytes: Some(50 * MIB),
+        tolerance_percent: Some(3),
+        within: None,
+        low_events: events(b, "low"),
+        oom_events: events(b, "oom"),
+    }];
+    let expected = [
+        (Some(29 * MIB), Some(15)),
+        (Some(21 * MIB), Some(20)),
+        (Some(0), None),
+        (Some(0), Some(0)),
+    ];
+    for (i, (kid, low)) in kids.iter().zip(LOWS).enumerate() {
+        let (exp, tol) = expected[i];
+        rows.push(Row {
+            cgroup: format!("A/B/c{i}"),
+            protection_bytes: low,
+            filled_bytes: if i < 3 { 50 * MIB } else { 0 },
+            measured_bytes: current(kid),
+            expected_bytes: exp,
+            tolerance_percent: tol,
+            within: None,
+            low_events: events(kid, "low"),
+            oom_events: events(kid, "oom"),
+        });
+    }
+    for r in &mut rows {
+        r.within = match (r.expected_bytes, r.tolerance_percent) {
+            (Some(e), Some(0)) => Some(r.measured_bytes == e),
+            (Some(e), Some(t)) => Some(values_close(r.measured_bytes, e, t)),
+            _ => None,
+        };
+    }
+    rows
 }
 
 fn cgroup_dir(cg: &TenantCgroup) -> Result<String> {

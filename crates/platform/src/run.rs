@@ -439,7 +439,7 @@ pub(crate) fn hostname() -> String {
 }
 
 fn boot_id() -> Option<String> {
-    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+    procfs::sys::kernel::random::boot_id()
         .ok()
         .map(|b| b.trim().to_string())
 }

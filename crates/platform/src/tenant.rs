@@ -526,37 +526,18 @@ impl Inner {
         if self.torn_down.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let mut errors: Vec<String> = Vec::new();
-        if let Err(e) = self.kill_processes() {
-            errors.push(format!("{e:#}"));
-        }
+        let mut errors = TeardownErrors::default();
+        errors.step(self.kill_processes());
         if let Some(mut net) = self.net.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            if let Err(e) = net.teardown() {
-                errors.push(format!("{e:#}"));
-            }
+            errors.step(net.teardown());
         }
         if let Jail::Cgroup(cg) = &self.jail {
-            if let Err(e) = cg.remove(Duration::from_secs(10)) {
-                errors.push(format!("{e:#}"));
-            }
+            errors.step(cg.remove(Duration::from_secs(10)));
         }
         if self.workdir_created {
-            match fs::remove_dir_all(&self.info.workdir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => errors.push(format!("removing {}: {e}", self.info.workdir.display())),
-            }
+            errors.remove_workdir(&self.info.workdir);
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(anyhow!(
-                "tearing down tenant {} (run {}): {}",
-                self.info.name,
-                self.run.id(),
-                errors.join("; ")
-            ))
-        }
+        errors.finish(&self.info, &self.run)
     }
 
     fn host_usage(&self, seen: &Mutex<BTreeMap<i32, (u64, u64)>>) -> Usage {
@@ -806,6 +787,42 @@ impl Drop for LocalTenant {
         if let Err(e) = self.teardown() {
             tracing::warn!("{e:#}");
         }
+    }
+}
+
+/// The errors of a tenant's teardown steps: every step runs, and the errors are reported
+/// together.
+#[derive(Default)]
+pub(crate) struct TeardownErrors(Vec<String>);
+
+impl TeardownErrors {
+    /// Keeps the error of one step.
+    pub(crate) fn step<T>(&mut self, result: Result<T>) {
+        if let Err(e) = result {
+            self.0.push(format!("{e:#}"));
+        }
+    }
+
+    /// Removes the tenant's workdir (gone already is fine).
+    pub(crate) fn remove_workdir(&mut self, dir: &Path) {
+        match fs::remove_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => self.0.push(format!("removing {}: {e}", dir.display())),
+        }
+    }
+
+    /// One error naming the tenant and the run, if any step failed.
+    pub(crate) fn finish(self, info: &TenantInfo, run: &RunContext) -> Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        Err(anyhow!(
+            "tearing down tenant {} (run {}): {}",
+            info.name,
+            run.id(),
+            self.0.join("; ")
+        ))
     }
 }
 

@@ -476,31 +476,18 @@ impl ChaseBuf {
     /// Share of the resident part of the region backed by transparent huge pages, from
     /// `/proc/self/smaps` (None when it cannot be read).
     pub(crate) fn huge_fraction(&self) -> Option<f64> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let maps = procfs::process::Process::myself().ok()?.smaps().ok()?;
         let (lo, hi) = (self.base as u64, self.base as u64 + self.len as u64);
-        let mut inside = false;
-        let (mut huge_kb, mut rss_kb) = (0u64, 0u64);
-        for line in smaps.lines() {
-            let first = line.split_whitespace().next().unwrap_or("");
-            if let Some((a, b)) = first.split_once('-') {
-                if let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
-                    inside = a < hi && b > lo;
-                    continue;
-                }
-            }
-            if inside {
-                let kb = |v: &str| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok();
-                if let Some(v) = line.strip_prefix("AnonHugePages:") {
-                    huge_kb += kb(v)?;
-                } else if let Some(v) = line.strip_prefix("Rss:") {
-                    rss_kb += kb(v)?;
-                }
-            }
+        let (mut huge, mut rss) = (0u64, 0u64);
+        for m in maps.iter().filter(|m| m.address.0 < hi && m.address.1 > lo) {
+            let bytes = |key: &str| m.extension.map.get(key).copied().unwrap_or(0);
+            huge += bytes("AnonHugePages");
+            rss += bytes("Rss");
         }
-        Some(if rss_kb == 0 {
+        Some(if rss == 0 {
             0.0
         } else {
-            (huge_kb as f64 / rss_kb as f64).min(1.0)
+            (huge as f64 / rss as f64).min(1.0)
         })
     }
 }

@@ -1033,20 +1033,36 @@ impl TenantCgroup {
     /// The cgroups of process `pid`, from `/proc/<pid>/cgroup`, in each hierarchy of `fs`.
     pub fn of_process(fs: &CgroupFs, pid: i32) -> Result<TenantCgroup> {
         let file = format!("/proc/{pid}/cgroup");
-        let text = std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?;
-        TenantCgroup::from_proc_cgroup(fs, &text)
+        let cgroups = procfs::process::Process::new(pid)
+            .and_then(|p| p.cgroups())
+            .with_context(|| format!("reading {file}"))?;
+        TenantCgroup::from_process_cgroups(fs, &cgroups)
             .with_context(|| format!("finding the cgroups of process {pid} in {file}"))
     }
 
     /// The cgroups listed in the text of a `/proc/<pid>/cgroup` file (`id:controllers:path`
     /// lines; `0::path` for v2), relative to each hierarchy's root of `fs`.
     pub fn from_proc_cgroup(fs: &CgroupFs, text: &str) -> Result<TenantCgroup> {
-        let lines: Vec<(Vec<&str>, &str)> = text
-            .lines()
-            .filter_map(|l| {
-                let mut it = l.splitn(3, ':');
-                let (_, ctrls, path) = (it.next()?, it.next()?, it.next()?);
-                Some((ctrls.split(',').filter(|c| !c.is_empty()).collect(), path))
+        use procfs::FromBufRead;
+        let cgroups = procfs::ProcessCGroups::from_buf_read(text.as_bytes())
+            .context("parsing a /proc/<pid>/cgroup text")?;
+        TenantCgroup::from_process_cgroups(fs, &cgroups)
+    }
+
+    /// The cgroups a process is in (procfs's reading of its `/proc/<pid>/cgroup`), relative
+    /// to each hierarchy's root of `fs`.
+    fn from_process_cgroups(
+        fs: &CgroupFs,
+        cgroups: &procfs::ProcessCGroups,
+    ) -> Result<TenantCgroup> {
+        let lines: Vec<(Vec<&str>, &str)> = cgroups
+            .0
+            .iter()
+            .map(|c| {
+                (
+                    c.controllers.iter().map(String::as_str).collect(),
+                    c.pathname.as_str(),
+                )
             })
             .collect();
         let mut dirs = Vec::new();

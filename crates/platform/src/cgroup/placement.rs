@@ -460,11 +460,11 @@ fn start_scope(run: &RunContext) -> Result<Child> {
                 err.trim()
             );
         }
-        let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-        if cg
-            .lines()
-            .any(|l| l.strip_prefix("0::") == Some(want.as_str()))
-        {
+        let cg = procfs::process::Process::new(pid)
+            .and_then(|p| p.cgroups())
+            .map(|c| c.0)
+            .unwrap_or_default();
+        if v2_path(&cg) == Some(want.as_str()) {
             // Its stderr is not read again: nothing more is written there.
             child.stderr.take();
             return Ok(child);
@@ -475,7 +475,10 @@ fn start_scope(run: &RunContext) -> Result<Child> {
             bail!(
                 "systemd did not start the scope {unit} within {} s (the process is in {})",
                 SCOPE_START_TIMEOUT.as_secs(),
-                cg.trim()
+                cg.iter()
+                    .map(|c| format!("{}:{}:{}", c.hierarchy, c.controllers.join(","), c.pathname))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             );
         }
         thread::sleep(Duration::from_millis(20));
@@ -605,11 +608,17 @@ fn join_cgroup(mount: &Path, rel: &Path) -> PathBuf {
 }
 
 /// isobench's own v2 cgroup, from `/proc/self/cgroup`.
-fn own_cgroup() -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(PathBuf::from)
+pub(crate) fn own_cgroup() -> Option<PathBuf> {
+    let cgroups = procfs::process::Process::myself().ok()?.cgroups().ok()?;
+    v2_path(&cgroups.0).map(PathBuf::from)
+}
+
+/// The v2 line's path (`0::path`) among a process's cgroups.
+fn v2_path(cgroups: &[procfs::ProcessCGroup]) -> Option<&str> {
+    cgroups
+        .iter()
+        .find(|c| c.hierarchy == 0 && c.controllers.is_empty())
+        .map(|c| c.pathname.as_str())
 }
 
 /// Whether systemd marked `dir` as delegated.

@@ -48,7 +48,6 @@ pub use tenant::{RUN_LABEL, TENANT_LABEL};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -59,6 +58,7 @@ use cluster::KubeletConfig;
 
 use crate::agent::Transport;
 use crate::cgroup::{CgroupFs, Controller, TenantCgroup};
+use crate::container::Container;
 use crate::error::PlatformError;
 use crate::hostinfo::HostInfo;
 use crate::limits::{CpuList, Limits};
@@ -255,54 +255,54 @@ fn refuse_unexpressible(l: &Limits, spec: &TenantSpec) -> Result<(), PlatformErr
             ));
         }
     }
-    for (key, set, why) in [
-        (
-            "memory_min",
-            l.memory_min.is_some(),
-            "a pod spec has no field for memory.min (the kubelet's MemoryQoS feature gate \
+    PlatformError::refuse_set(
+        "k8s",
+        "the `cgroup` platform",
+        &[
+            (
+                "memory_min",
+                l.memory_min.is_some(),
+                "a pod spec has no field for memory.min (the kubelet's MemoryQoS feature gate \
              derives it from the memory request, for every pod alike)",
-        ),
-        (
-            "memory_low",
-            l.memory_low.is_some(),
-            "a pod spec has no field for memory.low",
-        ),
-        (
-            "memory_high",
-            l.memory_high.is_some(),
-            "a pod spec has no field for memory.high (the kubelet's MemoryQoS feature gate \
+            ),
+            (
+                "memory_low",
+                l.memory_low.is_some(),
+                "a pod spec has no field for memory.low",
+            ),
+            (
+                "memory_high",
+                l.memory_high.is_some(),
+                "a pod spec has no field for memory.high (the kubelet's MemoryQoS feature gate \
              derives it from the memory limit)",
-        ),
-        (
-            "swap",
-            l.swap.is_some(),
-            "a pod's swap is the node's swapBehavior, not a per-pod setting",
-        ),
-        (
-            "cpu_burst",
-            l.cpu_burst.is_some(),
-            "a pod spec has no field for the CFS burst",
-        ),
-        (
-            "cpuset_partition",
-            l.cpuset_partition.is_some(),
-            "the kubelet's CPU manager owns the cpusets and makes no partitions",
-        ),
-        (
-            "io_weight",
-            l.io_weight.is_some(),
-            "Kubernetes has no per-pod I/O weight",
-        ),
-        (
-            "io_latency",
-            l.io_latency.is_some(),
-            "Kubernetes has no per-pod I/O latency target",
-        ),
-    ] {
-        if set {
-            return Err(no(key, why, "the `cgroup` platform"));
-        }
-    }
+            ),
+            (
+                "swap",
+                l.swap.is_some(),
+                "a pod's swap is the node's swapBehavior, not a per-pod setting",
+            ),
+            (
+                "cpu_burst",
+                l.cpu_burst.is_some(),
+                "a pod spec has no field for the CFS burst",
+            ),
+            (
+                "cpuset_partition",
+                l.cpuset_partition.is_some(),
+                "the kubelet's CPU manager owns the cpusets and makes no partitions",
+            ),
+            (
+                "io_weight",
+                l.io_weight.is_some(),
+                "Kubernetes has no per-pod I/O weight",
+            ),
+            (
+                "io_latency",
+                l.io_latency.is_some(),
+                "Kubernetes has no per-pod I/O latency target",
+            ),
+        ],
+    )?;
     for (key, set) in [
         ("net_egress", l.net_egress.is_some()),
         ("net_ingress", l.net_ingress.is_some()),
@@ -1216,18 +1216,20 @@ impl Platform for K8sPlatform {
         } else {
             vec![tenant::ENV]
         };
-        Ok(Box::new(tenant::K8sTenant::new(tenant::Inner {
+        let container = Container {
             info,
             exe,
+            keep: vec![pid],
+            cgroup,
+            run: self.run.clone(),
+        };
+        let runtime = tenant::Pod {
             env,
             kubectl: self.kubectl.clone(),
             namespace: ns,
             pod,
-            keep: vec![pid],
-            cgroup,
-            run: self.run.clone(),
-            torn_down: AtomicBool::new(false),
-        })))
+        };
+        Ok(Box::new(tenant::K8sTenant::new(container, runtime)))
     }
 
     fn teardown(&mut self) -> Result<()> {

@@ -32,7 +32,6 @@ pub use tenant::{RUN_LABEL, TENANT_LABEL};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,6 +40,7 @@ use anyhow::{bail, Context, Result};
 use crate::agent::Transport;
 use crate::blockdev::BlockDevice;
 use crate::cgroup::{CgroupFs, TenantCgroup};
+use crate::container::Container;
 use crate::error::PlatformError;
 use crate::hostinfo::HostInfo;
 use crate::limits::Limits;
@@ -380,44 +380,38 @@ impl OciPlatform {
 
 /// Refuses the knobs no engine flag sets, naming the reason.
 fn refuse_unmapped(l: &Limits) -> Result<(), PlatformError> {
-    let no = |key, why| PlatformError::NotEnforceable {
-        key,
-        platform: "oci",
-        why,
-        fix: "the `cgroup` platform",
-    };
-    for (key, set, why) in [
-        (
-            "memory_min",
-            l.memory_min.is_some(),
-            "docker and podman have no flag for memory.min (only --memory-reservation, which \
+    PlatformError::refuse_set(
+        "oci",
+        "the `cgroup` platform",
+        &[
+            (
+                "memory_min",
+                l.memory_min.is_some(),
+                "docker and podman have no flag for memory.min (only --memory-reservation, which \
              is memory.low)",
-        ),
-        (
-            "memory_high",
-            l.memory_high.is_some(),
-            "docker and podman have no flag for memory.high",
-        ),
-        (
-            "cpu_burst",
-            l.cpu_burst.is_some(),
-            "docker and podman have no flag for the CFS burst",
-        ),
-        (
-            "cpuset_partition",
-            l.cpuset_partition.is_some(),
-            "docker and podman cannot make a container's cpuset a partition",
-        ),
-        (
-            "io_latency",
-            l.io_latency.is_some(),
-            "docker and podman have no flag for io.latency",
-        ),
-    ] {
-        if set {
-            return Err(no(key, why));
-        }
-    }
+            ),
+            (
+                "memory_high",
+                l.memory_high.is_some(),
+                "docker and podman have no flag for memory.high",
+            ),
+            (
+                "cpu_burst",
+                l.cpu_burst.is_some(),
+                "docker and podman have no flag for the CFS burst",
+            ),
+            (
+                "cpuset_partition",
+                l.cpuset_partition.is_some(),
+                "docker and podman cannot make a container's cpuset a partition",
+            ),
+            (
+                "io_latency",
+                l.io_latency.is_some(),
+                "docker and podman have no flag for io.latency",
+            ),
+        ],
+    )?;
     if l.swap.is_some() && l.memory.is_none() {
         return Err(PlatformError::Refused {
             key: "swap",
@@ -702,17 +696,19 @@ impl Platform for OciPlatform {
             image: found,
         };
         self.names.insert(spec.name.clone());
-        Ok(Box::new(tenant::OciTenant::new(tenant::Inner {
+        let container = Container {
             info,
             exe,
-            engine: self.engine.clone(),
-            container: object,
             keep,
             cgroup,
-            net: Mutex::new(tenant_net),
             run: self.run.clone(),
-            torn_down: AtomicBool::new(false),
-        })))
+        };
+        let runtime = tenant::Oci {
+            engine: self.engine.clone(),
+            container: object,
+            net: Mutex::new(tenant_net),
+        };
+        Ok(Box::new(tenant::OciTenant::new(container, runtime)))
     }
 
     fn teardown(&mut self) -> Result<()> {

@@ -1,4 +1,5 @@
-//! One tenant of the `oci` platform: a container that lives as long as the tenant.
+//! One tenant of the `oci` platform: a container that lives as long as the tenant (the
+//! tenant itself is [`ContainerTenant`], shared with `k8s`).
 //!
 //! The container's own process is the engine's init (`--init`: it reaps the orphans a fork
 //! bomb leaves) with a sleeping child; the agent and every other process are started with
@@ -8,29 +9,19 @@
 //! same tenant.
 
 use std::ffi::OsString;
-use std::fs::{self, File};
-use std::io;
 use std::net::IpAddr;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::engine::Engine;
-use super::exec::{is_isobench, ExecImage};
-use crate::agent::{AgentConnection, AgentLaunch};
-use crate::cgroup::TenantCgroup;
+use crate::container::{Container, ContainerTenant, Runtime};
 use crate::limits::Limits;
 use crate::live::{Knob, KnobSet, LimitChanges};
 use crate::net::TenantNet;
 use crate::procs;
-use crate::run::RunContext;
-use crate::tenant::{Killer, Tenant, TenantInfo, Usage};
-use crate::watchdog::Watchdog;
+use crate::tenant::Usage;
 
 /// Label carrying the run id on every container.
 pub const RUN_LABEL: &str = "isobench.run";
@@ -91,105 +82,38 @@ pub(crate) fn update_args(changes: &LimitChanges, now: &Limits) -> Result<Vec<St
     Ok(a)
 }
 
-/// What `create_tenant` made, shared with the killer and the watchdog.
-pub(crate) struct Inner {
-    pub(crate) info: TenantInfo,
-    /// Where the static isobench is in the container: the agent image's `/isobench`, or
-    /// the one mounted into a user's image.
-    pub(crate) exe: &'static str,
+/// The `oci` side of a container tenant: the engine and the container it runs.
+pub(crate) struct Oci {
     pub(crate) engine: Engine,
     /// The container's name (`isobench-<run>-<tenant>`).
     pub(crate) container: String,
-    /// The engine's init and its sleeping child: the container ends when they do, so the
-    /// killer spares them.
-    pub(crate) keep: Vec<i32>,
-    pub(crate) cgroup: TenantCgroup,
     pub(crate) net: Mutex<Option<TenantNet>>,
-    pub(crate) run: RunContext,
-    pub(crate) torn_down: AtomicBool,
 }
 
-impl Inner {
-    /// Kills every process of the tenant but the container's own.
-    pub(crate) fn kill_processes(&self) -> Result<usize> {
-        Ok(self
-            .cgroup
-            .kill_all_except(&self.keep, Duration::from_secs(10))
-            .with_context(|| format!("killing the processes of tenant {}", self.info.name))?
-            .len())
+/// A tenant of the `oci` platform; the container's own processes (its `keep`) are the
+/// engine's init and its sleeping child.
+pub(crate) type OciTenant = ContainerTenant<Oci>;
+
+impl Runtime for Oci {
+    fn describe(&self) -> String {
+        format!("container {}", self.container)
     }
 
-    /// Removes the container: kills everything in its cgroups first (thawing them, lifting
-    /// io throttles), so the engine never waits on a frozen or throttled task.
-    fn remove_container(&self) -> Result<()> {
-        let _ = self.cgroup.kill_all(Duration::from_secs(10));
-        self.engine.remove_container(&self.container)
+    fn cli(&self) -> &Path {
+        self.engine.cli()
     }
 
-    pub(crate) fn teardown(&self) -> Result<()> {
-        if self.torn_down.swap(true, Ordering::SeqCst) {
-            return Ok(());
-        }
-        let mut errors: Vec<String> = Vec::new();
-        if let Err(e) = self.remove_container() {
-            errors.push(format!("{e:#}"));
-        }
-        if let Some(mut net) = self.net.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            if let Err(e) = net.teardown() {
-                errors.push(format!("{e:#}"));
-            }
-        }
-        match fs::remove_dir_all(&self.info.workdir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => errors.push(format!("removing {}: {e}", self.info.workdir.display())),
-        }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(anyhow!(
-                "tearing down tenant {} (run {}): {}",
-                self.info.name,
-                self.run.id(),
-                errors.join("; ")
-            ))
-        }
-    }
-}
-
-/// A tenant of the `oci` platform.
-pub(crate) struct OciTenant {
-    inner: Arc<Inner>,
-    expired: Arc<AtomicBool>,
-    watchdog: Mutex<Option<Watchdog>>,
-}
-
-impl OciTenant {
-    pub(crate) fn new(inner: Inner) -> OciTenant {
-        let inner = Arc::new(inner);
-        let target = inner.clone();
-        let (watchdog, expired) =
-            Watchdog::for_tenant(&inner.info.name, inner.info.deadline_s, move || {
-                target.kill_processes()
-            });
-        OciTenant {
-            inner,
-            expired,
-            watchdog: Mutex::new(watchdog),
-        }
-    }
-
-    /// The `exec` arguments (after the engine's global ones) that run `program args` in the
-    /// container, in `dir`, with `env` added.
+    /// The `exec` arguments (after the engine's global ones): `-w dir`, the tenant's tags
+    /// and `env` with `-e`, then the container.
     fn exec_args(
         &self,
+        c: &Container,
         program: OsString,
-        args: impl IntoIterator<Item = OsString>,
+        args: Vec<OsString>,
         dir: &Path,
         env: Vec<(OsString, OsString)>,
-    ) -> Vec<OsString> {
-        let inner = &self.inner;
-        let mut v: Vec<OsString> = inner
+    ) -> Result<Vec<OsString>> {
+        let mut v: Vec<OsString> = self
             .engine
             .global_args()
             .into_iter()
@@ -198,12 +122,9 @@ impl OciTenant {
         v.extend(["exec", "-i", "-w"].map(OsString::from));
         v.push(dir.as_os_str().to_owned());
         let tags = [
-            (procs::ENV_RUN, OsString::from(inner.run.id().as_str())),
-            (procs::ENV_TENANT, OsString::from(&inner.info.object_name)),
-            (
-                procs::ENV_WORKDIR,
-                inner.info.workdir.as_os_str().to_owned(),
-            ),
+            (procs::ENV_RUN, OsString::from(c.run.id().as_str())),
+            (procs::ENV_TENANT, OsString::from(&c.info.object_name)),
+            (procs::ENV_WORKDIR, c.info.workdir.as_os_str().to_owned()),
         ];
         for (k, val) in tags
             .into_iter()
@@ -216,133 +137,51 @@ impl OciTenant {
             v.push("-e".into());
             v.push(kv);
         }
-        v.push(OsString::from(&inner.container));
+        v.push(OsString::from(&self.container));
         v.push(program);
         v.extend(args);
-        v
-    }
-}
-
-impl Tenant for OciTenant {
-    fn name(&self) -> &str {
-        &self.inner.info.name
+        Ok(v)
     }
 
-    fn info(&self) -> &TenantInfo {
-        &self.inner.info
+    fn remove(&self) -> Result<()> {
+        self.engine.remove_container(&self.container)
     }
 
-    /// Runs `cmd` with `exec -i` in the container: the isobench binary becomes the image's
-    /// `/isobench` (`/.isobench/isobench` in a user's image), the command's environment is passed with `-e` (the host's is not), its
-    /// directory (else the workdir, mounted at the same path) is the working directory. The
-    /// returned child is the engine's CLI, which relays the streams and the exit status.
-    fn spawn(&self, mut cmd: Command) -> Result<Child> {
-        let inner = &self.inner;
-        if inner.torn_down.load(Ordering::SeqCst) {
-            bail!("tenant {} has been torn down", inner.info.name);
+    fn release(&self) -> Result<()> {
+        match self.net.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(mut net) => net.teardown(),
+            None => Ok(()),
         }
-        let program = if is_isobench(cmd.get_program()) {
-            OsString::from(inner.exe)
-        } else {
-            cmd.get_program().to_owned()
-        };
-        let shown = program.to_string_lossy().into_owned();
-        let args: Vec<OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
-        let dir = cmd
-            .get_current_dir()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| inner.info.workdir.clone());
-        let env: Vec<(OsString, OsString)> = cmd
-            .get_envs()
-            .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
-            .collect();
-        let argv = self.exec_args(program, args, &dir, env);
-        let image = ExecImage::new(inner.engine.cli(), &argv, std::env::vars_os())?;
-        // The engine's CLI runs on the host, in the directory the caller chose if it exists
-        // here (the workdir does), else where isobench runs.
-        if !dir.is_dir() {
-            cmd.current_dir("/");
-        }
-        cmd.process_group(0);
-        // SAFETY: the closure only calls execve(2) with data prepared before the fork.
-        unsafe {
-            cmd.pre_exec(move || Err(image.exec()));
-        }
-        cmd.spawn().with_context(|| {
-            format!(
-                "starting `{shown}` in container {} of tenant {}",
-                inner.container, inner.info.name
-            )
-        })
     }
 
-    fn start_agent(&self, launch: &AgentLaunch) -> Result<AgentConnection> {
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&launch.log)
-            .with_context(|| format!("opening the agent's log {}", launch.log.display()))?;
-        let mut cmd = Command::new(self.inner.exe);
-        cmd.arg("agent")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log));
-        let child = self
-            .spawn(cmd)
-            .with_context(|| format!("starting the agent in tenant {}", self.name()))?;
-        AgentConnection::stdio(child)
+    fn usage(&self, c: &Container) -> Result<Usage> {
+        Ok(c.cgroup.usage())
     }
 
-    fn usage(&self) -> Result<Usage> {
-        Ok(self.inner.cgroup.usage())
-    }
-
-    fn effective_limits(&self) -> Result<Limits> {
-        let inner = &self.inner;
-        let mut l = inner
+    fn effective_limits(&self, c: &Container) -> Result<Limits> {
+        let mut l = c
             .cgroup
-            .read_limits(inner.info.io_device.as_ref().map(|d| d.dev))
-            .with_context(|| format!("reading the limits of container {}", inner.container))?;
-        l.net_egress = inner.info.limits.net_egress;
-        l.net_ingress = inner.info.limits.net_ingress;
+            .read_limits(c.info.io_device.as_ref().map(|d| d.dev))
+            .with_context(|| format!("reading the limits of container {}", self.container))?;
+        l.net_egress = c.info.limits.net_egress;
+        l.net_ingress = c.info.limits.net_ingress;
         Ok(l)
     }
 
-    fn address(&self) -> Option<IpAddr> {
-        self.inner.info.address.map(IpAddr::V4)
-    }
-
-    fn workdir(&self) -> &Path {
-        &self.inner.info.workdir
-    }
-
-    fn killer(&self) -> Killer {
-        let inner = self.inner.clone();
-        Killer::new(self.inner.info.name.clone(), move || inner.kill_processes())
-    }
-
-    fn set_frozen(&self, frozen: bool) -> Result<()> {
-        self.inner
-            .cgroup
-            .set_frozen(frozen, crate::cgroup::FREEZE_TIMEOUT)
-    }
-
-    fn update_limits(&self, changes: &LimitChanges) -> Result<Limits> {
-        let inner = &self.inner;
-        let name = &inner.info.name;
+    fn update_limits(&self, c: &Container, changes: &LimitChanges) -> Result<Limits> {
+        let name = &c.info.name;
         super::CAPS
             .live_knobs
             .refuse("oci", changes)
             .with_context(|| format!("changing the limits of tenant {name}"))?;
-        crate::tenant::check_cpus_in_cpuset(&inner.info, changes)?;
-        let now = self.effective_limits()?;
+        crate::tenant::check_cpus_in_cpuset(&c.info, changes)?;
+        let now = self.effective_limits(c)?;
         let args = update_args(changes, &now)?;
         if !args.is_empty() {
             let mut argv: Vec<&str> = vec!["update"];
             argv.extend(args.iter().map(String::as_str));
-            argv.push(&inner.container);
-            inner
-                .engine
+            argv.push(&self.container);
+            self.engine
                 .change(&argv)
                 .with_context(|| format!("changing the limits of tenant {name}"))?;
         }
@@ -353,36 +192,15 @@ impl Tenant for OciTenant {
             lift: changes.lift,
         };
         if !lifts.is_empty() {
-            inner
-                .cgroup
-                .update_limits(&lifts, inner.info.io_device.as_ref().map(|d| d.dev))
+            c.cgroup
+                .update_limits(&lifts, c.info.io_device.as_ref().map(|d| d.dev))
                 .with_context(|| format!("lifting limits of tenant {name}"))?;
         }
-        self.effective_limits()
+        self.effective_limits(c)
     }
 
-    fn expired(&self) -> bool {
-        self.expired.load(Ordering::SeqCst)
-    }
-
-    fn teardown(&self) -> Result<()> {
-        if let Some(w) = self
-            .watchdog
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            w.cancel();
-        }
-        self.inner.teardown()
-    }
-}
-
-impl Drop for OciTenant {
-    fn drop(&mut self) {
-        if let Err(e) = self.teardown() {
-            tracing::warn!("{e:#}");
-        }
+    fn address(&self, c: &Container) -> Option<IpAddr> {
+        c.info.address.map(IpAddr::V4)
     }
 }
 

@@ -174,44 +174,9 @@ impl VmPlatform {
     }
 }
 
-impl Platform for VmPlatform {
-    fn kind(&self) -> PlatformKind {
-        super::KIND
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "vm: {}, {} ({}), kernel {} ({}); QEMU in {}",
-            self.qemu_version,
-            self.accel.name(),
-            match &self.accel {
-                Accel::Kvm => "hardware virtualization".to_string(),
-                Accel::Tcg(why) => format!("software emulation: {why}"),
-            },
-            self.kernel.image.display(),
-            self.kernel.source,
-            self.cgroup.describe()
-        )
-    }
-
-    fn notes(&self) -> Vec<String> {
-        match &self.accel {
-            Accel::Kvm => Vec::new(),
-            Accel::Tcg(why) => vec![format!(
-                "vm: guests run under TCG software emulation ({why}); their speed figures are \
-                 not representative of a virtual machine with hardware virtualization (a \
-                 guest runs several times slower than the host), so compare degradations \
-                 within this run only"
-            )],
-        }
-    }
-
-    fn host(&self) -> &HostInfo {
-        &self.host
-    }
-
-    fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
-        // ---- Checks: nothing is created before all of them pass. ----
+impl VmPlatform {
+    /// Refuses what a guest cannot have; returns the guest's memory.
+    fn check_guest_spec(&self, spec: &TenantSpec) -> Result<u64> {
         crate::tenant::check_spec(spec, &Default::default(), &self.host, super::KIND)?;
         // QEMU's cgroup holds the guest's whole memory and QEMU's own, so a protection or
         // a soft limit on it does not act on the guest's page cache as it does on a
@@ -255,80 +220,150 @@ impl Platform for VmPlatform {
                 guest_memory >> 20
             );
         }
+        Ok(guest_memory)
+    }
+
+    /// Makes what the guest needs in its `workdir` (the disk) and beside it (a TAP on the
+    /// bridge); returns the disk, the agent's socket and the TAP.
+    fn prepare_guest(
+        &self,
+        spec: &TenantSpec,
+        workdir: &Path,
+    ) -> Result<(PathBuf, PathBuf, Option<TenantTap>)> {
+        let disk = workdir.join(DISK_FILE);
+        let socket = workdir.join(AGENT_SOCKET);
+        if socket.as_os_str().len() >= 100 {
+            bail!(
+                "the agent socket {} is too long for a unix socket; choose a shorter workdir",
+                socket.display()
+            );
+        }
+        make_disk(&disk).with_context(|| format!("making the disk of tenant {}", spec.name))?;
+        // A guest's loopback is its own kernel's: without an address on the bridge nothing
+        // beside it (a load generator, another tenant's forwarder) reaches its services, so
+        // every guest gets one whenever this host can make it.
+        let tap = if spec.network.is_some() || crate::net::check_available().is_ok() {
+            Some(self.net.create_tap(&spec.limits)?)
+        } else {
+            None
+        };
+        Ok((disk, socket, tap))
+    }
+}
+
+/// What the tenant's notes say about its guest.
+fn guest_notes(
+    spec: &TenantSpec,
+    cpus: u32,
+    guest_memory: u64,
+    guest_pids: Option<u64>,
+    initrd_bytes: u64,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if spec.limits.memory.is_none() {
+        notes.push(format!(
+            "guest memory {} MiB (no memory limit given)",
+            DEFAULT_GUEST_MEMORY >> 20
+        ));
+    }
+    if spec.limits.pids.is_none() && guest_pids.is_some() {
+        notes.push(format!(
+            "safe default pids={SAFE_GUEST_PIDS} inside the guest"
+        ));
+    }
+    notes.push(format!(
+        "{cpus} vCPU(s), {} MiB guest memory; QEMU's cgroup holds {} MiB (guest + QEMU)",
+        guest_memory >> 20,
+        (guest_memory + QEMU_OVERHEAD + initrd_bytes) >> 20
+    ));
+    if let Some(set) = &spec.limits.cpuset {
+        notes.push(format!(
+            "vCPUs numbered as the host's CPUs: the agent runs on vCPUs {set}, each pinned \
+             to the host CPU of its number"
+        ));
+    }
+    notes
+}
+
+/// The spec of the cgroup tenant QEMU runs in: CPU, cpuset and io limits as given,
+/// `memory` for the guest plus QEMU, pids for QEMU's threads, no network.
+fn qemu_spec(spec: &TenantSpec, memory: u64) -> TenantSpec {
+    let mut host_limits = spec.limits.clone();
+    host_limits.memory = Some(memory);
+    host_limits.pids = Some(QEMU_PIDS);
+    host_limits.net_egress = None;
+    host_limits.net_ingress = None;
+    TenantSpec {
+        name: spec.name.clone(),
+        role: spec.role,
+        limits: host_limits,
+        network: None,
+        workdir: spec.workdir.clone(),
+        deadline: spec.deadline,
+        image: None,
+    }
+}
+
+impl Platform for VmPlatform {
+    fn kind(&self) -> PlatformKind {
+        super::KIND
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "vm: {}, {} ({}), kernel {} ({}); QEMU in {}",
+            self.qemu_version,
+            self.accel.name(),
+            match &self.accel {
+                Accel::Kvm => "hardware virtualization".to_string(),
+                Accel::Tcg(why) => format!("software emulation: {why}"),
+            },
+            self.kernel.image.display(),
+            self.kernel.source,
+            self.cgroup.describe()
+        )
+    }
+
+    fn notes(&self) -> Vec<String> {
+        match &self.accel {
+            Accel::Kvm => Vec::new(),
+            Accel::Tcg(why) => vec![format!(
+                "vm: guests run under TCG software emulation ({why}); their speed figures are \
+                 not representative of a virtual machine with hardware virtualization (a \
+                 guest runs several times slower than the host), so compare degradations \
+                 within this run only"
+            )],
+        }
+    }
+
+    fn host(&self) -> &HostInfo {
+        &self.host
+    }
+
+    fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {
+        // ---- Checks: nothing is created before all of them pass. ----
+        let guest_memory = self.check_guest_spec(spec)?;
         let cpus = guest_cpus(&spec.limits, &self.host);
         let guest_pids = spec.limits.pids.or(match spec.role {
             Role::Aggressor => Some(SAFE_GUEST_PIDS),
             Role::Victim => None,
         });
         let initrd_bytes = fs::metadata(&self.initrd).map(|m| m.len()).unwrap_or(0);
-        let mut notes = Vec::new();
-        if spec.limits.memory.is_none() {
-            notes.push(format!(
-                "guest memory {} MiB (no memory limit given)",
-                DEFAULT_GUEST_MEMORY >> 20
-            ));
-        }
-        if spec.limits.pids.is_none() && guest_pids.is_some() {
-            notes.push(format!(
-                "safe default pids={SAFE_GUEST_PIDS} inside the guest"
-            ));
-        }
-        notes.push(format!(
-            "{cpus} vCPU(s), {} MiB guest memory; QEMU's cgroup holds {} MiB (guest + QEMU)",
-            guest_memory >> 20,
-            (guest_memory + QEMU_OVERHEAD + initrd_bytes) >> 20
-        ));
-        if let Some(set) = &spec.limits.cpuset {
-            notes.push(format!(
-                "vCPUs numbered as the host's CPUs: the agent runs on vCPUs {set}, each pinned \
-                 to the host CPU of its number"
-            ));
-        }
+        let notes = guest_notes(spec, cpus, guest_memory, guest_pids, initrd_bytes);
 
         // ---- The cgroup QEMU runs in: CPU, cpuset and io limits as given, memory for the
         // guest plus QEMU, pids for QEMU's threads. ----
-        let mut host_limits = spec.limits.clone();
-        host_limits.memory = Some(guest_memory + QEMU_OVERHEAD + initrd_bytes);
-        host_limits.pids = Some(QEMU_PIDS);
-        host_limits.net_egress = None;
-        host_limits.net_ingress = None;
-        let host_spec = TenantSpec {
-            name: spec.name.clone(),
-            role: spec.role,
-            limits: host_limits,
-            network: None,
-            workdir: spec.workdir.clone(),
-            deadline: spec.deadline,
-            image: None,
-        };
-        let jail = self.cgroup.create_tenant(&host_spec)?;
+        let jail = self.cgroup.create_tenant(&qemu_spec(
+            spec,
+            guest_memory + QEMU_OVERHEAD + initrd_bytes,
+        ))?;
         let workdir = jail.workdir().to_path_buf();
-        let disk = workdir.join(DISK_FILE);
-        let socket = workdir.join(AGENT_SOCKET);
-        if socket.as_os_str().len() >= 100 {
-            let _ = jail.teardown();
-            bail!(
-                "the agent socket {} is too long for a unix socket; choose a shorter workdir",
-                socket.display()
-            );
-        }
-        if let Err(e) = make_disk(&disk) {
-            let _ = jail.teardown();
-            return Err(e.context(format!("making the disk of tenant {}", spec.name)));
-        }
-        // A guest's loopback is its own kernel's: without an address on the bridge nothing
-        // beside it (a load generator, another tenant's forwarder) reaches its services, so
-        // every guest gets one whenever this host can make it.
-        let tap = if spec.network.is_some() || crate::net::check_available().is_ok() {
-            match self.net.create_tap(&spec.limits) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    let _ = jail.teardown();
-                    return Err(e);
-                }
+        let (disk, socket, tap) = match self.prepare_guest(spec, &workdir) {
+            Ok(made) => made,
+            Err(e) => {
+                let _ = jail.teardown();
+                return Err(e);
             }
-        } else {
-            None
         };
         let mut info = jail.info().clone();
         info.platform = super::KIND;

@@ -216,7 +216,7 @@ pub fn qemu_version() -> Result<String> {
 }
 
 fn boot_id() -> String {
-    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+    procfs::sys::kernel::random::boot_id()
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
