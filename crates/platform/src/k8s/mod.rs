@@ -1159,12 +1159,7 @@ impl Platform for K8sPlatform {
         let started = self.wait_running(&ns, &pod).and_then(|(qos, cid)| {
             let (pid, cgroup) = self.container_cgroup(&cid)?;
             if let Some(max) = pids.container {
-                let dir = cgroup
-                    .dir_of(Controller::Pids)
-                    .context("the pod's container has no pids cgroup")?;
-                let f = dir.join("pids.max");
-                fs::write(&f, max.to_string())
-                    .with_context(|| format!("writing {max} to {}", f.display()))?;
+                write_container_pids(&cgroup, max)?;
             }
             let own =
                 self.settle_cpus(spec, &cgroup, &pod_limits, &cpus, &mut limits, &mut notes)?;
@@ -1181,13 +1176,7 @@ impl Platform for K8sPlatform {
                 return Err(e.context(format!("starting the pod of tenant {}{from}", spec.name)));
             }
         };
-        let expected = expected_qos(&pod_limits);
-        notes.push(format!("QoS class {qos}"));
-        if qos != expected {
-            notes.push(format!(
-                "expected QoS class {expected}, the cluster chose {qos}"
-            ));
-        }
+        notes.extend(qos_notes(&qos, &pod_limits));
         let info = TenantInfo {
             name: spec.name.clone(),
             role: spec.role,
@@ -1246,6 +1235,28 @@ impl Drop for K8sPlatform {
             tracing::warn!("{e:#}");
         }
     }
+}
+
+/// Caps the pod's container's own pids cgroup at `max` (the pod's limit leaves room for the
+/// pause container).
+fn write_container_pids(cgroup: &TenantCgroup, max: u64) -> Result<()> {
+    let dir = cgroup
+        .dir_of(Controller::Pids)
+        .context("the pod's container has no pids cgroup")?;
+    let f = dir.join("pids.max");
+    fs::write(&f, max.to_string()).with_context(|| format!("writing {max} to {}", f.display()))
+}
+
+/// The tenant's notes on the QoS class the cluster gave its pod.
+fn qos_notes(qos: &str, pod_limits: &Limits) -> Vec<String> {
+    let expected = expected_qos(pod_limits);
+    let mut notes = vec![format!("QoS class {qos}")];
+    if qos != expected {
+        notes.push(format!(
+            "expected QoS class {expected}, the cluster chose {qos}"
+        ));
+    }
+    notes
 }
 
 #[cfg(test)]
