@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use isobench_experiment::orphans;
+use isobench_report::export::json_document;
 use isobench_report::{csv_section, render, render_runs, serialize, Format};
 use isobench_store::{RunId, RunStatus, RunSummary, Store};
 use serde_json::Value;
@@ -58,6 +59,10 @@ pub struct ExportArgs {
     /// of the degradations; `isobench show` lists them.
     #[arg(long, value_name = "ID")]
     pub section: Option<String>,
+    /// With --format json: every trial's window series too (the raw per-window values of
+    /// on/off trials, most of a run's bytes); left out otherwise.
+    #[arg(long)]
+    pub series: bool,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -181,7 +186,13 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
     let format = Format::from(a.format);
     let r = load(&a.db.path, &a.run_id)?;
     let run = &r.run.id;
+    if a.series && format != Format::Json {
+        return Err(bad_input(
+            "--series is for --format json; csv and md carry no window series".to_string(),
+        ));
+    }
     let bytes = match &a.section {
+        None if a.series => json_document(&r, true),
         None => serialize(&r, format),
         Some(id) => {
             let ids: Vec<&str> = r.sections.iter().map(|s| s.id.as_str()).collect();

@@ -50,9 +50,18 @@ pub fn serialize(r: &Results, f: Format) -> Vec<u8> {
 }
 
 /// The JSON document: `schema_version`, `tool`, `tool_version`, `kind`, the run's
-/// `headline` ([`Results::headline`], every figure it names), then the results.
+/// `headline` ([`Results::headline`], every figure it names), then the results, every trial
+/// with its samples but without its window series ([`json_document`] with `series`).
 pub fn json_bytes(r: &Results) -> Vec<u8> {
-    let doc = json!({
+    json_document(r, false)
+}
+
+/// The JSON document of [`json_bytes`], with every trial's window series (`series`: the
+/// per-window values of an on/off trial) when `series` is true. The series are the raw data
+/// behind the on/off estimates and most of a run's bytes (about 80% of a quick run's
+/// export), so only an export that asks for them carries them.
+pub fn json_document(r: &Results, series: bool) -> Vec<u8> {
+    let mut doc = json!({
         "schema_version": r.schema_version,
         "tool": "isobench",
         "tool_version": r.run.tool_version,
@@ -60,6 +69,17 @@ pub fn json_bytes(r: &Results) -> Vec<u8> {
         "headline": r.headline(),
         "results": r,
     });
+    if !series {
+        let trials = doc
+            .get_mut("results")
+            .and_then(|x| x.get_mut("trials"))
+            .and_then(serde_json::Value::as_array_mut);
+        for t in trials.into_iter().flatten() {
+            if let Some(t) = t.as_object_mut() {
+                t.remove("series");
+            }
+        }
+    }
     let mut v = serde_json::to_vec_pretty(&doc).expect("results serialize");
     v.push(b'\n');
     v
@@ -199,7 +219,26 @@ fn md_escape(s: &str) -> String {
 /// line and the notes.
 pub fn markdown_bytes(r: &Results) -> Vec<u8> {
     let mut s = String::new();
-    let level = (r.interval_level() * 100.0).round();
+    md_header(&mut s, r);
+    md_matrix(&mut s, r);
+    s.push_str(&crate::sections::markdown_sections(&r.sections));
+    md_classes(&mut s, r);
+    if let Some(u) = isobench_results::usage::usage_section(&r.usage) {
+        s.push_str(&crate::sections::markdown_sections(&[u]));
+    }
+    let _ = writeln!(s, "{}\n", md_escape(&trust_line(r)));
+    let n = notes(r, usize::MAX);
+    if !n.is_empty() {
+        let _ = writeln!(s, "### Notes\n");
+        for line in n {
+            let _ = writeln!(s, "- {}", md_escape(&line));
+        }
+    }
+    s.into_bytes()
+}
+
+/// The Markdown title, the run's line, why it ended so, and the headline table.
+fn md_header(s: &mut String, r: &Results) {
     let _ = writeln!(s, "# isobench run {}\n", r.run.id);
     let _ = writeln!(
         s,
@@ -227,6 +266,12 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
         }
         let _ = writeln!(s, "\n{}\n", md_escape(&headline.rule));
     }
+}
+
+/// One degradation table per victim, the statistic and legend lines, and the placement
+/// footnotes.
+fn md_matrix(s: &mut String, r: &Results) {
+    let level = (r.interval_level() * 100.0).round();
     let footnotes = Footnotes::of(r);
     for table in r.matrix() {
         let _ = writeln!(
@@ -290,7 +335,11 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
         }
         s.push('\n');
     }
-    s.push_str(&crate::sections::markdown_sections(&r.sections));
+}
+
+/// The worst victim degradation under each stressor class.
+fn md_classes(s: &mut String, r: &Results) {
+    let level = (r.interval_level() * 100.0).round();
     if !r.classes.is_empty() {
         let _ = writeln!(
             s,
@@ -341,16 +390,4 @@ pub fn markdown_bytes(r: &Results) -> Vec<u8> {
         }
         s.push('\n');
     }
-    if let Some(u) = isobench_results::usage::usage_section(&r.usage) {
-        s.push_str(&crate::sections::markdown_sections(&[u]));
-    }
-    let _ = writeln!(s, "{}\n", md_escape(&trust_line(r)));
-    let n = notes(r, usize::MAX);
-    if !n.is_empty() {
-        let _ = writeln!(s, "### Notes\n");
-        for line in n {
-            let _ = writeln!(s, "- {}", md_escape(&line));
-        }
-    }
-    s.into_bytes()
 }

@@ -16,10 +16,14 @@
 #![deny(missing_docs)]
 
 mod error;
+mod file;
 mod model;
+mod rows;
 mod schema;
 mod store;
 mod time;
+mod trials;
+mod validate;
 
 pub use error::{StoreError, Unusable};
 pub use isobench_common::{Direction, Role};

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""How fast isobench reads its own results: `show`, `report` and `export` of stored runs.
+
+For each database given (a copy of a real run, e.g. a quick run), and for a large run made
+from it (its trials repeated until the run holds --samples samples, written by the store's
+`bulk_run` example into a temporary database), times each command (best of --repeat, wall
+clock), prints the JSON export's size by top-level field (and by trial field), and ends with
+one table. These commands only read a stored run: they take no measurement slot.
+
+    bench/toolspeed.py --isobench target/release/isobench --db quick-copy.db
+    bench/toolspeed.py --isobench OLD --isobench NEW --db quick-copy.db --samples 1000000
+
+The databases are opened read-only; a run id is `latest` unless --run names one.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def best_of(cmd, repeat):
+    """The shortest wall-clock time of `repeat` runs of `cmd`, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def bulk_db(source, run, samples, into):
+    """A database holding `run` of `source` grown to `samples` samples (the store's example)."""
+    target = os.path.join(into, f"bulk-{samples}.db")
+    subprocess.run(
+        ["cargo", "run", "--quiet", "--release", "-p", "isobench-store",
+         "--example", "bulk_run", "--", source, run, target, str(samples)],
+        check=True, cwd=ROOT,
+    )
+    return target
+
+
+def run_id(isobench, db, run):
+    """The whole id of `run` (`latest` or a prefix) in `db`."""
+    out = subprocess.run([isobench, "runs", "--json", "--db", db],
+                         check=True, capture_output=True, text=True).stdout
+    ids = [r["id"] for r in json.loads(out)["runs"]]
+    if run == "latest":
+        return ids[-1]
+    return next(i for i in ids if i.startswith(run) or i.rsplit("-", 1)[-1].startswith(run))
+
+
+def sizes(doc):
+    """Compact JSON bytes of each top-level field, `results.*` and the trials' fields."""
+    size = lambda v: len(json.dumps(v, separators=(",", ":")))
+    out = [(k, size(v)) for k, v in doc.items()]
+    results = doc.get("results", {})
+    out += [(f"results.{k}", size(v)) for k, v in results.items()]
+    fields = {}
+    for t in results.get("trials", []):
+        for k, v in t.items():
+            fields[k] = fields.get(k, 0) + size(v)
+    out += [(f"results.trials[].{k}", n) for k, n in fields.items()]
+    return sorted(out, key=lambda kv: -kv[1])
+
+
+def measure(isobench, db, run, repeat, work):
+    """Times of show, report, export (json) and export --series, and the export's bytes."""
+    out = os.path.join(work, "out")
+    times = {
+        "show": best_of([isobench, "show", run, "--db", db], repeat),
+        "report": best_of([isobench, "report", run, "--db", db, "-o", out + ".html"], repeat),
+        "export": best_of([isobench, "export", run, "--db", db, "-o", out + ".json"], repeat),
+    }
+    export_bytes = os.path.getsize(out + ".json")
+    has_series = subprocess.run([isobench, "export", "--help"], capture_output=True,
+                                text=True).stdout.find("--series") >= 0
+    if has_series:
+        times["export --series"] = best_of(
+            [isobench, "export", run, "--db", db, "--series", "-o", out + "-series.json"],
+            repeat)
+    with open(out + ".json") as f:
+        doc = json.load(f)
+    return times, export_bytes, sizes(doc)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--isobench", action="append", required=True,
+                   help="an isobench binary (repeat to compare builds)")
+    p.add_argument("--db", action="append", required=True, help="a database with a stored run")
+    p.add_argument("--run", default="latest", help="the run in each database (default latest)")
+    p.add_argument("--samples", type=int, default=1_000_000,
+                   help="samples of the generated large run (0: none; default 10^6)")
+    p.add_argument("--repeat", type=int, default=5, help="runs of each command (best is kept)")
+    a = p.parse_args()
+
+    with tempfile.TemporaryDirectory() as work:
+        dbs = []
+        for db in a.db:
+            copy = os.path.join(work, os.path.basename(db))
+            shutil.copyfile(db, copy)
+            run = run_id(a.isobench[0], copy, a.run)
+            dbs.append((os.path.basename(db), copy, run))
+            if a.samples:
+                dbs.append((f"{a.samples} samples", bulk_db(copy, run, a.samples, work), run))
+        rows = []
+        for binary in a.isobench:
+            for name, db, run in dbs:
+                times, nbytes, fields = measure(binary, db, run, a.repeat, work)
+                print(f"\n{binary} on {name} (run {run}): export {nbytes / 1e6:.2f} MB; "
+                      "compact JSON bytes by field:")
+                for k, n in fields[:12]:
+                    print(f"  {k:40} {n / 1e6:8.3f} MB")
+                rows.append((binary, name, times, nbytes))
+        print(f"\n{'isobench':40} {'run':16} {'command':16} {'best s':>8}  (of {a.repeat})")
+        for binary, name, times, nbytes in rows:
+            for cmd, t in times.items():
+                print(f"{binary[-40:]:40} {name:16} {cmd:16} {t:8.3f}")
+            print(f"{binary[-40:]:40} {name:16} {'export MB':16} {nbytes / 1e6:8.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
