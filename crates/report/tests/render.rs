@@ -203,6 +203,34 @@ fn json_export_has_schema_version_and_raw_samples() {
 }
 
 #[test]
+fn window_series_are_exported_only_when_asked_for() {
+    let (mut r, _) = results(script());
+    let series = serde_json::from_value(serde_json::json!({
+        "metric": "getppid_ns",
+        "windows": [{ "start_ns": 0, "end_ns": 1000, "value": 2.5 }],
+    }))
+    .unwrap();
+    r.trials[0].series = vec![series];
+    let doc = |with: bool| -> serde_json::Value {
+        serde_json::from_slice(&isobench_report::export::json_document(&r, with)).unwrap()
+    };
+    let plain = doc(false);
+    let trials = plain["results"]["trials"].as_array().unwrap();
+    assert!(trials.iter().all(|t| t.get("series").is_none()));
+    // Everything else is there: the samples, and the same document as the default export.
+    assert!(trials[0]["samples"].is_array());
+    assert_eq!(
+        plain,
+        serde_json::from_slice::<serde_json::Value>(&serialize(&r, Format::Json)).unwrap()
+    );
+    let full = doc(true);
+    assert_eq!(
+        full["results"]["trials"][0]["series"][0]["windows"][0]["value"],
+        2.5
+    );
+}
+
+#[test]
 fn a_cause_is_marked_in_the_table_and_carried_by_the_exports() {
     use isobench_experiment::cause::{Cause, CauseKind};
     let (mut r, _) = results(script());
