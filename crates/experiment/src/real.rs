@@ -138,9 +138,7 @@ impl RealBackend {
         }
         (spec, notes)
     }
-}
 
-impl RealBackend {
     /// The driver of `tenant`, its agent started; `memory` is what the plan gives it.
     fn driver(
         &self,
