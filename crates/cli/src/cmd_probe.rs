@@ -126,7 +126,7 @@ fn run_in_tenant(
     platform: PlatformChoice,
 ) -> anyhow::Result<(Vec<ProbeRunResult>, Value)> {
     let req = crate::tenant::parse_request(platform, a.limits.as_deref())?;
-    let session = crate::tenant::Session::open(&req, "probe", Role::Victim, false, None, None)?;
+    let session = crate::tenant::open(&req, "probe", Role::Victim, false, None, None)?;
     let opts = ProbeOpts {
         pin: a.pin,
         pin_peer: a.pin_peer,
@@ -137,13 +137,13 @@ fn run_in_tenant(
     };
     let mut runs = Vec::new();
     for _ in 0..a.repeat.max(1) {
-        let r = session.client.run_probe(probe.name(), params, &opts)?;
+        let r = session.client().run_probe(probe.name(), params, &opts)?;
         runs.push((r.elapsed_s, r.metrics));
     }
     let tenant_doc = json!({
         "platform": req.kind,
-        "info": session.tenant.info(),
-        "usage": session.tenant.usage().ok(),
+        "info": session.tenant().info(),
+        "usage": session.tenant().usage().ok(),
     });
     session.close()?;
     Ok((runs, tenant_doc))

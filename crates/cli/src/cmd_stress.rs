@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use isobench_agent::{Caps, StressOpts};
+use isobench_experiment::tenant_agent::{LoneTenant, TenantRequest};
 use isobench_platform::sentinel::SentinelReport;
 use isobench_platform::{Role, Sentinel, SentinelConfig};
 use isobench_workloads::ctx::StressCaps;
@@ -144,7 +145,7 @@ fn run_in_tenant(
     params: &ParamValues,
     duration: Option<Duration>,
     ctx: StressCtx,
-    req: &crate::tenant::TenantRequest,
+    req: &TenantRequest,
 ) -> anyhow::Result<ExitCode> {
     let aggressive = stressor.aggressive();
     let contains = req.kind.capabilities().contains_aggressors;
@@ -162,7 +163,7 @@ fn run_in_tenant(
     let Some(_slot) = crate::slot::share(a.wait, "a stressor")? else {
         return Ok(ExitCode::from(crate::exit::interrupted()));
     };
-    let session = crate::tenant::Session::open(
+    let session = crate::tenant::open(
         req,
         "stress",
         Role::Aggressor,
@@ -177,12 +178,12 @@ fn run_in_tenant(
             session.filled.join(", ")
         );
     }
-    let contained = session.tenant.info().limits.pids.is_some() && contains;
+    let contained = session.tenant().info().limits.pids.is_some() && contains;
     let opts = stress_opts(a, &ctx, aggressive, contained);
     let killed: KillOutcome = Arc::default();
     let sentinel = start_sentinel(&session, sentinel_config, drill.is_some(), &ctx, &killed)?;
     session
-        .client
+        .client()
         .start_stressor("s1", stressor.name(), a.intensity, params, &opts)?;
     if !a.json {
         let until = duration.map_or("Ctrl-C".into(), |d| format!("{:.1} s", d.as_secs_f64()));
@@ -190,7 +191,7 @@ fn run_in_tenant(
             "isobench: stressor {} at intensity {} in tenant {} ({}) until {until}",
             stressor.name(),
             a.intensity,
-            session.tenant.info().object_name,
+            session.tenant().info().object_name,
             req.kind
         );
     }
@@ -200,12 +201,12 @@ fn run_in_tenant(
     // The stressor's report dies with a tenant the sentinel killed.
     let report = match killed {
         Some(_) => None,
-        None => Some(session.client.stop_stressor("s1")),
+        None => Some(session.client().stop_stressor("s1")),
     };
-    let usage = session.tenant.usage().ok();
+    let usage = session.tenant().usage().ok();
     let tenant_doc = json!({
         "platform": req.kind,
-        "info": session.tenant.info(),
+        "info": session.tenant().info(),
         "filled_limits": session.filled,
         "usage": usage,
         "stressor_exit": died,
@@ -252,13 +253,13 @@ fn stress_opts(a: &StressArgs, ctx: &StressCtx, aggressive: bool, contained: boo
 /// empty, so the sentinel's timing of this callback is its reaction time. `quiet`: a drill,
 /// whose firing is not news.
 fn start_sentinel(
-    session: &crate::tenant::Session,
+    session: &LoneTenant,
     config: SentinelConfig,
     quiet: bool,
     ctx: &StressCtx,
     killed: &KillOutcome,
 ) -> anyhow::Result<Sentinel> {
-    let killer = session.tenant.killer();
+    let killer = session.tenant().killer();
     let (killed, stop) = (killed.clone(), ctx.stop.clone());
     Sentinel::start(config, move |stall| {
         let mut k = killed.lock().unwrap_or_else(|p| p.into_inner());
@@ -281,7 +282,7 @@ fn start_sentinel(
 /// zero at its time.
 fn watch(
     a: &StressArgs,
-    session: &crate::tenant::Session,
+    session: &LoneTenant,
     ctx: &StressCtx,
     duration: Option<Duration>,
     drill: Option<Duration>,
@@ -294,7 +295,7 @@ fn watch(
             sentinel.set_threshold(Duration::ZERO);
             drill_due = None;
         }
-        if let Some(s) = session.client.next_sample(Duration::from_millis(100)) {
+        if let Some(s) = session.client().next_sample(Duration::from_millis(100)) {
             if !a.json {
                 eprintln!(
                     "  {:6.1} s  {} ops/s",
@@ -303,10 +304,10 @@ fn watch(
                 );
             }
         }
-        if let Some(exit) = session.client.take_exits().into_iter().next() {
+        if let Some(exit) = session.client().take_exits().into_iter().next() {
             return Some(exit);
         }
-        if session.tenant.expired() {
+        if session.tenant().expired() {
             break;
         }
     }

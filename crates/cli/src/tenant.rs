@@ -1,31 +1,23 @@
 //! Running one workload inside a fresh tenant: the `--platform`/`--limits` path of
 //! `isobench probe` and `isobench stress`.
 //!
-//! Everything is checked before anything is created (platform name, limit keys and values,
-//! limits against the host). Then a run is started (sweeping dead runs), the tenant is
-//! created, `isobench agent` is started inside it and driven over its stdio. The run guard
-//! tears the tenant down on every exit path: normal end, error, Ctrl-C, panic.
+//! The flags are checked here (platform name, limit keys and values); the library's
+//! [`LoneTenant`] checks the limits against the host, starts a run (sweeping dead runs),
+//! creates the tenant and starts `isobench agent` inside it. This module wires that to the
+//! terminal: the signal and panic handling that tears the run down on every exit path
+//! (normal end, error, Ctrl-C, panic), and the report of what was swept.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use anyhow::Context as _;
-use isobench_agent::AgentClient;
+use isobench_experiment::session::SessionError;
+use isobench_experiment::tenant_agent::{LoneTenant, TenantRequest};
 use isobench_experiment::PlatformChoice;
-use isobench_platform::{
-    platform, AgentLaunch, AgentProcess, Limits, Platform, PlatformKind, PlatformOptions, Role,
-    RunContext, RunGuard, Tenant, TenantSpec,
-};
+use isobench_platform::{Limits, PlatformKind, Role, RunContext};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 use crate::exit::{bad_input, unsupported};
-
-/// What the user asked for, validated.
-pub struct TenantRequest {
-    pub kind: PlatformKind,
-    pub limits: Limits,
-}
 
 /// The run Ctrl-C and a panic act on: the latest one [`install_interrupt`] was given (runs
 /// on several platforms follow each other in one process).
@@ -112,102 +104,28 @@ pub fn parse_request(
     Ok(TenantRequest { kind, limits })
 }
 
-/// A live tenant with an agent inside. Field order is drop order: the agent goes first,
-/// then the tenant, the platform, and last the run guard that removes whatever is left.
-pub struct Session {
-    pub client: AgentClient,
-    process: AgentProcess,
-    pub tenant: Box<dyn Tenant>,
-    platform: Box<dyn Platform>,
-    pub guard: RunGuard,
-    /// Containment limits filled in for an aggressive stressor, for the record.
-    pub filled: Vec<String>,
-}
-
-impl Session {
-    /// Creates the tenant and starts the agent in it.
-    ///
-    /// `aggressive`: the workload is a fork bomb, memory hog or disk flood: on `cgroup` the
-    /// missing containment limits are filled with safe defaults.
-    pub fn open(
-        req: &TenantRequest,
-        tenant_name: &str,
-        role: Role,
-        aggressive: bool,
-        deadline: Option<Duration>,
-        stop: Option<Arc<AtomicBool>>,
-    ) -> anyhow::Result<Session> {
-        let guard = RunGuard::start().context("starting a run")?;
+/// Opens the lone tenant of `probe`/`stress --platform` (see [`LoneTenant::open`]): Ctrl-C
+/// and a panic remove the run's objects from the moment the run exists (Ctrl-C sets `stop`
+/// first when there is one), and what dead runs left and the run swept is reported.
+pub fn open(
+    req: &TenantRequest,
+    tenant_name: &str,
+    role: Role,
+    aggressive: bool,
+    deadline: Option<Duration>,
+    stop: Option<Arc<AtomicBool>>,
+) -> anyhow::Result<LoneTenant> {
+    LoneTenant::open(req, tenant_name, role, aggressive, deadline, |guard| {
         install_interrupt(guard.context(), stop)?;
         for line in guard.swept().summary() {
             eprintln!("isobench: removed what a dead run left: {line}");
         }
-        let mut platform =
-            platform(req.kind, PlatformOptions::new(guard.context())).map_err(|e| {
-                match e.downcast_ref::<isobench_platform::PlatformError>() {
-                    Some(pe) => unsupported(pe.to_string()),
-                    None => e,
-                }
-            })?;
-        req.limits
-            .validate(platform.host())
-            .map_err(|e| bad_input(format!("--limits: {e}")))?;
-        let mut limits = req.limits.clone();
-        let mut filled = Vec::new();
-        if aggressive && platform.capabilities().contains_aggressors {
-            (limits, filled) = limits.with_safe_defaults(platform.host());
-        }
-        let mut spec = TenantSpec::new(tenant_name, role).with_limits(limits);
-        if let Some(d) = deadline {
-            spec = spec.with_deadline(d);
-        }
-        let tenant = platform
-            .create_tenant(&spec)
-            .with_context(|| format!("creating tenant {tenant_name} on {}", req.kind))?;
-        let launch = AgentLaunch {
-            exe: std::env::current_exe().context("locating the isobench binary")?,
-            // The agent's complaints go where this command's do; a guest's console (its
-            // kernel's messages) to a file in its workdir.
-            log: if req.kind.capabilities().agent == isobench_platform::Transport::Stdio {
-                "/dev/stderr".into()
-            } else {
-                tenant.workdir().join("console.log")
-            },
-        };
-        let (reader, writer, process) = tenant
-            .start_agent(&launch)
-            .context("starting the agent in the tenant")?
-            .split();
-        let client = AgentClient::new(tenant_name, reader, writer);
-        client.hello().context("greeting the agent")?;
-        Ok(Session {
-            client,
-            process,
-            tenant,
-            platform,
-            guard,
-            filled,
-        })
-    }
-
-    /// Says bye to the agent, tears the tenant down and removes the run's objects.
-    pub fn close(self) -> anyhow::Result<()> {
-        let Session {
-            client,
-            mut process,
-            tenant,
-            mut platform,
-            guard,
-            ..
-        } = self;
-        let _ = client.bye();
-        process.close(Duration::from_secs(5));
-        tenant.teardown()?;
-        platform.teardown()?;
-        let report = guard.finish();
-        for f in &report.failed {
-            tracing::warn!("could not remove {f}");
-        }
         Ok(())
-    }
+    })
+    .map_err(|e| match e {
+        SessionError::BadInput(m) => bad_input(format!("--limits: {m}")),
+        SessionError::Unsupported(m) => unsupported(m),
+        SessionError::Other(e) => e,
+        e => anyhow::Error::new(e),
+    })
 }

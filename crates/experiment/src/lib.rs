@@ -37,6 +37,7 @@ pub mod serving;
 pub mod session;
 pub mod source;
 pub mod stored;
+pub mod tenant_agent;
 
 pub use analysis::{analyze, Results};
 

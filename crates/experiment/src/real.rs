@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use isobench_agent::{AgentClient, AgentError, Caps, ErrorCode, ProbeOpts, StressOpts};
 use isobench_platform::{
-    platform, AgentLaunch, AgentProcess, Killer, NetSpec, Platform, PlatformOptions, RunContext,
-    Sentinel, SentinelConfig, Tenant, TenantSpec,
+    platform, AgentLaunch, Killer, NetSpec, Platform, PlatformOptions, RunContext, Sentinel,
+    SentinelConfig, Tenant, TenantSpec,
 };
 use isobench_workloads::{ParamValues, StressReport};
 
@@ -27,6 +27,7 @@ use crate::backend::{
 use crate::memcheck::{self, Walk};
 use crate::plan::{Plan, PlannedTenant};
 use crate::scenario::Role;
+use crate::tenant_agent::{contained, create_tenant, TenantAgent};
 
 /// Interval of the stressors' progress samples.
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
@@ -122,12 +123,9 @@ impl RealBackend {
         // Containment limits only where the platform can hold an aggressor to all of them
         // (a platform that cannot, e.g. `k8s` without io limits, bounds what it can itself,
         // and the plan caps the aggressive stressors).
-        if t.role == Role::Aggressor && self.platform.capabilities().contains_aggressors {
-            let (l, filled) = limits.with_safe_defaults(self.platform.host());
-            limits = l;
-            for f in filled {
-                notes.push(format!("containment limit filled in: {f}"));
-            }
+        let (limits, filled) = contained(self.platform.as_ref(), limits, role == Role::Aggressor);
+        for f in filled {
+            notes.push(format!("containment limit filled in: {f}"));
         }
         let mut spec = TenantSpec::new(&t.name, role)
             .with_limits(limits)
@@ -139,6 +137,36 @@ impl RealBackend {
             spec = spec.with_image(image);
         }
         (spec, notes)
+    }
+
+    /// The driver of `tenant`, its agent started; `memory` is what the plan gives it.
+    fn driver(
+        &self,
+        name: &str,
+        tenant: Box<dyn Tenant>,
+        memory: u64,
+        notes: Vec<String>,
+    ) -> Result<Box<dyn TenantDriver>> {
+        let launch = AgentLaunch {
+            exe: self.exe.clone(),
+            log: log_path(tenant.workdir()),
+        };
+        let mut driver = RealTenant {
+            name: name.to_string(),
+            inner: TenantAgent::new(name, tenant, launch, Some(self.agent_timeout)),
+            exe: self.exe.clone(),
+            stressor: None,
+            seq: 0,
+            last: None,
+            notes,
+            hello: serde_json::Value::Null,
+            memory,
+            addresses: self.addresses.clone(),
+            pending: None,
+        };
+        driver.inner.start_agent()?;
+        driver.agent_started();
+        Ok(Box::new(driver))
     }
 }
 
@@ -158,10 +186,7 @@ impl Backend for RealBackend {
 
     fn create_tenant(&mut self, t: &PlannedTenant) -> Result<Box<dyn TenantDriver>> {
         let (spec, mut notes) = self.spec(t);
-        let tenant = self
-            .platform
-            .create_tenant(&spec)
-            .with_context(|| format!("creating tenant {} on {}", t.name, self.platform.kind()))?;
+        let tenant = create_tenant(self.platform.as_mut(), &spec)?;
         notes.extend(tenant.info().notes.iter().cloned());
         self.infos.insert(t.name.clone(), tenant.info().clone());
         self.watched.push(isobench_platform::noise::WatchedTenant {
@@ -181,23 +206,7 @@ impl Backend for RealBackend {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(tenant.killer());
         }
-        let mut driver = RealTenant {
-            name: t.name.clone(),
-            tenant,
-            exe: self.exe.clone(),
-            timeout: self.agent_timeout,
-            agent: None,
-            stressor: None,
-            seq: 0,
-            last: None,
-            notes,
-            hello: serde_json::Value::Null,
-            memory: t.memory,
-            addresses: self.addresses.clone(),
-            pending: None,
-        };
-        driver.start_agent()?;
-        Ok(Box::new(driver))
+        self.driver(&t.name, tenant, t.memory, notes)
     }
 
     fn noise_begin(&mut self) {
@@ -261,23 +270,7 @@ impl Backend for RealBackend {
         })?;
         let place = isobench_platform::Beside::new(info, &self.run_id)?;
         let name = place.name().to_string();
-        let mut driver = RealTenant {
-            name,
-            tenant: Box::new(place),
-            exe: self.exe.clone(),
-            timeout: self.agent_timeout,
-            agent: None,
-            stressor: None,
-            seq: 0,
-            last: None,
-            notes: Vec::new(),
-            hello: serde_json::Value::Null,
-            memory: t.memory,
-            addresses: self.addresses.clone(),
-            pending: None,
-        };
-        driver.start_agent()?;
-        Ok(Box::new(driver))
+        self.driver(&name, Box::new(place), t.memory, Vec::new())
     }
 
     fn own_cpu(&mut self) -> CpuTimes {
@@ -305,21 +298,16 @@ pub fn own_cpu() -> CpuTimes {
     }
 }
 
-struct Agent {
-    client: Arc<AgentClient>,
-    process: AgentProcess,
-}
-
 /// A probe started with `begin_probe`, measuring on a thread of its own.
 type PendingProbe = std::thread::JoinHandle<Result<ProbeOutcome, AgentError>>;
 
 /// A tenant with its agent.
 pub struct RealTenant {
     name: String,
-    tenant: Box<dyn Tenant>,
+    /// The tenant and its agent.
+    inner: TenantAgent,
+    /// The isobench binary, for the memory check.
     exe: PathBuf,
-    timeout: Duration,
-    agent: Option<Agent>,
     /// Id of the running stressor.
     stressor: Option<String>,
     seq: u32,
@@ -377,43 +365,29 @@ fn log_path(workdir: &Path) -> PathBuf {
 }
 
 impl RealTenant {
-    fn start_agent(&mut self) -> Result<()> {
-        let launch = AgentLaunch {
-            exe: self.exe.clone(),
-            log: log_path(self.tenant.workdir()),
-        };
-        let conn = self
-            .tenant
-            .start_agent(&launch)
-            .with_context(|| format!("starting the agent in tenant {}", self.name))?;
-        let (reader, writer, process) = conn.split();
-        let client = AgentClient::new(&self.name, reader, writer).with_timeout(self.timeout);
-        let hello = client
-            .hello()
-            .with_context(|| format!("greeting the agent of tenant {}", self.name))?;
-        self.hello = serde_json::json!({
-            "agent_pid": hello.pid,
-            "agent_version": hello.tool_version,
-            "protocol": hello.protocol_version.to_string(),
-            "cpus": hello.env.cpus,
-            "mem_usable": hello.env.mem_usable,
-            "mem_limit": hello.env.mem_limit,
-            "workdir": self.tenant.workdir(),
-            "transport": process.transport,
-        });
-        self.agent = Some(Agent {
-            client: Arc::new(client),
-            process,
-        });
+    /// Records the agent just started: its `hello`, and no stressor yet.
+    fn agent_started(&mut self) {
+        if let Some(a) = self.inner.agent() {
+            let hello = &a.hello;
+            self.hello = serde_json::json!({
+                "agent_pid": hello.pid,
+                "agent_version": hello.tool_version,
+                "protocol": hello.protocol_version.to_string(),
+                "cpus": hello.env.cpus,
+                "mem_usable": hello.env.mem_usable,
+                "mem_limit": hello.env.mem_limit,
+                "workdir": self.inner.tenant().workdir(),
+                "transport": a.process.transport,
+            });
+        }
         self.stressor = None;
         self.last = None;
-        Ok(())
     }
 
     /// The tail of the agent's log, to explain why it went away.
     fn log_tail(&self) -> String {
         let mut s = String::new();
-        if let Ok(mut f) = File::open(log_path(self.tenant.workdir())) {
+        if let Ok(mut f) = File::open(log_path(self.inner.tenant().workdir())) {
             let _ = f.read_to_string(&mut s);
         }
         s.lines()
@@ -426,7 +400,7 @@ impl RealTenant {
     fn fail(&self, e: AgentError) -> TenantFailure {
         if e.is_unresponsive() {
             let mut why = e.to_string();
-            if let Ok(u) = self.tenant.usage() {
+            if let Ok(u) = self.inner.tenant().usage() {
                 if u.oom_kills.is_some_and(|k| k > 0) {
                     why.push_str(&format!(
                         " ({} process(es) of the tenant killed for lack of memory)",
@@ -442,8 +416,8 @@ impl RealTenant {
     }
 
     fn client(&self) -> Result<&Arc<AgentClient>, TenantFailure> {
-        self.agent
-            .as_ref()
+        self.inner
+            .agent()
             .map(|a| &a.client)
             .ok_or_else(|| TenantFailure::NoResponse(format!("tenant {} has no agent", self.name)))
     }
@@ -520,7 +494,7 @@ impl TenantDriver for RealTenant {
     }
 
     fn facts(&self) -> TenantFacts {
-        let info = self.tenant.info();
+        let info = self.inner.tenant().info();
         TenantFacts {
             name: self.name.clone(),
             limits: info.limits.to_string(),
@@ -547,7 +521,8 @@ impl TenantDriver for RealTenant {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         let mut child = self
-            .tenant
+            .inner
+            .tenant()
             .spawn(cmd)
             .map_err(|e| TenantFailure::Failed(format!("starting the memory check: {e:#}")))?;
         let mut out = child.stdout.take().expect("piped");
@@ -670,7 +645,7 @@ impl TenantDriver for RealTenant {
     }
 
     fn set_frozen(&mut self, frozen: bool) -> Result<(), TenantFailure> {
-        self.tenant.set_frozen(frozen).map_err(|e| {
+        self.inner.tenant().set_frozen(frozen).map_err(|e| {
             TenantFailure::Failed(format!(
                 "{} tenant {}: {e:#}",
                 if frozen { "freezing" } else { "thawing" },
@@ -683,7 +658,8 @@ impl TenantDriver for RealTenant {
         &mut self,
         changes: &isobench_platform::LimitChanges,
     ) -> Result<Option<isobench_platform::Limits>, TenantFailure> {
-        self.tenant
+        self.inner
+            .tenant()
             .update_limits(changes)
             .map(Some)
             .map_err(|e| TenantFailure::Failed(format!("{e:#}")))
@@ -732,7 +708,8 @@ impl TenantDriver for RealTenant {
     }
 
     fn service_host(&self) -> String {
-        self.tenant
+        self.inner
+            .tenant()
             .service_address()
             .map_or_else(|| crate::serving::LOOPBACK.to_string(), |ip| ip.to_string())
     }
@@ -763,7 +740,7 @@ impl TenantDriver for RealTenant {
     fn sched_mark(&mut self) -> Option<isobench_platform::sched::SchedMark> {
         use isobench_platform::sched::{SchedMark, TaskSource};
         let source = TaskSource {
-            cgroups: self.tenant.info().cgroups.clone(),
+            cgroups: self.inner.tenant().info().cgroups.clone(),
             pid: self
                 .hello
                 .get("agent_pid")
@@ -775,38 +752,27 @@ impl TenantDriver for RealTenant {
     }
 
     fn cpu(&mut self) -> Option<CpuTimes> {
-        self.tenant.cpu_time().map(CpuTimes::from)
+        self.inner.tenant().cpu_time().map(CpuTimes::from)
     }
 
     fn usage(&mut self) -> Option<isobench_platform::Usage> {
-        self.tenant.usage().ok()
+        self.inner.tenant().usage().ok()
     }
 
     fn restart(&mut self) -> Result<()> {
-        if let Some(mut a) = self.agent.take() {
-            a.process.kill();
-        }
-        // Whatever the old agent left (stressor workers, a fork bomb's children) goes too.
-        let _ = self.tenant.killer().kill();
-        self.start_agent()
+        self.inner.restart_agent()?;
+        self.agent_started();
+        Ok(())
     }
 
     fn teardown(&mut self) -> Result<()> {
-        if let Some(Agent {
-            client,
-            mut process,
-        }) = self.agent.take()
-        {
-            // A probe thread still holding the client is waited for (its deadline bounds it).
+        // A probe thread still holding the client is waited for (its deadline bounds it).
+        if self.inner.agent().is_some() {
             if let Some(h) = self.pending.take() {
                 let _ = h.join();
             }
-            if let Ok(client) = Arc::try_unwrap(client) {
-                let _ = client.bye();
-            }
-            process.close(Duration::from_secs(5));
         }
-        self.tenant.teardown()
+        self.inner.teardown()
     }
 }
 
