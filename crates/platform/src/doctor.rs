@@ -163,11 +163,13 @@ fn cgroup_checks(root: bool, ctx: Option<&RunContext>, host: Option<&HostInfo>) 
     }
     // On v2, the tenants go where the run's placement puts them (a delegated scope under
     // systemd): say where and why, and check there.
-    let fs = match (fs, ctx) {
+    // The delegation (a systemd scope and its holder) lives until every check below has run:
+    // dropping it ends the scope.
+    let (fs, _delegation) = match (fs, ctx) {
         (Ok(fs), Some(run)) if fs.version() == CgroupVersion::V2 && root => {
             placement_checks(fs, run, &mut checks)
         }
-        (fs, _) => fs,
+        (fs, _) => (fs, None),
     };
     let (Ok(fs), Some(run), Some(host)) = (fs, run, host) else {
         checks.push(Check::new(
@@ -240,8 +242,13 @@ fn hybrid_checks(fs: &CgroupFs, checks: &mut Vec<Check>) {
 }
 
 /// On v2, whether systemd manages the tree and where run `run`'s placement puts the
-/// tenants; returns the cgroup filesystem the tenants then use.
-fn placement_checks(fs: CgroupFs, run: &RunContext, checks: &mut Vec<Check>) -> Result<CgroupFs> {
+/// tenants; returns the cgroup filesystem the tenants then use, and the delegation, which
+/// must be kept while its scope is used.
+fn placement_checks(
+    fs: CgroupFs,
+    run: &RunContext,
+    checks: &mut Vec<Check>,
+) -> (Result<CgroupFs>, Option<placement::Delegation>) {
     let mount = fs.hierarchies()[0].root.clone();
     let facts = placement::V2Facts::detect(&mount);
     checks.push(Check::new(
@@ -259,11 +266,11 @@ fn placement_checks(fs: CgroupFs, run: &RunContext, checks: &mut Vec<Check>) -> 
                 Ok(d.as_ref()
                     .map_or_else(|| fs.describe(), |d| d.describe().to_string())),
             ));
-            Ok(fs)
+            (Ok(fs), d)
         }
         Err(e) => {
             checks.push(Check::new("cgroup placement", Err(anyhow!("{e:#}"))));
-            Err(e)
+            (Err(e), None)
         }
     }
 }
