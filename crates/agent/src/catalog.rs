@@ -7,40 +7,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use isobench_workloads::netserve::ServerStats;
 use isobench_workloads::{Probe, Stressor, PROBES, STRESSORS};
 
-/// A running network service (the server half of a network probe).
-pub trait RunningService: Send {
-    /// The address it listens on, with the port resolved.
-    fn addr(&self) -> String;
-    /// Stops it, waits for it to finish and returns its counters, or why it failed.
-    fn stop(self: Box<Self>) -> Result<ServerStats, String>;
-}
-
-/// Why a service did not start.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ServiceError {
-    /// The kind's argument or the bind address is invalid (answered `bad_parameter`).
-    #[error("{0}")]
-    Invalid(String),
-    /// Binding or starting failed (answered `workload_failed`).
-    #[error("{0}")]
-    Failed(String),
-}
-
-/// Starts network services of some kinds.
-pub trait ServiceStarter: Send + Sync {
-    /// The kind names `start` accepts (an argument may follow a colon: `http:1K`).
-    fn kinds(&self) -> Vec<String>;
-    /// Starts a service of `kind` bound to `bind`, its threads pinned to `pin` when given.
-    fn start(
-        &self,
-        kind: &str,
-        bind: &str,
-        pin: Option<usize>,
-    ) -> Result<Box<dyn RunningService>, ServiceError>;
-}
+pub use crate::service::{RunningService, ServiceError, ServiceStarter};
 
 /// The workloads an agent offers.
 #[derive(Clone)]

@@ -30,6 +30,7 @@ pub mod mechanism;
 pub mod protocol;
 pub mod scenario;
 pub mod server;
+pub mod service;
 pub mod services;
 pub mod token;
 pub mod transport;

@@ -10,7 +10,7 @@ use isobench_workloads::netserve::{
     start_server_with, ServerHandle, ServerKind, ServerOptions, ServerStats, KIND_NAMES,
 };
 
-use crate::catalog::{RunningService, ServiceError, ServiceStarter};
+use crate::service::{RunningService, ServiceError, ServiceStarter};
 
 /// The services of the workloads crate.
 pub(crate) fn builtin() -> Option<Arc<dyn ServiceStarter>> {

@@ -17,6 +17,7 @@
 pub mod analysis;
 pub mod backend;
 pub mod cause;
+pub mod error;
 pub mod facts;
 pub mod fake;
 pub mod fields;

@@ -20,10 +20,11 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use isobench_platform::{MeasureSlot, PlatformError, RunContext, RunGuard, SlotHolder};
+use isobench_platform::{MeasureSlot, PlatformError, RunContext, RunGuard};
 use isobench_store::{Fact, RunId, RunStatus, Store, StoreError, Timestamp};
 
 use crate::backend::{Backend, Clock, SystemClock};
+pub use crate::error::SessionError;
 use crate::fake::{FakeBackend, FakeScript};
 use crate::orchestrator::{
     create_run, prepare_resume, Engine, EngineIo, EngineOptions, RunOutcome,
@@ -32,7 +33,7 @@ use crate::orphans;
 use crate::progress::Progress;
 use crate::real::RealBackend;
 use crate::scenario::{preset, PlatformChoice, Scenario, PRESETS, QUICK_NAME, QUICK_TOML};
-use crate::source::{ScenarioErrors, Source};
+use crate::source::Source;
 use crate::{HostView, Plan, PlanOptions};
 
 /// What a session runs.
@@ -149,32 +150,6 @@ impl Mode {
             Mode::Fake { .. } => Ok(HostView::synthetic(2, 8 << 30, true)),
         }
     }
-}
-
-/// Why a session could not start or run.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    /// A flag, preset or run id the user gave is wrong.
-    #[error("{0}")]
-    BadInput(String),
-    /// The scenario has problems, each located in it.
-    #[error("{}", .0.to_string().trim_end())]
-    Scenario(ScenarioErrors),
-    /// The platform cannot run here.
-    #[error("{0}")]
-    Unsupported(String),
-    /// The database refused.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// Another run is measuring on this host: two at once would disturb each other's figures.
-    #[error(
-        "{0} is measuring on this host; two runs at once would disturb each other's figures. \
-         Wait for it to end (`--wait`), or stop it first"
-    )]
-    Busy(SlotHolder),
-    /// Anything else (I/O, a platform that failed while setting up).
-    #[error("{0:#}")]
-    Other(anyhow::Error),
 }
 
 /// A run ready to execute: planned, stored, its platform up.

@@ -18,7 +18,7 @@ use isobench_platform::{
     PlatformOptions, Role, RunGuard, Tenant, TenantSpec, Transport,
 };
 
-use crate::session::SessionError;
+use crate::error::SessionError;
 
 /// How long a closing agent may take to exit before it is killed.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);

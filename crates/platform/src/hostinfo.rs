@@ -5,7 +5,7 @@ use std::fs;
 use anyhow::{Context, Result};
 use procfs::{Current, Meminfo};
 
-use crate::limits::CpuList;
+use crate::limits::cpu::CpuList;
 
 /// Online CPUs, memory nodes and RAM of this host.
 #[derive(Debug, Clone, PartialEq, Eq)]

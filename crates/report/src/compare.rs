@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use isobench_results::compare::{ComparedRun, RunComparison};
 
+use crate::grid::{render_grid, Row, Style};
 use crate::sections::{csv_section, markdown_sections};
-use crate::table::{render_grid, Row, Style};
 
 /// Sections shown in the header rather than as a table in the terminal.
 const HEADER_SECTION: &str = "runs";

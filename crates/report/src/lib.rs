@@ -9,6 +9,7 @@
 
 pub mod compare;
 pub mod export;
+mod grid;
 pub mod html;
 mod names;
 pub mod runs;

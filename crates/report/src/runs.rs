@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::table::{pad_right, visible_width};
+use crate::grid::{pad_right, visible_width};
 use isobench_store::RunSummary;
 
 /// The list of runs as a table, newest last.

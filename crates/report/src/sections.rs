@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use isobench_results::Section;
 
-use crate::table::{render_grid, Row, Style};
+use crate::grid::{render_grid, Row, Style};
 
 /// Rows a terminal grid shows in full; a longer section (a window series) shows its first
 /// [`HEAD_ROWS`] and last [`TAIL_ROWS`] rows and says where the rest is.

@@ -6,66 +6,10 @@ use std::fmt::Write as _;
 
 use isobench_results::usage::NOTABLE_STALL;
 use isobench_results::{Cell, ClassSummary, Headline, Results, UNTRUSTWORTHY_MARK};
-use unicode_width::UnicodeWidthChar;
 
-/// How to render.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Style {
-    /// Terminal width; wide tables are split into column groups that fit.
-    pub width: usize,
-    /// ANSI colours (off when `NO_COLOR` is set or output is not a terminal).
-    pub color: bool,
-}
-
-impl Default for Style {
-    fn default() -> Self {
-        Style {
-            width: 100,
-            color: false,
-        }
-    }
-}
-
-const RED: &str = "\x1b[31m";
-const GREEN: &str = "\x1b[32m";
-const YELLOW: &str = "\x1b[33m";
-const BOLD: &str = "\x1b[1m";
-const DIM: &str = "\x1b[2m";
-const RESET: &str = "\x1b[0m";
-
-fn paint(s: &str, code: &str, style: Style) -> String {
-    if style.color && !code.is_empty() {
-        format!("{code}{s}{RESET}")
-    } else {
-        s.to_string()
-    }
-}
-
-/// Width of text as shown on a terminal: ANSI escapes take no room, wide characters
-/// (CJK, most emoji) take two columns, combining marks none.
-pub(crate) fn visible_width(s: &str) -> usize {
-    let mut n = 0;
-    let mut esc = false;
-    for c in s.chars() {
-        match (esc, c) {
-            (false, '\x1b') => esc = true,
-            (true, 'm') => esc = false,
-            (true, _) => {}
-            (false, _) => n += UnicodeWidthChar::width(c).unwrap_or(0),
-        }
-    }
-    n
-}
-
-/// `s` after spaces that bring it to `w` columns as shown.
-pub(crate) fn pad_left(s: &str, w: usize) -> String {
-    format!("{}{s}", " ".repeat(w.saturating_sub(visible_width(s))))
-}
-
-/// `s` before spaces that bring it to `w` columns as shown.
-pub(crate) fn pad_right(s: &str, w: usize) -> String {
-    format!("{s}{}", " ".repeat(w.saturating_sub(visible_width(s))))
-}
+pub use crate::grid::Style;
+use crate::grid::{pad_left, pad_right, paint, visible_width, BOLD, DIM, GREEN, RED, YELLOW};
+pub(crate) use crate::grid::{render_grid, Row};
 
 /// `+12.3`, `-4.0`, `+0.0`.
 pub fn signed(v: f64) -> String {
@@ -237,70 +181,6 @@ impl Footnotes {
                 format!("[{}] {}: {text}", i + 1, who.join("; "))
             })
             .collect()
-    }
-}
-
-pub(crate) struct Row {
-    pub(crate) label: String,
-    pub(crate) cells: Vec<String>,
-}
-
-pub(crate) fn render_grid(
-    out: &mut String,
-    head: &str,
-    columns: &[String],
-    rows: &[Row],
-    style: Style,
-) {
-    let label_w = rows
-        .iter()
-        .map(|r| visible_width(&r.label))
-        .chain([visible_width(head)])
-        .max()
-        .unwrap_or(0);
-    let col_w: Vec<usize> = (0..columns.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| visible_width(&r.cells[i]))
-                .chain([visible_width(&columns[i])])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    // Split the columns into groups that fit the width.
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut cur: Vec<usize> = Vec::new();
-    let mut used = label_w;
-    for (i, w) in col_w.iter().enumerate() {
-        if !cur.is_empty() && used + 2 + w > style.width {
-            groups.push(std::mem::take(&mut cur));
-            used = label_w;
-        }
-        cur.push(i);
-        used += 2 + w;
-    }
-    if !cur.is_empty() || groups.is_empty() {
-        // A grid of labels only still shows its rows.
-        groups.push(cur);
-    }
-    for (g, cols) in groups.iter().enumerate() {
-        if g > 0 {
-            out.push('\n');
-        }
-        let mut line = pad_right(head, label_w);
-        for &i in cols {
-            line.push_str("  ");
-            line.push_str(&pad_left(&columns[i], col_w[i]));
-        }
-        let _ = writeln!(out, "{}", paint(line.trim_end(), BOLD, style));
-        for r in rows {
-            let mut line = pad_right(&r.label, label_w);
-            for &i in cols {
-                line.push_str("  ");
-                line.push_str(&pad_left(&r.cells[i], col_w[i]));
-            }
-            let _ = writeln!(out, "{}", line.trim_end());
-        }
     }
 }
 

@@ -2,9 +2,12 @@
 //! directory or cut short, and named as a read-only `file:` URI. These checks run before a
 //! connection exists, so they look at the file itself.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::error::{StoreError, Unusable};
+use crate::error::{is_busy, is_full, is_read_only, unusable, StoreError, Unusable};
+use crate::model::RunId;
+use crate::time::Timestamp;
 
 /// Creates `path` empty with mode 0600 unless something is there already, so that SQLite
 /// opens a file only its owner can read: results and the server's jobs name the host, its
@@ -149,4 +152,97 @@ pub(crate) fn log_has_changes(path: &Path) -> bool {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     std::fs::metadata(wal).is_ok_and(|m| m.len() > 0)
+}
+
+/// The database file and how errors about it are phrased.
+pub(crate) struct DbFile {
+    pub(crate) path: PathBuf,
+    pub(crate) busy_timeout: Duration,
+}
+
+impl DbFile {
+    /// Wraps a SQLite error with the file name, recognising lock timeouts, a full disk, a
+    /// read-only database and files that are not (or no longer) usable databases.
+    pub(crate) fn err(&self, context: &'static str, e: rusqlite::Error) -> StoreError {
+        if is_full(&e) {
+            StoreError::Full {
+                path: self.path.clone(),
+                context,
+            }
+        } else if is_busy(&e) {
+            StoreError::Locked {
+                path: self.path.clone(),
+                timeout: self.busy_timeout,
+            }
+        } else if let Some(why) = unusable(&e) {
+            StoreError::NotADatabase {
+                path: self.path.clone(),
+                why,
+            }
+        } else if is_read_only(&e) {
+            StoreError::ReadOnly {
+                path: self.path.clone(),
+                context,
+            }
+        } else {
+            StoreError::Sqlite {
+                path: self.path.clone(),
+                context,
+                sqlite: e,
+            }
+        }
+    }
+
+    /// Wraps an error of opening the file.
+    pub(crate) fn open_err(&self, e: rusqlite::Error) -> StoreError {
+        match unusable(&e) {
+            Some(why) => StoreError::NotADatabase {
+                path: self.path.clone(),
+                why,
+            },
+            None => StoreError::Open {
+                path: self.path.clone(),
+                sqlite: e,
+            },
+        }
+    }
+
+    pub(crate) fn corrupt(&self, what: impl Into<String>) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            what: what.into(),
+        }
+    }
+
+    pub(crate) fn unknown_run(&self, run: &RunId) -> StoreError {
+        StoreError::UnknownRun {
+            path: self.path.clone(),
+            run: run.to_string(),
+        }
+    }
+
+    /// Parses stored text as `T`; text that does not parse is [`StoreError::Corrupt`],
+    /// naming `what`.
+    pub(crate) fn parse<T: std::str::FromStr>(
+        &self,
+        text: &str,
+        what: &str,
+    ) -> Result<T, StoreError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        text.parse()
+            .map_err(|e| self.corrupt(format!("{what} {text:?}: {e}")))
+    }
+
+    /// Parses a stored RFC 3339 time.
+    pub(crate) fn time(&self, text: &str) -> Result<Timestamp, StoreError> {
+        Timestamp::parse_rfc3339(text).map_err(|e| self.corrupt(e))
+    }
+
+    /// Parses stored JSON text; text that does not parse is [`StoreError::Corrupt`], naming
+    /// `what`.
+    pub(crate) fn json(&self, text: &str, what: &str) -> Result<serde_json::Value, StoreError> {
+        serde_json::from_str(text).map_err(|e| self.corrupt(format!("{what}: {e}")))
+    }
 }

@@ -9,12 +9,12 @@ use rusqlite::types::{FromSql, ToSql};
 use rusqlite::{params_from_iter, Connection, Row};
 
 use crate::error::StoreError;
+use crate::file::DbFile;
 use crate::model::{
     Condition, Fact, HistogramRecord, Modulation, NewRun, RunId, RunRecord, SampleRecord,
     SeriesRecord, StallRecord, StressorReport, TenantRecord, TenantUsageRecord, Timeline, TrialKey,
     TrialRecord, TrialStatus, HISTOGRAM_ENCODING,
 };
-use crate::store::DbFile;
 use crate::time::Timestamp;
 
 /// The cells of one row, read in column order; every error names the file and what was being

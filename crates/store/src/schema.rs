@@ -7,7 +7,7 @@
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::error::StoreError;
-use crate::store::DbFile;
+use crate::file::DbFile;
 
 /// Migration 1: the first schema.
 ///
@@ -218,7 +218,8 @@ mod tests {
     use rusqlite::Connection;
 
     use super::*;
-    use crate::store::{DbFile, Store};
+    use crate::file::DbFile;
+    use crate::store::Store;
 
     fn db(path: &std::path::Path) -> DbFile {
         DbFile {

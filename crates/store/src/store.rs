@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use crate::error::{
-    is_busy, is_cannot_open, is_full, is_read_only, is_unique_violation, unusable, StoreError,
-};
+use crate::error::{is_cannot_open, is_unique_violation, StoreError};
 use crate::file::{
     check_length, check_not_directory, create_private, log_has_changes, sqlite_uri, writable,
+    DbFile,
 };
 use crate::model::{
     Fact, LoadedRun, NewRun, RunId, RunRecord, RunStatus, RunSummary, TenantRecord, TrialKey,
@@ -35,99 +34,6 @@ impl Default for OpenOptions {
         OpenOptions {
             busy_timeout: Duration::from_secs(5),
         }
-    }
-}
-
-/// The database file and how errors about it are phrased.
-pub(crate) struct DbFile {
-    pub(crate) path: PathBuf,
-    pub(crate) busy_timeout: Duration,
-}
-
-impl DbFile {
-    /// Wraps a SQLite error with the file name, recognising lock timeouts, a full disk, a
-    /// read-only database and files that are not (or no longer) usable databases.
-    pub(crate) fn err(&self, context: &'static str, e: rusqlite::Error) -> StoreError {
-        if is_full(&e) {
-            StoreError::Full {
-                path: self.path.clone(),
-                context,
-            }
-        } else if is_busy(&e) {
-            StoreError::Locked {
-                path: self.path.clone(),
-                timeout: self.busy_timeout,
-            }
-        } else if let Some(why) = unusable(&e) {
-            StoreError::NotADatabase {
-                path: self.path.clone(),
-                why,
-            }
-        } else if is_read_only(&e) {
-            StoreError::ReadOnly {
-                path: self.path.clone(),
-                context,
-            }
-        } else {
-            StoreError::Sqlite {
-                path: self.path.clone(),
-                context,
-                sqlite: e,
-            }
-        }
-    }
-
-    /// Wraps an error of opening the file.
-    fn open_err(&self, e: rusqlite::Error) -> StoreError {
-        match unusable(&e) {
-            Some(why) => StoreError::NotADatabase {
-                path: self.path.clone(),
-                why,
-            },
-            None => StoreError::Open {
-                path: self.path.clone(),
-                sqlite: e,
-            },
-        }
-    }
-
-    pub(crate) fn corrupt(&self, what: impl Into<String>) -> StoreError {
-        StoreError::Corrupt {
-            path: self.path.clone(),
-            what: what.into(),
-        }
-    }
-
-    fn unknown_run(&self, run: &RunId) -> StoreError {
-        StoreError::UnknownRun {
-            path: self.path.clone(),
-            run: run.to_string(),
-        }
-    }
-
-    /// Parses stored text as `T`; text that does not parse is [`StoreError::Corrupt`],
-    /// naming `what`.
-    pub(crate) fn parse<T: std::str::FromStr>(
-        &self,
-        text: &str,
-        what: &str,
-    ) -> Result<T, StoreError>
-    where
-        T::Err: std::fmt::Display,
-    {
-        text.parse()
-            .map_err(|e| self.corrupt(format!("{what} {text:?}: {e}")))
-    }
-
-    /// Parses a stored RFC 3339 time.
-    pub(crate) fn time(&self, text: &str) -> Result<Timestamp, StoreError> {
-        Timestamp::parse_rfc3339(text).map_err(|e| self.corrupt(e))
-    }
-
-    /// Parses stored JSON text; text that does not parse is [`StoreError::Corrupt`], naming
-    /// `what`.
-    pub(crate) fn json(&self, text: &str, what: &str) -> Result<serde_json::Value, StoreError> {
-        serde_json::from_str(text).map_err(|e| self.corrupt(format!("{what}: {e}")))
     }
 }
 

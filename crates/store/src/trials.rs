@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{is_unique_violation, StoreError};
+use crate::file::DbFile;
 use crate::model::{RunId, TrialRecord};
 use crate::rows::{self, columns, insert_all, row_params, Table, TrialDetails};
-use crate::store::DbFile;
 
 /// Writes one trial's rows (the trial, its samples, histograms, stressor reports, usage and
 /// details) inside the caller's transaction, after checking that every tenant it names was

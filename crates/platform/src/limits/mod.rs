@@ -33,7 +33,7 @@ pub const SAFE_MEMORY_DIVISOR: u64 = 4;
 /// CFS period used for CPU quotas, in microseconds.
 pub const CPU_PERIOD_US: u64 = 100_000;
 
-mod cpu;
+pub(crate) mod cpu;
 mod error;
 mod keys;
 mod units;
