@@ -25,10 +25,10 @@ import re
 import sys
 from pathlib import Path
 
-from playwright.sync_api import Error, expect, sync_playwright
+from playwright.sync_api import expect
 
 import chromium
-from ui_flow import RUN_MS, SHORT_MS, VIEWPORT, Failed, Flow, run_id_from_url, sign_in
+from ui_flow import RUN_MS, SHORT_MS, Failed, Flow, drive, run_id_from_url
 
 
 def launch_fleet(f: Flow, hosts: list[str], agent_token: str) -> str:
@@ -80,33 +80,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    if chromium.missing(args.chromium, "fleet_flow"):
-        return 2
-    args.screenshots.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = chromium.launch(p, args.chromium)
-        context = browser.new_context(viewport=VIEWPORT)
-        page = context.new_page()
-        f = Flow(page, args.url, args.screenshots)
-        try:
-            if args.token:
-                sign_in(f, args.token)
-            launch_fleet(f, args.host, args.agent_token)
-            fleet_table(f, args.host)
-            f.check_clean()
-        except (Failed, Error, AssertionError) as err:
-            print(f"fleet_flow: FAIL at step {f.step_no}: {err}", file=sys.stderr, flush=True)
-            try:
-                f.shot("failure")
-            except Error:
-                pass
-            return 1
-        finally:
-            context.close()
-            browser.close()
-    print(f"fleet_flow: ok, {f.step_no} steps; screenshots in {args.screenshots}", flush=True)
-    return 0
 
+    def steps(f: Flow) -> None:
+        launch_fleet(f, args.host, args.agent_token)
+        fleet_table(f, args.host)
+
+    return drive("fleet_flow", args, steps)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

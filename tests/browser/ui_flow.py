@@ -362,28 +362,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str]) -> int:
-    args = parse_args(argv)
-    if chromium.missing(args.chromium, "ui_flow"):
+def drive(name: str, args: argparse.Namespace, steps, extra_args: list[str] | None = None) -> int:
+    """Runs `steps(flow)` in a fresh headless Chromium page against `args.url`, signing in
+    first when `args.token` is given, and checks that nothing outside the origin was asked
+    for and no error was logged. Exit code: 0 when every step passed, 1 on the first failure
+    (with a screenshot of it), 2 without Chromium."""
+    if chromium.missing(args.chromium, name):
         return 2
     args.screenshots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = chromium.launch(p, args.chromium, EXTRA_ARGS)
+        browser = chromium.launch(p, args.chromium, extra_args)
         context = browser.new_context(viewport=VIEWPORT)
         page = context.new_page()
         f = Flow(page, args.url, args.screenshots)
         try:
             if args.token:
                 sign_in(f, args.token)
-            run = launch_watch_stop_resume(f)
-            report_loads(f, run)
-            runs_list(f, run)
-            others = queue_page(f)
-            compare(f, run, others[0])
-            bad_scenario(f)
+            steps(f)
             f.check_clean()
         except (Failed, Error, AssertionError) as err:
-            print(f"ui_flow: FAIL at step {f.step_no}: {err}", file=sys.stderr, flush=True)
+            print(f"{name}: FAIL at step {f.step_no}: {err}", file=sys.stderr, flush=True)
             try:
                 f.shot("failure")
             except Error:
@@ -392,9 +390,22 @@ def main(argv: list[str]) -> int:
         finally:
             context.close()
             browser.close()
-    print(f"ui_flow: ok, {f.step_no} steps; screenshots in {args.screenshots}", flush=True)
+    print(f"{name}: ok, {f.step_no} steps; screenshots in {args.screenshots}", flush=True)
     return 0
 
+
+def all_steps(f: Flow) -> None:
+    """The whole UI flow after signing in."""
+    run = launch_watch_stop_resume(f)
+    report_loads(f, run)
+    runs_list(f, run)
+    others = queue_page(f)
+    compare(f, run, others[0])
+    bad_scenario(f)
+
+
+def main(argv: list[str]) -> int:
+    return drive("ui_flow", parse_args(argv), all_steps, EXTRA_ARGS)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
