@@ -375,15 +375,18 @@ impl<'a> Engine<'a> {
             .planned(plan, self.run.as_str(), self.stored_trials());
 
         self.create_tenants(&loaded)?;
-        if !self.options.skip_memcheck {
-            if let Some(refusal) = self.memory_check()? {
-                // A check cut short by an interrupt is an interrupted run (resumable, exit
-                // 130), not a refusal of the host's memory.
-                if self.stop.load(Ordering::SeqCst) {
-                    return Ok((RunStatus::Interrupted, self.interrupted_reason()));
-                }
-                return Ok((RunStatus::Failed, refusal));
-            }
+        let refusal = if self.options.skip_memcheck {
+            None
+        } else {
+            self.memory_check()?
+        };
+        // A check cut short by an interrupt is an interrupted run (resumable, exit 130), not
+        // a refusal of the host's memory.
+        if self.stop.load(Ordering::SeqCst) {
+            return Ok((RunStatus::Interrupted, self.interrupted_reason()));
+        }
+        if let Some(refusal) = refusal {
+            return Ok((RunStatus::Failed, refusal));
         }
         self.calibrate()?;
         self.pilot(&loaded)?;

@@ -132,7 +132,8 @@ impl Engine<'_> {
                 self.progress.waiting(&why, self.options.memcheck_wait);
                 self.clock.sleep(self.options.memcheck_wait);
                 if self.stop.load(Ordering::SeqCst) {
-                    return Ok(Some("interrupted during the memory check".into()));
+                    // Not a refusal: the caller ends the run as interrupted.
+                    return Ok(None);
                 }
                 if let Err(e) = self.slots[i].driver.restart() {
                     return Ok(Some(format!(
