@@ -131,7 +131,18 @@ mod tests {
             "{e}"
         );
         drop(first);
-        let again = StateLock::acquire(dir.path()).unwrap();
+        // A child another test of this process forks shares the lock's descriptor until its
+        // `exec` closes it, so the lock may stay taken for a moment after the drop.
+        let t0 = std::time::Instant::now();
+        let again = loop {
+            match StateLock::acquire(dir.path()) {
+                Ok(l) => break l,
+                Err(LockError::Held { .. }) if t0.elapsed().as_secs() < 30 => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
         let text = std::fs::read_to_string(again.path()).unwrap();
         assert_eq!(text, format!("pid {}\n", std::process::id()));
         use std::os::unix::fs::PermissionsExt as _;
