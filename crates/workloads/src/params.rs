@@ -90,6 +90,40 @@ pub(crate) const fn share_duty(help: &'static str) -> ParamSpec {
     }
 }
 
+/// The `addr` parameter of a probe that talks to a server: where the server is, default
+/// loopback. `help` says which server and what happens there when `port` is 0.
+pub(crate) const fn peer_addr(help: &'static str) -> ParamSpec {
+    ParamSpec {
+        name: "addr",
+        help,
+        kind: ParamKind::Text,
+        default: "127.0.0.1",
+    }
+}
+
+/// The `port` parameter that goes with [`peer_addr`]: an external server's port, or 0 (the
+/// default) for isobench's own server. `help` names the server kinds.
+pub(crate) const fn peer_port(help: &'static str) -> ParamSpec {
+    ParamSpec {
+        name: "port",
+        help,
+        kind: ParamKind::Int { min: 0, max: 65535 },
+        default: "0",
+    }
+}
+
+/// The `proto` parameter of a network probe that speaks two protocols: one of `options`
+/// (the two protocols and `both`, in the order `isobench list` shows them), default `both`,
+/// which splits the run's budget between them.
+pub(crate) const fn peer_proto(help: &'static str, options: &'static [&'static str]) -> ParamSpec {
+    ParamSpec {
+        name: "proto",
+        help,
+        kind: ParamKind::Choice { options },
+        default: "both",
+    }
+}
+
 impl ParamSpec {
     /// Human-readable range (`1..=64`, `4K..=1G`, `seq|rand`).
     pub fn range_text(&self) -> String {

@@ -32,7 +32,7 @@ use serde::Deserialize;
 
 use crate::metric::{latency_metrics, LatencyHistogram, Metric, MetricSpec};
 use crate::netserve::{header_end, header_value, ServerKind};
-use crate::params::{ParamKind, ParamSpec, ParamValues};
+use crate::params::{peer_addr, peer_port, ParamKind, ParamSpec, ParamValues};
 use crate::probes::io_net::{
     connect_tcp, hist_record, metric_table, part_duration, wait_until, Peer, TightTimerSlack,
 };
@@ -57,19 +57,11 @@ struct Opts {
 }
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "addr",
-        help: "address of the HTTP server; with port=0 our own server binds here",
-        kind: ParamKind::Text,
-        default: "127.0.0.1",
-    },
-    ParamSpec {
-        name: "port",
-        help: "port of an external HTTP server; 0 starts our own on addr, in a process of its \
-               own pinned to the peer CPU",
-        kind: ParamKind::Int { min: 0, max: 65535 },
-        default: "0",
-    },
+    peer_addr("address of the HTTP server; with port=0 our own server binds here"),
+    peer_port(
+        "port of an external HTTP server; 0 starts our own on addr, in a process of its \
+         own pinned to the peer CPU",
+    ),
     ParamSpec {
         name: "body",
         help: "response body bytes (requested as GET /<body> from an isobench server)",

@@ -30,7 +30,7 @@ use std::io::{Read, Write};
 
 use crate::metric::{latency_metrics, LatencyHistogram, Metric, MetricSpec};
 use crate::netserve::{is_timeout, le_u64, ServerKind};
-use crate::params::{ParamKind, ParamSpec, ParamValues};
+use crate::params::{peer_addr, peer_port, peer_proto, ParamKind, ParamSpec, ParamValues};
 use crate::probes::io_net::{
     connect_tcp, hist_record, metric_table, part_duration, wait_until, Peer, TightTimerSlack,
 };
@@ -56,27 +56,15 @@ struct Opts {
 }
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "addr",
-        help: "address of the echo server; with port=0 our own server binds here",
-        kind: ParamKind::Text,
-        default: "127.0.0.1",
-    },
-    ParamSpec {
-        name: "port",
-        help: "port of an external udp-echo/tcp-echo server; 0 starts our own on addr, \
-               in a process of its own pinned to the peer CPU",
-        kind: ParamKind::Int { min: 0, max: 65535 },
-        default: "0",
-    },
-    ParamSpec {
-        name: "proto",
-        help: "udp, tcp or both (the budget is split between them)",
-        kind: ParamKind::Choice {
-            options: &["udp", "tcp", "both"],
-        },
-        default: "both",
-    },
+    peer_addr("address of the echo server; with port=0 our own server binds here"),
+    peer_port(
+        "port of an external udp-echo/tcp-echo server; 0 starts our own on addr, \
+         in a process of its own pinned to the peer CPU",
+    ),
+    peer_proto(
+        "udp, tcp or both (the budget is split between them)",
+        &["udp", "tcp", "both"],
+    ),
     ParamSpec {
         name: "size",
         help: "message bytes (sockperf's default is 64)",

@@ -35,7 +35,7 @@ use serde::Deserialize;
 
 use crate::metric::{Metric, MetricSpec};
 use crate::netserve::{is_timeout, le_u64, set_buffer, ServerKind, UDP_HEADER, UDP_STATS_REQUEST};
-use crate::params::{ParamKind, ParamSpec, ParamValues};
+use crate::params::{peer_addr, peer_port, peer_proto, ParamKind, ParamSpec, ParamValues};
 use crate::probes::io_net::{connect_tcp, fresh_seed, metric_table, part_duration, Peer};
 use crate::probes::series::rate_series;
 use crate::timer::now_ns;
@@ -65,27 +65,15 @@ const UDP_DEFAULT_MSG: u64 = 1460;
 const UDP_MAX_MSG: u64 = 65507;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "addr",
-        help: "address of the sink server; with port=0 our own server binds here",
-        kind: ParamKind::Text,
-        default: "127.0.0.1",
-    },
-    ParamSpec {
-        name: "port",
-        help: "port of an external tcp-sink/udp-sink server; 0 starts our own on addr, \
-               in a process of its own pinned to the peer CPU",
-        kind: ParamKind::Int { min: 0, max: 65535 },
-        default: "0",
-    },
-    ParamSpec {
-        name: "proto",
-        help: "tcp, udp or both (the budget is split between them)",
-        kind: ParamKind::Choice {
-            options: &["tcp", "udp", "both"],
-        },
-        default: "both",
-    },
+    peer_addr("address of the sink server; with port=0 our own server binds here"),
+    peer_port(
+        "port of an external tcp-sink/udp-sink server; 0 starts our own on addr, \
+         in a process of its own pinned to the peer CPU",
+    ),
+    peer_proto(
+        "tcp, udp or both (the budget is split between them)",
+        &["tcp", "udp", "both"],
+    ),
     ParamSpec {
         name: "msg_size",
         help: "bytes per write (TCP) or per datagram (UDP, at most 65507); empty = 128K for \

@@ -39,7 +39,7 @@ use serde::Deserialize;
 
 use self::loadgen::{drive, Clock, Conn, Done, Exchange, Monotonic, Protocol, Slice};
 use crate::metric::{Aggregate, Direction, Metric, MetricSpec, Window};
-use crate::params::{ParamKind, ParamSpec, ParamValues};
+use crate::params::{peer_addr, peer_port, ParamKind, ParamSpec, ParamValues};
 use crate::probes::series::tile;
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
 
@@ -71,18 +71,8 @@ struct Opts {
 }
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        name: "addr",
-        help: "address of the server (loopback of the tenant unless it is elsewhere)",
-        kind: ParamKind::Text,
-        default: "127.0.0.1",
-    },
-    ParamSpec {
-        name: "port",
-        help: "port of the user's server; 0 starts isobench's own",
-        kind: ParamKind::Int { min: 0, max: 65535 },
-        default: "0",
-    },
+    peer_addr("address of the server (loopback of the tenant unless it is elsewhere)"),
+    peer_port("port of the user's server; 0 starts isobench's own"),
     ParamSpec {
         name: "protocol",
         help: "http (GET request) or line (request and CRLF, one line or Redis reply back); \
