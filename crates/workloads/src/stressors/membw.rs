@@ -136,6 +136,30 @@ impl Store {
 mod nt {
     use std::arch::x86_64::*;
 
+    /// The loop of a streaming copy: rounds of four aligned loads and four streaming stores
+    /// of the vector type `$v`, `len / (4 * size_of::<$v>())` of them, then a store fence.
+    /// A macro rather than a function so the intrinsics expand inside the caller's
+    /// `target_feature` (a call would not be inlined across it).
+    macro_rules! stream_copy {
+        ($v:ty, $load:ident, $stream:ident, $dst:expr, $src:expr, $len:expr) => {{
+            let (mut d, mut s) = ($dst.cast::<$v>(), $src.cast::<$v>());
+            for _ in 0..$len / (4 * std::mem::size_of::<$v>()) {
+                let a = $load(s);
+                let b = $load(s.add(1));
+                let c = $load(s.add(2));
+                let e = $load(s.add(3));
+                $stream(d, a);
+                $stream(d.add(1), b);
+                $stream(d.add(2), c);
+                $stream(d.add(3), e);
+                d = d.add(4);
+                s = s.add(4);
+            }
+            // Streaming stores are weakly ordered: fence before anyone reads the block.
+            _mm_sfence();
+        }};
+    }
+
     /// Copies `len` bytes (a multiple of 128) with 32-byte streaming stores.
     ///
     /// # Safety
@@ -143,21 +167,14 @@ mod nt {
     /// do not overlap.
     #[target_feature(enable = "avx")]
     pub(super) unsafe fn copy_avx(dst: *mut u8, src: *const u8, len: usize) {
-        let (mut d, mut s) = (dst.cast::<__m256i>(), src.cast::<__m256i>());
-        for _ in 0..len / 128 {
-            let a = _mm256_load_si256(s);
-            let b = _mm256_load_si256(s.add(1));
-            let c = _mm256_load_si256(s.add(2));
-            let e = _mm256_load_si256(s.add(3));
-            _mm256_stream_si256(d, a);
-            _mm256_stream_si256(d.add(1), b);
-            _mm256_stream_si256(d.add(2), c);
-            _mm256_stream_si256(d.add(3), e);
-            d = d.add(4);
-            s = s.add(4);
-        }
-        // Streaming stores are weakly ordered: fence before anyone reads the block.
-        _mm_sfence();
+        stream_copy!(
+            __m256i,
+            _mm256_load_si256,
+            _mm256_stream_si256,
+            dst,
+            src,
+            len
+        );
     }
 
     /// Copies `len` bytes (a multiple of 128) with 16-byte streaming stores (SSE2).
@@ -165,20 +182,7 @@ mod nt {
     /// # Safety
     /// `dst` and `src` are 16-byte aligned and valid for `len` bytes, and do not overlap.
     pub(super) unsafe fn copy_sse2(dst: *mut u8, src: *const u8, len: usize) {
-        let (mut d, mut s) = (dst.cast::<__m128i>(), src.cast::<__m128i>());
-        for _ in 0..len / 64 {
-            let a = _mm_load_si128(s);
-            let b = _mm_load_si128(s.add(1));
-            let c = _mm_load_si128(s.add(2));
-            let e = _mm_load_si128(s.add(3));
-            _mm_stream_si128(d, a);
-            _mm_stream_si128(d.add(1), b);
-            _mm_stream_si128(d.add(2), c);
-            _mm_stream_si128(d.add(3), e);
-            d = d.add(4);
-            s = s.add(4);
-        }
-        _mm_sfence();
+        stream_copy!(__m128i, _mm_load_si128, _mm_stream_si128, dst, src, len);
     }
 }
 
