@@ -215,6 +215,37 @@ pub(super) fn rate_from_logs(
     })
 }
 
+/// [`measure_rate`] for `threads` workers that each run passes of a kernel: `new_work()`
+/// makes one worker's kernel (and one more, run first to size the chunks to at least
+/// `min`); `work(n)` runs `n` passes of `units` units each (operations, events). A chunk
+/// calls its worker's `work` directly: the only dynamic call per chunk is the
+/// [`Chunk`]'s own, as when each probe built its workers itself.
+pub(super) fn measure_passes<'a, W>(
+    ctx: &ProbeCtx,
+    threads: usize,
+    min: Duration,
+    units: u64,
+    new_work: impl Fn() -> W,
+) -> anyhow::Result<Rate>
+where
+    W: FnMut(u64) + Send + 'a,
+{
+    let mut calibration = new_work();
+    let per_chunk = chunk_size(min, &mut calibration);
+    let workers = worker_cpus(ctx, threads)
+        .into_iter()
+        .map(|cpu| {
+            let mut work = new_work();
+            let chunk: Chunk<'a> = Box::new(move || {
+                work(per_chunk);
+                (per_chunk * units) as f64
+            });
+            (cpu, chunk)
+        })
+        .collect();
+    measure_rate(ctx, ctx.budget, workers)
+}
+
 /// Calibrates how many units of `f(units)` make one chunk of at least `min`, with `f` doing
 /// the work and returning nothing. One calibration is enough: a chunk that comes out too
 /// short only adds timer reads to a window, it does not bias the window's rate.

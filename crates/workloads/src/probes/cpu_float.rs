@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::cm_common::{chunk_size, measure_rate, rate, worker_cpus, Chunk};
+use super::cm_common::{measure_passes, rate};
 use crate::metric::{Metric, MetricSpec};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
@@ -77,20 +77,12 @@ impl Probe for CpuFloat {
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;
         let threads = o.threads.max(1) as usize;
-        let per_chunk = chunk_size(CHUNK, |n| {
-            black_box(passes(n));
-        });
-        let workers = worker_cpus(ctx, threads)
-            .into_iter()
-            .map(|cpu| {
-                let chunk: Chunk = Box::new(move || {
-                    black_box(passes(per_chunk));
-                    (per_chunk * OPS_PER_PASS) as f64
-                });
-                (cpu, chunk)
-            })
-            .collect();
-        let r = measure_rate(ctx, ctx.budget, workers)?;
+        let work = || {
+            |n: u64| {
+                black_box(passes(n));
+            }
+        };
+        let r = measure_passes(ctx, threads, CHUNK, OPS_PER_PASS, work)?;
         Ok(vec![
             r.metric(&METRICS[0], 1e-6),
             r.metric(&METRICS[1], 1e-6 / threads as f64),

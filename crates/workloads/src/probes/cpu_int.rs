@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::cm_common::{chunk_size, measure_rate, rate, worker_cpus, Chunk};
+use super::cm_common::{measure_passes, rate};
 use crate::metric::{Metric, MetricSpec};
 use crate::params::{ParamKind, ParamSpec, ParamValues};
 use crate::{Class, Env, Probe, ProbeCtx, Unsupported};
@@ -108,44 +108,30 @@ impl Probe for CpuInt {
     fn run(&self, ctx: &ProbeCtx, params: &ParamValues) -> anyhow::Result<Vec<Metric>> {
         let o: Opts = params.decode(self.name())?;
         let threads = o.threads.max(1) as usize;
-        let cpus = worker_cpus(ctx, threads);
         let (total, specs) = if o.kernel == "primes" {
             let max_prime = o.max_prime;
-            let per_chunk = chunk_size(CHUNK, |n| {
-                for _ in 0..n {
-                    black_box(prime_event(black_box(max_prime)));
+            let work = || {
+                move |n: u64| {
+                    for _ in 0..n {
+                        black_box(prime_event(black_box(max_prime)));
+                    }
                 }
-            });
-            let workers = cpus
-                .into_iter()
-                .map(|cpu| {
-                    let chunk: Chunk = Box::new(move || {
-                        for _ in 0..per_chunk {
-                            black_box(prime_event(black_box(max_prime)));
-                        }
-                        per_chunk as f64
-                    });
-                    (cpu, chunk)
-                })
-                .collect();
-            (measure_rate(ctx, ctx.budget, workers)?, &METRICS[2..4])
+            };
+            (
+                measure_passes(ctx, threads, CHUNK, 1, work)?,
+                &METRICS[2..4],
+            )
         } else {
-            let mut probe = Mix::new();
-            let per_chunk = chunk_size(CHUNK, |n| {
-                black_box(probe.run(n));
-            });
-            let workers = cpus
-                .into_iter()
-                .map(|cpu| {
-                    let mut mix = Mix::new();
-                    let chunk: Chunk = Box::new(move || {
-                        black_box(mix.run(per_chunk));
-                        per_chunk as f64
-                    });
-                    (cpu, chunk)
-                })
-                .collect();
-            (measure_rate(ctx, ctx.budget, workers)?, &METRICS[0..2])
+            let work = || {
+                let mut mix = Mix::new();
+                move |n: u64| {
+                    black_box(mix.run(n));
+                }
+            };
+            (
+                measure_passes(ctx, threads, CHUNK, 1, work)?,
+                &METRICS[0..2],
+            )
         };
         Ok(vec![
             total.metric(&specs[0], 1.0),
