@@ -72,7 +72,8 @@ pub enum Verdict {
     Holds,
     /// The SLO fails here: the interval lies wholly on the bad side.
     Fails,
-    /// Still undecided after `max_trials`: the figure is within the noise of the bound.
+    /// Undecided, and `max_trials` would not decide it: the figure is within the noise of
+    /// the bound (it is left as soon as its figures show that).
     Edge,
 }
 
@@ -276,7 +277,10 @@ impl BoundarySearch {
             .map(|w| (w[0], w[1]))
             .max_by(|x, y| (x.1 - x.0).total_cmp(&(y.1 - y.0)))
             .unwrap_or((lo, hi));
-        if b - a <= self.config.resolution {
+        // Points at the edge can leave the interval wider than the resolution while every gap
+        // is narrower: a point nearer one on either side may still hold or fail. Below a
+        // quarter of the resolution the noise, not the spacing, sets the width.
+        if b - a <= self.config.resolution / 4.0 {
             return Err(self.boundary(lo, hi, holds, false));
         }
         Ok((a + b) / 2.0)
@@ -369,11 +373,19 @@ impl Judge {
             Verdict::Holds
         } else if e - half > 0.0 {
             Verdict::Fails
-        } else if n >= self.config.max_trials {
+        } else if n >= self.config.max_trials || e.abs() < self.half_at_max(var) {
+            // Undecided, and (as far as its figures tell) `max_trials` would not decide it
+            // either: more trials here are spent on a point that narrows nothing.
             Verdict::Edge
         } else {
             Verdict::Measuring
         }
+    }
+
+    /// The interval's half-width at `max_trials` for a figure of variance `var`.
+    fn half_at_max(&self, var: f64) -> f64 {
+        let m = self.config.max_trials;
+        student_t_quantile(1.0 - self.look_alpha, (m - 1) as f64) * (var / m as f64).sqrt()
     }
 }
 
