@@ -1,7 +1,8 @@
 //! Pure statistics for isobench: sample summaries, outliers, degradation with bootstrap
 //! confidence intervals, paired (time-adjacent) degradation estimates, rank and permutation
 //! tests, multiple-comparison corrections, the difference between two runs' degradations of
-//! the same cell, and the stopping rule that decides how many repetitions a run needs.
+//! the same cell, the stopping rule that decides how many repetitions a run needs, and the
+//! noisy bisection that finds the loosest knob setting at which a SLO holds.
 //!
 //! Why a crate of its own: the numbers isobench prints are only as good as the statistics
 //! behind them, so these live apart from measurement, storage and rendering, do no I/O, and are
@@ -19,6 +20,7 @@
 
 mod between_runs;
 mod bootstrap;
+mod boundary;
 mod compare;
 mod degradation;
 mod error;
@@ -41,6 +43,9 @@ pub use between_runs::{
     log_difference, DegradationDifference, LogScale, Untestable,
 };
 pub use bootstrap::{bootstrap_degradation, BootstrapConfig, CiMethod, DegradationCi};
+pub use boundary::{
+    BoundarySearch, Outcome as BoundaryOutcome, SearchConfig, Step as SearchStep, Verdict, Visited,
+};
 pub use compare::{compare, CompareConfig, Comparison, Flag, Side};
 pub use degradation::{degradation_pct, Direction, Estimator};
 pub use error::StatsError;
