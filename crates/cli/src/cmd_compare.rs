@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use isobench_experiment::stored::fleet_link;
+use isobench_experiment::stored::{fleet_link, linked};
 use isobench_report::compare::{
     comparison_csv, comparison_json, comparison_markdown, render_comparison,
 };
@@ -15,9 +15,9 @@ use isobench_results::compare::RunComparison;
 use isobench_store::RunId;
 
 use crate::args::DbArgs;
-use crate::cmd_results::{existing_store, find_run, load_alone};
-use crate::cmd_run::style;
 use crate::exit::bad_input;
+use crate::output::style;
+use crate::stores::{existing_store, find_run, load_alone};
 
 /// `isobench compare`.
 #[derive(Debug, Args)]
@@ -91,10 +91,7 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     if let [one] = runs.as_slice() {
         // One run of a linked set (platforms, or a fleet's hosts): the whole set.
-        let mut set: Vec<String> = crate::crossrun::linked(one)
-            .into_iter()
-            .map(|(_, id)| id)
-            .collect();
+        let mut set: Vec<String> = linked(one).into_iter().map(|(_, id)| id).collect();
         if set.len() < 2 {
             if let Some(fleet) = fleet_link(&store, one) {
                 set = fleet.hosts.into_iter().map(|m| m.run).collect();

@@ -9,7 +9,7 @@ use isobench_report::html_report;
 use isobench_results::Results;
 
 use crate::args::DbArgs;
-use crate::cmd_results::load;
+use crate::stores::load;
 
 /// `isobench report`.
 #[derive(Debug, Args)]

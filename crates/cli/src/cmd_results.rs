@@ -12,13 +12,13 @@ use clap::Args;
 use isobench_experiment::orphans;
 use isobench_report::export::json_document;
 use isobench_report::{csv_section, render, render_runs, serialize, Format};
-use isobench_store::{RunId, RunStatus, RunSummary, Store};
+use isobench_store::{RunStatus, RunSummary, Store};
 use serde_json::Value;
 
 use crate::args::{DbArgs, ExportFormat};
-use crate::cmd_run::{store_error, style};
-use crate::exit::bad_input;
-use crate::output::{envelope, print_json};
+use crate::exit::{bad_input, store_error};
+use crate::output::{envelope, print_json, style};
+use crate::stores::{existing_store, load};
 
 /// `isobench runs`.
 #[derive(Debug, Args)]
@@ -65,39 +65,6 @@ pub struct ExportArgs {
     pub series: bool,
     #[command(flatten)]
     pub db: DbArgs,
-}
-
-/// The database at `path` for a command that only reads it: opened read-only, so a
-/// database in a read-only directory or file system is read as it is (docs/cli.md).
-pub(crate) fn existing_store(path: &Path) -> anyhow::Result<Store> {
-    if !path.exists() && !path.is_symlink() {
-        return Err(bad_input(format!(
-            "there is no isobench database at {}; `isobench run` creates one, or pass --db FILE \
-             (or set ISOBENCH_DB)",
-            path.display()
-        )));
-    }
-    Store::open_read_only(path).map_err(store_error)
-}
-
-/// The run `wanted` names in `store`: `latest`, a whole id, or a prefix only one run has
-/// (of the id, or of its random last part).
-pub(crate) fn find_run(store: &Store, wanted: &str) -> anyhow::Result<RunId> {
-    store.resolve_run(wanted).map_err(store_error)
-}
-
-/// Loads and analyzes stored run `id` (`latest`, an id or a unique prefix) from database
-/// `db` (which must exist).
-pub fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
-    let store = existing_store(db)?;
-    let id = find_run(&store, id)?;
-    isobench_experiment::stored::with_linked(&store, id.as_str()).map_err(store_error)
-}
-
-/// A stored run's results alone, without the table of the runs linked with it (each run of
-/// a comparison is one column; the set's table would be analysed again for every run).
-pub fn load_alone(store: &Store, id: &RunId) -> anyhow::Result<isobench_experiment::Results> {
-    isobench_experiment::stored::analyzed(store, id.as_str()).map_err(store_error)
 }
 
 /// Marks the runs of `store` left `running` by a process that is gone as interrupted, when

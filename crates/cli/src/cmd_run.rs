@@ -7,7 +7,6 @@
 //! Also the hidden `isobench memcheck BYTES` that the memory-availability check starts inside
 //! each tenant.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -15,14 +14,16 @@ use clap::Args;
 use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::memcheck;
 use isobench_experiment::progress::{JsonLines, NoProgress, Progress};
-use isobench_experiment::session::{Mode, NewRun, Session, SessionError, Start};
+use isobench_experiment::session::{NewRun, Session, SessionError, Start};
 use isobench_experiment::PlatformChoice;
-use isobench_report::{render, serialize, Style};
-use isobench_store::{RunId, RunStatus, Store, StoreError};
+use isobench_report::{render, serialize};
+use isobench_store::{RunId, RunStatus, StoreError};
 
 use crate::args::{DbArgs, ExportFormat, PlatformParser};
-use crate::exit::{self, bad_input, unsupported};
+use crate::exit::{self, bad_input, session_error, store_error, unsupported};
 use crate::live::LiveProgress;
+use crate::mode::mode;
+use crate::output::{color_enabled, style};
 
 /// `isobench run`.
 #[derive(Debug, Args)]
@@ -230,72 +231,6 @@ pub struct MemcheckArgs {
     pub bytes: u64,
 }
 
-/// Hidden test mode: `ISOBENCH_DEBUG_FAKE=1` runs on the fake platform and clock (instant),
-/// `=slow` lets real time pass as well; `ISOBENCH_DEBUG_FAKE_SCALE=F` multiplies every
-/// stressor's effect by F (a host with worse isolation, for fleet tests).
-pub fn mode() -> Mode {
-    let effect_scale = std::env::var("ISOBENCH_DEBUG_FAKE_SCALE")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|f| f.is_finite() && *f >= 0.0)
-        .unwrap_or(1.0);
-    match std::env::var("ISOBENCH_DEBUG_FAKE").as_deref() {
-        Err(_) | Ok("" | "0") => Mode::Real,
-        Ok("slow") => Mode::Fake {
-            real_time: 1.0,
-            effect_scale,
-        },
-        Ok(_) => Mode::Fake {
-            real_time: 0.0,
-            effect_scale,
-        },
-    }
-}
-
-/// Whether to colour the output: a terminal, and `NO_COLOR` unset.
-pub fn color_enabled() -> bool {
-    let no_color = matches!(std::env::var_os("NO_COLOR"), Some(v) if !v.is_empty());
-    !no_color && std::io::stdout().is_terminal()
-}
-
-/// The report style for this terminal.
-pub fn style() -> Style {
-    let width = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .filter(|&w: &usize| w >= 40)
-        .unwrap_or(100);
-    Style {
-        width,
-        color: color_enabled(),
-    }
-}
-
-/// Opens the results database, turning its errors into exit codes: a newer schema or a file
-/// that is not a database is bad input; a lock held by another writer is a failure. Nothing
-/// is modified in either case.
-pub fn open_store(path: &Path) -> anyhow::Result<Store> {
-    Store::open(path).map_err(store_error)
-}
-
-/// Maps a store error to a coded error where the user has to act: a `--db` that is not a
-/// usable database (a directory, not SQLite, damaged or truncated, newer, read-only where a
-/// write is needed) and a run id that names no run or several are bad input (exit code 2).
-pub fn store_error(e: StoreError) -> anyhow::Error {
-    match e {
-        StoreError::NewerSchema { .. }
-        | StoreError::NotADatabase { .. }
-        | StoreError::NoDirectory { .. }
-        | StoreError::ReadOnly { .. }
-        | StoreError::NeedsMigration { .. }
-        | StoreError::UnreadableLog { .. }
-        | StoreError::AmbiguousRun { .. }
-        | StoreError::NoRuns { .. } => bad_input(e.to_string()),
-        StoreError::UnknownRun { .. } => bad_input(format!("{e}; `isobench runs` lists the runs")),
-        other => anyhow::Error::new(other),
-    }
-}
-
 /// The run `a` asks for (a scenario file, a preset, or the quick scenario), on `platform`.
 fn new_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<NewRun> {
     let mut new = match &a.scenario {
@@ -329,18 +264,6 @@ fn parse_max_time(s: &str) -> Result<std::time::Duration, String> {
              24 hours (1440m)"
                 .into(),
         ),
-    }
-}
-
-/// The exit-coded error for a session's.
-pub fn session_error(e: SessionError) -> anyhow::Error {
-    match e {
-        SessionError::BadInput(m) => bad_input(m),
-        SessionError::Scenario(_) => bad_input(e.to_string()),
-        SessionError::Unsupported(m) => unsupported(m),
-        SessionError::Store(se) => store_error(se),
-        e @ SessionError::Busy(_) => exit::busy(e.to_string()),
-        SessionError::Other(e) => e,
     }
 }
 
@@ -448,7 +371,7 @@ pub fn run_one(
 /// answers to (or no database yet) is passed on as it is: opening the session first removes
 /// what a killed run left on the host, then refuses it with the reason.
 fn resume_id(db: &Path, wanted: &str) -> anyhow::Result<RunId> {
-    let Ok(store) = crate::cmd_results::existing_store(db) else {
+    let Ok(store) = crate::stores::existing_store(db) else {
         return Ok(RunId::new(wanted.to_string()));
     };
     match store.resolve_run(wanted) {

@@ -69,7 +69,7 @@ pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
         eprintln!("isobench: removed what a dead run left: {line}");
     }
     if isobench_store::Store::is_writable(&a.db.path) {
-        for o in crate::cmd_doctor::mark_orphans_of(&a.db.path)? {
+        for o in crate::stores::mark_orphans_of(&a.db.path)? {
             eprintln!("isobench: {o}; resume it from its page or with `isobench run --resume`");
         }
     } else {
@@ -84,7 +84,7 @@ pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
         db: a.db.path.clone(),
         state_dir,
         exe,
-        mode: crate::cmd_run::mode(),
+        mode: crate::mode::mode(),
         header_timeout: isobench_server::HEADER_TIMEOUT,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

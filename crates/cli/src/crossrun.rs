@@ -13,8 +13,9 @@ use isobench_experiment::Results;
 use isobench_fleet::cross::{self, CrossEvent};
 use isobench_report::render_sections;
 
-use crate::cmd_run::{run_one, session_error, store_error, style, RunArgs};
-use crate::exit::{self, bad_input};
+use crate::cmd_run::{run_one, RunArgs};
+use crate::exit::{self, bad_input, session_error, store_error};
+use crate::output::style;
 
 /// Runs `a`'s scenario on each of its platforms.
 pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -113,6 +114,3 @@ pub(crate) fn worse(a: u8, b: u8) -> u8 {
         a
     }
 }
-
-/// The runs linked with `r` (see [`isobench_experiment::stored::linked`]).
-pub use isobench_experiment::stored::linked;
