@@ -5,67 +5,19 @@
 //! scripts: the list in the envelope of every other JSON document, and the run as
 //! `export --format json` writes it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Args;
 use isobench_experiment::orphans;
 use isobench_report::export::json_document;
 use isobench_report::{csv_section, render, render_runs, serialize, Format};
 use isobench_store::{RunStatus, RunSummary, Store};
 use serde_json::Value;
 
-use crate::args::{DbArgs, ExportFormat};
+use crate::args::{ExportArgs, RunsArgs, ShowArgs};
 use crate::exit::{bad_input, store_error};
 use crate::output::{envelope, print_json, style};
 use crate::stores::{existing_store, load};
-
-/// `isobench runs`.
-#[derive(Debug, Args)]
-pub struct RunsArgs {
-    /// Print JSON (with schema version and tool version): every run's summary under `runs`.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub db: DbArgs,
-}
-
-/// `isobench show`.
-#[derive(Debug, Args)]
-pub struct ShowArgs {
-    /// The run: its id, `latest` (the run started last), or the start of an id that no other
-    /// run shares (of the whole id or of its last part, e.g. `c87b`); see `isobench runs`.
-    pub run_id: String,
-    /// Print JSON: the document of `isobench export RUN_ID --format json`.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub db: DbArgs,
-}
-
-/// `isobench export`.
-#[derive(Debug, Args)]
-pub struct ExportArgs {
-    /// The run: its id, `latest` (the run started last), or the start of an id that no other
-    /// run shares (of the whole id or of its last part, e.g. `c87b`); see `isobench runs`.
-    pub run_id: String,
-    /// What to write.
-    #[arg(long, short = 'f', default_value = "json", value_name = "FORMAT")]
-    pub format: ExportFormat,
-    /// Write to this file instead of standard output.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// With --format csv: one of the kind's own sections (a curve, a pairwise grid) instead
-    /// of the degradations; `isobench show` lists them.
-    #[arg(long, value_name = "ID")]
-    pub section: Option<String>,
-    /// With --format json: every trial's window series too (the raw per-window values of
-    /// on/off trials, most of a run's bytes); left out otherwise.
-    #[arg(long)]
-    pub series: bool,
-    #[command(flatten)]
-    pub db: DbArgs,
-}
 
 /// Marks the runs of `store` left `running` by a process that is gone as interrupted, when
 /// the database takes writes; a read-only one (an artifact of another machine) lists them

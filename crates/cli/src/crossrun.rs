@@ -13,7 +13,8 @@ use isobench_experiment::Results;
 use isobench_fleet::cross::{self, CrossEvent};
 use isobench_report::render_sections;
 
-use crate::cmd_run::{run_one, RunArgs};
+use crate::args::RunArgs;
+use crate::cmd_run::run_one;
 use crate::exit::{self, bad_input, session_error, store_error};
 use crate::output::style;
 

@@ -10,7 +10,7 @@ use isobench_agent::RunScenario;
 use isobench_experiment::stored::{with_linked, FleetLink};
 use isobench_fleet::{Fleet, FleetEvent};
 
-use crate::cmd_run::RunArgs;
+use crate::args::RunArgs;
 use crate::crossrun::show_set;
 use crate::exit::{self, bad_input, session_error, store_error};
 use crate::stores::open_store;

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use isobench_fleet::nodes::{self, NodesRequest, ENV_FAKE_NODES};
 
-use crate::cmd_run::RunArgs;
+use crate::args::RunArgs;
 use crate::exit::{bad_input, session_error};
 use crate::fleetrun::{check_args, coordinate, scenario_request};
 
