@@ -131,14 +131,14 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
         return crate::nodesrun::run(a, selector);
     }
     if a.platform.len() > 1 {
-        return crate::crossrun::run(a);
+        return crate::crossrun::run(a, |p| run_one(a, Some(p), false));
     }
     run_one(a, a.platform.first().copied(), true).map(|(code, _)| ExitCode::from(code))
 }
 
 /// Every platform's plan, each checked as its run would check it (`--dry-run` of several
 /// platforms).
-pub fn dry_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<()> {
+fn dry_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<()> {
     let mode = mode();
     let host = mode.host()?;
     let plan = new_run(a, platform)?.plan(&host).map_err(|e| match e {
@@ -151,7 +151,7 @@ pub fn dry_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<
 
 /// One run on `platform` (the scenario's when `None`): its exit code and the run, once
 /// one was stored.
-pub fn run_one(
+fn run_one(
     a: &RunArgs,
     platform: Option<PlatformChoice>,
     export: bool,
