@@ -1,4 +1,5 @@
-//! The commands of single workloads: `list`, `probe` and `stress`.
+//! The commands of single workloads: `list`, `probe` and `stress`, the last two in this
+//! process or in a fresh tenant.
 
 use std::path::PathBuf;
 
@@ -53,22 +54,8 @@ pub struct ProbeArgs {
     /// (probes that support it; shown with --json).
     #[arg(long, value_name = "MS")]
     pub window: Option<f64>,
-    /// Run inside a fresh tenant on this platform through an agent, instead of in this
-    /// process.
-    #[arg(long, value_name = "PLATFORM", value_parser = PlatformParser::tenant())]
-    pub platform: Option<PlatformChoice>,
-    /// Limits of that tenant, e.g. `cpus=1,memory=1G,pids=64,cpuset=0,io_write_bps=50M`.
-    #[arg(long, value_name = "K=V,...", requires = "platform")]
-    pub limits: Option<String>,
-    /// In a tenant: the host sentinel kills the tenant when its heartbeat wakes later than
-    /// this many milliseconds (default 1000).
-    #[arg(long, value_name = "MS", requires = "platform", hide = true)]
-    pub sentinel_threshold: Option<u64>,
-    /// In a tenant: a drill of the host sentinel. This many seconds after the stressor
-    /// starts, its threshold drops to zero, so its next heartbeat counts as a stall and it
-    /// kills the tenant as on a real one; the JSON says how long that took.
-    #[arg(long, value_name = "SECS", requires = "platform", hide = true)]
-    pub sentinel_drill: Option<f64>,
+    #[command(flatten)]
+    pub tenant: TenantArgs,
 }
 
 /// `isobench stress`.
@@ -106,6 +93,14 @@ pub struct StressArgs {
     /// tenant. They are then capped (64 tasks, a quarter of usable memory, 1 GiB of files).
     #[arg(long)]
     pub allow_unsafe_host: bool,
+    #[command(flatten)]
+    pub tenant: TenantArgs,
+}
+
+/// `--platform`, `--limits` and the sentinel's flags of `isobench probe` and `isobench stress`:
+/// a fresh tenant to run the workload in, instead of this process.
+#[derive(Debug, Args)]
+pub struct TenantArgs {
     /// Run inside a fresh tenant on this platform through an agent, instead of in this
     /// process.
     #[arg(long, value_name = "PLATFORM", value_parser = PlatformParser::tenant())]
