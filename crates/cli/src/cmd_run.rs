@@ -24,6 +24,7 @@ use crate::live::LiveProgress;
 use crate::mode::mode;
 use crate::output::{color_enabled, style};
 
+// The flags are in `args`; checking and writing their files is the run's.
 impl ExportFiles {
     /// Each requested file with its flag and format, in the order of the flags.
     fn requested(&self) -> Vec<(&'static str, ExportFormat, &Path)> {

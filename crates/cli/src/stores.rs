@@ -1,6 +1,6 @@
 //! The results database as the commands open it: for writing, or read-only for the commands
 //! that only read it (none creates one), with its errors mapped to exit codes; the run a name
-//! stands for, and its results loaded.
+//! stands for and its results; the runs a dead process left `running`, marked interrupted.
 
 use std::path::Path;
 
