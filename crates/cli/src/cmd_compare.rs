@@ -2,11 +2,9 @@
 //! reference), each difference with its interval and a p-value corrected across all of them,
 //! and what the runs do not share. Reads the database only.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, ValueEnum};
-use isobench_experiment::stored::fleet_link;
+use isobench_experiment::stored::{fleet_link, linked};
 use isobench_report::compare::{
     comparison_csv, comparison_json, comparison_markdown, render_comparison,
 };
@@ -14,48 +12,10 @@ use isobench_report::{html_comparison, Style};
 use isobench_results::compare::RunComparison;
 use isobench_store::RunId;
 
-use crate::args::DbArgs;
-use crate::cmd_results::{existing_store, find_run, load_alone};
-use crate::cmd_run::style;
+use crate::args::{CompareArgs, CompareFormat};
 use crate::exit::bad_input;
-
-/// `isobench compare`.
-#[derive(Debug, Args)]
-pub struct CompareArgs {
-    /// The runs (see `isobench runs`), each by its id, `latest`, or the start of an id that
-    /// no other run shares: the first is the reference, each other run is compared against
-    /// it. One run of a set run across platforms (`run --platform a,b,...`) stands for its
-    /// whole set. A run given twice is refused.
-    #[arg(value_name = "RUN_ID", num_args = 1.., required = true)]
-    pub runs: Vec<String>,
-    /// text (the tables as `show` prints them), html (one self-contained file with the runs
-    /// side by side and the differences as charts), md, json (the comparison document) or
-    /// csv (one row per compared cell).
-    #[arg(long, short = 'f', value_enum, default_value_t = CompareFormat::Text)]
-    pub format: CompareFormat,
-    /// Write to this file instead of standard output.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    #[command(flatten)]
-    pub db: DbArgs,
-}
-
-/// What `isobench compare` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CompareFormat {
-    /// Tables for the terminal.
-    Text,
-    /// One self-contained HTML file: the runs side by side and each difference with its
-    /// interval, as charts, then every table.
-    Html,
-    /// Markdown.
-    #[value(alias = "markdown")]
-    Md,
-    /// The comparison document, with its schema version.
-    Json,
-    /// One row per compared cell.
-    Csv,
-}
+use crate::output::style;
+use crate::stores::{existing_store, find_run, load_alone};
 
 /// Refuses a run named twice (the same id, or `latest` and its id): a run against itself
 /// compares nothing, and its differences would all read as zero.
@@ -91,10 +51,7 @@ pub fn run(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     if let [one] = runs.as_slice() {
         // One run of a linked set (platforms, or a fleet's hosts): the whole set.
-        let mut set: Vec<String> = crate::crossrun::linked(one)
-            .into_iter()
-            .map(|(_, id)| id)
-            .collect();
+        let mut set: Vec<String> = linked(one).into_iter().map(|(_, id)| id).collect();
         if set.len() < 2 {
             if let Some(fleet) = fleet_link(&store, one) {
                 set = fleet.hosts.into_iter().map(|m| m.run).collect();

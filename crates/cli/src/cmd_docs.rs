@@ -6,32 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Args, CommandFactory as _};
-use clap_complete::Shell;
+use clap::CommandFactory as _;
 use clap_mangen::Man;
 
-use crate::args::Cli;
-
-/// `isobench completions`.
-#[derive(Debug, Args)]
-#[command(after_help = "Install, for example:\n  \
-    bash: isobench completions bash > ~/.local/share/bash-completion/completions/isobench\n  \
-    zsh:  isobench completions zsh > ~/.zfunc/_isobench   (with fpath+=~/.zfunc)\n  \
-    fish: isobench completions fish > ~/.config/fish/completions/isobench.fish")]
-pub struct CompletionsArgs {
-    /// The shell to complete for.
-    #[arg(value_name = "SHELL")]
-    pub shell: Shell,
-}
-
-/// `isobench man`.
-#[derive(Debug, Args)]
-pub struct ManArgs {
-    /// Write isobench.1 and one page per command (isobench-run.1, ...) into this directory
-    /// (created if missing) instead of printing isobench.1 to standard output.
-    #[arg(long, short = 'o', value_name = "DIR")]
-    pub output: Option<PathBuf>,
-}
+use crate::args::{Cli, CompletionsArgs, ManArgs};
 
 /// `isobench completions SHELL`.
 pub fn completions(a: &CompletionsArgs) -> anyhow::Result<ExitCode> {

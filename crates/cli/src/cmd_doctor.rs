@@ -1,15 +1,14 @@
 //! `isobench doctor` and `isobench cleanup`: what this host can do, and removing what
 //! killed runs left (their objects on the host, their `running` status in the database).
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use isobench_experiment::orphans;
 use serde_json::{json, Value};
 
 use crate::args::{CleanupArgs, DoctorArgs};
-use crate::cmd_run::{open_store, store_error};
 use crate::output::{envelope, print_json};
+use crate::stores::mark_orphans_of;
 
 pub fn doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let mut checks = isobench_platform::doctor();
@@ -28,16 +27,6 @@ pub fn doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Marks the runs of the database `db` whose controller died as interrupted (nothing when
-/// there is no database yet).
-pub fn mark_orphans_of(db: &Path) -> anyhow::Result<Vec<orphans::Orphan>> {
-    if !db.exists() {
-        return Ok(Vec::new());
-    }
-    let mut store = open_store(db)?;
-    orphans::mark_orphans(&mut store).map_err(store_error)
 }
 
 pub fn cleanup(a: &CleanupArgs) -> anyhow::Result<ExitCode> {

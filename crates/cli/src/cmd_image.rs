@@ -4,39 +4,10 @@
 
 use std::process::ExitCode;
 
-use clap::{Args, Subcommand, ValueEnum};
 use isobench_platform::oci::{image, Engine, ImageSource};
 
+use crate::args::{EngineArg, ImageBuildArgs, ImageCommand};
 use crate::exit;
-
-/// `isobench image ...`
-#[derive(Debug, Subcommand)]
-pub enum ImageCommand {
-    /// Build the agent image unless the engine has it, and print its tag
-    /// (`isobench-agent:<version>-<hash of the binaries>`).
-    Build(ImageBuildArgs),
-}
-
-/// The container engine to build for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EngineArg {
-    /// Docker: a daemon at DOCKER_HOST (or the default socket)
-    Docker,
-    /// Podman (run with runc)
-    Podman,
-}
-
-/// `isobench image build`.
-#[derive(Debug, Args)]
-pub struct ImageBuildArgs {
-    /// Container engine (also `ISOBENCH_OCI_ENGINE`, which `run`, `probe` and `stress` read);
-    /// by default docker when a daemon answers, else podman.
-    #[arg(long, value_enum, env = "ISOBENCH_OCI_ENGINE")]
-    pub engine: Option<EngineArg>,
-    /// Build and import again even if the engine has the image.
-    #[arg(long)]
-    pub force: bool,
-}
 
 pub fn run(c: &ImageCommand) -> anyhow::Result<ExitCode> {
     match c {

@@ -38,7 +38,7 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut tenant_doc = Value::Null;
     // Where each run's own network servers ran (empty through an agent, which does not say).
     let mut servers: Vec<Vec<OwnServer>> = Vec::new();
-    let runs = if let Some(platform) = a.platform {
+    let runs = if let Some(platform) = a.tenant.platform {
         let (runs, doc) = run_in_tenant(a, probe, &params, &ctx, platform)?;
         tenant_doc = doc;
         runs
@@ -125,7 +125,7 @@ fn run_in_tenant(
     ctx: &ProbeCtx,
     platform: PlatformChoice,
 ) -> anyhow::Result<(Vec<ProbeRunResult>, Value)> {
-    let req = crate::tenant::parse_request(platform, a.limits.as_deref())?;
+    let req = crate::tenant::parse_request(platform, a.tenant.limits.as_deref())?;
     let session = crate::tenant::open(&req, "probe", Role::Victim, false, None, None)?;
     let opts = ProbeOpts {
         pin: a.pin,

@@ -4,25 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Args;
 use isobench_report::html_report;
 use isobench_results::Results;
 
-use crate::args::DbArgs;
-use crate::cmd_results::load;
-
-/// `isobench report`.
-#[derive(Debug, Args)]
-pub struct ReportArgs {
-    /// The run: its id, `latest` (the run started last), or the start of an id that no other
-    /// run shares (of the whole id or of its last part, e.g. `c87b`); see `isobench runs`.
-    pub run_id: String,
-    /// Write the report here (default: isobench-RUN_ID.html in the current directory).
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    #[command(flatten)]
-    pub db: DbArgs,
-}
+use crate::args::ReportArgs;
+use crate::stores::load;
 
 /// The file a run's report goes to when none is named.
 pub fn default_path(run_id: &str) -> PathBuf {

@@ -5,100 +5,19 @@
 //! scripts: the list in the envelope of every other JSON document, and the run as
 //! `export --format json` writes it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Args;
 use isobench_experiment::orphans;
 use isobench_report::export::json_document;
 use isobench_report::{csv_section, render, render_runs, serialize, Format};
-use isobench_store::{RunId, RunStatus, RunSummary, Store};
+use isobench_store::{RunStatus, RunSummary, Store};
 use serde_json::Value;
 
-use crate::args::{DbArgs, ExportFormat};
-use crate::cmd_run::{store_error, style};
-use crate::exit::bad_input;
-use crate::output::{envelope, print_json};
-
-/// `isobench runs`.
-#[derive(Debug, Args)]
-pub struct RunsArgs {
-    /// Print JSON (with schema version and tool version): every run's summary under `runs`.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub db: DbArgs,
-}
-
-/// `isobench show`.
-#[derive(Debug, Args)]
-pub struct ShowArgs {
-    /// The run: its id, `latest` (the run started last), or the start of an id that no other
-    /// run shares (of the whole id or of its last part, e.g. `c87b`); see `isobench runs`.
-    pub run_id: String,
-    /// Print JSON: the document of `isobench export RUN_ID --format json`.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub db: DbArgs,
-}
-
-/// `isobench export`.
-#[derive(Debug, Args)]
-pub struct ExportArgs {
-    /// The run: its id, `latest` (the run started last), or the start of an id that no other
-    /// run shares (of the whole id or of its last part, e.g. `c87b`); see `isobench runs`.
-    pub run_id: String,
-    /// What to write.
-    #[arg(long, short = 'f', default_value = "json", value_name = "FORMAT")]
-    pub format: ExportFormat,
-    /// Write to this file instead of standard output.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// With --format csv: one of the kind's own sections (a curve, a pairwise grid) instead
-    /// of the degradations; `isobench show` lists them.
-    #[arg(long, value_name = "ID")]
-    pub section: Option<String>,
-    /// With --format json: every trial's window series too (the raw per-window values of
-    /// on/off trials, most of a run's bytes); left out otherwise.
-    #[arg(long)]
-    pub series: bool,
-    #[command(flatten)]
-    pub db: DbArgs,
-}
-
-/// The database at `path` for a command that only reads it: opened read-only, so a
-/// database in a read-only directory or file system is read as it is (docs/cli.md).
-pub(crate) fn existing_store(path: &Path) -> anyhow::Result<Store> {
-    if !path.exists() && !path.is_symlink() {
-        return Err(bad_input(format!(
-            "there is no isobench database at {}; `isobench run` creates one, or pass --db FILE \
-             (or set ISOBENCH_DB)",
-            path.display()
-        )));
-    }
-    Store::open_read_only(path).map_err(store_error)
-}
-
-/// The run `wanted` names in `store`: `latest`, a whole id, or a prefix only one run has
-/// (of the id, or of its random last part).
-pub(crate) fn find_run(store: &Store, wanted: &str) -> anyhow::Result<RunId> {
-    store.resolve_run(wanted).map_err(store_error)
-}
-
-/// Loads and analyzes stored run `id` (`latest`, an id or a unique prefix) from database
-/// `db` (which must exist).
-pub fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
-    let store = existing_store(db)?;
-    let id = find_run(&store, id)?;
-    isobench_experiment::stored::with_linked(&store, id.as_str()).map_err(store_error)
-}
-
-/// A stored run's results alone, without the table of the runs linked with it (each run of
-/// a comparison is one column; the set's table would be analysed again for every run).
-pub fn load_alone(store: &Store, id: &RunId) -> anyhow::Result<isobench_experiment::Results> {
-    isobench_experiment::stored::analyzed(store, id.as_str()).map_err(store_error)
-}
+use crate::args::{ExportArgs, RunsArgs, ShowArgs};
+use crate::exit::{bad_input, store_error};
+use crate::output::{envelope, print_json, style};
+use crate::stores::{existing_store, load};
 
 /// Marks the runs of `store` left `running` by a process that is gone as interrupted, when
 /// the database takes writes; a read-only one (an artifact of another machine) lists them

@@ -2,45 +2,13 @@
 //! until Ctrl-C or SIGTERM. Jobs run as child `isobench run --json-stream` of this binary.
 //! Starting, it removes what killed runs left, as every command that starts runs does.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Args;
 use isobench_server::{check_listen, token_from_file, Config};
 
-use crate::args::DbArgs;
+use crate::args::ServeArgs;
 use crate::exit::bad_input;
-
-/// `isobench serve`.
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Address to listen on (port 0 picks a free port). A token is required unless the
-    /// address is loopback.
-    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR", value_parser = parse_listen)]
-    pub listen: SocketAddr,
-    /// File holding the token clients must present (Bearer or the login cookie); only its
-    /// owner may read it (mode 0600). A missing file is created with a fresh random token.
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
-    #[command(flatten)]
-    pub db: DbArgs,
-    /// Where the job queue and uploaded scenarios are kept (default: DB.serve/ beside the
-    /// database).
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-}
-
-/// `--listen`: `IP:PORT` or `HOST:PORT` (the first address the name resolves to).
-fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    use std::net::ToSocketAddrs as _;
-    s.to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| {
-            format!("`{s}` is not an address: write IP:PORT, e.g. 127.0.0.1:8080 (port 0 picks a free one)")
-        })
-}
 
 /// `isobench serve`.
 pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
@@ -69,7 +37,7 @@ pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
         eprintln!("isobench: removed what a dead run left: {line}");
     }
     if isobench_store::Store::is_writable(&a.db.path) {
-        for o in crate::cmd_doctor::mark_orphans_of(&a.db.path)? {
+        for o in crate::stores::mark_orphans_of(&a.db.path)? {
             eprintln!("isobench: {o}; resume it from its page or with `isobench run --resume`");
         }
     } else {
@@ -84,7 +52,7 @@ pub fn run(a: &ServeArgs, exe: PathBuf) -> anyhow::Result<ExitCode> {
         db: a.db.path.clone(),
         state_dir,
         exe,
-        mode: crate::cmd_run::mode(),
+        mode: crate::mode::mode(),
         header_timeout: isobench_server::HEADER_TIMEOUT,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

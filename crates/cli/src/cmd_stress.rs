@@ -50,8 +50,8 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
         }
         ctx.pin = Some(cpus);
     }
-    if let Some(platform) = a.platform {
-        let req = crate::tenant::parse_request(platform, a.limits.as_deref())?;
+    if let Some(platform) = a.tenant.platform {
+        let req = crate::tenant::parse_request(platform, a.tenant.limits.as_deref())?;
         return run_in_tenant(a, stressor, &params, duration, ctx, &req);
     }
     if stressor.aggressive() {
@@ -108,10 +108,10 @@ fn sentinel_plan(
     duration: Option<Duration>,
 ) -> anyhow::Result<(SentinelConfig, Option<Duration>)> {
     let mut config = SentinelConfig::default();
-    if let Some(ms) = a.sentinel_threshold {
+    if let Some(ms) = a.tenant.sentinel_threshold {
         config.threshold = Duration::from_millis(ms);
     }
-    let drill = match a.sentinel_drill {
+    let drill = match a.tenant.sentinel_drill {
         None => None,
         Some(s) if !(s >= 0.0 && s.is_finite()) => {
             return Err(bad_input(format!(

@@ -1,37 +1,11 @@
 //! `isobench vm setup`: prepares what the `vm` platform boots (the guest kernel in the cache,
 //! the initramfs with the static isobench) and says which accelerator guests will get.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Subcommand};
 use isobench_platform::vm;
 
-/// `isobench vm`.
-#[derive(Debug, Args)]
-pub struct VmArgs {
-    #[command(subcommand)]
-    pub command: VmCommand,
-}
-
-/// `isobench vm` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum VmCommand {
-    /// Fetch the guest kernel (Debian's linux-image-cloud-amd64, with `apt-get download`)
-    /// into the cache, or record the one given with --kernel; build the initramfs (static
-    /// isobench, busybox-static, an init that runs the agent); check KVM by booting a guest.
-    /// Idempotent: what is already there is kept.
-    Setup(VmSetupArgs),
-}
-
-/// `isobench vm setup`.
-#[derive(Debug, Args)]
-pub struct VmSetupArgs {
-    /// Boot this kernel (a bzImage/vmlinuz with virtio built in, or with its modules in
-    /// ../lib/modules/RELEASE) instead of Debian's cloud kernel.
-    #[arg(long, value_name = "PATH")]
-    pub kernel: Option<PathBuf>,
-}
+use crate::args::{VmArgs, VmCommand, VmSetupArgs};
 
 pub fn run(a: &VmArgs) -> anyhow::Result<ExitCode> {
     match &a.command {

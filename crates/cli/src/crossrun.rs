@@ -9,15 +9,21 @@
 use std::process::ExitCode;
 
 use isobench_experiment::stored::with_linked;
-use isobench_experiment::Results;
+use isobench_experiment::{PlatformChoice, Results};
 use isobench_fleet::cross::{self, CrossEvent};
 use isobench_report::render_sections;
+use isobench_store::RunId;
 
-use crate::cmd_run::{run_one, session_error, store_error, style, RunArgs};
-use crate::exit::{self, bad_input};
+use crate::args::RunArgs;
+use crate::exit::{self, bad_input, session_error, store_error};
+use crate::output::style;
 
-/// Runs `a`'s scenario on each of its platforms.
-pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
+/// Runs `a`'s scenario on each of its platforms, each with `run_one`: the run on one
+/// platform (its plan with `--dry-run`), its exit code and the run once one was stored.
+pub fn run(
+    a: &RunArgs,
+    mut run_one: impl FnMut(PlatformChoice) -> anyhow::Result<(u8, Option<RunId>)>,
+) -> anyhow::Result<ExitCode> {
     let e = &a.export;
     if e.export_json.is_some() || e.export_csv.is_some() || e.export_markdown.is_some() {
         return Err(bad_input(
@@ -31,13 +37,13 @@ pub fn run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     if a.dry_run {
         for (i, p) in a.platform.iter().enumerate() {
             println!("== platform {} ({}/{n})", p.as_str(), i + 1);
-            crate::cmd_run::dry_run(a, Some(*p))?;
+            run_one(*p)?;
         }
         return Ok(ExitCode::SUCCESS);
     }
     let (done, store) = cross::run_each(
         &a.platform,
-        &mut |p| run_one(a, Some(p), false).map(|(code, run)| (exit::ending(code), run)),
+        &mut |p| run_one(p).map(|(code, run)| (exit::ending(code), run)),
         &mut show_event,
         || isobench_store::Store::open(&a.db.path).map_err(Into::into),
     )
@@ -113,6 +119,3 @@ pub(crate) fn worse(a: u8, b: u8) -> u8 {
         a
     }
 }
-
-/// The runs linked with `r` (see [`isobench_experiment::stored::linked`]).
-pub use isobench_experiment::stored::linked;

@@ -1,7 +1,11 @@
-//! Exit codes (documented in docs/cli.md).
+//! Exit codes (documented in docs/cli.md), and the errors that carry them: the coded errors
+//! of the commands, and the libraries' errors (the store's, a session's) mapped to them.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
+
+use isobench_experiment::session::SessionError;
+use isobench_store::StoreError;
 
 /// Success.
 pub const OK: u8 = 0;
@@ -97,6 +101,36 @@ pub fn unsupported(message: impl Into<String>) -> anyhow::Error {
         message: message.into(),
     }
     .into()
+}
+
+/// Maps a store error to a coded error where the user has to act: a `--db` that is not a
+/// usable database (a directory, not SQLite, damaged or truncated, newer, read-only where a
+/// write is needed) and a run id that names no run or several are bad input (exit code 2).
+pub fn store_error(e: StoreError) -> anyhow::Error {
+    match e {
+        StoreError::NewerSchema { .. }
+        | StoreError::NotADatabase { .. }
+        | StoreError::NoDirectory { .. }
+        | StoreError::ReadOnly { .. }
+        | StoreError::NeedsMigration { .. }
+        | StoreError::UnreadableLog { .. }
+        | StoreError::AmbiguousRun { .. }
+        | StoreError::NoRuns { .. } => bad_input(e.to_string()),
+        StoreError::UnknownRun { .. } => bad_input(format!("{e}; `isobench runs` lists the runs")),
+        other => anyhow::Error::new(other),
+    }
+}
+
+/// The exit-coded error for a session's.
+pub fn session_error(e: SessionError) -> anyhow::Error {
+    match e {
+        SessionError::BadInput(m) => bad_input(m),
+        SessionError::Scenario(_) => bad_input(e.to_string()),
+        SessionError::Unsupported(m) => unsupported(m),
+        SessionError::Store(se) => store_error(se),
+        e @ SessionError::Busy(_) => busy(e.to_string()),
+        SessionError::Other(e) => e,
+    }
 }
 
 /// The exit code for an error.

@@ -10,9 +10,10 @@ use isobench_agent::RunScenario;
 use isobench_experiment::stored::{with_linked, FleetLink};
 use isobench_fleet::{Fleet, FleetEvent};
 
-use crate::cmd_run::{open_store, session_error, store_error, RunArgs};
+use crate::args::RunArgs;
 use crate::crossrun::show_set;
-use crate::exit::{self, bad_input};
+use crate::exit::{self, bad_input, session_error, store_error};
+use crate::stores::open_store;
 
 /// The scenario `a` asks for, as a host agent takes it.
 pub fn scenario_request(a: &RunArgs) -> anyhow::Result<RunScenario> {

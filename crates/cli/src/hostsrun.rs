@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use isobench_fleet::hosts::{self, host_slots, raise_open_files, FDS_PER_HOST};
 
-use crate::cmd_run::{session_error, RunArgs};
+use crate::args::RunArgs;
+use crate::exit::session_error;
 use crate::fleetrun::{check_args, coordinate, scenario_request};
 
 /// `isobench run --hosts FILE`.

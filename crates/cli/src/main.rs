@@ -63,10 +63,12 @@ mod fleetrun;
 mod hostsrun;
 mod live;
 mod logger;
+mod mode;
 mod nodesrun;
 mod outfile;
 mod output;
 mod slot;
+mod stores;
 mod tenant;
 
 use std::process::ExitCode;

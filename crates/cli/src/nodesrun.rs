@@ -12,8 +12,8 @@ use std::process::ExitCode;
 
 use isobench_fleet::nodes::{self, NodesRequest, ENV_FAKE_NODES};
 
-use crate::cmd_run::{session_error, RunArgs};
-use crate::exit::bad_input;
+use crate::args::RunArgs;
+use crate::exit::{bad_input, session_error};
 use crate::fleetrun::{check_args, coordinate, scenario_request};
 
 /// `isobench run --platform k8s --nodes SELECTOR`.

@@ -1,8 +1,10 @@
 //! Shared output pieces: the JSON envelope every document carries, workload lookup with
-//! "did you mean", number formatting, and standard output that may be a closed pipe.
+//! "did you mean", number formatting, standard output that may be a closed pipe, and the
+//! style of the report on this terminal.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 
+use isobench_report::Style;
 use isobench_workloads::{
     nearest_names, HostFacts, Probe, Stressor, PROBES, SCHEMA_VERSION, STRESSORS,
 };
@@ -159,4 +161,23 @@ pub fn parse_cpu_list(s: &str) -> anyhow::Result<Vec<usize>> {
         )));
     }
     Ok(list.iter().map(|c| c as usize).collect())
+}
+
+/// Whether to colour the output: a terminal, and `NO_COLOR` unset.
+pub fn color_enabled() -> bool {
+    let no_color = matches!(std::env::var_os("NO_COLOR"), Some(v) if !v.is_empty());
+    !no_color && std::io::stdout().is_terminal()
+}
+
+/// The report style for this terminal.
+pub fn style() -> Style {
+    let width = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .filter(|&w: &usize| w >= 40)
+        .unwrap_or(100);
+    Style {
+        width,
+        color: color_enabled(),
+    }
 }
