@@ -29,6 +29,7 @@ mod cmd;
 mod container;
 pub mod doctor;
 pub mod error;
+pub mod guard;
 pub mod hostinfo;
 pub mod iocost;
 pub mod k8s;
@@ -68,14 +69,13 @@ pub use cgroup::{CgroupFs, CgroupVersion, Controller};
 pub use cleanup::{cleanup, CleanupReport, Failure, ObjectKind, Removed};
 pub use doctor::{doctor, Check};
 pub use error::PlatformError;
+pub use guard::RunGuard;
 pub use hostinfo::HostInfo;
 pub use iocost::IoCost;
 pub use limits::{CpuList, CpuWeight, CpusetPartition, LimitError, Limits};
 pub use live::{Knob, KnobSet, LimitChanges, LiveKnobs};
 pub use net::NetSpec;
-pub use run::{
-    Liveness, MeasureSlot, RunContext, RunController, RunGuard, RunId, SharedSlot, SlotHolder,
-};
+pub use run::{Liveness, MeasureSlot, RunContext, RunController, RunId, SharedSlot, SlotHolder};
 pub use sentinel::{Sentinel, SentinelConfig, SentinelPriority, Stall};
 pub use tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec, Usage, UsageRates};
 pub use watchdog::Watchdog;

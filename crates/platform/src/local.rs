@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use crate::agent::Transport;
 use crate::cgroup::placement::{self, Delegation};
 use crate::cgroup::{CgroupFs, TenantCgroup};
-use crate::cleanup::{CleanupReport, RunFilter};
+use crate::cleanup::report::{CleanupReport, RunFilter};
 use crate::error::PlatformError;
 use crate::hostinfo::HostInfo;
 use crate::net::{self, RunNet};
