@@ -25,7 +25,8 @@ use crate::limits::Limits;
 use crate::live::LimitChanges;
 use crate::oci::exec::{is_isobench, ExecImage};
 use crate::run::RunContext;
-use crate::tenant::{Killer, TeardownErrors, Tenant, TenantInfo, Usage};
+use crate::tenant::{Killer, TeardownErrors, Tenant, TenantInfo};
+use crate::usage::Usage;
 use crate::watchdog::Watchdog;
 
 /// What a container tenant keeps whatever runs the container.

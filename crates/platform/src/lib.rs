@@ -29,6 +29,7 @@ mod cmd;
 mod container;
 pub mod doctor;
 pub mod error;
+mod flatkeyed;
 pub mod guard;
 pub mod hostinfo;
 pub mod iocost;
@@ -51,6 +52,7 @@ pub mod tenant;
 #[cfg(test)]
 #[path = "../../../tests/skip.rs"]
 pub(crate) mod test_skip;
+pub mod usage;
 pub mod userimage;
 pub mod vm;
 pub mod watchdog;
@@ -77,7 +79,8 @@ pub use live::{Knob, KnobSet, LimitChanges, LiveKnobs};
 pub use net::NetSpec;
 pub use run::{Liveness, MeasureSlot, RunContext, RunController, RunId, SharedSlot, SlotHolder};
 pub use sentinel::{Sentinel, SentinelConfig, SentinelPriority, Stall};
-pub use tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec, Usage, UsageRates};
+pub use tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec};
+pub use usage::{Usage, UsageRates};
 pub use watchdog::Watchdog;
 
 /// A platform's name: `host`, `cgroup`, ... Each platform module defines its own, and

@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use procfs::{CpuPressure, ExplicitSystemInfo, FromBufRead, FromBufReadSI, KernelStats};
 use serde::{Deserialize, Serialize};
 
-use crate::cgroup::group::keyed;
+use crate::flatkeyed::keyed;
 
 /// Cumulative time of one CPU (or of all CPUs added up) by state, seconds, from `/proc/stat`.
 ///

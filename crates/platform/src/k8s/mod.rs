@@ -1106,7 +1106,7 @@ impl Platform for K8sPlatform {
 
     /// Every tenant's image is in the node's containerd: all missing ones in one error.
     fn preflight(&mut self, specs: &[TenantSpec]) -> Result<()> {
-        crate::userimage::preflight_all(specs, KIND, |t, r| self.user_image(t, r))
+        crate::tenant::preflight_images(specs, KIND, |t, r| self.user_image(t, r))
     }
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {

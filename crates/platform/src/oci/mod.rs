@@ -597,7 +597,7 @@ impl Platform for OciPlatform {
 
     /// Every tenant's image is in the engine's store: all missing ones in one error.
     fn preflight(&mut self, specs: &[TenantSpec]) -> Result<()> {
-        crate::userimage::preflight_all(specs, KIND, |t, r| self.user_image(t, r))
+        crate::tenant::preflight_images(specs, KIND, |t, r| self.user_image(t, r))
     }
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {

@@ -23,7 +23,8 @@ use crate::hostinfo::HostInfo;
 use crate::limits::Limits;
 use crate::local::LocalPlatform;
 use crate::net::{RunNet, TenantTap};
-use crate::tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec, Usage};
+use crate::tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec};
+use crate::usage::Usage;
 use crate::{Platform, PlatformKind, PlatformOptions};
 
 /// Guest memory when the tenant has no memory limit.
