@@ -7,9 +7,7 @@
 //! `isobench-<run>-*` and the state directory. A run is dead when its state directory is
 //! missing or its controller (pid and start time) is gone.
 
-pub mod report;
-
-pub use report::{CleanupReport, Failure, ObjectKind, Removed, RunFilter};
+pub use crate::leftovers::{CleanupReport, Failure, ObjectKind, Removed, RunFilter};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

@@ -7,7 +7,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::cleanup::{sweep, CleanupReport, Scope};
+use crate::cleanup::{sweep, Scope};
+use crate::leftovers::CleanupReport;
 use crate::lockfile::LockFile;
 use crate::run::{self, RunContext, RunId};
 

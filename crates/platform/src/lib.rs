@@ -34,6 +34,7 @@ pub mod guard;
 pub mod hostinfo;
 pub mod iocost;
 pub mod k8s;
+pub mod leftovers;
 pub mod limits;
 pub mod live;
 mod local;

@@ -1,6 +1,7 @@
-//! What a sweep reports: the objects it removed and those it could not, by kind, and the
-//! question every sweep (this crate's and each platform's own) asks of an object it finds,
-//! [`RunFilter`]. Below the sweeps, so that each can report without knowing the others.
+//! Leftovers: the objects runs leave behind as a sweep reports them (removed, or still
+//! there and why), and which runs' leftovers a sweep takes ([`RunFilter`]). Below every
+//! sweep (this crate's in `cleanup` and each platform's own), so that each can report
+//! without knowing the others.
 
 use std::collections::BTreeMap;
 use std::fmt;
