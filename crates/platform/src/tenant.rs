@@ -2,6 +2,7 @@
 //! their teardown.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fmt;
 use std::fs::{self, File};
 use std::io;
@@ -560,16 +561,26 @@ fn join_in_child(cgroups: &[OwnedFd], netns: Option<&OwnedFd>) -> io::Result<()>
 /// The agent of a tenant made of local processes: `exe agent` spawned in the tenant, over
 /// its standard input and output.
 pub fn start_local_agent(tenant: &dyn Tenant, launch: &AgentLaunch) -> Result<AgentConnection> {
-    let log = std::fs::File::options()
+    spawn_agent(tenant, &launch.exe, &launch.log)
+}
+
+/// `exe agent` spawned in `tenant` (the launch's binary, or the one a tenant carries), over
+/// its standard input and output, its standard error appended to `log`.
+pub(crate) fn spawn_agent(
+    tenant: &dyn Tenant,
+    exe: impl AsRef<OsStr>,
+    log: &Path,
+) -> Result<AgentConnection> {
+    let log_file = File::options()
         .create(true)
         .append(true)
-        .open(&launch.log)
-        .with_context(|| format!("opening the agent's log {}", launch.log.display()))?;
-    let mut cmd = Command::new(&launch.exe);
+        .open(log)
+        .with_context(|| format!("opening the agent's log {}", log.display()))?;
+    let mut cmd = Command::new(exe);
     cmd.arg("agent")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::from(log));
+        .stderr(Stdio::from(log_file));
     let child = tenant
         .spawn(cmd)
         .with_context(|| format!("starting the agent in tenant {}", tenant.name()))?;
