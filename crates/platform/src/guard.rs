@@ -1,7 +1,7 @@
 //! Owning a run from its start to its end: the [`RunGuard`] sweeps what dead runs left,
 //! creates the run's state directory and holds its lock, and at the end removes every
 //! object of the run that is still there. Above both the run's names ([`crate::run`]) and
-//! the sweeps ([`crate::cleanup`]), which it ties together.
+//! the sweeps ([`mod@crate::cleanup`]), which it ties together.
 
 use std::path::Path;
 
