@@ -5,14 +5,13 @@
 use std::fmt;
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use crate::procs;
-use crate::tenant::Tenant;
 
 /// How a controller talks to an agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -149,23 +148,4 @@ impl AgentProcess {
             procs::wait_or_kill(c, Duration::from_secs(5));
         }
     }
-}
-
-/// The agent of a tenant made of local processes: `exe agent` spawned in the tenant, over
-/// its standard input and output.
-pub fn start_local_agent(tenant: &dyn Tenant, launch: &AgentLaunch) -> Result<AgentConnection> {
-    let log = std::fs::File::options()
-        .create(true)
-        .append(true)
-        .open(&launch.log)
-        .with_context(|| format!("opening the agent's log {}", launch.log.display()))?;
-    let mut cmd = Command::new(&launch.exe);
-    cmd.arg("agent")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log));
-    let child = tenant
-        .spawn(cmd)
-        .with_context(|| format!("starting the agent in tenant {}", tenant.name()))?;
-    AgentConnection::stdio(child)
 }

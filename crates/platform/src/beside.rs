@@ -19,7 +19,8 @@ use anyhow::{bail, Context, Result};
 
 use crate::limits::Limits;
 use crate::procs;
-use crate::tenant::{Killer, Tenant, TenantInfo, Usage};
+use crate::tenant::{Killer, Tenant, TenantInfo};
+use crate::usage::Usage;
 
 /// Processes beside a tenant: on the host, in the tenant's network.
 #[derive(Debug)]
@@ -91,7 +92,7 @@ impl Tenant for Beside {
     /// `isobench cleanup` finds it) but not `ISOBENCH_TENANT` (killing the served tenant's
     /// processes leaves it alone).
     fn start_agent(&self, launch: &crate::agent::AgentLaunch) -> Result<crate::AgentConnection> {
-        crate::agent::start_local_agent(self, launch)
+        crate::tenant::start_local_agent(self, launch)
     }
 
     fn spawn(&self, mut cmd: Command) -> Result<Child> {

@@ -8,11 +8,10 @@
 //! are read from) sits behind [`Runtime`].
 
 use std::ffi::OsString;
-use std::fs::File;
 use std::net::IpAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,7 +24,8 @@ use crate::limits::Limits;
 use crate::live::LimitChanges;
 use crate::oci::exec::{is_isobench, ExecImage};
 use crate::run::RunContext;
-use crate::tenant::{Killer, TeardownErrors, Tenant, TenantInfo, Usage};
+use crate::tenant::{Killer, TeardownErrors, Tenant, TenantInfo};
+use crate::usage::Usage;
 use crate::watchdog::Watchdog;
 
 /// What a container tenant keeps whatever runs the container.
@@ -201,20 +201,7 @@ impl<R: Runtime> Tenant for ContainerTenant<R> {
     }
 
     fn start_agent(&self, launch: &AgentLaunch) -> Result<AgentConnection> {
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&launch.log)
-            .with_context(|| format!("opening the agent's log {}", launch.log.display()))?;
-        let mut cmd = Command::new(self.inner.container.exe);
-        cmd.arg("agent")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log));
-        let child = self
-            .spawn(cmd)
-            .with_context(|| format!("starting the agent in tenant {}", self.name()))?;
-        AgentConnection::stdio(child)
+        crate::tenant::spawn_agent(self, self.inner.container.exe, &launch.log)
     }
 
     fn usage(&self) -> Result<Usage> {

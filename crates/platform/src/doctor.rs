@@ -18,10 +18,11 @@ use serde::Serialize;
 use crate::blockdev::device_for_path;
 use crate::cgroup::{self, placement, CgroupFs, CgroupVersion, Controller, TenantCgroup};
 use crate::cmd;
+use crate::guard::RunGuard;
 use crate::hostinfo::HostInfo;
 use crate::limits::{CpuList, Limits};
 use crate::procs;
-use crate::run::{self, RunContext, RunGuard, RunId, LINK_PREFIX};
+use crate::run::{self, RunContext, RunId, LINK_PREFIX};
 use crate::sentinel::{Sentinel, SentinelConfig};
 
 /// The outcome of one check.

@@ -2,6 +2,8 @@
 
 use thiserror::Error;
 
+use crate::limits::Limits;
+
 /// A platform or tenant that cannot be set up as asked. Nothing has been created when one of
 /// these is returned.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -100,15 +102,17 @@ pub enum PlatformError {
 }
 
 impl PlatformError {
-    /// Refuses the first limit of `table` that is set (`(key, set, why)`), as one the
-    /// `platform` cannot enforce, to be done with `fix` instead.
+    /// Refuses the first limit of `table` (`(key, why)`, in order) that `limits` sets, as
+    /// one the `platform` cannot enforce, to be done with `fix` instead.
     pub(crate) fn refuse_set(
+        limits: &Limits,
         platform: &'static str,
         fix: &'static str,
-        table: &[(&'static str, bool, &'static str)],
+        table: &[(&'static str, &'static str)],
     ) -> Result<(), PlatformError> {
-        match table.iter().find(|(_, set, _)| *set) {
-            Some(&(key, _, why)) => Err(PlatformError::NotEnforceable {
+        let set = limits.keys_set();
+        match table.iter().find(|(key, _)| set.contains(key)) {
+            Some(&(key, why)) => Err(PlatformError::NotEnforceable {
                 key,
                 platform,
                 why,

@@ -27,7 +27,7 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use crate::blockdev::DevNum;
 use crate::cgroup::{CgroupFs, CgroupTree, CgroupVersion, RealTree};
-use crate::cleanup::{CleanupReport, ObjectKind, RunFilter};
+use crate::leftovers::{CleanupReport, ObjectKind, RunFilter};
 use crate::lockfile::LockFile;
 
 /// The parameters `io.cost.qos` takes after the device.

@@ -29,9 +29,12 @@ mod cmd;
 mod container;
 pub mod doctor;
 pub mod error;
+mod flatkeyed;
+pub mod guard;
 pub mod hostinfo;
 pub mod iocost;
 pub mod k8s;
+pub mod leftovers;
 pub mod limits;
 pub mod live;
 mod local;
@@ -50,6 +53,7 @@ pub mod tenant;
 #[cfg(test)]
 #[path = "../../../tests/skip.rs"]
 pub(crate) mod test_skip;
+pub mod usage;
 pub mod userimage;
 pub mod vm;
 pub mod watchdog;
@@ -68,16 +72,16 @@ pub use cgroup::{CgroupFs, CgroupVersion, Controller};
 pub use cleanup::{cleanup, CleanupReport, Failure, ObjectKind, Removed};
 pub use doctor::{doctor, Check};
 pub use error::PlatformError;
+pub use guard::RunGuard;
 pub use hostinfo::HostInfo;
 pub use iocost::IoCost;
 pub use limits::{CpuList, CpuWeight, CpusetPartition, LimitError, Limits};
 pub use live::{Knob, KnobSet, LimitChanges, LiveKnobs};
 pub use net::NetSpec;
-pub use run::{
-    Liveness, MeasureSlot, RunContext, RunController, RunGuard, RunId, SharedSlot, SlotHolder,
-};
+pub use run::{Liveness, MeasureSlot, RunContext, RunController, RunId, SharedSlot, SlotHolder};
 pub use sentinel::{Sentinel, SentinelConfig, SentinelPriority, Stall};
-pub use tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec, Usage, UsageRates};
+pub use tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec};
+pub use usage::{Usage, UsageRates};
 pub use watchdog::Watchdog;
 
 /// A platform's name: `host`, `cgroup`, ... Each platform module defines its own, and

@@ -257,7 +257,7 @@ fn current(cg: &TenantCgroup) -> u64 {
 /// A count from a cgroup's `memory.events`.
 fn events(cg: &TenantCgroup, key: &str) -> Option<u64> {
     cg.read_file(Controller::Memory, "memory.events")
-        .and_then(|t| crate::cgroup::group::keyed(&t, key))
+        .and_then(|t| crate::flatkeyed::keyed(&t, key))
 }
 
 /// Runs G's allocation of 148 MiB in A; returns whether it succeeded, and says what
@@ -275,7 +275,7 @@ fn press(a: &TenantCgroup, g: &TenantCgroup, helper: &Helper) -> Result<(bool, S
     let stat = a
         .read_file(Controller::Memory, "memory.stat")
         .unwrap_or_default();
-    let kib = |k: &str| crate::cgroup::group::keyed(&stat, k).map_or(0, |v| v >> 10);
+    let kib = |k: &str| crate::flatkeyed::keyed(&stat, k).map_or(0, |v| v >> 10);
     Ok((
         false,
         format!(

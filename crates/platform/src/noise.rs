@@ -23,7 +23,7 @@ use anyhow::{Context, Result};
 use procfs::{CpuPressure, ExplicitSystemInfo, FromBufRead, FromBufReadSI, KernelStats};
 use serde::{Deserialize, Serialize};
 
-use crate::cgroup::group::keyed;
+use crate::flatkeyed::keyed;
 
 /// Cumulative time of one CPU (or of all CPUs added up) by state, seconds, from `/proc/stat`.
 ///
@@ -640,7 +640,8 @@ impl Irq {
 
 /// Parses `/proc/interrupts`: the header names the CPUs, each line an IRQ and its counts.
 /// Lines with fewer counts than CPUs (`ERR`, `MIS`) keep the counts they have.
-// By hand: procfs has no reader for /proc/interrupts.
+// By hand: procfs reads /proc/stat (`KernelStats`, above) but has no reader for
+// /proc/interrupts, neither 0.17 (the locked version) nor 0.18 (the latest, 2026-11).
 pub fn interrupts_from_text(text: &str) -> Vec<Irq> {
     let mut lines = text.lines();
     let ncpu = lines

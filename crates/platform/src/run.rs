@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::cleanup::{self, CleanupReport, Scope};
 use crate::error::PlatformError;
 use crate::lockfile::LockFile;
 use crate::procs;
@@ -188,13 +187,6 @@ impl RunContext {
         &self.state_dir
     }
 
-    /// Removes every object of this run at once (processes, cgroups, namespaces, links,
-    /// workdirs, the state directory), without needing the tenant handles: what a Ctrl-C
-    /// handler or a panic hook calls before exiting.
-    pub fn cleanup_now(&self) -> CleanupReport {
-        cleanup::sweep(Scope::Run(&self.id))
-    }
-
     /// Records a workdir parent so that cleanup looks there for leftovers.
     pub(crate) fn record_workdir_parent(&self, parent: &Path) -> Result<()> {
         self.record_line(WORKDIRS, parent)
@@ -238,145 +230,72 @@ pub(crate) const CGROUP_PARENTS: &str = "cgroups";
 /// every v1 hierarchy (`/shared`).
 pub(crate) const CGROUP_V1_PARENTS: &str = "cgroups-v1";
 
-/// The file that marks a coordinator's state directory ([`RunGuard::start_coordinator`]).
+/// The file that marks a coordinator's state directory
+/// ([`crate::RunGuard::start_coordinator`]).
 const COORDINATOR: &str = "coordinator";
 
-/// Owns one run: creates its state directory (after sweeping dead runs), and on
-/// [`RunGuard::finish`] or drop removes every object of the run that is still there.
-///
-/// Create it before the platform and drop it after the tenants.
-#[derive(Debug)]
-pub struct RunGuard {
-    ctx: RunContext,
-    swept: CleanupReport,
-    done: bool,
-    /// Held while the run lives; released by the kernel however the process ends.
-    _lock: Option<LockFile>,
-}
-
-impl RunGuard {
-    /// Starts a run: removes the objects of dead runs (see [`crate::cleanup()`]), then creates
-    /// the state directory of a new run id.
-    pub fn start() -> Result<RunGuard> {
-        let swept = cleanup::sweep(Scope::Dead);
-        let mut g = RunGuard::create(&state_root(), false)?;
-        g.swept = swept;
-        Ok(g)
-    }
-
-    /// Starts a run without sweeping dead runs first: for `isobench doctor`, which only
-    /// reports, and for a caller that has just swept ([`crate::cleanup()`]).
-    pub fn start_without_sweep() -> Result<RunGuard> {
-        RunGuard::create(&state_root(), false)
-    }
-
-    /// Starts the run of a coordinator (a fleet run's): it owns objects like any run (a
-    /// fleet's runner pods) and they are swept when it dies, but it measures nothing here,
-    /// so the runs measuring on this host do not count it as a run that disturbs theirs.
-    pub fn start_coordinator() -> Result<RunGuard> {
-        let swept = cleanup::sweep(Scope::Dead);
-        let mut g = RunGuard::create(&state_root(), true)?;
-        g.swept = swept;
-        Ok(g)
-    }
-
-    fn create(root: &Path, coordinator: bool) -> Result<RunGuard> {
-        fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
-        let pid = std::process::id() as i32;
-        let start = procs::start_time(pid).context("reading this process's start time")?;
-        for _ in 0..100 {
-            let id = RunId::generate();
-            // Link names carry only the tag: it must be unique among the known runs.
-            let taken = fs::read_dir(root)
-                .with_context(|| format!("listing {}", root.display()))?
-                .filter_map(|e| e.ok())
-                .any(|e| e.file_name().to_string_lossy().starts_with(id.tag()));
-            if taken {
-                continue;
-            }
-            // Write into a temporary name and rename, so that a concurrent sweep never sees
-            // a state directory without its pid file.
-            let tmp = root.join(format!(".new-{id}-{pid}"));
-            fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-            fs::write(tmp.join("pid"), format!("{pid} {start}\n"))
-                .with_context(|| format!("writing {}/pid", tmp.display()))?;
-            if coordinator {
-                fs::write(tmp.join(COORDINATOR), "")
-                    .with_context(|| format!("writing {}/{COORDINATOR}", tmp.display()))?;
-            }
-            let lock = LockFile::try_lock(&tmp.join(RUN_LOCK))
-                .with_context(|| format!("locking {}/{RUN_LOCK}", tmp.display()))?
-                .context("a new run's lock is held by another process")?;
-            let dir = root.join(id.as_str());
-            if fs::rename(&tmp, &dir).is_err() {
-                let _ = fs::remove_dir_all(&tmp);
-                continue;
-            }
-            tracing::debug!("run {id}: state in {}", dir.display());
-            return Ok(RunGuard {
-                ctx: RunContext { id, state_dir: dir },
-                swept: CleanupReport::default(),
-                done: false,
-                _lock: Some(lock),
-            });
-        }
-        anyhow::bail!("could not find a free run id in {}", root.display())
-    }
-
-    /// The run id.
-    pub fn id(&self) -> &RunId {
-        &self.ctx.id
-    }
-
-    /// A handle for platforms and signal handlers.
-    pub fn context(&self) -> RunContext {
-        self.ctx.clone()
-    }
-
-    /// Other runs live on this host now (their controllers are running): their measuring
-    /// disturbs this run's, and this run's theirs.
-    pub fn others_live(&self) -> Vec<String> {
-        let mut ids: Vec<String> = state_roots()
-            .iter()
-            .filter_map(|root| fs::read_dir(root).ok())
-            .flatten()
+/// Creates the state directory of a new run id under `root`, with the controller's pid and
+/// start time (and the mark of a `coordinator`), and takes the run's lock: the run's handle
+/// and the lock, which [`crate::RunGuard`] holds for the run's life.
+pub(crate) fn create_state_dir(root: &Path, coordinator: bool) -> Result<(RunContext, LockFile)> {
+    fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+    let pid = std::process::id() as i32;
+    let start = procs::start_time(pid).context("reading this process's start time")?;
+    for _ in 0..100 {
+        let id = RunId::generate();
+        // Link names carry only the tag: it must be unique among the known runs.
+        let taken = fs::read_dir(root)
+            .with_context(|| format!("listing {}", root.display()))?
             .filter_map(|e| e.ok())
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                !name.starts_with('.')
-                    && name != self.ctx.id.as_str()
-                    && !e.path().join(COORDINATOR).exists()
-                    && state_dir_live(&e.path())
-            })
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        ids.sort();
-        ids.dedup();
-        ids
+            .any(|e| e.file_name().to_string_lossy().starts_with(id.tag()));
+        if taken {
+            continue;
+        }
+        // Write into a temporary name and rename, so that a concurrent sweep never sees
+        // a state directory without its pid file.
+        let tmp = root.join(format!(".new-{id}-{pid}"));
+        fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        fs::write(tmp.join("pid"), format!("{pid} {start}\n"))
+            .with_context(|| format!("writing {}/pid", tmp.display()))?;
+        if coordinator {
+            fs::write(tmp.join(COORDINATOR), "")
+                .with_context(|| format!("writing {}/{COORDINATOR}", tmp.display()))?;
+        }
+        let lock = LockFile::try_lock(&tmp.join(RUN_LOCK))
+            .with_context(|| format!("locking {}/{RUN_LOCK}", tmp.display()))?
+            .context("a new run's lock is held by another process")?;
+        let dir = root.join(id.as_str());
+        if fs::rename(&tmp, &dir).is_err() {
+            let _ = fs::remove_dir_all(&tmp);
+            continue;
+        }
+        tracing::debug!("run {id}: state in {}", dir.display());
+        return Ok((RunContext { id, state_dir: dir }, lock));
     }
-
-    /// What the sweep of dead runs removed when this run started.
-    pub fn swept(&self) -> &CleanupReport {
-        &self.swept
-    }
-
-    /// Ends the run: removes whatever of it is left and its state directory.
-    pub fn finish(mut self) -> CleanupReport {
-        self.done = true;
-        self.ctx.cleanup_now()
-    }
+    anyhow::bail!("could not find a free run id in {}", root.display())
 }
 
-impl Drop for RunGuard {
-    fn drop(&mut self) {
-        if !self.done {
-            let r = self.ctx.cleanup_now();
-            for f in &r.failed {
-                tracing::warn!("cleanup of run {}: {f}", self.ctx.id);
-            }
-        }
-    }
+/// The runs other than `me` live on this host now (their controllers are running),
+/// coordinators left out.
+pub(crate) fn others_live(me: &RunId) -> Vec<String> {
+    let mut ids: Vec<String> = state_roots()
+        .iter()
+        .filter_map(|root| fs::read_dir(root).ok())
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            !name.starts_with('.')
+                && name != me.as_str()
+                && !e.path().join(COORDINATOR).exists()
+                && state_dir_live(&e.path())
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
 }
 
 /// The process controlling a run, as recorded beside the run in its database: a run left
@@ -606,21 +525,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_run_sees_the_other_live_runs_but_not_itself_nor_finished_ones() {
-        let a = RunGuard::start_without_sweep().unwrap();
-        let b = RunGuard::start_without_sweep().unwrap();
-        let seen = a.others_live();
-        assert!(seen.contains(&b.id().to_string()), "{seen:?}");
-        assert!(!seen.contains(&a.id().to_string()), "{seen:?}");
-        let b_id = b.id().to_string();
-        b.finish();
-        crate::lockfile::eventually("the finished run is gone", || {
-            (!a.others_live().contains(&b_id)).then_some(())
-        });
-        a.finish();
-    }
-
-    #[test]
     fn the_measurement_slot_is_taken_once_and_names_its_holder() {
         // One test holds the slot at a time: the slot is the host's.
         let mut slot = loop {
@@ -662,21 +566,6 @@ mod tests {
         );
         drop((a, b));
         crate::lockfile::eventually("the slot", || MeasureSlot::try_take().unwrap().ok());
-    }
-
-    #[test]
-    fn a_run_is_dead_once_its_lock_is_free() {
-        let g = RunGuard::start_without_sweep().unwrap();
-        let dir = g.context().state_dir().to_path_buf();
-        assert!(state_dir_live(&dir));
-        // What SIGKILL does to the controller: its lock goes, its state directory stays.
-        let mut g = g;
-        g.done = true;
-        drop(g._lock.take());
-        assert!(dir.is_dir());
-        crate::lockfile::eventually("the run is dead", || (!state_dir_live(&dir)).then_some(()));
-        g.context().cleanup_now();
-        assert!(!dir.exists());
     }
 
     #[test]

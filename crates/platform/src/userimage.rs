@@ -81,30 +81,6 @@ pub fn normalized(r: &str) -> String {
     }
 }
 
-/// The preflight of a platform that runs images: every tenant's image is checked
-/// ([`crate::tenant::check_image`]) and looked up with `find` (tenant, reference), and
-/// every missing one is named in one error.
-pub(crate) fn preflight_all(
-    specs: &[crate::TenantSpec],
-    kind: crate::PlatformKind,
-    mut find: impl FnMut(&str, &str) -> anyhow::Result<FoundImage>,
-) -> anyhow::Result<()> {
-    let mut missing = Vec::new();
-    for spec in specs {
-        crate::tenant::check_image(spec, kind)?;
-        if let Some(r) = &spec.image {
-            if let Err(e) = find(&spec.name, r) {
-                missing.push(format!("{e:#}"));
-            }
-        }
-    }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        anyhow::bail!("{}", missing.join("\n"))
-    }
-}
-
 /// A user's image found in the store of the engine or node: what the run records of it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct FoundImage {

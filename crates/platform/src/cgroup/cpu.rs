@@ -7,9 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::group::keyed;
 use super::{CgroupTree, RealTree};
-use crate::tenant::Usage;
+use crate::flatkeyed::keyed;
+use crate::usage::Usage;
 
 /// Where the kernel's cgroup filesystems are mounted.
 const CGROUP_MOUNT: &str = "/sys/fs/cgroup";

@@ -16,10 +16,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use super::{CgroupFs, CgroupTree, CgroupVersion, Controller};
 use crate::blockdev::DevNum;
 use crate::error::PlatformError;
+use crate::flatkeyed::keyed;
 use crate::limits::{CpuList, CpuWeight, Limits, CPU_PERIOD_US};
 use crate::noise::Pressure;
 use crate::procs;
-use crate::tenant::Usage;
+use crate::usage::Usage;
 
 /// v1 reports "no memory limit" as a huge page-aligned number; anything above this is "none".
 const V1_UNLIMITED: u64 = 1 << 62;
@@ -1183,14 +1184,6 @@ fn quota_us(cpus: f64) -> u64 {
     ((cpus * CPU_PERIOD_US as f64).round() as u64).max(1000)
 }
 
-/// The value of `key` in a "key value" per line file.
-pub(crate) fn keyed(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let mut it = l.split_whitespace();
-        (it.next()? == key).then(|| it.next()?.parse().ok())?
-    })
-}
-
 /// Sum of the `op` column over devices of a v1 blkio stat file (`8:0 Read 4096`).
 fn blkio_sum(text: &str, op: &str) -> u64 {
     text.lines()
@@ -1395,12 +1388,7 @@ mod tests {
     }
 
     #[test]
-    fn keyed_and_blkio_parsers() {
-        assert_eq!(
-            keyed("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"),
-            Some(3)
-        );
-        assert_eq!(keyed("max 0\n", "oom"), None);
+    fn blkio_parser() {
         let t = "254:0 Read 4096\n254:0 Write 8192\n254:0 Sync 0\n8:0 Read 1\nTotal 12289\n";
         assert_eq!(blkio_sum(t, "Read"), 4097);
         assert_eq!(blkio_sum(t, "Write"), 8192);

@@ -410,10 +410,10 @@ pub fn scope_dir(mount: &Path, run: &str) -> PathBuf {
 }
 
 /// The run id of a scope's directory name (`isobench-<run>.scope`).
-pub fn run_of_scope(name: &str) -> Option<crate::RunId> {
+pub fn run_of_scope(name: &str) -> Option<crate::run::RunId> {
     let stem = name.strip_suffix(".scope")?;
     let id = stem.strip_prefix(crate::run::PREFIX)?;
-    crate::RunId::parse(id).ok()
+    crate::run::RunId::parse(id).ok()
 }
 
 /// Starts `systemd-run --scope -p Delegate=yes` holding `sleep infinity`, and waits until

@@ -221,100 +221,70 @@ pub fn pod_name(tenant: &str) -> String {
 
 /// Refuses what a pod cannot express, naming the limit and why.
 fn refuse_unexpressible(l: &Limits, spec: &TenantSpec) -> Result<(), PlatformError> {
-    let no = |key, why, fix| PlatformError::NotEnforceable {
-        key,
-        platform: "k8s",
-        why,
-        fix,
-    };
-    if l.mems.is_some() {
-        return Err(no(
-            "mems",
-            "a pod cannot choose its memory nodes",
-            "the `cgroup` platform",
-        ));
-    }
+    const CGROUP: &str = "the `cgroup` platform";
+    const CGROUP_OR_OCI: &str = "the `cgroup` or `oci` platform";
+    PlatformError::refuse_set(
+        l,
+        "k8s",
+        CGROUP,
+        &[("mems", "a pod cannot choose its memory nodes")],
+    )?;
     if l.cpu_weight.is_some() {
-        return Err(no(
-            "shares",
-            "the kubelet derives a pod's CPU weight from its CPU request",
-            "`cpus` (the request sets the weight)",
-        ));
-    }
-    for (key, set) in [
-        ("io_read_bps", l.io_read_bps.is_some()),
-        ("io_write_bps", l.io_write_bps.is_some()),
-        ("io_read_iops", l.io_read_iops.is_some()),
-        ("io_write_iops", l.io_write_iops.is_some()),
-    ] {
-        if set {
-            return Err(no(
-                key,
-                "Kubernetes has no per-pod block io limits",
-                "the `cgroup` or `oci` platform",
-            ));
-        }
+        return Err(PlatformError::NotEnforceable {
+            key: "shares",
+            platform: "k8s",
+            why: "the kubelet derives a pod's CPU weight from its CPU request",
+            fix: "`cpus` (the request sets the weight)",
+        });
     }
     PlatformError::refuse_set(
+        l,
         "k8s",
-        "the `cgroup` platform",
+        CGROUP_OR_OCI,
+        &[
+            "io_read_bps",
+            "io_write_bps",
+            "io_read_iops",
+            "io_write_iops",
+        ]
+        .map(|key| (key, "Kubernetes has no per-pod block io limits")),
+    )?;
+    PlatformError::refuse_set(
+        l,
+        "k8s",
+        CGROUP,
         &[
             (
                 "memory_min",
-                l.memory_min.is_some(),
                 "a pod spec has no field for memory.min (the kubelet's MemoryQoS feature gate \
              derives it from the memory request, for every pod alike)",
             ),
-            (
-                "memory_low",
-                l.memory_low.is_some(),
-                "a pod spec has no field for memory.low",
-            ),
+            ("memory_low", "a pod spec has no field for memory.low"),
             (
                 "memory_high",
-                l.memory_high.is_some(),
                 "a pod spec has no field for memory.high (the kubelet's MemoryQoS feature gate \
              derives it from the memory limit)",
             ),
             (
                 "swap",
-                l.swap.is_some(),
                 "a pod's swap is the node's swapBehavior, not a per-pod setting",
             ),
-            (
-                "cpu_burst",
-                l.cpu_burst.is_some(),
-                "a pod spec has no field for the CFS burst",
-            ),
+            ("cpu_burst", "a pod spec has no field for the CFS burst"),
             (
                 "cpuset_partition",
-                l.cpuset_partition.is_some(),
                 "the kubelet's CPU manager owns the cpusets and makes no partitions",
             ),
-            (
-                "io_weight",
-                l.io_weight.is_some(),
-                "Kubernetes has no per-pod I/O weight",
-            ),
-            (
-                "io_latency",
-                l.io_latency.is_some(),
-                "Kubernetes has no per-pod I/O latency target",
-            ),
+            ("io_weight", "Kubernetes has no per-pod I/O weight"),
+            ("io_latency", "Kubernetes has no per-pod I/O latency target"),
         ],
     )?;
-    for (key, set) in [
-        ("net_egress", l.net_egress.is_some()),
-        ("net_ingress", l.net_ingress.is_some()),
-    ] {
-        if set {
-            return Err(no(
-                key,
-                "pods have no network on the run's bridge to shape",
-                "the `cgroup` or `oci` platform",
-            ));
-        }
-    }
+    PlatformError::refuse_set(
+        l,
+        "k8s",
+        CGROUP_OR_OCI,
+        &["net_egress", "net_ingress"]
+            .map(|key| (key, "pods have no network on the run's bridge to shape")),
+    )?;
     if spec.network.is_some() {
         return Err(PlatformError::Unavailable {
             kind: "network on the run's bridge".into(),
@@ -1106,7 +1076,7 @@ impl Platform for K8sPlatform {
 
     /// Every tenant's image is in the node's containerd: all missing ones in one error.
     fn preflight(&mut self, specs: &[TenantSpec]) -> Result<()> {
-        crate::userimage::preflight_all(specs, KIND, |t, r| self.user_image(t, r))
+        crate::tenant::preflight_images(specs, KIND, |t, r| self.user_image(t, r))
     }
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {

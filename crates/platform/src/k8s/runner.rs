@@ -34,7 +34,7 @@ use super::kubectl::Kubectl;
 use super::tenant::RUN_LABEL;
 use super::{host_label, pod_name, HOST_LABEL};
 use crate::cgroup::{CgroupFs, CgroupVersion, Controller};
-use crate::cleanup::{CleanupReport, ObjectKind};
+use crate::leftovers::{CleanupReport, ObjectKind};
 use crate::oci::image::IMAGE_EXE;
 use crate::run::RunId;
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::kubectl::{self, Kubectl};
 use super::tenant::RUN_LABEL;
 use crate::cgroup::{CgroupFs, Controller};
-use crate::cleanup::{CleanupReport, ObjectKind, RunFilter};
+use crate::leftovers::{CleanupReport, ObjectKind, RunFilter};
 use crate::run::RunId;
 
 /// How long the sweep waits for the API server before it gives up quietly.

@@ -20,7 +20,7 @@ use crate::cgroup::Controller;
 use crate::container::{Container, ContainerTenant, Runtime};
 use crate::limits::Limits;
 use crate::live::LimitChanges;
-use crate::tenant::Usage;
+use crate::usage::Usage;
 
 /// Label carrying the run id on every namespace and pod.
 pub const RUN_LABEL: &str = "isobench.run";

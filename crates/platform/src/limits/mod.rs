@@ -492,6 +492,19 @@ impl Limits {
         self.net_egress.is_some() || self.net_ingress.is_some()
     }
 
+    /// Every limit that is set, by key: [`Limits::resource_keys`], then `net_egress` and
+    /// `net_ingress` (`net_rate` sets both).
+    pub fn keys_set(&self) -> Vec<&'static str> {
+        let mut v = self.resource_keys();
+        if self.net_egress.is_some() {
+            v.push("net_egress");
+        }
+        if self.net_ingress.is_some() {
+            v.push("net_ingress");
+        }
+        v
+    }
+
     /// The limits that need a resource controller (everything but network rates).
     pub fn resource_keys(&self) -> Vec<&'static str> {
         let mut v = Vec::new();
@@ -804,6 +817,18 @@ mod tests {
             .validate(&h)
             .unwrap_err();
         assert!(e.to_string().contains("RAM"), "{e}");
+    }
+
+    #[test]
+    fn keys_set_name_every_limit_set_and_both_directions_of_a_net_rate() {
+        let l = Limits::parse("net_rate=100mbit,memory_min=64M,pids=10").unwrap();
+        assert_eq!(
+            l.keys_set(),
+            ["memory_min", "pids", "net_egress", "net_ingress"]
+        );
+        let l = Limits::parse("net_ingress=1mbit").unwrap();
+        assert_eq!(l.keys_set(), ["net_ingress"]);
+        assert!(Limits::default().keys_set().is_empty());
     }
 
     #[test]

@@ -381,33 +381,29 @@ impl OciPlatform {
 /// Refuses the knobs no engine flag sets, naming the reason.
 fn refuse_unmapped(l: &Limits) -> Result<(), PlatformError> {
     PlatformError::refuse_set(
+        l,
         "oci",
         "the `cgroup` platform",
         &[
             (
                 "memory_min",
-                l.memory_min.is_some(),
                 "docker and podman have no flag for memory.min (only --memory-reservation, which \
              is memory.low)",
             ),
             (
                 "memory_high",
-                l.memory_high.is_some(),
                 "docker and podman have no flag for memory.high",
             ),
             (
                 "cpu_burst",
-                l.cpu_burst.is_some(),
                 "docker and podman have no flag for the CFS burst",
             ),
             (
                 "cpuset_partition",
-                l.cpuset_partition.is_some(),
                 "docker and podman cannot make a container's cpuset a partition",
             ),
             (
                 "io_latency",
-                l.io_latency.is_some(),
                 "docker and podman have no flag for io.latency",
             ),
         ],
@@ -597,7 +593,7 @@ impl Platform for OciPlatform {
 
     /// Every tenant's image is in the engine's store: all missing ones in one error.
     fn preflight(&mut self, specs: &[TenantSpec]) -> Result<()> {
-        crate::userimage::preflight_all(specs, KIND, |t, r| self.user_image(t, r))
+        crate::tenant::preflight_images(specs, KIND, |t, r| self.user_image(t, r))
     }
 
     fn create_tenant(&mut self, spec: &TenantSpec) -> Result<Box<dyn Tenant>> {

@@ -8,7 +8,7 @@ use super::engine::{Engine, EngineKind};
 use super::image::{ImageSource, IMAGE_LABEL};
 use super::tenant::RUN_LABEL;
 use crate::cgroup::{CgroupFs, TenantCgroup};
-use crate::cleanup::{CleanupReport, ObjectKind, RunFilter};
+use crate::leftovers::{CleanupReport, ObjectKind, RunFilter};
 use crate::run::RunId;
 
 /// The engines present here (Docker only when a daemon answers).

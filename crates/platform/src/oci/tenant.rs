@@ -21,7 +21,7 @@ use crate::limits::Limits;
 use crate::live::{Knob, KnobSet, LimitChanges};
 use crate::net::TenantNet;
 use crate::procs;
-use crate::tenant::Usage;
+use crate::usage::Usage;
 
 /// Label carrying the run id on every container.
 pub const RUN_LABEL: &str = "isobench.run";

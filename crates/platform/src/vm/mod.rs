@@ -20,7 +20,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::agent::Transport;
-use crate::cleanup::{CleanupReport, ObjectKind, RunFilter};
+use crate::leftovers::{CleanupReport, ObjectKind, RunFilter};
 use crate::procs;
 use crate::run::{RunId, LINK_PREFIX};
 use crate::{Capabilities, PlatformEntry, PlatformKind};

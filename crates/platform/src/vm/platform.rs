@@ -23,7 +23,8 @@ use crate::hostinfo::HostInfo;
 use crate::limits::Limits;
 use crate::local::LocalPlatform;
 use crate::net::{RunNet, TenantTap};
-use crate::tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec, Usage};
+use crate::tenant::{Killer, Role, Tenant, TenantInfo, TenantSpec};
+use crate::usage::Usage;
 use crate::{Platform, PlatformKind, PlatformOptions};
 
 /// Guest memory when the tenant has no memory limit.
@@ -174,29 +175,30 @@ impl VmPlatform {
     }
 }
 
+/// Refuses the memory knobs a guest cannot have. QEMU's cgroup holds the guest's whole
+/// memory and QEMU's own, so a protection or a soft limit on it does not act on the guest's
+/// page cache as it does on a tenant's; CPU, cpuset and io knobs act on QEMU's threads and
+/// disk file as the quota and throttles do.
+fn refuse_memory_knobs(l: &Limits) -> Result<(), PlatformError> {
+    PlatformError::refuse_set(
+        l,
+        "vm",
+        "the `cgroup` platform",
+        &["memory_min", "memory_low", "memory_high", "swap"].map(|key| {
+            (
+                key,
+                "the guest's memory is a fixed allocation inside QEMU's cgroup: a protection, \
+                 threshold or swap on that cgroup does not act on the guest's own memory",
+            )
+        }),
+    )
+}
+
 impl VmPlatform {
     /// Refuses what a guest cannot have; returns the guest's memory.
     fn check_guest_spec(&self, spec: &TenantSpec) -> Result<u64> {
         crate::tenant::check_spec(spec, &Default::default(), &self.host, super::KIND)?;
-        // QEMU's cgroup holds the guest's whole memory and QEMU's own, so a protection or
-        // a soft limit on it does not act on the guest's page cache as it does on a
-        // tenant's; CPU, cpuset and io knobs act on QEMU's threads and disk file as the
-        // quota and throttles do.
-        for (key, set) in [
-            ("memory_min", spec.limits.memory_min.is_some()),
-            ("memory_low", spec.limits.memory_low.is_some()),
-            ("memory_high", spec.limits.memory_high.is_some()),
-            ("swap", spec.limits.swap.is_some()),
-        ] {
-            if set {
-                return Err(Self::unenforceable(
-                    key,
-                    "the guest's memory is a fixed allocation inside QEMU's cgroup: a \
-                     protection, threshold or swap on that cgroup does not act on the \
-                     guest's own memory",
-                ));
-            }
-        }
+        refuse_memory_knobs(&spec.limits)?;
         if spec.network.as_ref().is_some_and(|n| n.mtu.is_some()) {
             return Err(Self::unenforceable(
                 "mtu",
@@ -622,6 +624,24 @@ impl Drop for VmTenant {
 mod tests {
     use super::*;
     use crate::limits::CpuList;
+
+    #[test]
+    fn the_memory_knobs_a_guest_cannot_have_are_refused_by_name() {
+        for (text, key) in [
+            ("memory_min=64M", "memory_min"),
+            ("memory_low=64M", "memory_low"),
+            ("memory_high=64M", "memory_high"),
+            ("memory=1G,swap=1G", "swap"),
+            ("memory_low=64M,memory_min=64M", "memory_min"),
+        ] {
+            let e = refuse_memory_knobs(&Limits::parse(text).unwrap()).unwrap_err();
+            assert!(
+                matches!(e, PlatformError::NotEnforceable { key: k, platform: "vm", .. } if k == key),
+                "{text}: {e:?}"
+            );
+        }
+        refuse_memory_knobs(&Limits::parse("cpus=1,memory=1G,io_weight=50").unwrap()).unwrap();
+    }
 
     #[test]
     fn vcpus_follow_the_limits() {
