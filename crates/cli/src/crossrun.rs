@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use isobench_experiment::stored::with_linked;
 use isobench_experiment::{PlatformChoice, Results};
 use isobench_fleet::cross::{self, CrossEvent};
+use isobench_fleet::Ending;
 use isobench_report::render_sections;
 use isobench_store::RunId;
 
@@ -43,8 +44,20 @@ pub fn run(
     }
     let (done, store) = cross::run_each(
         &a.platform,
-        &mut |p| run_one(p).map(|(code, run)| (exit::ending(code), run)),
-        &mut show_event,
+        &mut |p| {
+            // A stop that came between two platforms' runs: the next one is not started.
+            if exit::signalled() {
+                return Ok((Ending::Interrupted, None));
+            }
+            run_one(p).map(|(code, run)| (exit::ending(code), run))
+        },
+        &mut |ev| {
+            if a.json_stream {
+                write_event(&ev)
+            } else {
+                show_event(ev)
+            }
+        },
         || isobench_store::Store::open(&a.db.path).map_err(Into::into),
     )
     .map_err(session_error)?;
@@ -60,6 +73,17 @@ pub fn run(
     )))
 }
 
+/// Writes an event of a run on several platforms as a line of the `--json-stream` stream,
+/// between the lines of the platforms' own runs (docs/events.md).
+fn write_event(ev: &CrossEvent) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Ok(line) = serde_json::to_string(ev) {
+        // As the run's own events: a reader that went away does not stop the run.
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
+}
+
 /// Shows an event of a run on several platforms on stderr.
 fn show_event(ev: CrossEvent) {
     match ev {
@@ -70,11 +94,14 @@ fn show_event(ev: CrossEvent) {
         CrossEvent::Interrupted { platform } => {
             eprintln!("isobench: interrupted: the platforms after {platform} are not run")
         }
+        // The table across the platforms says it.
+        CrossEvent::Linked { .. } => {}
     }
 }
 
 /// Prints a linked set's table (the first of the sections of `results`, the run `first`
 /// read with its set), then what `more` prints, and with `--report` writes the set's report.
+/// With `--json-stream` nothing is printed: standard output holds the events alone.
 /// Returns `worst`, made worse when the report could not be written.
 pub(crate) fn show_set(
     a: &RunArgs,
@@ -83,13 +110,15 @@ pub(crate) fn show_set(
     mut worst: u8,
     more: impl FnOnce(),
 ) -> u8 {
-    if let Some(section) = results.sections.first() {
-        print!(
-            "{}",
-            render_sections(std::slice::from_ref(section), first, style())
-        );
+    if !a.json_stream {
+        if let Some(section) = results.sections.first() {
+            print!(
+                "{}",
+                render_sections(std::slice::from_ref(section), first, style())
+            );
+        }
+        more();
     }
-    more();
     if let Some(file) = &a.export.report {
         let path = file
             .clone()

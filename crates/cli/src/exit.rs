@@ -32,6 +32,11 @@ pub fn note_signal(signal: i32) {
     let _ = SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
 }
 
+/// Whether a stopping signal was received.
+pub fn signalled() -> bool {
+    SIGNAL.load(Ordering::SeqCst) != 0
+}
+
 /// The exit code of a command that a signal stopped: 128 + the signal, as shells report it
 /// (130 when none was received: the stop came another way).
 pub fn interrupted() -> u8 {

@@ -1,11 +1,15 @@
 //! The `isobench run --json-stream` events are a public interface (the server, the host agent
 //! and the fleet coordinator read them from child processes, perhaps of another version):
 //! a recorded stream must still decode into the declared types with nothing lost, and
-//! `docs/events.md` must declare every event and field the stream carries.
+//! `docs/events.md` must declare every event and field the stream carries. A run on several
+//! platforms (`--platform A,B`) writes each platform's run stream after a `CrossEvent` of
+//! its own, and is checked the same way.
 
 use std::path::PathBuf;
 
 use isobench_experiment::progress::{Event, EVENTS_SCHEMA};
+use isobench_fleet::cross::CrossEvent;
+use serde::Deserialize;
 use serde_json::Value;
 
 mod common;
@@ -14,6 +18,27 @@ use common::{code, fake, text};
 /// A stream `isobench run --json-stream` wrote on the fake platform (the builtin scenario),
 /// kept as it was: re-record it only with a schema change.
 const RECORDED: &str = include_str!("fixtures/json-stream.jsonl");
+
+/// The stream of `isobench run --platform host,cgroup --json-stream` on the fake platform
+/// (the builtin scenario), kept as it was.
+const RECORDED_CROSS: &str = include_str!("fixtures/json-stream-cross.jsonl");
+
+/// One line of a stream: an event of a run, or of a run on several platforms.
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(untagged)]
+enum Line {
+    Run(Event),
+    Cross(CrossEvent),
+}
+
+impl Line {
+    fn name(&self) -> &'static str {
+        match self {
+            Line::Run(e) => e.name(),
+            Line::Cross(e) => e.name(),
+        }
+    }
+}
 
 fn repo_file(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -36,10 +61,21 @@ fn keeps(recorded: &Value, now: &Value) -> bool {
 
 /// Decodes each line into an [`Event`] and checks that writing it again keeps every field.
 fn decode(stream: &str) -> Vec<(Value, Event)> {
+    decode_lines(stream)
+        .into_iter()
+        .map(|(raw, line)| match line {
+            Line::Run(e) => (raw, e),
+            Line::Cross(e) => panic!("a run on one platform wrote {e:?}"),
+        })
+        .collect()
+}
+
+/// Decodes each line into a [`Line`] and checks that writing it again keeps every field.
+fn decode_lines(stream: &str) -> Vec<(Value, Line)> {
     stream
         .lines()
         .map(|line| {
-            let event: Event = serde_json::from_str(line)
+            let event: Line = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("the declared types no longer read ({e}): {line}"));
             let raw: Value = serde_json::from_str(line).unwrap();
             let again = serde_json::to_value(&event).unwrap();
@@ -61,6 +97,67 @@ fn a_recorded_stream_decodes_into_the_declared_events() {
         events[0].0["schema"], EVENTS_SCHEMA,
         "the recording's schema"
     );
+}
+
+#[test]
+fn a_recorded_stream_on_two_platforms_is_each_platforms_run_between_its_events() {
+    let lines = decode_lines(RECORDED_CROSS);
+    let names: Vec<&str> = lines
+        .iter()
+        .map(|(_, l)| l.name())
+        .filter(|n| {
+            [
+                "platform_started",
+                "planned",
+                "finished",
+                "platforms_linked",
+            ]
+            .contains(n)
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "platform_started",
+            "planned",
+            "finished",
+            "platform_started",
+            "planned",
+            "finished",
+            "platforms_linked"
+        ]
+    );
+    let Some((_, Line::Cross(CrossEvent::Linked { runs }))) = lines.last() else {
+        panic!("platforms_linked is not last")
+    };
+    let planned: Vec<&Value> = lines
+        .iter()
+        .filter(|(_, l)| l.name() == "planned")
+        .map(|(raw, _)| &raw["run"])
+        .collect();
+    let linked: Vec<&str> = runs.iter().map(|r| r.run.as_str()).collect();
+    assert_eq!(planned, linked, "the linked runs are the planned ones");
+}
+
+#[test]
+fn the_stream_on_two_platforms_of_this_binary_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = fake()
+        .args(["run", "--platform", "host,cgroup", "--json-stream", "--db"])
+        .arg(dir.path().join("r.db"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines = decode_lines(&stdout);
+    assert!(matches!(
+        lines.first(),
+        Some((_, Line::Cross(CrossEvent::Platform { n: 1, of: 2, .. })))
+    ));
+    assert!(matches!(
+        lines.last(),
+        Some((_, Line::Cross(CrossEvent::Linked { .. })))
+    ));
 }
 
 #[test]
@@ -96,17 +193,25 @@ fn doc_sections() -> Vec<(String, String)> {
 fn docs_events_md_declares_every_event_and_recorded_field() {
     let sections = doc_sections();
     let named: Vec<&str> = sections.iter().map(|(n, _)| n.as_str()).collect();
+    let declared: Vec<&str> = Event::NAMES
+        .iter()
+        .chain(CrossEvent::NAMES)
+        .copied()
+        .collect();
     assert_eq!(
-        named,
-        Event::NAMES,
-        "docs/events.md: one section per event, in order"
+        named, declared,
+        "docs/events.md: one section per event, in order (a run's, then a run on several \
+         platforms')"
     );
     let doc = std::fs::read_to_string(repo_file("docs/events.md")).unwrap();
     assert!(
         doc.contains(&format!("Current schema: **{EVENTS_SCHEMA}**")),
         "docs/events.md: the schema version"
     );
-    for (raw, event) in decode(RECORDED) {
+    let recorded = decode(RECORDED)
+        .into_iter()
+        .map(|(raw, e)| (raw, Line::Run(e)));
+    for (raw, event) in recorded.chain(decode_lines(RECORDED_CROSS)) {
         let body = &sections.iter().find(|(n, _)| n == event.name()).unwrap().1;
         for field in raw.as_object().unwrap().keys().filter(|k| *k != "event") {
             assert!(

@@ -379,3 +379,126 @@ fn a_fleet_job_runs_on_two_hosts_and_its_run_carries_the_fleet_table() {
     let other = server.get(&format!("/api/v1/runs/{other}")).json();
     assert_eq!(other["fleet"]["rows"], fleet["rows"]);
 }
+
+/// A job on two platforms (`isobench run --platform host,cgroup`): bad platforms are refused
+/// naming their field, the job's progress says which platform runs, its run is the first
+/// platform's, and each run's details carry the table across the platforms. A second such
+/// job stopped on its first platform ends interrupted, with that run stored and the next
+/// platform not run.
+#[test]
+fn a_job_on_two_platforms_runs_each_and_its_runs_carry_the_table_across_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Api::start(&dir.path().join("runs.db"));
+    let queue = |more: Value| {
+        let mut body = json!({"scenario": TINY, "name": "tiny.toml"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(more.as_object().unwrap().clone());
+        server.post("/api/v1/jobs", body)
+    };
+    let refused = |more: Value, field: &str| {
+        let a = queue(more);
+        assert_eq!(a.status, 422, "{}", a.body);
+        assert_eq!(a.json()["field"], field, "{}", a.body);
+    };
+    refused(json!({"platforms": ["host", "mars"]}), "platforms[1]");
+    refused(json!({"platforms": ["host", "host"]}), "platforms[1]");
+    refused(json!({"platforms": ["host"]}), "platforms");
+    refused(
+        json!({"platforms": ["host", "cgroup"], "platform": "host"}),
+        "platforms",
+    );
+    refused(
+        json!({"platforms": ["host", "cgroup"],
+               "hosts": [{"address": "127.0.0.1:7", "token": "t"}]}),
+        "platforms",
+    );
+
+    let events = server.server.events();
+    let a = queue(json!({"platforms": ["host", "cgroup"]}));
+    assert_eq!(a.status, 201, "{}", a.body);
+    let job = a.json();
+    assert_eq!(job["spec"]["platforms"], json!(["host", "cgroup"]), "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+
+    // The second platform starts, as an event of the job's run.
+    let start = Instant::now();
+    loop {
+        let (event, data) = events
+            .recv_timeout(PATIENCE.saturating_sub(start.elapsed()))
+            .expect("run events arrive");
+        let ev = &data["event"];
+        if event == "run" && data["job"] == id.as_str() && ev["event"] == "platform_started" {
+            assert!(data["run"].is_null() == (ev["n"] == 1), "{data}");
+            if ev["platform"] == "cgroup" {
+                assert_eq!((&ev["n"], &ev["of"]), (&json!(2), &json!(2)), "{data}");
+                break;
+            }
+        }
+    }
+    let job = server.wait_job(&id, "ended", ended("done"));
+    assert_eq!(job["state"], "done", "{job}");
+    let progress = &job["progress"];
+    assert_eq!(
+        progress["platform"],
+        json!({"name": "cgroup", "n": 2, "of": 2}),
+        "{job}"
+    );
+    assert_eq!(progress["n"], progress["of"], "{job}");
+
+    let run = job["run"].as_str().expect("the job's run");
+    let detail = server.get(&format!("/api/v1/runs/{run}")).json();
+    assert_eq!(
+        detail["platform"], "host",
+        "the first platform's run: {detail}"
+    );
+    let cross = &detail["cross"];
+    let platforms: Vec<&str> = cross["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["platform"].as_str().unwrap())
+        .collect();
+    assert_eq!(platforms, ["host", "cgroup"], "{cross}");
+    assert_eq!(cross["runs"][0]["run"], run, "{cross}");
+    let columns = cross["columns"].to_string();
+    for p in ["host ", "cgroup "] {
+        assert!(columns.contains(p), "{columns}");
+    }
+    assert!(!cross["rows"].as_array().unwrap().is_empty(), "{cross}");
+    // Either run carries the same table.
+    let other = cross["runs"][1]["run"].as_str().unwrap();
+    let other = server.get(&format!("/api/v1/runs/{other}")).json();
+    assert_eq!(other["cross"]["rows"], cross["rows"], "{other}");
+    // A run alone carries none.
+    let alone = server.queue_tiny(5);
+    let alone = server.wait_job(&alone, "ended", ended("done"));
+    let alone = alone["run"].as_str().unwrap();
+    let alone = server.get(&format!("/api/v1/runs/{alone}")).json();
+    assert!(alone["cross"].is_null(), "{alone}");
+
+    // Stopped on its first platform: interrupted, and the second platform is not run.
+    let b = queue(json!({"platforms": ["host", "cgroup"], "seed": 2}));
+    assert_eq!(b.status, 201, "{}", b.body);
+    let b = b.json()["id"].as_str().unwrap().to_string();
+    server.wait_job(&b, "progressed", |j| {
+        j["progress"]["n"].as_u64().unwrap_or(0) >= 2 || j["state"] == "failed"
+    });
+    let stop = server.post_empty(&format!("/api/v1/jobs/{b}/stop"));
+    assert_eq!(stop.status, 202, "{}", stop.body);
+    let job = server.wait_job(&b, "ended", ended("interrupted"));
+    assert_eq!(job["state"], "interrupted", "{job}");
+    assert_eq!(job["progress"]["platform"]["name"], "host", "{job}");
+    let run = job["run"].as_str().unwrap();
+    let detail = server.get(&format!("/api/v1/runs/{run}")).json();
+    assert_eq!(detail["status"], "interrupted", "{detail}");
+    let runs = server.get("/api/v1/runs").json();
+    let of_b: Vec<&Value> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["job"] == b.as_str())
+        .collect();
+    assert_eq!(of_b.len(), 1, "the first platform's run alone: {runs}");
+    assert_eq!(of_b[0]["platform"], "host", "{runs}");
+}

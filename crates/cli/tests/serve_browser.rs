@@ -3,8 +3,10 @@
 //! (Playwright, set up by `scripts/test`): sign in with the token, launch the quick preset,
 //! watch it progress, stop it, resume it, read its report, reorder and cancel queued jobs,
 //! and see a scenario's error at its line; and, by `tests/browser/fleet_flow.py`, launch a
-//! fleet run on two host agents on loopback and read its fleet table. Screenshots land in
-//! `target/tmp/ui-screenshots` and `target/tmp/fleet-screenshots` (`CARGO_TARGET_TMPDIR`).
+//! fleet run on two host agents on loopback and read its fleet table; and, by
+//! `tests/browser/cross_flow.py`, launch a run on two platforms and read the table across
+//! them. Screenshots land in `target/tmp/ui-screenshots`, `target/tmp/fleet-screenshots` and
+//! `target/tmp/cross-screenshots` (`CARGO_TARGET_TMPDIR`).
 
 use std::path::Path;
 
@@ -73,6 +75,73 @@ fn the_web_ui_launches_a_fleet_run_on_two_hosts_and_shows_its_fleet_table() {
     assert!(
         out.status.success(),
         "the fleet browser flow failed:\n{}\n{}\nthe server said:\n{}",
+        text(&out.stdout),
+        text(&out.stderr),
+        server.log()
+    );
+    eprintln!("{}screenshots in {}", text(&out.stdout), shots.display());
+}
+
+#[test]
+fn the_web_ui_launches_a_run_on_two_platforms_and_shows_the_table_across_them() {
+    let Some(python) = browser_python("the web UI's browser test on two platforms") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("cross.db"),
+        "1",
+        &["--listen", "127.0.0.1:0"],
+    );
+    // The form offers the platforms that work here (the fake runs stand in for them): host
+    // always, and cgroup where this test runs as root. The server finds them out after it
+    // starts listening.
+    let start = std::time::Instant::now();
+    let session = loop {
+        let session = server.get("/api/v1/session", &[]).json();
+        let known = session["platforms"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty());
+        if known || start.elapsed() > std::time::Duration::from_secs(60) {
+            break session;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let available: Vec<String> = session["platforms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["available"] == true)
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect();
+    let mut platforms: Vec<&str> = vec!["host"];
+    match ["cgroup", "oci", "vm"]
+        .into_iter()
+        .find(|p| available.iter().any(|a| a == p))
+    {
+        Some(p) => platforms.push(p),
+        None => {
+            common::skip(
+                "a second platform",
+                &format!("only {available:?} work here (cgroup needs root)"),
+            );
+            return;
+        }
+    }
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cross-screenshots");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(repo_root().join("tests/browser/cross_flow.py"))
+        .arg("--screenshots")
+        .arg(&shots);
+    for p in &platforms {
+        cmd.args(["--platform", p]);
+    }
+    let out = cmd.arg(format!("{}/", server.url)).output().unwrap();
+    assert!(
+        out.status.success(),
+        "the browser flow on two platforms failed:\n{}\n{}\nthe server said:\n{}",
         text(&out.stdout),
         text(&out.stderr),
         server.log()

@@ -229,9 +229,17 @@ pub fn add_linked(store: &Store, r: &mut Results) {
         let section = fleet_section(store, &link, Some(r));
         r.sections.insert(0, section);
     }
+    if let Some(section) = cross_section(store, r) {
+        r.sections.insert(0, section);
+    }
+}
+
+/// The table across the platforms of the linked set `r` is one of (runs of the set no
+/// longer in the database are left out, and said so); `None` when `r` ran alone.
+pub fn cross_section(store: &Store, r: &Results) -> Option<Section> {
     let set = linked(r);
     if set.is_empty() {
-        return;
+        return None;
     }
     let mut loaded: Vec<(String, Results)> = Vec::new();
     let mut missing = Vec::new();
@@ -263,5 +271,5 @@ pub fn add_linked(store: &Store, r: &mut Results) {
             .notes
             .push(format!("left out (no longer stored): {m}"));
     }
-    r.sections.insert(0, section);
+    Some(section)
 }

@@ -10,15 +10,18 @@ use isobench_experiment::session::SessionError;
 use isobench_experiment::stored::link;
 use isobench_experiment::PlatformChoice;
 use isobench_store::{RunId, Store};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Ending;
 
-/// What happens during a run on several platforms.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What happens during a run on several platforms. With `--json-stream` these are lines of
+/// the event stream between the platforms' own runs (docs/events.md), so their tags and
+/// fields are a public interface: [`CrossEvent::NAMES`] lists the tags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum CrossEvent {
     /// The run on a platform starts.
+    #[serde(rename = "platform_started")]
     Platform {
         /// The platform.
         platform: String,
@@ -28,6 +31,7 @@ pub enum CrossEvent {
         of: usize,
     },
     /// A platform could not run the scenario; the others still do.
+    #[serde(rename = "platform_failed")]
     Failed {
         /// The platform.
         platform: String,
@@ -35,10 +39,46 @@ pub enum CrossEvent {
         why: String,
     },
     /// The run on a platform was interrupted: the platforms after it are not run.
+    #[serde(rename = "platform_interrupted")]
     Interrupted {
         /// The platform.
         platform: String,
     },
+    /// The runs that were stored are linked as one set; the last event of the set.
+    #[serde(rename = "platforms_linked")]
+    Linked {
+        /// Each platform's run, in the order they ran.
+        runs: Vec<LinkedRun>,
+    },
+}
+
+/// One run of a linked set, in [`CrossEvent::Linked`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkedRun {
+    /// The platform.
+    pub platform: String,
+    /// Its stored run.
+    pub run: String,
+}
+
+impl CrossEvent {
+    /// Every event's tag, in the order docs/events.md declares them.
+    pub const NAMES: &'static [&'static str] = &[
+        "platform_started",
+        "platform_failed",
+        "platform_interrupted",
+        "platforms_linked",
+    ];
+
+    /// The event's tag, as serialized (one of [`CrossEvent::NAMES`]).
+    pub fn name(&self) -> &'static str {
+        match self {
+            CrossEvent::Platform { .. } => "platform_started",
+            CrossEvent::Failed { .. } => "platform_failed",
+            CrossEvent::Interrupted { .. } => "platform_interrupted",
+            CrossEvent::Linked { .. } => "platforms_linked",
+        }
+    }
 }
 
 /// How a run on several platforms ended.
@@ -113,6 +153,15 @@ pub fn run_each(
     }
     let mut store = store()?;
     link(&mut store, &runs, &failed)?;
+    events(CrossEvent::Linked {
+        runs: runs
+            .iter()
+            .map(|(platform, run)| LinkedRun {
+                platform: platform.clone(),
+                run: run.as_str().to_string(),
+            })
+            .collect(),
+    });
     let done = CrossOutcome {
         runs,
         failed,
@@ -131,5 +180,36 @@ mod tests {
         let auto = PlatformChoice::Auto;
         assert!(check_platforms(&[host, auto]).is_ok());
         assert!(check_platforms(&[host, auto, host]).is_err());
+    }
+
+    #[test]
+    fn each_event_is_written_with_its_declared_tag_and_read_back() {
+        let each = [
+            CrossEvent::Platform {
+                platform: "host".into(),
+                n: 1,
+                of: 2,
+            },
+            CrossEvent::Failed {
+                platform: "vm".into(),
+                why: "no KVM".into(),
+            },
+            CrossEvent::Interrupted {
+                platform: "host".into(),
+            },
+            CrossEvent::Linked {
+                runs: vec![LinkedRun {
+                    platform: "host".into(),
+                    run: "R-1".into(),
+                }],
+            },
+        ];
+        let names: Vec<&str> = each.iter().map(CrossEvent::name).collect();
+        assert_eq!(names, CrossEvent::NAMES);
+        for e in each {
+            let line = serde_json::to_value(&e).unwrap();
+            assert_eq!(line["event"], e.name());
+            assert_eq!(serde_json::from_value::<CrossEvent>(line).unwrap(), e);
+        }
     }
 }

@@ -416,6 +416,11 @@ pub struct NewJob {
     /// Platform instead of the scenario's (`auto` or a platform).
     #[schema(schema_with = platform_names)]
     pub platform: Option<String>,
+    /// Run the scenario on each of these platforms in turn instead (`isobench run --platform
+    /// A,B`), at least two, each once: the runs are stored linked, and each run's page shows
+    /// the table across the platforms. Not given with `platform` or `hosts`.
+    #[schema(schema_with = platform_list)]
+    pub platforms: Option<Vec<String>>,
     /// Seed instead of the scenario's.
     #[serde(default, deserialize_with = "whole_number_opt")]
     pub seed: Option<u64>,
@@ -457,6 +462,27 @@ fn platform_names() -> utoipa::openapi::schema::Object {
     )
 }
 
+fn platform_list() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, SchemaType, Type};
+    let names = isobench_platform::PLATFORMS
+        .iter()
+        .map(|e| serde_json::Value::from(e.kind.name()));
+    let item = utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(names));
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(item)
+        .min_items(Some(2))
+        .max_items(Some(isobench_platform::PLATFORMS.len()))
+        .unique_items(true)
+        .description(Some(
+            "Platforms to run the scenario on, each in turn (at least two, each once); one \
+             that cannot run here is refused (422).",
+        ))
+        .build()
+}
+
 /// `POST /api/v1/jobs`: checks the scenario and queues it.
 #[utoipa::path(post, path = "/api/v1/jobs", tag = "jobs", request_body = NewJob,
     responses((status = 201, body = Job), (status = 400, body = ErrorBody),
@@ -475,8 +501,25 @@ pub async fn create_job(
                  leave platform out, or set it in the scenario",
             ))
         }
+        Some(_) if body.platforms.is_some() => {
+            return Err(ApiError::field(
+                "platforms",
+                "a run on hosts runs the scenario's platform on each of them; leave \
+                 platforms out, or run on several platforms here without hosts",
+            ))
+        }
         Some(h) => fleet::check_hosts(h)?,
         None => (Vec::new(), Vec::new()),
+    };
+    let platforms = match &body.platforms {
+        Some(_) if body.platform.is_some() => {
+            return Err(ApiError::field(
+                "platforms",
+                "give either platform (one) or platforms (each in turn), not both",
+            ))
+        }
+        Some(p) => validate::platforms(p)?,
+        None => Vec::new(),
     };
     let spec = JobSpec {
         preset: body.preset.clone(),
@@ -485,6 +528,7 @@ pub async fn create_job(
             .as_ref()
             .map(|_| body.name.clone().unwrap_or_else(|| "scenario.toml".into())),
         platform: body.platform.clone(),
+        platforms,
         seed: body.seed,
         resume: None,
         hosts,
@@ -504,6 +548,8 @@ pub async fn create_job(
         };
         if checked.is_fleet() {
             validate::check_for_hosts(input, checked.seed, mode)
+        } else if checked.is_cross() {
+            validate::check_on_each(input, &checked.platforms, checked.seed, mode)
         } else {
             validate::check(input, checked.platform.as_deref(), checked.seed, mode)
         }

@@ -85,6 +85,15 @@ impl ApiError {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message)
     }
 
+    /// 422 naming the request body's `field` that is wrong (`hosts[1].name`), the message
+    /// starting with it.
+    pub fn field(field: impl Into<String>, why: impl std::fmt::Display) -> ApiError {
+        let field = field.into();
+        let mut e = ApiError::unprocessable(format!("{field}: {why}"));
+        e.body.field = Some(field);
+        e
+    }
+
     /// 500, for failures of the server itself (the database, the disk).
     pub fn internal(err: impl std::fmt::Display) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, err.to_string())

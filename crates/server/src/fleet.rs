@@ -38,24 +38,20 @@ pub struct NewHost {
     pub token: String,
 }
 
-/// 422 naming `field`.
-fn bad(field: String, why: impl std::fmt::Display) -> ApiError {
-    let mut e = ApiError::unprocessable(format!("{field}: {why}"));
-    e.body.field = Some(field);
-    e
-}
-
 /// A name, type or token: not empty, at most [`MAX_FIELD`] characters, no control
 /// characters (the hosts file and the coordinator's lines are line-based).
 fn check_text(field: String, text: &str) -> Result<(), ApiError> {
     if text.trim().is_empty() {
-        return Err(bad(field, "is empty"));
+        return Err(ApiError::field(field, "is empty"));
     }
     if text.chars().count() > MAX_FIELD {
-        return Err(bad(field, format!("is longer than {MAX_FIELD} characters")));
+        return Err(ApiError::field(
+            field,
+            format!("is longer than {MAX_FIELD} characters"),
+        ));
     }
     if text.chars().any(char::is_control) {
-        return Err(bad(
+        return Err(ApiError::field(
             field,
             "holds a control character (a line break, a tab)",
         ));
@@ -70,13 +66,13 @@ fn check_address(field: String, address: &str) -> Result<(), ApiError> {
                --listen` on that host)";
     let (host, port) = address
         .rsplit_once(':')
-        .ok_or_else(|| bad(field.clone(), fix))?;
+        .ok_or_else(|| ApiError::field(field.clone(), fix))?;
     let port_ok = port.parse::<u16>().is_ok_and(|p| p > 0);
     let host_ok = !host.is_empty()
         && !host.chars().any(|c| c.is_whitespace() || c.is_control())
         && (host.starts_with('[') == host.ends_with(']'));
     if !port_ok || !host_ok || address.chars().count() > MAX_FIELD {
-        return Err(bad(field, fix));
+        return Err(ApiError::field(field, fix));
     }
     Ok(())
 }
@@ -86,15 +82,15 @@ fn check_address(field: String, address: &str) -> Result<(), ApiError> {
 /// in the same order.
 pub fn check_hosts(hosts: &[NewHost]) -> Result<(Vec<JobHost>, Vec<String>), ApiError> {
     if hosts.is_empty() {
-        return Err(bad(
-            "hosts".into(),
+        return Err(ApiError::field(
+            "hosts",
             "is empty; give one {\"address\": \"ADDR:PORT\", \"token\": ...} per host, or \
              leave hosts out to run here",
         ));
     }
     if hosts.len() > MAX_HOSTS {
-        return Err(bad(
-            "hosts".into(),
+        return Err(ApiError::field(
+            "hosts",
             format!("names {} hosts, more than {MAX_HOSTS}", hosts.len()),
         ));
     }
@@ -112,7 +108,7 @@ pub fn check_hosts(hosts: &[NewHost]) -> Result<(Vec<JobHost>, Vec<String>), Api
             None => address.clone(),
         };
         if out.iter().any(|o| o.name == name) {
-            return Err(bad(
+            return Err(ApiError::field(
                 at("name"),
                 format!("`{name}` is given twice; host names must be unique"),
             ));
@@ -312,6 +308,7 @@ impl FleetProgress {
             condition: String::new(),
             what: format!("{done} of {} hosts done", self.hosts.len()),
             eta_s: None,
+            platform: None,
         }
     }
 }

@@ -217,8 +217,9 @@ pub fn lock_state_dir(dir: &Path) -> anyhow::Result<statelock::StateLock> {
         api::Session, api::PresetInfo, api::Login, api::RunList, api::Comparison,
         api::JobList, api::NewJob, api::Move, api::ExportFormat, app::PlatformInfo, app::RunEvent,
         error::ErrorBody, error::Problem, fleet::NewHost, queue::Job, queue::JobSpec,
-        queue::JobHost, queue::JobState, queue::Progress, results::RunView, results::RunDetail,
-        results::FleetView, results::FleetHostView, results::Headline, results::ResourceHeadline
+        queue::JobHost, queue::JobState, queue::Progress, queue::PlatformStep, results::RunView,
+        results::RunDetail, results::FleetView, results::FleetHostView, results::CrossView, results::TableView,
+        results::CrossRunView, results::Headline, results::ResourceHeadline
     )),
     modifiers(&Security),
     security((), ("bearer" = []), ("cookie" = []))

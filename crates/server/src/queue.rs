@@ -73,7 +73,8 @@ impl JobState {
 }
 
 /// What a job runs: a preset, an uploaded scenario, or the resume of a stored run; on this
-/// host, or on every host of a fleet (`hosts`).
+/// host (on one platform, or on each of `platforms` in turn), or on every host of a fleet
+/// (`hosts`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct JobSpec {
     /// A built-in preset.
@@ -82,6 +83,10 @@ pub struct JobSpec {
     pub scenario_name: Option<String>,
     /// Platform instead of the scenario's.
     pub platform: Option<String>,
+    /// The platforms of a run on each in turn (`isobench run --platform A,B`), stored as
+    /// linked runs; empty for a run on one platform.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platforms: Vec<String>,
     /// Seed instead of the scenario's.
     pub seed: Option<u64>,
     /// The stored run this job resumes.
@@ -96,6 +101,11 @@ impl JobSpec {
     /// Whether the job is a fleet run across hosts.
     pub fn is_fleet(&self) -> bool {
         !self.hosts.is_empty()
+    }
+
+    /// Whether the job runs the scenario on several platforms in turn.
+    pub fn is_cross(&self) -> bool {
+        !self.platforms.is_empty()
     }
 }
 
@@ -126,6 +136,20 @@ pub struct Progress {
     pub what: String,
     /// Estimated seconds left.
     pub eta_s: Option<f64>,
+    /// On a run on several platforms: the platform running now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<PlatformStep>,
+}
+
+/// The platform a run on several platforms is at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PlatformStep {
+    /// The platform.
+    pub name: String,
+    /// Its place, from 1.
+    pub n: u64,
+    /// How many platforms.
+    pub of: u64,
 }
 
 /// One job.
@@ -318,13 +342,14 @@ impl Queue {
 
     /// Puts a job back at the head of the queue, as a resume of its run when the run is
     /// known (else it runs again from its spec). A fleet run cannot be resumed here (its
-    /// runs are the hosts'): it runs again from its spec.
+    /// runs are the hosts'), nor a run on several platforms (a resume is of one run, and
+    /// the set is linked only once every platform ran): they run again from their spec.
     pub fn requeue_front(&mut self, id: &str) {
         let Some(at) = self.jobs.iter().position(|j| j.id == id) else {
             return;
         };
         let mut job = self.jobs.remove(at);
-        if job.spec.is_fleet() {
+        if job.spec.is_fleet() || job.spec.is_cross() {
             job.run = None;
         } else if let Some(run) = &job.run {
             job.spec.resume = Some(run.clone());

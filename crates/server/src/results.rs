@@ -9,11 +9,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
 
-use isobench_experiment::stored::{analyzed, fleet_link, fleet_section, with_linked, FleetLink};
+use isobench_experiment::stored::{
+    analyzed, cross_section, fleet_link, fleet_section, linked, with_linked, FleetLink,
+};
 use isobench_experiment::Results;
 use isobench_report::compare::{comparison_markdown, render_comparison};
 use isobench_report::{html_report, serialize, Format, Style};
 use isobench_results::compare::RunComparison;
+use isobench_results::Section;
 use isobench_store::{RunStatus, RunSummary, Store, StoreError};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -149,20 +152,62 @@ pub struct RunDetail {
     pub seed: u64,
     /// The fleet run it is part of (`isobench run --hosts`), when it is.
     pub fleet: Option<FleetView>,
+    /// The set of runs on several platforms it is part of (`isobench run --platform A,B`),
+    /// when it is.
+    pub cross: Option<CrossView>,
 }
 
-/// The fleet run a run is part of: the fleet table as `isobench show` prints it (every
-/// figure as text, from the results), and the hosts with their runs.
+/// A table as `isobench show` prints it (every figure as text, from the results).
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct FleetView {
+pub struct TableView {
     /// The table's title.
     pub title: String,
     /// Column headers: the name, with the unit in brackets when it has one.
     pub columns: Vec<String>,
     /// The rows, one text per column (`12.3 [10.1, 14.6]`).
     pub rows: Vec<Vec<String>>,
-    /// The lines under the table: the hosts that differ from their type, the hosts not run.
+    /// The lines under the table (for a fleet: the hosts that differ from their type, the
+    /// hosts not run; across platforms: the platforms not run).
     pub notes: Vec<String>,
+}
+
+impl TableView {
+    fn of(section: Section) -> TableView {
+        TableView {
+            title: section.title.clone(),
+            columns: section.headers(),
+            rows: section.text_rows(),
+            notes: section.notes,
+        }
+    }
+}
+
+/// The set of runs on several platforms a run is part of: the table across the platforms,
+/// and each platform's run.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CrossView {
+    /// The table across the platforms.
+    #[serde(flatten)]
+    pub table: TableView,
+    /// Each platform's run, in the order they ran.
+    pub runs: Vec<CrossRunView>,
+}
+
+/// One run of a [`CrossView`].
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CrossRunView {
+    /// Its platform.
+    pub platform: String,
+    /// The run.
+    pub run: String,
+}
+
+/// The fleet run a run is part of: the fleet table, and the hosts with their runs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct FleetView {
+    /// The fleet table.
+    #[serde(flatten)]
+    pub table: TableView,
     /// The label the hosts are grouped by.
     pub type_label: String,
     /// The hosts that ran, in the order they were given, each with its run.
@@ -183,12 +228,8 @@ pub struct FleetHostView {
 impl FleetView {
     /// The fleet of `link`, read from `store`.
     fn of(store: &Store, link: &FleetLink) -> FleetView {
-        let section = fleet_section(store, link, None);
         FleetView {
-            title: section.title.clone(),
-            columns: section.headers(),
-            rows: section.text_rows(),
-            notes: section.notes,
+            table: TableView::of(fleet_section(store, link, None)),
             type_label: link.type_label.clone(),
             hosts: link
                 .hosts
@@ -203,6 +244,21 @@ impl FleetView {
     }
 }
 
+impl CrossView {
+    /// The set run `id` is part of, read from `store`; `None` when it ran alone.
+    fn of(store: &Store, id: &str) -> Result<Option<CrossView>, ApiError> {
+        let r = analyzed(store, id).map_err(store_error)?;
+        let runs = linked(&r)
+            .into_iter()
+            .map(|(platform, run)| CrossRunView { platform, run })
+            .collect();
+        Ok(cross_section(store, &r).map(|section| CrossView {
+            table: TableView::of(section),
+            runs,
+        }))
+    }
+}
+
 /// What analysing a run tells the list.
 #[derive(Debug, Clone)]
 struct Facts {
@@ -213,6 +269,8 @@ struct Facts {
     caveats: Vec<String>,
     /// The fleet run it is part of.
     fleet: Option<FleetLink>,
+    /// Whether it is one of a set of runs on several platforms.
+    linked: bool,
 }
 
 /// Analysed facts of runs, by (id, end time).
@@ -306,6 +364,7 @@ impl RunCache {
             reason: r.run.status_reason.clone(),
             caveats: r.run.caveats.clone(),
             fleet: fleet_link(store, &r),
+            linked: !linked(&r).is_empty(),
         };
         // A running run has no headline yet; its key changes when it ends.
         self.lock().insert(key, facts.clone());
@@ -357,6 +416,11 @@ impl RunCache {
             })?;
         let facts = self.facts(&store, &summary)?;
         let fleet = facts.fleet.as_ref().map(|link| FleetView::of(&store, link));
+        let cross = if facts.linked {
+            CrossView::of(&store, id)?
+        } else {
+            None
+        };
         let mut run = view(&summary, &facts, job_of);
         // Its runs are the hosts': a fleet run is run again from its page's job, not resumed.
         run.resumable &= fleet.is_none();
@@ -366,6 +430,7 @@ impl RunCache {
             caveats: facts.caveats,
             seed: summary.seed,
             fleet,
+            cross,
         })
     }
 }

@@ -4,6 +4,12 @@
 //! learns the run id from `planned`, passes every event on to the live views, and keeps the
 //! tail of the child's stderr as the job's error when it fails. A stop is a SIGINT to the
 //! child: the run ends gracefully, stored and resumable.
+//!
+//! A job on several platforms is one child `isobench run --platform A,B`: its stream is each
+//! platform's run stream in turn, each after a `platform_started` (docs/events.md). The job's
+//! run is the first one planned (a page follows it; every run of the set carries the table
+//! across the platforms), and its progress is the current platform's trials, with the
+//! platform.
 
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
@@ -16,7 +22,7 @@ use tokio::process::{Child, Command};
 
 use crate::app::{App, Broadcast, RunEvent};
 use crate::fleet::{FleetLine, FleetProgress};
-use crate::queue::{Job, JobState, Progress};
+use crate::queue::{Job, JobState, PlatformStep, Progress};
 
 /// Exit code of a run stopped by SIGINT.
 const INTERRUPTED: i32 = 130;
@@ -45,6 +51,9 @@ pub fn run_args(app: &App, job: &Job) -> Vec<String> {
         }
         if let Some(p) = &spec.platform {
             args.push(format!("--platform={p}"));
+        }
+        if spec.is_cross() {
+            args.push(format!("--platform={}", spec.platforms.join(",")));
         }
         if let Some(s) = spec.seed {
             args.push(format!("--seed={s}"));
@@ -215,6 +224,14 @@ pub fn on_event(app: &App, id: &str, event: serde_json::Value) {
         "planned" => event["run"].as_str().map(str::to_string),
         _ => None,
     };
+    if kind == "platforms_linked" {
+        // Linked now: what was read of the set's runs before is stale.
+        let runs = event["runs"].as_array().into_iter().flatten();
+        let runs: Vec<String> = runs
+            .filter_map(|r| r["run"].as_str().map(str::to_string))
+            .collect();
+        app.runs.forget(&runs);
+    }
     pass_on(app, id, planned, progress, event);
 }
 
@@ -249,10 +266,15 @@ fn pass_on(
             let Some(job) = q.get_mut(id) else {
                 return (None, Vec::new());
             };
-            if let Some(r) = planned {
+            // A run on several platforms keeps its first run as the job's.
+            if let Some(r) = planned.filter(|_| !(job.spec.is_cross() && job.run.is_some())) {
                 job.run = Some(r);
             }
-            if let Some(p) = progress {
+            if let Some(mut p) = progress {
+                // The platform stays until the next one starts.
+                if p.platform.is_none() {
+                    p.platform = job.progress.take().and_then(|o| o.platform);
+                }
                 job.progress = Some(p);
             }
             (job.run.clone(), vec![id.to_string()])
@@ -275,6 +297,7 @@ fn progress_of(kind: &str, e: &serde_json::Value) -> Option<Progress> {
             condition: e["condition"].as_str().unwrap_or_default().to_string(),
             what: e["what"].as_str().unwrap_or_default().to_string(),
             eta_s: e["eta_s"].as_f64(),
+            platform: None,
         }),
         "planned" => Some(Progress {
             n: e["done"].as_u64().unwrap_or(0),
@@ -283,6 +306,20 @@ fn progress_of(kind: &str, e: &serde_json::Value) -> Option<Progress> {
             condition: String::new(),
             what: String::new(),
             eta_s: None,
+            platform: None,
+        }),
+        "platform_started" => Some(Progress {
+            n: 0,
+            of: 0,
+            round: 0,
+            condition: String::new(),
+            what: String::new(),
+            eta_s: None,
+            platform: Some(PlatformStep {
+                name: e["platform"].as_str()?.to_string(),
+                n: e["n"].as_u64()?,
+                of: e["of"].as_u64()?,
+            }),
         }),
         _ => None,
     }

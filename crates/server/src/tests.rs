@@ -677,6 +677,58 @@ fn a_jobs_client_chosen_values_stay_values_of_their_flags() {
     assert_eq!(args[1], "--resume=-r", "{args:?}");
 }
 
+#[test]
+fn a_job_on_several_platforms_keeps_its_first_run_and_says_which_platform_runs() {
+    use crate::queue::{JobSpec, PlatformStep};
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let spec = JobSpec {
+        preset: Some("quick".into()),
+        platforms: vec!["host".into(), "cgroup".into()],
+        ..JobSpec::default()
+    };
+    let id = app
+        .update_jobs(|q| {
+            let job = q.push(spec);
+            (job.id.clone(), vec![job.id])
+        })
+        .unwrap();
+    let args = crate::runner::run_args(&app, &app.queue().view(&id).unwrap());
+    assert!(
+        args.contains(&"--platform=host,cgroup".to_string()),
+        "{args:?}"
+    );
+    let on = |e: Value| crate::runner::on_event(&app, &id, e);
+    on(json!({"event": "platform_started", "platform": "host", "n": 1, "of": 2}));
+    on(json!({"event": "planned", "run": "R-host", "trials": 4, "done": 0}));
+    on(json!({"event": "platform_started", "platform": "cgroup", "n": 2, "of": 2}));
+    on(json!({"event": "planned", "run": "R-cgroup", "trials": 6, "done": 0}));
+    on(
+        json!({"event": "trial_ended", "n": 2, "of": 6, "round": 0, "condition": "baseline",
+              "what": "cpu-int", "eta_s": null, "status": "ok", "reason": null}),
+    );
+    let job = app.queue().view(&id).unwrap();
+    assert_eq!(
+        job.run.as_deref(),
+        Some("R-host"),
+        "the first run stays the job's"
+    );
+    let p = job.progress.unwrap();
+    assert_eq!((p.n, p.of), (2, 6), "the current platform's trials");
+    assert_eq!(
+        p.platform,
+        Some(PlatformStep {
+            name: "cgroup".into(),
+            n: 2,
+            of: 2
+        })
+    );
+    // Put back after a restart, it runs again from its spec: a resume is of one run.
+    app.update(|q| q.requeue_front(&id)).unwrap();
+    let job = app.queue().view(&id).unwrap();
+    assert_eq!((job.run, job.spec.resume), (None, None));
+}
+
 /// A request from `ip` (as the server's accept loop marks every request).
 fn from(ip: &str, mut req: Request<Body>) -> Request<Body> {
     let addr: std::net::SocketAddr = format!("{ip}:40000").parse().unwrap();

@@ -33,6 +33,55 @@ pub fn platform(name: &str) -> Result<PlatformChoice, ApiError> {
         .map_err(|e| ApiError::unprocessable(format!("platform {name}: {e}")))
 }
 
+/// The platforms of a `platforms` field (a run on each in turn): at least two, each a
+/// platform of this build named once (`auto` is not one: it would be one of the others).
+/// Each error names its place (`platforms[1]`).
+pub fn platforms(names: &[String]) -> Result<Vec<String>, ApiError> {
+    if names.len() < 2 {
+        return Err(ApiError::field(
+            "platforms",
+            "names fewer than two platforms; for one platform, give platform instead",
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let at = format!("platforms[{i}]");
+        let kind = name
+            .trim()
+            .parse::<PlatformKind>()
+            .map_err(|e| ApiError::field(at.clone(), e))?;
+        let name = kind.name().to_string();
+        if out.contains(&name) {
+            return Err(ApiError::field(
+                at,
+                format!("{name} is named twice; name each platform once"),
+            ));
+        }
+        out.push(name);
+    }
+    Ok(out)
+}
+
+/// [`check`] on each of `platforms` (checked by [`platforms`]): a platform that cannot run
+/// the scenario here is answered naming its place (`platforms[1]`).
+pub fn check_on_each(
+    input: Input<'_>,
+    platforms: &[String],
+    seed: Option<u64>,
+    mode: Mode,
+) -> Result<(), ApiError> {
+    for (i, name) in platforms.iter().enumerate() {
+        check(input, Some(name), seed, mode).map_err(|mut e| {
+            if e.body.problems.is_none() {
+                e.body.error = format!("platforms[{i}]: {}", e.body.error);
+                e.body.field = Some(format!("platforms[{i}]"));
+            }
+            e
+        })?;
+    }
+    Ok(())
+}
+
 /// Parses and plans `input` as `isobench run` would, on the host of `mode`.
 pub fn check(
     input: Input<'_>,
@@ -137,5 +186,29 @@ mod tests {
         assert!(e.body.error.contains("quick"), "{}", e.body.error);
         let e = check(Input::Preset("quick"), Some("mars"), None, FAKE).unwrap_err();
         assert_eq!(e.status, 422);
+    }
+
+    #[test]
+    fn platforms_are_checked_each_naming_its_place() {
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            platforms(&names(&["host", " cgroup"])).unwrap(),
+            ["host", "cgroup"]
+        );
+        let field = |n: &[&str]| platforms(&names(n)).unwrap_err().body.field.unwrap();
+        assert_eq!(field(&["host"]), "platforms");
+        assert_eq!(field(&[]), "platforms");
+        assert_eq!(field(&["host", "mars"]), "platforms[1]");
+        assert_eq!(field(&["host", "auto"]), "platforms[1]");
+        assert_eq!(field(&["cgroup", "host", "cgroup"]), "platforms[2]");
+        let e = platforms(&names(&["host", "mars"])).unwrap_err();
+        assert_eq!(e.status, 422);
+        assert!(
+            e.body.error.starts_with("platforms[1]: "),
+            "{}",
+            e.body.error
+        );
+        let each = names(&["host", "cgroup"]);
+        check_on_each(Input::Preset("quick"), &each, None, FAKE).unwrap();
     }
 }

@@ -1,9 +1,10 @@
 // isobench's web UI: one page, hash routes, only the HTTP API under /api/v1.
 //
 // Routes: #/runs (list), #/runs/<id> (one run: live progress, stop/resume, report),
-// #/launch (preset or scenario, here or on a fleet of hosts; problems shown at their line),
-// #/queue, #/compare. A fleet run's page shows its fleet table as the server gives it (every
-// figure is text from the results; the UI computes none).
+// #/launch (preset or scenario, here on one platform or several in turn, or on a fleet of
+// hosts; problems shown at their line), #/queue, #/compare. A fleet run's page shows its
+// fleet table, and a run of a set on several platforms the table across them, as the server
+// gives them (every figure is text from the results; the UI computes none).
 // Every value from the server reaches the DOM through textContent or an attribute, never as
 // HTML. Every state-changing request carries the CSRF token from GET /api/v1/session.
 "use strict";
@@ -133,6 +134,7 @@
     else if (s.scenario_name) parts.push(s.scenario_name);
     else parts.push("scenario");
     if (s.platform) parts.push("on " + s.platform);
+    if (s.platforms && s.platforms.length) parts.push("on " + s.platforms.join(", ") + " in turn");
     if (s.hosts && s.hosts.length) parts.push("on " + plural(s.hosts.length, "host"));
     if (s.seed !== null && s.seed !== undefined) parts.push("seed " + s.seed);
     return parts.join(", ");
@@ -242,7 +244,10 @@
         l.summary = ev.summary || null;
         if (job) {
           if (!job.run && ev.run) job.run = ev.run;
-          if (!job.progress && ev.trials) job.progress = { n: ev.done || 0, of: ev.trials };
+          // On several platforms, each platform's plan starts its count.
+          if ((!job.progress || !job.progress.of) && ev.trials) {
+            job.progress = Object.assign({}, job.progress || {}, { n: ev.done || 0, of: ev.trials });
+          }
         }
         break;
       case "tenants_ready":
@@ -276,6 +281,15 @@
         break;
       case "note":
         if (ev.text) l.notes.push({ kind: "note", text: ev.text });
+        break;
+      case "platform_started":
+        if (job) job.progress = { n: 0, of: 0, platform: { name: ev.platform, n: ev.n, of: ev.of } };
+        break;
+      case "platform_failed":
+        l.notes.push({ kind: "warn", text: "platform " + ev.platform + " could not run: " + (ev.why || "?") });
+        break;
+      case "platform_interrupted":
+        l.notes.push({ kind: "warn", text: "interrupted on " + ev.platform + ": the platforms after it are not run" });
         break;
       case "finished":
         l.waiting = null;
@@ -495,6 +509,7 @@
     const whatEl = h("dd", { id: "run-probe", text: "—" });
     const etaEl = h("dd", { id: "run-eta", text: "—" });
     const roundEl = h("dd", { id: "run-round", text: "—" });
+    const platformEl = h("dd", { id: "run-platform", text: "—" });
     const waitingEl = h("p", { id: "run-waiting", class: "muted", hidden: true });
     const notesEl = h("ul", { id: "run-notes", class: "notes" });
     const failuresEl = h("ul", { id: "run-failures", class: "failures" });
@@ -503,6 +518,7 @@
       h("h2", { text: "Progress" }),
       h("div", { class: "progress-line" }, bar, progressText_),
       h("dl", { class: "meta compact" },
+        h("dt", { text: "Platform" }), platformEl,
         h("dt", { text: "Condition" }), condEl,
         h("dt", { text: "Probe" }), whatEl,
         h("dt", { text: "Round" }), roundEl,
@@ -519,6 +535,7 @@
       h("a", { href: API + "/runs/" + encodeURIComponent(id) + "/report?download=1", download: "", text: "html" }));
     const reportBox = h("section", { id: "run-report", class: "report", hidden: true });
     const fleetBox = h("section", { id: "run-fleet", class: "card", hidden: true });
+    const crossBox = h("section", { id: "run-cross", class: "card", hidden: true });
     const message = h("p", { id: "run-message", class: "error", role: "alert", hidden: true });
 
     stopBtn.addEventListener("click", async () => {
@@ -591,6 +608,7 @@
         ]);
         if (run.reason) append(meta, metaRow("Reason", run.reason));
         renderFleet(run.fleet);
+        renderCross(run.cross);
         clear(caveats);
         for (const c of run.caveats || []) caveats.appendChild(h("li", { text: typeof c === "string" ? c : JSON.stringify(c) }));
       }
@@ -603,6 +621,7 @@
         progressText_.textContent = progressText(p);
         bar.max = p.of || 1;
         bar.value = Math.min(p.n || 0, p.of || 1);
+        platformEl.textContent = p.platform ? p.platform.name + " (" + p.platform.n + " of " + p.platform.of + ")" : "—";
         condEl.textContent = p.condition || l.condition || "—";
         whatEl.textContent = p.what || "—";
         roundEl.textContent = p.round === null || p.round === undefined ? "—" : String(p.round);
@@ -629,6 +648,23 @@
         ]);
         reportBox.hidden = false;
       }
+    }
+
+    /** The table across the platforms of a set of runs and its runs, as the server gives them. */
+    function renderCross(cross) {
+      crossBox.hidden = !cross;
+      clear(crossBox);
+      if (!cross) return;
+      const table = h("table", { id: "cross-table", class: "data" },
+        h("thead", {}, h("tr", {}, (cross.columns || []).map((c) => h("th", { scope: "col", text: c })))),
+        h("tbody", {}, (cross.rows || []).map((r) => h("tr", {}, r.map((v) => h("td", { text: v }))))));
+      append(crossBox, [
+        h("h2", { text: cross.title || "Across platforms" }),
+        h("div", { class: "table-wrap" }, table),
+        (cross.notes || []).length ? h("ul", { id: "cross-notes", class: "notes" }, cross.notes.map((n) => h("li", { text: n }))) : null,
+        h("p", { id: "cross-runs", class: "small" }, h("span", { class: "muted", text: "Runs: " }),
+          (cross.runs || []).map((r) => [h("a", { href: "#/runs/" + encodeURIComponent(r.run), dataset: { platform: r.platform }, text: r.platform + " " + r.run }), " "])),
+      ]);
     }
 
     /** The fleet table and the hosts of a fleet run, as the server gives them. */
@@ -720,7 +756,7 @@
         h("section", { class: "card" }, h("h2", { text: "Details" }), meta, downloads),
         liveBox),
       h("section", { class: "card", id: "caveats-box", hidden: true }, h("h2", { text: "Caveats" }), caveats),
-      fleetBox, failuresBox, notesBox, reportBox);
+      crossBox, fleetBox, failuresBox, notesBox, reportBox);
     setMain(page);
     load();
   }
@@ -748,6 +784,10 @@
         h("summary", { text: "Why " + unavailable.map((p) => p.name).join(", ") + (unavailable.length > 1 ? " are" : " is") + " unavailable" }),
         h("ul", {}, unavailable.map((p) => h("li", {}, h("strong", { text: p.name + ": " }), p.why || "no reason given"))))
       : null;
+    const platforms = h("div", { id: "platforms", class: "row", role: "group", "aria-labelledby": "platforms-label" },
+      (s.platforms || []).map((p) => h("span", { class: "choice" },
+        h("input", { type: "checkbox", id: "platforms-" + p.name, name: "platforms", value: p.name, disabled: !p.available }),
+        h("label", { for: "platforms-" + p.name, text: p.name }))));
     const seed = h("input", { id: "seed", name: "seed", type: "number", min: 0, step: 1, inputmode: "numeric", placeholder: "the scenario's" });
     const hosts = h("textarea", { id: "hosts", name: "hosts", rows: 4, spellcheck: "false", placeholder: "10.0.0.7:7878\n10.0.0.8:7878 web-2 m5.large" });
     const hostsToken = h("input", { id: "hosts-token", name: "hosts-token", type: "password", autocomplete: "off" });
@@ -840,6 +880,9 @@
         h("div", { class: "row" },
           h("span", { class: "field" }, h("label", { for: "platform", text: "Platform" }), platform),
           h("span", { class: "field" }, h("label", { for: "seed", text: "Seed" }), seed)),
+        h("div", { class: "field" },
+          h("span", { id: "platforms-label", text: "Or several platforms, each in turn (the run's page then shows the table across them)" }),
+          platforms),
         platformWhy),
       h("fieldset", {},
         h("legend", { text: "Where" }),
@@ -867,6 +910,8 @@
         body.preset = preset.value;
       }
       if (platform.value) body.platform = platform.value;
+      const several = [...platforms.querySelectorAll("input:checked")].map((c) => c.value);
+      if (several.length) body.platforms = several;
       if (seed.value.trim() !== "") {
         const n = Number(seed.value);
         if (!Number.isInteger(n) || n < 0) {
