@@ -23,12 +23,13 @@ use std::collections::BTreeMap;
 use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::{LoadedRun, TrialRecord};
 
+use super::kind::{the_one_probe, ExperimentKind};
 use super::matrix::Matrix;
-use super::{the_one_probe, Analysis, ExperimentKind};
-use crate::analysis::{condition_text, correct_significance, StatsSettings, Stored};
+use crate::cells::Analysis;
+use crate::cells::{condition_text, correct_significance, StatsSettings, Stored};
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, PlannedProbe, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
 use crate::source::ScenarioError;

@@ -24,12 +24,13 @@ use isobench_store::LoadedRun;
 use isobench_workloads::{Class, Direction};
 use serde::{Deserialize, Serialize};
 
+use super::kind::ExperimentKind;
 use super::matrix::{self, stressor_conditions, Variant};
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{Cell, Results, StatsSettings, Stored};
+use crate::cells::Analysis;
+use crate::cells::{Cell, Results, StatsSettings, Stored};
 use crate::fields::Fields;
 use crate::plan::{Condition, Design, Estimate, LimitOverride, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::{Placement, Role, Scenario};
 use crate::schedule::Needs;
 use crate::source::{ScenarioError, Span};

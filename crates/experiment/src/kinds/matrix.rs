@@ -12,10 +12,11 @@ pub mod schedule;
 use isobench_store::LoadedRun;
 use isobench_workloads::ParamValues;
 
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{Results, StatsSettings, Stored};
+use super::kind::ExperimentKind;
+use crate::cells::Analysis;
+use crate::cells::{Results, StatsSettings, Stored};
 use crate::plan::{Assignment, Condition, Design, Estimate, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::{DesignChoice, Role, StressorSpec, UnsafeOnHost};
 use crate::schedule::{Block, Needs};
 use crate::source::{ScenarioError, Span};

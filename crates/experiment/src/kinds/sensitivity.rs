@@ -14,12 +14,13 @@ use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
 use super::curve::{curve_section, series, si, tolerated, Point, Tolerated};
+use super::kind::ExperimentKind;
 use super::matrix::{self, stressor_conditions, Variant};
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{delivered_pressure, Cell, StatsSettings, Stored};
+use crate::cells::Analysis;
+use crate::cells::{delivered_pressure, Cell, StatsSettings, Stored};
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::Scenario;
 use crate::source::{ScenarioError, Span};
 

@@ -13,12 +13,13 @@ use isobench_workloads::ParamValues;
 use serde::{Deserialize, Serialize};
 
 use super::curve::{curve_section, Point};
+use super::kind::ExperimentKind;
 use super::matrix::{self, stressor_conditions, Variant};
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{StatsSettings, Stored};
+use crate::cells::Analysis;
+use crate::cells::{StatsSettings, Stored};
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::Scenario;
 use crate::source::{ScenarioError, Span};
 

@@ -17,11 +17,12 @@ use toml::Spanned;
 
 use self::analysis::{analyze_trial, TrialAnalysis};
 use self::settings::{Context, RawTimeline, TimelineSettings};
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{Results, StatsSettings, Stored};
+use super::kind::ExperimentKind;
+use crate::cells::Analysis;
+use crate::cells::{Results, StatsSettings, Stored};
 use crate::fields::Fields;
 use crate::plan::{Condition, Design, Estimate, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::{Scenario, UnsafeOnHost};
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialWhat};
 use crate::source::{ScenarioError, Span};

@@ -16,15 +16,16 @@ use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
+use super::kind::{the_one_probe, ExperimentKind};
 use super::matrix::Matrix;
-use super::{the_one_probe, Analysis, ExperimentKind};
-use crate::analysis::{
+use crate::cells::Analysis;
+use crate::cells::{
     apply_design, cell_design, correct_significance, make_cell, paired_units, Cell, CellOf,
     StatsSettings, Stored,
 };
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
 use crate::source::ScenarioError;
@@ -188,7 +189,7 @@ pub(crate) fn tenant_cells(
         if !tenants.contains(&t.tenant) {
             tenants.push(t.tenant.clone());
         }
-        let c = crate::analysis::condition_text(&t.condition);
+        let c = crate::cells::condition_text(&t.condition);
         if c != "baseline" && !conditions.contains(&c) {
             conditions.push(c);
         }
