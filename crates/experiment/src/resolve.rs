@@ -98,7 +98,7 @@ impl Resolver<'_> {
             ));
         }
         if conditions.is_empty() && self.errors.is_empty() {
-            let e = self.sc.kind.experiment().nothing_to_run(self);
+            let e = self.sc.kind.experiment().nothing_to_run().error(src);
             self.errors.push(e);
         }
     }

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::{LoadedRun, TrialRecord};
 
-use super::kind::{the_one_probe, ExperimentKind};
+use super::kind::{the_one_probe, ExperimentKind, NothingToRun};
 use super::matrix::Matrix;
 use crate::cells::Analysis;
 use crate::cells::{condition_text, correct_significance, StatsSettings, Stored};
@@ -32,7 +32,6 @@ use crate::plan::{Condition, Plan, PlannedProbe, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
-use crate::source::ScenarioError;
 use serde::{Deserialize, Serialize};
 
 /// The variants measured, in order: placements, then null tests.
@@ -212,8 +211,8 @@ impl ExperimentKind for Artifacts {
         Matrix.conditions(r, platform)
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        Matrix.nothing_to_run(r)
+    fn nothing_to_run(&self) -> NothingToRun {
+        Matrix.nothing_to_run()
     }
 
     fn analyze(

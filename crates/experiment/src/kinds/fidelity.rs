@@ -24,7 +24,7 @@ use isobench_store::LoadedRun;
 use isobench_workloads::{Class, Direction};
 use serde::{Deserialize, Serialize};
 
-use super::kind::ExperimentKind;
+use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
 use crate::cells::Analysis;
 use crate::cells::{Cell, Results, StatsSettings, Stored};
@@ -33,7 +33,7 @@ use crate::plan::{Condition, Design, Estimate, LimitOverride, Plan, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::{Placement, Role, Scenario};
 use crate::schedule::Needs;
-use crate::source::{ScenarioError, Span};
+use crate::source::Span;
 
 /// The `fidelity` kind.
 pub struct Fidelity;
@@ -419,14 +419,13 @@ impl ExperimentKind for Fidelity {
         needs
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "fidelity.limits",
-            "no CPU limit setting is left to measure",
-            "settings in 1..=100 (% of the tenant's CPUs)",
-            "write limits = [10, 25, 50, 75, 100] in [fidelity]",
-        )
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun {
+            field: "fidelity.limits",
+            problem: "no CPU limit setting is left to measure",
+            allowed: "settings in 1..=100 (% of the tenant's CPUs)",
+            fix: "write limits = [10, 25, 50, 75, 100] in [fidelity]",
+        }
     }
 
     fn analyze(
@@ -436,31 +435,34 @@ impl ExperimentKind for Fidelity {
         stored: &Stored,
         settings: &StatsSettings,
     ) -> Analysis {
-        let (mut a, kind) =
-            matrix::analysis_with(run, plan, stored, settings, FidelitySettings::of);
-        let Some((plan, mut set)) = kind else {
-            return a;
-        };
-        // A variant's cells under the conditions of another core count were never measured.
-        let index = |probe: &str, cond: &str| {
-            Some((
-                plan.probes.iter().position(|p| p.id == probe)?,
-                plan.conditions.iter().position(|c| c.id == cond)?,
-            ))
-        };
-        a.cells.retain(|c| {
-            index(&c.probe, &c.condition).is_none_or(|(p, ci)| set.measures(plan, p, ci))
-        });
-        if set.cores == 0 {
-            // No cpuset of its own: 100% was every CPU the plan gave it.
-            set.cores = plan
-                .tenants
-                .iter()
-                .find(|t| t.name == set.tenant)
-                .map_or(1, |t| t.cpus.len());
-        }
-        a.sections.push(profile(plan, &set, &a.cells));
-        a
+        matrix::analysis_with(
+            run,
+            plan,
+            stored,
+            settings,
+            FidelitySettings::of,
+            |a, plan, mut set| {
+                // A variant's cells under the conditions of another core count were never measured.
+                let index = |probe: &str, cond: &str| {
+                    Some((
+                        plan.probes.iter().position(|p| p.id == probe)?,
+                        plan.conditions.iter().position(|c| c.id == cond)?,
+                    ))
+                };
+                a.cells.retain(|c| {
+                    index(&c.probe, &c.condition).is_none_or(|(p, ci)| set.measures(plan, p, ci))
+                });
+                if set.cores == 0 {
+                    // No cpuset of its own: 100% was every CPU the plan gave it.
+                    set.cores = plan
+                        .tenants
+                        .iter()
+                        .find(|t| t.name == set.tenant)
+                        .map_or(1, |t| t.cpus.len());
+                }
+                a.sections.push(profile(plan, &set, &a.cells));
+            },
+        )
     }
 }
 

@@ -11,7 +11,7 @@ use crate::plan::{Condition, Estimate, Plan, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::{ProbeSpec, Scenario};
 use crate::schedule::{Block, Needs};
-use crate::source::{ScenarioError, Span};
+use crate::source::{ScenarioError, Source, Span};
 
 /// One kind of experiment.
 pub trait ExperimentKind: Sync {
@@ -30,7 +30,7 @@ pub trait ExperimentKind: Sync {
     /// problem to `r`.
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition>;
     /// The problem to report when planning left no condition to run.
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError;
+    fn nothing_to_run(&self) -> NothingToRun;
     /// Size and duration of a run of `plan`; by default, the matrix engine's schedule.
     fn estimate(&self, plan: &Plan) -> Estimate {
         matrix_schedule::estimate(plan)
@@ -63,6 +63,32 @@ pub trait ExperimentKind: Sync {
              points after {rounds} rounds",
             plan.repetitions.confidence * 100.0,
             plan.repetitions.ci_half_width
+        )
+    }
+}
+
+/// The problem a kind reports when planning left it no condition to run, at the top of the
+/// scenario file: the field it names, what went wrong, what is allowed and the fix.
+pub struct NothingToRun {
+    /// The field named (`sweep.stressor`).
+    pub field: &'static str,
+    /// What went wrong.
+    pub problem: &'static str,
+    /// What is allowed.
+    pub allowed: &'static str,
+    /// How to fix it.
+    pub fix: &'static str,
+}
+
+impl NothingToRun {
+    /// The error, located at the top of `src`.
+    pub fn error(&self, src: &Source) -> ScenarioError {
+        src.error(
+            Span::default(),
+            self.field,
+            self.problem,
+            self.allowed,
+            self.fix,
         )
     }
 }

@@ -12,14 +12,12 @@ pub mod schedule;
 use isobench_store::LoadedRun;
 use isobench_workloads::ParamValues;
 
-use super::kind::ExperimentKind;
+use super::kind::{ExperimentKind, NothingToRun};
 use crate::cells::Analysis;
-use crate::cells::{Results, StatsSettings, Stored};
-use crate::plan::{Assignment, Condition, Design, Estimate, Plan, Platform};
+use crate::cells::{StatsSettings, Stored};
+use crate::plan::{Assignment, Condition, Design, Plan, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::{DesignChoice, Role, StressorSpec, UnsafeOnHost};
-use crate::schedule::{Block, Needs};
-use crate::source::{ScenarioError, Span};
 
 /// The `matrix` kind.
 pub struct Matrix;
@@ -41,26 +39,14 @@ impl ExperimentKind for Matrix {
         })
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "stressor",
-            "no stressor is left to run on this platform",
-            "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
-            "add a stressor that is safe on the host, or run as root for cgroup tenants",
-        )
-    }
-
-    fn estimate(&self, plan: &Plan) -> Estimate {
-        schedule::estimate(plan)
-    }
-
-    fn first_needs(&self, plan: &Plan) -> Needs {
-        schedule::first_needs(plan)
-    }
-
-    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
-        schedule::round_blocks(plan, round, needs)
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun {
+            field: "stressor",
+            problem: "no stressor is left to run on this platform",
+            allowed:
+                "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
+            fix: "add a stressor that is safe on the host, or run as root for cgroup tenants",
+        }
     }
 
     fn analyze(
@@ -71,10 +57,6 @@ impl ExperimentKind for Matrix {
         settings: &StatsSettings,
     ) -> Analysis {
         analysis::analyze(run, plan, stored, settings)
-    }
-
-    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
-        analysis::needs(plan, results)
     }
 }
 
@@ -99,17 +81,22 @@ impl Variant {
     }
 }
 
-/// The matrix's analysis of a run, with the plan and the kind's settings (read by `of`)
-/// when both are there: where a kind that adds to the matrix's cells starts.
-pub(crate) fn analysis_with<'p, S>(
+/// The matrix's analysis of a run, to which `more` adds with the plan and the kind's
+/// settings (read by `of`) when both are there: how a kind that adds to the matrix's cells
+/// analyses.
+pub(crate) fn analysis_with<S>(
     run: &LoadedRun,
-    plan: Option<&'p Plan>,
+    plan: Option<&Plan>,
     stored: &Stored,
     settings: &StatsSettings,
     of: impl FnOnce(&serde_json::Value) -> Option<S>,
-) -> (Analysis, Option<(&'p Plan, S)>) {
-    let a = analysis::analyze(run, plan, stored, settings);
-    (a, plan.and_then(|p| Some((p, of(&p.settings)?))))
+    more: impl FnOnce(&mut Analysis, &Plan, S),
+) -> Analysis {
+    let mut a = analysis::analyze(run, plan, stored, settings);
+    if let Some((plan, set)) = plan.and_then(|p| Some((p, of(&p.settings)?))) {
+        more(&mut a, plan, set);
+    }
+    a
 }
 
 /// The conditions of the scenario's stressors, each given to every aggressor: `variants`

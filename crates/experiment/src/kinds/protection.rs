@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use isobench_store::LoadedRun;
 
-use super::kind::ExperimentKind;
+use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::Matrix;
 use crate::cells::Analysis;
 use crate::cells::{Results, StatsSettings, Stored};
@@ -36,7 +36,7 @@ use crate::plan::{Condition, Design, Estimate, KnobOverride, Overrides, Plan, Pl
 use crate::resolver::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialWhat};
-use crate::source::{ScenarioError, Span};
+use crate::source::Span;
 
 /// The `protection` kind.
 pub struct Protection;
@@ -211,14 +211,13 @@ impl ExperimentKind for Protection {
         out
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "stressor",
-            "no aggressor is left to run on this platform",
-            "stressors this platform supports (`isobench list`)",
-            "add a stressor this platform can run, or run as root for cgroup tenants",
-        )
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun {
+            field: "stressor",
+            problem: "no aggressor is left to run on this platform",
+            allowed: "stressors this platform supports (`isobench list`)",
+            fix: "add a stressor this platform can run, or run as root for cgroup tenants",
+        }
     }
 
     /// Per condition and episode: the episode and an aggressor-alone trial.

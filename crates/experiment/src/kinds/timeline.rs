@@ -17,7 +17,7 @@ use toml::Spanned;
 
 use self::analysis::{analyze_trial, TrialAnalysis};
 use self::settings::{Context, RawTimeline, TimelineSettings};
-use super::kind::ExperimentKind;
+use super::kind::{ExperimentKind, NothingToRun};
 use crate::cells::Analysis;
 use crate::cells::{Results, StatsSettings, Stored};
 use crate::fields::Fields;
@@ -25,7 +25,7 @@ use crate::plan::{Condition, Design, Estimate, Plan, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::{Scenario, UnsafeOnHost};
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialWhat};
-use crate::source::{ScenarioError, Span};
+use crate::source::Span;
 
 /// The `timeline` kind.
 pub struct Timeline;
@@ -175,14 +175,13 @@ impl ExperimentKind for Timeline {
         }]
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "timeline.schedule",
-            "the schedule has nothing to run on this platform",
-            "stressors this platform supports (`isobench list`)",
-            "schedule other stressors, or run as root for cgroup tenants",
-        )
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun {
+            field: "timeline.schedule",
+            problem: "the schedule has nothing to run on this platform",
+            allowed: "stressors this platform supports (`isobench list`)",
+            fix: "schedule other stressors, or run as root for cgroup tenants",
+        }
     }
 
     /// `repeat` trials of `length` each, in the first round.

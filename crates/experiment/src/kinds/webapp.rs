@@ -16,7 +16,7 @@ use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
-use super::kind::{the_one_probe, ExperimentKind};
+use super::kind::{the_one_probe, ExperimentKind, NothingToRun};
 use super::matrix::Matrix;
 use crate::cells::Analysis;
 use crate::cells::{
@@ -28,7 +28,6 @@ use crate::plan::{Condition, Plan, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
-use crate::source::ScenarioError;
 
 /// The metric the paper reports: the share of responses good within the time limit.
 pub const GOOD: &str = "good_pct";
@@ -105,8 +104,8 @@ impl ExperimentKind for Webapp {
         Matrix.conditions(r, platform)
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        Matrix.nothing_to_run(r)
+    fn nothing_to_run(&self) -> NothingToRun {
+        Matrix.nothing_to_run()
     }
 
     fn analyze(
