@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use isobench_stats::{Correction, Estimator, Sample};
 use isobench_store::{LoadedRun, RunStatus, TrialRecord, TrialStatus};
 
-use crate::cells::Analysis;
 pub use crate::cells::{delivered_pressure, units_to_target, Delivered, StatsSettings, Stored};
+use crate::cells::{Analysis, Inputs};
 use crate::facts::PLAN_FACT;
 use crate::kinds::Kind;
 use crate::plan::Plan;
@@ -73,9 +73,12 @@ pub fn analyze_trials(
         aggressor,
         classes,
         sections,
-    } = kind
-        .experiment()
-        .analyze(run, plan.as_ref(), &stored, settings);
+    } = kind.experiment().analyze(Inputs {
+        run,
+        plan: plan.as_ref(),
+        stored: &stored,
+        settings,
+    });
     let mut trust = trust(&stored, &cells, &aggressor, settings);
     let usage = tenant_usage(run, plan.as_ref(), &stored);
     trust.victim_pressure_measured = isobench_results::usage::pressure_measured(&usage);

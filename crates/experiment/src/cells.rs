@@ -330,6 +330,20 @@ pub fn units_to_target(est: &PairedEstimate, target: f64, z: f64) -> f64 {
     ((z * est.log_ratio_sd / target).powi(2) * (1.0 + 2.0 * rho) * 1.2).ceil()
 }
 
+/// What a kind's analysis reads: the stored run, its plan (`None` for a run stored without
+/// one), the trials that count and the settings of the statistics.
+#[derive(Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The run as stored.
+    pub run: &'a LoadedRun,
+    /// Its plan.
+    pub plan: Option<&'a Plan>,
+    /// The trials under analysis.
+    pub stored: &'a Stored<'a>,
+    /// Settings of the statistics.
+    pub settings: &'a StatsSettings,
+}
+
 /// What a kind's analysis finds: the cells the run reports.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Analysis {

@@ -21,12 +21,11 @@
 use std::collections::BTreeMap;
 
 use isobench_results::{Column, Plot, Section, Value};
-use isobench_store::{LoadedRun, TrialRecord};
+use isobench_store::TrialRecord;
 
-use super::kind::{the_one_probe, ExperimentKind, NothingToRun};
+use super::kind::{the_one_probe, ExperimentKind};
 use super::matrix::Matrix;
-use crate::cells::Analysis;
-use crate::cells::{condition_text, correct_significance, StatsSettings, Stored};
+use crate::cells::{condition_text, correct_significance, Analysis, Inputs};
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, PlannedProbe, Platform};
 use crate::resolver::Resolver;
@@ -211,17 +210,13 @@ impl ExperimentKind for Artifacts {
         Matrix.conditions(r, platform)
     }
 
-    fn nothing_to_run(&self) -> NothingToRun {
-        Matrix.nothing_to_run()
-    }
-
-    fn analyze(
-        &self,
-        _run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let Inputs {
+            plan,
+            stored,
+            settings,
+            ..
+        } = i;
         let mut cells = super::webapp::tenant_cells(plan, stored, settings);
         correct_significance(&mut cells, settings);
         let sections = plan

@@ -1,11 +1,9 @@
 //! What every kind does ([`ExperimentKind`]): plan its conditions, order its trials and
 //! analyse them, with the matrix's schedule and stopping rule as the defaults.
 
-use isobench_store::LoadedRun;
-
 use super::matrix::analysis as matrix_analysis;
 use super::matrix::schedule as matrix_schedule;
-use crate::cells::{Analysis, Results, StatsSettings, Stored};
+use crate::cells::{Analysis, Inputs, Results};
 use crate::fields::Fields;
 use crate::plan::{Condition, Estimate, Plan, Platform};
 use crate::resolver::Resolver;
@@ -29,8 +27,11 @@ pub trait ExperimentKind: Sync {
     /// Plans the conditions over the tenant pool of the plan being resolved, reporting every
     /// problem to `r`.
     fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition>;
-    /// The problem to report when planning left no condition to run.
-    fn nothing_to_run(&self) -> NothingToRun;
+    /// The problem to report when planning left no condition to run; by default, that no
+    /// stressor is left ([`NothingToRun::NO_STRESSOR`]).
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun::NO_STRESSOR
+    }
     /// Size and duration of a run of `plan`; by default, the matrix engine's schedule.
     fn estimate(&self, plan: &Plan) -> Estimate {
         matrix_schedule::estimate(plan)
@@ -43,14 +44,10 @@ pub trait ExperimentKind: Sync {
     fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
         matrix_schedule::round_blocks(plan, round, needs)
     }
-    /// The kind's results from the stored trials.
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis;
+    /// The kind's results from the stored trials; by default, the matrix's.
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        matrix_analysis::analyze(i.run, i.plan, i.stored, i.settings)
+    }
     /// What still needs data after `results`; by default, the matrix's stopping rule.
     fn needs(&self, plan: &Plan, results: &Results) -> Needs {
         matrix_analysis::needs(plan, results)
@@ -81,6 +78,15 @@ pub struct NothingToRun {
 }
 
 impl NothingToRun {
+    /// No stressor of the scenario can run here: the matrix's problem, and that of every kind
+    /// whose conditions are the matrix's.
+    pub const NO_STRESSOR: NothingToRun = NothingToRun {
+        field: "stressor",
+        problem: "no stressor is left to run on this platform",
+        allowed: "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
+        fix: "add a stressor that is safe on the host, or run as root for cgroup tenants",
+    };
+
     /// The error, located at the top of `src`.
     pub fn error(&self, src: &Source) -> ScenarioError {
         src.error(

@@ -9,12 +9,10 @@
 pub mod analysis;
 pub mod schedule;
 
-use isobench_store::LoadedRun;
 use isobench_workloads::ParamValues;
 
-use super::kind::{ExperimentKind, NothingToRun};
-use crate::cells::Analysis;
-use crate::cells::{StatsSettings, Stored};
+use super::kind::ExperimentKind;
+use crate::cells::{Analysis, Inputs};
 use crate::plan::{Assignment, Condition, Design, Plan, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::{DesignChoice, Role, StressorSpec, UnsafeOnHost};
@@ -37,26 +35,6 @@ impl ExperimentKind for Matrix {
         stressor_conditions(r, platform, |s| {
             s.intensities.iter().map(|&i| Variant::at(s, i)).collect()
         })
-    }
-
-    fn nothing_to_run(&self) -> NothingToRun {
-        NothingToRun {
-            field: "stressor",
-            problem: "no stressor is left to run on this platform",
-            allowed:
-                "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
-            fix: "add a stressor that is safe on the host, or run as root for cgroup tenants",
-        }
-    }
-
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        analysis::analyze(run, plan, stored, settings)
     }
 }
 
@@ -85,15 +63,12 @@ impl Variant {
 /// settings (read by `of`) when both are there: how a kind that adds to the matrix's cells
 /// analyses.
 pub(crate) fn analysis_with<S>(
-    run: &LoadedRun,
-    plan: Option<&Plan>,
-    stored: &Stored,
-    settings: &StatsSettings,
+    i: Inputs<'_>,
     of: impl FnOnce(&serde_json::Value) -> Option<S>,
     more: impl FnOnce(&mut Analysis, &Plan, S),
 ) -> Analysis {
-    let mut a = analysis::analyze(run, plan, stored, settings);
-    if let Some((plan, set)) = plan.and_then(|p| Some((p, of(&p.settings)?))) {
+    let mut a = analysis::analyze(i.run, i.plan, i.stored, i.settings);
+    if let Some((plan, set)) = i.plan.and_then(|p| Some((p, of(&p.settings)?))) {
         more(&mut a, plan, set);
     }
     a

@@ -13,15 +13,13 @@
 
 use isobench_results::{Column, Plot, Section, Value};
 use isobench_stats::Direction;
-use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
 use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
-use crate::cells::Analysis;
-use crate::cells::{Cell, StatsSettings, Stored};
+use crate::cells::{Analysis, Cell, Inputs};
 use crate::fields::Fields;
-use crate::plan::{Condition, Plan, Platform};
+use crate::plan::{Condition, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::Scenario;
 
@@ -136,74 +134,62 @@ impl ExperimentKind for Pairwise {
         }
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        matrix::analysis_with(
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let Inputs {
             run,
-            plan,
             stored,
             settings,
-            PairwiseSettings::of,
-            |a, plan, set| {
-                let mut section = Section::new(
-                    "pairs",
-                    "Time to complete beside each other, relative to alone (x 1.00 = unaffected)",
-                    vec![
-                        Column::text("victim runs"),
-                        Column::text("aggressor runs"),
-                        Column::unit("victim's time", "x"),
-                        Column::unit("aggressor's time", "x"),
-                    ],
-                )
-                .with_plot(Plot::Bars {
-                    label: vec![0, 1],
-                    y: vec![2, 3],
-                    reference: Some(1.0),
-                });
-                for x in &set.workloads {
-                    let beside = matrix::analysis::aggressor_cells_beside(
-                        run,
-                        Some(plan),
-                        stored,
-                        settings,
-                        x,
-                    );
-                    for c in plan
-                        .conditions
-                        .iter()
-                        .filter(|c| set.workloads.contains(&c.stressor_id))
-                    {
-                        let victim = a.cells.iter().find(|v| {
-                            &v.probe == x && v.condition == c.id && plan.tracks(x, &v.metric)
-                        });
-                        let aggressor = beside.iter().find(|v| v.condition == c.id);
-                        section.push(vec![
-                            Value::text_of(x.clone()),
-                            Value::text_of(if c.intensity == 100 {
-                                c.stressor_id.clone()
-                            } else {
-                                c.id.clone()
-                            }),
-                            time_factor(victim),
-                            time_factor(aggressor),
-                        ]);
-                    }
+            ..
+        } = i;
+        matrix::analysis_with(i, PairwiseSettings::of, |a, plan, set| {
+            let mut section = Section::new(
+                "pairs",
+                "Time to complete beside each other, relative to alone (x 1.00 = unaffected)",
+                vec![
+                    Column::text("victim runs"),
+                    Column::text("aggressor runs"),
+                    Column::unit("victim's time", "x"),
+                    Column::unit("aggressor's time", "x"),
+                ],
+            )
+            .with_plot(Plot::Bars {
+                label: vec![0, 1],
+                y: vec![2, 3],
+                reference: Some(1.0),
+            });
+            for x in &set.workloads {
+                let beside =
+                    matrix::analysis::aggressor_cells_beside(run, Some(plan), stored, settings, x);
+                for c in plan
+                    .conditions
+                    .iter()
+                    .filter(|c| set.workloads.contains(&c.stressor_id))
+                {
+                    let victim = a.cells.iter().find(|v| {
+                        &v.probe == x && v.condition == c.id && plan.tracks(x, &v.metric)
+                    });
+                    let aggressor = beside.iter().find(|v| v.condition == c.id);
+                    section.push(vec![
+                        Value::text_of(x.clone()),
+                        Value::text_of(if c.intensity == 100 {
+                            c.stressor_id.clone()
+                        } else {
+                            c.id.clone()
+                        }),
+                        time_factor(victim),
+                        time_factor(aggressor),
+                    ]);
                 }
-                section.notes.push(format!(
-                    "The victim's time is its probe's, from its first metric's degradation; the \
+            }
+            section.notes.push(format!(
+                "The victim's time is its probe's, from its first metric's degradation; the \
                  aggressor's, from its stressor's rate beside that probe against its rate alone. \
                  A rate that falls to r of its rate alone takes 1/r times as long; latencies \
                  scale the time directly. {} = untrustworthy (the run's notes say why).",
-                    isobench_results::UNTRUSTWORTHY_MARK
-                ));
-                a.sections.push(section);
-            },
-        )
+                isobench_results::UNTRUSTWORTHY_MARK
+            ));
+            a.sections.push(section);
+        })
     }
 }
 

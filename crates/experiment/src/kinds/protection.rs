@@ -25,12 +25,9 @@ pub use settings::{IsolationSetting, ProtectionSettings, SLO_PARAM};
 
 use std::time::Duration;
 
-use isobench_store::LoadedRun;
-
 use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::Matrix;
-use crate::cells::Analysis;
-use crate::cells::{Results, StatsSettings, Stored};
+use crate::cells::{Analysis, Inputs, Results};
 use crate::fields::Fields;
 use crate::plan::{Condition, Design, Estimate, KnobOverride, Overrides, Plan, Platform};
 use crate::resolver::Resolver;
@@ -285,14 +282,8 @@ impl ExperimentKind for Protection {
         blocks
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        _stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        analysis::analyze(run, plan, settings)
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        analysis::analyze(i.run, i.plan, i.settings)
     }
 
     /// One round holds every episode; nothing is added after it.

@@ -9,16 +9,14 @@
 //! curve: one row per N.
 
 use isobench_results::{Column, Value};
-use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
 use super::curve::{curve_section, Point};
 use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
-use crate::cells::Analysis;
-use crate::cells::{StatsSettings, Stored};
+use crate::cells::{Analysis, Inputs};
 use crate::fields::Fields;
-use crate::plan::{Condition, Design, Plan, Platform};
+use crate::plan::{Condition, Design, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::{Role, Scenario};
 
@@ -185,47 +183,35 @@ impl ExperimentKind for Scale {
         }
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        matrix::analysis_with(
-            run,
-            plan,
-            stored,
-            settings,
-            ScaleSettings::of,
-            |a, plan, set| {
-                let points: Vec<Point> = plan
-                    .conditions
-                    .iter()
-                    .filter_map(|c| {
-                        Some(Point {
-                            x: Value::number(f64::from(set.count_of(c)?), 0),
-                            condition: c.id.clone(),
-                        })
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let Inputs { run, .. } = i;
+        matrix::analysis_with(i, ScaleSettings::of, |a, plan, set| {
+            let points: Vec<Point> = plan
+                .conditions
+                .iter()
+                .filter_map(|c| {
+                    Some(Point {
+                        x: Value::number(f64::from(set.count_of(c)?), 0),
+                        condition: c.id.clone(),
                     })
-                    .collect();
-                let (first, last) = (
-                    set.counts.first().copied().unwrap_or(1),
-                    set.counts.last().copied().unwrap_or(1),
-                );
-                a.sections.push(curve_section(
-                    "scale",
-                    format!(
-                        "Victims with {first}..{last} aggressor tenants running {}",
-                        set.stressor
-                    ),
-                    Column::text("aggressors"),
-                    &points,
-                    &a.cells,
-                    run,
-                ));
-            },
-        )
+                })
+                .collect();
+            let (first, last) = (
+                set.counts.first().copied().unwrap_or(1),
+                set.counts.last().copied().unwrap_or(1),
+            );
+            a.sections.push(curve_section(
+                "scale",
+                format!(
+                    "Victims with {first}..{last} aggressor tenants running {}",
+                    set.stressor
+                ),
+                Column::text("aggressors"),
+                &points,
+                &a.cells,
+                run,
+            ));
+        })
     }
 }
 

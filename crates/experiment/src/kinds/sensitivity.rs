@@ -14,12 +14,11 @@ use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
 use super::curve::{curve_section, series, si, tolerated, Point, Tolerated};
-use super::kind::{ExperimentKind, NothingToRun};
+use super::kind::ExperimentKind;
 use super::matrix::{self, stressor_conditions, Variant};
-use crate::cells::Analysis;
-use crate::cells::{delivered_pressure, Cell, StatsSettings, Stored};
+use crate::cells::{delivered_pressure, Analysis, Cell, Inputs};
 use crate::fields::Fields;
-use crate::plan::{Condition, Plan, Platform};
+use crate::plan::{Condition, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::Scenario;
 
@@ -95,22 +94,10 @@ impl ExperimentKind for Sensitivity {
         })
     }
 
-    fn nothing_to_run(&self) -> NothingToRun {
-        matrix::Matrix.nothing_to_run()
-    }
-
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let Inputs { run, .. } = i;
         matrix::analysis_with(
-            run,
-            plan,
-            stored,
-            settings,
+            i,
             |v| Some(SensitivitySettings::of(v)),
             |a, plan, set| {
                 let mut stressors: Vec<&str> = Vec::new();

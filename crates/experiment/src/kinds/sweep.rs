@@ -8,17 +8,15 @@
 //! aggressors delivered there in physical units.
 
 use isobench_results::Column;
-use isobench_store::LoadedRun;
 use isobench_workloads::ParamValues;
 use serde::{Deserialize, Serialize};
 
 use super::curve::{curve_section, Point};
 use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
-use crate::cells::Analysis;
-use crate::cells::{StatsSettings, Stored};
+use crate::cells::{Analysis, Inputs};
 use crate::fields::Fields;
-use crate::plan::{Condition, Plan, Platform};
+use crate::plan::{Condition, Platform};
 use crate::resolver::Resolver;
 use crate::scenario::Scenario;
 use crate::source::Span;
@@ -218,41 +216,29 @@ impl ExperimentKind for Sweep {
         }
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        matrix::analysis_with(
-            run,
-            plan,
-            stored,
-            settings,
-            SweepSettings::of,
-            |a, plan, set| {
-                let points: Vec<Point> = set
-                    .values
-                    .iter()
-                    .map(|v| Point {
-                        x: isobench_results::Value::text_of(v.clone()),
-                        condition: set.condition_id(&set.stressor, v),
-                    })
-                    .filter(|p| plan.conditions.iter().any(|c| c.id == p.condition))
-                    .collect();
-                a.sections.push(curve_section(
-                    "curve",
-                    format!("Victims under {} as {} goes {}", set.stressor, set.param, {
-                        let v = &set.values;
-                        format!("{}..{}", v[0], v[v.len() - 1])
-                    }),
-                    Column::text(&set.param),
-                    &points,
-                    &a.cells,
-                    run,
-                ));
-            },
-        )
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let Inputs { run, .. } = i;
+        matrix::analysis_with(i, SweepSettings::of, |a, plan, set| {
+            let points: Vec<Point> = set
+                .values
+                .iter()
+                .map(|v| Point {
+                    x: isobench_results::Value::text_of(v.clone()),
+                    condition: set.condition_id(&set.stressor, v),
+                })
+                .filter(|p| plan.conditions.iter().any(|c| c.id == p.condition))
+                .collect();
+            a.sections.push(curve_section(
+                "curve",
+                format!("Victims under {} as {} goes {}", set.stressor, set.param, {
+                    let v = &set.values;
+                    format!("{}..{}", v[0], v[v.len() - 1])
+                }),
+                Column::text(&set.param),
+                &points,
+                &a.cells,
+                run,
+            ));
+        })
     }
 }

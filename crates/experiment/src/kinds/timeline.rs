@@ -11,15 +11,14 @@ pub mod analysis;
 pub mod settings;
 
 use isobench_results::{Column, Plot, Section, Value};
-use isobench_store::{Direction, LoadedRun, TrialRecord};
+use isobench_store::{Direction, TrialRecord};
 use serde::Deserialize;
 use toml::Spanned;
 
 use self::analysis::{analyze_trial, TrialAnalysis};
 use self::settings::{Context, RawTimeline, TimelineSettings};
 use super::kind::{ExperimentKind, NothingToRun};
-use crate::cells::Analysis;
-use crate::cells::{Results, StatsSettings, Stored};
+use crate::cells::{Analysis, Inputs, Results};
 use crate::fields::Fields;
 use crate::plan::{Condition, Design, Estimate, Plan, Platform};
 use crate::resolver::Resolver;
@@ -234,13 +233,13 @@ impl ExperimentKind for Timeline {
             .collect()
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        _stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let Inputs {
+            run,
+            plan,
+            settings,
+            ..
+        } = i;
         let set = plan.and_then(|p| settings_of(&p.settings));
         let transition = set.as_ref().map(|s| s.transition).unwrap_or_default();
         let mut analyses: Vec<Analysed> = Vec::new();

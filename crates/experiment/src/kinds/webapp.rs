@@ -13,15 +13,13 @@
 //! well-behaved ones, DNR where the load generator got no good answer at all.
 
 use isobench_results::{Column, Plot, Section, Value};
-use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
-use super::kind::{the_one_probe, ExperimentKind, NothingToRun};
+use super::kind::{the_one_probe, ExperimentKind};
 use super::matrix::Matrix;
-use crate::cells::Analysis;
 use crate::cells::{
-    apply_design, cell_design, correct_significance, make_cell, paired_units, Cell, CellOf,
-    StatsSettings, Stored,
+    apply_design, cell_design, correct_significance, make_cell, paired_units, Analysis, Cell,
+    CellOf, Inputs, StatsSettings, Stored,
 };
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, Platform};
@@ -104,17 +102,13 @@ impl ExperimentKind for Webapp {
         Matrix.conditions(r, platform)
     }
 
-    fn nothing_to_run(&self) -> NothingToRun {
-        Matrix.nothing_to_run()
-    }
-
-    fn analyze(
-        &self,
-        _run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let Inputs {
+            plan,
+            stored,
+            settings,
+            ..
+        } = i;
         let mut cells = tenant_cells(plan, stored, settings);
         correct_significance(&mut cells, settings);
         let sections = plan

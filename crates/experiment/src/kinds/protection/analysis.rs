@@ -16,8 +16,7 @@ use isobench_store::{
 };
 
 use super::settings::{ProtectionSettings, SLO_PARAM};
-use crate::cells::Analysis;
-use crate::cells::StatsSettings;
+use crate::cells::{Analysis, StatsSettings};
 use crate::plan::Plan;
 
 /// The service's achieved rate, per window and over the episode.
