@@ -1,7 +1,7 @@
 //! From a run's stored trials to cells: what every kind's analysis shares.
 //!
-//! [`Stored`] (the trials that count), [`StatsSettings`], [`make_cell`], the paired and
-//! on/off designs ([`apply_design`]), the causes of noise and the correction of significance
+//! [`Stored`] (the trials that count), [`StatsSettings`], `make_cell`, the paired and
+//! on/off designs (`apply_design`), the causes of noise and the correction of significance
 //! for multiple comparisons, and what a kind's analysis finds ([`Analysis`]). Every estimate
 //! is computed only through `isobench-stats`. The kinds ([`crate::kinds`]) build on this;
 //! [`crate::analysis`] asks a run's kind for its [`Analysis`] and adds what every run

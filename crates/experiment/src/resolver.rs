@@ -1,5 +1,5 @@
-//! One resolution under way ([`Resolver`]): the steps of [`Plan::resolve`] and what they
-//! found so far.
+//! One resolution under way ([`Resolver`]): the steps of [`crate::plan::Plan::resolve`] and
+//! what they found so far.
 //!
 //! Each step is a method of [`Resolver`]: the platform, the tenants (limits, CPUs, memory,
 //! pinning), the probes (supported here, sizes from the victims' limits), and the memory
@@ -22,6 +22,7 @@ use crate::source::{ScenarioError, Span};
 
 const MIB: u64 = 1 << 20;
 
+// Checked where the plan's tenants are known, so that serving.rs stays below the plan.
 impl Serving {
     /// Whether every name is known and every address used is reachable on loopback: a
     /// service or a site may only use the address of a service in its own tenant, or of one
@@ -82,7 +83,8 @@ impl Serving {
 }
 
 /// One resolution under way: the scenario, the host, and what was found so far. Each step
-/// of [`Plan::resolve`] is one method, and every step reports all of its problems.
+/// of [`crate::plan::Plan::resolve`] is one method, and every step reports all of its
+/// problems.
 pub struct Resolver<'a> {
     pub(crate) sc: &'a Scenario,
     pub(crate) host: &'a HostView,

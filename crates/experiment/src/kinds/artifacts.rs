@@ -25,7 +25,7 @@ use isobench_store::TrialRecord;
 
 use super::kind::{the_one_probe, ExperimentKind};
 use super::matrix::Matrix;
-use crate::cells::{condition_text, correct_significance, Analysis, Inputs};
+use crate::cells::{condition_text, Analysis, Inputs};
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, PlannedProbe, Platform};
 use crate::resolver::Resolver;
@@ -211,14 +211,8 @@ impl ExperimentKind for Artifacts {
     }
 
     fn analyze(&self, i: Inputs<'_>) -> Analysis {
-        let Inputs {
-            plan,
-            stored,
-            settings,
-            ..
-        } = i;
-        let mut cells = super::webapp::tenant_cells(plan, stored, settings);
-        correct_significance(&mut cells, settings);
+        let (plan, stored) = (i.plan, i.stored);
+        let cells = super::webapp::tenant_cells(i);
         let sections = plan
             .map(|p| {
                 let usable = |t: &TrialRecord| stored.usable(t);

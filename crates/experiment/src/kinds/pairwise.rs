@@ -135,12 +135,7 @@ impl ExperimentKind for Pairwise {
     }
 
     fn analyze(&self, i: Inputs<'_>) -> Analysis {
-        let Inputs {
-            run,
-            stored,
-            settings,
-            ..
-        } = i;
+        let (run, stored, settings) = (i.run, i.stored, i.settings);
         matrix::analysis_with(i, PairwiseSettings::of, |a, plan, set| {
             let mut section = Section::new(
                 "pairs",

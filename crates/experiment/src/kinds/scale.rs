@@ -184,7 +184,7 @@ impl ExperimentKind for Scale {
     }
 
     fn analyze(&self, i: Inputs<'_>) -> Analysis {
-        let Inputs { run, .. } = i;
+        let run = i.run;
         matrix::analysis_with(i, ScaleSettings::of, |a, plan, set| {
             let points: Vec<Point> = plan
                 .conditions

@@ -95,7 +95,7 @@ impl ExperimentKind for Sensitivity {
     }
 
     fn analyze(&self, i: Inputs<'_>) -> Analysis {
-        let Inputs { run, .. } = i;
+        let run = i.run;
         matrix::analysis_with(
             i,
             |v| Some(SensitivitySettings::of(v)),

@@ -217,7 +217,7 @@ impl ExperimentKind for Sweep {
     }
 
     fn analyze(&self, i: Inputs<'_>) -> Analysis {
-        let Inputs { run, .. } = i;
+        let run = i.run;
         matrix::analysis_with(i, SweepSettings::of, |a, plan, set| {
             let points: Vec<Point> = set
                 .values

@@ -234,12 +234,7 @@ impl ExperimentKind for Timeline {
     }
 
     fn analyze(&self, i: Inputs<'_>) -> Analysis {
-        let Inputs {
-            run,
-            plan,
-            settings,
-            ..
-        } = i;
+        let (run, plan, settings) = (i.run, i.plan, i.settings);
         let set = plan.and_then(|p| settings_of(&p.settings));
         let transition = set.as_ref().map(|s| s.transition).unwrap_or_default();
         let mut analyses: Vec<Analysed> = Vec::new();

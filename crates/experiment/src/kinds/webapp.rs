@@ -19,7 +19,7 @@ use super::kind::{the_one_probe, ExperimentKind};
 use super::matrix::Matrix;
 use crate::cells::{
     apply_design, cell_design, correct_significance, make_cell, paired_units, Analysis, Cell,
-    CellOf, Inputs, StatsSettings, Stored,
+    CellOf, Inputs,
 };
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, Platform};
@@ -103,15 +103,9 @@ impl ExperimentKind for Webapp {
     }
 
     fn analyze(&self, i: Inputs<'_>) -> Analysis {
-        let Inputs {
-            plan,
-            stored,
-            settings,
-            ..
-        } = i;
-        let mut cells = tenant_cells(plan, stored, settings);
-        correct_significance(&mut cells, settings);
-        let sections = plan
+        let cells = tenant_cells(i);
+        let sections = i
+            .plan
             .map(|p| vec![paper_section(p, &cells)])
             .unwrap_or_default();
         Analysis {
@@ -163,12 +157,10 @@ pub fn serving<'a>(
 }
 
 /// Every tenant's tracked http metrics under every condition against its baseline, with
-/// paired trials; tenants in plan order (well-behaved first, as the scenario lists them).
-pub(crate) fn tenant_cells(
-    plan: Option<&Plan>,
-    stored: &Stored,
-    settings: &StatsSettings,
-) -> Vec<Cell> {
+/// paired trials, significance corrected across them; tenants in plan order (well-behaved
+/// first, as the scenario lists them).
+pub(crate) fn tenant_cells(i: Inputs<'_>) -> Vec<Cell> {
+    let (plan, stored, settings) = (i.plan, i.stored, i.settings);
     let mut tenants: Vec<String> = plan
         .map(|p| p.tenants.iter().map(|t| t.name.clone()).collect())
         .unwrap_or_default();
@@ -245,6 +237,7 @@ pub(crate) fn tenant_cells(
             }
         }
     }
+    correct_significance(&mut cells, settings);
     cells
 }
 
