@@ -15,7 +15,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use toml::{Spanned, Value};
 
-use crate::scenario::Checker;
+use crate::scenario::checker::{value_kind, Checker};
 use crate::source::{ScenarioError, Source, Span};
 
 /// A table as written, each key and value with its place in the file.
@@ -224,7 +224,7 @@ impl<'c, 'a> Fields<'c, 'a> {
         match v.get_ref() {
             Value::String(s) => Some(Spanned::new(v.span(), s.clone())),
             other => {
-                let problem = format!("{} is not a string", crate::scenario::value_kind(other));
+                let problem = format!("{} is not a string", value_kind(other));
                 self.error(
                     v.span().into(),
                     key,
@@ -254,7 +254,7 @@ impl<'c, 'a> Fields<'c, 'a> {
         match v.into_inner() {
             Value::Array(a) => Some((span, a)),
             other => {
-                let problem = format!("{} is not an array", crate::scenario::value_kind(&other));
+                let problem = format!("{} is not an array", value_kind(&other));
                 self.error(
                     span,
                     key,

@@ -7,7 +7,7 @@ use isobench_results::latency::{self, LatencyView, Selection};
 use isobench_results::{Cell, Design};
 use isobench_store::TrialRecord;
 
-use crate::analysis::{condition_text, onoff_trials, paired_trials, Stored, SOLO_PROBE};
+use crate::cells::{condition_text, onoff_trials, paired_trials, Stored, SOLO_PROBE};
 
 /// The latency views of a run: every victim latency metric with stored histograms, pooled
 /// the way the estimates of `cells` pooled their trials.

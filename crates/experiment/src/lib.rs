@@ -17,6 +17,7 @@
 pub mod analysis;
 pub mod backend;
 pub mod cause;
+pub mod cells;
 pub mod error;
 pub mod facts;
 pub mod fake;
@@ -31,6 +32,7 @@ pub mod plan;
 pub mod progress;
 pub mod real;
 pub mod resolve;
+pub mod resolver;
 pub mod scenario;
 pub mod schedule;
 pub mod scheduled;

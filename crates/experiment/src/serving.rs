@@ -19,8 +19,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::PlannedTenant;
-
 /// The only address services bind to.
 pub const LOOPBACK: &str = "127.0.0.1";
 
@@ -137,68 +135,10 @@ pub fn references(template: &str) -> BTreeSet<String> {
     out
 }
 
-impl Serving {
-    /// Whether every name is known and every address used is reachable on loopback: a
-    /// service or a site may only use the address of a service in its own tenant, or of one
-    /// in another tenant when neither has a network namespace of its own (then both are on
-    /// the host's loopback). Reserved ports are on the host's loopback. The error names the
-    /// service or site and the fix.
-    pub fn check(&self, tenants: &[PlannedTenant]) -> Result<(), String> {
-        let tenant = |name: &str| tenants.iter().find(|t| t.name == name);
-        let mut owner: BTreeMap<&str, Option<&PlannedTenant>> = BTreeMap::new();
-        for r in &self.reserve {
-            owner.insert(r.as_str(), None);
-        }
-        let reach = |user: &PlannedTenant,
-                     used: &str,
-                     owner: &BTreeMap<&str, Option<&PlannedTenant>>| {
-            match owner.get(used) {
-                None => Err(format!(
-                    "`{used}` is not a service or reserved port started before it"
-                )),
-                Some(None) if user.netns => Err(format!(
-                    "tenant {} has its own network namespace, so the host's loopback port \
-                     `{used}` is not reachable from it; services bind to loopback only: \
-                     leave its network = {{ namespace = true }} out",
-                    user.name
-                )),
-                Some(Some(o)) if o.name != user.name && (o.netns || user.netns) => Err(format!(
-                    "`{used}` runs in tenant {} and is used from tenant {}, and one of them \
-                     has its own network namespace; services bind to loopback only, so \
-                     tenants that reach each other must share the host's network (leave \
-                     network = {{ namespace = true }} out)",
-                    o.name, user.name
-                )),
-                _ => Ok(()),
-            }
-        };
-        for s in &self.services {
-            let t = tenant(&s.tenant)
-                .ok_or_else(|| format!("service {}: no tenant {}", s.id, s.tenant))?;
-            for used in references(&s.kind) {
-                reach(t, &used, &owner).map_err(|e| format!("service {}: {e}", s.id))?;
-            }
-            if owner.insert(s.id.as_str(), Some(t)).is_some() {
-                return Err(format!("service {}: the name is used twice", s.id));
-            }
-        }
-        for site in &self.sites {
-            let t = tenant(&site.tenant)
-                .ok_or_else(|| format!("probe site: no tenant {}", site.tenant))?;
-            for v in site.params.values() {
-                for used in references(v) {
-                    reach(t, &used, &owner)
-                        .map_err(|e| format!("probe in or beside {}: {e}", site.tenant))?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::PlannedTenant;
 
     fn eps() -> BTreeMap<String, String> {
         [("web1".to_string(), "127.0.0.1:40001".to_string())]

@@ -21,17 +21,16 @@
 use std::collections::BTreeMap;
 
 use isobench_results::{Column, Plot, Section, Value};
-use isobench_store::{LoadedRun, TrialRecord};
+use isobench_store::TrialRecord;
 
+use super::kind::{the_one_probe, ExperimentKind};
 use super::matrix::Matrix;
-use super::{the_one_probe, Analysis, ExperimentKind};
-use crate::analysis::{condition_text, correct_significance, StatsSettings, Stored};
+use crate::cells::{condition_text, Analysis, Inputs};
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, PlannedProbe, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
-use crate::source::ScenarioError;
 use serde::{Deserialize, Serialize};
 
 /// The variants measured, in order: placements, then null tests.
@@ -211,19 +210,9 @@ impl ExperimentKind for Artifacts {
         Matrix.conditions(r, platform)
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        Matrix.nothing_to_run(r)
-    }
-
-    fn analyze(
-        &self,
-        _run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        let mut cells = super::webapp::tenant_cells(plan, stored, settings);
-        correct_significance(&mut cells, settings);
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let (plan, stored) = (i.plan, i.stored);
+        let cells = super::webapp::tenant_cells(i);
         let sections = plan
             .map(|p| {
                 let usable = |t: &TrialRecord| stored.usable(t);

@@ -5,7 +5,7 @@
 use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::LoadedRun;
 
-use crate::analysis::{delivered_pressure, Cell};
+use crate::cells::{delivered_pressure, Cell};
 
 /// One point of a curve: its label in the first column and the condition measured there.
 pub(crate) struct Point {

@@ -20,19 +20,19 @@
 //! the paper (setting x benchmark x load x cores) is the kind's section.
 
 use isobench_results::{Column, Guide, Plot, Section, Value};
-use isobench_store::LoadedRun;
 use isobench_workloads::{Class, Direction};
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
+use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{Cell, Results, StatsSettings, Stored};
+use crate::cells::{Analysis, Cell, Inputs, Results};
 use crate::fields::Fields;
 use crate::plan::{Condition, Design, Estimate, LimitOverride, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::{Placement, Role, Scenario};
 use crate::schedule::Needs;
-use crate::source::{ScenarioError, Span};
+use crate::source::Span;
 
 /// The `fidelity` kind.
 pub struct Fidelity;
@@ -192,40 +192,28 @@ impl ExperimentKind for Fidelity {
             f.int_list("limits", (1, 100)),
             f.int_list("cores", (1, 256)),
         );
-        let tenant = match tenant {
-            Some(t) if victims.contains(&t.get_ref().as_str()) => Some(t.into_inner()),
-            Some(t) => {
-                f.error(
-                    t.span().into(),
-                    "tenant",
-                    format!("`{}` is not a victim tenant of this file", t.get_ref()),
-                    &victims.join(", "),
-                    format!(
-                        "write tenant = \"{}\" (the limit is swept where the probes run)",
-                        victims.first().copied().unwrap_or("victim")
-                    ),
-                );
-                None
-            }
-            None => victims.first().map(|v| v.to_string()),
-        };
-        let load = match load {
-            Some(l) if ids.contains(&l.get_ref().as_str()) => Some(l.into_inner()),
-            Some(l) => {
-                f.error(
-                    l.span().into(),
-                    "load",
-                    format!("no [[stressor]] has the id `{}`", l.get_ref()),
-                    &ids.join(", "),
-                    format!(
-                        "write load = \"{}\", or add a [[stressor]] with that name or label",
-                        ids.first().copied().unwrap_or("cpu")
-                    ),
-                );
-                None
-            }
-            None => ids.first().map(|id| id.to_string()),
-        };
+        let tenant = one_of(
+            f,
+            "tenant",
+            tenant,
+            &victims,
+            |t| format!("`{t}` is not a victim tenant of this file"),
+            format!(
+                "write tenant = \"{}\" (the limit is swept where the probes run)",
+                victims.first().copied().unwrap_or("victim")
+            ),
+        );
+        let load = one_of(
+            f,
+            "load",
+            load,
+            &ids,
+            |l| format!("no [[stressor]] has the id `{l}`"),
+            format!(
+                "write load = \"{}\", or add a [[stressor]] with that name or label",
+                ids.first().copied().unwrap_or("cpu")
+            ),
+        );
         let limits = match limits {
             None => DEFAULT_LIMITS.to_vec(),
             Some((span, steps)) => f
@@ -418,48 +406,37 @@ impl ExperimentKind for Fidelity {
         needs
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "fidelity.limits",
-            "no CPU limit setting is left to measure",
-            "settings in 1..=100 (% of the tenant's CPUs)",
-            "write limits = [10, 25, 50, 75, 100] in [fidelity]",
-        )
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun {
+            field: "fidelity.limits",
+            problem: "no CPU limit setting is left to measure",
+            allowed: "settings in 1..=100 (% of the tenant's CPUs)",
+            fix: "write limits = [10, 25, 50, 75, 100] in [fidelity]",
+        }
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        let (mut a, kind) =
-            matrix::analysis_with(run, plan, stored, settings, FidelitySettings::of);
-        let Some((plan, mut set)) = kind else {
-            return a;
-        };
-        // A variant's cells under the conditions of another core count were never measured.
-        let index = |probe: &str, cond: &str| {
-            Some((
-                plan.probes.iter().position(|p| p.id == probe)?,
-                plan.conditions.iter().position(|c| c.id == cond)?,
-            ))
-        };
-        a.cells.retain(|c| {
-            index(&c.probe, &c.condition).is_none_or(|(p, ci)| set.measures(plan, p, ci))
-        });
-        if set.cores == 0 {
-            // No cpuset of its own: 100% was every CPU the plan gave it.
-            set.cores = plan
-                .tenants
-                .iter()
-                .find(|t| t.name == set.tenant)
-                .map_or(1, |t| t.cpus.len());
-        }
-        a.sections.push(profile(plan, &set, &a.cells));
-        a
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        matrix::analysis_with(i, FidelitySettings::of, |a, plan, mut set| {
+            // A variant's cells under the conditions of another core count were never measured.
+            let index = |probe: &str, cond: &str| {
+                Some((
+                    plan.probes.iter().position(|p| p.id == probe)?,
+                    plan.conditions.iter().position(|c| c.id == cond)?,
+                ))
+            };
+            a.cells.retain(|c| {
+                index(&c.probe, &c.condition).is_none_or(|(p, ci)| set.measures(plan, p, ci))
+            });
+            if set.cores == 0 {
+                // No cpuset of its own: 100% was every CPU the plan gave it.
+                set.cores = plan
+                    .tenants
+                    .iter()
+                    .find(|t| t.name == set.tenant)
+                    .map_or(1, |t| t.cpus.len());
+            }
+            a.sections.push(profile(plan, &set, &a.cells));
+        })
     }
 }
 
@@ -755,6 +732,32 @@ fn profile_notes(set: &FidelitySettings, short_windows: bool) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// The word `value` when it is one of `allowed`, else `None`, reported at the value
+/// (`problem` of what is written, and `fix`); without a value, the first allowed.
+fn one_of(
+    f: &mut Fields<'_, '_>,
+    key: &str,
+    value: Option<Spanned<String>>,
+    allowed: &[&str],
+    problem: impl FnOnce(&str) -> String,
+    fix: String,
+) -> Option<String> {
+    match value {
+        Some(v) if allowed.contains(&v.get_ref().as_str()) => Some(v.into_inner()),
+        Some(v) => {
+            f.error(
+                v.span().into(),
+                key,
+                problem(v.get_ref()),
+                &allowed.join(", "),
+                fix,
+            );
+            None
+        }
+        None => allowed.first().map(|a| a.to_string()),
+    }
 }
 
 #[cfg(test)]

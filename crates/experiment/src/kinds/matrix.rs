@@ -9,16 +9,13 @@
 pub mod analysis;
 pub mod schedule;
 
-use isobench_store::LoadedRun;
 use isobench_workloads::ParamValues;
 
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{Results, StatsSettings, Stored};
-use crate::plan::{Assignment, Condition, Design, Estimate, Plan, Platform};
-use crate::resolve::Resolver;
+use super::kind::ExperimentKind;
+use crate::cells::{Analysis, Inputs};
+use crate::plan::{Assignment, Condition, Design, Plan, Platform};
+use crate::resolver::Resolver;
 use crate::scenario::{DesignChoice, Role, StressorSpec, UnsafeOnHost};
-use crate::schedule::{Block, Needs};
-use crate::source::{ScenarioError, Span};
 
 /// The `matrix` kind.
 pub struct Matrix;
@@ -38,42 +35,6 @@ impl ExperimentKind for Matrix {
         stressor_conditions(r, platform, |s| {
             s.intensities.iter().map(|&i| Variant::at(s, i)).collect()
         })
-    }
-
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "stressor",
-            "no stressor is left to run on this platform",
-            "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
-            "add a stressor that is safe on the host, or run as root for cgroup tenants",
-        )
-    }
-
-    fn estimate(&self, plan: &Plan) -> Estimate {
-        schedule::estimate(plan)
-    }
-
-    fn first_needs(&self, plan: &Plan) -> Needs {
-        schedule::first_needs(plan)
-    }
-
-    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
-        schedule::round_blocks(plan, round, needs)
-    }
-
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        analysis::analyze(run, plan, stored, settings)
-    }
-
-    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
-        analysis::needs(plan, results)
     }
 }
 
@@ -98,17 +59,19 @@ impl Variant {
     }
 }
 
-/// The matrix's analysis of a run, with the plan and the kind's settings (read by `of`)
-/// when both are there: where a kind that adds to the matrix's cells starts.
-pub(crate) fn analysis_with<'p, S>(
-    run: &LoadedRun,
-    plan: Option<&'p Plan>,
-    stored: &Stored,
-    settings: &StatsSettings,
+/// The matrix's analysis of a run, to which `more` adds with the plan and the kind's
+/// settings (read by `of`) when both are there: how a kind that adds to the matrix's cells
+/// analyses.
+pub(crate) fn analysis_with<S>(
+    i: Inputs<'_>,
     of: impl FnOnce(&serde_json::Value) -> Option<S>,
-) -> (Analysis, Option<(&'p Plan, S)>) {
-    let a = analysis::analyze(run, plan, stored, settings);
-    (a, plan.and_then(|p| Some((p, of(&p.settings)?))))
+    more: impl FnOnce(&mut Analysis, &Plan, S),
+) -> Analysis {
+    let mut a = analysis::analyze(i.run, i.plan, i.stored, i.settings);
+    if let Some((plan, set)) = i.plan.and_then(|p| Some((p, of(&p.settings)?))) {
+        more(&mut a, plan, set);
+    }
+    a
 }
 
 /// The conditions of the scenario's stressors, each given to every aggressor: `variants`

@@ -19,84 +19,14 @@ pub mod sweep;
 pub mod timeline;
 pub mod webapp;
 
-use isobench_results::Section;
-use isobench_store::LoadedRun;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+mod kind;
 
-use crate::analysis::{Cell, ClassSummary, Results, StatsSettings, Stored};
-use crate::fields::Fields;
-use crate::plan::{Condition, Estimate, Plan, Platform};
-use crate::resolve::Resolver;
-use crate::scenario::{ProbeSpec, Scenario};
-use crate::schedule::{Block, Needs};
-use crate::source::{ScenarioError, Span};
+pub use kind::ExperimentKind;
 
-/// One kind of experiment.
-pub trait ExperimentKind: Sync {
-    /// Name in scenario files, plans and results (`matrix`).
-    fn name(&self) -> &'static str;
-    /// One line: what the kind answers.
-    fn help(&self) -> &'static str;
-    /// Checks the scenario's table named after the kind (`[sweep]`) through `f`, reporting
-    /// every problem there, and returns the kind's settings, stored with the scenario and the
-    /// plan. The default takes no settings: any key of the table is reported as unknown.
-    fn settings(&self, f: &mut Fields<'_, '_>, sc: &Scenario) -> serde_json::Value {
-        let _ = (f, sc);
-        serde_json::Value::Null
-    }
-    /// Plans the conditions over the tenant pool of the plan being resolved, reporting every
-    /// problem to `r`.
-    fn conditions(&self, r: &mut Resolver, platform: Platform) -> Vec<Condition>;
-    /// The problem to report when planning left no condition to run.
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError;
-    /// Size and duration of a run of `plan`; by default, the matrix engine's schedule.
-    fn estimate(&self, plan: &Plan) -> Estimate {
-        matrix::schedule::estimate(plan)
-    }
-    /// What the first rounds (the scenario's minimum) measure; by default, the matrix's.
-    fn first_needs(&self, plan: &Plan) -> Needs {
-        matrix::schedule::first_needs(plan)
-    }
-    /// The blocks of round `round`, given what still needs data; by default, the matrix's.
-    fn round_blocks(&self, plan: &Plan, round: u32, needs: &Needs) -> Vec<Block> {
-        matrix::schedule::round_blocks(plan, round, needs)
-    }
-    /// The kind's results from the stored trials.
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis;
-    /// What still needs data after `results`; by default, the matrix's stopping rule.
-    fn needs(&self, plan: &Plan, results: &Results) -> Needs {
-        matrix::analysis::needs(plan, results)
-    }
-    /// Why the run ended when [`ExperimentKind::needs`] left nothing to measure after
-    /// `rounds` rounds; by default, the matrix's stopping rule.
-    fn finished(&self, plan: &Plan, rounds: u32) -> String {
-        format!(
-            "stopping rule met: every victim degradation's {:.0}% interval is within +/-{} \
-             points after {rounds} rounds",
-            plan.repetitions.confidence * 100.0,
-            plan.repetitions.ci_half_width
-        )
-    }
-}
+use serde::{Deserialize, Deserializer};
 
-/// What a kind's analysis finds: the cells the run reports.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Analysis {
-    /// Victim degradations.
-    pub cells: Vec<Cell>,
-    /// Aggressor degradations.
-    pub aggressor: Vec<Cell>,
-    /// Per resource class, the worst victim degradation.
-    pub classes: Vec<ClassSummary>,
-    /// The kind's own views (a curve as rows, a pairwise grid), rendered by every renderer.
-    pub sections: Vec<Section>,
-}
+pub use crate::cells::Analysis;
+pub use crate::scenario::Kind;
 
 /// Every kind, one line each; the first is the default of a run stored without a plan.
 #[rustfmt::skip]
@@ -113,10 +43,6 @@ pub const KINDS: &[&dyn ExperimentKind] = &[
     &protection::Protection,
 ];
 
-/// An experiment kind of [`KINDS`], by name; stored and exported as its name.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Kind(&'static str);
-
 impl Kind {
     /// The kind named `name`, when [`KINDS`] has one.
     pub fn named(name: &str) -> Option<Kind> {
@@ -124,11 +50,6 @@ impl Kind {
             .iter()
             .find(|k| k.name() == name)
             .map(|k| Kind(k.name()))
-    }
-
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
-        self.0
     }
 
     /// The kind's planning and analysis.
@@ -147,18 +68,6 @@ impl Default for Kind {
     }
 }
 
-impl std::fmt::Debug for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-impl Serialize for Kind {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.0)
-    }
-}
-
 impl<'de> Deserialize<'de> for Kind {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
@@ -170,39 +79,6 @@ impl<'de> Deserialize<'de> for Kind {
             ))
         })
     }
-}
-
-/// The one probe named `name` of a kind that runs exactly one; `None` after reporting to `r`
-/// that the scenario has none (`missing`: the problem; `example`: the example scenario that
-/// has it) or more than one (`second`: the problem, at the second).
-fn the_one_probe<'s>(
-    r: &mut Resolver<'s>,
-    name: &str,
-    missing: &str,
-    second: &str,
-    example: &str,
-) -> Option<&'s ProbeSpec> {
-    let sc = r.scenario();
-    let allowed = format!("one [[probe]] with name = \"{name}\"");
-    let named: Vec<&ProbeSpec> = sc.probes.iter().filter(|p| p.name == name).collect();
-    match named.as_slice() {
-        [p] => return Some(p),
-        [] => r.error(sc.source.error(
-            Span::default(),
-            "probe",
-            missing,
-            allowed,
-            format!("add [[probe]] name = \"{name}\" (see examples/{example})"),
-        )),
-        [_, other, ..] => r.error(sc.source.error(
-            other.name_span,
-            "probe.name",
-            second,
-            allowed,
-            format!("remove this second {name} probe"),
-        )),
-    }
-    None
 }
 
 #[cfg(test)]

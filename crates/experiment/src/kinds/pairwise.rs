@@ -13,17 +13,15 @@
 
 use isobench_results::{Column, Plot, Section, Value};
 use isobench_stats::Direction;
-use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
+use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{Cell, StatsSettings, Stored};
+use crate::cells::{Analysis, Cell, Inputs};
 use crate::fields::Fields;
-use crate::plan::{Condition, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::plan::{Condition, Platform};
+use crate::resolver::Resolver;
 use crate::scenario::Scenario;
-use crate::source::{ScenarioError, Span};
 
 /// The `pairwise` kind.
 pub struct Pairwise;
@@ -127,77 +125,66 @@ impl ExperimentKind for Pairwise {
         })
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "pairwise.workloads",
-            "no workload's stressor can run on this platform",
-            "stressors this platform supports (`isobench list`)",
-            "run as root for cgroup tenants",
-        )
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun {
+            field: "pairwise.workloads",
+            problem: "no workload's stressor can run on this platform",
+            allowed: "stressors this platform supports (`isobench list`)",
+            fix: "run as root for cgroup tenants",
+        }
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        let (mut a, kind) =
-            matrix::analysis_with(run, plan, stored, settings, PairwiseSettings::of);
-        let Some((plan, set)) = kind else {
-            return a;
-        };
-        let mut section = Section::new(
-            "pairs",
-            "Time to complete beside each other, relative to alone (x 1.00 = unaffected)",
-            vec![
-                Column::text("victim runs"),
-                Column::text("aggressor runs"),
-                Column::unit("victim's time", "x"),
-                Column::unit("aggressor's time", "x"),
-            ],
-        )
-        .with_plot(Plot::Bars {
-            label: vec![0, 1],
-            y: vec![2, 3],
-            reference: Some(1.0),
-        });
-        for x in &set.workloads {
-            let beside =
-                matrix::analysis::aggressor_cells_beside(run, Some(plan), stored, settings, x);
-            for c in plan
-                .conditions
-                .iter()
-                .filter(|c| set.workloads.contains(&c.stressor_id))
-            {
-                let victim = a
-                    .cells
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let (run, stored, settings) = (i.run, i.stored, i.settings);
+        matrix::analysis_with(i, PairwiseSettings::of, |a, plan, set| {
+            let mut section = Section::new(
+                "pairs",
+                "Time to complete beside each other, relative to alone (x 1.00 = unaffected)",
+                vec![
+                    Column::text("victim runs"),
+                    Column::text("aggressor runs"),
+                    Column::unit("victim's time", "x"),
+                    Column::unit("aggressor's time", "x"),
+                ],
+            )
+            .with_plot(Plot::Bars {
+                label: vec![0, 1],
+                y: vec![2, 3],
+                reference: Some(1.0),
+            });
+            for x in &set.workloads {
+                let beside =
+                    matrix::analysis::aggressor_cells_beside(run, Some(plan), stored, settings, x);
+                for c in plan
+                    .conditions
                     .iter()
-                    .find(|v| &v.probe == x && v.condition == c.id && plan.tracks(x, &v.metric));
-                let aggressor = beside.iter().find(|v| v.condition == c.id);
-                section.push(vec![
-                    Value::text_of(x.clone()),
-                    Value::text_of(if c.intensity == 100 {
-                        c.stressor_id.clone()
-                    } else {
-                        c.id.clone()
-                    }),
-                    time_factor(victim),
-                    time_factor(aggressor),
-                ]);
+                    .filter(|c| set.workloads.contains(&c.stressor_id))
+                {
+                    let victim = a.cells.iter().find(|v| {
+                        &v.probe == x && v.condition == c.id && plan.tracks(x, &v.metric)
+                    });
+                    let aggressor = beside.iter().find(|v| v.condition == c.id);
+                    section.push(vec![
+                        Value::text_of(x.clone()),
+                        Value::text_of(if c.intensity == 100 {
+                            c.stressor_id.clone()
+                        } else {
+                            c.id.clone()
+                        }),
+                        time_factor(victim),
+                        time_factor(aggressor),
+                    ]);
+                }
             }
-        }
-        section.notes.push(format!(
-            "The victim's time is its probe's, from its first metric's degradation; the \
-             aggressor's, from its stressor's rate beside that probe against its rate alone. \
-             A rate that falls to r of its rate alone takes 1/r times as long; latencies \
-             scale the time directly. {} = untrustworthy (the run's notes say why).",
-            isobench_results::UNTRUSTWORTHY_MARK
-        ));
-        a.sections.push(section);
-        a
+            section.notes.push(format!(
+                "The victim's time is its probe's, from its first metric's degradation; the \
+                 aggressor's, from its stressor's rate beside that probe against its rate alone. \
+                 A rate that falls to r of its rate alone takes 1/r times as long; latencies \
+                 scale the time directly. {} = untrustworthy (the run's notes say why).",
+                isobench_results::UNTRUSTWORTHY_MARK
+            ));
+            a.sections.push(section);
+        })
     }
 }
 

@@ -19,88 +19,24 @@
 //! holds it. The figures are defined in [`isobench_stats::episode_figures`].
 
 pub mod analysis;
+mod settings;
+
+pub use settings::{IsolationSetting, ProtectionSettings, SLO_PARAM};
 
 use std::time::Duration;
 
-use isobench_store::LoadedRun;
-use serde::{Deserialize, Serialize};
-
+use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::Matrix;
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{Results, StatsSettings, Stored};
+use crate::cells::{Analysis, Inputs, Results};
 use crate::fields::Fields;
 use crate::plan::{Condition, Design, Estimate, KnobOverride, Overrides, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialWhat};
-use crate::source::{ScenarioError, Span};
+use crate::source::Span;
 
 /// The `protection` kind.
 pub struct Protection;
-
-/// What a `[protection]` table says, checked; stored in the plan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProtectionSettings {
-    /// The `[[probe]]` id of the service (the scenario's only probe unless named).
-    pub probe: String,
-    /// The victim tenant it runs in (the first victim unless named).
-    pub victim: String,
-    /// Warm-up at the start of an episode, ignored by the analysis.
-    #[serde(with = "crate::scenario::secs")]
-    pub settle: Duration,
-    /// The service alone at its load before the aggressor starts.
-    #[serde(with = "crate::scenario::secs")]
-    pub stable: Duration,
-    /// How long the aggressor runs.
-    #[serde(with = "crate::scenario::secs")]
-    pub aggressor: Duration,
-    /// The service after the aggressor stopped.
-    #[serde(with = "crate::scenario::secs")]
-    pub recover: Duration,
-    /// Episodes per condition.
-    pub episodes: u32,
-    /// Window of the service's series.
-    #[serde(with = "crate::scenario::secs")]
-    pub window: Duration,
-    /// The p99 bound, ms; `None`: the probe's own `slo_ms`.
-    pub slo_ms: Option<f64>,
-    /// Consecutive good windows that make a recovery.
-    pub sustain: u32,
-    /// isol% a window needs to count as recovered.
-    pub recovered_isol: f64,
-    /// Isolation settings to compare side by side (`[[protection.setting]]`); none: the
-    /// tenants' planned limits alone.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub settings: Vec<IsolationSetting>,
-}
-
-/// One isolation setting of `[[protection.setting]]`: knobs set on tenants while every
-/// aggressor runs its episodes under it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IsolationSetting {
-    /// Name, the prefix of its conditions' ids (`v1-limits/disk@100`).
-    pub name: String,
-    /// The knobs per tenant, over the planned limits.
-    pub limits: Overrides,
-    /// `v2`: the setting needs cgroup v2 and is left out (with a note) elsewhere.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cgroup: Option<String>,
-}
-
-impl ProtectionSettings {
-    /// The settings stored in a plan or a scenario, when they read.
-    pub fn of(v: &serde_json::Value) -> Option<ProtectionSettings> {
-        serde_json::from_value(v.clone()).ok()
-    }
-
-    /// Length of one episode.
-    pub fn length(&self) -> Duration {
-        self.stable + self.aggressor + self.recover
-    }
-}
-
-/// The probe parameter that holds the service's SLO.
-pub const SLO_PARAM: &str = "slo_ms";
 
 impl ExperimentKind for Protection {
     fn name(&self) -> &'static str {
@@ -272,14 +208,13 @@ impl ExperimentKind for Protection {
         out
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "stressor",
-            "no aggressor is left to run on this platform",
-            "stressors this platform supports (`isobench list`)",
-            "add a stressor this platform can run, or run as root for cgroup tenants",
-        )
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun {
+            field: "stressor",
+            problem: "no aggressor is left to run on this platform",
+            allowed: "stressors this platform supports (`isobench list`)",
+            fix: "add a stressor this platform can run, or run as root for cgroup tenants",
+        }
     }
 
     /// Per condition and episode: the episode and an aggressor-alone trial.
@@ -347,14 +282,8 @@ impl ExperimentKind for Protection {
         blocks
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        _stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        analysis::analyze(run, plan, settings)
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        analysis::analyze(i.run, i.plan, i.settings)
     }
 
     /// One round holds every episode; nothing is added after it.

@@ -9,18 +9,16 @@
 //! curve: one row per N.
 
 use isobench_results::{Column, Value};
-use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
 use super::curve::{curve_section, Point};
+use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{StatsSettings, Stored};
+use crate::cells::{Analysis, Inputs};
 use crate::fields::Fields;
-use crate::plan::{Condition, Design, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::plan::{Condition, Design, Platform};
+use crate::resolver::Resolver;
 use crate::scenario::{Role, Scenario};
-use crate::source::{ScenarioError, Span};
 
 /// The `scale` kind.
 pub struct Scale;
@@ -176,53 +174,44 @@ impl ExperimentKind for Scale {
         conditions
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "scale.stressor",
-            "the stressor of [scale] cannot run on this platform",
-            "a stressor this platform supports (`isobench list`)",
-            "choose another stressor, or run as root for cgroup tenants",
-        )
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun {
+            field: "scale.stressor",
+            problem: "the stressor of [scale] cannot run on this platform",
+            allowed: "a stressor this platform supports (`isobench list`)",
+            fix: "choose another stressor, or run as root for cgroup tenants",
+        }
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        let (mut a, kind) = matrix::analysis_with(run, plan, stored, settings, ScaleSettings::of);
-        let Some((plan, set)) = kind else {
-            return a;
-        };
-        let points: Vec<Point> = plan
-            .conditions
-            .iter()
-            .filter_map(|c| {
-                Some(Point {
-                    x: Value::number(f64::from(set.count_of(c)?), 0),
-                    condition: c.id.clone(),
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let run = i.run;
+        matrix::analysis_with(i, ScaleSettings::of, |a, plan, set| {
+            let points: Vec<Point> = plan
+                .conditions
+                .iter()
+                .filter_map(|c| {
+                    Some(Point {
+                        x: Value::number(f64::from(set.count_of(c)?), 0),
+                        condition: c.id.clone(),
+                    })
                 })
-            })
-            .collect();
-        let (first, last) = (
-            set.counts.first().copied().unwrap_or(1),
-            set.counts.last().copied().unwrap_or(1),
-        );
-        a.sections.push(curve_section(
-            "scale",
-            format!(
-                "Victims with {first}..{last} aggressor tenants running {}",
-                set.stressor
-            ),
-            Column::text("aggressors"),
-            &points,
-            &a.cells,
-            run,
-        ));
-        a
+                .collect();
+            let (first, last) = (
+                set.counts.first().copied().unwrap_or(1),
+                set.counts.last().copied().unwrap_or(1),
+            );
+            a.sections.push(curve_section(
+                "scale",
+                format!(
+                    "Victims with {first}..{last} aggressor tenants running {}",
+                    set.stressor
+                ),
+                Column::text("aggressors"),
+                &points,
+                &a.cells,
+                run,
+            ));
+        })
     }
 }
 

@@ -14,14 +14,13 @@ use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
 use super::curve::{curve_section, series, si, tolerated, Point, Tolerated};
+use super::kind::ExperimentKind;
 use super::matrix::{self, stressor_conditions, Variant};
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{delivered_pressure, Cell, StatsSettings, Stored};
+use crate::cells::{delivered_pressure, Analysis, Cell, Inputs};
 use crate::fields::Fields;
-use crate::plan::{Condition, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::plan::{Condition, Platform};
+use crate::resolver::Resolver;
 use crate::scenario::Scenario;
-use crate::source::{ScenarioError, Span};
 
 /// The `sensitivity` kind.
 pub struct Sensitivity;
@@ -95,87 +94,73 @@ impl ExperimentKind for Sensitivity {
         })
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "stressor",
-            "no stressor is left to run on this platform",
-            "cpu, cache, membw, net-tx, net-rx on the host platform; all of them on cgroup",
-            "add a stressor that is safe on the host, or run as root for cgroup tenants",
-        )
-    }
-
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        let mut a = matrix::analysis::analyze(run, plan, stored, settings);
-        let Some(plan) = plan else {
-            return a;
-        };
-        let set = SensitivitySettings::of(&plan.settings);
-        let mut stressors: Vec<&str> = Vec::new();
-        for c in &plan.conditions {
-            if !stressors.contains(&c.stressor_id.as_str()) {
-                stressors.push(&c.stressor_id);
-            }
-        }
-        let curves: Vec<(&str, Vec<(u8, String)>)> = stressors
-            .iter()
-            .map(|&s| {
-                let pts = plan
-                    .conditions
-                    .iter()
-                    .filter(|c| c.stressor_id == s)
-                    .map(|c| (c.intensity, c.id.clone()))
-                    .collect();
-                (s, pts)
-            })
-            .collect();
-        a.sections
-            .push(tolerated_section(run, &a.cells, &curves, set.limit));
-        for (s, pts) in &curves {
-            let points: Vec<Point> = pts
-                .iter()
-                .map(|(i, id)| Point {
-                    x: Value::number(f64::from(*i), 0),
-                    condition: id.clone(),
-                })
-                .collect();
-            let mut section = curve_section(
-                &format!("curve-{s}"),
-                format!("Sensitivity curve under {s}"),
-                Column::unit("intensity", "%"),
-                &points,
-                &a.cells,
-                run,
-            );
-            if let Some(Plot::Curve { limit, marks, .. }) = &mut section.plot {
-                *limit = Some(Guide {
-                    at: set.limit,
-                    label: format!("{}% loss", set.limit),
-                });
-                for (tenant, probe, metric) in series(&a.cells) {
-                    let t = tolerated_of(&a.cells, (&tenant, &probe, &metric), pts, set.limit);
-                    if let Some(Tolerated {
-                        estimate: Some(e),
-                        beyond: false,
-                        ..
-                    }) = t
-                    {
-                        marks.push(Guide {
-                            at: e,
-                            label: format!("{probe} tolerates {e:.0}%"),
-                        });
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let run = i.run;
+        matrix::analysis_with(
+            i,
+            |v| Some(SensitivitySettings::of(v)),
+            |a, plan, set| {
+                let mut stressors: Vec<&str> = Vec::new();
+                for c in &plan.conditions {
+                    if !stressors.contains(&c.stressor_id.as_str()) {
+                        stressors.push(&c.stressor_id);
                     }
                 }
-            }
-            a.sections.push(section);
-        }
-        a
+                let curves: Vec<(&str, Vec<(u8, String)>)> = stressors
+                    .iter()
+                    .map(|&s| {
+                        let pts = plan
+                            .conditions
+                            .iter()
+                            .filter(|c| c.stressor_id == s)
+                            .map(|c| (c.intensity, c.id.clone()))
+                            .collect();
+                        (s, pts)
+                    })
+                    .collect();
+                a.sections
+                    .push(tolerated_section(run, &a.cells, &curves, set.limit));
+                for (s, pts) in &curves {
+                    let points: Vec<Point> = pts
+                        .iter()
+                        .map(|(i, id)| Point {
+                            x: Value::number(f64::from(*i), 0),
+                            condition: id.clone(),
+                        })
+                        .collect();
+                    let mut section = curve_section(
+                        &format!("curve-{s}"),
+                        format!("Sensitivity curve under {s}"),
+                        Column::unit("intensity", "%"),
+                        &points,
+                        &a.cells,
+                        run,
+                    );
+                    if let Some(Plot::Curve { limit, marks, .. }) = &mut section.plot {
+                        *limit = Some(Guide {
+                            at: set.limit,
+                            label: format!("{}% loss", set.limit),
+                        });
+                        for (tenant, probe, metric) in series(&a.cells) {
+                            let t =
+                                tolerated_of(&a.cells, (&tenant, &probe, &metric), pts, set.limit);
+                            if let Some(Tolerated {
+                                estimate: Some(e),
+                                beyond: false,
+                                ..
+                            }) = t
+                            {
+                                marks.push(Guide {
+                                    at: e,
+                                    label: format!("{probe} tolerates {e:.0}%"),
+                                });
+                            }
+                        }
+                    }
+                    a.sections.push(section);
+                }
+            },
+        )
     }
 }
 

@@ -8,19 +8,18 @@
 //! aggressors delivered there in physical units.
 
 use isobench_results::Column;
-use isobench_store::LoadedRun;
 use isobench_workloads::ParamValues;
 use serde::{Deserialize, Serialize};
 
 use super::curve::{curve_section, Point};
+use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{StatsSettings, Stored};
+use crate::cells::{Analysis, Inputs};
 use crate::fields::Fields;
-use crate::plan::{Condition, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::plan::{Condition, Platform};
+use crate::resolver::Resolver;
 use crate::scenario::Scenario;
-use crate::source::{ScenarioError, Span};
+use crate::source::Span;
 
 /// The `sweep` kind.
 pub struct Sweep;
@@ -208,47 +207,38 @@ impl ExperimentKind for Sweep {
         })
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "sweep.stressor",
-            "the swept stressor cannot run on this platform",
-            "a stressor this platform supports (`isobench list`)",
-            "sweep another stressor, or run as root for cgroup tenants",
-        )
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun {
+            field: "sweep.stressor",
+            problem: "the swept stressor cannot run on this platform",
+            allowed: "a stressor this platform supports (`isobench list`)",
+            fix: "sweep another stressor, or run as root for cgroup tenants",
+        }
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        let (mut a, kind) = matrix::analysis_with(run, plan, stored, settings, SweepSettings::of);
-        let Some((plan, set)) = kind else {
-            return a;
-        };
-        let points: Vec<Point> = set
-            .values
-            .iter()
-            .map(|v| Point {
-                x: isobench_results::Value::text_of(v.clone()),
-                condition: set.condition_id(&set.stressor, v),
-            })
-            .filter(|p| plan.conditions.iter().any(|c| c.id == p.condition))
-            .collect();
-        a.sections.push(curve_section(
-            "curve",
-            format!("Victims under {} as {} goes {}", set.stressor, set.param, {
-                let v = &set.values;
-                format!("{}..{}", v[0], v[v.len() - 1])
-            }),
-            Column::text(&set.param),
-            &points,
-            &a.cells,
-            run,
-        ));
-        a
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let run = i.run;
+        matrix::analysis_with(i, SweepSettings::of, |a, plan, set| {
+            let points: Vec<Point> = set
+                .values
+                .iter()
+                .map(|v| Point {
+                    x: isobench_results::Value::text_of(v.clone()),
+                    condition: set.condition_id(&set.stressor, v),
+                })
+                .filter(|p| plan.conditions.iter().any(|c| c.id == p.condition))
+                .collect();
+            a.sections.push(curve_section(
+                "curve",
+                format!("Victims under {} as {} goes {}", set.stressor, set.param, {
+                    let v = &set.values;
+                    format!("{}..{}", v[0], v[v.len() - 1])
+                }),
+                Column::text(&set.param),
+                &points,
+                &a.cells,
+                run,
+            ));
+        })
     }
 }

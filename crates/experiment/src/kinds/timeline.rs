@@ -11,20 +11,20 @@ pub mod analysis;
 pub mod settings;
 
 use isobench_results::{Column, Plot, Section, Value};
-use isobench_store::{Direction, LoadedRun, TrialRecord};
+use isobench_store::{Direction, TrialRecord};
 use serde::Deserialize;
 use toml::Spanned;
 
 use self::analysis::{analyze_trial, TrialAnalysis};
 use self::settings::{Context, RawTimeline, TimelineSettings};
-use super::{Analysis, ExperimentKind};
-use crate::analysis::{Results, StatsSettings, Stored};
+use super::kind::{ExperimentKind, NothingToRun};
+use crate::cells::{Analysis, Inputs, Results};
 use crate::fields::Fields;
 use crate::plan::{Condition, Design, Estimate, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::{Scenario, UnsafeOnHost};
 use crate::schedule::{Block, Needs, ScheduledTrial, TrialWhat};
-use crate::source::{ScenarioError, Span};
+use crate::source::Span;
 
 /// The `timeline` kind.
 pub struct Timeline;
@@ -174,14 +174,13 @@ impl ExperimentKind for Timeline {
         }]
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        r.scenario().source.error(
-            Span::default(),
-            "timeline.schedule",
-            "the schedule has nothing to run on this platform",
-            "stressors this platform supports (`isobench list`)",
-            "schedule other stressors, or run as root for cgroup tenants",
-        )
+    fn nothing_to_run(&self) -> NothingToRun {
+        NothingToRun {
+            field: "timeline.schedule",
+            problem: "the schedule has nothing to run on this platform",
+            allowed: "stressors this platform supports (`isobench list`)",
+            fix: "schedule other stressors, or run as root for cgroup tenants",
+        }
     }
 
     /// `repeat` trials of `length` each, in the first round.
@@ -234,13 +233,8 @@ impl ExperimentKind for Timeline {
             .collect()
     }
 
-    fn analyze(
-        &self,
-        run: &LoadedRun,
-        plan: Option<&Plan>,
-        _stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let (run, plan, settings) = (i.run, i.plan, i.settings);
         let set = plan.and_then(|p| settings_of(&p.settings));
         let transition = set.as_ref().map(|s| s.transition).unwrap_or_default();
         let mut analyses: Vec<Analysed> = Vec::new();

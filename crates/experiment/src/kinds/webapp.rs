@@ -13,21 +13,19 @@
 //! well-behaved ones, DNR where the load generator got no good answer at all.
 
 use isobench_results::{Column, Plot, Section, Value};
-use isobench_store::LoadedRun;
 use serde::{Deserialize, Serialize};
 
+use super::kind::{the_one_probe, ExperimentKind};
 use super::matrix::Matrix;
-use super::{the_one_probe, Analysis, ExperimentKind};
-use crate::analysis::{
-    apply_design, cell_design, correct_significance, make_cell, paired_units, Cell, CellOf,
-    StatsSettings, Stored,
+use crate::cells::{
+    apply_design, cell_design, correct_significance, make_cell, paired_units, Analysis, Cell,
+    CellOf, Inputs,
 };
 use crate::fields::Fields;
 use crate::plan::{Condition, Plan, Platform};
-use crate::resolve::Resolver;
+use crate::resolver::Resolver;
 use crate::scenario::{Role, Scenario};
 use crate::serving::{Keep, ProbeSite, ServiceSpec, Serving, Site};
-use crate::source::ScenarioError;
 
 /// The metric the paper reports: the share of responses good within the time limit.
 pub const GOOD: &str = "good_pct";
@@ -104,20 +102,10 @@ impl ExperimentKind for Webapp {
         Matrix.conditions(r, platform)
     }
 
-    fn nothing_to_run(&self, r: &Resolver) -> ScenarioError {
-        Matrix.nothing_to_run(r)
-    }
-
-    fn analyze(
-        &self,
-        _run: &LoadedRun,
-        plan: Option<&Plan>,
-        stored: &Stored,
-        settings: &StatsSettings,
-    ) -> Analysis {
-        let mut cells = tenant_cells(plan, stored, settings);
-        correct_significance(&mut cells, settings);
-        let sections = plan
+    fn analyze(&self, i: Inputs<'_>) -> Analysis {
+        let cells = tenant_cells(i);
+        let sections = i
+            .plan
             .map(|p| vec![paper_section(p, &cells)])
             .unwrap_or_default();
         Analysis {
@@ -169,12 +157,10 @@ pub fn serving<'a>(
 }
 
 /// Every tenant's tracked http metrics under every condition against its baseline, with
-/// paired trials; tenants in plan order (well-behaved first, as the scenario lists them).
-pub(crate) fn tenant_cells(
-    plan: Option<&Plan>,
-    stored: &Stored,
-    settings: &StatsSettings,
-) -> Vec<Cell> {
+/// paired trials, significance corrected across them; tenants in plan order (well-behaved
+/// first, as the scenario lists them).
+pub(crate) fn tenant_cells(i: Inputs<'_>) -> Vec<Cell> {
+    let (plan, stored, settings) = (i.plan, i.stored, i.settings);
     let mut tenants: Vec<String> = plan
         .map(|p| p.tenants.iter().map(|t| t.name.clone()).collect())
         .unwrap_or_default();
@@ -188,7 +174,7 @@ pub(crate) fn tenant_cells(
         if !tenants.contains(&t.tenant) {
             tenants.push(t.tenant.clone());
         }
-        let c = crate::analysis::condition_text(&t.condition);
+        let c = crate::cells::condition_text(&t.condition);
         if c != "baseline" && !conditions.contains(&c) {
             conditions.push(c);
         }
@@ -251,6 +237,7 @@ pub(crate) fn tenant_cells(
             }
         }
     }
+    correct_significance(&mut cells, settings);
     cells
 }
 

@@ -1,9 +1,10 @@
-//! The scenario's kind checks its own `[KIND]` table.
+//! The scenario's kind: its name among the kinds of the table, and its own `[KIND]` table,
+//! which the kind checks.
 
 use toml::Spanned;
 
 use super::checker::{span_of, Checker};
-use super::Scenario;
+use super::{Kind, Scenario};
 use crate::fields;
 
 /// The scenario's kind checks its own `[KIND]` table; a table of another kind is an error.
@@ -29,3 +30,14 @@ pub(super) fn kind_settings(
     f.finish();
     settings
 }
+
+/// The words of `kind`: every kind of [`crate::kinds::KINDS`].
+pub(super) fn kind_words() -> Vec<(&'static str, Kind)> {
+    crate::kinds::KINDS
+        .iter()
+        .filter_map(|k| Some((k.name(), Kind::named(k.name())?)))
+        .collect()
+}
+
+/// Kinds that exist in the design but are not implemented yet, for a helpful error.
+pub(super) const PLANNED_KINDS: &[&str] = &[];

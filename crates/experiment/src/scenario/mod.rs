@@ -12,16 +12,16 @@ use std::time::Duration;
 
 use isobench_platform::PlatformKind;
 use isobench_stats::Estimator;
-use isobench_workloads::{nearest_names, ParamValues};
-use serde::{Deserialize, Serialize};
+use isobench_workloads::ParamValues;
+use serde::{Deserialize, Serialize, Serializer};
 use toml::{Spanned, Value};
 
-use crate::fields;
-use crate::source::{ScenarioError, ScenarioErrors, Source, Span};
+use crate::source::{Source, Span};
 
 pub(crate) mod checker;
 mod duration;
 mod kind;
+mod parse;
 mod probes;
 mod repetitions;
 mod stressors;
@@ -30,8 +30,6 @@ mod top;
 mod trial;
 mod workloads;
 
-use checker::span_of;
-pub(crate) use checker::{value_kind, Checker};
 pub use duration::{fmt_duration, parse_duration};
 pub(crate) use duration::{value_duration, DURATION_ALLOWED};
 
@@ -153,18 +151,29 @@ pub fn preset(name: &str) -> Option<&'static str> {
     PRESETS.iter().find(|p| p.0 == name).map(|p| p.2)
 }
 
-pub use crate::kinds::Kind;
+/// An experiment kind of [`crate::kinds::KINDS`], by name; stored and exported as its name.
+/// Made only by the table ([`Kind::named`], [`Kind::default`], and reading one back).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Kind(pub(crate) &'static str);
 
-/// The words of `kind`: every kind of [`crate::kinds::KINDS`].
-fn kind_words() -> Vec<(&'static str, Kind)> {
-    crate::kinds::KINDS
-        .iter()
-        .filter_map(|k| Some((k.name(), Kind::named(k.name())?)))
-        .collect()
+impl Kind {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
 }
 
-/// Kinds that exist in the design but are not implemented yet, for a helpful error.
-const PLANNED_KINDS: &[&str] = &[];
+impl std::fmt::Debug for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
 
 /// Which platform creates the tenants: `auto`, or one of the platforms of this build
 /// ([`isobench_platform::PLATFORMS`]).
@@ -611,140 +620,9 @@ struct RawStressor {
 }
 
 impl Scenario {
-    /// The built-in `quick` scenario.
-    pub fn quick() -> Scenario {
-        Scenario::parse(Source::new(QUICK_NAME, QUICK_TOML))
-            .expect("the built-in quick scenario is valid")
-    }
-
-    /// Reads and checks a scenario file's text. Returns every problem found.
-    pub fn parse(source: Source) -> Result<Scenario, ScenarioErrors> {
-        let shared = fields::struct_fields::<RawScenario>();
-        let kinds: Vec<&str> = kind_words()
-            .iter()
-            .map(|(w, _)| *w)
-            .chain(PLANNED_KINDS.iter().copied())
-            .collect();
-        let decoded = fields::top_level(&source.text, shared, &kinds)
-            .and_then(|top| Ok((top, toml::from_str::<RawScenario>(&source.text)?)));
-        let (top, raw) = match decoded {
-            Ok(r) => r,
-            Err(e) => return Err(ScenarioErrors(vec![decode_error(&source, &e)])),
-        };
-        let mut c = Checker::new(&source);
-        for key in &top.unknown {
-            unknown_top_level(&mut c, key, shared, &kinds);
-        }
-        let mut sc = check(&mut c, raw);
-        sc.settings = kind::kind_settings(&mut c, &sc, top.kind_tables);
-        let mut errors = c.errors;
-        if errors.is_empty() {
-            Ok(Scenario { source, ..sc })
-        } else {
-            errors.sort_by_key(|e| (e.line, e.column));
-            Err(ScenarioErrors(errors))
-        }
-    }
-
     /// The tenants with `role`.
     pub fn tenants_with(&self, role: Role) -> impl Iterator<Item = &TenantSpec> {
         self.tenants.iter().filter(move |t| t.role == role)
-    }
-}
-
-/// Reports a top-level key that is neither a shared field nor a kind's table.
-fn unknown_top_level(c: &mut Checker<'_>, key: &Spanned<String>, shared: &[&str], kinds: &[&str]) {
-    let name = key.get_ref();
-    let near = nearest_names(name, shared.iter().chain(kinds).copied());
-    let fix = match near.first() {
-        Some(n) => format!("did you mean `{n}`? (see docs/scenario.md)"),
-        None => "remove it, or see docs/scenario.md for the fields of a scenario".into(),
-    };
-    c.err(
-        span_of(key),
-        name,
-        format!("unknown field `{name}`"),
-        &format!(
-            "the fields {}, or a table named after the kind",
-            shared.join(", ")
-        ),
-        fix,
-    );
-}
-
-/// Turns a TOML decoding error (syntax, wrong type, unknown field) into a located error.
-fn decode_error(src: &Source, e: &toml::de::Error) -> ScenarioError {
-    let span: Span = e.span().unwrap_or(0..0).into();
-    let msg = e.message().trim().to_string();
-    let field = src.field_at(span.start);
-    let (allowed, fix) = if let Some(rest) = msg.strip_prefix("unknown field ") {
-        let (name, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
-        let name = name.trim_matches('`');
-        let words: Vec<&str> = expected
-            .split(['`', ','])
-            .map(|w| w.trim().trim_start_matches("one of").trim())
-            .map(|w| w.trim_start_matches("or ").trim())
-            .filter(|w| !w.is_empty() && *w != "or")
-            .collect();
-        let near = nearest_names(name, words.iter().copied());
-        let fix = match near.first() {
-            Some(n) => format!("did you mean `{n}`? (see docs/scenario.md)"),
-            None => "remove it, or see docs/scenario.md for the fields of this table".into(),
-        };
-        (format!("the fields {}", words.join(", ")), fix)
-    } else if msg.starts_with("invalid type") {
-        let expected = msg.split("expected ").nth(1).unwrap_or("").to_string();
-        (
-            expected.clone(),
-            format!("write the value as {expected} (see docs/scenario.md)"),
-        )
-    } else if msg.starts_with("missing field") {
-        (
-            String::new(),
-            "add the field (see docs/scenario.md)".to_string(),
-        )
-    } else {
-        (
-            "TOML syntax (https://toml.io)".to_string(),
-            "fix the syntax at the marked position: check quotes, brackets and `key = value`"
-                .to_string(),
-        )
-    };
-    let problem = if msg.starts_with("unknown field") || msg.starts_with("invalid type") {
-        msg.clone()
-    } else {
-        format!("the file is not valid TOML: {msg}")
-    };
-    src.error(span, field, problem, allowed, fix)
-}
-
-/// Checks every table but the kind's own.
-fn check(c: &mut Checker<'_>, raw: RawScenario) -> Scenario {
-    let top = top::check_top(c, &raw);
-    let trial = trial::check_trial(c, &raw.trial);
-    let repetitions = repetitions::check_repetitions(c, &raw.repetitions);
-    let tenants = tenants::check_tenants(c, &raw.tenant);
-    let probes = probes::check_probes(c, &raw.probe);
-    let stressors = stressors::check_stressors(c, &raw.stressor);
-    Scenario {
-        source: c.src.clone(),
-        name: top.name,
-        description: raw
-            .description
-            .as_ref()
-            .map(|d| d.get_ref().clone())
-            .unwrap_or_default(),
-        kind: top.kind,
-        seed: top.seed,
-        platform: top.platform,
-        unsafe_on_host: top.unsafe_on_host,
-        placement: top.placement,
-        trial,
-        repetitions,
-        tenants,
-        probes,
-        stressors,
-        settings: serde_json::Value::Null,
     }
 }
 

@@ -4,7 +4,8 @@
 use toml::{Spanned, Value};
 
 use super::checker::{id_fix, span_of, valid_id, value_text, Checker, ID_ALLOWED};
-use super::{kind_words, Kind, Placement, PlatformChoice, UnsafeOnHost, PLANNED_KINDS};
+use super::kind::{kind_words, PLANNED_KINDS};
+use super::{Kind, Placement, PlatformChoice, UnsafeOnHost};
 use super::{RawScenario, PLANNED_PLATFORMS};
 use crate::source::Span;
 

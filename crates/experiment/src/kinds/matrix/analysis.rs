@@ -11,12 +11,11 @@ use isobench_store::{
 use isobench_workloads::Class;
 
 use super::schedule::{paired_only, FIRST_PAIRS, MAX_PAIRS};
-use crate::analysis::{
+use crate::cells::{
     apply_design, attach_causes, cell_design, condition_text, correct_significance, make_cell,
-    onoff_units, paired_units, solo_pairs, units_to_target, Cell, CellOf, ClassSummary, Dnr,
-    Results, StatsSettings, Stored, WorstCell, SOLO_PROBE,
+    onoff_units, paired_units, solo_pairs, units_to_target, Analysis, Cell, CellOf, ClassSummary,
+    Dnr, Results, StatsSettings, Stored, WorstCell, SOLO_PROBE,
 };
-use crate::kinds::Analysis;
 use crate::plan::{Design, Plan};
 use crate::schedule::Needs;
 

@@ -15,9 +15,8 @@ use isobench_store::{
     Condition as StoreCondition, LoadedRun, StressorMode, TrialRecord, TrialStatus,
 };
 
-use super::{ProtectionSettings, SLO_PARAM};
-use crate::analysis::StatsSettings;
-use crate::kinds::Analysis;
+use super::settings::{ProtectionSettings, SLO_PARAM};
+use crate::cells::{Analysis, StatsSettings};
 use crate::plan::Plan;
 
 /// The service's achieved rate, per window and over the episode.
