@@ -21,7 +21,7 @@ type ProbeRunResult = (f64, Vec<Metric>);
 pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
     // Parse and validate everything before measuring anything.
     let probe = find_probe(&a.name)?;
-    let params = ParamValues::from_settings(probe.name(), probe.params(), &a.set)?;
+    let params = ParamValues::from_settings(probe.name(), probe.params(), &a.flags.set)?;
     let ctx = probe_ctx(a)?;
     probe.supported(&ctx.env).map_err(|e| {
         unsupported(format!(
@@ -31,7 +31,7 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
 
-    let Some(_slot) = crate::slot::share(a.wait, "a probe")? else {
+    let Some(_slot) = crate::slot::share(a.flags.wait, "a probe")? else {
         return Ok(ExitCode::from(crate::exit::interrupted()));
     };
     // Execute: here, or inside a fresh tenant through its agent.
@@ -54,7 +54,7 @@ pub fn run(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
     };
 
     // Render.
-    if a.json {
+    if a.flags.json {
         let mut doc = envelope("probe");
         doc.insert("workload".into(), json!(probe.name()));
         doc.insert("class".into(), json!(probe.class()));

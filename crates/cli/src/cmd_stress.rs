@@ -25,7 +25,7 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
             a.intensity
         )));
     }
-    let params = ParamValues::from_settings(stressor.name(), stressor.params(), &a.set)?;
+    let params = ParamValues::from_settings(stressor.name(), stressor.params(), &a.flags.set)?;
     let duration = match a.duration {
         Some(d) if !(d > 0.0 && d.is_finite()) => {
             return Err(bad_input(format!(
@@ -73,7 +73,7 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
 
-    let Some(_slot) = crate::slot::share(a.wait, "a stressor")? else {
+    let Some(_slot) = crate::slot::share(a.flags.wait, "a stressor")? else {
         return Ok(ExitCode::from(crate::exit::interrupted()));
     };
     crate::tenant::install_stop(ctx.stop.clone())?;
@@ -87,7 +87,7 @@ pub fn run(a: &StressArgs) -> anyhow::Result<ExitCode> {
             stop.store(true, Ordering::SeqCst);
         });
     }
-    if !a.json {
+    if !a.flags.json {
         let until = duration.map_or("Ctrl-C".into(), |d| format!("{:.1} s", d.as_secs_f64()));
         eprintln!(
             "isobench: stressor {} at intensity {} ({}) until {until}",
@@ -160,7 +160,7 @@ fn run_in_tenant(
     let (sentinel_config, drill) = sentinel_plan(a, duration)?;
     // The watchdog kills the tenant a little after the planned end, whatever happens here.
     let deadline = duration.map(|d| d + Duration::from_secs(30));
-    let Some(_slot) = crate::slot::share(a.wait, "a stressor")? else {
+    let Some(_slot) = crate::slot::share(a.flags.wait, "a stressor")? else {
         return Ok(ExitCode::from(crate::exit::interrupted()));
     };
     let session = crate::tenant::open(
@@ -171,7 +171,7 @@ fn run_in_tenant(
         deadline,
         Some(ctx.stop.clone()),
     )?;
-    if !session.filled.is_empty() && !a.json {
+    if !session.filled.is_empty() && !a.flags.json {
         eprintln!(
             "isobench: containment limits filled in for {}: {}",
             stressor.name(),
@@ -185,7 +185,7 @@ fn run_in_tenant(
     session
         .client()
         .start_stressor("s1", stressor.name(), a.intensity, params, &opts)?;
-    if !a.json {
+    if !a.flags.json {
         let until = duration.map_or("Ctrl-C".into(), |d| format!("{:.1} s", d.as_secs_f64()));
         eprintln!(
             "isobench: stressor {} at intensity {} in tenant {} ({}) until {until}",
@@ -222,7 +222,7 @@ fn run_in_tenant(
     if let Some(k) = &killed {
         return sentinel_verdict(a, stressor, k, drill, &seen);
     }
-    if !a.json {
+    if !a.flags.json {
         print_tenant_end(usage.as_ref(), &seen);
     }
     Ok(ExitCode::SUCCESS)
@@ -296,7 +296,7 @@ fn watch(
             drill_due = None;
         }
         if let Some(s) = session.client().next_sample(Duration::from_millis(100)) {
-            if !a.json {
+            if !a.flags.json {
                 eprintln!(
                     "  {:6.1} s  {} ops/s",
                     s.elapsed_s,
@@ -326,7 +326,7 @@ fn sentinel_verdict(
     let first = seen.first_stall.map_or(0.0, |f| f.callback_ms);
     match (killed, drill) {
         (Ok(_), Some(_)) => {
-            if !a.json {
+            if !a.flags.json {
                 println!(
                     "  sentinel drill: the tenant was killed and empty {first:.1} ms after \
                      the stall was detected"
@@ -374,7 +374,7 @@ fn render(
     report: Option<&StressReport>,
     extra: Value,
 ) -> anyhow::Result<()> {
-    if a.json {
+    if a.flags.json {
         let mut doc = envelope("stress");
         doc.insert("workload".into(), json!(stressor.name()));
         doc.insert("class".into(), json!(stressor.class()));

@@ -21,20 +21,8 @@ pub struct ListArgs {
 pub struct ProbeArgs {
     /// Probe name (see `isobench list`).
     pub name: String,
-    /// Set a parameter: `--set key=value` (repeatable).
-    #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
-    /// When a run is measuring on this host, wait for it to end instead of refusing (this
-    /// command would disturb its figures).
-    #[arg(
-        long,
-        env = "ISOBENCH_WAIT",
-        value_parser = clap::builder::BoolishValueParser::new()
-    )]
-    pub wait: bool,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub flags: WorkloadFlags,
     /// Pin the measuring thread to this CPU.
     #[arg(long, value_name = "CPU")]
     pub pin: Option<usize>,
@@ -58,17 +46,10 @@ pub struct ProbeArgs {
     pub tenant: TenantArgs,
 }
 
-/// `isobench stress`.
+/// The flags `isobench probe` and `isobench stress` share: the workload's parameters, how
+/// to treat a run measuring on this host, and the output's form.
 #[derive(Debug, Args)]
-pub struct StressArgs {
-    /// Stressor name (see `isobench list`).
-    pub name: String,
-    /// Intensity 0..=100 (each stressor documents what it maps to).
-    #[arg(long, short = 'i', default_value_t = 100, value_name = "N")]
-    pub intensity: u8,
-    /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long, short = 'd', value_name = "SECS")]
-    pub duration: Option<f64>,
+pub struct WorkloadFlags {
     /// Set a parameter: `--set key=value` (repeatable).
     #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -83,6 +64,21 @@ pub struct StressArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `isobench stress`.
+#[derive(Debug, Args)]
+pub struct StressArgs {
+    /// Stressor name (see `isobench list`).
+    pub name: String,
+    /// Intensity 0..=100 (each stressor documents what it maps to).
+    #[arg(long, short = 'i', default_value_t = 100, value_name = "N")]
+    pub intensity: u8,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, short = 'd', value_name = "SECS")]
+    pub duration: Option<f64>,
+    #[command(flatten)]
+    pub flags: WorkloadFlags,
     /// Pin workers to these CPUs, round-robin (e.g. `0,1` or `0-1`).
     #[arg(long, value_name = "CPUS")]
     pub pin: Option<String>,
