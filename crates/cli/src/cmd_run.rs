@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use isobench_experiment::analysis::{analyze, Results};
+use isobench_experiment::analysis::Results;
 use isobench_experiment::memcheck;
 use isobench_experiment::progress::{JsonLines, NoProgress, Progress};
 use isobench_experiment::session::{Mode, NewRun, Session, SessionError, Start};
+use isobench_experiment::stored::analyzed;
 use isobench_experiment::PlatformChoice;
 use isobench_report::{render, serialize, Style};
 use isobench_store::{RunId, RunStatus, Store, StoreError};
@@ -408,9 +409,9 @@ pub fn run_one(
     }
     let (outcome, store) = session.execute(sink).map_err(session_error)?;
 
-    // Render from the database, exactly as `isobench show` does.
-    let loaded = store.load_run(&outcome.run).map_err(store_error)?;
-    let results = analyze(&loaded);
+    // Render from the database, exactly as `isobench show` does (the results document the
+    // session stored).
+    let results = analyzed(&store, outcome.run.as_str()).map_err(store_error)?;
     if !a.json_stream {
         print!("{}", render(&results, style()));
     }
