@@ -10,13 +10,23 @@ one table. These commands only read a stored run: they take no measurement slot.
     bench/toolspeed.py --isobench target/release/isobench --db quick-copy.db
     bench/toolspeed.py --isobench OLD --isobench NEW --db quick-copy.db --samples 1000000
 
-The databases are opened read-only; a run id is `latest` unless --run names one.
+The databases given are never written: each command runs on a copy. A run id is `latest`
+unless --run names one. Each command is timed twice:
+- cold: on a fresh copy without the run's stored results document (a fresh copy for every
+  repetition, migrated to the binary's schema first, untimed), so the command analyses the
+  run from its rows (and, the copy being writable, stores the document: a first read);
+- warm: on a copy where the document is stored as a run stores it when it ends (one
+  `isobench show` on the copy before timing, untimed; a database made by an older isobench
+  or by the store's `bulk_run` example has none until then).
+A binary without stored documents reads the same way twice. A database made with --samples
+has the schema of this tree's store: an older binary may refuse it.
 """
 
 import argparse
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -46,11 +56,12 @@ def bulk_db(source, run, samples, into):
     return target
 
 
-def run_id(isobench, db, run):
-    """The whole id of `run` (`latest` or a prefix) in `db`."""
-    out = subprocess.run([isobench, "runs", "--json", "--db", db],
-                         check=True, capture_output=True, text=True).stdout
-    ids = [r["id"] for r in json.loads(out)["runs"]]
+def run_id(db, run):
+    """The whole id of `run` (`latest` or a prefix) in `db`, read without isobench (whose
+    first open would migrate the copy to its schema, which an older binary then refuses)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    ids = [r[0] for r in con.execute("SELECT id FROM runs ORDER BY started_at, rowid")]
+    con.close()
     if run == "latest":
         return ids[-1]
     return next(i for i in ids if i.startswith(run) or i.rsplit("-", 1)[-1].startswith(run))
@@ -70,24 +81,63 @@ def sizes(doc):
     return sorted(out, key=lambda kv: -kv[1])
 
 
+COMMANDS = ["show", "report", "export", "export --series"]
+
+
+def command(isobench, name, db, run, out):
+    """The command line of `name` (one of COMMANDS) on `run` of `db`, writing beside `out`."""
+    if name == "show":
+        return [isobench, "show", run, "--db", db]
+    if name == "report":
+        return [isobench, "report", run, "--db", db, "-o", out + ".html"]
+    if name == "export":
+        return [isobench, "export", run, "--db", db, "-o", out + ".json"]
+    return [isobench, "export", run, "--db", db, "--series", "-o", out + "-series.json"]
+
+
+def documents(db):
+    """How many results documents `db` holds (0 for a schema without them)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM run_documents").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        con.close()
+
+
 def measure(isobench, db, run, repeat, work):
-    """Times of show, report, export (json) and export --series, and the export's bytes."""
+    """Cold and warm times of each command (see the module's doc), the export's bytes and
+    fields, and whether the warm copy held a stored document."""
     out = os.path.join(work, "out")
-    times = {
-        "show": best_of([isobench, "show", run, "--db", db], repeat),
-        "report": best_of([isobench, "report", run, "--db", db, "-o", out + ".html"], repeat),
-        "export": best_of([isobench, "export", run, "--db", db, "-o", out + ".json"], repeat),
-    }
-    export_bytes = os.path.getsize(out + ".json")
     has_series = subprocess.run([isobench, "export", "--help"], capture_output=True,
                                 text=True).stdout.find("--series") >= 0
-    if has_series:
-        times["export --series"] = best_of(
-            [isobench, "export", run, "--db", db, "--series", "-o", out + "-series.json"],
-            repeat)
+    names = [c for c in COMMANDS if has_series or c != "export --series"]
+    cold_db = os.path.join(work, "cold.db")
+    times = {}
+    for name in names:
+        best = float("inf")
+        for _ in range(repeat):
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(cold_db + suffix):
+                    os.remove(cold_db + suffix)
+            shutil.copyfile(db, cold_db)
+            subprocess.run([isobench, "runs", "--db", cold_db], check=True,
+                           stdout=subprocess.DEVNULL)
+            best = min(best, best_of(command(isobench, name, cold_db, run, out), 1))
+        times[f"{name} (cold)"] = best
+    warm_db = os.path.join(work, "warm.db")
+    shutil.copyfile(db, warm_db)
+    subprocess.run([isobench, "show", run, "--db", warm_db], check=True,
+                   stdout=subprocess.DEVNULL)
+    stored = documents(warm_db)
+    for name in names:
+        times[f"{name} (warm)"] = best_of(command(isobench, name, warm_db, run, out), repeat)
+    os.remove(warm_db)
+    export_bytes = os.path.getsize(out + ".json")
     with open(out + ".json") as f:
         doc = json.load(f)
-    return times, export_bytes, sizes(doc)
+    return times, export_bytes, sizes(doc), stored
 
 
 def main():
@@ -106,24 +156,27 @@ def main():
         for db in a.db:
             copy = os.path.join(work, os.path.basename(db))
             shutil.copyfile(db, copy)
-            run = run_id(a.isobench[0], copy, a.run)
+            run = run_id(copy, a.run)
             dbs.append((os.path.basename(db), copy, run))
             if a.samples:
                 dbs.append((f"{a.samples} samples", bulk_db(copy, run, a.samples, work), run))
         rows = []
         for binary in a.isobench:
             for name, db, run in dbs:
-                times, nbytes, fields = measure(binary, db, run, a.repeat, work)
+                times, nbytes, fields, stored = measure(binary, db, run, a.repeat, work)
                 print(f"\n{binary} on {name} (run {run}): export {nbytes / 1e6:.2f} MB; "
+                      f"warm copy holds {stored} stored document(s) after one `show`; "
                       "compact JSON bytes by field:")
                 for k, n in fields[:12]:
                     print(f"  {k:40} {n / 1e6:8.3f} MB")
                 rows.append((binary, name, times, nbytes))
-        print(f"\n{'isobench':40} {'run':16} {'command':16} {'best s':>8}  (of {a.repeat})")
+        print("\ncold: no stored document (the command analyses the run, and stores the "
+              "document in the writable copy); warm: the document stored as a run stores it")
+        print(f"\n{'isobench':40} {'run':16} {'command':22} {'best s':>8}  (of {a.repeat})")
         for binary, name, times, nbytes in rows:
             for cmd, t in times.items():
-                print(f"{binary[-40:]:40} {name:16} {cmd:16} {t:8.3f}")
-            print(f"{binary[-40:]:40} {name:16} {'export MB':16} {nbytes / 1e6:8.2f}")
+                print(f"{binary[-40:]:40} {name:16} {cmd:22} {t:8.3f}")
+            print(f"{binary[-40:]:40} {name:16} {'export MB':22} {nbytes / 1e6:8.2f}")
 
 
 if __name__ == "__main__":

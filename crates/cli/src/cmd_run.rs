@@ -10,10 +10,11 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use isobench_experiment::analysis::{analyze, Results};
+use isobench_experiment::analysis::Results;
 use isobench_experiment::memcheck;
 use isobench_experiment::progress::{JsonLines, NoProgress, Progress};
 use isobench_experiment::session::{NewRun, Session, SessionError, Start};
+use isobench_experiment::stored::analyzed;
 use isobench_experiment::PlatformChoice;
 use isobench_report::{render, serialize};
 use isobench_store::{RunId, RunStatus, StoreError};
@@ -186,9 +187,9 @@ fn run_one(
     }
     let (outcome, store) = session.execute(sink).map_err(session_error)?;
 
-    // Render from the database, exactly as `isobench show` does.
-    let loaded = store.load_run(&outcome.run).map_err(store_error)?;
-    let results = analyze(&loaded);
+    // Render from the database, exactly as `isobench show` does (the results document the
+    // session stored).
+    let results = analyzed(&store, outcome.run.as_str()).map_err(store_error)?;
     if !a.json_stream {
         print!("{}", render(&results, style()));
     }

@@ -164,6 +164,54 @@ fn run_then_runs_show_and_export_agree() {
     assert!(text(&missing.stderr).contains("isobench runs"));
 }
 
+/// The results documents stored in `db`.
+fn documents(db: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .query_row("SELECT count(*) FROM run_documents", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// `show`, `report` and `export` give the same bytes whether they read the results document
+/// the run stored or analyse the run again from its rows; a reader that had to analyse it
+/// stores the document for the next one.
+#[test]
+fn show_report_and_export_are_the_same_with_and_without_the_stored_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _) = run_small(dir.path());
+    assert_eq!(documents(&db), 1, "the run stored its results document");
+    let html = dir.path().join("report.html");
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["show", "latest"],
+        vec!["export", "latest", "--format", "json"],
+        vec!["export", "latest", "--format", "json", "--series"],
+        vec!["export", "latest", "--format", "csv"],
+        vec!["export", "latest", "--format", "md"],
+        vec!["report", "latest", "-o", html.to_str().unwrap()],
+    ];
+    let output = |args: &[&str]| {
+        let out = isobench().args(args).arg("--db").arg(&db).output().unwrap();
+        assert_eq!(code(&out), 0, "{args:?}: {}", text(&out.stderr));
+        let file = if args[0] == "report" {
+            std::fs::read(&html).unwrap()
+        } else {
+            Vec::new()
+        };
+        (out.stdout, file)
+    };
+    for args in &commands {
+        let stored = output(args);
+        assert_eq!(documents(&db), 1);
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute("DELETE FROM run_documents", [])
+            .unwrap();
+        let computed = output(args);
+        assert!(stored == computed, "{args:?} differs without the document");
+        assert_eq!(documents(&db), 1, "{args:?}: the reader stored it again");
+    }
+}
+
 #[test]
 fn a_plan_stored_before_conditions_had_assignments_opens_shows_and_exports() {
     let dir = tempfile::tempdir().unwrap();

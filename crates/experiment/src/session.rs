@@ -300,7 +300,15 @@ impl Session {
                 sink.note(&format!("warning: could not remove {f}"));
             }
         }
-        Ok((out?, self.store))
+        let out = out?;
+        // The run's results, stored once where it ends: no reader analyses it again.
+        if let Err(e) = crate::stored::store_results(&mut self.store, &out.run) {
+            sink.note(&format!(
+                "warning: the run's results document was not stored ({e}); each reader \
+                 analyses the run again"
+            ));
+        }
+        Ok((out, self.store))
     }
 
     fn execute_engine(&mut self, sink: &mut dyn Progress) -> Result<RunOutcome, SessionError> {

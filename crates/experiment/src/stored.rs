@@ -3,17 +3,24 @@
 //! `report`, `export`, `compare` and the web server) goes through here, so a run reads the same
 //! wherever it is shown.
 //!
+//! Each run's results are stored once, as a document beside its rows (where the run ends, or
+//! by the first reader that had to compute them when the database takes writes), and read
+//! back instead of analysing the run again while the document's key holds: the id of this
+//! analysis code ([`ANALYSIS_CODE`]) and the fingerprint of the run's rows (see the store's
+//! `documents.rs`). Whatever changes either, the run is analysed again.
+//!
 //! The link is a fact of every run of the set (`run`/`linked`: the runs and their platforms),
 //! so any run of the set carries the table across the platforms. A fleet run (one scenario on
 //! many hosts, `run --hosts`) is linked the same way (`fleet`/`hosts`: each host's run, name
 //! and labels), and any of its runs carries the fleet table.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use isobench_results::cross::CrossTable;
 use isobench_results::fleet::{Fleet, FleetHost};
 use isobench_results::Section;
-use isobench_store::{Fact, RunId, Store, StoreError};
+use isobench_store::{Fact, OpenOptions, RunId, RunStatus, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -156,10 +163,91 @@ pub fn fleet_section(store: &Store, link: &FleetLink, r: Option<&Results>) -> Se
     section
 }
 
-/// A stored run's results alone, without the table of the runs linked with it.
+/// The id of the code that analyses a run: a SHA-256 of the sources of the crates the
+/// analysis is built from, with the workspace's `Cargo.toml` and `Cargo.lock` (build.rs). A
+/// document stored by other code is never read.
+pub const ANALYSIS_CODE: &str = env!("ISOBENCH_ANALYSIS_CODE");
+
+/// How a results document is stored: MessagePack with field names (self-describing, so the
+/// serde attributes of [`Results`] hold; floats stored bit for bit). Measured against JSON on
+/// a quick run's document (bench/figures/10-ci-and-speed.json): smaller, and faster to read.
+pub const RESULTS_ENCODING: &str = "msgpack";
+
+/// How long a reader that computed a run's results waits for another writer before it
+/// leaves the storing to the next reader.
+const LAZY_WRITE_WAIT: Duration = Duration::from_millis(100);
+
+/// `r` encoded as a stored document.
+fn encode(r: &Results) -> Vec<u8> {
+    rmp_serde::to_vec_named(r).expect("results encode")
+}
+
+/// A stored document decoded; `None` when it does not decode (it is computed again).
+fn decode(data: &[u8]) -> Option<Results> {
+    rmp_serde::from_slice(data).ok()
+}
+
+/// A stored run's results alone, without the table of the runs linked with it: its stored
+/// document when that still holds, else analysed from its rows (and stored, when the run
+/// has ended and the database takes writes).
 pub fn analyzed(store: &Store, id: &str) -> Result<Results, StoreError> {
-    let loaded = store.load_run(&RunId::new(id))?;
-    Ok(analyze(&loaded))
+    let run = RunId::new(id);
+    // A document that cannot be read is computed again, as a missing one.
+    if let Some(r) = store
+        .document(&run, ANALYSIS_CODE, RESULTS_ENCODING)
+        .ok()
+        .flatten()
+        .and_then(|d| decode(&d))
+    {
+        return Ok(r);
+    }
+    let (loaded, fingerprint) = store.load_run_keyed(&run)?;
+    let r = analyze(&loaded);
+    if loaded.run.status != RunStatus::Running {
+        store_lazily(store, &run, &fingerprint, &r);
+    }
+    Ok(r)
+}
+
+/// Analyses run `run` of `store` and stores its results document (where a run ends: the
+/// run session, so the CLI's, the server's and a fleet host's runs all store theirs).
+pub fn store_results(store: &mut Store, run: &RunId) -> Result<Results, StoreError> {
+    let (loaded, fingerprint) = store.load_run_keyed(run)?;
+    let r = analyze(&loaded);
+    store.store_document(
+        run,
+        ANALYSIS_CODE,
+        &fingerprint,
+        RESULTS_ENCODING,
+        &encode(&r),
+    )?;
+    Ok(r)
+}
+
+/// Stores `r`, computed by a reader from the rows of `fingerprint`, as `run`'s document,
+/// through a connection of its own: a reader's store is often opened read-only. A database
+/// this process cannot write, one in memory, or one busy with another writer gets nothing,
+/// and nothing is said: the next reader computes the results again.
+fn store_lazily(store: &Store, run: &RunId, fingerprint: &str, r: &Results) {
+    let path = store.path();
+    if path.as_os_str() == ":memory:" || !Store::is_writable(path) {
+        return;
+    }
+    let options = OpenOptions {
+        busy_timeout: LAZY_WRITE_WAIT,
+    };
+    let stored = Store::open_with(path, &options).and_then(|mut w| {
+        w.store_document(
+            run,
+            ANALYSIS_CODE,
+            fingerprint,
+            RESULTS_ENCODING,
+            &encode(r),
+        )
+    });
+    if let Err(e) = stored {
+        tracing::debug!("run {run}: results document not stored: {e}");
+    }
 }
 
 /// A stored run's results as `isobench show` and `report` give them: with the table across
@@ -248,8 +336,8 @@ pub fn cross_section(store: &Store, r: &Results) -> Option<Section> {
             loaded.push((platform.clone(), r.clone()));
             continue;
         }
-        match store.load_run(&RunId::new(id.clone())) {
-            Ok(l) => loaded.push((platform.clone(), analyze(&l))),
+        match analyzed(store, id) {
+            Ok(x) => loaded.push((platform.clone(), x)),
             Err(e) => missing.push(format!("{platform} {id}: {e}")),
         }
     }
@@ -272,4 +360,98 @@ pub fn cross_section(store: &Store, r: &Results) -> Option<Section> {
             .push(format!("left out (no longer stored): {m}"));
     }
     Some(section)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::{run_fake, FakeScript};
+    use crate::progress::NoProgress;
+    use crate::{HostView, Plan, PlanOptions, Scenario, Source};
+    use isobench_store::Timestamp;
+
+    const QUICK: &str = include_str!("../../../examples/quick.toml");
+
+    /// The quick example run to its end on the fake platform, in a database file in `dir`.
+    fn quick_run(dir: &std::path::Path) -> (std::path::PathBuf, RunId) {
+        let sc = Scenario::parse(Source::new("quick.toml", QUICK)).unwrap();
+        let plan = Plan::resolve(
+            &sc,
+            &HostView::synthetic(4, 8 << 30, true),
+            &PlanOptions::default(),
+        )
+        .unwrap();
+        let path = dir.join("quick.db");
+        let mut store = Store::open(&path).unwrap();
+        let script = FakeScript {
+            usage: true,
+            ..FakeScript::default()
+        };
+        let out = run_fake(&mut store, &plan, QUICK, script, &mut NoProgress).unwrap();
+        (path, out.run)
+    }
+
+    fn documents(path: &std::path::Path) -> i64 {
+        rusqlite::Connection::open(path)
+            .unwrap()
+            .query_row("SELECT count(*) FROM run_documents", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// The encoding keeps every field of a real run's results (on/off window series, latency
+    /// views, facts) exactly: decode(encode(r)) == r.
+    #[test]
+    fn a_quick_runs_results_survive_their_encoding() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, run) = quick_run(dir.path());
+        let r = analyze(&Store::open(&path).unwrap().load_run(&run).unwrap());
+        assert!(
+            r.trials.iter().any(|t| !t.series.is_empty()),
+            "window series"
+        );
+        assert_eq!(decode(&encode(&r)), Some(r));
+    }
+
+    /// A reader that computed a run's results stores them when the file takes writes (its
+    /// own store opened read-only, as `show` opens it), and the next reader reads them back;
+    /// a run still running is not stored, nor is anything in memory.
+    #[test]
+    fn a_reader_stores_what_it_computed_and_the_next_one_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, run) = quick_run(dir.path());
+        let expected = analyze(&Store::open(&path).unwrap().load_run(&run).unwrap());
+        assert_eq!(documents(&path), 0);
+        let reader = Store::open_read_only(&path).unwrap();
+        assert_eq!(analyzed(&reader, run.as_str()).unwrap(), expected);
+        assert_eq!(documents(&path), 1);
+        let data = reader
+            .document(&run, ANALYSIS_CODE, RESULTS_ENCODING)
+            .unwrap()
+            .expect("stored");
+        assert_eq!(decode(&data).as_ref(), Some(&expected));
+        assert_eq!(analyzed(&reader, run.as_str()).unwrap(), expected);
+
+        // Resumed (running again): computed, not stored.
+        let mut w = Store::open(&path).unwrap();
+        w.finish_run(&run, RunStatus::Interrupted, Some("x"), Timestamp::now())
+            .unwrap();
+        w.resume_run(&run).unwrap();
+        assert_eq!(documents(&path), 0);
+        analyzed(&reader, run.as_str()).unwrap();
+        assert_eq!(documents(&path), 0);
+    }
+
+    /// A document that no longer decodes (another encoder's bytes under the same key) is
+    /// computed again, not an error.
+    #[test]
+    fn a_document_that_does_not_decode_is_computed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, run) = quick_run(dir.path());
+        let mut store = Store::open(&path).unwrap();
+        let (loaded, fp) = store.load_run_keyed(&run).unwrap();
+        store
+            .store_document(&run, ANALYSIS_CODE, &fp, RESULTS_ENCODING, b"\xc1junk")
+            .unwrap();
+        assert_eq!(analyzed(&store, run.as_str()).unwrap(), analyze(&loaded));
+    }
 }

@@ -5,9 +5,10 @@ use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::Transcript;
+use isobench_experiment::stored::{analyzed, store_results, ANALYSIS_CODE, RESULTS_ENCODING};
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 use isobench_results::Section;
-use isobench_store::{Condition, LoadedRun, RunStatus, Store};
+use isobench_store::{Condition, LoadedRun, RunId, RunStatus, Store};
 
 /// Tenants, timing and one probe of every kind's scenario here; the kind adds the rest.
 const COMMON: &str = r#"
@@ -44,12 +45,28 @@ fn plan_of(text: &str) -> Plan {
     Plan::resolve(&sc, &host, &PlanOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The results of a run of `text`; checks on the way that its results document, stored as a
+/// run stores it, reads back as the same results (every kind's sections and tables).
 fn run(text: &str) -> Results {
-    analyze(&run_stored(text))
+    let (mut store, id) = run_in_store(text);
+    let r = analyze(&store.load_run(&id).unwrap());
+    assert_eq!(store_results(&mut store, &id).unwrap(), r);
+    assert!(store
+        .document(&id, ANALYSIS_CODE, RESULTS_ENCODING)
+        .unwrap()
+        .is_some());
+    assert_eq!(analyzed(&store, id.as_str()).unwrap(), r);
+    r
 }
 
 /// A run of `text` to its end, as the store holds it.
 fn run_stored(text: &str) -> LoadedRun {
+    let (store, id) = run_in_store(text);
+    store.load_run(&id).unwrap()
+}
+
+/// A run of `text` to its end, in a store of its own.
+fn run_in_store(text: &str) -> (Store, RunId) {
     let plan = plan_of(text);
     let mut store = Store::open_in_memory().unwrap();
     let (mut backend, clock) = FakeBackend::new(plan.seed, FakeScript::default());
@@ -64,7 +81,7 @@ fn run_stored(text: &str) -> LoadedRun {
     .execute()
     .unwrap();
     assert_eq!(out.status, RunStatus::Complete, "{}", out.reason);
-    store.load_run(&run).unwrap()
+    (store, run)
 }
 
 /// A section as aligned text: title, headers, rows, notes.

@@ -61,25 +61,28 @@ pub fn json_bytes(r: &Results) -> Vec<u8> {
 /// behind the on/off estimates and most of a run's bytes (about 80% of a quick run's
 /// export), so only an export that asks for them carries them.
 pub fn json_document(r: &Results, series: bool) -> Vec<u8> {
-    let mut doc = json!({
+    // The series are dropped before the document is built (a trial without series has no
+    // `series` field), not from the built document: building a JSON value of every window
+    // took most of an export's time.
+    let without;
+    let results = if series || r.trials.iter().all(|t| t.series.is_empty()) {
+        r
+    } else {
+        let mut copy = r.clone();
+        for t in &mut copy.trials {
+            t.series = Vec::new();
+        }
+        without = copy;
+        &without
+    };
+    let doc = json!({
         "schema_version": r.schema_version,
         "tool": "isobench",
         "tool_version": r.run.tool_version,
         "kind": "results",
         "headline": r.headline(),
-        "results": r,
+        "results": results,
     });
-    if !series {
-        let trials = doc
-            .get_mut("results")
-            .and_then(|x| x.get_mut("trials"))
-            .and_then(serde_json::Value::as_array_mut);
-        for t in trials.into_iter().flatten() {
-            if let Some(t) = t.as_object_mut() {
-                t.remove("series");
-            }
-        }
-    }
     let mut v = serde_json::to_vec_pretty(&doc).expect("results serialize");
     v.push(b'\n');
     v

@@ -228,6 +228,21 @@ fn window_series_are_exported_only_when_asked_for() {
         full["results"]["trials"][0]["series"][0]["windows"][0]["value"],
         2.5
     );
+    // The default export is the whole document less each trial's `series`, byte for byte.
+    let mut less = serde_json::json!({
+        "schema_version": r.schema_version,
+        "tool": "isobench",
+        "tool_version": r.run.tool_version,
+        "kind": "results",
+        "headline": r.headline(),
+        "results": r,
+    });
+    for t in less["results"]["trials"].as_array_mut().unwrap() {
+        t.as_object_mut().unwrap().remove("series");
+    }
+    let mut bytes = serde_json::to_vec_pretty(&less).unwrap();
+    bytes.push(b'\n');
+    assert!(bytes == isobench_report::export::json_document(&r, false));
 }
 
 #[test]

@@ -15,6 +15,7 @@
 //! by a newer isobench is refused with [`StoreError::NewerSchema`] rather than misread.
 #![deny(missing_docs)]
 
+mod documents;
 mod error;
 mod file;
 mod model;

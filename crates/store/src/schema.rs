@@ -156,7 +156,102 @@ CREATE TABLE tenant_usage (
 ) STRICT;
 "#;
 
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+/// Version 6: each run's results document, stored once so a reader does not analyse the run
+/// again (`documents.rs`): the encoded document with the key it was computed under (the id
+/// of the analysis code and the fingerprint of the run's rows). Every write to a row the
+/// analysis reads drops the run's document in the same transaction (the triggers below), so
+/// no path of the store, nor a later migration that rewrites rows, can leave a stale one;
+/// the key is checked on every read besides. The run's controller is not read by the
+/// analysis, so claiming a run keeps it.
+const V6: &str = r#"
+CREATE TABLE run_documents (
+    run_id      TEXT PRIMARY KEY REFERENCES runs (id),
+    code        TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    encoding    TEXT NOT NULL,
+    data        BLOB NOT NULL
+) STRICT;
+
+CREATE TRIGGER runs_changed AFTER UPDATE OF id, scenario_name, scenario_text, seed, status,
+    status_reason, tool_version, schema_version, started_at, ended_at, host_facts, platform,
+    platform_version ON runs
+BEGIN DELETE FROM run_documents WHERE run_id IN (OLD.id, NEW.id); END;
+CREATE TRIGGER runs_removed AFTER DELETE ON runs
+BEGIN DELETE FROM run_documents WHERE run_id = OLD.id; END;
+
+CREATE TRIGGER tenants_added AFTER INSERT ON tenants
+BEGIN DELETE FROM run_documents WHERE run_id = NEW.run_id; END;
+CREATE TRIGGER tenants_changed AFTER UPDATE ON tenants
+BEGIN DELETE FROM run_documents WHERE run_id IN (OLD.run_id, NEW.run_id); END;
+CREATE TRIGGER tenants_removed AFTER DELETE ON tenants
+BEGIN DELETE FROM run_documents WHERE run_id = OLD.run_id; END;
+
+CREATE TRIGGER facts_added AFTER INSERT ON facts
+BEGIN DELETE FROM run_documents WHERE run_id = NEW.run_id; END;
+CREATE TRIGGER facts_changed AFTER UPDATE ON facts
+BEGIN DELETE FROM run_documents WHERE run_id IN (OLD.run_id, NEW.run_id); END;
+CREATE TRIGGER facts_removed AFTER DELETE ON facts
+BEGIN DELETE FROM run_documents WHERE run_id = OLD.run_id; END;
+
+CREATE TRIGGER trials_added AFTER INSERT ON trials
+BEGIN DELETE FROM run_documents WHERE run_id = NEW.run_id; END;
+CREATE TRIGGER trials_changed AFTER UPDATE ON trials
+BEGIN DELETE FROM run_documents WHERE run_id IN (OLD.run_id, NEW.run_id); END;
+CREATE TRIGGER trials_removed AFTER DELETE ON trials
+BEGIN DELETE FROM run_documents WHERE run_id = OLD.run_id; END;
+
+CREATE TRIGGER samples_added AFTER INSERT ON samples
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
+CREATE TRIGGER samples_changed AFTER UPDATE ON samples
+BEGIN DELETE FROM run_documents
+      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
+CREATE TRIGGER samples_removed AFTER DELETE ON samples
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
+
+CREATE TRIGGER histograms_added AFTER INSERT ON histograms
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
+CREATE TRIGGER histograms_changed AFTER UPDATE ON histograms
+BEGIN DELETE FROM run_documents
+      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
+CREATE TRIGGER histograms_removed AFTER DELETE ON histograms
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
+
+CREATE TRIGGER stressor_reports_added AFTER INSERT ON stressor_reports
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
+CREATE TRIGGER stressor_reports_changed AFTER UPDATE ON stressor_reports
+BEGIN DELETE FROM run_documents
+      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
+CREATE TRIGGER stressor_reports_removed AFTER DELETE ON stressor_reports
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
+
+CREATE TRIGGER trial_details_added AFTER INSERT ON trial_details
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
+CREATE TRIGGER trial_details_changed AFTER UPDATE ON trial_details
+BEGIN DELETE FROM run_documents
+      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
+CREATE TRIGGER trial_details_removed AFTER DELETE ON trial_details
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
+
+CREATE TRIGGER tenant_usage_added AFTER INSERT ON tenant_usage
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
+CREATE TRIGGER tenant_usage_changed AFTER UPDATE ON tenant_usage
+BEGIN DELETE FROM run_documents
+      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
+CREATE TRIGGER tenant_usage_removed AFTER DELETE ON tenant_usage
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
+"#;
+
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version this build writes and understands: the number of migrations.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

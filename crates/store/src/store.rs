@@ -595,23 +595,39 @@ impl Store {
             .conn
             .unchecked_transaction()
             .map_err(|e| db.err("starting a read", e))?;
-        let record = load_run_record(db, &tx, run)?;
-        let tenants = rows::of_run(db, &tx, run, "c.rowid")?;
-        let trials = load_trials(db, &tx, run)?;
-        let facts = rows::of_run(db, &tx, run, "c.scope, c.key")?;
+        let loaded = load_run_in(db, &tx, run)?;
         tx.finish().map_err(|e| db.err("ending a read", e))?;
-        Ok(LoadedRun {
-            run: record,
-            tenants,
-            trials,
-            facts,
-        })
+        Ok(loaded)
+    }
+
+    /// The connection and file, for the store's other modules.
+    pub(crate) fn parts(&self) -> (&DbFile, &Connection) {
+        (&self.db, &self.conn)
+    }
+
+    /// The connection and file, writable, for the store's other modules.
+    pub(crate) fn parts_mut(&mut self) -> (&DbFile, &mut Connection) {
+        (&self.db, &mut self.conn)
     }
 
     /// The run's status; [`StoreError::UnknownRun`] if there is no such run.
     fn run_status(&self, conn: &Connection, run: &RunId) -> Result<RunStatus, StoreError> {
         run_status_in(&self.db, conn, run)
     }
+}
+
+/// Everything stored about a run, read inside the caller's transaction.
+pub(crate) fn load_run_in(
+    db: &DbFile,
+    conn: &Connection,
+    run: &RunId,
+) -> Result<LoadedRun, StoreError> {
+    Ok(LoadedRun {
+        run: load_run_record(db, conn, run)?,
+        tenants: rows::of_run(db, conn, run, "c.rowid")?,
+        trials: load_trials(db, conn, run)?,
+        facts: rows::of_run(db, conn, run, "c.scope, c.key")?,
+    })
 }
 
 /// The run's own row; [`StoreError::UnknownRun`] if there is no such run.
