@@ -242,7 +242,12 @@ pub fn on_event(app: &App, id: &str, event: serde_json::Value) {
 
 /// Applies one event of a fleet run's coordinator to its job (its run and progress, as
 /// [`FleetProgress`] reads them), and passes it on.
-fn on_fleet_event(app: &App, id: &str, fleet: &mut FleetProgress, event: serde_json::Value) {
+pub(crate) fn on_fleet_event(
+    app: &App,
+    id: &str,
+    fleet: &mut FleetProgress,
+    event: serde_json::Value,
+) {
     let (run, progress) = if fleet.read(&event) {
         (fleet.run(), Some(fleet.progress()))
     } else {
