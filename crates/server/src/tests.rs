@@ -677,6 +677,15 @@ fn a_jobs_client_chosen_values_stay_values_of_their_flags() {
     assert_eq!(args[1], "--resume=-r", "{args:?}");
 }
 
+/// Queues `spec` in `app`; its job's id.
+fn queued(app: &App, spec: crate::queue::JobSpec) -> String {
+    app.update_jobs(|q| {
+        let job = q.push(spec);
+        (job.id.clone(), vec![job.id])
+    })
+    .unwrap()
+}
+
 #[test]
 fn a_fleet_job_takes_its_run_and_progress_from_the_coordinators_events() {
     use crate::fleet::FleetProgress;
@@ -696,12 +705,7 @@ fn a_fleet_job_takes_its_run_and_progress_from_the_coordinators_events() {
         hosts: hosts.clone(),
         ..JobSpec::default()
     };
-    let id = app
-        .update_jobs(|q| {
-            let job = q.push(spec);
-            (job.id.clone(), vec![job.id])
-        })
-        .unwrap();
+    let id = queued(&app, spec);
     let mut fleet = FleetProgress::new(&hosts);
     let mut on = |e: Value| crate::runner::on_fleet_event(&app, &id, &mut fleet, e);
     let progress = |member: &str, run: &str, n: u64| {
@@ -739,12 +743,7 @@ fn a_job_on_several_platforms_keeps_its_first_run_and_says_which_platform_runs()
         platforms: vec!["host".into(), "cgroup".into()],
         ..JobSpec::default()
     };
-    let id = app
-        .update_jobs(|q| {
-            let job = q.push(spec);
-            (job.id.clone(), vec![job.id])
-        })
-        .unwrap();
+    let id = queued(&app, spec);
     let args = crate::runner::run_args(&app, &app.queue().view(&id).unwrap());
     assert!(
         args.contains(&"--platform=host,cgroup".to_string()),
