@@ -73,9 +73,9 @@ pub fn run(
     )))
 }
 
-/// Writes an event of a run on several platforms as a line of the `--json-stream` stream,
-/// between the lines of the platforms' own runs (docs/events.md).
-fn write_event(ev: &CrossEvent) {
+/// Writes an event of a run on several platforms or of a fleet run as a line of the
+/// `--json-stream` stream, between the lines of the runs' own events (docs/events.md).
+pub(crate) fn write_event(ev: &impl serde::Serialize) {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     if let Ok(line) = serde_json::to_string(ev) {

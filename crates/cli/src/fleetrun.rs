@@ -1,6 +1,8 @@
 //! The terminal side of a fleet run (`--hosts`, `--nodes`): checks the flags, starts the
 //! coordinator of `isobench_fleet`, shows its events on stderr (each member's progress
-//! prefixed with the member's name), then prints the fleet table and the members.
+//! prefixed with the member's name), then prints the fleet table and the members. With
+//! `--json-stream` the events are written on stdout instead, as JSON lines (docs/events.md),
+//! and nothing else is.
 
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -11,7 +13,7 @@ use isobench_experiment::stored::{with_linked, FleetLink};
 use isobench_fleet::{Fleet, FleetEvent};
 
 use crate::args::RunArgs;
-use crate::crossrun::show_set;
+use crate::crossrun::{show_set, write_event};
 use crate::exit::{self, bad_input, session_error, store_error};
 use crate::stores::open_store;
 
@@ -69,8 +71,14 @@ pub fn coordinate(a: &RunArgs, mut fleet: Fleet) -> anyhow::Result<ExitCode> {
     let mut store = open_store(&a.db.path)?;
     fleet.progress = !a.quiet;
     fleet.stop = stop_on_signal()?;
-    let outcome = isobench_fleet::coordinate(fleet, &mut store, &mut |ev| show_event(noun, ev))
-        .map_err(session_error)?;
+    let outcome = isobench_fleet::coordinate(fleet, &mut store, &mut |ev| {
+        if a.json_stream {
+            write_event(&ev)
+        } else {
+            show_event(noun, ev)
+        }
+    })
+    .map_err(session_error)?;
     let results = with_linked(&store, &outcome.first).map_err(store_error)?;
     let worst = show_set(
         a,
@@ -94,7 +102,7 @@ fn show_event(noun: &str, ev: FleetEvent) {
             members.join(", ")
         ),
         FleetEvent::Note { text } => eprintln!("isobench: {text}"),
-        FleetEvent::Progress { member, line } => eprintln!("[{member}] {line}"),
+        FleetEvent::Progress(p) => eprintln!("[{}] {}", p.member, p.line),
         FleetEvent::NotRun { member, why } => eprintln!("isobench: {one} {member}: {why}"),
         FleetEvent::Imported { member, done } => eprintln!(
             "isobench: {one} {member}: run {} {} (exit code {}), imported",

@@ -3,17 +3,19 @@
 //! a recorded stream must still decode into the declared types with nothing lost, and
 //! `docs/events.md` must declare every event and field the stream carries. A run on several
 //! platforms (`--platform A,B`) writes each platform's run stream after a `CrossEvent` of
-//! its own, and is checked the same way.
+//! its own, and a fleet run (`--hosts FILE`) writes its `FleetEvent`s; both are checked the
+//! same way.
 
 use std::path::PathBuf;
 
 use isobench_experiment::progress::{Event, EVENTS_SCHEMA};
 use isobench_fleet::cross::CrossEvent;
+use isobench_fleet::FleetEvent;
 use serde::Deserialize;
 use serde_json::Value;
 
 mod common;
-use common::{code, fake, text};
+use common::{agent, code, fake, fleet_token, text};
 
 /// A stream `isobench run --json-stream` wrote on the fake platform (the builtin scenario),
 /// kept as it was: re-record it only with a schema change.
@@ -23,12 +25,17 @@ const RECORDED: &str = include_str!("fixtures/json-stream.jsonl");
 /// (the builtin scenario), kept as it was.
 const RECORDED_CROSS: &str = include_str!("fixtures/json-stream-cross.jsonl");
 
-/// One line of a stream: an event of a run, or of a run on several platforms.
+/// The stream of `isobench run --hosts FILE --json-stream` against two host agents on the
+/// fake platform (the builtin scenario), kept as it was.
+const RECORDED_FLEET: &str = include_str!("fixtures/json-stream-fleet.jsonl");
+
+/// One line of a stream: an event of a run, of a run on several platforms, or of a fleet run.
 #[derive(Debug, Deserialize, serde::Serialize)]
 #[serde(untagged)]
 enum Line {
     Run(Event),
     Cross(CrossEvent),
+    Fleet(FleetEvent),
 }
 
 impl Line {
@@ -36,6 +43,7 @@ impl Line {
         match self {
             Line::Run(e) => e.name(),
             Line::Cross(e) => e.name(),
+            Line::Fleet(e) => e.name(),
         }
     }
 }
@@ -66,6 +74,7 @@ fn decode(stream: &str) -> Vec<(Value, Event)> {
         .map(|(raw, line)| match line {
             Line::Run(e) => (raw, e),
             Line::Cross(e) => panic!("a run on one platform wrote {e:?}"),
+            Line::Fleet(e) => panic!("a run on one platform wrote {e:?}"),
         })
         .collect()
 }
@@ -176,6 +185,84 @@ fn the_stream_of_this_binary_decodes_and_says_its_schema() {
     assert_eq!(*schema, EVENTS_SCHEMA);
 }
 
+/// Checks a fleet run's stream: fleet events only (the members' runs are told in
+/// `member_progress`), `fleet_started` first, each member's planned run in its progress and
+/// imported.
+fn check_fleet_stream(stream: &str) {
+    let lines = decode_lines(stream);
+    let fleet: Vec<&FleetEvent> = lines
+        .iter()
+        .map(|(_, l)| match l {
+            Line::Fleet(e) => e,
+            other => panic!("a fleet run wrote {other:?}"),
+        })
+        .collect();
+    let Some(FleetEvent::Started { members, .. }) = fleet.first() else {
+        panic!("fleet_started is not first")
+    };
+    assert_eq!(members, &["h0", "h1"]);
+    for m in members {
+        let planned = fleet.iter().find_map(|e| match e {
+            FleetEvent::Progress(p) if &p.member == m && p.run.is_some() => p.run.clone(),
+            _ => None,
+        });
+        let imported = fleet.iter().find_map(|e| match e {
+            FleetEvent::Imported { member, done } if member == m => Some(done.run_id.clone()),
+            _ => None,
+        });
+        assert!(planned.is_some(), "{m}: no planned run in {stream}");
+        assert_eq!(
+            planned, imported,
+            "{m}: the run imported is the one planned"
+        );
+    }
+}
+
+#[test]
+fn a_recorded_fleet_stream_decodes_into_the_declared_events() {
+    check_fleet_stream(RECORDED_FLEET);
+}
+
+#[test]
+fn the_fleet_stream_of_this_binary_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    fleet_token(dir.path());
+    let mut agents = Vec::new();
+    let mut hosts = String::from("token_file = \"token\"\n");
+    for n in 0..2 {
+        let (child, addr) = agent(dir.path(), n);
+        agents.push(child);
+        hosts.push_str(&format!(
+            "\n[[host]]\nname = \"h{n}\"\naddress = \"{addr}\"\ntype = \"t\"\n"
+        ));
+    }
+    std::fs::write(dir.path().join("hosts.toml"), hosts).unwrap();
+    let out = fake()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--hosts",
+            "hosts.toml",
+            "--seed",
+            "1",
+            "--db",
+            "coord.db",
+            "--json-stream",
+        ])
+        .output()
+        .unwrap();
+    for mut a in agents {
+        let _ = a.kill();
+        let _ = a.wait();
+    }
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    if let Ok(path) = std::env::var("ISOBENCH_RECORD_FLEET") {
+        std::fs::write(path, &stdout).unwrap();
+    }
+    check_fleet_stream(&stdout);
+}
+
 /// `docs/events.md` by event: the text under each `` ### `name` `` heading.
 fn doc_sections() -> Vec<(String, String)> {
     let doc = std::fs::read_to_string(repo_file("docs/events.md")).unwrap();
@@ -196,12 +283,13 @@ fn docs_events_md_declares_every_event_and_recorded_field() {
     let declared: Vec<&str> = Event::NAMES
         .iter()
         .chain(CrossEvent::NAMES)
+        .chain(FleetEvent::NAMES)
         .copied()
         .collect();
     assert_eq!(
         named, declared,
-        "docs/events.md: one section per event, in order (a run's, then a run on several \
-         platforms')"
+        "docs/events.md: one section per event, in order (a run's, a run on several \
+         platforms', a fleet run's)"
     );
     let doc = std::fs::read_to_string(repo_file("docs/events.md")).unwrap();
     assert!(
@@ -211,7 +299,10 @@ fn docs_events_md_declares_every_event_and_recorded_field() {
     let recorded = decode(RECORDED)
         .into_iter()
         .map(|(raw, e)| (raw, Line::Run(e)));
-    for (raw, event) in recorded.chain(decode_lines(RECORDED_CROSS)) {
+    let others = decode_lines(RECORDED_CROSS)
+        .into_iter()
+        .chain(decode_lines(RECORDED_FLEET));
+    for (raw, event) in recorded.chain(others) {
         let body = &sections.iter().find(|(n, _)| n == event.name()).unwrap().1;
         for field in raw.as_object().unwrap().keys().filter(|k| *k != "event") {
             assert!(

@@ -2,44 +2,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Stdio};
-
-use common::{code, spawnable, text};
-
-/// A host agent in fake mode on a free loopback port: the child and its address.
-fn agent(dir: &std::path::Path, n: usize) -> (Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = spawnable()
-        .env("ISOBENCH_DEBUG_FAKE", "1")
-        .args(["agent", "--listen", &addr, "--token-file"])
-        .arg(dir.join("token"))
-        .arg("--db")
-        .arg(dir.join(format!("agent{n}.db")))
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("isobench agent starts");
-    // It says so once it listens.
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().expect("piped"))
-        .read_line(&mut line)
-        .expect("agent stderr");
-    assert!(line.contains("listening"), "agent said: {line}");
-    (child, addr)
-}
+use common::{agent, code, fleet_token, text};
 
 #[test]
 fn too_many_open_files_for_every_host_at_once_runs_them_a_few_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
-    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    fleet_token(dir.path());
     let mut agents = Vec::new();
     let mut hosts = String::from("token_file = \"token\"\n");
     for n in 0..3 {

@@ -339,14 +339,19 @@ fn a_fleet_job_runs_on_two_hosts_and_its_run_carries_the_fleet_table() {
     assert_eq!(job["spec"]["hosts"][1]["name"], "h1", "{job}");
     let id = job["id"].as_str().unwrap().to_string();
 
-    // The hosts' lines arrive as notes of the job's run.
+    // The coordinator's events arrive as events of the job's run: a host's run once planned.
     let start = Instant::now();
     loop {
         let (event, data) = events
             .recv_timeout(PATIENCE.saturating_sub(start.elapsed()))
             .expect("run events arrive");
-        let text = data["event"]["text"].as_str().unwrap_or_default();
-        if event == "run" && data["job"] == id.as_str() && text.starts_with("[h1] run ") {
+        let ev = &data["event"];
+        if event == "run"
+            && data["job"] == id.as_str()
+            && ev["event"] == "member_progress"
+            && ev["member"] == "h1"
+            && ev["run"].is_string()
+        {
             break;
         }
     }

@@ -24,7 +24,7 @@ use isobench_experiment::progress::Event;
 use isobench_experiment::session::{NewRun, SessionError};
 use isobench_experiment::stored::{link_fleet, FleetLink, FleetMember};
 use isobench_store::{Fact, LoadedRun, RunStatus, Store};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Ending;
 
@@ -130,32 +130,35 @@ impl Fleet {
     }
 }
 
-/// What happens during a fleet run, in the order it happens.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What happens during a fleet run, in the order it happens. With `--json-stream` these are
+/// the lines of the fleet run's event stream (docs/events.md), so their tags and fields are a
+/// public interface: [`FleetEvent::NAMES`] lists the tags, none of which a run's own events
+/// or a run on several platforms use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum FleetEvent {
     /// The members were sent the scenario.
+    #[serde(rename = "fleet_started")]
     Started {
         /// The scenario's file name.
         scenario: String,
         /// What the members are called: "hosts", "nodes".
-        noun: &'static str,
+        noun: String,
         /// The members' names.
         members: Vec<String>,
     },
     /// Something the caller may want to say (how many members run at once, runner pods).
+    #[serde(rename = "fleet_note")]
     Note {
         /// What happened.
         text: String,
     },
-    /// A line of a member's progress, briefly.
-    Progress {
-        /// The member.
-        member: String,
-        /// The line.
-        line: String,
-    },
+    /// A member's run progressed (its plan, every tenth trial, a trial that did not end
+    /// ok, a note), or the member said something that is not an event of its run.
+    #[serde(rename = "member_progress")]
+    Progress(MemberProgress),
     /// A member's run could not run, or its run could not be imported.
+    #[serde(rename = "member_not_run")]
     NotRun {
         /// The member.
         member: String,
@@ -163,6 +166,7 @@ pub enum FleetEvent {
         why: String,
     },
     /// A member's run ended and was imported.
+    #[serde(rename = "member_imported")]
     Imported {
         /// The member.
         member: String,
@@ -170,14 +174,61 @@ pub enum FleetEvent {
         done: ScenarioDone,
     },
     /// The stop flag was seen: the members stop their runs.
+    #[serde(rename = "fleet_stopping")]
     Stopping,
     /// Progress lines that were dropped because too many waited.
+    #[serde(rename = "fleet_dropped")]
     Dropped {
         /// How many.
         lines: usize,
         /// How many may wait.
         backlog: usize,
     },
+}
+
+impl FleetEvent {
+    /// Every event's tag, in the order docs/events.md declares them.
+    pub const NAMES: &'static [&'static str] = &[
+        "fleet_started",
+        "fleet_note",
+        "member_progress",
+        "member_not_run",
+        "member_imported",
+        "fleet_stopping",
+        "fleet_dropped",
+    ];
+
+    /// The event's tag, as serialized (one of [`FleetEvent::NAMES`]).
+    pub fn name(&self) -> &'static str {
+        match self {
+            FleetEvent::Started { .. } => "fleet_started",
+            FleetEvent::Note { .. } => "fleet_note",
+            FleetEvent::Progress(_) => "member_progress",
+            FleetEvent::NotRun { .. } => "member_not_run",
+            FleetEvent::Imported { .. } => "member_imported",
+            FleetEvent::Stopping => "fleet_stopping",
+            FleetEvent::Dropped { .. } => "fleet_dropped",
+        }
+    }
+}
+
+/// Where a member's run stands, as a line of its progress told it ([`FleetEvent::Progress`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberProgress {
+    /// The member.
+    pub member: String,
+    /// Its run's id, once planned.
+    pub run: Option<String>,
+    /// Trials done, when the line tells it (its plan: those already stored; a trial: its
+    /// number).
+    pub n: Option<usize>,
+    /// Trials planned, when the line tells it.
+    pub of: Option<usize>,
+    /// How a trial that did not end ok ended (`dnr`, `disturbed`, `failed`); `null` on
+    /// other lines.
+    pub status: Option<String>,
+    /// The line, briefly, as the terminal shows it.
+    pub line: String,
 }
 
 /// How a fleet run ended.
@@ -199,8 +250,8 @@ const PARTIAL_EXIT: i32 = 4;
 
 /// What a member's thread tells the coordinator.
 enum FromMember {
-    /// A line of its run's progress, as shown.
-    Progress(String),
+    /// A line of its run's progress.
+    Progress(MemberProgress),
     /// Its run ended: how, and the stored run; or why there is none.
     Done(Result<(ScenarioDone, String), String>),
 }
@@ -262,7 +313,7 @@ pub fn coordinate(
     })?;
     events(FleetEvent::Started {
         scenario: fleet.scenario.file_name.clone(),
-        noun,
+        noun: noun.to_string(),
         members: fleet.members.iter().map(|m| m.name.clone()).collect(),
     });
 
@@ -283,12 +334,9 @@ pub fn coordinate(
         };
         let m = &fleet.members[i];
         let ended = match msg {
-            FromMember::Progress(line) => {
+            FromMember::Progress(p) => {
                 backlog.waiting.fetch_sub(1, Ordering::SeqCst);
-                events(FleetEvent::Progress {
-                    member: m.name.clone(),
-                    line,
-                });
+                events(FleetEvent::Progress(p));
                 continue;
             }
             FromMember::Done(Err(why)) => Err(why),
@@ -381,13 +429,17 @@ fn spawn_members(
                 let ended = if stop.load(Ordering::SeqCst) {
                     Err("not started: interrupted".to_string())
                 } else {
+                    // The member's run, once planned: every later line carries it.
+                    let mut run = None;
                     let ended = driver.drive(i, m, req.clone(), &hangups, &mut |line| {
                         // Parsed here, in the member's thread: the coordinator's one thread
                         // only reports and imports.
                         if !shown {
                             return;
                         }
-                        let Some(l) = progress_line(line) else { return };
+                        let Some(l) = member_progress(&m.name, &mut run, line) else {
+                            return;
+                        };
                         if backlog.waiting.fetch_add(1, Ordering::SeqCst) >= INGEST_BACKLOG {
                             backlog.waiting.fetch_sub(1, Ordering::SeqCst);
                             backlog.dropped.fetch_add(1, Ordering::Relaxed);
@@ -441,40 +493,67 @@ fn import(
     })
 }
 
-/// A member's progress line, briefly: its run's events (every tenth trial, the trials that
-/// did not end ok, notes, rounds); other lines (its errors) as they are.
-fn progress_line(line: &str) -> Option<String> {
-    let Ok(ev) = serde_json::from_str::<Event>(line) else {
-        return (!line.trim().is_empty()).then(|| line.to_string());
+/// A member's progress line, as its run's facts and briefly: its run's events (its plan,
+/// every tenth trial, the trials that did not end ok, notes, rounds); other lines (its
+/// errors) as they are. `run` is the member's run once planned.
+fn member_progress(member: &str, run: &mut Option<String>, line: &str) -> Option<MemberProgress> {
+    let told = |n: Option<usize>, of: Option<usize>, status: Option<String>, line: String| {
+        Some((n, of, status, line))
     };
-    match ev {
-        Event::Planned {
-            run,
+    let (n, of, status, line) = match serde_json::from_str::<Event>(line) {
+        Err(_) if line.trim().is_empty() => None,
+        Err(_) => told(None, None, None, line.to_string()),
+        Ok(Event::Planned {
+            run: id,
             platform,
             trials,
+            done,
             ..
-        } => Some(format!("run {run}: at least {trials} trials on {platform}")),
-        Event::TrialEnded(t) if t.status != "ok" => Some(format!(
-            "trial {}/{} {} under {}: {}{}",
-            t.view.n,
-            t.view.of,
-            t.view.what,
-            t.view.condition,
-            t.status,
-            t.reason.map(|r| format!(" ({r})")).unwrap_or_default()
-        )),
-        Event::TrialEnded(t) if t.view.n % 10 == 0 => {
-            Some(format!("trial {}/{}", t.view.n, t.view.of))
+        }) => {
+            let line = format!("run {id}: at least {trials} trials on {platform}");
+            *run = Some(id);
+            told(Some(done), Some(trials), None, line)
         }
-        Event::Waiting { why, .. } => Some(format!("waiting: {why}")),
-        Event::Note { text } => Some(text),
-        Event::RoundEnded { round, open } => Some(format!(
-            "round {} ended; {open} results still wider than the target",
-            round + 1
-        )),
-        Event::Finished { status, reason, .. } => Some(format!("{status}: {reason}")),
-        _ => None,
-    }
+        Ok(Event::TrialEnded(t)) if t.status != "ok" => {
+            let line = format!(
+                "trial {}/{} {} under {}: {}{}",
+                t.view.n,
+                t.view.of,
+                t.view.what,
+                t.view.condition,
+                t.status,
+                t.reason.map(|r| format!(" ({r})")).unwrap_or_default()
+            );
+            told(Some(t.view.n), Some(t.view.of), Some(t.status), line)
+        }
+        Ok(Event::TrialEnded(t)) if t.view.n % 10 == 0 => {
+            let line = format!("trial {}/{}", t.view.n, t.view.of);
+            told(Some(t.view.n), Some(t.view.of), None, line)
+        }
+        Ok(Event::Waiting { why, .. }) => told(None, None, None, format!("waiting: {why}")),
+        Ok(Event::Note { text }) => told(None, None, None, text),
+        Ok(Event::RoundEnded { round, open }) => told(
+            None,
+            None,
+            None,
+            format!(
+                "round {} ended; {open} results still wider than the target",
+                round + 1
+            ),
+        ),
+        Ok(Event::Finished { status, reason, .. }) => {
+            told(None, None, None, format!("{status}: {reason}"))
+        }
+        Ok(_) => None,
+    }?;
+    Some(MemberProgress {
+        member: member.to_string(),
+        run: run.clone(),
+        n,
+        of,
+        status,
+        line,
+    })
 }
 
 #[cfg(test)]
@@ -545,5 +624,48 @@ mod tests {
             "{err}"
         );
         assert!(seen.contains(&FleetEvent::Stopping));
+    }
+
+    #[test]
+    fn a_members_progress_carries_its_run_and_trials_and_a_trial_that_did_not_end_ok() {
+        let mut run = None;
+        let mut read = |line: &str| member_progress("a", &mut run, line);
+        let planned = r#"{"event":"planned","schema":1,"run":"R-1","scenario":"s","platform":"fake","kind":"matrix","summary":"","probes":1,"conditions":1,"trials":20,"done":0}"#;
+        let p = read(planned).unwrap();
+        assert_eq!(
+            (p.run.as_deref(), p.n, p.of, p.status),
+            (Some("R-1"), Some(0), Some(20), None)
+        );
+        assert_eq!(p.line, "run R-1: at least 20 trials on fake");
+        let trial = |n: usize, status: &str| {
+            format!(
+                r#"{{"event":"trial_ended","n":{n},"of":20,"round":0,"condition":"cpu@100","what":"cpu-int","eta_s":null,"status":"{status}","reason":null}}"#
+            )
+        };
+        assert_eq!(read(&trial(3, "ok")), None, "not every trial is told");
+        let p = read(&trial(10, "ok")).unwrap();
+        assert_eq!(
+            (p.run.as_deref(), p.n, p.of),
+            (Some("R-1"), Some(10), Some(20))
+        );
+        let p = read(&trial(11, "failed")).unwrap();
+        assert_eq!((p.n, p.status.as_deref()), (Some(11), Some("failed")));
+        let p = read("cannot start: busy").unwrap();
+        assert_eq!(
+            (p.run.as_deref(), p.n, p.line.as_str()),
+            (Some("R-1"), None, "cannot start: busy")
+        );
+        assert_eq!(read("  "), None);
+    }
+
+    #[test]
+    fn fleet_events_are_named_as_serialized() {
+        let ev = FleetEvent::Dropped {
+            lines: 1,
+            backlog: 2,
+        };
+        let json = serde_json::to_value(&ev).unwrap();
+        assert_eq!(json["event"], ev.name());
+        assert!(FleetEvent::NAMES.contains(&ev.name()));
     }
 }

@@ -18,6 +18,7 @@ pub mod nodes;
 
 pub use coordinator::{
     coordinate, scenario_request, Driver, Fleet, FleetEvent, FleetOutcome, Hangups, Member,
+    MemberProgress,
 };
 
 use serde::Serialize;

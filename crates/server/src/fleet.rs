@@ -2,12 +2,13 @@
 //! FILE` (docs/fleet.md), exactly as on the command line. The hosts a client sends are
 //! checked here (each error names its field), written as that hosts file into the state
 //! directory (each token in a file of its own, mode 0600, never shown by the API), and the
-//! coordinator's per-host progress lines are read back into the job's progress.
+//! coordinator's events are read back into the job's progress.
 //!
-//! Why progress is read from stderr: the coordinator writes no `--json-stream` events of
-//! its own, only a line per host event (`[NAME] run ID: at least N trials on P`, every tenth
-//! trial, and `isobench: host NAME: run ID STATUS (exit code C), imported` as each host's run
-//! is stored here). Lines this module does not know are passed on as notes.
+//! The child runs with `--json-stream`, so its stdout holds the fleet's events
+//! (docs/events.md, "Fleet runs"): `member_progress` carries each host's run id once
+//! planned and its trials done and planned, and `member_imported` / `member_not_run` end a
+//! host. [`FleetProgress`] reads those; the events themselves are passed on to the live views
+//! as they are.
 
 use std::path::Path;
 
@@ -39,7 +40,7 @@ pub struct NewHost {
 }
 
 /// A name, type or token: not empty, at most [`MAX_FIELD`] characters, no control
-/// characters (the hosts file and the coordinator's lines are line-based).
+/// characters (the hosts file is line-based).
 fn check_text(field: String, text: &str) -> Result<(), ApiError> {
     if text.trim().is_empty() {
         return Err(ApiError::field(field, "is empty"));
@@ -176,7 +177,7 @@ pub fn write_hosts_file(path: &Path, hosts: &[JobHost], tokens: &[String]) -> st
     crate::private::replace(path, &path.with_extension("toml.tmp"), text.as_bytes())
 }
 
-/// Where one host's run stands, as its lines told.
+/// Where one host's run stands, as its events told.
 #[derive(Debug, Clone, Default)]
 struct HostProgress {
     /// Its run's id, once planned.
@@ -191,16 +192,7 @@ struct HostProgress {
     failed: bool,
 }
 
-/// What one line of the coordinator said.
-#[derive(Debug, Clone, PartialEq)]
-pub enum FleetLine {
-    /// A line that changed the progress.
-    Progress,
-    /// Any other line of a host or of the coordinator, to show as a note.
-    Note,
-}
-
-/// The progress of a fleet job, from the coordinator's lines.
+/// The progress of a fleet job, from the coordinator's events.
 #[derive(Debug, Clone)]
 pub struct FleetProgress {
     names: Vec<String>,
@@ -219,68 +211,48 @@ impl FleetProgress {
         }
     }
 
-    /// The host a line is about (`[NAME] ...`, or `isobench: host NAME: ...`) and the rest.
-    fn host_of<'l>(&self, line: &'l str) -> Option<(usize, &'l str, bool)> {
-        self.names.iter().enumerate().find_map(|(i, n)| {
-            if let Some(rest) = line.strip_prefix(&format!("[{n}] ")) {
-                return Some((i, rest, false));
-            }
-            line.strip_prefix(&format!("isobench: host {n}: "))
-                .map(|rest| (i, rest, true))
-        })
+    /// Whether `kind` is an event of the fleet (docs/events.md, "Fleet runs"), which
+    /// [`FleetProgress::read`] takes.
+    pub fn is_fleet_event(kind: &str) -> bool {
+        kind.starts_with("fleet_") || kind.starts_with("member_")
     }
 
-    /// Reads one line of the coordinator's stderr; `None` for a blank line.
-    pub fn read(&mut self, line: &str) -> Option<FleetLine> {
-        let line = line.trim_end();
-        if line.trim().is_empty() {
-            return None;
-        }
-        let Some((i, rest, outcome)) = self.host_of(line) else {
-            return Some(FleetLine::Note);
+    /// Reads one event of the coordinator; whether it changed a host's run or trials.
+    pub fn read(&mut self, event: &serde_json::Value) -> bool {
+        let member = event["member"].as_str();
+        let Some(i) = member.and_then(|m| self.names.iter().position(|n| n == m)) else {
+            return false;
         };
         let h = &mut self.hosts[i];
-        if outcome {
-            // `run ID STATUS (exit code C), imported`, or why it did not run.
-            if rest.starts_with("run ") && rest.ends_with(", imported") {
+        let as_u64 = |f: &str| event[f].as_u64();
+        match event["event"].as_str().unwrap_or_default() {
+            "member_progress" => {
+                let run = event["run"].as_str().map(str::to_string);
+                let (n, of) = (as_u64("n"), as_u64("of"));
+                if run.is_none() && n.is_none() && of.is_none() {
+                    return false;
+                }
+                if run.is_some() {
+                    h.run = run;
+                    self.chosen.get_or_insert(i);
+                }
+                h.n = n.unwrap_or(h.n);
+                h.of = of.unwrap_or(h.of);
+            }
+            "member_imported" => {
                 h.imported = true;
-                h.run = rest.split_whitespace().nth(1).map(str::to_string);
-            } else {
+                if let Some(run) = event["done"]["run_id"].as_str() {
+                    h.run = Some(run.to_string());
+                }
+                h.n = h.of;
+            }
+            "member_not_run" => {
                 h.failed = true;
+                h.n = h.of;
             }
-            h.n = h.of;
-            return Some(FleetLine::Progress);
+            _ => return false,
         }
-        // `run ID: at least N trials on PLATFORM`
-        if let Some(planned) = rest.strip_prefix("run ") {
-            if let Some((run, trials)) = planned.split_once(": at least ") {
-                h.run = Some(run.to_string());
-                self.chosen.get_or_insert(i);
-                h.of = trials
-                    .split_whitespace()
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-                return Some(FleetLine::Progress);
-            }
-        }
-        // `trial N/OF`, possibly with what went wrong after it
-        if let Some((n, of)) = rest
-            .strip_prefix("trial ")
-            .and_then(|t| t.split_whitespace().next())
-            .and_then(|t| t.split_once('/'))
-        {
-            if let (Ok(n), Ok(of)) = (n.parse::<u64>(), of.parse::<u64>()) {
-                h.n = n;
-                h.of = h.of.max(of);
-                return Some(if rest.split_whitespace().count() > 2 {
-                    FleetLine::Note
-                } else {
-                    FleetLine::Progress
-                });
-            }
-        }
-        Some(FleetLine::Note)
+        true
     }
 
     /// The job's run: the first one planned, kept while the run lasts (a page follows it;
@@ -390,34 +362,40 @@ mod tests {
     }
 
     #[test]
-    fn the_coordinators_lines_make_the_fleets_progress_and_run() {
+    fn the_coordinators_events_make_the_fleets_progress_and_run() {
+        use serde_json::json;
         let hosts = check_hosts(&[host("127.0.0.1:1", Some("a")), host("[::1]:2", None)])
             .unwrap()
             .0;
         let mut p = FleetProgress::new(&hosts);
-        let mut read = |l: &str| p.read(l);
-        assert_eq!(
-            read("isobench: running quick.toml on 2 hosts: a, [::1]:2"),
-            Some(FleetLine::Note)
+        let progress = |member: &str, run: &str, n: Option<u64>, of: Option<u64>| {
+            json!({"event": "member_progress", "member": member, "run": run, "n": n, "of": of,
+                   "status": null, "line": "..."})
+        };
+        assert!(FleetProgress::is_fleet_event("fleet_started"));
+        assert!(!FleetProgress::is_fleet_event("planned"));
+        assert!(
+            !p.read(&json!({"event": "fleet_started", "scenario": "quick.toml",
+                               "noun": "hosts", "members": ["a", "[::1]:2"]}))
         );
-        assert_eq!(
-            read("[[::1]:2] run R-b: at least 8 trials on fake"),
-            Some(FleetLine::Progress)
+        assert!(p.read(&progress("[::1]:2", "R-b", Some(0), Some(8))));
+        assert!(p.read(&progress("a", "R-a", Some(0), Some(12))));
+        assert!(p.read(&progress("a", "R-a", Some(10), Some(12))));
+        assert!(
+            !p.read(
+                &json!({"event": "member_progress", "member": "a", "run": null,
+                            "n": null, "of": null, "status": null, "line": "busy"})
+            ),
+            "a line without facts"
         );
-        assert_eq!(
-            read("[a] run R-a: at least 12 trials on fake"),
-            Some(FleetLine::Progress)
-        );
-        assert_eq!(read("[a] trial 10/12"), Some(FleetLine::Progress));
-        assert_eq!(
-            read("[a] trial 11/12 cpu-int under cpu: failed (x)"),
-            Some(FleetLine::Note)
-        );
-        assert_eq!(read(""), None);
+        assert!(p.read(&progress("a", "R-a", Some(11), Some(12))));
         assert_eq!(p.run().as_deref(), Some("R-b"), "the first planned, kept");
         assert_eq!((p.progress().n, p.progress().of), (11, 20));
-        p.read("isobench: host [::1]:2: cannot connect to [::1]:2: refused");
-        p.read("isobench: host a: run R-a complete (exit code 0), imported");
+        p.read(&json!({"event": "member_not_run", "member": "[::1]:2",
+                       "why": "cannot connect to [::1]:2: refused"}));
+        p.read(&json!({"event": "member_imported", "member": "a",
+                       "done": {"run_id": "R-a", "status": "complete", "exit_code": 0,
+                                "chunks": 1, "bytes": 10}}));
         assert_eq!(p.run().as_deref(), Some("R-a"), "its host stored none");
         assert_eq!(p.progress().what, "2 of 2 hosts done");
         assert_eq!(p.progress().n, 20);

@@ -10,18 +10,22 @@
 //! run is the first one planned (a page follows it; every run of the set carries the table
 //! across the platforms), and its progress is the current platform's trials, with the
 //! platform.
+//!
+//! A fleet job's stream is the coordinator's events (`member_progress`, `member_imported`,
+//! ...; docs/events.md): its progress is every host's trials together, its run the first
+//! one planned ([`FleetProgress`]).
 
 use std::collections::VecDeque;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::app::{App, Broadcast, RunEvent};
-use crate::fleet::{FleetLine, FleetProgress};
+use crate::fleet::FleetProgress;
 use crate::queue::{Job, JobState, PlatformStep, Progress};
 
 /// Exit code of a run stopped by SIGINT.
@@ -157,26 +161,19 @@ fn stop_with_parent(cmd: &mut Command) {
 async fn supervise(app: &Arc<App>, id: &str, mut child: Child) {
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
-    // A fleet run tells its hosts' progress on stderr (crate::fleet).
-    let fleet = app
+    // A fleet run's events are its hosts' progress (crate::fleet).
+    let mut fleet = app
         .queue()
         .view(id)
         .filter(|j| j.spec.is_fleet())
-        .map(|j| Arc::new(Mutex::new(FleetProgress::new(&j.spec.hosts))));
-    let (fleet_app, fleet_job, lines) = (app.clone(), id.to_string(), fleet.clone());
-    let tail = tokio::spawn(stderr_tail(stderr, move |line| {
-        if let Some(f) = &lines {
-            let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
-            on_fleet_line(&fleet_app, &fleet_job, &mut f, line);
-        }
-    }));
-    read_events(app, id, stdout).await;
+        .map(|j| FleetProgress::new(&j.spec.hosts));
+    let tail = tokio::spawn(stderr_tail(stderr));
+    read_events(app, id, stdout, fleet.as_mut()).await;
     let status = child.wait().await;
     let tail = tail.await.unwrap_or_default();
     if let Some(f) = fleet {
         // Linked now: what was read of its runs before is stale.
-        app.runs
-            .forget(&f.lock().unwrap_or_else(|e| e.into_inner()).runs());
+        app.runs.forget(&f.runs());
     }
     let _ = app.update(|q| q.child_pid = None);
     match status {
@@ -185,13 +182,11 @@ async fn supervise(app: &Arc<App>, id: &str, mut child: Child) {
     }
 }
 
-/// Reads the child's stderr to its end, each line passed to `on_line`; returns its last
-/// lines.
-async fn stderr_tail(stderr: impl AsyncRead + Unpin, mut on_line: impl FnMut(&str)) -> String {
+/// Reads the child's stderr to its end; returns its last lines.
+async fn stderr_tail(stderr: impl AsyncRead + Unpin) -> String {
     let mut lines = BufReader::new(stderr).lines();
     let mut tail = VecDeque::new();
     while let Ok(Some(line)) = lines.next_line().await {
-        on_line(&line);
         if line.trim().is_empty() {
             continue;
         }
@@ -203,15 +198,25 @@ async fn stderr_tail(stderr: impl AsyncRead + Unpin, mut on_line: impl FnMut(&st
     Vec::from(tail).join("\n")
 }
 
-async fn read_events(app: &Arc<App>, id: &str, stdout: impl AsyncRead + Unpin) {
+/// Reads the child's events to their end; a fleet job's with its `fleet` progress.
+async fn read_events(
+    app: &Arc<App>,
+    id: &str,
+    stdout: impl AsyncRead + Unpin,
+    mut fleet: Option<&mut FleetProgress>,
+) {
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         // Anything that is not an event object is ignored, as unknown events are.
         let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
             continue;
         };
-        if event.get("event").and_then(|e| e.as_str()).is_some() {
-            on_event(app, id, event);
+        let Some(kind) = event.get("event").and_then(|e| e.as_str()) else {
+            continue;
+        };
+        match fleet.as_deref_mut() {
+            Some(f) if FleetProgress::is_fleet_event(kind) => on_fleet_event(app, id, f, event),
+            _ => on_event(app, id, event),
         }
     }
 }
@@ -235,17 +240,19 @@ pub fn on_event(app: &App, id: &str, event: serde_json::Value) {
     pass_on(app, id, planned, progress, event);
 }
 
-/// Applies one line of a fleet run's coordinator to its job (its run and progress, as
-/// [`FleetProgress`] reads them), and passes the line on as a `note` event.
-fn on_fleet_line(app: &App, id: &str, fleet: &mut FleetProgress, line: &str) {
-    let Some(kind) = fleet.read(line) else {
-        return;
+/// Applies one event of a fleet run's coordinator to its job (its run and progress, as
+/// [`FleetProgress`] reads them), and passes it on.
+pub(crate) fn on_fleet_event(
+    app: &App,
+    id: &str,
+    fleet: &mut FleetProgress,
+    event: serde_json::Value,
+) {
+    let (run, progress) = if fleet.read(&event) {
+        (fleet.run(), Some(fleet.progress()))
+    } else {
+        (None, None)
     };
-    let (run, progress) = match kind {
-        FleetLine::Progress => (fleet.run(), Some(fleet.progress())),
-        FleetLine::Note => (None, None),
-    };
-    let event = serde_json::json!({"event": "note", "text": line.trim_end()});
     pass_on(app, id, run, progress, event);
 }
 

@@ -677,6 +677,62 @@ fn a_jobs_client_chosen_values_stay_values_of_their_flags() {
     assert_eq!(args[1], "--resume=-r", "{args:?}");
 }
 
+/// Queues `spec` in `app`; its job's id.
+fn queued(app: &App, spec: crate::queue::JobSpec) -> String {
+    app.update_jobs(|q| {
+        let job = q.push(spec);
+        (job.id.clone(), vec![job.id])
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_fleet_job_takes_its_run_and_progress_from_the_coordinators_events() {
+    use crate::fleet::FleetProgress;
+    use crate::queue::{JobHost, JobSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let hosts: Vec<JobHost> = ["a", "b"]
+        .iter()
+        .map(|n| JobHost {
+            name: n.to_string(),
+            address: format!("{n}:7878"),
+            host_type: None,
+        })
+        .collect();
+    let spec = JobSpec {
+        preset: Some("quick".into()),
+        hosts: hosts.clone(),
+        ..JobSpec::default()
+    };
+    let id = queued(&app, spec);
+    let mut fleet = FleetProgress::new(&hosts);
+    let mut on = |e: Value| crate::runner::on_fleet_event(&app, &id, &mut fleet, e);
+    let progress = |member: &str, run: &str, n: u64| {
+        json!({"event": "member_progress", "member": member, "run": run, "n": n, "of": 10,
+               "status": null, "line": "..."})
+    };
+    on(
+        json!({"event": "fleet_started", "scenario": "quick.toml", "noun": "hosts",
+              "members": ["a", "b"]}),
+    );
+    on(progress("b", "R-b", 0));
+    on(progress("a", "R-a", 0));
+    on(progress("a", "R-a", 10));
+    let job = app.queue().view(&id).unwrap();
+    assert_eq!(job.run.as_deref(), Some("R-b"), "the first planned");
+    let p = job.progress.unwrap();
+    assert_eq!((p.n, p.of, p.what.as_str()), (10, 20, "0 of 2 hosts done"));
+    on(json!({"event": "member_not_run", "member": "b", "why": "refused"}));
+    on(json!({"event": "member_imported", "member": "a",
+              "done": {"run_id": "R-a", "status": "complete", "exit_code": 0, "chunks": 1,
+                       "bytes": 10}}));
+    let job = app.queue().view(&id).unwrap();
+    assert_eq!(job.run.as_deref(), Some("R-a"), "b stored no run here");
+    let p = job.progress.unwrap();
+    assert_eq!((p.n, p.of, p.what.as_str()), (20, 20, "2 of 2 hosts done"));
+}
+
 #[test]
 fn a_job_on_several_platforms_keeps_its_first_run_and_says_which_platform_runs() {
     use crate::queue::{JobSpec, PlatformStep};
@@ -687,12 +743,7 @@ fn a_job_on_several_platforms_keeps_its_first_run_and_says_which_platform_runs()
         platforms: vec!["host".into(), "cgroup".into()],
         ..JobSpec::default()
     };
-    let id = app
-        .update_jobs(|q| {
-            let job = q.push(spec);
-            (job.id.clone(), vec![job.id])
-        })
-        .unwrap();
+    let id = queued(&app, spec);
     let args = crate::runner::run_args(&app, &app.queue().view(&id).unwrap());
     assert!(
         args.contains(&"--platform=host,cgroup".to_string()),

@@ -291,6 +291,25 @@
       case "platform_interrupted":
         l.notes.push({ kind: "warn", text: "interrupted on " + ev.platform + ": the platforms after it are not run" });
         break;
+      case "member_progress":
+        if (ev.status && ev.status !== "ok") l.failures.push({ text: ev.member + ": " + ev.line });
+        else if (ev.line) l.notes.push({ kind: "note", text: "[" + ev.member + "] " + ev.line });
+        break;
+      case "member_not_run":
+        l.notes.push({ kind: "warn", text: ev.member + ": " + (ev.why || "not run") });
+        break;
+      case "member_imported":
+        if (ev.done) l.notes.push({ kind: "note", text: ev.member + ": run " + ev.done.run_id + " " + ev.done.status + " (exit code " + ev.done.exit_code + "), imported" });
+        break;
+      case "fleet_note":
+        if (ev.text) l.notes.push({ kind: "note", text: ev.text });
+        break;
+      case "fleet_stopping":
+        l.notes.push({ kind: "warn", text: "interrupted; the hosts stop their runs (what they stored stays there)" });
+        break;
+      case "fleet_dropped":
+        l.notes.push({ kind: "warn", text: ev.lines + " progress lines of the hosts were not shown" });
+        break;
       case "finished":
         l.waiting = null;
         if (ev.reason) l.notes.push({ kind: ev.status === "complete" ? "note" : "warn", text: "finished " + ev.status + ": " + ev.reason });

@@ -4,8 +4,9 @@
 // Each test file is its own crate and uses only some of these.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Output;
+use std::process::{Child, Output};
 
 use assert_cmd::Command;
 
@@ -207,4 +208,40 @@ metrics = ["ops_per_sec"]
 name = "cpu"
 "#
     )
+}
+
+/// Writes the token of [`agent`]s, `dir/token` (mode 0600), which a hosts file in `dir`
+/// names as `token_file = "token"`.
+pub fn fleet_token(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let token = dir.join("token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// A host agent in fake mode on a free loopback port, with the token of [`fleet_token`] in
+/// `dir` and its database `agentN.db` there: the child and its address.
+pub fn agent(dir: &Path, n: usize) -> (Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = spawnable()
+        .env("ISOBENCH_DEBUG_FAKE", "1")
+        .args(["agent", "--listen", &addr, "--token-file"])
+        .arg(dir.join("token"))
+        .arg("--db")
+        .arg(dir.join(format!("agent{n}.db")))
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("isobench agent starts");
+    // It says so once it listens.
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("agent stderr");
+    assert!(line.contains("listening"), "agent said: {line}");
+    (child, addr)
 }
