@@ -273,9 +273,13 @@ struct Facts {
     linked: bool,
 }
 
-/// Analysed facts of runs, by (id, end time).
+/// Analysed facts of runs, by (id, end time), and how many times runs were forgotten: facts
+/// computed while a run was forgotten are not kept (they may predate what made it stale).
 #[derive(Debug, Default)]
-pub struct RunCache(Mutex<HashMap<(String, Option<i64>), Facts>>);
+pub struct RunCache(
+    Mutex<HashMap<(String, Option<i64>), Facts>>,
+    std::sync::atomic::AtomicU64,
+);
 
 /// Whether `id` can be a run id: `[0-9A-Za-z-]{1,64}`. Checked before the store is asked.
 pub fn valid_run_id(id: &str) -> bool {
@@ -352,6 +356,7 @@ impl RunCache {
         if let Some(f) = self.lock().get(&key) {
             return Ok(f.clone());
         }
+        let generation = self.1.load(std::sync::atomic::Ordering::SeqCst);
         let r = analyzed(store, s.id.as_str()).map_err(store_error)?;
         let finished = s.status != RunStatus::Running;
         let facts = Facts {
@@ -367,14 +372,19 @@ impl RunCache {
             linked: !linked(&r).is_empty(),
         };
         // A running run has no headline yet; its key changes when it ends.
-        self.lock().insert(key, facts.clone());
+        let mut cache = self.lock();
+        if self.1.load(std::sync::atomic::Ordering::SeqCst) == generation {
+            cache.insert(key, facts.clone());
+        }
         Ok(facts)
     }
 
     /// Forgets what was cached of `runs`: the runs of a fleet, which is linked only once its
     /// last host's run is stored, after the others may have been read.
     pub fn forget(&self, runs: &[String]) {
-        self.lock().retain(|(id, _), _| !runs.contains(id));
+        let mut cache = self.lock();
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        cache.retain(|(id, _), _| !runs.contains(id));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Option<i64>), Facts>> {

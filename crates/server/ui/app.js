@@ -746,8 +746,12 @@
       }
     }
 
-    function scheduleReload(ms) {
-      if (view.timer) return;
+    // A reload already waiting serves a later ask too, unless that ask is `final` (the job
+    // ended, the runs of a set were linked): then the page loads again after it, whatever
+    // an earlier load brought.
+    function scheduleReload(ms, final) {
+      if (view.timer && !final) return;
+      clearTimeout(view.timer);
       view.timer = setTimeout(() => { view.timer = null; load(); }, ms);
     }
 
@@ -755,12 +759,16 @@
       if (kind === "job") {
         const j = data.job;
         if (j.run !== id && !(j.spec && j.spec.resume === id)) return;
-        if (!data.before || data.before.state !== j.state) scheduleReload(FINAL_JOB_STATES.has(j.state) ? 200 : 500);
+        if (!data.before || data.before.state !== j.state) {
+          const final = FINAL_JOB_STATES.has(j.state);
+          scheduleReload(final ? 200 : 500, final);
+        }
         render();
       } else if (kind === "run") {
         const j = state.jobs.get(data.job);
         if (data.run !== id && !(j && (j.run === id || (j.spec && j.spec.resume === id)))) return;
         if (data.event.event === "finished") scheduleReload(200);
+        if (data.event.event === "platforms_linked") scheduleReload(200, true);
         render();
       }
     };

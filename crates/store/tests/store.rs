@@ -308,6 +308,7 @@ fn migrates_an_empty_database_and_reopens_without_migrating_again() {
         [
             "facts",
             "histograms",
+            "run_documents",
             "runs",
             "samples",
             "stressor_reports",
