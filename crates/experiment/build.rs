@@ -31,21 +31,21 @@ fn main() {
             files.push(dir.join("build.rs"));
         }
         collect(&dir.join("src"), &mut files);
-        println!("cargo:rerun-if-changed={}", dir.join("src").display());
-        println!(
-            "cargo:rerun-if-changed={}",
+        cargo(&format!("rerun-if-changed={}", dir.join("src").display()));
+        cargo(&format!(
+            "rerun-if-changed={}",
             dir.join("Cargo.toml").display()
-        );
+        ));
     }
-    println!(
-        "cargo:rerun-if-changed={}",
+    cargo(&format!(
+        "rerun-if-changed={}",
         root.join("Cargo.toml").display()
-    );
-    println!(
-        "cargo:rerun-if-changed={}",
+    ));
+    cargo(&format!(
+        "rerun-if-changed={}",
         root.join("Cargo.lock").display()
-    );
-    println!("cargo:rerun-if-changed=build.rs");
+    ));
+    cargo("rerun-if-changed=build.rs");
 
     files.sort();
     let mut h = Sha256::new();
@@ -57,7 +57,17 @@ fn main() {
         h.update((text.len() as u64).to_le_bytes());
         h.update(&text);
     }
-    println!("cargo:rustc-env=ISOBENCH_ANALYSIS_CODE={:x}", h.finalize());
+    cargo(&format!(
+        "rustc-env=ISOBENCH_ANALYSIS_CODE={:x}",
+        h.finalize()
+    ));
+}
+
+/// Tells cargo `directive` (`cargo:DIRECTIVE` on stdout, the build script protocol).
+fn cargo(directive: &str) {
+    use std::io::Write as _;
+    writeln!(std::io::stdout(), "cargo:{directive}")
+        .expect("cargo reads the build script's stdout");
 }
 
 /// The workspace crates (`isobench-NAME`, in `crates/NAME`) among the `[dependencies]` of
