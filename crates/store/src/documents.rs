@@ -174,12 +174,10 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{
-        Condition, Fact, NewRun, RunStatus, SampleRecord, TenantRecord, TrialKey, TrialRecord,
-        TrialStatus,
-    };
+    use crate::model::{Fact, NewRun, RunStatus, TenantRecord};
+    use crate::testdata::trial;
     use crate::time::Timestamp;
-    use isobench_common::{Direction, Role};
+    use isobench_common::Role;
 
     /// The tables of a run's own rows (`run_id`, or the run itself), fingerprinted whole
     /// by the first queries of [`fingerprint_queries`].
@@ -207,40 +205,6 @@ mod tests {
             role: Role::Victim,
             platform: "fake".into(),
             limits: serde_json::json!({}),
-        }
-    }
-
-    fn trial(round: u32) -> TrialRecord {
-        TrialRecord {
-            key: TrialKey {
-                round,
-                block: 0,
-                slot: 0,
-                attempt: 0,
-            },
-            probe: "cpu-int".into(),
-            tenant: "victim".into(),
-            condition: Condition::Baseline,
-            repetition: round,
-            status: TrialStatus::Ok,
-            started_at: Timestamp::from_unix_millis(1_767_225_600_000),
-            ended_at: Timestamp::from_unix_millis(1_767_225_601_000),
-            load_note: None,
-            samples: vec![SampleRecord {
-                metric: "ops_per_sec".into(),
-                unit: "ops/s".into(),
-                direction: Direction::Higher,
-                value: 1e9,
-            }],
-            histograms: Vec::new(),
-            stressor_reports: Vec::new(),
-            series: Vec::new(),
-            modulation: None,
-            noise: None,
-            mechanism: None,
-            timeline: None,
-            limits: None,
-            tenant_usage: Vec::new(),
         }
     }
 

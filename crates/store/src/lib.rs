@@ -22,6 +22,8 @@ mod model;
 mod rows;
 mod schema;
 mod store;
+#[cfg(test)]
+mod testdata;
 mod time;
 mod trials;
 mod validate;

@@ -663,40 +663,12 @@ fn run_status_in(db: &DbFile, conn: &Connection, run: &RunId) -> Result<RunStatu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Condition, SampleRecord, TrialKey, TrialStatus};
-    use isobench_common::{Direction, Role};
+    use isobench_common::Role;
 
     fn trial(n: u32) -> TrialRecord {
         TrialRecord {
-            key: TrialKey {
-                round: n,
-                block: 0,
-                slot: 0,
-                attempt: 0,
-            },
-            probe: "cpu-int".into(),
-            tenant: "victim".into(),
-            condition: Condition::Baseline,
-            repetition: n,
-            status: TrialStatus::Ok,
-            started_at: Timestamp::from_unix_millis(1_767_225_600_000),
-            ended_at: Timestamp::from_unix_millis(1_767_225_601_000),
             load_note: Some("x".repeat(2000)),
-            samples: vec![SampleRecord {
-                metric: "ops_per_sec".into(),
-                unit: "ops/s".into(),
-                direction: Direction::Higher,
-                value: 1e9,
-            }],
-            histograms: Vec::new(),
-            stressor_reports: Vec::new(),
-            series: Vec::new(),
-            modulation: None,
-            noise: None,
-            mechanism: None,
-            timeline: None,
-            limits: None,
-            tenant_usage: Vec::new(),
+            ..crate::testdata::trial(n)
         }
     }
 
