@@ -29,7 +29,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 import chromium
-from ui_flow import RUN_MS, SHORT_MS, Failed, Flow, drive, run_id_from_url
+from ui_flow import RUN_MS, SHORT_MS, Failed, Flow, drive, run_id_from_url, set_table
 
 
 def launch_on_platforms(f: Flow, platforms: list[str]) -> str:
@@ -56,13 +56,7 @@ def progress_names_the_platform(f: Flow, platforms: list[str]) -> None:
 
 def cross_table(f: Flow, platforms: list[str]) -> None:
     f.step("the run ends and its page shows the table across the platforms")
-    f.wait_text("#run-status", "complete", RUN_MS, "the run's status")
-    table = f.page.locator("#cross-table")
-    # The page's run is the first platform's, complete while the others still run: the
-    # table comes when the last one ends, which on a loaded machine takes long.
-    expect(table).to_be_visible(timeout=RUN_MS)
-    if table.locator("tbody tr").count() == 0:
-        raise Failed("the table across the platforms has no rows")
+    table = set_table(f, "#cross-table", "table across the platforms")
     headers = table.locator("thead th").all_text_contents()
     for p in platforms:
         if not any(h.startswith(p + " ") for h in headers):

@@ -28,7 +28,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 import chromium
-from ui_flow import RUN_MS, SHORT_MS, Failed, Flow, drive, run_id_from_url
+from ui_flow import SHORT_MS, Failed, Flow, drive, run_id_from_url, set_table
 
 
 def launch_fleet(f: Flow, hosts: list[str], agent_token: str) -> str:
@@ -47,13 +47,7 @@ def launch_fleet(f: Flow, hosts: list[str], agent_token: str) -> str:
 
 def fleet_table(f: Flow, hosts: list[str]) -> None:
     f.step("the run ends and its page shows the fleet table with every host")
-    f.wait_text("#run-status", "complete", RUN_MS, "the fleet run's status")
-    table = f.page.locator("#fleet-table")
-    # The page's run is the first host's, complete while the others still run: the
-    # table comes when the last one ends, which on a loaded machine takes long.
-    expect(table).to_be_visible(timeout=RUN_MS)
-    if table.locator("tbody tr").count() == 0:
-        raise Failed("the fleet table has no rows")
+    table = set_table(f, "#fleet-table", "fleet table")
     headers = table.locator("thead th").all_text_contents()
     for line in hosts:
         _, name, host_type = line.split()

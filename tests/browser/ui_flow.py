@@ -156,6 +156,19 @@ def progress_of(text: str) -> tuple[int, int] | None:
     return (int(m[1]), int(m[2])) if m else None
 
 
+def set_table(f: Flow, selector: str, what: str):
+    """The table `selector` of a set of runs (a fleet's hosts, the platforms of a run on
+    several), once the page's run, the first of the set, is complete; checked to have rows."""
+    f.wait_text("#run-status", "complete", RUN_MS, "the run's status")
+    table = f.page.locator(selector)
+    # The page's run is the first's, complete while the others still run: the table comes
+    # when the last one ends, which on a loaded machine takes long.
+    expect(table).to_be_visible(timeout=RUN_MS)
+    if table.locator("tbody tr").count() == 0:
+        raise Failed(f"the {what} has no rows")
+    return table
+
+
 def launch_preset(f: Flow, preset: str) -> None:
     f.go("#/launch")
     f.page.wait_for_selector("#launch-form", timeout=SHORT_MS)
