@@ -114,6 +114,24 @@ fn ended(state: &'static str) -> impl Fn(&Value) -> bool {
     move |j| j["state"] == state || j["state"] == "failed"
 }
 
+/// Waits for the `run` events of job `job` until `done` says so of one (its data: `run`,
+/// `event`); panics when none comes within [`PATIENCE`].
+fn until_run_event(
+    events: &std::sync::mpsc::Receiver<(String, Value)>,
+    job: &str,
+    mut done: impl FnMut(&Value) -> bool,
+) {
+    let start = Instant::now();
+    loop {
+        let (event, data) = events
+            .recv_timeout(PATIENCE.saturating_sub(start.elapsed()))
+            .expect("run events arrive");
+        if event == "run" && data["job"] == job && done(&data) {
+            return;
+        }
+    }
+}
+
 #[test]
 fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
     let dir = tempfile::tempdir().unwrap();
@@ -125,17 +143,14 @@ fn a_job_is_followed_stopped_resumed_read_and_survives_a_killed_server() {
     let job = server.queue_tiny(1);
     let mut trials = 0;
     let mut run_id = String::new();
-    let start = Instant::now();
-    while trials < 3 {
-        let (event, data) = events
-            .recv_timeout(PATIENCE.saturating_sub(start.elapsed()))
-            .expect("run events arrive");
-        if event == "run" && data["event"]["event"] == "trial_ended" && data["job"] == job {
+    until_run_event(&events, &job, |data| {
+        if data["event"]["event"] == "trial_ended" {
             trials += 1;
             run_id = data["run"].as_str().unwrap().to_string();
             assert!(data["event"]["of"].as_u64().unwrap() > 0, "{data}");
         }
-    }
+        trials == 3
+    });
 
     // Stopped: the run is interrupted, stored and resumable.
     let a = server.post_empty(&format!("/api/v1/jobs/{job}/stop"));
@@ -340,21 +355,10 @@ fn a_fleet_job_runs_on_two_hosts_and_its_run_carries_the_fleet_table() {
     let id = job["id"].as_str().unwrap().to_string();
 
     // The coordinator's events arrive as events of the job's run: a host's run once planned.
-    let start = Instant::now();
-    loop {
-        let (event, data) = events
-            .recv_timeout(PATIENCE.saturating_sub(start.elapsed()))
-            .expect("run events arrive");
+    until_run_event(&events, &id, |data| {
         let ev = &data["event"];
-        if event == "run"
-            && data["job"] == id.as_str()
-            && ev["event"] == "member_progress"
-            && ev["member"] == "h1"
-            && ev["run"].is_string()
-        {
-            break;
-        }
-    }
+        ev["event"] == "member_progress" && ev["member"] == "h1" && ev["run"].is_string()
+    });
     let job = server.wait_job(&id, "ended", ended("done"));
     assert_eq!(job["state"], "done", "{job}");
     let progress = &job["progress"];
@@ -427,20 +431,18 @@ fn a_job_on_two_platforms_runs_each_and_its_runs_carry_the_table_across_them() {
     let id = job["id"].as_str().unwrap().to_string();
 
     // The second platform starts, as an event of the job's run.
-    let start = Instant::now();
-    loop {
-        let (event, data) = events
-            .recv_timeout(PATIENCE.saturating_sub(start.elapsed()))
-            .expect("run events arrive");
+    until_run_event(&events, &id, |data| {
         let ev = &data["event"];
-        if event == "run" && data["job"] == id.as_str() && ev["event"] == "platform_started" {
-            assert!(data["run"].is_null() == (ev["n"] == 1), "{data}");
-            if ev["platform"] == "cgroup" {
-                assert_eq!((&ev["n"], &ev["of"]), (&json!(2), &json!(2)), "{data}");
-                break;
-            }
+        if ev["event"] != "platform_started" {
+            return false;
         }
-    }
+        assert!(data["run"].is_null() == (ev["n"] == 1), "{data}");
+        if ev["platform"] != "cgroup" {
+            return false;
+        }
+        assert_eq!((&ev["n"], &ev["of"]), (&json!(2), &json!(2)), "{data}");
+        true
+    });
     let job = server.wait_job(&id, "ended", ended("done"));
     assert_eq!(job["state"], "done", "{job}");
     let progress = &job["progress"];
