@@ -156,6 +156,50 @@ CREATE TABLE tenant_usage (
 ) STRICT;
 "#;
 
+/// The three triggers that drop a run's document when a row of `$table` is added, changed or
+/// removed; `$new`, `$both` and `$old` end the `DELETE` with the `WHERE` that finds the run of
+/// the row written (`NEW`, `OLD` and `NEW`, `OLD`).
+#[rustfmt::skip]
+macro_rules! document_triggers {
+    ($table:literal, $new:expr, $both:expr, $old:expr) => {
+        concat!(
+            "CREATE TRIGGER ", $table, "_added AFTER INSERT ON ", $table, "\n",
+            "BEGIN DELETE FROM run_documents", $new, " END;\n",
+            "CREATE TRIGGER ", $table, "_changed AFTER UPDATE ON ", $table, "\n",
+            "BEGIN DELETE FROM run_documents", $both, " END;\n",
+            "CREATE TRIGGER ", $table, "_removed AFTER DELETE ON ", $table, "\n",
+            "BEGIN DELETE FROM run_documents", $old, " END;\n",
+        )
+    };
+}
+
+/// [`document_triggers`] of a table whose rows name their run in a `run_id` column.
+macro_rules! run_row_triggers {
+    ($table:literal) => {
+        document_triggers!(
+            $table,
+            " WHERE run_id = NEW.run_id;",
+            " WHERE run_id IN (OLD.run_id, NEW.run_id);",
+            " WHERE run_id = OLD.run_id;"
+        )
+    };
+}
+
+/// [`document_triggers`] of a table whose rows name their trial in a `trial_id` column.
+macro_rules! trial_row_triggers {
+    ($table:literal) => {
+        document_triggers!(
+            $table,
+            "\n      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id);",
+            concat!(
+                "\n      WHERE run_id IN (SELECT run_id FROM trials",
+                " WHERE id IN (OLD.trial_id, NEW.trial_id));"
+            ),
+            "\n      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id);"
+        )
+    };
+}
+
 /// Version 6: each run's results document, stored once so a reader does not analyse the run
 /// again (`documents.rs`): the encoded document with the key it was computed under (the id
 /// of the analysis code and the fingerprint of the run's rows). Every write to a row the
@@ -163,7 +207,8 @@ CREATE TABLE tenant_usage (
 /// no path of the store, nor a later migration that rewrites rows, can leave a stale one;
 /// the key is checked on every read besides. The run's controller is not read by the
 /// analysis, so claiming a run keeps it.
-const V6: &str = r#"
+const V6: &str = concat!(
+    r#"
 CREATE TABLE run_documents (
     run_id      TEXT PRIMARY KEY REFERENCES runs (id),
     code        TEXT NOT NULL,
@@ -178,79 +223,32 @@ CREATE TRIGGER runs_changed AFTER UPDATE OF id, scenario_name, scenario_text, se
 BEGIN DELETE FROM run_documents WHERE run_id IN (OLD.id, NEW.id); END;
 CREATE TRIGGER runs_removed AFTER DELETE ON runs
 BEGIN DELETE FROM run_documents WHERE run_id = OLD.id; END;
+"#,
+    "\n",
+    run_row_triggers!("tenants"),
+    "\n",
+    run_row_triggers!("facts"),
+    "\n",
+    run_row_triggers!("trials"),
+    "\n",
+    trial_row_triggers!("samples"),
+    "\n",
+    trial_row_triggers!("histograms"),
+    "\n",
+    trial_row_triggers!("stressor_reports"),
+    "\n",
+    trial_row_triggers!("trial_details"),
+    "\n",
+    trial_row_triggers!("tenant_usage"),
+);
 
-CREATE TRIGGER tenants_added AFTER INSERT ON tenants
-BEGIN DELETE FROM run_documents WHERE run_id = NEW.run_id; END;
-CREATE TRIGGER tenants_changed AFTER UPDATE ON tenants
-BEGIN DELETE FROM run_documents WHERE run_id IN (OLD.run_id, NEW.run_id); END;
-CREATE TRIGGER tenants_removed AFTER DELETE ON tenants
-BEGIN DELETE FROM run_documents WHERE run_id = OLD.run_id; END;
-
-CREATE TRIGGER facts_added AFTER INSERT ON facts
-BEGIN DELETE FROM run_documents WHERE run_id = NEW.run_id; END;
-CREATE TRIGGER facts_changed AFTER UPDATE ON facts
-BEGIN DELETE FROM run_documents WHERE run_id IN (OLD.run_id, NEW.run_id); END;
-CREATE TRIGGER facts_removed AFTER DELETE ON facts
-BEGIN DELETE FROM run_documents WHERE run_id = OLD.run_id; END;
-
-CREATE TRIGGER trials_added AFTER INSERT ON trials
-BEGIN DELETE FROM run_documents WHERE run_id = NEW.run_id; END;
-CREATE TRIGGER trials_changed AFTER UPDATE ON trials
-BEGIN DELETE FROM run_documents WHERE run_id IN (OLD.run_id, NEW.run_id); END;
-CREATE TRIGGER trials_removed AFTER DELETE ON trials
-BEGIN DELETE FROM run_documents WHERE run_id = OLD.run_id; END;
-
-CREATE TRIGGER samples_added AFTER INSERT ON samples
-BEGIN DELETE FROM run_documents
-      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
-CREATE TRIGGER samples_changed AFTER UPDATE ON samples
-BEGIN DELETE FROM run_documents
-      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
-CREATE TRIGGER samples_removed AFTER DELETE ON samples
-BEGIN DELETE FROM run_documents
-      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
-
-CREATE TRIGGER histograms_added AFTER INSERT ON histograms
-BEGIN DELETE FROM run_documents
-      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
-CREATE TRIGGER histograms_changed AFTER UPDATE ON histograms
-BEGIN DELETE FROM run_documents
-      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
-CREATE TRIGGER histograms_removed AFTER DELETE ON histograms
-BEGIN DELETE FROM run_documents
-      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
-
-CREATE TRIGGER stressor_reports_added AFTER INSERT ON stressor_reports
-BEGIN DELETE FROM run_documents
-      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
-CREATE TRIGGER stressor_reports_changed AFTER UPDATE ON stressor_reports
-BEGIN DELETE FROM run_documents
-      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
-CREATE TRIGGER stressor_reports_removed AFTER DELETE ON stressor_reports
-BEGIN DELETE FROM run_documents
-      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
-
-CREATE TRIGGER trial_details_added AFTER INSERT ON trial_details
-BEGIN DELETE FROM run_documents
-      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
-CREATE TRIGGER trial_details_changed AFTER UPDATE ON trial_details
-BEGIN DELETE FROM run_documents
-      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
-CREATE TRIGGER trial_details_removed AFTER DELETE ON trial_details
-BEGIN DELETE FROM run_documents
-      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
-
-CREATE TRIGGER tenant_usage_added AFTER INSERT ON tenant_usage
-BEGIN DELETE FROM run_documents
-      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
-CREATE TRIGGER tenant_usage_changed AFTER UPDATE ON tenant_usage
-BEGIN DELETE FROM run_documents
-      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
-CREATE TRIGGER tenant_usage_removed AFTER DELETE ON tenant_usage
-BEGIN DELETE FROM run_documents
-      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
-"#;
-
+/// Version 6: each run's results document, stored once so a reader does not analyse the run
+/// again (`documents.rs`): the encoded document with the key it was computed under (the id
+/// of the analysis code and the fingerprint of the run's rows). Every write to a row the
+/// analysis reads drops the run's document in the same transaction (the triggers below), so
+/// no path of the store, nor a later migration that rewrites rows, can leave a stale one;
+/// the key is checked on every read besides. The run's controller is not read by the
+/// analysis, so claiming a run keeps it.
 pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version this build writes and understands: the number of migrations.
@@ -321,6 +319,34 @@ mod tests {
             path: path.to_path_buf(),
             busy_timeout: Duration::from_secs(1),
         }
+    }
+
+    /// The macros write the triggers of migration 6 as they shipped, to the letter (SQLite
+    /// keeps the text of each trigger in the file).
+    #[test]
+    fn document_triggers_read_as_shipped() {
+        let facts = "
+CREATE TRIGGER facts_added AFTER INSERT ON facts
+BEGIN DELETE FROM run_documents WHERE run_id = NEW.run_id; END;
+CREATE TRIGGER facts_changed AFTER UPDATE ON facts
+BEGIN DELETE FROM run_documents WHERE run_id IN (OLD.run_id, NEW.run_id); END;
+CREATE TRIGGER facts_removed AFTER DELETE ON facts
+BEGIN DELETE FROM run_documents WHERE run_id = OLD.run_id; END;
+";
+        let samples = "
+CREATE TRIGGER samples_added AFTER INSERT ON samples
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = NEW.trial_id); END;
+CREATE TRIGGER samples_changed AFTER UPDATE ON samples
+BEGIN DELETE FROM run_documents
+      WHERE run_id IN (SELECT run_id FROM trials WHERE id IN (OLD.trial_id, NEW.trial_id)); END;
+CREATE TRIGGER samples_removed AFTER DELETE ON samples
+BEGIN DELETE FROM run_documents
+      WHERE run_id = (SELECT run_id FROM trials WHERE id = OLD.trial_id); END;
+";
+        assert!(V6.contains(facts), "{V6}");
+        assert!(V6.contains(samples), "{V6}");
+        assert_eq!(V6.matches("CREATE TRIGGER").count(), 2 + 8 * 3);
     }
 
     #[test]
