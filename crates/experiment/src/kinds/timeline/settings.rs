@@ -694,6 +694,19 @@ intensity = [100]
         settings.ok_or(errors)
     }
 
+    /// `[[timeline.schedule]]` entries, one per `(tenant, stressor, start, stop)`.
+    fn schedule(entries: &[(&str, &str, &str, &str)]) -> String {
+        entries
+            .iter()
+            .map(|(tenant, stressor, start, stop)| {
+                format!(
+                    "\n[[timeline.schedule]]\ntenant = \"{tenant}\"\nstressor = \"{stressor}\"\n\
+                     start = \"{start}\"\nstop = \"{stop}\"\n"
+                )
+            })
+            .collect()
+    }
+
     fn problems(timeline: &str) -> Vec<String> {
         check(timeline)
             .unwrap_err()
@@ -747,30 +760,12 @@ stop = "250s"
 
     #[test]
     fn schedule_problems_name_the_entry_and_the_fix() {
-        let p = problems(
-            r#"
-[timeline]
-length = "100s"
-
-[[timeline.schedule]]
-tenant = "victim"
-stressor = "cpu"
-start = "10s"
-stop = "20s"
-
-[[timeline.schedule]]
-tenant = "dom1"
-stressor = "disk"
-start = "10s"
-stop = "5s"
-
-[[timeline.schedule]]
-tenant = "dom2"
-stressor = "cpu"
-start = "10s"
-stop = "200s"
-"#,
-        );
+        let entries = schedule(&[
+            ("victim", "cpu", "10s", "20s"),
+            ("dom1", "disk", "10s", "5s"),
+            ("dom2", "cpu", "10s", "200s"),
+        ]);
+        let p = problems(&format!("[timeline]\nlength = \"100s\"\n{entries}"));
         let all = p.join("\n");
         assert!(
             all.contains(
@@ -798,22 +793,8 @@ stop = "200s"
 
     #[test]
     fn a_tenant_runs_one_stressor_at_a_time() {
-        let p = problems(
-            r#"
-[timeline]
-[[timeline.schedule]]
-tenant = "dom1"
-stressor = "cpu"
-start = "10s"
-stop = "30s"
-
-[[timeline.schedule]]
-tenant = "dom1"
-stressor = "cpu"
-start = "20s"
-stop = "40s"
-"#,
-        );
+        let entries = schedule(&[("dom1", "cpu", "10s", "30s"), ("dom1", "cpu", "20s", "40s")]);
+        let p = problems(&format!("[timeline]\n{entries}"));
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(p[0].contains("timeline.schedule[1].start"), "{p:?}");
         assert!(p[0].contains("one stressor at a time"), "{p:?}");
