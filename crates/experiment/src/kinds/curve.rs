@@ -1,11 +1,13 @@
 //! Curves as rows: the victims' degradation at each point of a swept stressor setting, with
 //! what the aggressors delivered there, and the tolerated pressure read off such a curve.
-//! Shared by the kinds that sweep a setting (`sweep`, `sensitivity`).
+//! Shared by the kinds that sweep a setting (`sweep`, `scale`, `sensitivity`).
 
 use isobench_results::{Column, Plot, Section, Value};
 use isobench_store::LoadedRun;
 
-use crate::cells::{delivered_pressure, Cell};
+use super::matrix;
+use crate::cells::{delivered_pressure, Analysis, Cell, Inputs};
+use crate::plan::Plan;
 
 /// One point of a curve: its label in the first column and the condition measured there.
 pub(crate) struct Point {
@@ -60,6 +62,35 @@ pub(crate) fn degradation(c: Option<&Cell>) -> Value {
         }
         None => Value::Empty,
     }
+}
+
+/// The curve a kind adds to the matrix's analysis (`sweep`, `scale`): the section's id and
+/// title, the column of the x values, and the points.
+pub(crate) struct Curve {
+    /// The section's id (`curve`).
+    pub id: &'static str,
+    /// The section's title.
+    pub title: String,
+    /// The first column: what the points are.
+    pub x: Column,
+    /// One per row, in order.
+    pub points: Vec<Point>,
+}
+
+/// The matrix's analysis of a run with the kind's curve added as a section (see
+/// [`curve_section`]): `curve` draws it from the plan and the kind's settings (read by `of`)
+/// when both are there.
+pub(crate) fn analysis_with_curve<S>(
+    i: Inputs<'_>,
+    of: impl FnOnce(&serde_json::Value) -> Option<S>,
+    curve: impl FnOnce(&Plan, S) -> Curve,
+) -> Analysis {
+    let run = i.run;
+    matrix::analysis_with(i, of, |a, plan, set| {
+        let c = curve(plan, set);
+        let section = curve_section(c.id, c.title, c.x, &c.points, &a.cells, run);
+        a.sections.push(section);
+    })
 }
 
 /// The curve: one row per point, a column with the first quantity the aggressors delivered

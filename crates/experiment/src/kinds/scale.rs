@@ -11,9 +11,9 @@
 use isobench_results::{Column, Value};
 use serde::{Deserialize, Serialize};
 
-use super::curve::{curve_section, Point};
+use super::curve::{analysis_with_curve, Curve, Point};
 use super::kind::{ExperimentKind, NothingToRun};
-use super::matrix::{self, stressor_conditions, Variant};
+use super::matrix::{stressor_conditions, Variant};
 use crate::cells::{Analysis, Inputs};
 use crate::fields::Fields;
 use crate::plan::{Condition, Design, Platform};
@@ -184,33 +184,29 @@ impl ExperimentKind for Scale {
     }
 
     fn analyze(&self, i: Inputs<'_>) -> Analysis {
-        let run = i.run;
-        matrix::analysis_with(i, ScaleSettings::of, |a, plan, set| {
-            let points: Vec<Point> = plan
-                .conditions
-                .iter()
-                .filter_map(|c| {
-                    Some(Point {
-                        x: Value::number(f64::from(set.count_of(c)?), 0),
-                        condition: c.id.clone(),
-                    })
-                })
-                .collect();
+        analysis_with_curve(i, ScaleSettings::of, |plan, set| {
             let (first, last) = (
                 set.counts.first().copied().unwrap_or(1),
                 set.counts.last().copied().unwrap_or(1),
             );
-            a.sections.push(curve_section(
-                "scale",
-                format!(
+            Curve {
+                id: "scale",
+                title: format!(
                     "Victims with {first}..{last} aggressor tenants running {}",
                     set.stressor
                 ),
-                Column::text("aggressors"),
-                &points,
-                &a.cells,
-                run,
-            ));
+                x: Column::text("aggressors"),
+                points: plan
+                    .conditions
+                    .iter()
+                    .filter_map(|c| {
+                        Some(Point {
+                            x: Value::number(f64::from(set.count_of(c)?), 0),
+                            condition: c.id.clone(),
+                        })
+                    })
+                    .collect(),
+            }
         })
     }
 }

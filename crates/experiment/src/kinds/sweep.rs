@@ -11,9 +11,9 @@ use isobench_results::Column;
 use isobench_workloads::ParamValues;
 use serde::{Deserialize, Serialize};
 
-use super::curve::{curve_section, Point};
+use super::curve::{analysis_with_curve, Curve, Point};
 use super::kind::{ExperimentKind, NothingToRun};
-use super::matrix::{self, stressor_conditions, Variant};
+use super::matrix::{stressor_conditions, Variant};
 use crate::cells::{Analysis, Inputs};
 use crate::fields::Fields;
 use crate::plan::{Condition, Platform};
@@ -217,28 +217,27 @@ impl ExperimentKind for Sweep {
     }
 
     fn analyze(&self, i: Inputs<'_>) -> Analysis {
-        let run = i.run;
-        matrix::analysis_with(i, SweepSettings::of, |a, plan, set| {
-            let points: Vec<Point> = set
-                .values
-                .iter()
-                .map(|v| Point {
-                    x: isobench_results::Value::text_of(v.clone()),
-                    condition: set.condition_id(&set.stressor, v),
-                })
-                .filter(|p| plan.conditions.iter().any(|c| c.id == p.condition))
-                .collect();
-            a.sections.push(curve_section(
-                "curve",
-                format!("Victims under {} as {} goes {}", set.stressor, set.param, {
-                    let v = &set.values;
-                    format!("{}..{}", v[0], v[v.len() - 1])
-                }),
-                Column::text(&set.param),
-                &points,
-                &a.cells,
-                run,
-            ));
+        analysis_with_curve(i, SweepSettings::of, |plan, set| {
+            let v = &set.values;
+            Curve {
+                id: "curve",
+                title: format!(
+                    "Victims under {} as {} goes {}..{}",
+                    set.stressor,
+                    set.param,
+                    v[0],
+                    v[v.len() - 1]
+                ),
+                x: Column::text(&set.param),
+                points: v
+                    .iter()
+                    .map(|v| Point {
+                        x: isobench_results::Value::text_of(v.clone()),
+                        condition: set.condition_id(&set.stressor, v),
+                    })
+                    .filter(|p| plan.conditions.iter().any(|c| c.id == p.condition))
+                    .collect(),
+            }
         })
     }
 }
