@@ -349,6 +349,7 @@ impl ExperimentKind for Fidelity {
                 design_reason: "paired: the neighbours are idle, nothing to switch".into(),
                 capped: false,
                 limits: limit(s, k),
+                candidate: false,
             });
             if let Some(c) = loaded
                 .iter()
@@ -853,6 +854,7 @@ mod tests {
             design_reason: String::new(),
             capped: false,
             limits: Default::default(),
+            candidate: false,
         };
         assert_eq!(two.point_of(&cond("50%/2c")), Some((50, false, 2)));
         assert_eq!(two.point_of(&cond("100%/1c+cpu@100")), Some((100, true, 1)));
