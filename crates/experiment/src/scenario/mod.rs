@@ -112,6 +112,11 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         include_str!("../../../../examples/protection-knobs.toml"),
     ),
     (
+        "tune-cpu",
+        "the loosest CPU quota and weight of a batch job that keep a service within its SLO",
+        include_str!("../../../../examples/tune-cpu.toml"),
+    ),
+    (
         "artifacts",
         "paper 004: relay ring in one tenant and across three, null tests, every iteration kept",
         include_str!("../../../../examples/artifacts.toml"),
