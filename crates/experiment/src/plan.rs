@@ -613,15 +613,15 @@ impl Plan {
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
-        s.push_str(&format!(
-            "  conditions: baseline, {}\n",
-            self.conditions
-                .iter()
-                .filter(|c| !c.candidate)
-                .map(|c| c.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        let fixed: Vec<&str> = std::iter::once("baseline")
+            .chain(
+                self.conditions
+                    .iter()
+                    .filter(|c| !c.candidate)
+                    .map(|c| c.id.as_str()),
+            )
+            .collect();
+        s.push_str(&format!("  conditions: {}\n", fixed.join(", ")));
         let candidates: Vec<&Condition> = self.conditions.iter().filter(|c| c.candidate).collect();
         if let (Some(first), Some(last)) = (candidates.first(), candidates.last()) {
             s.push_str(&format!(
