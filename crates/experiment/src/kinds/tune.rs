@@ -151,7 +151,7 @@ impl ExperimentKind for Tune {
         let Some(set) = TuneSettings::of(&plan.settings) else {
             return matrix::schedule::estimate(plan);
         };
-        let searches = plan.conditions.len() / (GRID + 1);
+        let searches = searches_of(&set, plan).len();
         let points = 2 + (1.0 / set.resolution).log2().ceil() as usize;
         let per_trial = plan.trial.duration.as_secs_f64()
             + plan.trial.warmup.as_secs_f64()
@@ -309,25 +309,23 @@ fn replay(
     trials: &[&TrialRecord],
     usable: &dyn Fn(&TrialRecord) -> bool,
 ) -> Vec<Search> {
-    let mut stressors: Vec<&str> = Vec::new();
+    searches_of(set, plan)
+        .into_iter()
+        .map(|(s, ki)| search_one(set, &s, ki, trials, usable))
+        .collect()
+}
+
+/// Every search of the plan: each stressor condition with each knob planned beside it.
+fn searches_of(set: &TuneSettings, plan: &Plan) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
     for c in &plan.conditions {
-        for k in &set.knobs {
-            if let Some(s) =
-                c.id.strip_suffix(&format!("+{}={}", k.name(), k.value_text(0)))
-            {
-                if !stressors.contains(&s) {
-                    stressors.push(s);
+        for (ki, k) in set.knobs.iter().enumerate() {
+            let tight = format!("+{}={}", k.name(), k.value_text(0));
+            if let Some(s) = c.id.strip_suffix(&tight) {
+                if !out.iter().any(|(x, i)| x == s && *i == ki) {
+                    out.push((s.to_string(), ki));
                 }
             }
-        }
-    }
-    let mut out = Vec::new();
-    for s in stressors {
-        for (ki, k) in set.knobs.iter().enumerate() {
-            if !plan.conditions.iter().any(|c| c.id == point_id(s, k, 0)) {
-                continue;
-            }
-            out.push(search_one(set, s, ki, trials, usable));
         }
     }
     out
