@@ -314,6 +314,16 @@ fn systemd(l: &Limits, node: &str) -> Recipe {
     for k in net_keys(l) {
         r.missing(k, net_why("systemd"));
     }
+    if let Some(c) = l.cpus {
+        let pct = cpu_quota_percent(c);
+        if pct.contains('.') {
+            r.notes.push(format!(
+                "CPUQuota={pct} is a fraction of a percent, which older systemd versions refuse \
+                 (they take whole percents) and versions before 256 keep in the set-property \
+                 drop-in rounded down to a whole percent, the value after a daemon-reload"
+            ));
+        }
+    }
     if l.io_weight.is_some() {
         r.notes.push(
             "IOWeight becomes io.weight, which weighs only on a disk under io.cost, and \
@@ -697,6 +707,10 @@ mod tests {
             ]
         );
         assert!(r.missing.is_empty(), "{:?}", r.missing);
+        assert!(!r.notes.iter().any(|n| n.contains("CPUQuota")));
+        let r = recipe("cpus=0.125", Target::Systemd);
+        assert_eq!(r.lines, ["systemctl set-property UNIT CPUQuota=12.5%"]);
+        assert!(r.notes[0].contains("CPUQuota=12.5% is a fraction of a percent"));
         // Shares are written on the v2 scale; swap is what the user allowed.
         let r = recipe("shares=512,memory=512M,swap=256M", Target::Systemd);
         assert_eq!(
