@@ -183,8 +183,9 @@ pub fn recipes(limits: &Limits, device: Option<&BlockDevice>) -> Vec<Recipe> {
     all
 }
 
-/// A word as the shell reads it back: quoted only where it holds more than letters, digits
-/// and `%+,-./:=@_` (which `shell_words::quote` quotes too).
+/// A word as the shell reads it back, quoted only where it holds more than letters, digits
+/// and `%+,-./:=@_` (`shell_words::quote` would quote `%`, `=` and `,` too, and
+/// `CPUQuota=60%` is easier read bare).
 fn quote(word: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "%+,-./:=@_".contains(c);
     if !word.is_empty() && word.chars().all(plain) {
@@ -228,19 +229,9 @@ fn net_keys(l: &Limits) -> impl Iterator<Item = &'static str> {
     .filter_map(|(set, k)| set.then_some(k))
 }
 
-/// The device-bound properties of systemd.resource-control(5) and their limits.
-fn systemd_io(l: &Limits) -> [(&'static str, Option<u64>); 4] {
-    [
-        ("IOReadBandwidthMax", l.io_read_bps),
-        ("IOWriteBandwidthMax", l.io_write_bps),
-        ("IOReadIOPSMax", l.io_read_iops),
-        ("IOWriteIOPSMax", l.io_write_iops),
-    ]
-}
-
 /// `systemctl set-property UNIT ...` with the properties of systemd.resource-control(5).
-/// Byte values are written in bytes: systemd reads `K`/`M`/`G` in the io bandwidths as
-/// powers of 1000, unlike isobench's.
+/// Memory sizes are in binary units, as systemd reads them there; the io bandwidths in bytes,
+/// as systemd reads `K`/`M`/`G` there as powers of 1000, unlike isobench.
 fn systemd(l: &Limits, node: &str) -> Recipe {
     let mut r = Recipe::new(Target::Systemd);
     let mut props: Vec<String> = Vec::new();
@@ -279,7 +270,12 @@ fn systemd(l: &Limits, node: &str) -> Recipe {
     if let Some(w) = l.io_weight {
         prop("IOWeight", w.to_string());
     }
-    for (k, v) in systemd_io(l) {
+    for (k, v) in [
+        ("IOReadBandwidthMax", l.io_read_bps),
+        ("IOWriteBandwidthMax", l.io_write_bps),
+        ("IOReadIOPSMax", l.io_read_iops),
+        ("IOWriteIOPSMax", l.io_write_iops),
+    ] {
         if let Some(v) = v {
             prop(k, format!("{node} {v}"));
         }
