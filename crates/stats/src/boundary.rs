@@ -380,7 +380,16 @@ impl BoundarySearch {
         };
         let reach = 0.45 * FIT_SPAN * resolution;
         if let Some(x) = self.interpolated(lo, hi) {
-            if let Some(p) = [x - reach, x + reach].into_iter().find(|&p| free(p)) {
+            // The side that cuts more off [lo, hi] first: taking the same side each time
+            // would creep towards a crossing the interpolation misplaces (regula falsi's
+            // stall).
+            let (tight, loose) = (x - reach, x + reach);
+            let sides = if tight - lo >= hi - loose {
+                [tight, loose]
+            } else {
+                [loose, tight]
+            };
+            if let Some(p) = sides.into_iter().find(|&p| free(p)) {
                 return Ok((p, false));
             }
         }
@@ -558,8 +567,10 @@ struct Crossing {
 }
 
 /// The fit takes over from bisection once the points that hold and fail are at most this many
-/// resolutions apart: close enough for a straight line to follow the figure.
-const FIT_SPAN: f64 = 4.0;
+/// resolutions apart: close enough for a straight line to follow the figure. At 4 a figure
+/// that doubles its slope across that span (the tests' sharpest bend) kept its boundary in
+/// the interval for 95% of seeds only just; at 3.5, for 99%, for 2% more trials.
+const FIT_SPAN: f64 = 3.5;
 
 /// The level of the lack-of-fit test that keeps a bent figure from the fit.
 const BEND_LEVEL: f64 = 0.1;
