@@ -222,7 +222,15 @@ impl BoundarySearch {
             return Err(invalid("level", c.level, "between 0 and 1, such as 0.95"));
         }
         Ok(BoundarySearch {
-            judge: Judge::new(&config, max_points(config.resolution), FIT_SHARE),
+            judge: Judge::new(
+                &config,
+                // Every look of every point, and the loose end's first look again when it
+                // waited for the tight end's figures.
+                max_points(config.resolution) * looks_per_point(&config) + 1,
+                // The fit is looked at once after each point, and not before both ends.
+                max_points(config.resolution),
+                FIT_SHARE,
+            ),
             config,
             visited: Vec::new(),
             current: None,
@@ -257,8 +265,21 @@ impl BoundarySearch {
     /// What to measure next, or how the search ended.
     pub fn step(&mut self) -> Step {
         if let Some(i) = self.current {
-            if self.visited[i].verdict == Verdict::Measuring {
-                return Step::Measure(self.visited[i].position);
+            let v = &self.visited[i];
+            // The loose end, undecided on its own figures at its first look, waits for the
+            // tight end's: the variance pooled over both may decide it with no more trials.
+            let waits = self.visited.len() == 1
+                && self.config.pool_variance
+                && v.figures.len() >= self.config.min_trials;
+            if v.verdict == Verdict::Measuring && !waits {
+                return Step::Measure(v.position);
+            }
+        }
+        if self.visited.len() > 1 && self.visited[0].verdict == Verdict::Measuring {
+            self.judge(0);
+            if self.visited[0].verdict == Verdict::Measuring {
+                self.current = Some(0);
+                return Step::Measure(self.visited[0].position);
             }
         }
         self.current = None;
@@ -288,6 +309,12 @@ impl BoundarySearch {
             return Err(invalid("figure", figure, "a finite number"));
         }
         self.visited[i].figures.push(figure);
+        self.judge(i);
+        Ok(())
+    }
+
+    /// Judges the `i`-th point on its figures, with the spread at the others.
+    fn judge(&mut self, i: usize) {
         let others = self
             .visited
             .iter()
@@ -305,7 +332,6 @@ impl BoundarySearch {
             }
             v => v,
         };
-        Ok(())
     }
 
     /// The next position to visit and whether it gets one look only, or the outcome when
@@ -628,15 +654,15 @@ struct Judge {
 }
 
 impl Judge {
-    /// A judge for a family of at most `points` points, which spends `fit_share` of the
-    /// family's error on fitted intervals (0 for points judged alone).
-    fn new(config: &SearchConfig, points: usize, fit_share: f64) -> Judge {
-        let looks = (points * looks_per_point(config)) as f64;
+    /// A judge for a family of at most `looks` looks at points and `fits` fitted intervals,
+    /// which spends `fit_share` of the family's error on the fits (0 for points judged
+    /// alone).
+    fn new(config: &SearchConfig, looks: usize, fits: usize, fit_share: f64) -> Judge {
         let alpha = 1.0 - config.level;
         Judge {
             config: config.clone(),
-            look_alpha: alpha * (1.0 - fit_share) / looks / 2.0,
-            fit_alpha: alpha * fit_share / points as f64 / 2.0,
+            look_alpha: alpha * (1.0 - fit_share) / looks as f64 / 2.0,
+            fit_alpha: alpha * fit_share / fits.max(1) as f64 / 2.0,
         }
     }
 
@@ -881,31 +907,43 @@ mod tests {
         assert!(Survey::of(2.0, 0.0, 0.1..0.9).ratio() <= 0.8);
     }
 
-    /// A grid at `c.resolution`, every point judged by the same test (its variance pooled
-    /// over the points before it) in a family of the grid's size: the trials it takes and
-    /// its interval, between the loosest point that holds and the tightest that fails.
+    /// A grid at `c.resolution`, every point judged by the same test in a family of the
+    /// grid's size: the trials it takes and its interval, between the loosest point that
+    /// holds and the tightest that fails. As a grid that knows its points can do, it measures
+    /// `min_trials` at every point before judging any, so each is judged with the variance
+    /// pooled over them all from the first look.
     fn grid(victim: &Victim, c: &SearchConfig, seed: u64) -> Grid {
         let mut rng = seeded(seed);
-        let points = grid_points(c.resolution);
-        let judge = Judge::new(c, points, 0.0);
+        let judge = Judge::new(c, grid_points(c.resolution) * looks_per_point(c), 0, 0.0);
+        let positions: Vec<f64> = (0..grid_points(c.resolution))
+            .map(|i| (i as f64 * c.resolution).min(1.0))
+            .collect();
+        let mut figures: Vec<Vec<f64>> = positions
+            .iter()
+            .map(|&p| {
+                (0..c.min_trials)
+                    .map(|_| victim.figure(p, c.bound, &mut rng))
+                    .collect()
+            })
+            .collect();
         let mut g = Grid {
             trials: 0,
             low: 0.0,
             high: 1.0,
         };
-        let mut others = Spread::default();
-        for i in 0..points {
-            let p = (i as f64 * c.resolution).min(1.0);
-            let mut figures = Vec::new();
+        for (i, &p) in positions.iter().enumerate() {
+            let others = figures
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .fold(Spread::default(), |s, (_, f)| s.plus(Spread::of(f)));
             let verdict = loop {
-                figures.push(victim.figure(p, c.bound, &mut rng));
-                match judge.verdict(&figures, others) {
-                    Verdict::Measuring => {}
+                match judge.verdict(&figures[i], others) {
+                    Verdict::Measuring => figures[i].push(victim.figure(p, c.bound, &mut rng)),
                     v => break v,
                 }
             };
-            others = others.plus(Spread::of(&figures));
-            g.trials += figures.len();
+            g.trials += figures[i].len();
             match verdict {
                 Verdict::Holds => g.low = g.low.max(p),
                 Verdict::Fails => g.high = g.high.min(p),
