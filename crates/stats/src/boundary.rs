@@ -469,8 +469,9 @@ impl BoundarySearch {
     }
 
     /// Where a straight line through the figures at the points in `[lo, hi]` crosses the
-    /// bound, with its Fieller interval (module docs); `None` while the line's slope is not
-    /// shown to be positive (the interval would be unbounded).
+    /// bound, with its Fieller interval (module docs); `None` with fewer than three
+    /// positions, while the line's slope is not shown to be positive (the interval would be
+    /// unbounded), or when the figures bend away from the line.
     fn crossing(&self, lo: f64, hi: f64) -> Option<Crossing> {
         let inside = |v: &&Visited| v.position >= lo && v.position <= hi;
         let points: Vec<&Visited> = self.visited.iter().filter(inside).collect();
