@@ -18,6 +18,7 @@
 //! of a knob they are its frontier, and knobs against the same stressor are compared at
 //! equal aggressor throughput.
 
+mod recipe;
 pub mod settings;
 
 use std::collections::BTreeMap;
@@ -208,6 +209,17 @@ impl ExperimentKind for Tune {
             a.aggressor.retain(|c| measured(&c.condition));
             let searches = replay(&set, plan, stored.trials, &|t| stored.usable(t));
             a.sections.push(answer_section(&set, &searches));
+            let recommended: Vec<(String, usize, usize)> = searches
+                .iter()
+                .filter_map(|x| match &x.outcome {
+                    Some(BoundaryOutcome::Boundary {
+                        recommended: Some(r),
+                        ..
+                    }) => Some((x.stressor.clone(), x.knob, grid_step(*r))),
+                    _ => None,
+                })
+                .collect();
+            a.sections.extend(recipe::section(&set, &recommended));
             a.sections.push(points_section(&set, &searches));
             a.sections.extend(frontier_sections(&set, &searches));
         })
@@ -507,6 +519,25 @@ fn verdict_text(v: Verdict) -> &'static str {
     }
 }
 
+/// What `f` says at grid step `g`: at the point visited there, else interpolated linearly
+/// (in steps) between the nearest points visited on either side; `None` beyond them.
+fn at_step(seen: &[Seen], g: usize, f: impl Fn(&Seen) -> Option<f64>) -> Option<f64> {
+    let known: Vec<(usize, f64)> = seen.iter().filter_map(|p| Some((p.grid, f(p)?))).collect();
+    if let Some(&(_, v)) = known.iter().find(|(s, _)| *s == g) {
+        return Some(v);
+    }
+    let below = known
+        .iter()
+        .filter(|(s, _)| *s < g)
+        .max_by_key(|(s, _)| *s)?;
+    let above = known
+        .iter()
+        .filter(|(s, _)| *s > g)
+        .min_by_key(|(s, _)| *s)?;
+    let t = (g - below.0) as f64 / (above.0 - below.0) as f64;
+    Some(below.1 + t * (above.1 - below.1))
+}
+
 /// The setting at a position, interpolated on the knob's grid scale.
 fn setting_at(k: &KnobRange, position: f64) -> f64 {
     let lo = grid_step(position);
@@ -542,26 +573,32 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
         let k = &set.knobs[x.knob];
         let at = |g: usize| x.seen.iter().find(|p| p.grid == g);
         let loose = at(GRID).and_then(|p| p.aggressor);
-        let (answer, recommended, interval, there, cost) = match &x.outcome {
+        let (answer, recommended, interval, there, cost): (
+            String,
+            Option<usize>,
+            String,
+            Value,
+            Option<f64>,
+        ) = match &x.outcome {
             None => (
                 "still measuring".to_string(),
                 None,
                 String::new(),
-                None,
+                Value::Empty,
                 None,
             ),
             Some(BoundaryOutcome::HoldsEverywhere) => (
                 format!("holds even at the loose end ({})", k.value_text(GRID)),
                 None,
                 String::new(),
-                at(GRID),
+                at(GRID).map_or(Value::Empty, |p| mean_interval(&p.figures, set.level)),
                 None,
             ),
             Some(BoundaryOutcome::FailsEverywhere) => (
                 format!("fails even at the tight end ({})", k.value_text(0)),
                 None,
                 String::new(),
-                at(0),
+                at(0).map_or(Value::Empty, |p| mean_interval(&p.figures, set.level)),
                 None,
             ),
             Some(BoundaryOutcome::Boundary {
@@ -572,8 +609,7 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
                 ..
             }) => {
                 let g = recommended.map(grid_step);
-                let p = g.and_then(at);
-                let cost = match (p.and_then(|p| p.aggressor), loose) {
+                let cost = match (g.and_then(|g| at_step(&x.seen, g, |p| p.aggressor)), loose) {
                     (Some(a), Some(l)) if l > 0.0 => Some((1.0 - a / l) * 100.0),
                     _ => None,
                 };
@@ -591,7 +627,14 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
                         settings::value_text(k.knob(), setting_at(k, *low)),
                         settings::value_text(k.knob(), setting_at(k, *high))
                     ),
-                    p,
+                    g.map_or(Value::Empty, |g| match at(g) {
+                        Some(p) => mean_interval(&p.figures, set.level),
+                        None => at_step(&x.seen, g, |p| {
+                            (!p.figures.is_empty())
+                                .then(|| p.figures.iter().sum::<f64>() / p.figures.len() as f64)
+                        })
+                        .map_or(Value::Empty, |v| Value::number(v, 2)),
+                    }),
                     cost,
                 )
             }
@@ -602,7 +645,7 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
             Value::text_of(answer),
             recommended.map_or(Value::Empty, |g| Value::text_of(k.value_text(g))),
             Value::text_of(interval),
-            there.map_or(Value::Empty, |p| mean_interval(&p.figures, set.level)),
+            there,
             cost.map_or(Value::Empty, |c| Value::number(c, 1)),
             Value::number(x.seen.len() as f64, 0),
             Value::number(x.trials as f64, 0),
@@ -612,9 +655,11 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
     }
     s.notes.push(format!(
         "Recommended: the loosest setting at which every trial-level test says the SLO holds \
-         ({:.0}% for all verdicts of a search together). Boundary interval: from that setting \
-         to the tightest at which it fails. Aggressor cost: its throughput beside the victim \
-         there, against the loose end. Figures: trials of the victim's figure the search \
+         ({:.0}% for all verdicts of a search together), a point visited or the tight end of \
+         the interval fitted near the boundary. Boundary interval: from there to the tightest \
+         setting at which it fails. Victim there: its figure's mean with its interval at a \
+         point visited, else interpolated between the points beside it. Aggressor cost: its \
+         throughput beside the victim there (interpolated likewise), against the loose end. Figures: trials of the victim's figure the search \
          used (each with its paired baseline trial); grid: the fewest a sweep of every setting \
          at the same resolution would need.",
         set.level * 100.0
@@ -805,11 +850,28 @@ mod tests {
     }
 
     #[test]
+    fn values_between_points_are_interpolated_and_never_beyond_them() {
+        let seen = |grid: usize, a: f64| Seen {
+            grid,
+            figures: vec![a],
+            verdict: Verdict::Holds,
+            aggressor: Some(a),
+        };
+        let pts = [seen(10, 100.0), seen(30, 300.0)];
+        let a = |p: &Seen| p.aggressor;
+        assert_eq!(at_step(&pts, 10, a), Some(100.0));
+        assert_eq!(at_step(&pts, 20, a), Some(200.0));
+        assert_eq!(at_step(&pts, 5, a), None);
+        assert_eq!(at_step(&pts, 31, a), None);
+    }
+
+    #[test]
     fn grid_steps_are_the_positions_of_a_bisection() {
         assert_eq!(grid_step(0.0), 0);
         assert_eq!(grid_step(1.0), GRID);
         assert_eq!(grid_step(0.5), GRID / 2);
-        assert_eq!(grid_step(0.375), 24);
-        assert_eq!(grid_step(1.0 / 64.0), 1);
+        assert_eq!(grid_step(0.375), 96);
+        assert_eq!(grid_step(1.0 / 256.0), 1);
+        assert_eq!(grid_step(0.3 + 0.4 / 256.0), 77);
     }
 }

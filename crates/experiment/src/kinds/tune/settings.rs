@@ -12,9 +12,10 @@ use crate::scenario::{Role, Scenario};
 
 /// Steps of the grid the searched positions are put on: every setting a search can visit is
 /// one of the `GRID + 1` settings `tight + k/GRID x (loose - tight)` (or the same on a log
-/// scale), so each is a condition of the plan. 64 steps put a bisection's positions down to
-/// 1/64 of the range exactly where it asks.
-pub const GRID: usize = 64;
+/// scale), so each is a condition of the plan. A position the search asks for is measured at
+/// the nearest step, at most 1/512 of the range away (a tenth of the finest usual resolution,
+/// 0.02); a bisection's first eight halvings fall on steps exactly.
+pub const GRID: usize = 256;
 
 /// What a `[tune]` table says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,6 +36,10 @@ pub struct TuneSettings {
     pub max_trials: usize,
     /// The probability that every verdict of one search is right.
     pub level: f64,
+    /// Whether each point's test takes the variance pooled over the points visited (fewer
+    /// trials a point; right when the noise is about the same along the knob).
+    #[serde(default = "yes")]
+    pub pool_variance: bool,
     /// The knobs, each searched on its own with the others as planned.
     pub knobs: Vec<KnobRange>,
 }
@@ -228,6 +233,7 @@ pub fn read(f: &mut Fields<'_, '_>, sc: &Scenario) -> TuneSettings {
         "a probability above 0.5 and below 1",
         0.95,
     );
+    let pool_variance = f.word("pool_variance", &[("on", true), ("off", false)], true);
     let knobs = read_knobs(f, sc);
     TuneSettings {
         probe,
@@ -238,8 +244,13 @@ pub fn read(f: &mut Fields<'_, '_>, sc: &Scenario) -> TuneSettings {
         min_trials,
         max_trials,
         level,
+        pool_variance,
         knobs,
     }
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Exactly one of `slo_max`, `slo_min` and `slo_loss`.
@@ -395,6 +406,7 @@ impl TuneSettings {
             min_trials: self.min_trials,
             max_trials: self.max_trials,
             level: self.level,
+            pool_variance: self.pool_variance,
         }
     }
 }
