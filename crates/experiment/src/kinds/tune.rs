@@ -31,7 +31,7 @@ pub use settings::{KnobRange, Slo, TuneSettings, GRID};
 
 use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
-use crate::cells::{paired_units, Analysis, Inputs, Results};
+use crate::cells::{paired_trials, paired_units, Analysis, Inputs, Results};
 use crate::fields::Fields;
 use crate::plan::{Condition, Design, Estimate, KnobOverride, Overrides, Plan, Platform};
 use crate::resolver::Resolver;
@@ -312,6 +312,9 @@ struct Search {
     trials: usize,
     /// The fewest a grid at the same resolution would have needed.
     grid_trials: Option<usize>,
+    /// Seconds its trials ran: each contended trial at its points and the baseline trial
+    /// paired with it, whatever their outcome.
+    trial_secs: f64,
 }
 
 /// Every search of the plan, replayed over `trials` (those `usable` count).
@@ -411,6 +414,21 @@ fn search_one(
         seen,
         trials: search.trials(),
         grid_trials: search.grid_trials_at_least(),
+        trial_secs: figures
+            .keys()
+            .flat_map(|cond| {
+                paired_trials(
+                    trials,
+                    &|_| true,
+                    &set.victim,
+                    &set.probe,
+                    cond,
+                    &set.metric,
+                )
+            })
+            .flat_map(|(b, c)| [b, c])
+            .map(|t| (t.ended_at.unix_millis() - t.started_at.unix_millis()).max(0) as f64 / 1e3)
+            .sum(),
     }
 }
 
@@ -567,6 +585,7 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
             Column::unit("points", ""),
             Column::unit("figures", ""),
             Column::unit("grid figures at least", ""),
+            Column::unit("trial time", "s"),
         ],
     );
     for x in searches {
@@ -651,6 +670,7 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
             Value::number(x.trials as f64, 0),
             x.grid_trials
                 .map_or(Value::Empty, |g| Value::number(g as f64, 0)),
+            Value::number(x.trial_secs, 0),
         ]);
     }
     s.notes.push(format!(
@@ -661,7 +681,8 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
          point visited, else interpolated between the points beside it. Aggressor cost: its \
          throughput beside the victim there (interpolated likewise), against the loose end. Figures: trials of the victim's figure the search \
          used (each with its paired baseline trial); grid: the fewest a sweep of every setting \
-         at the same resolution would need.",
+         at the same resolution would need (min_trials at each). Trial time: how long the \
+         search's trials and their baselines ran (the run's settling and set-up come on top).",
         set.level * 100.0
     ));
     s
