@@ -83,6 +83,16 @@ pub enum Command {
     /// the knob's range: the setting with its interval, its cost to the aggressor, the
     /// knobs' frontiers, and how to apply it. A `kind = "tune"` scenario file, a preset
     /// (tune-cpu without one), or flags that change either.
+    #[command(
+        mut_arg("scenario", |a| a.help(
+            "Scenario file with kind = \"tune\" (TOML, see docs/scenario.md). Without one: \
+             the built-in `tune-cpu` scenario"
+        )),
+        mut_arg("preset", |a| a.help(
+            "A built-in tune scenario instead of a file: tune-cpu (the default) or tune-io; \
+             `isobench presets` lists them"
+        ))
+    )]
     Tune(TuneArgs),
     /// List the built-in presets (`isobench run --preset NAME`), each with what it is for,
     /// what it reproduces and how long it takes.
