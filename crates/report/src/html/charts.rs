@@ -294,7 +294,7 @@ pub fn curve_over(
     let below = below.filter(|b| !b.lines.is_empty());
     let left = 70.0;
     let plot_h = 260.0;
-    let (below_h, gap) = (150.0, 36.0);
+    let (below_h, gap) = (150.0, 48.0);
     let mut s = Svg::new(WIDTH, 0.0);
     let names: Vec<String> = lines.iter().map(|l| l.name.clone()).collect();
     let legend_h = if names.len() > 1 || !names.iter().all(String::is_empty) {
@@ -360,7 +360,8 @@ pub fn curve_over(
         }
         let names: Vec<String> = b.lines.iter().map(|l| l.name.clone()).collect();
         let first = lines.len();
-        let _ = s.legend_from(left + 6.0, ptop + 12.0, &names, first);
+        // Above the panel, clear of its lines and of the axis above.
+        let _ = s.legend_from(left, ptop - 8.0, &names, first);
         draw_lines(&mut s, b.lines, first, &|v| x.at(tx(v)), &|v| y2.at(v));
     }
     s.figure(id, caption)
