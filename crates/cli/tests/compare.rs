@@ -551,14 +551,14 @@ fn tune_runs_are_compared_by_their_answers() {
         (shift - (qb.recommended.unwrap() - qa.recommended.unwrap())).abs() < 1e-9,
         "{row:?}"
     );
-    assert_eq!(row[col("B, A intervals")].text(), "disjoint", "{row:?}");
+    assert_eq!(row[col("B vs A intervals")].text(), "disjoint", "{row:?}");
     assert!(row[col("A cost")].as_f64().unwrap() > 0.0, "{row:?}");
     let weight = row_of(&side, "cpu@100 · aggressor.weight").expect("the weight's row");
     assert_eq!(
         weight[col("A recommended")].text(),
         "fails even at the tight end"
     );
-    assert_eq!(weight[col("B, A intervals")].text(), "-");
+    assert_eq!(weight[col("B vs A intervals")].text(), "-");
 
     // The terminal says the same, with why the points are not compared.
     let out = isobench()

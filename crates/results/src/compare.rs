@@ -783,7 +783,7 @@ fn compare_sections(runs: &[Results], labels: &[String]) -> (Vec<Section>, Vec<N
         let skipped: Vec<&str> = ids
             .iter()
             .copied()
-            .filter(|id| crate::tune::compared_instead(id))
+            .filter(|id| crate::tune::compared_instead(id) && !crate::tune::holds_answers(id))
             .collect();
         ids.retain(|id| !crate::tune::compared_instead(id));
         side_by_side.push(answers);
@@ -792,8 +792,8 @@ fn compare_sections(runs: &[Results], labels: &[String]) -> (Vec<Section>, Vec<N
             not_shared.push(NotShared {
                 what: format!("sections {}", skipped.join(", ")),
                 runs: labels.to_vec(),
-                why: "each run's searches visit settings of their own: the runs are compared \
-                      by their answers"
+                why: "the points each run's searches visited, at settings of their own: the \
+                      runs are compared by their answers"
                     .to_string(),
             });
         }

@@ -113,6 +113,12 @@ pub fn compared_instead(id: &str) -> bool {
     PER_RUN.iter().any(|p| id.starts_with(p))
 }
 
+/// Whether a section of a tune run holds the answers [`compared`] sets side by side (the
+/// others it stands for hold the points each run visited).
+pub fn holds_answers(id: &str) -> bool {
+    id == "tune" || id == BOUNDARIES
+}
+
 /// A knob's number as read: whole numbers as such, others to two decimals.
 fn number_text(v: f64) -> String {
     if v.fract() == 0.0 {
@@ -159,7 +165,7 @@ pub(crate) fn compared(runs: &[Results], labels: &[String]) -> Option<(Section, 
     }
     for l in &labels[1..] {
         columns.push(Column::text(&format!("{l}-{reference} shift")));
-        columns.push(Column::text(&format!("{l}, {reference} intervals")));
+        columns.push(Column::text(&format!("{l} vs {reference} intervals")));
     }
     let mut s = Section::new(
         &format!("{}tune", crate::compare::KIND_PREFIX),
