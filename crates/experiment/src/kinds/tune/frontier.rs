@@ -196,7 +196,101 @@ fn span_text(frontier: &[(f64, f64)]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{KnobRange, Seen, Slo, GRID};
     use super::*;
+    use isobench_stats::Verdict;
+
+    /// A search of knob `knob` that recommends the middle of its range, with a point at
+    /// each (grid step, aggressor throughput, figure).
+    fn search(knob: usize, points: &[(usize, f64, f64)]) -> Search {
+        Search {
+            stressor: "cpu@100".into(),
+            knob,
+            outcome: Some(BoundaryOutcome::Boundary {
+                low: 0.5,
+                high: 0.6,
+                recommended: Some(0.5),
+                estimate: 0.55,
+                resolved: true,
+            }),
+            next: None,
+            seen: points
+                .iter()
+                .map(|&(grid, a, f)| Seen {
+                    grid,
+                    figures: vec![f - 0.5, f + 0.5],
+                    verdict: Verdict::Holds,
+                    aggressor: Some(a),
+                })
+                .collect(),
+            trials: 6,
+            grid_trials: None,
+        }
+    }
+
+    #[test]
+    fn knobs_are_compared_at_the_throughput_of_each_recommendation() {
+        let knob = |key: &str, tight: f64, loose: f64| KnobRange {
+            tenant: "batch".into(),
+            key: key.into(),
+            tight,
+            loose,
+            log: false,
+        };
+        let set = TuneSettings {
+            probe: "service".into(),
+            victim: "service".into(),
+            metric: "lat_p99_ms".into(),
+            slo: Slo::Max { bound: 10.0 },
+            resolution: 0.1,
+            min_trials: 3,
+            max_trials: 12,
+            level: 0.95,
+            knobs: vec![knob("cpus", 0.05, 1.0), knob("weight", 1.0, 10000.0)],
+        };
+        let half = GRID / 2;
+        let cpus = search(
+            0,
+            &[(0, 100.0, 5.0), (half, 500.0, 8.0), (GRID, 1000.0, 20.0)],
+        );
+        let weight = search(
+            1,
+            &[(0, 200.0, 2.0), (half, 600.0, 4.0), (GRID, 1000.0, 12.0)],
+        );
+        let s = &sections(&set, &[cpus.clone(), weight])[0];
+        assert_eq!(s.id, "tune-knobs-cpu@100");
+        // At the quota's 500 ops/s the weight's frontier reads 2 + 300/400 x 2 = 3.5 ms; at
+        // the weight's 600 ops/s the quota's reads 8 + 100/500 x 12 = 10.4 ms.
+        assert_eq!(
+            s.text_rows(),
+            [
+                ["batch.cpus", "0.53", "500", "8.00", "batch.weight", "3.50"],
+                ["batch.weight", "5001", "600", "4.00", "batch.cpus", "10.40"],
+            ]
+        );
+        assert_eq!(
+            s.notes[0],
+            "for the same cpu@100 throughput (500 ops/s, batch.cpus at 0.53), batch.weight \
+             keeps lat_p99_ms 2.3x lower than batch.cpus"
+        );
+        assert_eq!(
+            s.notes[1],
+            "for the same cpu@100 throughput (600 ops/s, batch.weight at 5001), batch.weight \
+             keeps lat_p99_ms 2.6x lower than batch.cpus"
+        );
+        // A weight whose points stop short of the quota's throughput is not extrapolated.
+        let short = search(1, &[(0, 700.0, 2.0), (GRID, 1000.0, 12.0)]);
+        let s = &sections(&set, &[cpus.clone(), short])[0];
+        assert!(
+            s.notes[0].starts_with("batch.cpus against batch.weight: not comparable"),
+            "{:?}",
+            s.notes
+        );
+        assert!(
+            sections(&set, &[cpus]).is_empty(),
+            "one knob: nothing to compare"
+        );
+    }
 
     #[test]
     fn interpolation_is_linear_between_points_and_never_beyond() {
