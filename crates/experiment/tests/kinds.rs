@@ -596,7 +596,8 @@ fn tune_finds_the_quota_at_which_the_loss_bound_holds() {
             "tune-apply",
             "tune-points",
             "frontier-cpu@100",
-            "knob-cpu@100-aggressor.cpus"
+            "knob-cpu@100-aggressor.cpus",
+            "tune-boundaries"
         ]
     );
     let answer = &r.sections[0];

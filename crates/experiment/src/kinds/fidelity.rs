@@ -616,6 +616,7 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
             label: "q = 100%: the limit holds exactly".into(),
         }),
         marks: Vec::new(),
+        y2: Vec::new(),
     });
     for c in &plan.conditions {
         let Some((s, loaded, k)) = set.point_of(c) else {

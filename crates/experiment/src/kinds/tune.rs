@@ -18,6 +18,8 @@
 //! of a knob they are its frontier, and knobs against the same stressor are compared at
 //! equal aggressor throughput.
 
+mod boundaries;
+mod frontier;
 mod recipe;
 pub mod settings;
 
@@ -222,6 +224,8 @@ impl ExperimentKind for Tune {
             a.sections.extend(recipe::section(&set, &recommended));
             a.sections.push(points_section(&set, &searches));
             a.sections.extend(frontier_sections(&set, &searches));
+            a.sections.extend(frontier::sections(&set, &searches));
+            a.sections.push(boundaries::section(&set, &searches));
         })
     }
 
@@ -782,6 +786,7 @@ fn frontier_sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> {
             by: vec![0],
             limit: Some(slo.clone()),
             marks: Vec::new(),
+            y2: Vec::new(),
         });
         for x in searches.iter().filter(|x| x.stressor == st) {
             let k = &set.knobs[x.knob];
@@ -813,6 +818,7 @@ fn frontier_sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> {
                 by: Vec::new(),
                 limit: Some(slo.clone()),
                 marks,
+                y2: vec![2],
             });
             let mut pts: Vec<&Seen> = x.seen.iter().collect();
             pts.sort_by_key(|p| p.grid);
