@@ -225,6 +225,7 @@ mod tests {
                 .collect(),
             trials: 6,
             grid_trials: None,
+            trial_secs: 12.0,
         }
     }
 
@@ -246,6 +247,7 @@ mod tests {
             min_trials: 3,
             max_trials: 12,
             level: 0.95,
+            pool_variance: true,
             knobs: vec![knob("cpus", 0.05, 1.0), knob("weight", 1.0, 10000.0)],
         };
         let half = GRID / 2;
