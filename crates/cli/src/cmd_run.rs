@@ -109,6 +109,10 @@ impl ExportFiles {
 /// The run `a` asks for (a scenario file, a preset, or the quick scenario), on `platform`.
 fn new_run(a: &RunArgs, platform: Option<PlatformChoice>) -> anyhow::Result<NewRun> {
     let mut new = match &a.scenario {
+        _ if a.scenario_text.is_some() => {
+            let (name, text) = a.scenario_text.clone().expect("checked");
+            NewRun::scenario(name, text)
+        }
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .map_err(|e| bad_input(format!("cannot read scenario {}: {e}", p.display())))?;

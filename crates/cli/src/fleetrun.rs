@@ -17,15 +17,22 @@ use crate::crossrun::{show_set, write_event};
 use crate::exit::{self, bad_input, session_error, store_error};
 use crate::stores::open_store;
 
-/// The scenario `a` asks for, as a host agent takes it.
+/// The scenario `a` asks for, as a host agent takes it: the text composed for it (`isobench
+/// tune`'s flags written into its scenario), else its file or preset.
 pub fn scenario_request(a: &RunArgs) -> anyhow::Result<RunScenario> {
-    isobench_fleet::scenario_request(
+    let mut r = isobench_fleet::scenario_request(
         a.scenario.as_deref(),
         a.preset.as_deref(),
         a.seed,
         a.platform.first().map(|p| p.as_str()),
     )
-    .map_err(session_error)
+    .map_err(session_error)?;
+    if let Some((name, text)) = &a.scenario_text {
+        r.scenario = text.clone();
+        r.file_name = name.clone();
+        r.preset = None;
+    }
+    Ok(r)
 }
 
 /// Refuses what a fleet run cannot do: exports of one run, several platforms.

@@ -56,6 +56,7 @@ mod cmd_results;
 mod cmd_run;
 mod cmd_serve;
 mod cmd_stress;
+mod cmd_tune;
 mod cmd_vm;
 mod crossrun;
 mod exit;
@@ -122,6 +123,7 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Image(a) => cmd_image::run(&a),
         args::Command::Presets => cmd_list::presets(),
         args::Command::Run(a) => cmd_run::run(&a),
+        args::Command::Tune(a) => cmd_tune::tune(a),
         args::Command::Runs(a) => cmd_results::runs(&a),
         args::Command::Compare(a) => cmd_compare::run(&a),
         args::Command::Show(a) => cmd_results::show(&a),

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{code, fake, isobench, json_of, text, write};
+use common::{code, fake, isobench, json_of, quota_fake_run, text, tune_scenario, write};
 
 const SMALL: &str = r#"
 name = "small"
@@ -478,4 +478,100 @@ fn protection_runs_are_compared_side_by_side_by_setting_and_aggressor() {
             assert!(page.contains(&v), "{label}: {v} not in the HTML");
         }
     }
+}
+
+#[test]
+fn tune_runs_are_compared_by_their_answers() {
+    // The fake aggressor under a quota of q CPUs costs cpu-int a loss of 1 - 1 / (1 + 0.3 q):
+    // a bound of 10% sits at q = 0.370, one of 15% at q = 0.588, each found to within 0.095
+    // CPUs; the weight changes nothing, and the loose end loses 23%, so it fails everywhere.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let a = quota_fake_run(&db, &tune_scenario(10.0, 1));
+    let b = quota_fake_run(&db, &tune_scenario(15.0, 2));
+    let boundaries = |id: &str| {
+        let out = isobench()
+            .args(["export", id, "--format", "json", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        let r: isobench_results::Results =
+            serde_json::from_value(json_of(&out)["results"].clone()).unwrap();
+        isobench_results::tune::boundaries(&r)
+    };
+    let (ba, bb) = (boundaries(&a), boundaries(&b));
+    let cpus = |bs: &[isobench_results::tune::Boundary]| {
+        bs.iter()
+            .find(|b| b.knob == "aggressor.cpus")
+            .cloned()
+            .unwrap()
+    };
+    let (qa, qb) = (cpus(&ba), cpus(&bb));
+    for (q, at) in [(&qa, 0.370), (&qb, 0.588)] {
+        let (lo, hi) = (q.low.unwrap(), q.high.unwrap());
+        assert!(lo <= at && at <= hi, "{q:?}");
+        assert!(q.recommended.unwrap() <= at, "{q:?}");
+        assert!(q.cost.unwrap() > 0.0, "{q:?}");
+    }
+
+    let out = isobench()
+        .args(["compare", &a, &b, "--format", "json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let doc = json_of(&out);
+    let sections = doc["sections"].as_array().unwrap();
+    let ids: Vec<&str> = sections.iter().filter_map(|s| s["id"].as_str()).collect();
+    assert!(
+        !ids.iter()
+            .any(|i| i.starts_with("kind-tune-") || i.starts_with("kind-knob-")),
+        "the points each run visited are not set side by side: {ids:?}"
+    );
+    let side: isobench_results::Section = serde_json::from_value(
+        sections
+            .iter()
+            .find(|s| s["id"] == "kind-tune")
+            .unwrap_or_else(|| panic!("no tune answers side by side: {ids:?}"))
+            .clone(),
+    )
+    .unwrap();
+    let col = |name: &str| {
+        side.columns
+            .iter()
+            .position(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no column {name}: {:?}", side.headers()))
+    };
+    let row = row_of(&side, "cpu@100 · aggressor.cpus").expect("the quota's row");
+    let rec = |r: &isobench_results::tune::Boundary| format!("{:.2}", r.recommended.unwrap());
+    assert_eq!(row[col("A recommended")].text(), rec(&qa));
+    assert_eq!(row[col("B recommended")].text(), rec(&qb));
+    let shift: f64 = row[col("B-A shift")].text().parse().unwrap();
+    assert!(
+        (shift - (qb.recommended.unwrap() - qa.recommended.unwrap())).abs() < 1e-9,
+        "{row:?}"
+    );
+    assert_eq!(row[col("B vs A intervals")].text(), "disjoint", "{row:?}");
+    assert!(row[col("A cost")].as_f64().unwrap() > 0.0, "{row:?}");
+    let weight = row_of(&side, "cpu@100 · aggressor.weight").expect("the weight's row");
+    assert_eq!(
+        weight[col("A recommended")].text(),
+        "fails even at the tight end"
+    );
+    assert_eq!(weight[col("B vs A intervals")].text(), "-");
+
+    // The terminal says the same, with why the points are not compared.
+    let out = isobench()
+        .args(["compare", &a, &b, "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert!(
+        t.contains("Loosest settings keeping the SLO (A | B)"),
+        "{t}"
+    );
+    assert!(t.contains("disjoint"), "{t}");
+    assert!(t.contains("compared by their answers"), "{t}");
 }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{fake, fake_run_of, isobench, text};
+use common::{fake, fake_run_of, isobench, quota_fake_run, text, tune_scenario};
 
 /// A preset per experiment kind, and a part of the id of each chart its report must hold.
 const KINDS: &[(&str, &str, &[&str])] = &[
@@ -544,4 +544,67 @@ fn browser_python() -> Option<std::ffi::OsString> {
         );
     }
     python
+}
+
+/// The figure of the chart whose id ends with `suffix`.
+fn figure<'a>(html: &'a str, suffix: &str) -> &'a str {
+    html.split(r#"<figure class="chart" data-chart=""#)
+        .skip(1)
+        .find(|f| f.split('"').next().is_some_and(|id| id.ends_with(suffix)))
+        .and_then(|f| f.split("</figure>").next())
+        .unwrap_or_else(|| panic!("no chart {suffix}"))
+}
+
+#[test]
+fn a_tune_report_draws_each_knobs_frontier_and_its_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tune.db");
+    let id = quota_fake_run(&db, &tune_scenario(10.0, 1));
+    let file = dir.path().join("tune.html");
+    let out = isobench()
+        .args(["report", &id, "-o"])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(&file).unwrap();
+    let slo = "ops_per_sec at most 10% worse than alone";
+    let lines = |f: &str| f.matches(r#"class="mark line""#).count();
+    // The frontier: a line per knob (victim figure against aggressor throughput), with
+    // bands, and the SLO.
+    let f = figure(&html, "-frontier-cpu@100");
+    assert_eq!(lines(f), 2, "a line per knob: {f}");
+    for knob in ["aggressor.cpus", "aggressor.weight"] {
+        assert!(
+            f.contains(&format!(">{knob}</text>")),
+            "{knob} in the legend"
+        );
+    }
+    assert!(f.contains("aggressor throughput [ops/s]"), "the x axis");
+    assert!(f.contains(r#"class="band""#), "the intervals");
+    assert!(
+        f.contains(r#"class="limit""#) && f.contains(slo),
+        "the SLO line"
+    );
+    // Each knob: the victim's figure and, under it, the aggressor's throughput against the
+    // setting, the SLO and the recommendation marked.
+    let k = figure(&html, "-knob-cpu@100-aggressor.cpus");
+    assert_eq!(lines(k), 2, "the figure and the throughput: {k}");
+    assert!(
+        k.contains(">aggressor throughput</text>"),
+        "the second panel"
+    );
+    assert!(k.contains(slo), "the SLO line");
+    assert_eq!(
+        k.matches(">recommended 0.").count(),
+        1,
+        "the recommendation: {k}"
+    );
+    // The knobs at equal throughput: the weight's frontier is not extrapolated to the
+    // quota's.
+    assert!(html.contains("Knobs at equal aggressor throughput against cpu@100"));
+    assert!(html.contains("not comparable"), "no extrapolation");
+    open_in_browser(&[file]);
 }

@@ -75,6 +75,10 @@ pub struct FakeScript {
     /// ([`fake_usage_rates`] says how fast they grow); without it no tenant has them, as on
     /// a platform without cgroups.
     pub usage: bool,
+    /// An aggressor under a CPU quota of `q` CPUs does `min(q, 1)` of its harm and of its
+    /// work (it burns the CPU it shares with the victim only that share of the time), as on
+    /// one shared CPU.
+    pub quota_scales_harm: bool,
 }
 
 /// How fast a fake tenant's counters grow ([`FakeScript::usage`]), per second of fake time,
@@ -129,6 +133,7 @@ impl Default for FakeScript {
             placement: false,
             effect_scale: 1.0,
             usage: false,
+            quota_scales_harm: false,
         }
     }
 }
@@ -253,13 +258,18 @@ impl State {
                 continue;
             }
             let n = self.noise();
+            let quota = if self.script.quota_scales_harm {
+                self.cpu_limits.get(&t).map_or(1.0, |q| q.min(1.0))
+            } else {
+                1.0
+            };
             let s = self.stressors.get_mut(&t).expect("listed");
             let penalty = match probe_class {
                 Some(c) if c == s.class => 0.05,
                 Some(_) => 0.01,
                 None => 0.0,
             };
-            let rate = 1000.0 * s.intensity.max(1) as f64 / 100.0 * (1.0 - penalty) * n;
+            let rate = 1000.0 * s.intensity.max(1) as f64 / 100.0 * (1.0 - penalty) * quota * n;
             s.ops += rate * secs;
             s.elapsed += secs;
             *self.cpu.entry(t).or_insert(0) += (secs * 1e9 * s.intensity as f64 / 100.0) as u64;
@@ -615,6 +625,8 @@ impl TenantDriver for FakeTenant {
                         .is_some_and(|(_, _, frozen)| *frozen);
                     let own = if *tenant == home {
                         OWN_TENANT_FACTOR
+                    } else if st.script.quota_scales_harm {
+                        st.cpu_limits.get(tenant).map_or(1.0, |q| q.min(1.0))
                     } else {
                         1.0
                     };

@@ -392,8 +392,7 @@ impl<'a> Engine<'a> {
         self.pilot(&loaded)?;
         self.calibrate_services(&loaded)?;
 
-        let min = plan.repetitions.min;
-        let max = plan.repetitions.max;
+        let (min, max) = plan.kind.experiment().rounds(plan);
         let per_round = plan.estimate.trials_per_round as usize;
         let mut reason = String::new();
         for round in 0..max {

@@ -271,6 +271,10 @@ pub struct Condition {
     /// for a condition that changes no knob.
     #[serde(default, skip_serializing_if = "Overrides::is_empty")]
     pub limits: Overrides,
+    /// A setting a search may visit (the `tune` kind's grid): measured only when the search
+    /// asks for it, and shown only once measured.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub candidate: bool,
 }
 
 /// The CPU quota alone a condition sets on one tenant (`None` lifts it): the override the
@@ -609,14 +613,26 @@ impl Plan {
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
-        s.push_str(&format!(
-            "  conditions: baseline, {}\n",
-            self.conditions
-                .iter()
-                .map(|c| c.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        let fixed: Vec<&str> = std::iter::once("baseline")
+            .chain(
+                self.conditions
+                    .iter()
+                    .filter(|c| !c.candidate)
+                    .map(|c| c.id.as_str()),
+            )
+            .collect();
+        s.push_str(&format!("  conditions: {}\n", fixed.join(", ")));
+        let candidates: Vec<&Condition> = self.conditions.iter().filter(|c| c.candidate).collect();
+        if let (Some(first), Some(last)) = (candidates.first(), candidates.last()) {
+            s.push_str(&format!(
+                "  candidates: {} settings a search measures as it asks for them ({} .. {}), \
+                 {}\n",
+                candidates.len(),
+                first.id,
+                last.id,
+                first.design_reason
+            ));
+        }
         let onoff: Vec<&str> = self
             .conditions
             .iter()
@@ -632,7 +648,7 @@ impl Plan {
         for c in self
             .conditions
             .iter()
-            .filter(|c| c.design == Design::Paired)
+            .filter(|c| c.design == Design::Paired && !c.candidate)
         {
             s.push_str(&format!("  design: {} {}\n", c.id, c.design_reason));
         }
@@ -654,14 +670,10 @@ impl Plan {
             format!("aggressor alone {}", fmt_duration(self.trial.solo))
         };
         s.push_str(&format!(
-            "  trials of {}, warm-up {}, {solo}; {}..{} rounds until every CI is \
-             within +/-{} points at {}%\n",
+            "  trials of {}, warm-up {}, {solo}; {}\n",
             fmt_duration(self.trial.duration),
             fmt_duration(self.trial.warmup),
-            self.repetitions.min,
-            self.repetitions.max,
-            self.repetitions.ci_half_width,
-            self.repetitions.confidence * 100.0
+            self.kind.experiment().stopping_rule(self)
         ));
         if let Some(budget) = self.repetitions.max_time {
             s.push_str(&format!(

@@ -67,9 +67,14 @@ fn run_stored(text: &str) -> LoadedRun {
 
 /// A run of `text` to its end, in a store of its own.
 fn run_in_store(text: &str) -> (Store, RunId) {
+    run_scripted(text, FakeScript::default())
+}
+
+/// [`run_in_store`] on a fake platform doing what `script` says.
+fn run_scripted(text: &str, script: FakeScript) -> (Store, RunId) {
     let plan = plan_of(text);
     let mut store = Store::open_in_memory().unwrap();
-    let (mut backend, clock) = FakeBackend::new(plan.seed, FakeScript::default());
+    let (mut backend, clock) = FakeBackend::new(plan.seed, script);
     let run = create_run(&mut store, &plan, text, "fake", serde_json::json!({}), 0).unwrap();
     let mut t = Transcript::default();
     let out = Engine::new(
@@ -550,4 +555,129 @@ fn fidelity_refuses_the_host_platform() {
         .expect_err("the host enforces no limit")
         .to_string();
     assert!(e.contains("enforces no limit"), "{e}");
+}
+
+/// A tune of the aggressor's CPU quota against a loss bound of 10%, on `cpuset`-shared
+/// tenants of the fake platform.
+fn tune_scenario(table: &str) -> String {
+    format!(
+        "kind = \"tune\"\n{COMMON}\nmetrics = [\"ops_per_sec\"]\n\n[[stressor]]\nname = \
+         \"cpu\"\n\n[tune]\nmetric = \"ops_per_sec\"\n{table}\n"
+    )
+}
+
+#[test]
+fn tune_finds_the_quota_at_which_the_loss_bound_holds() {
+    // The fake slows a CPU probe by 30% beside the cpu stressor at full intensity, and with
+    // `quota_scales_harm` an aggressor under a quota of q CPUs does q of that: the probe
+    // keeps 1 / (1 + 0.3 q) of its rate, a loss of at most 10% while q <= 1 / 2.7 = 0.370.
+    let scenario = tune_scenario(
+        "slo_loss = 10\nresolution = 0.1\n\n[[tune.knob]]\ntenant = \"aggressor\"\nkey = \
+         \"cpus\"\nrange = [0.05, 1.0]\n",
+    );
+    let plan = plan_of(&scenario);
+    // One condition per setting: the grid's 257 steps round to hundredths of a CPU.
+    assert_eq!(plan.conditions.len(), 96, "0.05 to 1.00 CPUs");
+    assert!(plan.conditions.iter().all(|c| c.candidate));
+    // Noise well under the loss's change across a resolution step (2.3 points), so the
+    // points beside the boundary are decided.
+    let script = FakeScript {
+        quota_scales_harm: true,
+        noise: 0.003,
+        ..FakeScript::default()
+    };
+    let (store, id) = run_scripted(&scenario, script);
+    let r = analyze(&store.load_run(&id).unwrap());
+    let ids: Vec<&str> = r.sections.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "tune",
+            "tune-apply",
+            "tune-points",
+            "frontier-cpu@100",
+            "knob-cpu@100-aggressor.cpus",
+            "tune-boundaries"
+        ]
+    );
+    let answer = &r.sections[0];
+    let row = answer.text_rows().remove(0);
+    let col = |name: &str| answer.columns.iter().position(|c| c.name == name).unwrap();
+    assert_eq!(row[col("answer")], "boundary", "{}", text(answer));
+    let interval = &row[col("boundary interval")];
+    let (lo, hi) = interval
+        .trim_matches(|c| c == '[' || c == ']')
+        .split_once(", ")
+        .map(|(a, b)| (a.parse::<f64>().unwrap(), b.parse::<f64>().unwrap()))
+        .unwrap();
+    assert!(lo <= 0.370 && 0.370 <= hi, "{}", text(answer));
+    assert!(hi - lo <= 0.1 * 0.95 + 1e-9, "resolved: {}", text(answer));
+    let recommended: f64 = row[col("recommended")].parse().unwrap();
+    assert!(
+        recommended <= 0.370 && recommended >= lo,
+        "{}",
+        text(answer)
+    );
+    // Only the settings measured show as conditions, and the search spent fewer figures
+    // than a grid at the same resolution.
+    assert!(r.conditions().len() < 12, "{:?}", r.conditions());
+    // The aggressor's work follows its quota: the recommended one costs it about 1 - q.
+    let cost: f64 = row[col("aggressor cost")]
+        .parse()
+        .unwrap_or_else(|_| panic!("{}\n{}", text(answer), text(&r.sections[2])));
+    assert!(
+        (cost - (1.0 - recommended) * 100.0).abs() < 5.0,
+        "{}",
+        text(answer)
+    );
+}
+
+#[test]
+fn tune_reports_an_slo_that_holds_without_any_limit_as_exactly_that() {
+    // A loss bound of 50% holds even at the loose end (the probe loses 23% there).
+    let scenario = tune_scenario(
+        "slo_loss = 50\n\n[[tune.knob]]\ntenant = \"aggressor\"\nkey = \"cpus\"\nrange = \
+         [0.05, 1.0]\n",
+    );
+    let script = FakeScript {
+        quota_scales_harm: true,
+        ..FakeScript::default()
+    };
+    let (store, id) = run_scripted(&scenario, script);
+    let r = analyze(&store.load_run(&id).unwrap());
+    let answer = text(&r.sections[0]);
+    assert!(answer.contains("holds even at the loose end"), "{answer}");
+    assert!(!answer.contains("recommended 0"), "{answer}");
+    // And a bound of 1% fails even at the tightest quota of 0.3 CPUs (the probe loses 8.3%
+    // there).
+    let scenario = tune_scenario(
+        "slo_loss = 1\n\n[[tune.knob]]\ntenant = \"aggressor\"\nkey = \"cpus\"\nrange = \
+         [0.3, 1.0]\n",
+    );
+    let script = FakeScript {
+        quota_scales_harm: true,
+        ..FakeScript::default()
+    };
+    let (store, id) = run_scripted(&scenario, script);
+    let r = analyze(&store.load_run(&id).unwrap());
+    let answer = text(&r.sections[0]);
+    assert!(answer.contains("fails even at the tight end"), "{answer}");
+}
+
+#[test]
+fn tune_settings_are_checked_where_they_are_written() {
+    for (table, field) in [
+        ("slo_max = 10\nslo_loss = 5\n[[tune.knob]]\ntenant = \"aggressor\"\nkey = \"cpus\"\nrange = [0.1, 1]\n", "tune.slo_max"),
+        ("slo_loss = 5\n[[tune.knob]]\ntenant = \"aggressor\"\nkey = \"cpuset\"\nrange = [0.1, 1]\n", "tune.knob[0]"),
+        ("slo_loss = 5\n[[tune.knob]]\ntenant = \"nobody\"\nkey = \"cpus\"\nrange = [0.1, 1]\n", "tune.knob[0]"),
+        ("slo_loss = 5\n[[tune.knob]]\ntenant = \"aggressor\"\nkey = \"cpus\"\nrange = [1, 1]\n", "tune.knob[0]"),
+        ("slo_loss = 5\n", "tune.knob"),
+    ] {
+        let scenario = tune_scenario(table);
+        let err = Scenario::parse(Source::new("kind.toml", &scenario))
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {table}"))
+            .to_string();
+        assert!(err.contains(field), "{table}: {err}");
+    }
 }

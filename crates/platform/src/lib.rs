@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod apply;
 pub mod beside;
 pub mod blockdev;
 pub mod cgroup;

@@ -779,6 +779,25 @@ fn compare_sections(runs: &[Results], labels: &[String]) -> (Vec<Section>, Vec<N
     }
     let mut side_by_side = Vec::new();
     let mut not_shared = Vec::new();
+    if let Some((answers, unshared)) = crate::tune::compared(runs, labels) {
+        let skipped: Vec<&str> = ids
+            .iter()
+            .copied()
+            .filter(|id| crate::tune::compared_instead(id) && !crate::tune::holds_answers(id))
+            .collect();
+        ids.retain(|id| !crate::tune::compared_instead(id));
+        side_by_side.push(answers);
+        not_shared.extend(unshared);
+        if !skipped.is_empty() {
+            not_shared.push(NotShared {
+                what: format!("sections {}", skipped.join(", ")),
+                runs: labels.to_vec(),
+                why: "the points each run's searches visited, at settings of their own: the \
+                      runs are compared by their answers"
+                    .to_string(),
+            });
+        }
+    }
     for id in ids {
         let found: Vec<Option<&Section>> = runs
             .iter()

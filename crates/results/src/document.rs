@@ -321,7 +321,8 @@ pub struct Results {
 }
 
 impl Results {
-    /// Conditions in plan order (or order of appearance).
+    /// Conditions in plan order (or order of appearance); a search's candidate settings only
+    /// once measured.
     pub fn conditions(&self) -> Vec<String> {
         let planned = self
             .plan
@@ -329,6 +330,15 @@ impl Results {
             .and_then(|p| p["conditions"].as_array())
             .map(|cs| {
                 cs.iter()
+                    .filter(|c| {
+                        // A search's candidate setting shows once measured.
+                        !c["candidate"].as_bool().unwrap_or(false)
+                            || self
+                                .cells
+                                .iter()
+                                .chain(&self.aggressor)
+                                .any(|x| c["id"].as_str() == Some(x.condition.as_str()))
+                    })
                     .filter_map(|c| c["id"].as_str().map(str::to_string))
                     .collect::<Vec<_>>()
             });

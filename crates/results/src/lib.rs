@@ -17,6 +17,7 @@ pub mod headline;
 mod labels;
 pub mod latency;
 mod matrix;
+pub mod tune;
 pub mod usage;
 mod view;
 

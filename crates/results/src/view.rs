@@ -111,6 +111,11 @@ pub enum Plot {
         /// Settings to mark with a vertical line (a tolerated pressure).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         marks: Vec<Guide>,
+        /// Values of another unit drawn in a second panel under the first, against the same
+        /// setting and marks (the aggressor's throughput under the victim's figure), a line
+        /// per column and per distinct text of the `by` columns. Empty: one panel.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        y2: Vec<usize>,
     },
     /// A group of bars per row, labelled by the `label` columns, a bar per `y` column;
     /// estimates with their interval as whiskers.

@@ -50,7 +50,7 @@ pub use compare::{compare, CompareConfig, Comparison, Flag, Side};
 pub use degradation::{degradation_pct, Direction, Estimator};
 pub use error::StatsError;
 pub use multiple::{adjust_p_values, Correction};
-pub use normal::{normal_cdf, normal_quantile};
+pub use normal::{normal_cdf, normal_quantile, student_t_quantile};
 pub use paired::{
     auto_block_length, between_groups_p, lag1_autocorrelation, log_ratio_to_degradation,
     paired_degradation, trial_level_degradation, Pair, PairedConfig, PairedEstimate, PairedMethod,

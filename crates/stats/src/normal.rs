@@ -43,7 +43,7 @@ pub fn normal_quantile(p: f64) -> f64 {
 
 /// Quantile of Student's t distribution with `df > 0` degrees of freedom (`statrs`'
 /// `StudentsT`, via the inverse regularized incomplete beta function).
-pub(crate) fn student_t_quantile(p: f64, df: f64) -> f64 {
+pub fn student_t_quantile(p: f64, df: f64) -> f64 {
     match StudentsT::new(0.0, 1.0, df) {
         Ok(t) => t.inverse_cdf(p),
         Err(_) => f64::NAN,

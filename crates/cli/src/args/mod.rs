@@ -11,6 +11,7 @@ mod internal;
 mod results;
 mod run;
 mod services;
+mod tune;
 mod workloads;
 
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ pub use results::{
 };
 pub use run::{ExportFiles, RunArgs};
 pub use services::{AgentArgs, ServeArgs};
+pub use tune::TuneArgs;
 pub use workloads::{ListArgs, ProbeArgs, StressArgs};
 
 /// Measure performance isolation: how much a misbehaving tenant slows down its neighbours.
@@ -76,6 +78,22 @@ pub enum Command {
     /// against a baseline; report the degradation of both with confidence intervals. Without
     /// a file: the built-in `quick` scenario.
     Run(RunArgs),
+    /// Find the loosest setting of each isolation knob (a CPU quota, an I/O bandwidth, a
+    /// memory protection) at which the victim's SLO still holds, by a noisy bisection over
+    /// the knob's range: the setting with its interval, its cost to the aggressor, the
+    /// knobs' frontiers, and how to apply it. A `kind = "tune"` scenario file, a preset
+    /// (tune-cpu without one), or flags that change either.
+    #[command(
+        mut_arg("scenario", |a| a.help(
+            "Scenario file with kind = \"tune\" (TOML, see docs/scenario.md). Without one: \
+             the built-in `tune-cpu` scenario"
+        )),
+        mut_arg("preset", |a| a.help(
+            "A built-in tune scenario instead of a file: tune-cpu (the default) or tune-io; \
+             `isobench presets` lists them"
+        ))
+    )]
+    Tune(TuneArgs),
     /// List the built-in presets (`isobench run --preset NAME`), each with what it is for,
     /// what it reproduces and how long it takes.
     Presets,

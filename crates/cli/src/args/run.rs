@@ -101,6 +101,10 @@ pub struct RunArgs {
     pub json_stream: bool,
     #[command(flatten)]
     pub export: ExportFiles,
+    /// A scenario given as text instead of a file or a preset (name, text): what `isobench
+    /// tune` composes from its flags.
+    #[arg(skip)]
+    pub scenario_text: Option<(String, String)>,
 }
 
 /// `--export-json FILE`, `--export-csv FILE`, `--export-markdown FILE`: the run's results

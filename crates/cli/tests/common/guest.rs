@@ -112,6 +112,11 @@ impl Guest {
     /// Boots the guest once (`scripts/v2-guest run ARGS... --out --console SCRIPT
     /// ISOBENCH_STATIC_EXE guest_steps.sh`), its files in the test target's `name` directory.
     pub fn boot(name: &str, args: &[&str], script: &str) -> Guest {
+        Guest::boot_with(name, args, script, &[])
+    }
+
+    /// As [`Guest::boot`], with more `files` copied into the guest's /opt/isobench.
+    pub fn boot_with(name: &str, args: &[&str], script: &str, files: &[PathBuf]) -> Guest {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -125,6 +130,7 @@ impl Guest {
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(script))
             .arg(std::env::var_os("ISOBENCH_STATIC_EXE").unwrap())
             .arg(steps_helper())
+            .args(files)
             .stdin(Stdio::null())
             .output()
             .expect("scripts/v2-guest run starts");

@@ -210,6 +210,75 @@ name = "cpu"
     )
 }
 
+/// A tune of the aggressor's CPU quota and CPU weight against a loss bound of `slo_loss`%
+/// on cpu-int beside the cpu stressor, seeded `seed`.
+pub fn tune_scenario(slo_loss: f64, seed: u64) -> String {
+    format!(
+        r#"name = "tune-two"
+kind = "tune"
+seed = {seed}
+
+[trial]
+duration = "200ms"
+warmup = "100ms"
+solo = "0s"
+
+[tune]
+metric = "ops_per_sec"
+slo_loss = {slo_loss}
+resolution = 0.1
+
+[[tune.knob]]
+tenant = "aggressor"
+key = "cpus"
+range = [0.05, 1.0]
+
+[[tune.knob]]
+tenant = "aggressor"
+key = "weight"
+range = [1, 10000]
+
+[[tenant]]
+name = "victim"
+role = "victim"
+limits = {{ memory = "512M", pids = 128 }}
+
+[[tenant]]
+name = "aggressor"
+role = "aggressor"
+limits = {{ memory = "512M", pids = 64 }}
+
+[[probe]]
+name = "cpu-int"
+metrics = ["ops_per_sec"]
+
+[[stressor]]
+name = "cpu"
+"#
+    )
+}
+
+/// Runs the scenario `text` into `db` on the fake platform with an aggressor whose harm
+/// and work follow its CPU quota (so a tune of the quota has a boundary where the
+/// arithmetic puts it), and returns the run's id. The command line's fake mode has no such
+/// aggressor.
+pub fn quota_fake_run(db: &Path, text: &str) -> String {
+    use isobench_experiment::fake::{run_fake, FakeScript};
+    use isobench_experiment::progress::NoProgress;
+    use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
+    let sc = Scenario::parse(Source::new("tune.toml", text)).unwrap_or_else(|e| panic!("{e}"));
+    let host = HostView::synthetic(2, 8 << 30, true);
+    let plan = Plan::resolve(&sc, &host, &PlanOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let mut store = isobench_store::Store::open(db).unwrap();
+    let script = FakeScript {
+        quota_scales_harm: true,
+        noise: 0.003,
+        ..FakeScript::default()
+    };
+    let out = run_fake(&mut store, &plan, text, script, &mut NoProgress).unwrap();
+    out.run.to_string()
+}
+
 /// Writes the token of [`agent`]s, `dir/token` (mode 0600), which a hosts file in `dir`
 /// names as `token_file = "token"`.
 pub fn fleet_token(dir: &Path) {

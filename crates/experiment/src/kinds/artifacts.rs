@@ -584,6 +584,7 @@ fn histogram_section(
         by: vec![0, 1],
         limit: None,
         marks: Vec::new(),
+        y2: Vec::new(),
     });
     for (variant, condition, xs) in &groups {
         let mut counts = [0usize; BINS];

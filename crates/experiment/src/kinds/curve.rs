@@ -139,6 +139,7 @@ pub(crate) fn curve_section(
         by: Vec::new(),
         limit: None,
         marks: Vec::new(),
+        y2: Vec::new(),
     });
     for (p, d) in points.iter().zip(&delivered) {
         let mut row = vec![p.x.clone()];

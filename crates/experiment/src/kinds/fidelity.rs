@@ -349,6 +349,7 @@ impl ExperimentKind for Fidelity {
                 design_reason: "paired: the neighbours are idle, nothing to switch".into(),
                 capped: false,
                 limits: limit(s, k),
+                candidate: false,
             });
             if let Some(c) = loaded
                 .iter()
@@ -615,6 +616,7 @@ fn profile(plan: &Plan, set: &FidelitySettings, cells: &[Cell]) -> Section {
             label: "q = 100%: the limit holds exactly".into(),
         }),
         marks: Vec::new(),
+        y2: Vec::new(),
     });
     for c in &plan.conditions {
         let Some((s, loaded, k)) = set.point_of(c) else {
@@ -853,6 +855,7 @@ mod tests {
             design_reason: String::new(),
             capped: false,
             limits: Default::default(),
+            candidate: false,
         };
         assert_eq!(two.point_of(&cond("50%/2c")), Some((50, false, 2)));
         assert_eq!(two.point_of(&cond("100%/1c+cpu@100")), Some((100, true, 1)));

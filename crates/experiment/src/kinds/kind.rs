@@ -48,6 +48,21 @@ pub trait ExperimentKind: Sync {
     fn analyze(&self, i: Inputs<'_>) -> Analysis {
         matrix_analysis::analyze(i.run, i.plan, i.stored, i.settings)
     }
+    /// The fewest and the most rounds of a run of `plan`; by default, the scenario's
+    /// `[repetitions]` min and max. The rounds below the fewest measure
+    /// [`ExperimentKind::first_needs`].
+    fn rounds(&self, plan: &Plan) -> (u32, u32) {
+        (plan.repetitions.min, plan.repetitions.max)
+    }
+    /// When a run stops, as the plan states it; by default, the matrix's stopping rule.
+    fn stopping_rule(&self, plan: &Plan) -> String {
+        let (min, max) = self.rounds(plan);
+        format!(
+            "{min}..{max} rounds until every CI is within +/-{} points at {}%",
+            plan.repetitions.ci_half_width,
+            plan.repetitions.confidence * 100.0
+        )
+    }
     /// What still needs data after `results`; by default, the matrix's stopping rule.
     fn needs(&self, plan: &Plan, results: &Results) -> Needs {
         matrix_analysis::needs(plan, results)

@@ -149,6 +149,7 @@ pub(crate) fn stressor_conditions(
                 design,
                 design_reason,
                 limits: Default::default(),
+                candidate: false,
             });
         }
     }

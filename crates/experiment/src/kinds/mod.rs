@@ -17,6 +17,7 @@ pub mod scale;
 pub mod sensitivity;
 pub mod sweep;
 pub mod timeline;
+pub mod tune;
 pub mod webapp;
 
 mod kind;
@@ -41,6 +42,7 @@ pub const KINDS: &[&dyn ExperimentKind] = &[
     &webapp::Webapp,
     &artifacts::Artifacts,
     &protection::Protection,
+    &tune::Tune,
 ];
 
 impl Kind {

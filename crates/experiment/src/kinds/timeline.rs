@@ -165,6 +165,7 @@ impl ExperimentKind for Timeline {
             params: Default::default(),
             assignments: Default::default(),
             limits: Default::default(),
+            candidate: false,
             aggressive,
             design: Design::Paired,
             design_reason: "a scheduled trial: the stressors start and stop on the schedule \

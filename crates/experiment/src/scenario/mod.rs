@@ -112,6 +112,16 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         include_str!("../../../../examples/protection-knobs.toml"),
     ),
     (
+        "tune-cpu",
+        "the loosest CPU quota and weight of a batch job that keep a service within its SLO",
+        include_str!("../../../../examples/tune-cpu.toml"),
+    ),
+    (
+        "tune-io",
+        "the loosest write bandwidth and IOPS cap of a disk flood that keep a service within its SLO",
+        include_str!("../../../../examples/tune-io.toml"),
+    ),
+    (
         "artifacts",
         "paper 004: relay ring in one tenant and across three, null tests, every iteration kept",
         include_str!("../../../../examples/artifacts.toml"),

@@ -1,7 +1,7 @@
 //! One tenant's cgroup: a directory in every hierarchy (v1) or one directory (v2), its limits,
 //! its usage counters, and its teardown (freeze, kill every task, remove).
 
-mod knobs;
+pub(crate) mod knobs;
 mod update;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -450,21 +450,6 @@ impl TenantCgroup {
     }
 
     fn apply_v1(&self, l: &Limits, dev: Option<DevNum>) -> Result<()> {
-        if let Some(cpus) = l.cpus {
-            self.write(
-                Controller::Cpu,
-                "cpu.cfs_period_us",
-                &CPU_PERIOD_US.to_string(),
-            )?;
-            self.write(
-                Controller::Cpu,
-                "cpu.cfs_quota_us",
-                &quota_us(cpus).to_string(),
-            )?;
-        }
-        if let Some(w) = l.cpu_weight {
-            self.write(Controller::Cpu, "cpu.shares", &w.as_shares().to_string())?;
-        }
         if self.fs.has(Controller::Cpuset) {
             // A v1 cpuset admits no task until both lists are set.
             let cpus = match &l.cpuset {
@@ -482,8 +467,11 @@ impl TenantCgroup {
             self.write(Controller::Cpuset, "cpuset.cpus", &cpus)?;
             self.write(Controller::Cpuset, "cpuset.mems", &mems)?;
         }
+        let dev = dev.map(|d| d.to_string());
+        for (c, file, v) in v1_limit_files(l, dev.as_deref()) {
+            self.write(c, file, &v)?;
+        }
         if let Some(m) = l.memory {
-            self.write(Controller::Memory, "memory.limit_in_bytes", &m.to_string())?;
             if self.exists(Controller::Memory, "memory.memsw.limit_in_bytes") {
                 // memory+swap = memory (the tenant cannot swap) plus the swap it may use.
                 // The kernel keeps whole pages: a limit not on a page boundary reads back
@@ -501,66 +489,19 @@ impl TenantCgroup {
                 self.write(Controller::Memory, "memory.swappiness", "0")?;
             }
         }
-        if let Some(p) = l.pids {
-            self.write(Controller::Pids, "pids.max", &p.to_string())?;
-        }
-        self.apply_knobs_v1(l)?;
-        if let Some(dev) = dev {
-            for (file, v) in [
-                ("blkio.throttle.read_bps_device", l.io_read_bps),
-                ("blkio.throttle.write_bps_device", l.io_write_bps),
-                ("blkio.throttle.read_iops_device", l.io_read_iops),
-                ("blkio.throttle.write_iops_device", l.io_write_iops),
-            ] {
-                if let Some(v) = v {
-                    self.write(Controller::Io, file, &format!("{dev} {v}"))?;
-                }
-            }
-        }
-        Ok(())
+        self.apply_knobs_v1(l)
     }
 
     fn apply_v2(&self, l: &Limits, dev: Option<DevNum>) -> Result<()> {
-        if let Some(cpus) = l.cpus {
-            self.write(
-                Controller::Cpu,
-                "cpu.max",
-                &format!("{} {CPU_PERIOD_US}", quota_us(cpus)),
-            )?;
+        let dev_text = dev.map(|d| d.to_string());
+        for (c, file, v) in v2_limit_files(l, dev_text.as_deref()) {
+            self.write(c, file, &v)?;
         }
-        if let Some(w) = l.cpu_weight {
-            self.write(Controller::Cpu, "cpu.weight", &w.as_weight().to_string())?;
-        }
-        if let Some(s) = &l.cpuset {
-            self.write(Controller::Cpuset, "cpuset.cpus", &s.to_string())?;
-        }
-        if let Some(s) = &l.mems {
-            self.write(Controller::Cpuset, "cpuset.mems", &s.to_string())?;
-        }
-        if let Some(m) = l.memory {
-            self.write(Controller::Memory, "memory.max", &m.to_string())?;
-            if l.swap.is_none() && self.exists(Controller::Memory, "memory.swap.max") {
-                self.write(Controller::Memory, "memory.swap.max", "0")?;
-            }
-        }
-        if let Some(p) = l.pids {
-            self.write(Controller::Pids, "pids.max", &p.to_string())?;
-        }
-        if let Some(dev) = dev {
-            let mut line = dev.to_string();
-            for (k, v) in [
-                ("rbps", l.io_read_bps),
-                ("wbps", l.io_write_bps),
-                ("riops", l.io_read_iops),
-                ("wiops", l.io_write_iops),
-            ] {
-                if let Some(v) = v {
-                    line.push_str(&format!(" {k}={v}"));
-                }
-            }
-            if line.contains('=') {
-                self.write(Controller::Io, "io.max", &line)?;
-            }
+        if l.memory.is_some()
+            && l.swap.is_none()
+            && self.exists(Controller::Memory, "memory.swap.max")
+        {
+            self.write(Controller::Memory, "memory.swap.max", "0")?;
         }
         self.apply_knobs_v2(l, dev)
     }
@@ -1178,6 +1119,101 @@ pub(crate) fn remove_tree(
             Err(e) => return Err(io_err(e, format!("removing cgroup {}", dir.display()))),
         }
     }
+}
+
+/// The v1 files of the basic limits with their values, in the order they are written:
+/// `cpu.cfs_period_us` and `cpu.cfs_quota_us`, `cpu.shares`, `memory.limit_in_bytes`,
+/// `pids.max`, and the blkio throttles of the device `dev` (`MAJ:MIN`; none without one).
+/// The cpuset lists and `memory.memsw.limit_in_bytes` depend on the tree and are not here.
+pub(crate) fn v1_limit_files(
+    l: &Limits,
+    dev: Option<&str>,
+) -> Vec<(Controller, &'static str, String)> {
+    let mut f = Vec::new();
+    if let Some(cpus) = l.cpus {
+        f.push((
+            Controller::Cpu,
+            "cpu.cfs_period_us",
+            CPU_PERIOD_US.to_string(),
+        ));
+        f.push((
+            Controller::Cpu,
+            "cpu.cfs_quota_us",
+            quota_us(cpus).to_string(),
+        ));
+    }
+    if let Some(w) = l.cpu_weight {
+        f.push((Controller::Cpu, "cpu.shares", w.as_shares().to_string()));
+    }
+    if let Some(m) = l.memory {
+        f.push((Controller::Memory, "memory.limit_in_bytes", m.to_string()));
+    }
+    if let Some(p) = l.pids {
+        f.push((Controller::Pids, "pids.max", p.to_string()));
+    }
+    if let Some(dev) = dev {
+        for (file, v) in [
+            ("blkio.throttle.read_bps_device", l.io_read_bps),
+            ("blkio.throttle.write_bps_device", l.io_write_bps),
+            ("blkio.throttle.read_iops_device", l.io_read_iops),
+            ("blkio.throttle.write_iops_device", l.io_write_iops),
+        ] {
+            if let Some(v) = v {
+                f.push((Controller::Io, file, format!("{dev} {v}")));
+            }
+        }
+    }
+    f
+}
+
+/// The v2 files of the basic limits with their values, in the order they are written:
+/// `cpu.max`, `cpu.weight`, `cpuset.cpus`, `cpuset.mems`, `memory.max`, `pids.max`, and
+/// `io.max` of the device `dev` (`MAJ:MIN`; none without one). Turning swap off beside
+/// `memory` depends on the kernel and is not here.
+pub(crate) fn v2_limit_files(
+    l: &Limits,
+    dev: Option<&str>,
+) -> Vec<(Controller, &'static str, String)> {
+    let mut f = Vec::new();
+    if let Some(cpus) = l.cpus {
+        f.push((
+            Controller::Cpu,
+            "cpu.max",
+            format!("{} {CPU_PERIOD_US}", quota_us(cpus)),
+        ));
+    }
+    if let Some(w) = l.cpu_weight {
+        f.push((Controller::Cpu, "cpu.weight", w.as_weight().to_string()));
+    }
+    if let Some(s) = &l.cpuset {
+        f.push((Controller::Cpuset, "cpuset.cpus", s.to_string()));
+    }
+    if let Some(s) = &l.mems {
+        f.push((Controller::Cpuset, "cpuset.mems", s.to_string()));
+    }
+    if let Some(m) = l.memory {
+        f.push((Controller::Memory, "memory.max", m.to_string()));
+    }
+    if let Some(p) = l.pids {
+        f.push((Controller::Pids, "pids.max", p.to_string()));
+    }
+    if let Some(dev) = dev {
+        let mut line = dev.to_string();
+        for (k, v) in [
+            ("rbps", l.io_read_bps),
+            ("wbps", l.io_write_bps),
+            ("riops", l.io_read_iops),
+            ("wiops", l.io_write_iops),
+        ] {
+            if let Some(v) = v {
+                line.push_str(&format!(" {k}={v}"));
+            }
+        }
+        if line.contains('=') {
+            f.push((Controller::Io, "io.max", line));
+        }
+    }
+    f
 }
 
 fn quota_us(cpus: f64) -> u64 {

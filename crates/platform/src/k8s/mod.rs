@@ -219,21 +219,51 @@ pub fn pod_name(tenant: &str) -> String {
     format!("{clean}-{:06x}", h & 0xff_ffff)
 }
 
+/// Why a pod cannot choose its memory nodes.
+pub(crate) const MEMS_WHY: &str = "a pod cannot choose its memory nodes";
+/// Why a pod has no CPU weight of its own.
+pub(crate) const CPU_WEIGHT_WHY: &str =
+    "the kubelet derives a pod's CPU weight from its CPU request";
+/// Why a pod has no block io limits.
+pub(crate) const IO_LIMITS_WHY: &str = "Kubernetes has no per-pod block io limits";
+/// Why a pod's network rates are not the run's.
+pub(crate) const NET_WHY: &str = "pods have no network on the run's bridge to shape";
+/// The knobs a pod spec has no field for, and why.
+pub(crate) const NO_POD_FIELD: &[(&str, &str)] = &[
+    (
+        "memory_min",
+        "a pod spec has no field for memory.min (the kubelet's MemoryQoS feature gate derives \
+         it from the memory request, for every pod alike)",
+    ),
+    ("memory_low", "a pod spec has no field for memory.low"),
+    (
+        "memory_high",
+        "a pod spec has no field for memory.high (the kubelet's MemoryQoS feature gate derives \
+         it from the memory limit)",
+    ),
+    (
+        "swap",
+        "a pod's swap is the node's swapBehavior, not a per-pod setting",
+    ),
+    ("cpu_burst", "a pod spec has no field for the CFS burst"),
+    (
+        "cpuset_partition",
+        "the kubelet's CPU manager owns the cpusets and makes no partitions",
+    ),
+    ("io_weight", "Kubernetes has no per-pod I/O weight"),
+    ("io_latency", "Kubernetes has no per-pod I/O latency target"),
+];
+
 /// Refuses what a pod cannot express, naming the limit and why.
 fn refuse_unexpressible(l: &Limits, spec: &TenantSpec) -> Result<(), PlatformError> {
     const CGROUP: &str = "the `cgroup` platform";
     const CGROUP_OR_OCI: &str = "the `cgroup` or `oci` platform";
-    PlatformError::refuse_set(
-        l,
-        "k8s",
-        CGROUP,
-        &[("mems", "a pod cannot choose its memory nodes")],
-    )?;
+    PlatformError::refuse_set(l, "k8s", CGROUP, &[("mems", MEMS_WHY)])?;
     if l.cpu_weight.is_some() {
         return Err(PlatformError::NotEnforceable {
             key: "shares",
             platform: "k8s",
-            why: "the kubelet derives a pod's CPU weight from its CPU request",
+            why: CPU_WEIGHT_WHY,
             fix: "`cpus` (the request sets the weight)",
         });
     }
@@ -247,43 +277,14 @@ fn refuse_unexpressible(l: &Limits, spec: &TenantSpec) -> Result<(), PlatformErr
             "io_read_iops",
             "io_write_iops",
         ]
-        .map(|key| (key, "Kubernetes has no per-pod block io limits")),
+        .map(|key| (key, IO_LIMITS_WHY)),
     )?;
-    PlatformError::refuse_set(
-        l,
-        "k8s",
-        CGROUP,
-        &[
-            (
-                "memory_min",
-                "a pod spec has no field for memory.min (the kubelet's MemoryQoS feature gate \
-             derives it from the memory request, for every pod alike)",
-            ),
-            ("memory_low", "a pod spec has no field for memory.low"),
-            (
-                "memory_high",
-                "a pod spec has no field for memory.high (the kubelet's MemoryQoS feature gate \
-             derives it from the memory limit)",
-            ),
-            (
-                "swap",
-                "a pod's swap is the node's swapBehavior, not a per-pod setting",
-            ),
-            ("cpu_burst", "a pod spec has no field for the CFS burst"),
-            (
-                "cpuset_partition",
-                "the kubelet's CPU manager owns the cpusets and makes no partitions",
-            ),
-            ("io_weight", "Kubernetes has no per-pod I/O weight"),
-            ("io_latency", "Kubernetes has no per-pod I/O latency target"),
-        ],
-    )?;
+    PlatformError::refuse_set(l, "k8s", CGROUP, NO_POD_FIELD)?;
     PlatformError::refuse_set(
         l,
         "k8s",
         CGROUP_OR_OCI,
-        &["net_egress", "net_ingress"]
-            .map(|key| (key, "pods have no network on the run's bridge to shape")),
+        &["net_egress", "net_ingress"].map(|key| (key, NET_WHY)),
     )?;
     if spec.network.is_some() {
         return Err(PlatformError::Unavailable {
@@ -424,12 +425,12 @@ fn read_cpuset(dir: &Path) -> Result<CpuList> {
 }
 
 /// A CPU quantity in millicores.
-fn cpu_quantity(cpus: f64) -> String {
+pub(crate) fn cpu_quantity(cpus: f64) -> String {
     format!("{}m", (cpus * 1000.0).round() as u64)
 }
 
 /// The QoS class Kubernetes will give a pod with these limits (requests = limits).
-fn expected_qos(l: &Limits) -> &'static str {
+pub(crate) fn expected_qos(l: &Limits) -> &'static str {
     match (l.cpus, l.memory) {
         (Some(_), Some(_)) => "Guaranteed",
         (None, None) => "BestEffort",
@@ -438,7 +439,7 @@ fn expected_qos(l: &Limits) -> &'static str {
 }
 
 /// The pod's `resources`: requests = limits for cpu and memory.
-fn resources(l: &Limits) -> Value {
+pub(crate) fn resources(l: &Limits) -> Value {
     let mut r = serde_json::Map::new();
     if let Some(c) = l.cpus {
         r.insert("cpu".into(), Value::String(cpu_quantity(c)));

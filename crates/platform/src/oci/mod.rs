@@ -378,54 +378,59 @@ impl OciPlatform {
     }
 }
 
+/// The knobs no engine flag sets, and why.
+pub(crate) const UNMAPPED: &[(&str, &str)] = &[
+    (
+        "memory_min",
+        "docker and podman have no flag for memory.min (only --memory-reservation, which is \
+         memory.low)",
+    ),
+    (
+        "memory_high",
+        "docker and podman have no flag for memory.high",
+    ),
+    (
+        "cpu_burst",
+        "docker and podman have no flag for the CFS burst",
+    ),
+    (
+        "cpuset_partition",
+        "docker and podman cannot make a container's cpuset a partition",
+    ),
+    (
+        "io_latency",
+        "docker and podman have no flag for io.latency",
+    ),
+];
+
+/// Why `swap` without `memory` has no engine flag.
+pub(crate) const SWAP_NEEDS_MEMORY: &str =
+    "the engine's --memory-swap is memory plus swap, so it needs a memory limit";
+
+/// Why an `io_weight` outside 10..=1000 has no engine flag, if it is.
+pub(crate) fn io_weight_unmapped(w: u64) -> Option<String> {
+    (!(10..=1000).contains(&w))
+        .then(|| format!("io_weight={w} becomes --blkio-weight, which takes 10..1000"))
+}
+
 /// Refuses the knobs no engine flag sets, naming the reason.
 fn refuse_unmapped(l: &Limits) -> Result<(), PlatformError> {
-    PlatformError::refuse_set(
-        l,
-        "oci",
-        "the `cgroup` platform",
-        &[
-            (
-                "memory_min",
-                "docker and podman have no flag for memory.min (only --memory-reservation, which \
-             is memory.low)",
-            ),
-            (
-                "memory_high",
-                "docker and podman have no flag for memory.high",
-            ),
-            (
-                "cpu_burst",
-                "docker and podman have no flag for the CFS burst",
-            ),
-            (
-                "cpuset_partition",
-                "docker and podman cannot make a container's cpuset a partition",
-            ),
-            (
-                "io_latency",
-                "docker and podman have no flag for io.latency",
-            ),
-        ],
-    )?;
+    PlatformError::refuse_set(l, "oci", "the `cgroup` platform", UNMAPPED)?;
     if l.swap.is_some() && l.memory.is_none() {
         return Err(PlatformError::Refused {
             key: "swap",
             platform: "oci",
-            why: "the engine's --memory-swap is memory plus swap, so it needs a memory limit"
-                .into(),
+            why: SWAP_NEEDS_MEMORY.into(),
             fix: "add `memory`, or remove `swap`".into(),
         });
     }
-    if let Some(w) = l.io_weight {
-        if !(10..=1000).contains(&w) {
-            return Err(PlatformError::Refused {
-                key: "io_weight",
-                platform: "oci",
-                why: format!("io_weight={w} becomes --blkio-weight, which takes 10..1000"),
-                fix: "use io_weight between 10 and 1000, or the `cgroup` platform".into(),
-            });
-        }
+    if let Some(why) = l.io_weight.and_then(io_weight_unmapped) {
+        return Err(PlatformError::Refused {
+            key: "io_weight",
+            platform: "oci",
+            why,
+            fix: "use io_weight between 10 and 1000, or the `cgroup` platform".into(),
+        });
     }
     Ok(())
 }
@@ -435,12 +440,7 @@ fn refuse_unmapped(l: &Limits) -> Result<(), PlatformError> {
 fn knob_notes(fs: &CgroupFs, l: &Limits) -> Result<Vec<String>, PlatformError> {
     let mut notes = Vec::new();
     if let Some(m) = l.memory_low {
-        notes.push(format!(
-            "memory_low={} is --memory-reservation: the engine writes it to memory.low on \
-             cgroup v2, and to memory.soft_limit_in_bytes on v1, which is a reclaim target, \
-             not a protection",
-            isobench_common::format_size_exact(m)
-        ));
+        notes.push(memory_low_note(m));
     }
     if let Some(w) = l.io_weight {
         if fs.version() == crate::CgroupVersion::V1 {
@@ -460,22 +460,60 @@ fn knob_notes(fs: &CgroupFs, l: &Limits) -> Result<Vec<String>, PlatformError> {
                 });
             }
         }
-        notes.push(format!(
-            "io_weight={w} is --blkio-weight {w}: blkio.weight on cgroup v1; on v2 runc writes \
-             io.bfq.weight {w} when bfq is there, else io.weight {}",
-            1 + (w - 10) * 9999 / 990
-        ));
+        notes.push(io_weight_note(w));
     }
     Ok(notes)
 }
 
+/// What the engine makes of `memory_low` (`--memory-reservation`) on each cgroup version.
+pub(crate) fn memory_low_note(m: u64) -> String {
+    format!(
+        "memory_low={} is --memory-reservation: the engine writes it to memory.low on cgroup \
+         v2, and to memory.soft_limit_in_bytes on v1, which is a reclaim target, not a \
+         protection",
+        isobench_common::format_size_exact(m)
+    )
+}
+
+/// What the engine makes of `io_weight` (`--blkio-weight`, 10..=1000) on each cgroup
+/// version.
+pub(crate) fn io_weight_note(w: u64) -> String {
+    format!(
+        "io_weight={w} is --blkio-weight {w}: blkio.weight on cgroup v1; on v2 runc writes \
+         io.bfq.weight {w} when bfq is there, else io.weight {}",
+        1 + (w.max(10) - 10) * 9999 / 990
+    )
+}
+
 /// The engine's flags for `limits`; io limits apply to `device`.
 fn limit_args(l: &Limits, device: Option<&BlockDevice>) -> Result<Vec<String>> {
-    let mut a = Vec::new();
-    let mut flag = |k: &str, v: String| {
-        a.push(k.to_string());
-        a.push(v);
+    let node = match (l.has_io(), device) {
+        (false, _) => None,
+        (true, None) => {
+            bail!("io limits need the block device of the tenant's workdir, and none was found")
+        }
+        (true, Some(d)) => {
+            let node = PathBuf::from("/dev").join(&d.name);
+            if !node.exists() {
+                bail!(
+                    "io limits: the device node {} of the workdir's disk {d} does not exist",
+                    node.display()
+                );
+            }
+            Some(node.display().to_string())
+        }
     };
+    Ok(limit_flags(l, node.as_deref())
+        .into_iter()
+        .flat_map(|(k, v)| [k.to_string(), v])
+        .collect())
+}
+
+/// The engine's flags for `limits`, each with its value; the io limits (`--device-*`, on
+/// the device node `node`) only with a node.
+pub(crate) fn limit_flags(l: &Limits, node: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut a = Vec::new();
+    let mut flag = |k: &'static str, v: String| a.push((k, v));
     if let Some(c) = l.cpus {
         flag("--cpus", format!("{c}"));
     }
@@ -502,18 +540,7 @@ fn limit_args(l: &Limits, device: Option<&BlockDevice>) -> Result<Vec<String>> {
     if let Some(p) = l.pids {
         flag("--pids-limit", p.to_string());
     }
-    if l.has_io() {
-        let Some(d) = device else {
-            bail!("io limits need the block device of the tenant's workdir, and none was found");
-        };
-        let node = PathBuf::from("/dev").join(&d.name);
-        if !node.exists() {
-            bail!(
-                "io limits: the device node {} of the workdir's disk {d} does not exist",
-                node.display()
-            );
-        }
-        let node = node.display().to_string();
+    if let Some(node) = node {
         for (k, v) in [
             ("--device-read-bps", l.io_read_bps),
             ("--device-write-bps", l.io_write_bps),
@@ -525,7 +552,7 @@ fn limit_args(l: &Limits, device: Option<&BlockDevice>) -> Result<Vec<String>> {
             }
         }
     }
-    Ok(a)
+    a
 }
 
 /// A note when the static binary the agents run (`exe --version`) is not this isobench's

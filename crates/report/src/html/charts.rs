@@ -262,13 +262,39 @@ pub fn curve(
     limit: Option<(f64, &str)>,
     marks: &[(f64, String)],
 ) -> String {
+    curve_over(id, caption, axes, lines, limit, marks, None)
+}
+
+/// Lines of another unit in a panel under a [`curve`]'s: what the panel's axis shows, and
+/// the lines.
+#[derive(Debug, Clone, Copy)]
+pub struct Below<'a> {
+    /// The values' label.
+    pub y: &'a str,
+    /// The lines, each against the same setting as the panel above.
+    pub lines: &'a [Line],
+}
+
+/// A [`curve`], with a second panel under it when `below` has lines: the same setting axis
+/// and marks, its own value axis, no limit.
+pub fn curve_over(
+    id: &str,
+    caption: &str,
+    axes: Axes<'_>,
+    lines: &[Line],
+    limit: Option<(f64, &str)>,
+    marks: &[(f64, String)],
+    below: Option<Below<'_>>,
+) -> String {
     let Axes {
         x: x_label,
         y: y_label,
         log,
     } = axes;
+    let below = below.filter(|b| !b.lines.is_empty());
     let left = 70.0;
     let plot_h = 260.0;
+    let (below_h, gap) = (150.0, 48.0);
     let mut s = Svg::new(WIDTH, 0.0);
     let names: Vec<String> = lines.iter().map(|l| l.name.clone()).collect();
     let legend_h = if names.len() > 1 || !names.iter().all(String::is_empty) {
@@ -277,11 +303,16 @@ pub fn curve(
         0.0
     };
     let top = 18.0 + legend_h;
-    s.height = top + plot_h + 46.0;
+    let bottom = match below {
+        Some(_) => top + plot_h + gap + below_h,
+        None => top + plot_h,
+    };
+    s.height = bottom + 46.0;
     let tx = |v: f64| if log.x { v.max(1e-9).log10() } else { v };
     let ty = |v: f64| if log.y { v.max(1e-9).log10() } else { v };
-    let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| tx(p.x)));
-    let x = Scale::over(xs.clone(), &[], left, WIDTH - 20.0);
+    let all = lines.iter().chain(below.iter().flat_map(|b| b.lines));
+    let xs = all.flat_map(|l| l.points.iter().map(|p| tx(p.x)));
+    let x = Scale::over(xs, &[], left, WIDTH - 20.0);
     let ys = lines.iter().flat_map(|l| {
         l.points.iter().flat_map(|p| {
             let (lo, hi) = p.interval.unwrap_or((p.y, p.y));
@@ -295,10 +326,11 @@ pub fn curve(
     } else {
         s.y_axis(&y, left, WIDTH - 20.0, y_label);
     }
+    let top_x_label = if below.is_some() { "" } else { x_label };
     if log.x {
-        s.x_axis_log(&x, top + plot_h, top, x_label);
+        s.x_axis_log(&x, top + plot_h, top, top_x_label);
     } else {
-        s.x_axis(&x, top + plot_h, top, x_label);
+        s.x_axis(&x, top + plot_h, top, top_x_label);
     }
     if let Some((v, label)) = limit {
         let py = y.at(ty(v));
@@ -307,34 +339,67 @@ pub fn curve(
     }
     for (v, label) in marks {
         let px = x.at(tx(*v));
-        s.line(px, top, px, top + plot_h, "limit");
+        s.line(px, top, px, bottom, "limit");
         s.text(px + 3.0, top + 10.0, "start", "guide", label);
     }
-    for (i, l) in lines.iter().enumerate() {
+    draw_lines(&mut s, lines, 0, &|v| x.at(tx(v)), &|v| y.at(ty(v)));
+    if let Some(b) = below {
+        let ptop = top + plot_h + gap;
+        let ys = b.lines.iter().flat_map(|l| {
+            l.points.iter().flat_map(|p| {
+                let (lo, hi) = p.interval.unwrap_or((p.y, p.y));
+                [p.y, lo, hi]
+            })
+        });
+        let y2 = Scale::over(ys, &[0.0], bottom, ptop);
+        s.y_axis(&y2, left, WIDTH - 20.0, b.y);
+        if log.x {
+            s.x_axis_log(&x, bottom, ptop, x_label);
+        } else {
+            s.x_axis(&x, bottom, ptop, x_label);
+        }
+        let names: Vec<String> = b.lines.iter().map(|l| l.name.clone()).collect();
+        let first = lines.len();
+        // Above the panel, clear of its lines and of the axis above.
+        let _ = s.legend_from(left, ptop - 8.0, &names, first);
+        draw_lines(&mut s, b.lines, first, &|v| x.at(tx(v)), &|v| y2.at(v));
+    }
+    s.figure(id, caption)
+}
+
+/// Each line with its interval band (when every point has one) and its points, coloured
+/// from palette index `first` on; `px` and `py` place a setting and a value.
+fn draw_lines(
+    s: &mut Svg,
+    lines: &[Line],
+    first: usize,
+    px: &dyn Fn(f64) -> f64,
+    py: &dyn Fn(f64) -> f64,
+) {
+    for (n, l) in lines.iter().enumerate() {
+        let i = first + n;
         let pts: Vec<&Point> = l.points.iter().filter(|p| p.y.is_finite()).collect();
         let with_ci: Vec<&&Point> = pts.iter().filter(|p| p.interval.is_some()).collect();
         if with_ci.len() == pts.len() && pts.len() > 1 {
             let up: Vec<(f64, f64)> = pts
                 .iter()
-                .map(|p| (x.at(tx(p.x)), y.at(ty(p.interval.unwrap().1))))
+                .map(|p| (px(p.x), py(p.interval.unwrap().1)))
                 .collect();
             let lo: Vec<(f64, f64)> = pts
                 .iter()
-                .map(|p| (x.at(tx(p.x)), y.at(ty(p.interval.unwrap().0))))
+                .map(|p| (px(p.x), py(p.interval.unwrap().0)))
                 .collect();
             s.band(&up, &lo, &format!("{}33", colour(i)));
         }
-        let path: Vec<(f64, f64)> = pts.iter().map(|p| (x.at(tx(p.x)), y.at(ty(p.y)))).collect();
+        let path: Vec<(f64, f64)> = pts.iter().map(|p| (px(p.x), py(p.y))).collect();
         s.path_mark(&path, colour(i), i / super::svg::PALETTE.len(), &l.name);
         for p in &pts {
             if let (Some((lo, hi)), 1) = (p.interval, pts.len()) {
-                let px = x.at(tx(p.x));
-                s.line(px, y.at(ty(lo)), px, y.at(ty(hi)), "whisker");
+                s.line(px(p.x), py(lo), px(p.x), py(hi), "whisker");
             }
-            s.point_mark(x.at(tx(p.x)), y.at(ty(p.y)), colour(i), &p.tip);
+            s.point_mark(px(p.x), py(p.y), colour(i), &p.tip);
         }
     }
-    s.figure(id, caption)
 }
 
 /// A labelled interval of time behind a series.

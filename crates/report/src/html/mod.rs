@@ -24,7 +24,7 @@ use isobench_results::latency::{LatencyView, Role as LatencyRole};
 use isobench_results::{Cell, MatrixTable, Plot, Results, Section, Value};
 use isobench_store::Timestamp;
 
-use charts::{Axes, Bar, HeatCell, Line, Log, Point, Shade};
+use charts::{Axes, Bar, Below, HeatCell, Line, Log, Point, Shade};
 use svg::{esc, exact};
 
 use crate::table::{cell_text, notes, trust_line, Footnotes};
@@ -909,6 +909,11 @@ fn section_plot(s: &Section, plot: &Plot, k: usize) -> String {
             .unwrap_or_default()
     };
     let x_label = |x: usize| s.columns.get(x).map(|c| c.header()).unwrap_or_default();
+    // A curve's value axis: the unit, or the one column's name when it has none.
+    let value_label = |cols: &[usize]| match (unit(cols), cols) {
+        (u, [one]) if u.is_empty() => s.columns.get(*one).map(|c| c.name.clone()).unwrap_or(u),
+        (u, _) => u,
+    };
     match plot {
         Plot::Curve {
             x,
@@ -916,23 +921,31 @@ fn section_plot(s: &Section, plot: &Plot, k: usize) -> String {
             by,
             limit,
             marks,
+            y2,
         } => {
             let lines = curve_lines(s, *x, y, by);
+            let below = curve_lines(s, *x, y2, by);
             let marks: Vec<(f64, String)> = marks.iter().map(|g| (g.at, g.label.clone())).collect();
-            charts::curve(
+            let both: Vec<Line> = lines.iter().chain(&below).cloned().collect();
+            let y2_label = value_label(y2);
+            charts::curve_over(
                 &id,
                 &s.title,
                 Axes {
                     x: &x_label(*x),
-                    y: &unit(y),
+                    y: &value_label(y),
                     log: Log {
-                        x: spans_decades(&lines),
+                        x: spans_decades(&both),
                         y: false,
                     },
                 },
                 &lines,
                 limit.as_ref().map(|g| (g.at, g.label.as_str())),
                 &marks,
+                Some(Below {
+                    y: &y2_label,
+                    lines: &below,
+                }),
             )
         }
         Plot::Bars {

@@ -344,6 +344,12 @@ impl Svg {
     /// height used. Each entry is given [`LEGEND_CHAR`] px per character, more than the
     /// legend's 11 px text takes, so that neighbours never overlap.
     pub fn legend(&mut self, x: f64, y: f64, names: &[String]) -> f64 {
+        self.legend_from(x, y, names, 0)
+    }
+
+    /// A [`Svg::legend`] whose colours start at palette index `first` (lines drawn after
+    /// `first` others).
+    pub fn legend_from(&mut self, x: f64, y: f64, names: &[String], first: usize) -> f64 {
         let (mut at, mut row) = (x, y);
         for (i, n) in names.iter().enumerate() {
             let w = 28.0 + LEGEND_CHAR * n.chars().count() as f64;
@@ -355,7 +361,7 @@ impl Svg {
                 self.body,
                 r#"<rect class="key" x="{at:.1}" y="{:.1}" width="10" height="10" style="fill:{}"/>"#,
                 row - 9.0,
-                colour(i)
+                colour(first + i)
             );
             self.text(at + 14.0, row, "start", "key", n);
             at += w;

@@ -21,7 +21,7 @@ use crate::limits::{CpusetPartition, Limits};
 pub(super) const IO_WEIGHT_DEFAULT: u64 = 100;
 
 /// v1 CFQ's `blkio.weight` is 10..=1000 with default 500: five times the v2 scale.
-pub(super) const CFQ_PER_WEIGHT: u64 = 5;
+pub(crate) const CFQ_PER_WEIGHT: u64 = 5;
 
 fn refused(key: &'static str, why: impl Into<String>, fix: impl Into<String>) -> PlatformError {
     PlatformError::Refused {
@@ -417,60 +417,57 @@ fn io_cost_enabled(fs: &CgroupFs, dev: DevNum) -> bool {
         })
 }
 
+/// The knobs cgroup v1 has no file for: the key, why, and what to do instead.
+pub(crate) const V1_ABSENT: &[(&str, &str, &str)] = &[
+    (
+        "memory_min",
+        "cgroup v1 has no reclaim protection (memory.min is a cgroup v2 file); v1's \
+         memory.soft_limit_in_bytes is not the same: it is where global reclaim pushes a \
+         cgroup down to first, not memory kept from reclaim",
+        "remove `memory_min`, or run on a cgroup v2 host",
+    ),
+    (
+        "memory_low",
+        "cgroup v1 has no reclaim protection (memory.low is a cgroup v2 file); v1's \
+         memory.soft_limit_in_bytes is not the same: it is where global reclaim pushes a \
+         cgroup down to first, not memory kept from reclaim",
+        "remove `memory_low`, or run on a cgroup v2 host (the `oci` platform maps it to \
+         docker's --memory-reservation, which is the soft limit on v1)",
+    ),
+    (
+        "memory_high",
+        "cgroup v1 has no throttling threshold below the limit (memory.high is a cgroup v2 \
+         file; v1's memory.soft_limit_in_bytes steers global reclaim and never throttles)",
+        "use `memory` for a hard limit, or run on a cgroup v2 host",
+    ),
+    (
+        "cpuset_partition",
+        "cpuset partitions (cpuset.cpus.partition) exist only in cgroup v2; v1's \
+         cpuset.cpu_exclusive keeps siblings off the CPUs but leaves them in the parent's \
+         scheduling domain",
+        "remove `cpuset_partition`, or run on a cgroup v2 host",
+    ),
+    (
+        "io_latency",
+        "io.latency is a cgroup v2 controller; v1's blkio has no latency target",
+        "remove `io_latency`, or run on a cgroup v2 host",
+    ),
+];
+
+/// Why cgroup v1 bounds swap only beside a memory limit.
+pub(crate) const V1_SWAP_NEEDS_MEMORY: &str = "cgroup v1 bounds swap only together with memory \
+     (memory.memsw.limit_in_bytes = memory + swap), which needs a memory limit";
+
 fn check_v1(fs: &CgroupFs, l: &Limits) -> Result<(), PlatformError> {
-    const V2_HOST: &str = "or run on a cgroup v2 host";
-    if l.memory_min.is_some() {
-        return Err(refused(
-            "memory_min",
-            "cgroup v1 has no reclaim protection (memory.min is a cgroup v2 file); v1's \
-             memory.soft_limit_in_bytes is not the same: it is where global reclaim pushes a \
-             cgroup down to first, not memory kept from reclaim",
-            format!("remove `memory_min`, {V2_HOST}"),
-        ));
-    }
-    if l.memory_low.is_some() {
-        return Err(refused(
-            "memory_low",
-            "cgroup v1 has no reclaim protection (memory.low is a cgroup v2 file); v1's \
-             memory.soft_limit_in_bytes is not the same: it is where global reclaim pushes a \
-             cgroup down to first, not memory kept from reclaim",
-            format!(
-                "remove `memory_low`, {V2_HOST} (the `oci` platform maps it to docker's \
-                 --memory-reservation, which is the soft limit on v1)"
-            ),
-        ));
-    }
-    if l.memory_high.is_some() {
-        return Err(refused(
-            "memory_high",
-            "cgroup v1 has no throttling threshold below the limit (memory.high is a cgroup \
-             v2 file; v1's memory.soft_limit_in_bytes steers global reclaim and never \
-             throttles)",
-            format!("use `memory` for a hard limit, {V2_HOST}"),
-        ));
-    }
-    if l.cpuset_partition.is_some() {
-        return Err(refused(
-            "cpuset_partition",
-            "cpuset partitions (cpuset.cpus.partition) exist only in cgroup v2; v1's \
-             cpuset.cpu_exclusive keeps siblings off the CPUs but leaves them in the parent's \
-             scheduling domain",
-            format!("remove `cpuset_partition`, {V2_HOST}"),
-        ));
-    }
-    if l.io_latency.is_some() {
-        return Err(refused(
-            "io_latency",
-            "io.latency is a cgroup v2 controller; v1's blkio has no latency target",
-            format!("remove `io_latency`, {V2_HOST}"),
-        ));
+    let set = l.keys_set();
+    if let Some(&(key, why, fix)) = V1_ABSENT.iter().find(|(k, _, _)| set.contains(k)) {
+        return Err(refused(key, why, fix));
     }
     if let Some(s) = l.swap {
         if l.memory.is_none() {
             return Err(refused(
                 "swap",
-                "cgroup v1 bounds swap only together with memory \
-                 (memory.memsw.limit_in_bytes = memory + swap), which needs a memory limit",
+                V1_SWAP_NEEDS_MEMORY,
                 "add `memory`, or remove `swap`",
             ));
         }

@@ -1,0 +1,412 @@
+//! What a `[tune]` table says: the victim's figure and its SLO, the search's precision, and
+//! the knobs searched, each over a range between its tight and its loose end.
+
+use isobench_common::Direction;
+use isobench_platform::{Knob, Limits};
+use isobench_stats::SearchConfig;
+use serde::{Deserialize, Serialize};
+use toml::Value;
+
+use crate::fields::Fields;
+use crate::scenario::{Role, Scenario};
+
+/// Steps of the grid the searched positions are put on: every setting a search can visit is
+/// one of the `GRID + 1` settings `tight + k/GRID x (loose - tight)` (or the same on a log
+/// scale), so each is a condition of the plan. A position the search asks for is measured at
+/// the nearest step, at most 1/512 of the range away (a tenth of the finest usual resolution,
+/// 0.02); a bisection's first eight halvings fall on steps exactly.
+pub const GRID: usize = 256;
+
+/// What a `[tune]` table says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TuneSettings {
+    /// The id of the victim's `[[probe]]` whose figure the SLO bounds.
+    pub probe: String,
+    /// The victim tenant it runs in.
+    pub victim: String,
+    /// The probe's metric the SLO bounds (`lat_p99_ms`).
+    pub metric: String,
+    /// The SLO.
+    pub slo: Slo,
+    /// The widest boundary interval the search stops at, as a share of each knob's range.
+    pub resolution: f64,
+    /// Trials (pairs) every setting visited gets before it is judged.
+    pub min_trials: usize,
+    /// Trials after which a setting still undecided is left at the edge.
+    pub max_trials: usize,
+    /// The probability that every verdict of one search is right.
+    pub level: f64,
+    /// Whether each point's test takes the variance pooled over the points visited (fewer
+    /// trials a point; right when the noise is about the same along the knob).
+    #[serde(default = "yes")]
+    pub pool_variance: bool,
+    /// The knobs, each searched on its own with the others as planned.
+    pub knobs: Vec<KnobRange>,
+}
+
+/// The service level objective on the victim's figure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Slo {
+    /// The metric's value, trial by trial, stays at or below `bound` (a p99 in ms).
+    Max {
+        /// The bound, in the metric's unit.
+        bound: f64,
+    },
+    /// The metric's value stays at or above `bound` (a rate).
+    Min {
+        /// The bound, in the metric's unit.
+        bound: f64,
+    },
+    /// The victim loses at most `percent` % of its figure alone (each trial against the
+    /// baseline trial paired with it).
+    Loss {
+        /// The largest loss, %.
+        percent: f64,
+    },
+}
+
+impl Slo {
+    /// The search's bound and the direction in which its figure is better: a loss is lower
+    /// is better, whatever the metric's own direction.
+    pub fn bound(self) -> (f64, Direction) {
+        match self {
+            Slo::Max { bound } => (bound, Direction::Lower),
+            Slo::Min { bound } => (bound, Direction::Higher),
+            Slo::Loss { percent } => (percent, Direction::Lower),
+        }
+    }
+
+    /// How the SLO reads (`lat_p99_ms <= 10`, `loss of lat_p99_ms <= 5%`).
+    pub fn text(self, metric: &str) -> String {
+        match self {
+            Slo::Max { bound } => format!("{metric} <= {bound}"),
+            Slo::Min { bound } => format!("{metric} >= {bound}"),
+            Slo::Loss { percent } => format!("{metric} at most {percent}% worse than alone"),
+        }
+    }
+}
+
+/// One knob searched: a tenant's limit key between a tight and a loose setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnobRange {
+    /// The tenant whose knob moves.
+    pub tenant: String,
+    /// The limit key (`cpus`, `io_write_bps`, `memory_low`).
+    pub key: String,
+    /// The tightest setting (position 0), in the knob's number ([`knob_number`]).
+    pub tight: f64,
+    /// The loosest setting (position 1).
+    pub loose: f64,
+    /// Whether positions map to settings on a log scale (for ranges spanning decades).
+    pub log: bool,
+}
+
+impl KnobRange {
+    /// The knob.
+    pub fn knob(&self) -> Knob {
+        Knob::from_key(&self.key).expect("checked when read")
+    }
+
+    /// The setting at grid step `g` (0..=[`GRID`]), rounded as the knob is written.
+    pub fn setting(&self, g: usize) -> f64 {
+        let p = g as f64 / GRID as f64;
+        let v = if self.log {
+            self.tight * (self.loose / self.tight).powf(p)
+        } else {
+            self.tight + p * (self.loose - self.tight)
+        };
+        round_for(self.knob(), v)
+    }
+
+    /// The setting at grid step `g` in the limit syntax (`0.55`, `41943040`, `5000us`).
+    pub fn value_text(&self, g: usize) -> String {
+        value_text(self.knob(), self.setting(g))
+    }
+
+    /// `tenant.key`.
+    pub fn name(&self) -> String {
+        format!("{}.{}", self.tenant, self.key)
+    }
+}
+
+/// A knob's value as the limit syntax takes it.
+pub fn value_text(k: Knob, v: f64) -> String {
+    match k {
+        Knob::Cpus => format!("{v:.2}"),
+        Knob::CpuBurst | Knob::IoLatency => format!("{v:.0}us"),
+        _ => format!("{v:.0}"),
+    }
+}
+
+/// `v` rounded to what the knob can hold: hundredths of a CPU, whole units otherwise (at
+/// least 1).
+fn round_for(k: Knob, v: f64) -> f64 {
+    match k {
+        Knob::Cpus => ((v * 100.0).round() / 100.0).max(0.01),
+        _ => v.round().max(1.0),
+    }
+}
+
+/// The number a knob's value is searched in: CPUs, bytes, bytes/s, operations/s, the
+/// weight, microseconds, processes.
+pub fn knob_number(k: Knob, l: &Limits) -> Option<f64> {
+    let u = |x: Option<u64>| x.map(|n| n as f64);
+    match k {
+        Knob::Cpus => l.cpus,
+        Knob::CpuWeight => l.cpu_weight.map(|w| w.as_weight() as f64),
+        Knob::CpuBurst => u(l.cpu_burst),
+        Knob::Memory => u(l.memory),
+        Knob::MemoryMin => u(l.memory_min),
+        Knob::MemoryLow => u(l.memory_low),
+        Knob::MemoryHigh => u(l.memory_high),
+        Knob::Swap => u(l.swap),
+        Knob::Pids => u(l.pids),
+        Knob::IoReadBps => u(l.io_read_bps),
+        Knob::IoWriteBps => u(l.io_write_bps),
+        Knob::IoReadIops => u(l.io_read_iops),
+        Knob::IoWriteIops => u(l.io_write_iops),
+        Knob::IoWeight => u(l.io_weight),
+        Knob::IoLatency => u(l.io_latency),
+    }
+}
+
+/// Defaults.
+const DEFAULT_RESOLUTION: f64 = 0.05;
+
+/// The `[tune]` table through `f`, every problem reported there.
+pub fn read(f: &mut Fields<'_, '_>, sc: &Scenario) -> TuneSettings {
+    let probe = match f.string("probe") {
+        Some(p) => {
+            if !sc.probes.iter().any(|x| x.id == *p.get_ref()) {
+                f.error(
+                    p.span().into(),
+                    "probe",
+                    format!("no [[probe]] has the id {}", p.get_ref()),
+                    "the id (label or name) of a [[probe]] of this file",
+                    "write probe = \"service\" and add [[probe]] name = \"service\"".into(),
+                );
+            }
+            p.into_inner()
+        }
+        None => sc.probes.first().map(|p| p.id.clone()).unwrap_or_default(),
+    };
+    let victim = sc
+        .tenants
+        .iter()
+        .find(|t| t.role == Role::Victim)
+        .map(|t| t.name.clone())
+        .unwrap_or_default();
+    let metric = match f.string("metric") {
+        Some(m) => m.into_inner(),
+        None => {
+            f.missing(
+                "metric",
+                "the victim probe's metric the SLO bounds",
+                "metric = \"lat_p99_ms\"",
+            );
+            String::new()
+        }
+    };
+    let slo = read_slo(f);
+    let resolution = f.float(
+        "resolution",
+        |x| x > 0.0 && x < 0.5,
+        "a share of each knob's range, above 0 and below 0.5",
+        DEFAULT_RESOLUTION,
+    );
+    let min_trials = f.int("min_trials", (2, 50), 3) as usize;
+    let max_trials = f.int("max_trials", (2, 200), 12) as usize;
+    if max_trials < min_trials {
+        let span = f.span();
+        f.error(
+            span,
+            "max_trials",
+            format!("max_trials ({max_trials}) is below min_trials ({min_trials})"),
+            "max_trials >= min_trials",
+            format!("write max_trials = {}", min_trials * 4),
+        );
+    }
+    let level = f.float(
+        "level",
+        |x| x > 0.5 && x < 1.0,
+        "a probability above 0.5 and below 1",
+        0.95,
+    );
+    let pool_variance = f.word("pool_variance", &[("on", true), ("off", false)], true);
+    let knobs = read_knobs(f, sc);
+    TuneSettings {
+        probe,
+        victim,
+        metric,
+        slo,
+        resolution,
+        min_trials,
+        max_trials,
+        level,
+        pool_variance,
+        knobs,
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Exactly one of `slo_max`, `slo_min` and `slo_loss`.
+fn read_slo(f: &mut Fields<'_, '_>) -> Slo {
+    let given: Vec<&str> = ["slo_max", "slo_min", "slo_loss"]
+        .into_iter()
+        .filter(|k| f.has(k))
+        .collect();
+    if given.len() != 1 {
+        let span = f.span();
+        f.error(
+            span,
+            "slo_max",
+            format!(
+                "the SLO needs exactly one of slo_max, slo_min and slo_loss; the table gives {}",
+                if given.is_empty() {
+                    "none".to_string()
+                } else {
+                    given.join(" and ")
+                }
+            ),
+            "slo_max = bound (a p99 in ms), slo_min = bound (a rate), or slo_loss = % worse \
+             than alone",
+            "write slo_max = 10 with metric = \"lat_p99_ms\"".into(),
+        );
+    }
+    let positive = |x: f64| x > 0.0 && x.is_finite();
+    if f.has("slo_min") {
+        return Slo::Min {
+            bound: f.float("slo_min", positive, "a bound above 0", 1.0),
+        };
+    }
+    if f.has("slo_loss") {
+        return Slo::Loss {
+            percent: f.float(
+                "slo_loss",
+                |x| x > 0.0 && x < 100.0,
+                "a loss in %, above 0 and below 100",
+                5.0,
+            ),
+        };
+    }
+    Slo::Max {
+        bound: f.float("slo_max", positive, "a bound above 0", 10.0),
+    }
+}
+
+/// The `[[tune.knob]]` tables.
+fn read_knobs(f: &mut Fields<'_, '_>, sc: &Scenario) -> Vec<KnobRange> {
+    let fix = "[[tune.knob]] tenant = \"batch\" key = \"cpus\" range = [0.1, 2]";
+    let Some((span, items)) = f.array("knob") else {
+        f.missing("knob", "one or more [[tune.knob]] tables", fix);
+        return Vec::new();
+    };
+    let mut out: Vec<KnobRange> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let key = format!("knob[{i}]");
+        let bad = |f: &mut Fields<'_, '_>, problem: String| {
+            f.error(
+                span,
+                &key,
+                problem,
+                "tenant, key, range and scale",
+                fix.into(),
+            )
+        };
+        match knob_range(item, sc) {
+            Ok(k) if out.iter().any(|o| o.name() == k.name()) => {
+                bad(f, format!("{} is searched twice", k.name()))
+            }
+            Ok(k) => out.push(k),
+            Err(problem) => bad(f, problem),
+        }
+    }
+    out
+}
+
+/// One `[[tune.knob]]` table, or what is wrong with it.
+fn knob_range(item: &Value, sc: &Scenario) -> Result<KnobRange, String> {
+    let t = item.as_table().ok_or("is not a table")?;
+    if let Some(k) = t
+        .keys()
+        .find(|k| !["tenant", "key", "range", "scale"].contains(&k.as_str()))
+    {
+        return Err(format!("`{k}` is not a key of a knob"));
+    }
+    let tenant = t
+        .get("tenant")
+        .and_then(Value::as_str)
+        .ok_or("has no tenant (a string)")?;
+    let Some(spec) = sc.tenants.iter().find(|x| x.name == tenant) else {
+        return Err(format!("names tenant {tenant}, which the file lacks"));
+    };
+    let key = t.get("key").and_then(Value::as_str).ok_or("has no key")?;
+    let knob = Knob::from_key(key).ok_or_else(|| {
+        format!(
+            "`{key}` is not a knob that can change while tenants run (those that can: {})",
+            Knob::ALL.map(Knob::key).join(", ")
+        )
+    })?;
+    let ends = match t.get("range").and_then(Value::as_array) {
+        Some(a) if a.len() == 2 => a,
+        _ => return Err("range must be [tight, loose]: two values".into()),
+    };
+    let mut nums = [0.0; 2];
+    for (n, v) in nums.iter_mut().zip(ends) {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            Value::Integer(i) => i.to_string(),
+            Value::Float(x) => x.to_string(),
+            other => return Err(format!("range value {other} is not a limit value")),
+        };
+        let l = Limits::parse(&format!("{key}={text}")).map_err(|e| format!("range: {e}"))?;
+        *n = knob_number(knob, &l)
+            .filter(|x| *x > 0.0)
+            .ok_or_else(|| format!("range value {text} is not a {key} above 0"))?;
+    }
+    // The tight end holds the aggressor back most; for a victim, protects it most.
+    let protects = spec.role == Role::Victim;
+    let (lo, hi) = (nums[0].min(nums[1]), nums[0].max(nums[1]));
+    if lo == hi {
+        return Err("range must span two different settings".into());
+    }
+    let (tight, loose) = if protects { (hi, lo) } else { (lo, hi) };
+    let log = match t.get("scale").map(Value::as_str) {
+        None => hi / lo >= 100.0,
+        Some(Some("log")) => true,
+        Some(Some("linear")) => false,
+        Some(_) => return Err("scale must be \"linear\" or \"log\"".into()),
+    };
+    Ok(KnobRange {
+        tenant: tenant.to_string(),
+        key: key.to_string(),
+        tight,
+        loose,
+        log,
+    })
+}
+
+impl TuneSettings {
+    /// The settings of a plan, when its `settings` are a tune's.
+    pub fn of(v: &serde_json::Value) -> Option<TuneSettings> {
+        serde_json::from_value(v.clone()).ok()
+    }
+
+    /// The search's configuration.
+    pub fn config(&self) -> SearchConfig {
+        let (bound, direction) = self.slo.bound();
+        SearchConfig {
+            bound,
+            direction,
+            resolution: self.resolution,
+            min_trials: self.min_trials,
+            max_trials: self.max_trials,
+            level: self.level,
+            pool_variance: self.pool_variance,
+        }
+    }
+}
