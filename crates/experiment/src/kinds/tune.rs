@@ -18,6 +18,7 @@
 //! of a knob they are its frontier, and knobs against the same stressor are compared at
 //! equal aggressor throughput.
 
+pub mod compose;
 pub mod settings;
 
 use std::collections::BTreeMap;
