@@ -5,8 +5,10 @@
 //! and see a scenario's error at its line; and, by `tests/browser/fleet_flow.py`, launch a
 //! fleet run on two host agents on loopback and read its fleet table; and, by
 //! `tests/browser/cross_flow.py`, launch a run on two platforms and read the table across
-//! them. Screenshots land in `target/tmp/ui-screenshots`, `target/tmp/fleet-screenshots` and
-//! `target/tmp/cross-screenshots` (`CARGO_TARGET_TMPDIR`).
+//! them; and, by `tests/browser/tune_flow.py`, launch a tune from the launch form (a bad knob
+//! refused at its row first) and read its answer in the report. Screenshots land in
+//! `target/tmp/ui-screenshots`, `target/tmp/fleet-screenshots`, `target/tmp/cross-screenshots`
+//! and `target/tmp/tune-screenshots` (`CARGO_TARGET_TMPDIR`).
 
 use std::path::Path;
 
@@ -142,6 +144,37 @@ fn the_web_ui_launches_a_run_on_two_platforms_and_shows_the_table_across_them() 
     assert!(
         out.status.success(),
         "the browser flow on two platforms failed:\n{}\n{}\nthe server said:\n{}",
+        text(&out.stdout),
+        text(&out.stderr),
+        server.log()
+    );
+    eprintln!("{}screenshots in {}", text(&out.stdout), shots.display());
+}
+
+#[test]
+fn the_web_ui_launches_a_tune_from_its_form_and_shows_the_answer() {
+    let Some(python) = browser_python("the web UI's tune browser test") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("tune.db"),
+        "1",
+        &["--listen", "127.0.0.1:0"],
+    );
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tune-screenshots");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let out = std::process::Command::new(python)
+        .arg(repo_root().join("tests/browser/tune_flow.py"))
+        .arg("--screenshots")
+        .arg(&shots)
+        .arg(format!("{}/", server.url))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the tune browser flow failed:\n{}\n{}\nthe server said:\n{}",
         text(&out.stdout),
         text(&out.stderr),
         server.log()

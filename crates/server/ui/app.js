@@ -824,7 +824,7 @@
     const resolution = h("input", { id: "tune-resolution", name: "tune-resolution", type: "number", min: 0, max: 0.5, step: "any", value: 0.05 });
 
     function knobRow(k) {
-      const i = knobs.childElementCount;
+      const i = knobs.querySelectorAll("fieldset.knob").length;
       const id = (part) => "tune-knob-" + i + "-" + part;
       const input = (part, label, value) => h("span", { class: "field" },
         h("label", { for: id(part), text: label }),
@@ -850,7 +850,7 @@
       for (const k of rows) knobRow(k);
     }
     function readKnobs() {
-      return [...knobs.children].map((row) => {
+      return [...knobs.querySelectorAll("fieldset.knob")].map((row) => {
         const v = (part) => $('[id$="-' + part + '"]', row).value.trim();
         return { tenant: v("tenant"), key: v("key"), from: v("from"), to: v("to") };
       });
