@@ -5,14 +5,48 @@
 //! and see a scenario's error at its line; and, by `tests/browser/fleet_flow.py`, launch a
 //! fleet run on two host agents on loopback and read its fleet table; and, by
 //! `tests/browser/cross_flow.py`, launch a run on two platforms and read the table across
-//! them. Screenshots land in `target/tmp/ui-screenshots`, `target/tmp/fleet-screenshots` and
-//! `target/tmp/cross-screenshots` (`CARGO_TARGET_TMPDIR`).
+//! them; and, by `tests/browser/tune_flow.py`, launch a tune from the launch form (a bad knob
+//! refused at its row first) and read its answer in the report. Screenshots land in
+//! `target/tmp/ui-screenshots`, `target/tmp/fleet-screenshots`, `target/tmp/cross-screenshots`
+//! and `target/tmp/tune-screenshots` (`CARGO_TARGET_TMPDIR`).
 
 use std::path::Path;
 
 mod common;
 use common::served::{browser_python, repo_root, FakeAgents, Server};
 use common::text;
+
+/// Runs the browser flow `tests/browser/<script>` with `args` against `server`, its
+/// screenshots in `CARGO_TARGET_TMPDIR/<shots>` (emptied first); fails naming `what`, with
+/// the flow's output and the server's log.
+fn run_flow(
+    python: &Path,
+    script: &str,
+    shots: &str,
+    args: &[String],
+    server: &Server,
+    what: &str,
+) {
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join(shots);
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let out = std::process::Command::new(python)
+        .arg(repo_root().join("tests/browser").join(script))
+        .arg("--screenshots")
+        .arg(&shots)
+        .args(args)
+        .arg(format!("{}/", server.url))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}\nthe server said:\n{}",
+        text(&out.stdout),
+        text(&out.stderr),
+        server.log()
+    );
+    eprintln!("{}screenshots in {}", text(&out.stdout), shots.display());
+}
 
 #[test]
 fn the_web_ui_launches_watches_stops_resumes_and_reports_a_run() {
@@ -27,25 +61,15 @@ fn the_web_ui_launches_watches_stops_resumes_and_reports_a_run() {
         "slow",
         &["--listen", "127.0.0.1:0", "--token-file", &token_file],
     );
-    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
-    let _ = std::fs::remove_dir_all(&shots);
-    std::fs::create_dir_all(&shots).unwrap();
-    let out = std::process::Command::new(python)
-        .arg(repo_root().join("tests/browser/ui_flow.py"))
-        .arg("--screenshots")
-        .arg(&shots)
-        .args(["--token", token])
-        .arg(format!("{}/", server.url))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the browser flow failed:\n{}\n{}\nthe server said:\n{}",
-        text(&out.stdout),
-        text(&out.stderr),
-        server.log()
+    let args = ["--token".to_string(), token.to_string()];
+    run_flow(
+        &python,
+        "ui_flow.py",
+        "ui-screenshots",
+        &args,
+        &server,
+        "the browser flow",
     );
-    eprintln!("{}screenshots in {}", text(&out.stdout), shots.display());
 }
 
 #[test]
@@ -60,26 +84,20 @@ fn the_web_ui_launches_a_fleet_run_on_two_hosts_and_shows_its_fleet_table() {
         "1",
         &["--listen", "127.0.0.1:0"],
     );
-    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fleet-screenshots");
-    let _ = std::fs::remove_dir_all(&shots);
-    std::fs::create_dir_all(&shots).unwrap();
-    let mut cmd = std::process::Command::new(python);
-    cmd.arg(repo_root().join("tests/browser/fleet_flow.py"))
-        .arg("--screenshots")
-        .arg(&shots)
-        .args(["--agent-token", &agents.token]);
+    let mut args = vec!["--agent-token".to_string(), agents.token.clone()];
     for (i, addr) in agents.addrs.iter().enumerate() {
-        cmd.arg("--host").arg(format!("{addr} host{i} type{i}"));
+        args.push("--host".into());
+        args.push(format!("{addr} host{i} type{i}"));
     }
-    let out = cmd.arg(format!("{}/", server.url)).output().unwrap();
-    assert!(
-        out.status.success(),
-        "the fleet browser flow failed:\n{}\n{}\nthe server said:\n{}",
-        text(&out.stdout),
-        text(&out.stderr),
-        server.log()
+    let what = "the fleet browser flow";
+    run_flow(
+        &python,
+        "fleet_flow.py",
+        "fleet-screenshots",
+        &args,
+        &server,
+        what,
     );
-    eprintln!("{}screenshots in {}", text(&out.stdout), shots.display());
 }
 
 #[test]
@@ -128,23 +146,39 @@ fn the_web_ui_launches_a_run_on_two_platforms_and_shows_the_table_across_them() 
             return;
         }
     }
-    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cross-screenshots");
-    let _ = std::fs::remove_dir_all(&shots);
-    std::fs::create_dir_all(&shots).unwrap();
-    let mut cmd = std::process::Command::new(python);
-    cmd.arg(repo_root().join("tests/browser/cross_flow.py"))
-        .arg("--screenshots")
-        .arg(&shots);
-    for p in &platforms {
-        cmd.args(["--platform", p]);
-    }
-    let out = cmd.arg(format!("{}/", server.url)).output().unwrap();
-    assert!(
-        out.status.success(),
-        "the browser flow on two platforms failed:\n{}\n{}\nthe server said:\n{}",
-        text(&out.stdout),
-        text(&out.stderr),
-        server.log()
+    let args: Vec<String> = platforms
+        .iter()
+        .flat_map(|p| ["--platform".to_string(), p.to_string()])
+        .collect();
+    let what = "the browser flow on two platforms";
+    run_flow(
+        &python,
+        "cross_flow.py",
+        "cross-screenshots",
+        &args,
+        &server,
+        what,
     );
-    eprintln!("{}screenshots in {}", text(&out.stdout), shots.display());
+}
+
+#[test]
+fn the_web_ui_launches_a_tune_from_its_form_and_shows_the_answer() {
+    let Some(python) = browser_python("the web UI's tune browser test") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("tune.db"),
+        "1",
+        &["--listen", "127.0.0.1:0"],
+    );
+    let what = "the tune browser flow";
+    run_flow(
+        &python,
+        "tune_flow.py",
+        "tune-screenshots",
+        &[],
+        &server,
+        what,
+    );
 }

@@ -18,6 +18,7 @@ use crate::error::{ApiError, ErrorBody, JsonBody};
 use crate::fleet::{self, NewHost};
 use crate::queue::{Job, JobSpec, QueueError};
 use crate::results::{self, check_run_id, RunDetail, RunView};
+use crate::tune::{self, NewTune};
 use crate::validate::{self, Input};
 
 /// The shared state, as handlers take it.
@@ -70,6 +71,49 @@ pub struct Session {
     pub presets: Vec<PresetInfo>,
     /// The platforms and whether each works here.
     pub platforms: Vec<PlatformInfo>,
+    /// What a tune's parts are chosen from.
+    pub tune: TuneChoices,
+}
+
+/// What a tune's parts are chosen from (the launch form's tune).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TuneChoices {
+    /// The preset a tune starts from without a scenario or a preset.
+    pub preset: String,
+    /// The probes, each with its metrics (the ones an SLO can bound).
+    pub probes: Vec<ProbeChoice>,
+    /// The stressors' names.
+    pub stressors: Vec<String>,
+    /// The keys of the limits that can change while tenants run (a knob's `key`).
+    pub knobs: Vec<String>,
+}
+
+/// A probe and its metrics.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProbeChoice {
+    /// Its name.
+    pub name: String,
+    /// Its metrics' names.
+    pub metrics: Vec<String>,
+}
+
+impl TuneChoices {
+    fn of_this_build() -> TuneChoices {
+        let probes = isobench_workloads::PROBES.iter().map(|p| ProbeChoice {
+            name: p.name().to_string(),
+            metrics: p.metrics().iter().map(|m| m.name.to_string()).collect(),
+        });
+        let stressors = isobench_workloads::STRESSORS.iter().map(|s| s.name());
+        TuneChoices {
+            preset: tune::DEFAULT_PRESET.to_string(),
+            probes: probes.collect(),
+            stressors: stressors.map(str::to_string).collect(),
+            knobs: isobench_platform::Knob::ALL
+                .iter()
+                .map(|k| k.key().to_string())
+                .collect(),
+        }
+    }
 }
 
 /// `GET /api/v1/session`.
@@ -95,6 +139,7 @@ pub async fn session(State(app): AppState) -> Json<Session> {
         db: app.config.db.display().to_string(),
         presets,
         platforms,
+        tune: TuneChoices::of_this_build(),
     })
 }
 
@@ -428,6 +473,11 @@ pub struct NewJob {
     /// here (`isobench run --hosts`): the run's page then shows the fleet table. Each host
     /// runs the scenario's platform, so `platform` is not given with `hosts`.
     pub hosts: Option<Vec<NewHost>>,
+    /// A tune (`isobench tune`): the victim's probe, the SLO, the stressors and the knobs,
+    /// written into the `kind = "tune"` scenario of `scenario` or `preset` (`tune-cpu`
+    /// without either), which then queues as a scenario; a part that is wrong is answered
+    /// at its field (`tune.knobs[1]`).
+    pub tune: Option<NewTune>,
 }
 
 /// A string that is one of `names`, or null.
@@ -521,12 +571,29 @@ pub async fn create_job(
         Some(p) => validate::platforms(p)?,
         None => Vec::new(),
     };
+    // A tune is written into its scenario's text first, and queues as that scenario.
+    let (preset, scenario, name) = match &body.tune {
+        Some(t) => {
+            let text = tune::scenario(t, body.preset.as_deref(), body.scenario.as_deref())?;
+            let base = body.preset.as_deref().unwrap_or(tune::DEFAULT_PRESET);
+            let name = body
+                .name
+                .clone()
+                .or_else(|| body.scenario.is_none().then(|| format!("{base}.toml")));
+            (None, Some(text), name)
+        }
+        None => (
+            body.preset.clone(),
+            body.scenario.clone(),
+            body.name.clone(),
+        ),
+    };
+    let is_tune = body.tune.is_some();
     let spec = JobSpec {
-        preset: body.preset.clone(),
-        scenario_name: body
-            .scenario
+        preset,
+        scenario_name: scenario
             .as_ref()
-            .map(|_| body.name.clone().unwrap_or_else(|| "scenario.toml".into())),
+            .map(|_| name.unwrap_or_else(|| "scenario.toml".into())),
         platform: body.platform.clone(),
         platforms,
         seed: body.seed,
@@ -535,7 +602,7 @@ pub async fn create_job(
     };
     let mode = app.config.mode;
     let checked = spec.clone();
-    let text = body.scenario.clone();
+    let text = scenario.clone();
     blocking(move || {
         let input = match (&checked.preset, &checked.scenario_name, &text) {
             (Some(p), None, _) => Input::Preset(p),
@@ -546,18 +613,19 @@ pub async fn create_job(
                 ))
             }
         };
-        if checked.is_fleet() {
+        let outcome = if checked.is_fleet() {
             validate::check_for_hosts(input, checked.seed, mode)
         } else if checked.is_cross() {
             validate::check_on_each(input, &checked.platforms, checked.seed, mode)
         } else {
             validate::check(input, checked.platform.as_deref(), checked.seed, mode)
-        }
+        };
+        outcome.map_err(|e| if is_tune { tune::at_field(e) } else { e })
     })
     .await?;
     let job = app.update_jobs(|q| {
         let job = q.push(spec);
-        let written = match &body.scenario {
+        let written = match &scenario {
             Some(text) => write_scenario(&app.scenario_path(&job.id), text),
             None => Ok(()),
         }

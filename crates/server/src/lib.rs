@@ -29,6 +29,7 @@ pub mod results;
 pub mod runner;
 pub mod statelock;
 pub mod throttle;
+pub mod tune;
 pub mod validate;
 
 #[cfg(test)]
@@ -219,7 +220,8 @@ pub fn lock_state_dir(dir: &Path) -> anyhow::Result<statelock::StateLock> {
         error::ErrorBody, error::Problem, fleet::NewHost, queue::Job, queue::JobSpec,
         queue::JobHost, queue::JobState, queue::Progress, queue::PlatformStep, results::RunView,
         results::RunDetail, results::FleetView, results::FleetHostView, results::CrossView, results::TableView,
-        results::CrossRunView, results::Headline, results::ResourceHeadline
+        results::CrossRunView, results::Headline, results::ResourceHeadline, tune::NewTune,
+        tune::TuneSlo, tune::SloOp, tune::TuneKnob, api::TuneChoices, api::ProbeChoice
     )),
     modifiers(&Security),
     security((), ("bearer" = []), ("cookie" = []))

@@ -1114,3 +1114,87 @@ async fn wrong_tokens_over_the_network_are_counted_for_their_address() {
     );
     let _ = stop.send(());
 }
+
+/// A tune from the launch form's fields: the probe, the SLO, the stressor and two knobs.
+fn tune_form(knobs: Value) -> Value {
+    json!({
+        "tune": {
+            "probe": "service",
+            "slo": { "metric": "lat_p99_ms", "op": "<=", "bound": 15 },
+            "stressors": ["cpu"],
+            "knobs": knobs,
+            "resolution": 0.1
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_tune_from_form_fields_queues_as_its_tune_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let knobs = json!([
+        { "tenant": "batch", "key": "cpus", "from": "0.1", "to": "1" },
+        { "tenant": "batch", "key": "weight", "from": "1", "to": "10000" }
+    ]);
+    let req = post("/api/v1/jobs", &app)
+        .body(json_body(tune_form(knobs)))
+        .unwrap();
+    let (s, job) = call(&app, req).await;
+    assert_eq!(s, StatusCode::CREATED, "{job}");
+    assert_eq!(job["spec"]["scenario_name"], "tune-cpu.toml", "{job}");
+    assert!(job["spec"]["preset"].is_null(), "{job}");
+    let id = job["id"].as_str().unwrap();
+    let text = std::fs::read_to_string(app.scenario_path(id)).unwrap();
+    let doc: toml::Table = text.parse().unwrap();
+    assert_eq!(doc["kind"].as_str(), Some("tune"), "{text}");
+    let tune = doc["tune"].as_table().unwrap();
+    assert_eq!(tune["metric"].as_str(), Some("lat_p99_ms"));
+    assert_eq!(tune["slo_max"].as_float(), Some(15.0));
+    assert_eq!(tune["resolution"].as_float(), Some(0.1));
+    let knobs: Vec<(&str, &str)> = tune["knob"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["tenant"].as_str().unwrap(), k["key"].as_str().unwrap()))
+        .collect();
+    assert_eq!(knobs, [("batch", "cpus"), ("batch", "weight")]);
+    assert_eq!(doc["stressor"][0]["name"].as_str(), Some("cpu"));
+    assert_eq!(app.queue().list().len(), 1);
+}
+
+#[tokio::test]
+async fn a_tunes_bad_knob_is_refused_at_its_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path(), None);
+    let good = json!({ "tenant": "batch", "key": "cpus", "from": "0.1", "to": "1" });
+    for (bad, why) in [
+        (
+            json!({ "tenant": "batch", "key": "nope", "from": "1", "to": "2" }),
+            "nope",
+        ),
+        (
+            json!({ "tenant": "nobody", "key": "cpus", "from": "0.1", "to": "1" }),
+            "nobody",
+        ),
+        (
+            json!({ "tenant": "batch", "key": "cpus", "from": "", "to": "1" }),
+            "empty",
+        ),
+    ] {
+        let req = post("/api/v1/jobs", &app)
+            .body(json_body(tune_form(json!([good, bad]))))
+            .unwrap();
+        let (s, body) = call(&app, req).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(body["field"], "tune.knobs[1]", "{body}");
+        let e = body["error"].as_str().unwrap();
+        assert!(e.starts_with("tune.knobs[1]: ") && e.contains(why), "{e}");
+    }
+    let mut form = tune_form(json!([good]));
+    form["tune"]["stressors"] = json!(["no-such-stressor"]);
+    let req = post("/api/v1/jobs", &app).body(json_body(form)).unwrap();
+    let (s, body) = call(&app, req).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["field"], "tune.stressors[0]", "{body}");
+    assert!(app.queue().list().is_empty(), "nothing was queued");
+}

@@ -1,10 +1,11 @@
 // isobench's web UI: one page, hash routes, only the HTTP API under /api/v1.
 //
 // Routes: #/runs (list), #/runs/<id> (one run: live progress, stop/resume, report),
-// #/launch (preset or scenario, here on one platform or several in turn, or on a fleet of
-// hosts; problems shown at their line), #/queue, #/compare. A fleet run's page shows its
-// fleet table, and a run of a set on several platforms the table across them, as the server
-// gives them (every figure is text from the results; the UI computes none).
+// #/launch (preset, scenario or tune, here on one platform or several in turn, or on a fleet
+// of hosts; problems shown at their line, a tune's at its field), #/queue, #/compare. A
+// fleet run's page shows its fleet table, and a run of a set on several platforms the table
+// across them, as the server gives them (every figure is text from the results; the UI
+// computes none).
 // Every value from the server reaches the DOM through textContent or an attribute, never as
 // HTML. Every state-changing request carries the CSRF token from GET /api/v1/session.
 "use strict";
@@ -790,6 +791,131 @@
 
   // ---------- launch ----------
 
+  /** The tune part of the launch form: the victim's probe, the SLO, the aggressor's
+   *  stressors, the knobs (a + adds one) and the resolution, as the job's `tune`. Errors are
+   *  shown at their field (`tune.knobs[1]`): the element whose data-field is that field. */
+  function tuneFields(s) {
+    const t = s.tune || { probes: [], stressors: [], knobs: [] };
+    const field = (name, label, input, extra) => h("div", { class: "field", dataset: { field: name } },
+      h("label", { for: input.id, text: label }), input, extra || null);
+    const probe = h("select", { id: "tune-probe", name: "tune-probe" },
+      t.probes.map((p) => h("option", { value: p.name, selected: p.name === "service", text: p.name })));
+    const metric = h("select", { id: "tune-metric", name: "tune-metric" });
+    function fillMetrics() {
+      const p = t.probes.find((x) => x.name === probe.value);
+      const names = p ? p.metrics : [];
+      const keep = metric.value;
+      clear(metric);
+      for (const m of names) metric.appendChild(h("option", { value: m, text: m }));
+      const pick = names.includes(keep) ? keep : names.includes("lat_p99_ms") ? "lat_p99_ms" : names[0];
+      if (pick) metric.value = pick;
+    }
+    probe.addEventListener("change", fillMetrics);
+    fillMetrics();
+    const op = h("select", { id: "tune-op", name: "tune-op", "aria-label": "How the metric compares with the bound" },
+      h("option", { value: "<=", text: "<= (at most)" }),
+      h("option", { value: ">=", text: ">= (at least)" }),
+      h("option", { value: "loss<=", text: "loss <= (% worse than alone, at most)" }));
+    const bound = h("input", { id: "tune-bound", name: "tune-bound", type: "number", min: 0, step: "any", value: 10, "aria-label": "Bound" });
+    const stressors = h("select", { id: "tune-stressors", name: "tune-stressors", multiple: true, size: Math.min(6, t.stressors.length || 1) },
+      t.stressors.map((n) => h("option", { value: n, selected: n === "cpu", text: n })));
+    const knobs = h("div", { id: "tune-knobs", dataset: { field: "tune.knobs" } });
+    const addKnob = h("button", { id: "tune-add-knob", type: "button", text: "+ knob", title: "Search another knob" });
+    const resolution = h("input", { id: "tune-resolution", name: "tune-resolution", type: "number", min: 0, max: 0.5, step: "any", value: 0.05 });
+
+    function knobRow(k) {
+      const i = knobs.querySelectorAll("fieldset.knob").length;
+      const id = (part) => "tune-knob-" + i + "-" + part;
+      const input = (part, label, value) => h("span", { class: "field" },
+        h("label", { for: id(part), text: label }),
+        h("input", { id: id(part), name: id(part), type: "text", value, size: 8 }));
+      const key = h("select", { id: id("key"), name: id("key") },
+        t.knobs.map((n) => h("option", { value: n, selected: n === k.key, text: n })));
+      const remove = i === 0 ? null : h("button", { type: "button", class: "small", text: "remove", title: "Search this knob no more" });
+      const row = h("fieldset", { class: "knob", dataset: { field: "tune.knobs[" + i + "]" } },
+        h("legend", { text: "Knob " + (i + 1) }),
+        h("div", { class: "row" },
+          input("tenant", "Tenant", k.tenant),
+          h("span", { class: "field" }, h("label", { for: id("key"), text: "Limit" }), key),
+          input("from", "From (tight)", k.from),
+          input("to", "To (loose)", k.to),
+          remove));
+      if (remove) remove.addEventListener("click", () => { row.remove(); renumber(); });
+      knobs.appendChild(row);
+    }
+    // After a removal the rows are numbered again, so a field error finds its row.
+    function renumber() {
+      const rows = readKnobs();
+      clear(knobs);
+      for (const k of rows) knobRow(k);
+    }
+    function readKnobs() {
+      return [...knobs.querySelectorAll("fieldset.knob")].map((row) => {
+        const v = (part) => $('[id$="-' + part + '"]', row).value.trim();
+        return { tenant: v("tenant"), key: v("key"), from: v("from"), to: v("to") };
+      });
+    }
+    knobRow({ tenant: "batch", key: "cpus", from: "0.05", to: "1" });
+    addKnob.addEventListener("click", () => knobRow({ tenant: "batch", key: "weight", from: "1", to: "10000" }));
+
+    const el = h("div", { id: "tune-form", class: "indent" },
+      h("p", { class: "muted small", text: "Finds the loosest setting of each knob at which the victim's SLO still holds, starting from the " + (t.preset || "tune-cpu") + " preset (a service victim beside a batch aggressor)." }),
+      h("div", { class: "row" },
+        field("tune.probe", "Victim's probe", probe),
+        h("div", { class: "field", dataset: { field: "tune.slo" } },
+          h("label", { for: "tune-metric", text: "SLO" }),
+          h("div", { class: "row" }, metric, op, bound))),
+      field("tune.stressors", "Aggressor's stressors (one or more)", stressors),
+      h("div", { class: "field" }, h("span", { text: "Knobs: a tenant's limit, searched between two settings" }), knobs, h("div", {}, addKnob)),
+      field("tune.resolution", "Resolution (share of each knob's range)", resolution));
+
+    function clearErrors() {
+      for (const e of el.querySelectorAll(".field-error")) e.remove();
+      for (const e of el.querySelectorAll("[aria-invalid]")) e.removeAttribute("aria-invalid");
+      for (const e of el.querySelectorAll(".invalid")) e.classList.remove("invalid");
+    }
+    /** Shows `message` at `name`'s field (a stressor's at the stressors); false when the
+     *  form has no such field. */
+    function showError(name, message) {
+      const target = $('[data-field="' + name + '"]', el) || $('[data-field="' + name.replace(/\[\d+\]$/, "") + '"]', el);
+      if (!target) return false;
+      target.classList.add("invalid");
+      for (const i of target.querySelectorAll("input, select")) i.setAttribute("aria-invalid", "true");
+      target.appendChild(h("p", { class: "field-error error", role: "alert", text: message }));
+      const first = target.querySelector("input, select");
+      if (first) first.focus();
+      return true;
+    }
+    function body() {
+      const b = Number(bound.value);
+      if (bound.value.trim() === "" || !Number.isFinite(b)) {
+        showError("tune.slo", "tune.slo: the bound is a number above 0, e.g. 10");
+        return null;
+      }
+      const out = {
+        probe: probe.value,
+        slo: { metric: metric.value, op: op.value, bound: b },
+        stressors: [...stressors.selectedOptions].map((o) => o.value),
+        knobs: readKnobs(),
+      };
+      if (!out.stressors.length) {
+        showError("tune.stressors", "tune.stressors: choose at least one stressor");
+        return null;
+      }
+      if (resolution.value.trim() !== "") {
+        const r = Number(resolution.value);
+        if (!Number.isFinite(r)) {
+          showError("tune.resolution", "tune.resolution: a number above 0 and below 0.5, e.g. 0.05");
+          return null;
+        }
+        out.resolution = r;
+      }
+      return out;
+    }
+    return { el, body, showError, clearErrors };
+  }
+
+
   function launchPage() {
     const view = { name: "launch", waitingFor: null, timer: null };
     state.view = view;
@@ -797,6 +923,11 @@
 
     const sourcePreset = h("input", { type: "radio", name: "source", id: "source-preset", value: "preset", checked: true });
     const sourceScenario = h("input", { type: "radio", name: "source", id: "source-scenario", value: "scenario" });
+    const sourceTune = h("input", { type: "radio", name: "source", id: "source-tune", value: "tune" });
+    const tune = tuneFields(s);
+    const showTune = () => { tune.el.hidden = !sourceTune.checked; };
+    for (const r of [sourcePreset, sourceScenario, sourceTune]) r.addEventListener("change", showTune);
+    showTune();
     const preset = h("select", { id: "preset", name: "preset" },
       (s.presets || []).map((p) => h("option", { value: p.name, title: p.summary || "", text: p.name + (p.summary ? " — " + p.summary : "") })));
     const platform = h("select", { id: "platform", name: "platform" },
@@ -901,7 +1032,9 @@
           h("label", { for: "scenario", text: "Scenario" }), scenario,
           h("div", { class: "row" },
             h("span", {}, h("label", { for: "scenario-file", text: "Open a file " }), file),
-            h("span", {}, h("label", { for: "scenario-name", text: "Name " }), scenarioName)))),
+            h("span", {}, h("label", { for: "scenario-name", text: "Name " }), scenarioName))),
+        h("div", { class: "choice" }, sourceTune, h("label", { for: "source-tune", text: "A tune: the loosest isolation setting at which a victim's SLO holds" })),
+        tune.el),
       h("fieldset", {},
         h("legend", { text: "Options" }),
         h("div", { class: "row" },
@@ -922,10 +1055,14 @@
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       clearProblems();
+      tune.clearErrors();
       result.hidden = true;
       const body = {};
       const useScenario = sourceScenario.checked;
-      if (useScenario) {
+      if (sourceTune.checked) {
+        body.tune = tune.body();
+        if (!body.tune) return;
+      } else if (useScenario) {
         if (!scenario.value.trim()) {
           errorEl.textContent = "Paste a scenario or open a file, or choose a preset.";
           errorEl.hidden = false;
@@ -973,8 +1110,10 @@
       } catch (ex) {
         errorEl.textContent = ex.message;
         errorEl.hidden = false;
+        const at = ex.body && ex.body.field;
+        if (sourceTune.checked && at && tune.showError(at, ex.message)) errorEl.hidden = true;
         const list = (ex.body && ex.body.problems) || [];
-        if (list.length) showProblems(sent, list);
+        if (list.length && !(sourceTune.checked && at)) showProblems(sent, list);
         if (ex.status === 413) errorEl.textContent = "The scenario is too large (the limit is 1 MiB).";
       } finally {
         submit.disabled = false;

@@ -19,6 +19,7 @@
 //! equal aggressor throughput.
 
 mod boundaries;
+pub mod compose;
 mod frontier;
 mod recipe;
 pub mod settings;
