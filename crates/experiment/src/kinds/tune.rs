@@ -542,6 +542,15 @@ fn verdict_text(v: Verdict) -> &'static str {
     }
 }
 
+/// The aggressor's throughput lost at grid step `g` against the loose end, %: its
+/// throughput there (interpolated between the points beside it when not visited) over its
+/// throughput at the loose end.
+fn cost_at(x: &Search, g: usize) -> Option<f64> {
+    let loose = x.seen.iter().find(|p| p.grid == GRID)?.aggressor?;
+    let a = at_step(&x.seen, g, |p| p.aggressor)?;
+    (loose > 0.0).then(|| (1.0 - a / loose) * 100.0)
+}
+
 /// What `f` says at grid step `g`: at the point visited there, else interpolated linearly
 /// (in steps) between the nearest points visited on either side; `None` beyond them.
 fn at_step(seen: &[Seen], g: usize, f: impl Fn(&Seen) -> Option<f64>) -> Option<f64> {
@@ -596,7 +605,6 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
     for x in searches {
         let k = &set.knobs[x.knob];
         let at = |g: usize| x.seen.iter().find(|p| p.grid == g);
-        let loose = at(GRID).and_then(|p| p.aggressor);
         let (answer, recommended, interval, there, cost): (
             String,
             Option<usize>,
@@ -633,10 +641,7 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
                 ..
             }) => {
                 let g = recommended.map(grid_step);
-                let cost = match (g.and_then(|g| at_step(&x.seen, g, |p| p.aggressor)), loose) {
-                    (Some(a), Some(l)) if l > 0.0 => Some((1.0 - a / l) * 100.0),
-                    _ => None,
-                };
+                let cost = g.and_then(|g| cost_at(x, g));
                 (
                     match (recommended, resolved) {
                         (None, _) => "held nowhere beyond doubt: the tight end is within the \

@@ -6,7 +6,7 @@ use isobench_results::tune::{boundaries_section, Boundary};
 use isobench_results::Section;
 use isobench_stats::BoundaryOutcome;
 
-use super::{grid_step, setting_at, Search, TuneSettings, GRID};
+use super::{cost_at, grid_step, setting_at, Search, TuneSettings};
 
 /// The section [`isobench_results::tune::BOUNDARIES`] of `searches`.
 pub(super) fn section(set: &TuneSettings, searches: &[Search]) -> Section {
@@ -50,13 +50,4 @@ fn boundary(set: &TuneSettings, x: &Search) -> Boundary {
         }
     };
     b
-}
-
-/// The aggressor's throughput lost at grid step `g` against the loose end, %.
-fn cost_at(x: &Search, g: usize) -> Option<f64> {
-    let rate = |g: usize| x.seen.iter().find(|p| p.grid == g)?.aggressor;
-    match (rate(g), rate(GRID)) {
-        (Some(a), Some(l)) if l > 0.0 => Some((1.0 - a / l) * 100.0),
-        _ => None,
-    }
 }
