@@ -632,35 +632,30 @@ fn tune_finds_the_quota_at_which_the_loss_bound_holds() {
     );
 }
 
-#[test]
-fn tune_reports_an_slo_that_holds_without_any_limit_as_exactly_that() {
-    // A loss bound of 50% holds even at the loose end (the probe loses 23% there).
-    let scenario = tune_scenario(
-        "slo_loss = 50\n\n[[tune.knob]]\ntenant = \"aggressor\"\nkey = \"cpus\"\nrange = \
-         [0.05, 1.0]\n",
-    );
+/// The answer table of a tune of the aggressor's CPU quota over `range` against a loss
+/// bound of `loss`%, on the fake platform whose aggressor harms in proportion to its quota.
+fn quota_tune_answer(loss: u32, range: &str) -> String {
+    let scenario = tune_scenario(&format!(
+        "slo_loss = {loss}\n\n[[tune.knob]]\ntenant = \"aggressor\"\nkey = \"cpus\"\nrange = \
+         {range}\n"
+    ));
     let script = FakeScript {
         quota_scales_harm: true,
         ..FakeScript::default()
     };
     let (store, id) = run_scripted(&scenario, script);
-    let r = analyze(&store.load_run(&id).unwrap());
-    let answer = text(&r.sections[0]);
+    text(&analyze(&store.load_run(&id).unwrap()).sections[0])
+}
+
+#[test]
+fn tune_reports_an_slo_that_holds_without_any_limit_as_exactly_that() {
+    // A loss bound of 50% holds even at the loose end (the probe loses 23% there).
+    let answer = quota_tune_answer(50, "[0.05, 1.0]");
     assert!(answer.contains("holds even at the loose end"), "{answer}");
     assert!(!answer.contains("recommended 0"), "{answer}");
     // And a bound of 1% fails even at the tightest quota of 0.3 CPUs (the probe loses 8.3%
     // there).
-    let scenario = tune_scenario(
-        "slo_loss = 1\n\n[[tune.knob]]\ntenant = \"aggressor\"\nkey = \"cpus\"\nrange = \
-         [0.3, 1.0]\n",
-    );
-    let script = FakeScript {
-        quota_scales_harm: true,
-        ..FakeScript::default()
-    };
-    let (store, id) = run_scripted(&scenario, script);
-    let r = analyze(&store.load_run(&id).unwrap());
-    let answer = text(&r.sections[0]);
+    let answer = quota_tune_answer(1, "[0.3, 1.0]");
     assert!(answer.contains("fails even at the tight end"), "{answer}");
 }
 
