@@ -1141,7 +1141,11 @@ fn section_heat(s: &Section, id: &str, row: usize, col: usize, value: usize) -> 
     )
 }
 
+/// A section's rows as a table; nothing for a section without rows (its notes say why).
 fn section_table(s: &Section) -> String {
+    if s.rows.is_empty() {
+        return String::new();
+    }
     let mut out = String::from("<table><thead><tr>");
     for h in s.headers() {
         let _ = write!(out, "<th>{}</th>", esc(&h));

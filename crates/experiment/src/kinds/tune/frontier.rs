@@ -9,7 +9,7 @@ use isobench_common::Direction;
 use isobench_results::{Column, Section, Value};
 use isobench_stats::BoundaryOutcome;
 
-use super::{grid_step, Search, TuneSettings};
+use super::{at_step, grid_step, Search, TuneSettings};
 
 /// The prefix of a stressor's section of these comparisons (`tune-knobs-cpu@100`).
 pub const PREFIX: &str = "tune-knobs-";
@@ -140,16 +140,19 @@ fn section(set: &TuneSettings, stressor: &str, searches: &[&Search]) -> Section 
             }) => Some(grid_step(*r)),
             _ => None,
         };
+        // At a fitted recommendation no point was measured: both figures are read between
+        // the points beside it, as the answer table reads them.
         let here = rec.and_then(|g| {
-            let p = a.seen.iter().find(|p| p.grid == g)?;
-            Some((g, p.aggressor?, mean(&p.figures)?))
+            let t = at_step(&a.seen, g, |p| p.aggressor)?;
+            let f = at_step(&a.seen, g, |p| mean(&p.figures))?;
+            Some((g, t, f))
         });
         for b in searches.iter().filter(|b| b.knob != a.knob) {
             let other = set.knobs[b.knob].name();
             let Some((g, t, fa)) = here else {
                 s.notes.push(format!(
                     "{name} against {other}: not comparable: {name} has no recommended \
-                     setting with the aggressor's throughput measured there"
+                     setting within the points its search measured"
                 ));
                 continue;
             };
