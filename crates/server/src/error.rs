@@ -94,9 +94,16 @@ impl ApiError {
         e
     }
 
-    /// 500, for failures of the server itself (the database, the disk).
+    /// 500, for failures of the server itself (the database, the disk); logged, since the
+    /// client sees only the message.
     pub fn internal(err: impl std::fmt::Display) -> ApiError {
+        tracing::error!("answered 500: {err}");
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+    }
+
+    /// Whether it is a failure of the server itself (500).
+    pub fn is_internal(&self) -> bool {
+        self.status == StatusCode::INTERNAL_SERVER_ERROR
     }
 }
 

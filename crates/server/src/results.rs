@@ -415,6 +415,24 @@ impl RunCache {
         id: &str,
         job_of: &dyn Fn(&str) -> (Option<String>, bool),
     ) -> Result<RunDetail, ApiError> {
+        // A read-only reader can meet the file mid-change (a run's writer closing, its WAL
+        // checkpointed, as the next platform's run opens it): a failure of the database is
+        // read once more, a moment later, before it is answered as one.
+        match self.detail_once(db, id, job_of) {
+            Err(e) if e.is_internal() => {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                self.detail_once(db, id, job_of)
+            }
+            r => r,
+        }
+    }
+
+    fn detail_once(
+        &self,
+        db: &Path,
+        id: &str,
+        job_of: &dyn Fn(&str) -> (Option<String>, bool),
+    ) -> Result<RunDetail, ApiError> {
         let store = open_existing(db, id)?;
         let summary = store
             .list_runs()
