@@ -147,7 +147,7 @@ fn a_cpu_quota_tune_finds_the_boundary_the_arithmetic_gives() {
             .rows
             .iter()
             .find(|r| r[column(points, "setting")].text() == setting)
-            .map(|r| number(&r[column(points, "aggressor")]))
+            .map(|r| number(&r[column(points, "aggressor throughput")]))
             .unwrap_or_else(|| panic!("no point at {setting}:\n{report}"))
     };
     assert!(

@@ -711,7 +711,7 @@ fn points_section(set: &TuneSettings, searches: &[Search]) -> Section {
             Column::text(&set.metric),
             Column::text("verdict"),
             Column::unit("figures", ""),
-            Column::unit("aggressor", "ops/s"),
+            Column::unit("aggressor throughput", "ops/s"),
             Column::unit("trials wanted", ""),
         ],
     );
