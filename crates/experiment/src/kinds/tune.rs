@@ -300,6 +300,18 @@ struct Seen {
     aggressor: Option<f64>,
 }
 
+impl Seen {
+    /// The victim's mean figure; `None` before a figure.
+    fn mean(&self) -> Option<f64> {
+        mean(&self.figures)
+    }
+}
+
+/// The mean of `xs`; `None` for none.
+fn mean(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
 /// One knob's search against one stressor, replayed from the stored trials.
 #[derive(Debug, Clone)]
 struct Search {
@@ -514,10 +526,9 @@ fn aggressor_rate(
 /// The mean of `xs` with its Student t interval at `level` (the mean alone with one value).
 fn mean_interval(xs: &[f64], level: f64) -> Value {
     let n = xs.len();
-    if n == 0 {
+    let Some(m) = mean(xs) else {
         return Value::Empty;
-    }
-    let m = xs.iter().sum::<f64>() / n as f64;
+    };
     if n < 2 {
         return Value::number(m, 2);
     }
@@ -658,11 +669,8 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
                     ),
                     g.map_or(Value::Empty, |g| match at(g) {
                         Some(p) => mean_interval(&p.figures, set.level),
-                        None => at_step(&x.seen, g, |p| {
-                            (!p.figures.is_empty())
-                                .then(|| p.figures.iter().sum::<f64>() / p.figures.len() as f64)
-                        })
-                        .map_or(Value::Empty, |v| Value::number(v, 2)),
+                        None => at_step(&x.seen, g, Seen::mean)
+                            .map_or(Value::Empty, |v| Value::number(v, 2)),
                     }),
                     cost,
                 )
@@ -794,6 +802,7 @@ fn frontier_sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> {
             marks: Vec::new(),
             y2: Vec::new(),
         });
+        let mut knobs = Vec::new();
         for x in searches.iter().filter(|x| x.stressor == st) {
             let k = &set.knobs[x.knob];
             let mut per_knob = Section::new(
@@ -845,12 +854,10 @@ fn frontier_sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> {
                     ]);
                 }
             }
-            out.push(per_knob);
+            knobs.push(per_knob);
         }
-        out.insert(
-            out.len() - searches.iter().filter(|x| x.stressor == st).count(),
-            f,
-        );
+        out.push(f);
+        out.append(&mut knobs);
     }
     out
 }

@@ -9,7 +9,7 @@ use isobench_common::Direction;
 use isobench_results::{Column, Section, Value};
 use isobench_stats::BoundaryOutcome;
 
-use super::{at_step, grid_step, Search, TuneSettings};
+use super::{at_step, grid_step, mean, Search, Seen, TuneSettings};
 
 /// The prefix of a stressor's section of these comparisons (`tune-knobs-cpu@100`).
 pub const PREFIX: &str = "tune-knobs-";
@@ -35,18 +35,13 @@ pub(super) fn sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> 
         .collect()
 }
 
-/// The mean of `xs`.
-fn mean(xs: &[f64]) -> Option<f64> {
-    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
-}
-
 /// A knob's frontier: (aggressor throughput, the victim's mean figure) at each point its
 /// search visited with both, in increasing throughput.
 fn frontier(x: &Search) -> Vec<(f64, f64)> {
     let mut pts: Vec<(f64, f64)> = x
         .seen
         .iter()
-        .filter_map(|p| Some((p.aggressor?, mean(&p.figures)?)))
+        .filter_map(|p| Some((p.aggressor?, p.mean()?)))
         .filter(|(a, f)| a.is_finite() && f.is_finite())
         .collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -144,7 +139,7 @@ fn section(set: &TuneSettings, stressor: &str, searches: &[&Search]) -> Section 
         // the points beside it, as the answer table reads them.
         let here = rec.and_then(|g| {
             let t = at_step(&a.seen, g, |p| p.aggressor)?;
-            let f = at_step(&a.seen, g, |p| mean(&p.figures))?;
+            let f = at_step(&a.seen, g, Seen::mean)?;
             Some((g, t, f))
         });
         for b in searches.iter().filter(|b| b.knob != a.knob) {
