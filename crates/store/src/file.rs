@@ -2,6 +2,7 @@
 //! directory or cut short, and named as a read-only `file:` URI. These checks run before a
 //! connection exists, so they look at the file itself.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -111,14 +112,10 @@ const SHORT_FILE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(
 
 /// One look of [`check_length`].
 pub(crate) fn short_file(path: &Path) -> Result<(), StoreError> {
-    use std::io::Read as _;
     let mut head = [0u8; 100];
-    let Ok(mut file) = std::fs::File::open(path) else {
+    let Some((read, len)) = read_head(path, &mut head) else {
         return Ok(());
     };
-    let read = file.read(&mut head).unwrap_or(0);
-    // The length after the header: a checkpoint that grew the file since is seen whole.
-    let len = file.metadata().map_or(0, |m| m.len());
     if read < 16 || &head[..16] != b"SQLite format 3\0" {
         return Ok(());
     }
@@ -145,6 +142,57 @@ pub(crate) fn short_file(path: &Path) -> Result<(), StoreError> {
         )));
     }
     Ok(())
+}
+
+/// The descriptors [`read_head`] reads databases' headers through, one per file (device and
+/// inode), kept open while the file exists.
+static HEADS: std::sync::Mutex<Option<HashMap<(u64, u64), std::fs::File>>> =
+    std::sync::Mutex::new(None);
+
+/// Reads the start of the file at `path` into `head`: how many bytes were read, and the
+/// file's length after that (a checkpoint that grew the file since is seen whole); `None`
+/// when there is no file to read.
+///
+/// Closing any descriptor of a file drops every POSIX lock this process holds on it, and
+/// SQLite's locks are POSIX locks: a header read through a file opened and closed here while
+/// another connection of this process (another thread of the server) writes would silently
+/// unlock that writer, and a writer of another process could then write at the same time and
+/// damage the database (SQLite's "How To Corrupt An SQLite Database File", 2.2). So each
+/// file is opened once and read with `pread` through the same descriptor for the process's
+/// life; only the descriptors of files since removed (no link left) are closed, and no
+/// connection can still need their locks.
+fn read_head(path: &Path, head: &mut [u8]) -> Option<(usize, u64)> {
+    use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+    let key = (meta.dev(), meta.ino());
+    let mut heads = HEADS.lock().unwrap_or_else(|e| e.into_inner());
+    let heads = heads.get_or_insert_with(HashMap::new);
+    if !heads.contains_key(&key) {
+        heads.retain(|_, f| f.metadata().is_ok_and(|m| m.nlink() > 0));
+        let file = std::fs::File::open(path).ok()?;
+        let opened = file.metadata().ok()?;
+        let got = (opened.dev(), opened.ino());
+        if heads.contains_key(&got) {
+            // Never closed, as the one already kept.
+            std::mem::forget(file);
+            return None;
+        }
+        heads.insert(got, file);
+        // Replaced between the look and the open: the file there now is read next time.
+        if got != key {
+            return None;
+        }
+    }
+    let file = &heads[&key];
+    let mut read = 0;
+    while read < head.len() {
+        match file.read_at(&mut head[read..], read as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => read += n,
+        }
+    }
+    let len = file.metadata().map_or(0, |m| m.len());
+    Some((read, len))
 }
 
 /// Whether `path-wal` exists and holds something (changes not yet copied into the file).
