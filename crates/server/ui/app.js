@@ -513,7 +513,7 @@
   // ---------- one run ----------
 
   function runPage(id) {
-    const view = { name: "run", id, run: null, reportShown: false, timer: null };
+    const view = { name: "run", id, run: null, reportShown: false, timer: null, asked: 0, shown: 0 };
     state.view = view;
 
     const title = h("h1", {}, "Run ", h("span", { class: "mono", text: id }));
@@ -727,15 +727,20 @@
       $("#caveats-box", page).hidden = caveatCount === 0;
     }
 
+    // Loads can overlap (a reload asked while one is under way) and answer out of order: an
+    // answer older than the one shown is dropped, or a run read before its set was linked
+    // would hide the table across the platforms for good.
     async function load() {
+      const asked = ++view.asked;
       try {
         const run = await api("/runs/" + encodeURIComponent(id));
-        if (state.view !== view) return;
+        if (state.view !== view || asked < view.shown) return;
+        view.shown = asked;
         view.run = run;
         message.hidden = true;
         render();
       } catch (e) {
-        if (state.view !== view) return;
+        if (state.view !== view || asked < view.shown) return;
         if (e.status === 404 && activeJobFor(id)) {
           // Planned but not stored yet: the job's events will bring it.
           scheduleReload(1000);
