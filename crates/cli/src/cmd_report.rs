@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use isobench_experiment::stored::Trials;
 use isobench_report::html_report;
 use isobench_results::Results;
 
@@ -23,7 +24,7 @@ pub fn write_report(r: &Results, path: &Path) -> anyhow::Result<()> {
 
 /// `isobench report RUN_ID`.
 pub fn run(a: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let r = load(&a.db.path, &a.run_id)?;
+    let r = load(&a.db.path, &a.run_id, Trials::Left)?;
     let path = a.output.clone().unwrap_or_else(|| default_path(&r.run.id));
     write_report(&r, &path)?;
     println!("{}", path.display());

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use isobench_experiment::orphans;
+use isobench_experiment::stored::Trials;
 use isobench_report::export::json_document;
 use isobench_report::{csv_section, render, render_runs, serialize, Format};
 use isobench_store::{RunStatus, RunSummary, Store};
@@ -91,7 +92,7 @@ const RESUME_HINTS: usize = 5;
 
 /// `isobench show RUN_ID`.
 pub fn show(a: &ShowArgs) -> anyhow::Result<ExitCode> {
-    let r = load(&a.db.path, &a.run_id)?;
+    let r = load(&a.db.path, &a.run_id, Trials::read_if(a.json))?;
     if a.json {
         crate::output::write_stdout(&serialize(&r, Format::Json))?;
     } else {
@@ -103,7 +104,13 @@ pub fn show(a: &ShowArgs) -> anyhow::Result<ExitCode> {
 /// `isobench export RUN_ID`.
 pub fn export(a: &ExportArgs) -> anyhow::Result<ExitCode> {
     let format = Format::from(a.format);
-    let r = load(&a.db.path, &a.run_id)?;
+    // Only the whole JSON document carries the trials, and their series only with --series.
+    let trials = match (format == Format::Json && a.section.is_none(), a.series) {
+        (false, _) => Trials::Left,
+        (true, false) => Trials::Read,
+        (true, true) => Trials::WithSeries,
+    };
+    let r = load(&a.db.path, &a.run_id, trials)?;
     let run = &r.run.id;
     if a.series && format != Format::Json {
         return Err(bad_input(

@@ -14,7 +14,7 @@ use isobench_experiment::analysis::Results;
 use isobench_experiment::memcheck;
 use isobench_experiment::progress::{JsonLines, NoProgress, Progress};
 use isobench_experiment::session::{NewRun, Session, SessionError, Start};
-use isobench_experiment::stored::analyzed;
+use isobench_experiment::stored::{analyzed, Trials};
 use isobench_experiment::PlatformChoice;
 use isobench_report::{render, serialize};
 use isobench_store::{RunId, RunStatus, StoreError};
@@ -193,7 +193,8 @@ fn run_one(
 
     // Render from the database, exactly as `isobench show` does (the results document the
     // session stored).
-    let results = analyzed(&store, outcome.run.as_str()).map_err(store_error)?;
+    let trials = Trials::read_if(a.export.export_json.is_some());
+    let results = analyzed(&store, outcome.run.as_str(), trials).map_err(store_error)?;
     if !a.json_stream {
         print!("{}", render(&results, style()));
     }

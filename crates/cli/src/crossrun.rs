@@ -8,7 +8,7 @@
 
 use std::process::ExitCode;
 
-use isobench_experiment::stored::with_linked;
+use isobench_experiment::stored::{with_linked, Trials};
 use isobench_experiment::{PlatformChoice, Results};
 use isobench_fleet::cross::{self, CrossEvent};
 use isobench_fleet::Ending;
@@ -62,7 +62,7 @@ pub fn run(
     )
     .map_err(session_error)?;
     let first = &done.runs[0].1;
-    let results = with_linked(&store, first.as_str()).map_err(store_error)?;
+    let results = with_linked(&store, first.as_str(), Trials::Left).map_err(store_error)?;
     let worst = exit::for_ending(done.ending);
     Ok(ExitCode::from(show_set(
         a,

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use isobench_agent::RunScenario;
-use isobench_experiment::stored::{with_linked, FleetLink};
+use isobench_experiment::stored::{with_linked, FleetLink, Trials};
 use isobench_fleet::{Fleet, FleetEvent};
 
 use crate::args::RunArgs;
@@ -86,7 +86,7 @@ pub fn coordinate(a: &RunArgs, mut fleet: Fleet) -> anyhow::Result<ExitCode> {
         }
     })
     .map_err(session_error)?;
-    let results = with_linked(&store, &outcome.first).map_err(store_error)?;
+    let results = with_linked(&store, &outcome.first, Trials::Left).map_err(store_error)?;
     let worst = show_set(
         a,
         &results,

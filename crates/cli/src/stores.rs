@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use isobench_experiment::orphans;
+use isobench_experiment::stored::Trials;
 use isobench_store::{RunId, Store};
 
 use crate::exit::{bad_input, store_error};
@@ -36,17 +37,17 @@ pub(crate) fn find_run(store: &Store, wanted: &str) -> anyhow::Result<RunId> {
 }
 
 /// Loads and analyzes stored run `id` (`latest`, an id or a unique prefix) from database
-/// `db` (which must exist).
-pub fn load(db: &Path, id: &str) -> anyhow::Result<isobench_experiment::Results> {
+/// `db` (which must exist), with its trials when `trials` asks for them.
+pub fn load(db: &Path, id: &str, trials: Trials) -> anyhow::Result<isobench_experiment::Results> {
     let store = existing_store(db)?;
     let id = find_run(&store, id)?;
-    isobench_experiment::stored::with_linked(&store, id.as_str()).map_err(store_error)
+    isobench_experiment::stored::with_linked(&store, id.as_str(), trials).map_err(store_error)
 }
 
 /// A stored run's results alone, without the table of the runs linked with it (each run of
 /// a comparison is one column; the set's table would be analysed again for every run).
 pub fn load_alone(store: &Store, id: &RunId) -> anyhow::Result<isobench_experiment::Results> {
-    isobench_experiment::stored::analyzed(store, id.as_str()).map_err(store_error)
+    isobench_experiment::stored::analyzed(store, id.as_str(), Trials::Left).map_err(store_error)
 }
 
 /// Marks the runs of the database `db` whose controller died as interrupted (nothing when

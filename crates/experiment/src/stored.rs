@@ -116,7 +116,7 @@ pub fn fleet(store: &Store, link: &FleetLink, r: Option<&Results>) -> (Fleet, Ve
     for m in &link.hosts {
         match r.filter(|r| r.run.id == m.run) {
             Some(r) => loaded.push((m, for_fleet(r.clone()))),
-            None => match analyzed(store, &m.run) {
+            None => match analyzed(store, &m.run, Trials::Left) {
                 Ok(x) => loaded.push((m, for_fleet(x))),
                 Err(e) => missing.push(format!("{} {}: {e}", m.host, m.run)),
             },
@@ -169,43 +169,137 @@ pub fn fleet_section(store: &Store, link: &FleetLink, r: Option<&Results>) -> Se
 pub const ANALYSIS_CODE: &str = env!("ISOBENCH_ANALYSIS_CODE");
 
 /// How a results document is stored: MessagePack with field names (self-describing, so the
-/// serde attributes of [`Results`] hold; floats stored bit for bit). Measured against JSON on
-/// a quick run's document (bench/figures/10-ci-and-speed.json): smaller, and faster to read.
-pub const RESULTS_ENCODING: &str = "msgpack";
+/// serde attributes of [`Results`] hold; floats stored bit for bit), in three parts: the
+/// results without their trials, the trials without their window series, and the series.
+/// The trials with their raw samples are most of a document's bytes, and the series most of
+/// those; only the JSON export shows the trials, and only `export --series` the series
+/// ([`Trials`]), so `show` and `report` decode the first part alone. Measured against JSON
+/// on a quick run's document (bench/figures/10-ci-and-speed.json): smaller, and faster to
+/// read.
+pub const RESULTS_ENCODING: &str = "msgpack-parts";
+
+/// How much of the results' trials ([`Results::trials`]) a reader wants: only the JSON
+/// export shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trials {
+    /// Left out: `trials` is empty.
+    Left,
+    /// Read, without their window series (`series` empty): what the JSON export shows.
+    Read,
+    /// Read whole, with their window series (`export --series`).
+    WithSeries,
+}
+
+impl Trials {
+    /// [`Trials::Read`] when `wanted`.
+    pub fn read_if(wanted: bool) -> Trials {
+        if wanted {
+            Trials::Read
+        } else {
+            Trials::Left
+        }
+    }
+
+    /// `r` as a reader of this much of its trials sees it.
+    fn keep(self, r: &mut Results) {
+        match self {
+            Trials::Left => r.trials = Vec::new(),
+            Trials::Read => r.trials.iter_mut().for_each(|t| t.series = Vec::new()),
+            Trials::WithSeries => {}
+        }
+    }
+}
 
 /// How long a reader that computed a run's results waits for another writer before it
 /// leaves the storing to the next reader.
 const LAZY_WRITE_WAIT: Duration = Duration::from_millis(100);
 
-/// `r` encoded as a stored document.
-fn encode(r: &Results) -> Vec<u8> {
-    rmp_serde::to_vec_named(r).expect("results encode")
+/// `r` encoded as a stored document: the results without their trials, and the trials
+/// without their series, each after its length (8 bytes, little-endian); then the series,
+/// one list per trial.
+fn encode(r: &mut Results) -> Vec<u8> {
+    let mut trials = std::mem::take(&mut r.trials);
+    let series: Vec<_> = trials
+        .iter_mut()
+        .map(|t| std::mem::take(&mut t.series))
+        .collect();
+    let mut data = Vec::new();
+    let mut part = |bytes: Vec<u8>| {
+        data.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        data.extend_from_slice(&bytes);
+    };
+    part(rmp_serde::to_vec_named(r).expect("results encode"));
+    part(rmp_serde::to_vec_named(&trials).expect("trials encode"));
+    rmp_serde::encode::write_named(&mut data, &series).expect("series encode");
+    for (t, s) in trials.iter_mut().zip(series) {
+        t.series = s;
+    }
+    r.trials = trials;
+    data
 }
 
-/// A stored document decoded; `None` when it does not decode (it is computed again).
-fn decode(data: &[u8]) -> Option<Results> {
-    rmp_serde::from_slice(data).ok()
+/// A stored document decoded from its `len` bytes, which `read` gives range by range (only
+/// the parts `trials` asks for are read), as much of its trials as `trials` asks for; `None`
+/// when it does not decode (it is computed again).
+fn decode(
+    len: usize,
+    read: impl Fn(std::ops::Range<usize>) -> Option<Vec<u8>>,
+    trials: Trials,
+) -> Option<Results> {
+    // The part at `at` and where the next begins.
+    let part = |at: usize| -> Option<(Vec<u8>, usize)> {
+        let n = u64::from_le_bytes(read(at..at.checked_add(8)?)?.try_into().ok()?);
+        let start = at + 8;
+        let end = start.checked_add(usize::try_from(n).ok()?)?;
+        Some((read(start..end)?, end))
+    };
+    let (head, next) = part(0)?;
+    let mut r: Results = rmp_serde::from_slice(&head).ok()?;
+    if trials == Trials::Left {
+        return Some(r);
+    }
+    let (stored, next) = part(next)?;
+    r.trials = rmp_serde::from_slice(&stored).ok()?;
+    if trials == Trials::WithSeries {
+        let series: Vec<Vec<_>> = rmp_serde::from_slice(&read(next..len)?).ok()?;
+        if series.len() != r.trials.len() {
+            return None;
+        }
+        for (t, s) in r.trials.iter_mut().zip(series) {
+            t.series = s;
+        }
+    }
+    Some(r)
+}
+
+/// [`decode`] of a document held whole.
+#[cfg(test)]
+fn decode_all(data: &[u8], trials: Trials) -> Option<Results> {
+    decode(data.len(), |r| data.get(r).map(<[u8]>::to_vec), trials)
 }
 
 /// A stored run's results alone, without the table of the runs linked with it: its stored
 /// document when that still holds, else analysed from its rows (and stored, when the run
-/// has ended and the database takes writes).
-pub fn analyzed(store: &Store, id: &str) -> Result<Results, StoreError> {
+/// has ended and the database takes writes); with its trials when `trials` asks for them.
+pub fn analyzed(store: &Store, id: &str, trials: Trials) -> Result<Results, StoreError> {
     let run = RunId::new(id);
     // A document that cannot be read is computed again, as a missing one.
     if let Some(r) = store
-        .document(&run, ANALYSIS_CODE, RESULTS_ENCODING)
+        .with_document(&run, ANALYSIS_CODE, RESULTS_ENCODING, |d| {
+            decode(d.len(), |range| d.read(range), trials)
+        })
         .ok()
         .flatten()
-        .and_then(|d| decode(&d))
+        .flatten()
     {
         return Ok(r);
     }
     let (loaded, fingerprint) = store.load_run_keyed(&run)?;
-    let r = analyze(&loaded);
+    let mut r = analyze(&loaded);
     if loaded.run.status != RunStatus::Running {
-        store_lazily(store, &run, &fingerprint, &r);
+        store_lazily(store, &run, &fingerprint, &mut r);
     }
+    trials.keep(&mut r);
     Ok(r)
 }
 
@@ -213,14 +307,9 @@ pub fn analyzed(store: &Store, id: &str) -> Result<Results, StoreError> {
 /// run session, so the CLI's, the server's and a fleet host's runs all store theirs).
 pub fn store_results(store: &mut Store, run: &RunId) -> Result<Results, StoreError> {
     let (loaded, fingerprint) = store.load_run_keyed(run)?;
-    let r = analyze(&loaded);
-    store.store_document(
-        run,
-        ANALYSIS_CODE,
-        &fingerprint,
-        RESULTS_ENCODING,
-        &encode(&r),
-    )?;
+    let mut r = analyze(&loaded);
+    let data = encode(&mut r);
+    store.store_document(run, ANALYSIS_CODE, &fingerprint, RESULTS_ENCODING, &data)?;
     Ok(r)
 }
 
@@ -228,7 +317,7 @@ pub fn store_results(store: &mut Store, run: &RunId) -> Result<Results, StoreErr
 /// through a connection of its own: a reader's store is often opened read-only. A database
 /// this process cannot write, one in memory, or one busy with another writer gets nothing,
 /// and nothing is said: the next reader computes the results again.
-fn store_lazily(store: &Store, run: &RunId, fingerprint: &str, r: &Results) {
+fn store_lazily(store: &Store, run: &RunId, fingerprint: &str, r: &mut Results) {
     let path = store.path();
     if path.as_os_str() == ":memory:" || !Store::is_writable(path) {
         return;
@@ -251,9 +340,10 @@ fn store_lazily(store: &Store, run: &RunId, fingerprint: &str, r: &Results) {
 }
 
 /// A stored run's results as `isobench show` and `report` give them: with the table across
-/// platforms first when the run is one of a linked set.
-pub fn with_linked(store: &Store, id: &str) -> Result<Results, StoreError> {
-    let mut r = analyzed(store, id)?;
+/// platforms first when the run is one of a linked set; with its trials when `trials` asks
+/// for them.
+pub fn with_linked(store: &Store, id: &str, trials: Trials) -> Result<Results, StoreError> {
+    let mut r = analyzed(store, id, trials)?;
     add_linked(store, &mut r);
     Ok(r)
 }
@@ -336,7 +426,7 @@ pub fn cross_section(store: &Store, r: &Results) -> Option<Section> {
             loaded.push((platform.clone(), r.clone()));
             continue;
         }
-        match analyzed(store, id) {
+        match analyzed(store, id, Trials::Left) {
             Ok(x) => loaded.push((platform.clone(), x)),
             Err(e) => missing.push(format!("{platform} {id}: {e}")),
         }
@@ -409,7 +499,19 @@ mod tests {
             r.trials.iter().any(|t| !t.series.is_empty()),
             "window series"
         );
-        assert_eq!(decode(&encode(&r)), Some(r));
+        let mut encoded = r.clone();
+        let data = encode(&mut encoded);
+        assert_eq!(encoded, r, "encoding gives the trials back");
+        let mut without = r.clone();
+        without.trials = Vec::new();
+        assert_eq!(decode_all(&data, Trials::Left), Some(without));
+        let mut no_series = r.clone();
+        no_series
+            .trials
+            .iter_mut()
+            .for_each(|t| t.series = Vec::new());
+        assert_eq!(decode_all(&data, Trials::Read), Some(no_series));
+        assert_eq!(decode_all(&data, Trials::WithSeries), Some(r));
     }
 
     /// A reader that computed a run's results stores them when the file takes writes (its
@@ -422,14 +524,30 @@ mod tests {
         let expected = analyze(&Store::open(&path).unwrap().load_run(&run).unwrap());
         assert_eq!(documents(&path), 0);
         let reader = Store::open_read_only(&path).unwrap();
-        assert_eq!(analyzed(&reader, run.as_str()).unwrap(), expected);
+        assert_eq!(
+            analyzed(&reader, run.as_str(), Trials::WithSeries).unwrap(),
+            expected
+        );
         assert_eq!(documents(&path), 1);
         let data = reader
             .document(&run, ANALYSIS_CODE, RESULTS_ENCODING)
             .unwrap()
             .expect("stored");
-        assert_eq!(decode(&data).as_ref(), Some(&expected));
-        assert_eq!(analyzed(&reader, run.as_str()).unwrap(), expected);
+        assert_eq!(
+            decode_all(&data, Trials::WithSeries).as_ref(),
+            Some(&expected)
+        );
+        assert_eq!(
+            analyzed(&reader, run.as_str(), Trials::WithSeries).unwrap(),
+            expected
+        );
+        // Without the trials: the same results, stored or computed.
+        let mut without = expected.clone();
+        without.trials = Vec::new();
+        assert_eq!(
+            analyzed(&reader, run.as_str(), Trials::Left).unwrap(),
+            without
+        );
 
         // Resumed (running again): computed, not stored.
         let mut w = Store::open(&path).unwrap();
@@ -437,7 +555,12 @@ mod tests {
             .unwrap();
         w.resume_run(&run).unwrap();
         assert_eq!(documents(&path), 0);
-        analyzed(&reader, run.as_str()).unwrap();
+        assert_eq!(
+            analyzed(&reader, run.as_str(), Trials::Left)
+                .unwrap()
+                .trials,
+            Vec::new()
+        );
         assert_eq!(documents(&path), 0);
     }
 
@@ -452,6 +575,9 @@ mod tests {
         store
             .store_document(&run, ANALYSIS_CODE, &fp, RESULTS_ENCODING, b"\xc1junk")
             .unwrap();
-        assert_eq!(analyzed(&store, run.as_str()).unwrap(), analyze(&loaded));
+        assert_eq!(
+            analyzed(&store, run.as_str(), Trials::WithSeries).unwrap(),
+            analyze(&loaded)
+        );
     }
 }

@@ -5,7 +5,9 @@ use isobench_experiment::analysis::{analyze, Results};
 use isobench_experiment::fake::{FakeBackend, FakeScript};
 use isobench_experiment::orchestrator::{create_run, Engine, EngineIo, EngineOptions};
 use isobench_experiment::progress::Transcript;
-use isobench_experiment::stored::{analyzed, store_results, ANALYSIS_CODE, RESULTS_ENCODING};
+use isobench_experiment::stored::{
+    analyzed, store_results, Trials, ANALYSIS_CODE, RESULTS_ENCODING,
+};
 use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 use isobench_results::Section;
 use isobench_store::{Condition, LoadedRun, RunId, RunStatus, Store};
@@ -55,7 +57,10 @@ fn run(text: &str) -> Results {
         .document(&id, ANALYSIS_CODE, RESULTS_ENCODING)
         .unwrap()
         .is_some());
-    assert_eq!(analyzed(&store, id.as_str()).unwrap(), r);
+    assert_eq!(
+        analyzed(&store, id.as_str(), Trials::WithSeries).unwrap(),
+        r
+    );
     r
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use isobench_experiment::stored::{
-    analyzed, cross_section, fleet_link, fleet_section, linked, with_linked, FleetLink,
+    analyzed, cross_section, fleet_link, fleet_section, linked, with_linked, FleetLink, Trials,
 };
 use isobench_experiment::Results;
 use isobench_report::compare::{comparison_markdown, render_comparison};
@@ -247,7 +247,7 @@ impl FleetView {
 impl CrossView {
     /// The set run `id` is part of, read from `store`; `None` when it ran alone.
     fn of(store: &Store, id: &str) -> Result<Option<CrossView>, ApiError> {
-        let r = analyzed(store, id).map_err(store_error)?;
+        let r = analyzed(store, id, Trials::Left).map_err(store_error)?;
         let runs = linked(&r)
             .into_iter()
             .map(|(platform, run)| CrossRunView { platform, run })
@@ -357,7 +357,7 @@ impl RunCache {
             return Ok(f.clone());
         }
         let generation = self.1.load(std::sync::atomic::Ordering::SeqCst);
-        let r = analyzed(store, s.id.as_str()).map_err(store_error)?;
+        let r = analyzed(store, s.id.as_str(), Trials::Left).map_err(store_error)?;
         let finished = s.status != RunStatus::Running;
         let facts = Facts {
             kind: r.kind.clone(),
@@ -500,14 +500,16 @@ pub fn status(db: &Path, id: &str) -> Result<RunStatus, ApiError> {
 /// The self-contained HTML report of a run, as `isobench report` writes it.
 pub fn report(db: &Path, id: &str) -> Result<String, ApiError> {
     let store = open_existing(db, id)?;
-    Ok(html_report(&with_linked(&store, id).map_err(store_error)?))
+    Ok(html_report(
+        &with_linked(&store, id, Trials::Left).map_err(store_error)?,
+    ))
 }
 
 /// A run's export, as `isobench export` writes it.
 pub fn export(db: &Path, id: &str, format: Format) -> Result<Vec<u8>, ApiError> {
     let store = open_existing(db, id)?;
     Ok(serialize(
-        &with_linked(&store, id).map_err(store_error)?,
+        &with_linked(&store, id, Trials::read_if(format == Format::Json)).map_err(store_error)?,
         format,
     ))
 }
@@ -525,7 +527,7 @@ pub fn compare(db: &Path, ids: &[&str]) -> Result<(String, String), ApiError> {
     let store = open_existing(db, ids[0])?;
     let runs = ids
         .iter()
-        .map(|id| analyzed(&store, id).map_err(store_error))
+        .map(|id| analyzed(&store, id, Trials::Left).map_err(store_error))
         .collect::<Result<Vec<_>, _>>()?;
     let c = RunComparison::new(&runs);
     Ok((

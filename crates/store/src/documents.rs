@@ -14,8 +14,9 @@
 //! is checked again on every read, and a document is stored only if the rows it was
 //! computed from are still the run's rows ([`Store::store_document`]).
 
+use rusqlite::blob::Blob;
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, DatabaseName, OptionalExtension, TransactionBehavior};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
@@ -23,6 +24,33 @@ use crate::file::DbFile;
 use crate::model::{LoadedRun, RunId};
 use crate::rows::RUN_COLUMNS;
 use crate::store::{load_run_in, Store};
+
+/// A stored document's bytes, read in pieces ([`Store::with_document`]).
+pub struct DocumentBytes<'a> {
+    blob: Blob<'a>,
+}
+
+impl DocumentBytes<'_> {
+    /// The document's length in bytes.
+    pub fn len(&self) -> usize {
+        self.blob.len()
+    }
+
+    /// Whether the document is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes in `range`; `None` when it reaches past the end or they cannot be read.
+    pub fn read(&self, range: std::ops::Range<usize>) -> Option<Vec<u8>> {
+        if range.start > range.end || range.end > self.len() {
+            return None;
+        }
+        let mut buf = vec![0; range.len()];
+        self.blob.read_at_exact(&mut buf, range.start).ok()?;
+        Some(buf)
+    }
+}
 
 /// The tables of a run's trials (`trial_id`), fingerprinted by how many rows they hold and
 /// the last one (they are written only with their trial; a change in place drops the
@@ -120,13 +148,28 @@ impl Store {
         code: &str,
         encoding: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .with_document(run, code, encoding, |d| d.read(0..d.len()))?
+            .flatten())
+    }
+
+    /// What `read` makes of the document stored for `run` (under the key of
+    /// [`Store::document`]), given its bytes to read in pieces, so a reader that needs part
+    /// of a large document reads that part alone; `None` when no document holds.
+    pub fn with_document<T>(
+        &self,
+        run: &RunId,
+        code: &str,
+        encoding: &str,
+        read: impl FnOnce(&DocumentBytes<'_>) -> T,
+    ) -> Result<Option<T>, StoreError> {
         let (db, conn) = self.parts();
         let tx = conn
             .unchecked_transaction()
             .map_err(|e| db.err("starting a read", e))?;
-        let stored: Option<(String, Vec<u8>)> = tx
+        let stored: Option<(i64, String)> = tx
             .query_row(
-                "SELECT fingerprint, data FROM run_documents
+                "SELECT rowid, fingerprint FROM run_documents
                  WHERE run_id = ?1 AND code = ?2 AND encoding = ?3",
                 params![run.as_str(), code, encoding],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -134,7 +177,12 @@ impl Store {
             .optional()
             .map_err(|e| db.err("reading a run's document", e))?;
         let found = match stored {
-            Some((fingerprint, data)) if fingerprint == fingerprint_in(db, &tx, run)? => Some(data),
+            Some((rowid, fingerprint)) if fingerprint == fingerprint_in(db, &tx, run)? => {
+                let blob = tx
+                    .blob_open(DatabaseName::Main, "run_documents", "data", rowid, true)
+                    .map_err(|e| db.err("reading a run's document", e))?;
+                Some(read(&DocumentBytes { blob }))
+            }
             _ => None,
         };
         tx.finish().map_err(|e| db.err("ending a read", e))?;

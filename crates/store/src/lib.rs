@@ -28,6 +28,7 @@ mod time;
 mod trials;
 mod validate;
 
+pub use documents::DocumentBytes;
 pub use error::{StoreError, Unusable};
 pub use isobench_common::{Direction, Role};
 pub use model::{
