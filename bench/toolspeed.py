@@ -106,6 +106,20 @@ def documents(db):
         con.close()
 
 
+def remove_db(path):
+    """Removes a database with its log and index: a log left beside the next database
+    copied to the same name would be replayed into it, and damage it."""
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+
+
+def fresh_copy(src, dst):
+    """Copies the database file `src` to `dst`, with nothing left of an earlier `dst`."""
+    remove_db(dst)
+    shutil.copyfile(src, dst)
+
+
 def measure(isobench, db, run, repeat, work):
     """Cold and warm times of each command (see the module's doc), the export's bytes and
     fields, and whether the warm copy held a stored document."""
@@ -118,22 +132,19 @@ def measure(isobench, db, run, repeat, work):
     for name in names:
         best = float("inf")
         for _ in range(repeat):
-            for suffix in ("", "-wal", "-shm"):
-                if os.path.exists(cold_db + suffix):
-                    os.remove(cold_db + suffix)
-            shutil.copyfile(db, cold_db)
+            fresh_copy(db, cold_db)
             subprocess.run([isobench, "runs", "--db", cold_db], check=True,
                            stdout=subprocess.DEVNULL)
             best = min(best, best_of(command(isobench, name, cold_db, run, out), 1))
         times[f"{name} (cold)"] = best
     warm_db = os.path.join(work, "warm.db")
-    shutil.copyfile(db, warm_db)
+    fresh_copy(db, warm_db)
     subprocess.run([isobench, "show", run, "--db", warm_db], check=True,
                    stdout=subprocess.DEVNULL)
     stored = documents(warm_db)
     for name in names:
         times[f"{name} (warm)"] = best_of(command(isobench, name, warm_db, run, out), repeat)
-    os.remove(warm_db)
+    remove_db(warm_db)
     export_bytes = os.path.getsize(out + ".json")
     with open(out + ".json") as f:
         doc = json.load(f)
