@@ -547,8 +547,15 @@ impl TenantDriver for FakeTenant {
         let call = st.probe_calls;
         st.probe_calls += 1;
         let endpoints = Self::endpoint_text(run);
+        // A rate the run holds (a calibrated service's) is part of what the probe was asked.
+        let rate = run
+            .params
+            .0
+            .get("rate")
+            .filter(|v| v.as_f64().is_some_and(|r| r > 0.0))
+            .map_or(String::new(), |v| format!(" rate={v}"));
         st.log
-            .push(format!("probe {} {}{endpoints}", self.name, run.name));
+            .push(format!("probe {} {}{endpoints}{rate}", self.name, run.name));
         if let Some((n, flag)) = &st.script.interrupt_after {
             if call + 1 >= *n {
                 flag.store(true, Ordering::SeqCst);

@@ -389,8 +389,9 @@ impl<'a> Engine<'a> {
             return Ok((RunStatus::Failed, refusal));
         }
         self.calibrate()?;
-        self.pilot(&loaded)?;
+        // Services first: the pilot measures a service at the rate its trials hold.
         self.calibrate_services(&loaded)?;
+        self.pilot(&loaded)?;
 
         let (min, max) = plan.kind.experiment().rounds(plan);
         let per_round = plan.estimate.trials_per_round as usize;

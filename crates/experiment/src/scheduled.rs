@@ -114,11 +114,12 @@ pub fn spec_for(
 /// The victim's index among the tenants and what its probe returned.
 pub type VictimOutcome = (usize, Result<ProbeOutcome, TenantFailure>);
 
-/// The scheduled trial of probe `p` of `plan` on `tenants` (in the plan's order), from the
+/// The scheduled trial of probe `p` of `plan`, run with `params`, on `tenants` (in the plan's order), from the
 /// kind's settings in the plan: the victim's outcome, by its index, and the timeline.
 pub fn measure(
     plan: &crate::plan::Plan,
     p: usize,
+    params: isobench_workloads::ParamValues,
     clock: &dyn Clock,
     tenants: &mut [&mut dyn TenantDriver],
 ) -> anyhow::Result<(VictimOutcome, Timeline)> {
@@ -127,7 +128,8 @@ pub fn measure(
             "the plan of this run has no timeline schedule; it was made by another version"
         )
     })?;
-    let spec = spec_for(plan, &settings, p)?;
+    let mut spec = spec_for(plan, &settings, p)?;
+    spec.probe.params = params;
     let out = run(clock, tenants, &spec);
     Ok(((spec.victim, out.probe), out.timeline))
 }

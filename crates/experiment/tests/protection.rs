@@ -220,3 +220,82 @@ fn the_protection_tables_slo_is_kept_not_replaced_by_the_default() {
     let set = ProtectionSettings::of(&plan_of(&without).settings).unwrap();
     assert_eq!(set.slo_ms, None, "the service's own slo_ms applies");
 }
+
+/// A service in the other kinds' trials (a tune's paired trials here) holds the rate
+/// calibrated once, as an episode does: without it each trial would search for its rate
+/// again, under whatever load the trial has, and hold it only for what is left.
+#[test]
+fn a_calibrated_service_holds_its_rate_in_every_paired_trial() {
+    let text = r#"
+name = "svc-tune"
+kind = "tune"
+seed = 5
+placement = "shared"
+
+[trial]
+duration = "2s"
+warmup = "100ms"
+solo = "0s"
+timeout = "10s"
+
+[repetitions]
+max_time = "10m"
+
+[tune]
+probe = "service"
+metric = "lat_p99_ms"
+slo_max = 10
+resolution = 0.25
+min_trials = 2
+max_trials = 4
+
+[[tune.knob]]
+tenant = "batch"
+key = "cpus"
+range = [0.1, 1.0]
+
+[[tenant]]
+name = "svc"
+role = "victim"
+limits = { memory = "512M", pids = 128 }
+
+[[tenant]]
+name = "batch"
+role = "aggressor"
+limits = { memory = "512M", pids = 64 }
+
+[[probe]]
+name = "service"
+params = { rate = 0, calibrate_s = 4 }
+
+[[stressor]]
+name = "cpu"
+"#;
+    let (_, loaded, log) = run(text);
+    let fact = loaded
+        .facts
+        .iter()
+        .find(|f| f.key == "service_calibration")
+        .expect("the calibration is recorded");
+    let rate = fact.value[0]["target_rps"]
+        .as_f64()
+        .unwrap()
+        .round()
+        .max(1.0) as u64;
+    let probes: Vec<&String> = log.iter().filter(|l| l.starts_with("probe svc")).collect();
+    let trials = loaded
+        .trials
+        .iter()
+        .filter(|t| t.probe == "service")
+        .count();
+    assert!(trials >= 4, "{trials} trials");
+    // The calibration's own run searches; every later run holds the rate.
+    assert_eq!(probes[0], "probe svc service", "{probes:#?}");
+    let held = format!("probe svc service rate={rate}");
+    assert_eq!(
+        probes.iter().filter(|l| **l == &held).count(),
+        probes.len() - 1,
+        "{probes:#?}"
+    );
+    assert!(probes.len() > trials, "{probes:#?}");
+}

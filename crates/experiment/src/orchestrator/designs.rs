@@ -62,6 +62,7 @@ impl TrialDesign for Whole {
         let probe = &plan.probes[p];
         let budget = plan.trial.duration;
         let timeout = budget + plan.trial.timeout;
+        let params = e.trial_params(p);
         let mut outcomes: Vec<Outcome> = Vec::new();
         let victims: Vec<usize> = e.victims();
         for &v in &victims {
@@ -78,7 +79,7 @@ impl TrialDesign for Whole {
                     v,
                     ProbeRun {
                         name: probe.name.clone(),
-                        params: probe.params.clone(),
+                        params: params.clone(),
                         budget,
                         pin: pt.pin,
                         pin_peer: pt.pin_peer,
@@ -166,7 +167,7 @@ impl TrialDesign for OnOff {
             let pt = &plan.tenants[v];
             let run = ProbeRun {
                 name: probe.name.clone(),
-                params: probe.params.clone(),
+                params: e.trial_params(p),
                 budget: t.trial,
                 pin: pt.pin,
                 pin_peer: pt.pin_peer,
@@ -275,12 +276,14 @@ struct Scheduled {
 
 impl TrialDesign for Scheduled {
     fn measure(&self, e: &mut Engine<'_>, _: Option<usize>) -> Result<Measured> {
+        let params = e.trial_params(self.p);
         let mut drivers: Vec<&mut dyn TenantDriver> = e
             .slots
             .iter_mut()
             .map(|s| s.driver.as_mut() as &mut dyn TenantDriver)
             .collect();
-        let (outcome, timeline) = crate::scheduled::measure(e.plan, self.p, e.clock, &mut drivers)?;
+        let (outcome, timeline) =
+            crate::scheduled::measure(e.plan, self.p, params, e.clock, &mut drivers)?;
         e.timeline = Some(timeline);
         Ok((vec![outcome], None))
     }
@@ -309,10 +312,7 @@ impl TrialDesign for Episode {
         }
         let probe = &plan.probes[self.p];
         let vt = &plan.tenants[victim];
-        let mut params = probe.params.clone();
-        if let Some(rate) = e.service_rates.get(&self.p) {
-            params.set("rate", serde_json::json!(rate.round().max(1.0) as u64));
-        }
+        let params = e.trial_params(self.p);
         let start = set.stable;
         let stop = set.stable + set.aggressor;
         let entries: Vec<Entry> = (0..e.slots.len())

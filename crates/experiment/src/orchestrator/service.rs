@@ -14,6 +14,7 @@ use super::Engine;
 use crate::backend::ProbeRun;
 use crate::plan::PlannedProbe;
 use crate::scenario::Role;
+use isobench_workloads::ParamValues;
 
 /// Fact key of the calibrated rates.
 pub const SERVICE_FACT: &str = "service_calibration";
@@ -47,6 +48,17 @@ fn metric(o: &crate::backend::ProbeOutcome, name: &str) -> Option<f64> {
 }
 
 impl Engine<'_> {
+    /// Probe `p`'s parameters as its trials run it: a calibrated service's with the rate the
+    /// run holds (a service left at `rate = 0` would search for its rate again in every
+    /// trial, under whatever load the trial has, and hold it only for what is left).
+    pub(super) fn trial_params(&self, p: usize) -> ParamValues {
+        let mut params = self.plan.probes[p].params.clone();
+        if let Some(rate) = self.service_rates.get(&p) {
+            params.set("rate", serde_json::json!(rate.round().max(1.0) as u64));
+        }
+        params
+    }
+
     /// Calibrates every service probe that asks for it, or reads the rates back from the
     /// run's facts on resume. A service that cannot be reached fails the run with why; one
     /// that meets its SLO at no rate at all holds the lowest rate the search tried, and says

@@ -255,7 +255,8 @@ impl Engine<'_> {
             let probe = &plan.probes[p];
             let mut series: Vec<Vec<WindowRecord>> = Vec::new();
             if let (Some(v), true) = (victim, plan.trial.pilot > Duration::ZERO) {
-                let run = probe_run(plan, p, v, plan.trial.pilot, Some(PILOT_WINDOW));
+                let mut run = probe_run(plan, p, v, plan.trial.pilot, Some(PILOT_WINDOW));
+                run.params = self.trial_params(p);
                 self.progress.note(&format!(
                     "pilot: {} (noise and its correlation time)",
                     probe.id
