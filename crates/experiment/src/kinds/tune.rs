@@ -334,6 +334,27 @@ struct Search {
     trial_secs: f64,
 }
 
+impl Search {
+    /// The bracket a search still measuring has so far, as grid steps: the loosest point
+    /// shown to hold, and the tightest looser one shown to fail. What a run stopped before
+    /// its searches ended (its time budget, a stop) can say; `None` once the search ended,
+    /// or while one side is still unknown.
+    fn bracket(&self) -> Option<(usize, usize)> {
+        if self.outcome.is_some() {
+            return None;
+        }
+        let step = |v: Verdict| {
+            self.seen
+                .iter()
+                .filter(move |p| p.verdict == v)
+                .map(|p| p.grid)
+        };
+        let fails = step(Verdict::Fails).min()?;
+        let holds = step(Verdict::Holds).filter(|&g| g < fails).max()?;
+        Some((holds, fails))
+    }
+}
+
 /// Every search of the plan, replayed over `trials` (those `usable` count).
 fn replay(
     set: &TuneSettings,
@@ -623,13 +644,22 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
             Value,
             Option<f64>,
         ) = match &x.outcome {
-            None => (
-                "still measuring".to_string(),
-                None,
-                String::new(),
-                Value::Empty,
-                None,
-            ),
+            None => match x.bracket() {
+                Some((holds, fails)) => (
+                    "bracketed so far, still measuring".to_string(),
+                    Some(holds),
+                    format!("[{}, {}]", k.value_text(holds), k.value_text(fails)),
+                    at(holds).map_or(Value::Empty, |p| mean_interval(&p.figures, set.level)),
+                    cost_at(x, holds),
+                ),
+                None => (
+                    "still measuring".to_string(),
+                    None,
+                    String::new(),
+                    Value::Empty,
+                    None,
+                ),
+            },
             Some(BoundaryOutcome::HoldsEverywhere) => (
                 format!("holds even at the loose end ({})", k.value_text(GRID)),
                 None,
@@ -700,7 +730,9 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
          throughput beside the victim there (interpolated likewise), against the loose end. Figures: trials of the victim's figure the search \
          used (each with its paired baseline trial); grid: the fewest a sweep of every setting \
          at the same resolution would need (min_trials at each). Trial time: how long the \
-         search's trials and their baselines ran (the run's settling and set-up come on top).",
+         search's trials and their baselines ran (the run's settling and set-up come on top). \
+         Bracketed so far: a search the run left before it ended (its time budget, a stop) \
+         gives the loosest setting it showed to hold and the tightest it showed to fail.",
         set.level * 100.0
     ));
     s
@@ -903,6 +935,48 @@ mod tests {
         assert_eq!(at_step(&pts, 20, a), Some(200.0));
         assert_eq!(at_step(&pts, 5, a), None);
         assert_eq!(at_step(&pts, 31, a), None);
+    }
+
+    #[test]
+    fn a_search_cut_short_gives_the_bracket_it_has_and_no_more() {
+        let seen = |grid: usize, verdict: Verdict| Seen {
+            grid,
+            figures: vec![1.0],
+            verdict,
+            aggressor: None,
+        };
+        let search = |seen: Vec<Seen>| Search {
+            stressor: "cpu@100".into(),
+            knob: 0,
+            outcome: None,
+            next: None,
+            seen,
+            trials: 0,
+            grid_trials: None,
+            trial_secs: 0.0,
+        };
+        // Holds at 0 and 40, undecided at 60 and 200, fails at 80 and 256; a noisy hold
+        // looser than a failure does not widen the bracket.
+        let x = search(vec![
+            seen(256, Verdict::Fails),
+            seen(0, Verdict::Holds),
+            seen(80, Verdict::Fails),
+            seen(40, Verdict::Holds),
+            seen(60, Verdict::Edge),
+            seen(200, Verdict::Holds),
+            seen(120, Verdict::Measuring),
+        ]);
+        assert_eq!(x.bracket(), Some((40, 80)));
+        // One side unknown: no bracket.
+        assert_eq!(
+            search(vec![seen(0, Verdict::Holds), seen(9, Verdict::Edge)]).bracket(),
+            None
+        );
+        assert_eq!(search(vec![seen(256, Verdict::Fails)]).bracket(), None);
+        // An ended search has its outcome instead.
+        let mut ended = x.clone();
+        ended.outcome = Some(BoundaryOutcome::HoldsEverywhere);
+        assert_eq!(ended.bracket(), None);
     }
 
     #[test]

@@ -26,7 +26,16 @@ fn boundary(set: &TuneSettings, x: &Search) -> Boundary {
         cost: None,
     };
     b.outcome = match &x.outcome {
-        None => "still measuring".into(),
+        None => match x.bracket() {
+            Some((holds, fails)) => {
+                b.low = Some(k.setting(holds));
+                b.high = Some(k.setting(fails));
+                b.recommended = Some(k.setting(holds));
+                b.cost = cost_at(x, holds);
+                "bracketed so far".into()
+            }
+            None => "still measuring".into(),
+        },
         Some(BoundaryOutcome::HoldsEverywhere) => "holds even at the loose end".into(),
         Some(BoundaryOutcome::FailsEverywhere) => "fails even at the tight end".into(),
         Some(BoundaryOutcome::Boundary {
