@@ -11,7 +11,33 @@ use isobench_experiment::{HostView, Plan, PlanOptions, Scenario, Source};
 use isobench_store::{RunStatus, Store};
 use isobench_workloads::Class;
 
-const SCENARIO: &str = r#"
+/// The service in `svc` and a CPU hog in `batch`: the tenants, probe and first stressor of
+/// every scenario here.
+macro_rules! tenants {
+    () => {
+        r#"
+[[tenant]]
+name = "svc"
+role = "victim"
+limits = { memory = "512M", pids = 128 }
+
+[[tenant]]
+name = "batch"
+role = "aggressor"
+limits = { memory = "512M", pids = 64 }
+
+[[probe]]
+name = "service"
+params = { rate = 0, calibrate_s = 4 }
+
+[[stressor]]
+name = "cpu"
+"#
+    };
+}
+
+const SCENARIO: &str = concat!(
+    r#"
 name = "prot"
 kind = "protection"
 seed = 5
@@ -35,27 +61,13 @@ recover = "8s"
 episodes = 3
 window = "1s"
 slo_ms = 5
-
-[[tenant]]
-name = "svc"
-role = "victim"
-limits = { memory = "512M", pids = 128 }
-
-[[tenant]]
-name = "batch"
-role = "aggressor"
-limits = { memory = "512M", pids = 64 }
-
-[[probe]]
-name = "service"
-params = { rate = 0, calibrate_s = 4 }
-
-[[stressor]]
-name = "cpu"
-
+"#,
+    tenants!(),
+    r#"
 [[stressor]]
 name = "cache"
-"#;
+"#
+);
 
 fn plan_of(text: &str) -> Plan {
     let sc = Scenario::parse(Source::new("prot.toml", text)).unwrap_or_else(|e| panic!("{e}"));
@@ -226,7 +238,8 @@ fn the_protection_tables_slo_is_kept_not_replaced_by_the_default() {
 /// again, under whatever load the trial has, and hold it only for what is left.
 #[test]
 fn a_calibrated_service_holds_its_rate_in_every_paired_trial() {
-    let text = r#"
+    let text = concat!(
+        r#"
 name = "svc-tune"
 kind = "tune"
 seed = 5
@@ -253,24 +266,9 @@ max_trials = 4
 tenant = "batch"
 key = "cpus"
 range = [0.1, 1.0]
-
-[[tenant]]
-name = "svc"
-role = "victim"
-limits = { memory = "512M", pids = 128 }
-
-[[tenant]]
-name = "batch"
-role = "aggressor"
-limits = { memory = "512M", pids = 64 }
-
-[[probe]]
-name = "service"
-params = { rate = 0, calibrate_s = 4 }
-
-[[stressor]]
-name = "cpu"
-"#;
+"#,
+        tenants!()
+    );
     let (_, loaded, log) = run(text);
     let fact = loaded
         .facts
