@@ -272,12 +272,6 @@ fn decode(
     Some(r)
 }
 
-/// [`decode`] of a document held whole.
-#[cfg(test)]
-fn decode_all(data: &[u8], trials: Trials) -> Option<Results> {
-    decode(data.len(), |r| data.get(r).map(<[u8]>::to_vec), trials)
-}
-
 /// A stored run's results alone, without the table of the runs linked with it: its stored
 /// document when that still holds, else analysed from its rows (and stored, when the run
 /// has ended and the database takes writes); with its trials when `trials` asks for them.
@@ -455,6 +449,11 @@ pub fn cross_section(store: &Store, r: &Results) -> Option<Section> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`decode`] of a document held whole.
+    fn decode_all(data: &[u8], trials: Trials) -> Option<Results> {
+        decode(data.len(), |r| data.get(r).map(<[u8]>::to_vec), trials)
+    }
     use crate::fake::{run_fake, FakeScript};
     use crate::progress::NoProgress;
     use crate::{HostView, Plan, PlanOptions, Scenario, Source};
