@@ -275,6 +275,11 @@ pub struct Condition {
     /// asks for it, and shown only once measured.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub candidate: bool,
+    /// Windows the victims' probe records in its whole (paired) trials beside this
+    /// condition, when it measures in windows: the `tune` kind's isol% SLO is a quantile
+    /// over them. `None`: no windows (the paired design needs none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<std::time::Duration>,
 }
 
 /// The CPU quota alone a condition sets on one tenant (`None` lifts it): the override the

@@ -58,8 +58,8 @@ pub use paired::{
 pub use pooled::{log_level, pool_random_effects, robust_log_level};
 pub use sample::{Outliers, Sample, MODIFIED_Z_THRESHOLD};
 pub use service::{
-    episode_figures, episode_interval, EpisodeFigures, EpisodeInterval, EpisodeSpec, Isolation,
-    ServiceWindow, FEW_EVENTS,
+    episode_figures, episode_interval, isolation, EpisodeFigures, EpisodeInterval, EpisodeSpec,
+    Isolation, ServiceWindow, FEW_EVENTS,
 };
 pub use significance::{mann_whitney_u, permutation_test, MannWhitney, PermutationTest};
 pub use stopping::{ConditionSamples, ConditionStatus, Decision, StopReport, StoppingRule};

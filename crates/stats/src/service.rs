@@ -141,6 +141,23 @@ fn mean(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
 }
 
+/// isol% over windows whose rates (requests/s) are `rates`, against `target_rps`: the
+/// share of the target each window achieved, summarised (module docs). `None` without a
+/// window or a positive target.
+pub fn isolation(rates: &[f64], target_rps: f64) -> Option<Isolation> {
+    if rates.is_empty() || !(target_rps > 0.0 && target_rps.is_finite()) {
+        return None;
+    }
+    let mut isol: Vec<f64> = rates.iter().map(|r| 100.0 * r / target_rps).collect();
+    isol.sort_by(f64::total_cmp);
+    Some(Isolation {
+        p01: quantile(&isol, 0.01),
+        p05: quantile(&isol, 0.05),
+        p50: quantile(&isol, 0.5),
+        mean: mean(&isol).unwrap_or(f64::NAN),
+    })
+}
+
 /// The figures of one episode's windows (in time order). Errors when the spec is not
 /// usable (no target, no SLO) or no window falls while the aggressor ran.
 pub fn episode_figures(
@@ -170,14 +187,8 @@ pub fn episode_figures(
             "a time at which windows were measured",
         ));
     }
-    let mut d_isol: Vec<f64> = during.iter().map(|w| isol(w)).collect();
-    d_isol.sort_by(f64::total_cmp);
-    let isolation = Isolation {
-        p01: quantile(&d_isol, 0.01),
-        p05: quantile(&d_isol, 0.05),
-        p50: quantile(&d_isol, 0.5),
-        mean: mean(&d_isol).unwrap_or(f64::NAN),
-    };
+    let rates: Vec<f64> = during.iter().map(|w| w.rate).collect();
+    let isolation = isolation(&rates, spec.target_rps).expect("windows while the aggressor ran");
     let b_isol: Vec<f64> = before.iter().map(|w| isol(w)).collect();
     let b_p99: Vec<f64> = before.iter().filter_map(|w| w.p99_ms).collect();
     let baseline_p99 = median(&b_p99).filter(|b| *b > 0.0);

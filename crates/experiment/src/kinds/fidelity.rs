@@ -350,6 +350,7 @@ impl ExperimentKind for Fidelity {
                 capped: false,
                 limits: limit(s, k),
                 candidate: false,
+                window: None,
             });
             if let Some(c) = loaded
                 .iter()
@@ -856,6 +857,7 @@ mod tests {
             capped: false,
             limits: Default::default(),
             candidate: false,
+            window: None,
         };
         assert_eq!(two.point_of(&cond("50%/2c")), Some((50, false, 2)));
         assert_eq!(two.point_of(&cond("100%/1c+cpu@100")), Some((100, true, 1)));

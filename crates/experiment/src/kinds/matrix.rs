@@ -150,6 +150,7 @@ pub(crate) fn stressor_conditions(
                 design_reason,
                 limits: Default::default(),
                 candidate: false,
+                window: None,
             });
         }
     }

@@ -166,6 +166,7 @@ impl ExperimentKind for Timeline {
             assignments: Default::default(),
             limits: Default::default(),
             candidate: false,
+            window: None,
             aggressive,
             design: Design::Paired,
             design_reason: "a scheduled trial: the stressors start and stop on the schedule \

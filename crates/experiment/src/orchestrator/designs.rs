@@ -63,6 +63,9 @@ impl TrialDesign for Whole {
         let budget = plan.trial.duration;
         let timeout = budget + plan.trial.timeout;
         let params = e.trial_params(p);
+        let window = cond
+            .and_then(|c| plan.conditions[c].window)
+            .filter(|_| probe.windowed);
         let mut outcomes: Vec<Outcome> = Vec::new();
         let victims: Vec<usize> = e.victims();
         for &v in &victims {
@@ -84,7 +87,7 @@ impl TrialDesign for Whole {
                         pin: pt.pin,
                         pin_peer: pt.pin_peer,
                         timeout,
-                        window: None,
+                        window,
                     },
                 )
             })
