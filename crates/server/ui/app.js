@@ -808,7 +808,8 @@
     const metric = h("select", { id: "tune-metric", name: "tune-metric" });
     function fillMetrics() {
       const p = t.probes.find((x) => x.name === probe.value);
-      const names = p ? p.metrics : [];
+      // A service's isol% at p01 (isol_p01 >= PCT) is a figure of its windows, not a metric.
+      const names = p ? (p.name === "service" ? [...p.metrics, "isol_p01"] : p.metrics) : [];
       const keep = metric.value;
       clear(metric);
       for (const m of names) metric.appendChild(h("option", { value: m, text: m }));

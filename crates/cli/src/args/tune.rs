@@ -12,8 +12,9 @@ pub struct TuneArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "resume")]
     pub probe: Option<String>,
     /// The SLO on the victim's figure: `METRIC<=BOUND` (a p99 in ms: `lat_p99_ms<=10`),
-    /// `METRIC>=BOUND` (a rate), or `METRIC loss<=PCT` (at most PCT% worse than alone:
-    /// `ops_per_sec loss<=5`).
+    /// `METRIC>=BOUND` (a rate), `METRIC loss<=PCT` (at most PCT% worse than alone:
+    /// `ops_per_sec loss<=5`), or `isol_p01>=PCT` (a `service` probe keeps PCT% of its
+    /// target rate at the 1st percentile of its 100 ms windows: `isol_p01>=90`).
     #[arg(long, value_name = "SLO", conflicts_with = "resume")]
     pub slo: Option<String>,
     /// The aggressor's stressor (a name from `isobench list`) at full intensity, instead of

@@ -115,6 +115,7 @@ impl ExperimentKind for Tune {
                     p.candidate = true;
                     p.limits = overrides(g);
                     p.design = Design::Paired;
+                    p.window = set.window();
                     p.design_reason =
                         "paired: the knob is set for the whole block, so the load runs throughout"
                             .into();
@@ -501,24 +502,48 @@ fn victim_figures(
                 .map(|p| isobench_stats::log_ratio_to_degradation(p.log_ratio(), direction))
                 .collect()
         }
-        Slo::Max { .. } | Slo::Min { .. } => {
-            let mut ts: Vec<&&TrialRecord> = trials
-                .iter()
-                .filter(|t| {
-                    usable(t)
-                        && t.tenant == set.victim
-                        && t.probe == set.probe
-                        && t.condition == StoreCondition::Contended(cond.to_string())
-                })
-                .collect();
-            ts.sort_by_key(|t| t.key);
-            ts.iter()
-                .filter_map(|t| t.samples.iter().find(|s| s.metric == set.metric))
-                .map(|s| s.value)
-                .filter(|v| v.is_finite())
-                .collect()
-        }
+        Slo::Max { .. } | Slo::Min { .. } => contended_victim(set, trials, usable, cond)
+            .filter_map(|t| t.samples.iter().find(|s| s.metric == set.metric))
+            .map(|s| s.value)
+            .filter(|v| v.is_finite())
+            .collect(),
+        Slo::IsolP01 { .. } => contended_victim(set, trials, usable, cond)
+            .filter_map(|t| {
+                let target = t.samples.iter().find(|s| s.metric == "target_rps")?.value;
+                let rates: Vec<f64> = t
+                    .series
+                    .iter()
+                    .find(|s| s.metric == set.metric)?
+                    .windows
+                    .iter()
+                    .map(|w| w.value)
+                    .collect();
+                isobench_stats::isolation(&rates, target).map(|i| i.p01)
+            })
+            .filter(|v| v.is_finite())
+            .collect(),
     }
+}
+
+/// The victim's usable contended trials under `cond`, in time order.
+fn contended_victim<'a>(
+    set: &'a TuneSettings,
+    trials: &'a [&TrialRecord],
+    usable: &'a dyn Fn(&TrialRecord) -> bool,
+    cond: &'a str,
+) -> impl Iterator<Item = &'a TrialRecord> {
+    let mut ts: Vec<&TrialRecord> = trials
+        .iter()
+        .copied()
+        .filter(|t| {
+            usable(t)
+                && t.tenant == set.victim
+                && t.probe == set.probe
+                && t.condition == StoreCondition::Contended(cond.to_string())
+        })
+        .collect();
+    ts.sort_by_key(|t| t.key);
+    ts.into_iter()
 }
 
 /// The aggressors' throughput beside the victim under `cond`: per contended trial the sum
@@ -748,7 +773,7 @@ fn points_section(set: &TuneSettings, searches: &[Search]) -> Section {
             Column::text("knob"),
             Column::text("setting"),
             Column::text("condition"),
-            Column::text(&set.metric),
+            Column::text(&set.figure()),
             Column::text("verdict"),
             Column::unit("figures", ""),
             Column::unit("aggressor throughput", "ops/s"),
@@ -823,7 +848,7 @@ fn frontier_sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> {
                 Column::text("knob"),
                 Column::text("setting"),
                 Column::unit("aggressor throughput", "ops/s"),
-                Column::text(&set.metric),
+                Column::text(&set.figure()),
             ],
         );
         f.plot = Some(Plot::Curve {
@@ -842,7 +867,7 @@ fn frontier_sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> {
                 format!("{} against {st}", k.name()),
                 vec![
                     Column::unit(&k.key, unit_of(k)),
-                    Column::text(&set.metric),
+                    Column::text(&set.figure()),
                     Column::unit("aggressor throughput", "ops/s"),
                     Column::text("verdict"),
                 ],

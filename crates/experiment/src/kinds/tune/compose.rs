@@ -8,7 +8,10 @@
 
 use toml::{Table, Value};
 
-use super::settings::Slo;
+use super::settings::{Slo, DEFAULT_ISOL_WINDOW, ISOL_RATE};
+
+/// The name a SLO on a `service` probe's isol% at p01 is written with (`isol_p01>=90`).
+pub const ISOL_P01: &str = "isol_p01";
 
 /// What to write into a tune scenario; `None` and empty lists leave the scenario's own.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -39,7 +42,9 @@ pub struct SloFlag {
 pub const SLO_OPS: [&str; 3] = ["<=", ">=", "loss<="];
 
 impl SloFlag {
-    /// The SLO of a metric, a comparison of [`SLO_OPS`] and a bound above 0.
+    /// The SLO of a metric, a comparison of [`SLO_OPS`] and a bound above 0; the metric
+    /// [`ISOL_P01`] with `>=` bounds a `service` probe's isol% at p01 (in %, windows of the
+    /// scenario's `window` or 100 ms).
     pub fn new(metric: &str, op: &str, bound: f64) -> Result<SloFlag, String> {
         let metric = metric.trim();
         if metric.is_empty() || metric.contains(char::is_whitespace) {
@@ -49,6 +54,21 @@ impl SloFlag {
         }
         if !(bound.is_finite() && bound > 0.0) {
             return Err(format!("bound {bound}: write a number above 0"));
+        }
+        if metric == ISOL_P01 {
+            if op.trim() != ">=" || bound > 100.0 {
+                return Err(format!(
+                    "isol% at p01 is bounded from below, in % of the target rate: write \
+                     {ISOL_P01}>=90"
+                ));
+            }
+            return Ok(SloFlag {
+                metric: ISOL_RATE.to_string(),
+                slo: Slo::IsolP01 {
+                    percent: bound,
+                    window_ms: DEFAULT_ISOL_WINDOW.as_millis() as u64,
+                },
+            });
         }
         let slo = match op.trim() {
             "<=" => Slo::Max { bound },
@@ -70,8 +90,8 @@ impl SloFlag {
     /// `METRIC<=BOUND`, `METRIC>=BOUND` or `METRIC loss<=PCT` (a trailing `%` allowed).
     pub fn parse(s: &str) -> Result<SloFlag, String> {
         let bad = || {
-            "write METRIC<=BOUND (lat_p99_ms<=10), METRIC>=BOUND (rate_rps>=500) or METRIC \
-             loss<=PCT (ops_per_sec loss<=5)"
+            "write METRIC<=BOUND (lat_p99_ms<=10), METRIC>=BOUND (rate_rps>=500), METRIC \
+             loss<=PCT (ops_per_sec loss<=5) or isol_p01>=PCT (isol_p01>=90)"
                 .to_string()
         };
         let number = |t: &str| t.trim().trim_end_matches('%').trim().parse::<f64>().ok();
@@ -95,6 +115,7 @@ impl SloFlag {
             Slo::Max { .. } => "slo_max",
             Slo::Min { .. } => "slo_min",
             Slo::Loss { .. } => "slo_loss",
+            Slo::IsolP01 { .. } => "slo_isol_p01",
         }
     }
 
@@ -194,7 +215,7 @@ fn write(doc: &mut Table, flags: &TuneFlags) -> Result<bool, String> {
         changed = true;
     }
     if let Some(slo) = &flags.slo {
-        for k in ["slo_max", "slo_min", "slo_loss"] {
+        for k in ["slo_max", "slo_min", "slo_loss", "slo_isol_p01"] {
             tune.remove(k);
         }
         tune.insert("metric".into(), Value::String(slo.metric.clone()));
@@ -256,6 +277,11 @@ mod tests {
         assert!(SloFlag::new("a b", "<=", 1.0).is_err());
         assert!(SloFlag::new("x", "<=", 0.0).unwrap_err().contains("bound"));
         assert!(SloFlag::new("x", "<", 1.0).unwrap_err().contains("<="));
+        let isol = SloFlag::parse("isol_p01>=90").unwrap();
+        assert_eq!((isol.key(), isol.bound()), ("slo_isol_p01", 90.0));
+        assert_eq!(isol.metric, "rate_rps");
+        assert!(SloFlag::new("isol_p01", "<=", 90.0).is_err());
+        assert!(SloFlag::new("isol_p01", ">=", 120.0).is_err());
         assert!(KnobFlag::new("batch", "cpus", "0.1", " ")
             .unwrap_err()
             .contains("other end"));

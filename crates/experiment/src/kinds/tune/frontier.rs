@@ -111,7 +111,7 @@ fn finding(metric: &str, better: Direction, a: (&str, f64), b: (&str, f64)) -> S
 /// One stressor's knobs compared: a row per knob with a recommended setting and per other
 /// knob, at the throughput that setting leaves the aggressor.
 fn section(set: &TuneSettings, stressor: &str, searches: &[&Search]) -> Section {
-    let metric = &set.metric;
+    let metric = &set.figure();
     let (_, better) = set.slo.bound();
     let mut s = Section::new(
         &format!("{PREFIX}{stressor}"),

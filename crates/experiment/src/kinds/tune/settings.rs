@@ -1,9 +1,12 @@
 //! What a `[tune]` table says: the victim's figure and its SLO, the search's precision, and
 //! the knobs searched, each over a range between its tight and its loose end.
 
+use std::time::Duration;
+
 use isobench_common::Direction;
 use isobench_platform::{Knob, Limits};
 use isobench_stats::SearchConfig;
+
 use serde::{Deserialize, Serialize};
 use toml::Value;
 
@@ -64,6 +67,16 @@ pub enum Slo {
         /// The largest loss, %.
         percent: f64,
     },
+    /// The `service` probe keeps at least `percent` % of its target rate at the 1st
+    /// percentile of its windows, trial by trial (isol% at p01, as resctl-bench and the
+    /// `protection` kind define it): each window's rate (the metric, `rate_rps`) over the
+    /// rate it was asked to hold (`target_rps`).
+    IsolP01 {
+        /// The least isol% at p01.
+        percent: f64,
+        /// The window length, ms.
+        window_ms: u64,
+    },
 }
 
 impl Slo {
@@ -74,6 +87,17 @@ impl Slo {
             Slo::Max { bound } => (bound, Direction::Lower),
             Slo::Min { bound } => (bound, Direction::Higher),
             Slo::Loss { percent } => (percent, Direction::Lower),
+            Slo::IsolP01 { percent, .. } => (percent, Direction::Higher),
+        }
+    }
+
+    /// What the search's figure is, trial by trial (`lat_p99_ms`, `loss of lat_p99_ms, %`,
+    /// `isol% at p01`), for labels.
+    pub fn figure(self, metric: &str) -> String {
+        match self {
+            Slo::Max { .. } | Slo::Min { .. } => metric.to_string(),
+            Slo::Loss { .. } => format!("loss of {metric}, %"),
+            Slo::IsolP01 { window_ms, .. } => format!("isol% at p01 of {window_ms} ms windows"),
         }
     }
 
@@ -83,6 +107,9 @@ impl Slo {
             Slo::Max { bound } => format!("{metric} <= {bound}"),
             Slo::Min { bound } => format!("{metric} >= {bound}"),
             Slo::Loss { percent } => format!("{metric} at most {percent}% worse than alone"),
+            Slo::IsolP01 { percent, window_ms } => {
+                format!("isol% at p01 >= {percent}% ({metric} per {window_ms} ms window / target)")
+            }
         }
     }
 }
@@ -197,9 +224,24 @@ pub fn read(f: &mut Fields<'_, '_>, sc: &Scenario) -> TuneSettings {
         .find(|t| t.role == Role::Victim)
         .map(|t| t.name.clone())
         .unwrap_or_default();
-    let metric = match f.string("metric") {
-        Some(m) => m.into_inner(),
-        None => {
+    let slo = read_slo(f);
+    let metric = match (f.string("metric"), slo) {
+        (Some(m), Slo::IsolP01 { .. }) if m.get_ref() != ISOL_RATE => {
+            f.error(
+                m.span().into(),
+                "metric",
+                format!(
+                    "slo_isol_p01 is measured on the service's {ISOL_RATE}, not {}",
+                    m.get_ref()
+                ),
+                "rate_rps with slo_isol_p01",
+                "leave metric out, or write metric = \"rate_rps\"".into(),
+            );
+            ISOL_RATE.to_string()
+        }
+        (Some(m), _) => m.into_inner(),
+        (None, Slo::IsolP01 { .. }) => ISOL_RATE.to_string(),
+        (None, _) => {
             f.missing(
                 "metric",
                 "the victim probe's metric the SLO bounds",
@@ -208,7 +250,27 @@ pub fn read(f: &mut Fields<'_, '_>, sc: &Scenario) -> TuneSettings {
             String::new()
         }
     };
-    let slo = read_slo(f);
+    if let Slo::IsolP01 { .. } = slo {
+        let name = sc
+            .probes
+            .iter()
+            .find(|x| x.id == probe)
+            .map(|x| x.name.as_str());
+        if name.is_some_and(|n| n != "service") {
+            let span = f.span();
+            f.error(
+                span,
+                "slo_isol_p01",
+                format!(
+                    "isol% is the share of its target rate a `service` probe holds; probe {probe} \
+                     is {} and has no target rate",
+                    name.unwrap_or_default()
+                ),
+                "slo_isol_p01 with probe = the id of a [[probe]] name = \"service\"",
+                "bound another figure (slo_max on lat_p99_ms), or measure a service probe".into(),
+            );
+        }
+    }
     let resolution = f.float(
         "resolution",
         |x| x > 0.0 && x < 0.5,
@@ -255,9 +317,17 @@ fn yes() -> bool {
     true
 }
 
-/// Exactly one of `slo_max`, `slo_min` and `slo_loss`.
+/// The service's metric an isol% is measured on.
+pub const ISOL_RATE: &str = "rate_rps";
+
+/// The window of `slo_isol_p01` when `window` is not given: a tenth of a second, so that a
+/// trial of a few seconds holds tens of windows and its p01 is not its one worst window
+/// alone (resctl-bench takes seconds over runs of minutes).
+pub const DEFAULT_ISOL_WINDOW: Duration = Duration::from_millis(100);
+
+/// Exactly one of `slo_max`, `slo_min`, `slo_loss` and `slo_isol_p01`.
 fn read_slo(f: &mut Fields<'_, '_>) -> Slo {
-    let given: Vec<&str> = ["slo_max", "slo_min", "slo_loss"]
+    let given: Vec<&str> = ["slo_max", "slo_min", "slo_loss", "slo_isol_p01"]
         .into_iter()
         .filter(|k| f.has(k))
         .collect();
@@ -267,15 +337,16 @@ fn read_slo(f: &mut Fields<'_, '_>) -> Slo {
             span,
             "slo_max",
             format!(
-                "the SLO needs exactly one of slo_max, slo_min and slo_loss; the table gives {}",
+                "the SLO needs exactly one of slo_max, slo_min, slo_loss and slo_isol_p01; the \
+                 table gives {}",
                 if given.is_empty() {
                     "none".to_string()
                 } else {
                     given.join(" and ")
                 }
             ),
-            "slo_max = bound (a p99 in ms), slo_min = bound (a rate), or slo_loss = % worse \
-             than alone",
+            "slo_max = bound (a p99 in ms), slo_min = bound (a rate), slo_loss = % worse \
+             than alone, or slo_isol_p01 = % of the service's target rate",
             "write slo_max = 10 with metric = \"lat_p99_ms\"".into(),
         );
     }
@@ -283,6 +354,29 @@ fn read_slo(f: &mut Fields<'_, '_>) -> Slo {
     if f.has("slo_min") {
         return Slo::Min {
             bound: f.float("slo_min", positive, "a bound above 0", 1.0),
+        };
+    }
+    if f.has("slo_isol_p01") {
+        let percent = f.float(
+            "slo_isol_p01",
+            |x| x > 0.0 && x <= 100.0,
+            "a share of the target rate in %, above 0 and at most 100",
+            90.0,
+        );
+        let window = f.duration("window", DEFAULT_ISOL_WINDOW);
+        if window < Duration::from_millis(10) || window > Duration::from_secs(10) {
+            let span = f.span();
+            f.error(
+                span,
+                "window",
+                format!("window {window:?} is out of range"),
+                "10ms to 10s",
+                "write window = \"100ms\"".into(),
+            );
+        }
+        return Slo::IsolP01 {
+            percent,
+            window_ms: window.as_millis() as u64,
         };
     }
     if f.has("slo_loss") {
@@ -393,6 +487,19 @@ fn knob_range(item: &Value, sc: &Scenario) -> Result<KnobRange, String> {
 }
 
 impl TuneSettings {
+    /// The windows the victim's probe records in each trial: the isol% SLO's, else none.
+    pub fn window(&self) -> Option<Duration> {
+        match self.slo {
+            Slo::IsolP01 { window_ms, .. } => Some(Duration::from_millis(window_ms)),
+            _ => None,
+        }
+    }
+
+    /// What the search's figure is, for labels ([`Slo::figure`]).
+    pub fn figure(&self) -> String {
+        self.slo.figure(&self.metric)
+    }
+
     /// The settings of a plan, when its `settings` are a tune's.
     pub fn of(v: &serde_json::Value) -> Option<TuneSettings> {
         serde_json::from_value(v.clone()).ok()
