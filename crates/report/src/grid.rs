@@ -78,6 +78,26 @@ pub(crate) fn render_grid(
     rows: &[Row],
     style: Style,
 ) {
+    render_aligned(out, head, columns, rows, &[], style);
+}
+
+/// [`render_grid`] with the columns `left` marks (by index; those beyond it are not)
+/// aligned to the left, as text reads, instead of to the right, as numbers do.
+pub(crate) fn render_aligned(
+    out: &mut String,
+    head: &str,
+    columns: &[String],
+    rows: &[Row],
+    left: &[bool],
+    style: Style,
+) {
+    let pad = |i: usize, s: &str, w: usize| {
+        if left.get(i).copied().unwrap_or(false) {
+            pad_right(s, w)
+        } else {
+            pad_left(s, w)
+        }
+    };
     let label_w = rows
         .iter()
         .map(|r| visible_width(&r.label))
@@ -116,14 +136,14 @@ pub(crate) fn render_grid(
         let mut line = pad_right(head, label_w);
         for &i in cols {
             line.push_str("  ");
-            line.push_str(&pad_left(&columns[i], col_w[i]));
+            line.push_str(&pad(i, &columns[i], col_w[i]));
         }
         let _ = writeln!(out, "{}", paint(line.trim_end(), BOLD, style));
         for r in rows {
             let mut line = pad_right(&r.label, label_w);
             for &i in cols {
                 line.push_str("  ");
-                line.push_str(&pad_left(&r.cells[i], col_w[i]));
+                line.push_str(&pad(i, &r.cells[i], col_w[i]));
             }
             let _ = writeln!(out, "{}", line.trim_end());
         }

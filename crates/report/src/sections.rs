@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use isobench_results::Section;
+use isobench_results::{Section, Value};
 
-use crate::grid::{render_grid, Row, Style};
+use crate::grid::{render_aligned, Row, Style};
 
 /// Rows a terminal grid shows in full; a longer section (a window series) shows its first
 /// [`HEAD_ROWS`] and last [`TAIL_ROWS`] rows and says where the rest is.
@@ -46,7 +46,16 @@ pub fn render_sections(sections: &[Section], run: &str, style: Style) -> String 
             });
             rows.extend(tail);
         }
-        render_grid(&mut out, head, columns, &rows, style);
+        // A column of text (a setting, a command) reads from the left; numbers line up on
+        // the right.
+        let left: Vec<bool> = (1..headers.len())
+            .map(|i| {
+                let mut cells = s.rows.iter().filter_map(|r| r.get(i));
+                cells.clone().any(|v| matches!(v, Value::Text { .. }))
+                    && cells.all(|v| matches!(v, Value::Text { .. } | Value::Empty))
+            })
+            .collect();
+        render_aligned(&mut out, head, columns, &rows, &left, style);
         for n in &s.notes {
             let _ = writeln!(out, "  {n}");
         }
