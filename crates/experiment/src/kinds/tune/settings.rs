@@ -409,6 +409,7 @@ impl TuneSettings {
             max_trials: self.max_trials,
             level: self.level,
             pool_variance: self.pool_variance,
+            steps: None,
         }
     }
 }
