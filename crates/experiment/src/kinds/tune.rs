@@ -898,7 +898,7 @@ fn frontier_sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> {
 fn unit_of(k: &KnobRange) -> &'static str {
     use isobench_platform::Knob;
     match k.knob() {
-        Knob::Cpus => "CPUs",
+        Knob::Cpus | Knob::Cpuset => "CPUs",
         Knob::CpuWeight | Knob::IoWeight => "",
         Knob::CpuBurst | Knob::IoLatency => "us",
         Knob::Memory | Knob::MemoryMin | Knob::MemoryLow | Knob::MemoryHigh | Knob::Swap => "B",

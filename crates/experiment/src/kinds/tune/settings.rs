@@ -156,6 +156,7 @@ pub fn knob_number(k: Knob, l: &Limits) -> Option<f64> {
         Knob::Cpus => l.cpus,
         Knob::CpuWeight => l.cpu_weight.map(|w| w.as_weight() as f64),
         Knob::CpuBurst => u(l.cpu_burst),
+        Knob::Cpuset => l.cpuset.as_ref().map(|s| s.len() as f64),
         Knob::Memory => u(l.memory),
         Knob::MemoryMin => u(l.memory_min),
         Knob::MemoryLow => u(l.memory_low),
