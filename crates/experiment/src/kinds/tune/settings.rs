@@ -2,7 +2,7 @@
 //! the knobs searched, each over a range between its tight and its loose end.
 
 use isobench_common::Direction;
-use isobench_platform::{Knob, Limits};
+use isobench_platform::{CpuList, Knob, Limits};
 use isobench_stats::SearchConfig;
 use serde::{Deserialize, Serialize};
 use toml::Value;
@@ -88,6 +88,13 @@ impl Slo {
 }
 
 /// One knob searched: a tenant's limit key between a tight and a loose setting.
+///
+/// A `cpuset` knob is a split of the CPUs: its range counts the CPUs given to the tenant
+/// (`range = [1, N]`, whole numbers), and a count of k gives it the k highest-numbered of
+/// CPUs 0..N-1, the list `N-k`..`N-1` (with N = 2: 1 is `1`, 2 is `0-1`). With the victim
+/// pinned to CPU 0 by its own planned cpuset (which stays as planned), a small count keeps
+/// the aggressor off the victim's CPU and N shares it. Its settings are whole CPUs: the
+/// search visits whole counts only, to a resolution of at least one CPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KnobRange {
     /// The tenant whose knob moves.
@@ -119,9 +126,29 @@ impl KnobRange {
         round_for(self.knob(), v)
     }
 
-    /// The setting at grid step `g` in the limit syntax (`0.55`, `41943040`, `5000us`).
+    /// The setting at grid step `g` in the limit syntax (`0.55`, `41943040`, `5000us`, a
+    /// CPU list `1-3` for a cpuset).
     pub fn value_text(&self, g: usize) -> String {
-        value_text(self.knob(), self.setting(g))
+        self.text(self.setting(g))
+    }
+
+    /// A setting `v` (in the knob's number, [`knob_number`]) in the limit syntax: a count of
+    /// CPUs as its list for a cpuset (see the type's docs).
+    pub fn text(&self, v: f64) -> String {
+        match self.knob() {
+            Knob::Cpuset => {
+                let n = self.tight.max(self.loose) as u32;
+                let k = (v.round() as u32).clamp(1, n);
+                CpuList::from_cpus(n - k..n).to_string()
+            }
+            k => value_text(k, v),
+        }
+    }
+
+    /// For a knob of whole settings (a count of CPUs), the number of steps between them
+    /// across the range; `None` for a knob set anywhere in its range.
+    pub fn steps(&self) -> Option<usize> {
+        (self.knob() == Knob::Cpuset).then(|| (self.tight - self.loose).abs().round() as usize)
     }
 
     /// `tenant.key`.
@@ -130,8 +157,8 @@ impl KnobRange {
     }
 }
 
-/// A knob's value as the limit syntax takes it.
-pub fn value_text(k: Knob, v: f64) -> String {
+/// A knob's value as the limit syntax takes it (a cpuset's needs its range: [`KnobRange::text`]).
+fn value_text(k: Knob, v: f64) -> String {
     match k {
         Knob::Cpus => format!("{v:.2}"),
         Knob::CpuBurst | Knob::IoLatency => format!("{v:.0}us"),
@@ -148,8 +175,8 @@ fn round_for(k: Knob, v: f64) -> f64 {
     }
 }
 
-/// The number a knob's value is searched in: CPUs, bytes, bytes/s, operations/s, the
-/// weight, microseconds, processes.
+/// The number a knob's value is searched in: CPUs (a quota, or a cpuset's count of CPUs),
+/// bytes, bytes/s, operations/s, the weight, microseconds, processes.
 pub fn knob_number(k: Knob, l: &Limits) -> Option<f64> {
     let u = |x: Option<u64>| x.map(|n| n as f64);
     match k {
@@ -358,6 +385,9 @@ fn knob_range(item: &Value, sc: &Scenario) -> Result<KnobRange, String> {
         Some(a) if a.len() == 2 => a,
         _ => return Err("range must be [tight, loose]: two values".into()),
     };
+    if knob == Knob::Cpuset {
+        return cpu_split(tenant, spec.role, ends, t.get("scale"));
+    }
     let mut nums = [0.0; 2];
     for (n, v) in nums.iter_mut().zip(ends) {
         let text = match v {
@@ -393,6 +423,67 @@ fn knob_range(item: &Value, sc: &Scenario) -> Result<KnobRange, String> {
     })
 }
 
+/// Most CPUs a split counts: each count must be a step of the grid of its own.
+const MOST_SPLIT_CPUS: i64 = GRID as i64;
+
+/// A `cpuset` knob: a split of CPUs 0..N-1 counted from `range = [1, N]` (see
+/// [`KnobRange`]), or what is wrong with it.
+fn cpu_split(
+    tenant: &str,
+    role: Role,
+    ends: &[Value],
+    scale: Option<&Value>,
+) -> Result<KnobRange, String> {
+    if role == Role::Victim {
+        return Err(format!(
+            "`cpuset` splits the CPUs away from the victim, so it is searched on an aggressor; \
+             {tenant} is the victim: give it its own cpuset in its limits (cpuset = \"0\") and \
+             search the aggressor's"
+        ));
+    }
+    let mut counts = [0; 2];
+    for (n, v) in counts.iter_mut().zip(ends) {
+        // `isobench tune --knob` writes its ends as strings: a whole number there counts too.
+        let count = match v {
+            Value::Integer(i) => Some(*i),
+            Value::String(s) if s.bytes().all(|b| b.is_ascii_digit()) => s.parse().ok(),
+            _ => None,
+        };
+        *n = match count {
+            Some(i) if (1..=MOST_SPLIT_CPUS).contains(&i) => i,
+            _ => {
+                return Err(format!(
+                    "range value {v} is not a count of CPUs: a cpuset range counts the CPUs \
+                     given to the tenant, whole numbers from 1 to {MOST_SPLIT_CPUS} (range = \
+                     [1, 2] splits CPUs 0-1), not CPU lists"
+                ));
+            }
+        };
+    }
+    let (lo, hi) = (counts[0].min(counts[1]), counts[0].max(counts[1]));
+    if lo == hi {
+        return Err("range must span two different counts of CPUs".into());
+    }
+    match scale.map(Value::as_str) {
+        None | Some(Some("linear")) => {}
+        Some(Some("log")) => {
+            return Err(
+                "scale = \"log\" does not fit a count of CPUs: a cpuset is searched one CPU \
+                 at a time; leave scale out"
+                    .into(),
+            )
+        }
+        Some(_) => return Err("scale must be \"linear\" or \"log\"".into()),
+    }
+    Ok(KnobRange {
+        tenant: tenant.to_string(),
+        key: Knob::Cpuset.key().to_string(),
+        tight: lo as f64,
+        loose: hi as f64,
+        log: false,
+    })
+}
+
 impl TuneSettings {
     /// The settings of a plan, when its `settings` are a tune's.
     pub fn of(v: &serde_json::Value) -> Option<TuneSettings> {
@@ -412,5 +503,17 @@ impl TuneSettings {
             pool_variance: self.pool_variance,
             steps: None,
         }
+    }
+
+    /// The search's configuration for knob `ki`: [`TuneSettings::config`], on a lattice of
+    /// whole settings for a knob that has them ([`KnobRange::steps`]), to a resolution of
+    /// at least one of its steps.
+    pub fn config_for(&self, ki: usize) -> SearchConfig {
+        let mut c = self.config();
+        if let Some(n) = self.knobs[ki].steps() {
+            c.steps = Some(n);
+            c.resolution = c.resolution.max(1.0 / n as f64);
+        }
+        c
     }
 }
