@@ -517,3 +517,40 @@ impl TuneSettings {
         c
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(n: f64) -> KnobRange {
+        KnobRange {
+            tenant: "batch".into(),
+            key: "cpuset".into(),
+            tight: 1.0,
+            loose: n,
+            log: false,
+        }
+    }
+
+    #[test]
+    fn a_split_gives_the_highest_cpus_and_counts_its_list() {
+        let k = split(4.0);
+        let lists: Vec<String> = (1..=4).map(|c| k.text(c as f64)).collect();
+        assert_eq!(lists, ["3", "2-3", "1-3", "0-3"]);
+        assert_eq!(split(2.0).text(1.0), "1");
+        assert_eq!(split(2.0).text(2.0), "0-1");
+        // Between counts the nearer one; the grid's steps round to the four counts.
+        assert_eq!(k.text(2.4), "2-3");
+        let mut steps: Vec<String> = (0..=GRID).map(|g| k.value_text(g)).collect();
+        steps.dedup();
+        assert_eq!(steps, lists);
+        assert_eq!(k.steps(), Some(3));
+        let l = Limits::parse("cpuset=1-3").unwrap();
+        assert_eq!(knob_number(Knob::Cpuset, &l), Some(3.0));
+        let cpus = KnobRange {
+            key: "cpus".into(),
+            ..split(4.0)
+        };
+        assert_eq!((cpus.steps(), cpus.text(0.5)), (None, "0.50".to_string()));
+    }
+}
