@@ -819,5 +819,13 @@ mod tests {
         );
         let why = o.refusal(isobench_platform::k8s::KIND).unwrap();
         assert!(why.contains("`k8s` platform cannot change `cpus`"), "{why}");
+        // A CPU split changes in place on cgroup and oci; vm and k8s say why not.
+        let split: Overrides = serde_json::from_value(json!({"batch": {"cpuset": "1-3"}})).unwrap();
+        assert_eq!(split.refusal(isobench_platform::PlatformKind::CGROUP), None);
+        assert_eq!(split.refusal(isobench_platform::oci::KIND), None);
+        for kind in [isobench_platform::vm::KIND, isobench_platform::k8s::KIND] {
+            let why = split.refusal(kind).unwrap();
+            assert!(why.contains("cannot change `cpuset`"), "{why}");
+        }
     }
 }
