@@ -79,6 +79,9 @@ pub struct FakeScript {
     /// work (it burns the CPU it shares with the victim only that share of the time), as on
     /// one shared CPU.
     pub quota_scales_harm: bool,
+    /// A stressor in another tenant harms a probe only when their tenants' cpusets share a
+    /// CPU (a tenant without a cpuset runs on every CPU), as on CPUs shared or split.
+    pub cpuset_gates_harm: bool,
 }
 
 /// How fast a fake tenant's counters grow ([`FakeScript::usage`]), per second of fake time,
@@ -134,6 +137,7 @@ impl Default for FakeScript {
             effect_scale: 1.0,
             usage: false,
             quota_scales_harm: false,
+            cpuset_gates_harm: false,
         }
     }
 }
@@ -485,6 +489,20 @@ pub fn cpu_limit_share(cpus: Option<f64>, threads: u32) -> f64 {
     }
 }
 
+/// Whether two tenants' limits give them cpusets without a CPU in common.
+fn cpusets_apart(
+    a: Option<&isobench_platform::Limits>,
+    b: Option<&isobench_platform::Limits>,
+) -> bool {
+    match (
+        a.and_then(|l| l.cpuset.as_ref()),
+        b.and_then(|l| l.cpuset.as_ref()),
+    ) {
+        (Some(x), Some(y)) => !x.iter().any(|c| y.contains(c)),
+        _ => false,
+    }
+}
+
 fn base_value(probe: &str, metric: &str) -> f64 {
     let h = probe
         .bytes()
@@ -637,7 +655,10 @@ impl TenantDriver for FakeTenant {
                     } else {
                         1.0
                     };
-                    (!frozen).then(|| {
+                    let apart = st.script.cpuset_gates_harm
+                        && *tenant != home
+                        && cpusets_apart(st.limits.get(tenant), st.limits.get(&home));
+                    (!frozen && !apart).then(|| {
                         let e = (st.script.effect)(probe.class(), state.0, state.1);
                         own * if e > 0.0 {
                             e * st.script.effect_scale

@@ -707,7 +707,7 @@ impl<'a> Engine<'a> {
             name: a.stressor.clone(),
             intensity: a.intensity,
             params: a.params.clone(),
-            pin: t.pin.map(|_| t.cpus.clone()),
+            pin: t.pin.map(|_| self.plan.conditions[c].limits.cpus_of(t)),
             contained: self.plan.platform.capabilities().contains_aggressors,
             timeout: self.plan.trial.timeout,
         })

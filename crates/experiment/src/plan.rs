@@ -388,6 +388,15 @@ impl Overrides {
         self.0.is_empty()
     }
 
+    /// The CPUs tenant `t` runs on under these overrides: the cpuset they set for it, else
+    /// its planned CPUs (its stressor's workers pin to them).
+    pub fn cpus_of(&self, t: &PlannedTenant) -> Vec<usize> {
+        match self.0.get(&t.name).and_then(|o| o.set.cpuset.as_ref()) {
+            Some(set) => set.iter().map(|c| c as usize).collect(),
+            None => t.cpus.clone(),
+        }
+    }
+
     /// The first knob of these overrides that `platform` cannot change while a tenant
     /// lives, as `tenant T: why`.
     pub fn refusal(&self, platform: Platform) -> Option<String> {
@@ -754,7 +763,7 @@ mod tests {
     #[test]
     fn every_knob_reads_sets_lifts_and_writes_back_the_same() {
         let v = json!({
-            "cpus": 0.25, "shares": 512, "cpu_burst": "5ms", "memory": "1G",
+            "cpus": 0.25, "shares": 512, "cpu_burst": "5ms", "cpuset": "1", "memory": "1G",
             "memory_min": "64M", "memory_low": "128M", "memory_high": "768M", "swap": null,
             "pids": 32, "io_read_bps": "50M", "io_write_bps": null, "io_read_iops": 1000,
             "io_write_iops": 500, "io_weight": 300, "io_latency": "10ms"
@@ -774,9 +783,9 @@ mod tests {
 
     #[test]
     fn a_bad_knob_or_value_names_it_and_the_fix() {
-        let e = read(json!({"cpuset": "0"})).unwrap_err();
+        let e = read(json!({"mems": "0"})).unwrap_err();
         assert!(
-            e.contains("`cpuset` is not a knob a condition can change") && e.contains("memory_low"),
+            e.contains("`mems` is not a knob a condition can change") && e.contains("memory_low"),
             "{e}"
         );
         let e = read(json!({"memory": "lots"})).unwrap_err();
@@ -815,5 +824,13 @@ mod tests {
         );
         let why = o.refusal(isobench_platform::k8s::KIND).unwrap();
         assert!(why.contains("`k8s` platform cannot change `cpus`"), "{why}");
+        // A CPU split changes in place on cgroup and oci; vm and k8s say why not.
+        let split: Overrides = serde_json::from_value(json!({"batch": {"cpuset": "1-3"}})).unwrap();
+        assert_eq!(split.refusal(isobench_platform::PlatformKind::CGROUP), None);
+        assert_eq!(split.refusal(isobench_platform::oci::KIND), None);
+        for kind in [isobench_platform::vm::KIND, isobench_platform::k8s::KIND] {
+            let why = split.refusal(kind).unwrap();
+            assert!(why.contains("cannot change `cpuset`"), "{why}");
+        }
     }
 }

@@ -42,8 +42,13 @@ name = "cpu-int"
 "#;
 
 fn plan_of(text: &str) -> Plan {
+    plan_on(text, 2)
+}
+
+/// The plan of `text` on a synthetic host of `cpus` CPUs.
+fn plan_on(text: &str, cpus: usize) -> Plan {
     let sc = Scenario::parse(Source::new("kind.toml", text)).unwrap_or_else(|e| panic!("{e}"));
-    let host = HostView::synthetic(2, 8 << 30, true);
+    let host = HostView::synthetic(cpus, 8 << 30, true);
     Plan::resolve(&sc, &host, &PlanOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -77,7 +82,12 @@ fn run_in_store(text: &str) -> (Store, RunId) {
 
 /// [`run_in_store`] on a fake platform doing what `script` says.
 fn run_scripted(text: &str, script: FakeScript) -> (Store, RunId) {
-    let plan = plan_of(text);
+    run_on(text, 2, script)
+}
+
+/// [`run_scripted`] on a synthetic host of `cpus` CPUs.
+fn run_on(text: &str, cpus: usize, script: FakeScript) -> (Store, RunId) {
+    let plan = plan_on(text, cpus);
     let mut store = Store::open_in_memory().unwrap();
     let (mut backend, clock) = FakeBackend::new(plan.seed, script);
     let run = create_run(&mut store, &plan, text, "fake", serde_json::json!({}), 0).unwrap();
@@ -662,6 +672,144 @@ fn tune_reports_an_slo_that_holds_without_any_limit_as_exactly_that() {
     // there).
     let answer = quota_tune_answer(1, "[0.3, 1.0]");
     assert!(answer.contains("fails even at the tight end"), "{answer}");
+}
+
+#[test]
+fn tune_splits_the_cpus_and_keeps_the_aggressor_off_the_victims_cpu() {
+    // The victim is pinned to CPU 0; a count of k CPUs gives the aggressor CPUs 4-k..3, so
+    // only 4 (0-3) shares CPU 0, where the CPU hog costs the probe 23% of its rate.
+    let scenario = tune_scenario(
+        "slo_loss = 10\n\n[[tune.knob]]\ntenant = \"aggressor\"\nkey = \"cpuset\"\nrange = \
+         [1, 4]\n",
+    )
+    .replace(
+        "limits = { memory = \"512M\", pids = 128 }",
+        "limits = { memory = \"512M\", pids = 128, cpuset = \"0\" }",
+    );
+    let plan = plan_on(&scenario, 4);
+    let ids: Vec<&str> = plan.conditions.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "cpu@100+aggressor.cpuset=3",
+            "cpu@100+aggressor.cpuset=2-3",
+            "cpu@100+aggressor.cpuset=1-3",
+            "cpu@100+aggressor.cpuset=0-3"
+        ],
+        "one condition per count of CPUs"
+    );
+    let script = FakeScript {
+        cpuset_gates_harm: true,
+        ..FakeScript::default()
+    };
+    let (store, id) = run_on(&scenario, 4, script);
+    let loaded = store.load_run(&id).unwrap();
+    let r = analyze(&loaded);
+    let answer = &r.sections[0];
+    let row = answer.text_rows().remove(0);
+    let col = |name: &str| answer.columns.iter().position(|c| c.name == name).unwrap();
+    assert_eq!(row[col("answer")], "boundary", "{}", text(answer));
+    assert_eq!(row[col("recommended")], "1-3", "{}", text(answer));
+    assert_eq!(
+        row[col("boundary interval")],
+        "[1-3, 0-3]",
+        "{}",
+        text(answer)
+    );
+    // Every point visited is a whole count, each once.
+    let points = r.sections.iter().find(|s| s.id == "tune-points").unwrap();
+    let setting = points
+        .columns
+        .iter()
+        .position(|c| c.name == "setting")
+        .unwrap_or_else(|| panic!("{}", text(points)));
+    let seen: Vec<String> = points
+        .text_rows()
+        .iter()
+        .map(|r| r[setting].clone())
+        .collect();
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), seen.len(), "{}", text(points));
+    assert!(
+        seen.iter()
+            .all(|s| ["3", "2-3", "1-3", "0-3"].contains(&s.as_str())),
+        "{}",
+        text(points)
+    );
+    // How to apply it: systemd, docker and the cgroup file; Kubernetes cannot choose CPUs.
+    let apply = text(r.sections.iter().find(|s| s.id == "tune-apply").unwrap());
+    for line in [
+        "AllowedCPUs=1-3",
+        "--cpuset-cpus 1-3",
+        "echo 1-3 > /sys/fs/cgroup/GROUP/cpuset.cpus",
+        "static CPU manager policy",
+    ] {
+        assert!(apply.contains(line), "{line}: {apply}");
+    }
+}
+
+#[test]
+fn a_cpuset_knob_counts_whole_cpus_of_an_aggressor_on_a_linear_scale() {
+    let knob = |tenant: &str, range: &str, scale: &str| {
+        tune_scenario(&format!(
+            "slo_loss = 5\n[[tune.knob]]\ntenant = \"{tenant}\"\nkey = \"cpuset\"\nrange = \
+             {range}\n{scale}"
+        ))
+    };
+    for (scenario, problem) in [
+        (
+            knob("aggressor", "[\"0\", \"0-1\"]", ""),
+            "not a count of CPUs",
+        ),
+        (knob("aggressor", "[0, 2]", ""), "not a count of CPUs"),
+        (knob("aggressor", "[1.5, 2]", ""), "not a count of CPUs"),
+        (knob("aggressor", "[2, 2]", ""), "two different counts"),
+        (
+            knob("aggressor", "[1, 2]", "scale = \"log\"\n"),
+            "does not fit a count",
+        ),
+        (knob("victim", "[1, 2]", ""), "searched on an aggressor"),
+    ] {
+        let err = Scenario::parse(Source::new("kind.toml", &scenario))
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {scenario}"))
+            .to_string();
+        assert!(
+            err.contains("tune.knob[0]") && err.contains(problem),
+            "{problem}: {err}"
+        );
+    }
+    // The command line's ends are strings: whole numbers there count CPUs too.
+    plan_of(&knob("aggressor", "[\"1\", \"2\"]", ""));
+    let plan = plan_of(&knob("aggressor", "[2, 1]", "scale = \"linear\"\n"));
+    let set = isobench_experiment::kinds::tune::TuneSettings::of(&plan.settings).unwrap();
+    let k = &set.knobs[0];
+    assert_eq!((k.tight, k.loose, k.log), (1.0, 2.0, false));
+    assert_eq!(
+        (
+            k.value_text(0),
+            k.value_text(isobench_experiment::kinds::tune::GRID)
+        ),
+        ("1".to_string(), "0-1".to_string())
+    );
+    // The search's resolution is one CPU at least, on whole counts.
+    let c = set.config_for(0);
+    assert_eq!((c.steps, c.resolution), (Some(1), 1.0));
+    // A split of more CPUs than the host has is refused at plan time.
+    let sc = Scenario::parse(Source::new("kind.toml", knob("aggressor", "[1, 4]", ""))).unwrap();
+    let e = Plan::resolve(
+        &sc,
+        &HostView::synthetic(2, 8 << 30, true),
+        &PlanOptions::default(),
+    )
+    .expect_err("CPUs 2-3 are not on the host")
+    .to_string();
+    assert!(
+        e.contains("aggressor.cpuset splits CPUs 0..N-1") && e.contains("not online"),
+        "{e}"
+    );
 }
 
 #[test]

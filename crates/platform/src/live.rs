@@ -5,8 +5,9 @@
 //!
 //! An experiment puts the same tenants under several isolation settings one after the other
 //! (no limits, a CPU quota, a memory protection, an I/O weight) and a tuning search moves one
-//! knob between trials; neither restarts a tenant, so the knobs change in place and are read
-//! back at once ([`crate::Tenant::update_limits`]).
+//! knob between trials (a quota, or the split of the CPUs between tenants); neither restarts
+//! a tenant, so the knobs change in place and are read back at once
+//! ([`crate::Tenant::update_limits`]).
 
 use std::fmt;
 
@@ -15,9 +16,9 @@ use serde::{Serialize, Serializer};
 use crate::limits::{CpuWeight, Limits};
 
 /// One isolation knob that can change while a tenant lives. Each is one field of
-/// [`Limits`]; its key is the limit key (`cpus`, `memory_low`, ...). The cpuset, memory nodes,
-/// partition and network rates are not knobs here: a tenant's probes are pinned to its
-/// planned CPUs, and its network shaper is set up with it.
+/// [`Limits`]; its key is the limit key (`cpus`, `memory_low`, ...). The memory nodes, the
+/// cpuset partition and network rates are not knobs here: a partition is made with the
+/// tenant, and its network shaper is set up with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Knob {
     /// CPU quota (`cpus`): v1 `cpu.cfs_quota_us`, v2 `cpu.max`.
@@ -27,6 +28,11 @@ pub enum Knob {
     CpuWeight,
     /// CPU burst (`cpu_burst`): v1 `cpu.cfs_burst_us`, v2 `cpu.max.burst`.
     CpuBurst,
+    /// The CPUs the tenant may run on (`cpuset`, a CPU list such as `0-1`): `cpuset.cpus`.
+    /// The kernel moves the tenant's tasks off the CPUs taken away at once (on v1 too); a
+    /// thread that pinned itself may keep its own affinity within the new list (newer
+    /// kernels keep what a thread asked for where the list allows).
+    Cpuset,
     /// Memory limit (`memory`): v1 `memory.limit_in_bytes`, v2 `memory.max`.
     Memory,
     /// Hard reclaim protection (`memory_min`): v2 `memory.min`.
@@ -56,10 +62,11 @@ pub enum Knob {
 
 impl Knob {
     /// Every knob, in [`crate::limits::LIMIT_KEYS`] order.
-    pub const ALL: [Knob; 15] = [
+    pub const ALL: [Knob; 16] = [
         Knob::Cpus,
         Knob::CpuBurst,
         Knob::CpuWeight,
+        Knob::Cpuset,
         Knob::Memory,
         Knob::MemoryMin,
         Knob::MemoryLow,
@@ -80,6 +87,7 @@ impl Knob {
             Knob::Cpus => "cpus",
             Knob::CpuWeight => "weight",
             Knob::CpuBurst => "cpu_burst",
+            Knob::Cpuset => "cpuset",
             Knob::Memory => "memory",
             Knob::MemoryMin => "memory_min",
             Knob::MemoryLow => "memory_low",
@@ -96,7 +104,7 @@ impl Knob {
     }
 
     /// The knob of limit key `key` (`shares` and `weight` are both the CPU weight); `None`
-    /// for a key that is not a live knob (`cpuset`, `net_rate`, ...) or no key at all.
+    /// for a key that is not a live knob (`mems`, `net_rate`, ...) or no key at all.
     pub fn from_key(key: &str) -> Option<Knob> {
         match key {
             "shares" => Some(Knob::CpuWeight),
@@ -114,6 +122,7 @@ impl Knob {
             Knob::Cpus => l.cpus.is_some(),
             Knob::CpuWeight => l.cpu_weight.is_some(),
             Knob::CpuBurst => l.cpu_burst.is_some(),
+            Knob::Cpuset => l.cpuset.is_some(),
             Knob::Memory => l.memory.is_some(),
             Knob::MemoryMin => l.memory_min.is_some(),
             Knob::MemoryLow => l.memory_low.is_some(),
@@ -135,6 +144,7 @@ impl Knob {
             Knob::Cpus => to.cpus = from.cpus,
             Knob::CpuWeight => to.cpu_weight = from.cpu_weight,
             Knob::CpuBurst => to.cpu_burst = from.cpu_burst,
+            Knob::Cpuset => to.cpuset = from.cpuset.clone(),
             Knob::Memory => to.memory = from.memory,
             Knob::MemoryMin => to.memory_min = from.memory_min,
             Knob::MemoryLow => to.memory_low = from.memory_low,
@@ -156,7 +166,8 @@ impl Knob {
     }
 
     /// This knob's value in `l` as a JSON value, in the limit syntax (`"512M"`, `0.5`,
-    /// `"weight=50"` written as `50`), or `null` when `l` does not set it.
+    /// `"weight=50"` written as `50`, a CPU list as a string: `"1"`, `"0-1"`), or `null`
+    /// when `l` does not set it.
     pub fn json(self, l: &Limits) -> serde_json::Value {
         use serde_json::Value;
         if !self.is_set(l) {
@@ -164,6 +175,9 @@ impl Knob {
         }
         if let (Knob::Cpus, Some(c)) = (self, l.cpus) {
             return serde_json::json!(c);
+        }
+        if let (Knob::Cpuset, Some(s)) = (self, &l.cpuset) {
+            return Value::String(s.to_string());
         }
         if let (Knob::CpuWeight, Some(w)) = (self, l.cpu_weight) {
             return serde_json::json!(match w {
@@ -366,8 +380,8 @@ impl LimitChanges {
         self.knobs().is_empty() && self.set.is_empty()
     }
 
-    /// Refuses a change of what is not a live knob (the cpuset, memory nodes, the
-    /// partition, network rates) or a knob both set and lifted.
+    /// Refuses a change of what is not a live knob (memory nodes, the cpuset partition,
+    /// network rates) or a knob both set and lifted.
     pub fn check(&self) -> Result<(), String> {
         let mut rest = self.set.clone();
         for k in Knob::ALL {
@@ -375,8 +389,8 @@ impl LimitChanges {
         }
         if !rest.is_empty() {
             return Err(format!(
-                "`{rest}` cannot change while a tenant lives (a tenant's probes are pinned \
-                 to its planned CPUs and its network is shaped when it is made); the knobs \
+                "`{rest}` cannot change while a tenant lives (its memory nodes and cpuset \
+                 partition are made with it and its network is shaped then); the knobs \
                  that can: {}",
                 KnobSet::ALL.keys()
             ));
@@ -461,7 +475,8 @@ mod tests {
             assert_eq!(Knob::from_key(k.key()), Some(k));
         }
         assert_eq!(Knob::from_key("shares"), Some(Knob::CpuWeight));
-        assert_eq!(Knob::from_key("cpuset"), None);
+        assert_eq!(Knob::from_key("cpuset"), Some(Knob::Cpuset));
+        assert_eq!(Knob::from_key("mems"), None);
         assert_eq!(KnobSet::ALL.iter().count(), Knob::ALL.len());
     }
 
@@ -473,7 +488,7 @@ mod tests {
         );
         assert_eq!(
             KnobSet::set_in(&all).keys(),
-            "cpus, weight, memory, memory_low, pids, io_read_bps, io_weight"
+            "cpus, weight, cpuset, memory, memory_low, pids, io_read_bps, io_weight"
         );
         let mut x = Limits::default();
         Knob::MemoryLow.copy(&all, &mut x);
@@ -512,15 +527,40 @@ mod tests {
     }
 
     #[test]
+    fn a_cpuset_is_a_live_knob_written_as_its_list_and_restored_or_lifted() {
+        let planned = l("cpuset=0,memory=1G");
+        let change = LimitChanges {
+            set: l("cpuset=1"),
+            lift: KnobSet::NONE,
+        };
+        change.check().unwrap();
+        assert_eq!(change.applied_to(&planned), l("cpuset=1,memory=1G"));
+        assert_eq!(change.to_json(), serde_json::json!({"cpuset": "1"}));
+        assert_eq!(
+            LimitChanges {
+                set: l("cpuset=0-1"),
+                lift: KnobSet::NONE
+            }
+            .to_json(),
+            serde_json::json!({"cpuset": "0-1"})
+        );
+        assert_eq!(change.restoring(&planned).set, l("cpuset=0"));
+        // Without a planned cpuset, the restore lifts it (the parent's CPUs).
+        let back = change.restoring(&l("memory=1G"));
+        assert_eq!(back.lift.keys(), "cpuset");
+        assert_eq!(back.to_string(), "cpuset=default");
+    }
+
+    #[test]
     fn what_is_not_a_live_knob_is_refused_with_the_reason() {
         let e = LimitChanges {
-            set: l("cpuset=0,cpus=1"),
+            set: l("mems=0,cpus=1"),
             lift: KnobSet::NONE,
         }
         .check()
         .unwrap_err();
         assert!(
-            e.contains("`cpuset=0` cannot change while a tenant lives"),
+            e.contains("`mems=0` cannot change while a tenant lives"),
             "{e}"
         );
         let e = LimitChanges {

@@ -587,10 +587,16 @@ pub(crate) fn spawn_agent(
     AgentConnection::stdio(child)
 }
 
-/// Refuses a CPU quota larger than the tenant's cpuset: the kernel would take it, and the
-/// tenant could never use it.
+/// Refuses a CPU quota larger than the tenant's cpuset (as planned, or as the change sets
+/// it): the kernel would take it, and the tenant could never use it.
 pub(crate) fn check_cpus_in_cpuset(info: &TenantInfo, changes: &LimitChanges) -> Result<()> {
-    if let (Some(c), Some(set)) = (changes.set.cpus, &info.limits.cpuset) {
+    let cpuset = changes
+        .set
+        .cpuset
+        .as_ref()
+        .or(info.limits.cpuset.as_ref())
+        .filter(|_| !changes.lift.contains(crate::Knob::Cpuset));
+    if let (Some(c), Some(set)) = (changes.set.cpus, cpuset) {
         if c > set.len() as f64 + 1e-9 {
             bail!(
                 "tenant {}: a CPU limit of {c} CPUs is more than the {} CPU(s) of its cpuset \

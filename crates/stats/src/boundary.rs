@@ -50,6 +50,12 @@
 //! the tight end, is reported as exactly that: no boundary is invented. So is a search whose
 //! every verdict is at the edge.
 //!
+//! A knob with whole settings only (a count of CPUs) is searched on a lattice
+//! ([`SearchConfig::steps`]): every position visited is a multiple of `1/steps`, by plain
+//! bisection (the fitted line and the secant steps are left out: their crossing falls
+//! between settings no one can make, and a figure of whole settings is often a step), and
+//! a search whose point that holds and point that fails are neighbours is done.
+//!
 //! The search does no measuring and keeps no clock: [`BoundarySearch::step`] says which
 //! position to measure, [`BoundarySearch::record`] takes each trial's figure.
 
@@ -83,6 +89,13 @@ pub struct SearchConfig {
     /// figures alone. Right when the noise is about the same along the knob.
     #[serde(default = "pool_variance_default")]
     pub pool_variance: bool,
+    /// For a knob of whole settings: the range's number of steps between them (a count of
+    /// CPUs from 1 to N is N - 1 steps). Every position visited is then a multiple of
+    /// `1/steps`, the search ends when the point that holds and the point that fails are
+    /// neighbours, and `resolution` should be at least `1/steps`; the search bisects only.
+    /// `None`: any position.
+    #[serde(default)]
+    pub steps: Option<usize>,
 }
 
 fn pool_variance_default() -> bool {
@@ -112,6 +125,7 @@ impl Default for SearchConfig {
             max_trials: 24,
             level: 0.95,
             pool_variance: pool_variance_default(),
+            steps: None,
         }
     }
 }
@@ -212,11 +226,20 @@ impl BoundarySearch {
         if !c.bound.is_finite() {
             return Err(invalid("bound", c.bound, "a finite number"));
         }
-        if !(c.resolution > 0.0 && c.resolution < 1.0) {
+        // A lattice of one step has nothing between its ends: a resolution of the whole range.
+        let widest = if c.steps == Some(1) { 1.0 } else { 0.0 };
+        if !(c.resolution > 0.0 && (c.resolution < 1.0 || c.resolution <= widest)) {
             return Err(invalid(
                 "resolution",
                 c.resolution,
                 "a fraction of the range between 0 and 1",
+            ));
+        }
+        if c.steps == Some(0) {
+            return Err(invalid(
+                "steps",
+                0,
+                "at least 1 step between whole settings",
             ));
         }
         if c.min_trials < 2 {
@@ -342,8 +365,33 @@ impl BoundarySearch {
     }
 
     /// The next position to visit and whether it gets one look only, or the outcome when
-    /// there is none.
+    /// there is none; on a lattice ([`SearchConfig::steps`]) the free lattice point inside
+    /// the bracket nearest the position planned, or the outcome when none is free.
     fn plan(&self) -> Result<(f64, bool), Outcome> {
+        let (p, aimed) = self.plan_anywhere()?;
+        let Some(n) = self.config.steps else {
+            return Ok((p, aimed));
+        };
+        let at = |k: usize| k as f64 / n as f64;
+        let holds = self.loosest(Verdict::Holds);
+        let (lo, hi) = (
+            holds.unwrap_or(0.0),
+            self.tightest(Verdict::Fails).unwrap_or(1.0),
+        );
+        let visited = |k: usize| {
+            self.visited
+                .iter()
+                .any(|v| (v.position * n as f64).round() as usize == k)
+        };
+        (0..=n)
+            .filter(|&k| at(k) >= lo && at(k) <= hi && !visited(k))
+            .min_by(|&a, &b| (at(a) - p).abs().total_cmp(&(at(b) - p).abs()))
+            .map(|k| (at(k), false))
+            .ok_or_else(|| self.boundary(lo, hi, holds, None))
+    }
+
+    /// [`plan`](Self::plan) for a knob whose every position can be set.
+    fn plan_anywhere(&self) -> Result<(f64, bool), Outcome> {
         let verdict_at = |p: f64| {
             self.visited
                 .iter()
@@ -365,7 +413,7 @@ impl BoundarySearch {
         let lo = holds.unwrap_or(0.0);
         let hi = self.tightest(Verdict::Fails).unwrap_or(1.0);
         let resolution = self.config.resolution;
-        let fit = (hi - lo <= FIT_SPAN * resolution)
+        let fit = (hi - lo <= FIT_SPAN * resolution && self.config.steps.is_none())
             .then(|| self.crossing(lo, hi))
             .flatten();
         let outcome = || self.boundary(lo, hi, holds, fit);
@@ -388,7 +436,10 @@ impl BoundarySearch {
                 .then(|| self.interpolated(lo, hi))
                 .flatten()
         };
-        let aim = fit.map(|f| f.estimate).or_else(third);
+        let aim = fit
+            .map(|f| f.estimate)
+            .or_else(third)
+            .filter(|_| self.config.steps.is_none());
         if let Some(p) = aim.filter(|&p| p > lo && p < hi) {
             let spent: usize = self
                 .aimed
@@ -412,7 +463,10 @@ impl BoundarySearch {
                     .any(|v| (v.position - p).abs() < resolution / 8.0)
         };
         let reach = 0.45 * FIT_SPAN * resolution;
-        if let Some(x) = self.interpolated(lo, hi) {
+        let secant = self
+            .interpolated(lo, hi)
+            .filter(|_| self.config.steps.is_none());
+        if let Some(x) = secant {
             // The side that cuts more off [lo, hi] first: taking the same side each time
             // would creep towards a crossing the interpolation misplaces (regula falsi's
             // stall).
@@ -570,7 +624,8 @@ impl BoundarySearch {
                 holds
             },
             estimate: estimate.clamp(low, high),
-            resolved: high - low <= self.config.resolution,
+            // Lattice positions k/n differ by a hair from their exact spacing.
+            resolved: high - low <= self.config.resolution * (1.0 + 1e-9),
         }
     }
 
@@ -1125,5 +1180,68 @@ mod tests {
         assert!(s.record(1.0).is_err(), "record before step");
         s.step();
         assert!(s.record(f64::INFINITY).is_err());
+    }
+
+    /// A search on a lattice of `steps` against a figure of 5 up to `holds_to` and 15 past
+    /// it (bound 10): the outcome and every position visited.
+    fn lattice_search(steps: usize, holds_to: f64) -> (Outcome, Vec<f64>) {
+        let c = SearchConfig {
+            steps: Some(steps),
+            ..SearchConfig::new(10.0, Direction::Lower, 1.0 / steps as f64)
+        };
+        let mut s = BoundarySearch::new(c).unwrap();
+        let mut n = 0;
+        loop {
+            match s.step() {
+                Step::Measure(p) => {
+                    n += 1;
+                    let wobble = if n % 2 == 0 { 0.1 } else { -0.1 };
+                    let f = if p <= holds_to + 1e-9 { 5.0 } else { 15.0 };
+                    s.record(f + wobble).unwrap();
+                }
+                Step::Done(o) => {
+                    return (o, s.visited().iter().map(|v| v.position).collect());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_lattice_search_visits_whole_steps_and_ends_between_neighbours() {
+        for (steps, holds_to) in [(3, 1.0 / 3.0), (7, 4.0 / 7.0), (7, 0.0), (1, 0.0)] {
+            let (o, seen) = lattice_search(steps, holds_to);
+            let case = format!("{steps} steps, holds to {holds_to}: {o:?} {seen:?}");
+            for p in &seen {
+                let k = p * steps as f64;
+                assert!((k - k.round()).abs() < 1e-9, "{case}");
+            }
+            match o {
+                Outcome::Boundary {
+                    low,
+                    high,
+                    recommended,
+                    resolved,
+                    ..
+                } => {
+                    assert!((low - holds_to).abs() < 1e-9, "{case}");
+                    assert!(
+                        (high - holds_to - 1.0 / steps as f64).abs() < 1e-9,
+                        "{case}"
+                    );
+                    assert_eq!(recommended, Some(low), "{case}");
+                    assert!(resolved, "{case}");
+                }
+                _ => panic!("{case}"),
+            }
+            // No position twice, and no more than a bisection needs.
+            let mut sorted = seen.clone();
+            sorted.sort_by(f64::total_cmp);
+            sorted.dedup();
+            assert_eq!(sorted.len(), seen.len(), "{case}");
+            assert!(
+                seen.len() <= 2 + (steps as f64).log2().ceil() as usize,
+                "{case}"
+            );
+        }
     }
 }

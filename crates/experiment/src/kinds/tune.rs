@@ -103,6 +103,22 @@ impl ExperimentKind for Tune {
                 ));
                 continue;
             }
+            // A split's loosest list names CPUs 0..N-1: each must be on the host.
+            let loosest = &overrides(GRID)[&k.tenant].set;
+            if let (true, Err(e)) = (
+                k.knob() == isobench_platform::Knob::Cpuset,
+                loosest.validate(&r.host().info),
+            ) {
+                let sc = r.scenario();
+                r.error(sc.source.error(
+                    Span::default(),
+                    "tune.knob",
+                    format!("{} splits CPUs 0..N-1 of its range: {e}", k.name()),
+                    "range = [1, N] with N at most the host's CPUs",
+                    "count no more CPUs than the host has",
+                ));
+                continue;
+            }
             for c in &base {
                 for g in 0..=GRID {
                     let id = point_id(&c.id, k, g);
@@ -156,13 +172,16 @@ impl ExperimentKind for Tune {
         let Some(set) = TuneSettings::of(&plan.settings) else {
             return matrix::schedule::estimate(plan);
         };
-        let searches = searches_of(&set, plan).len();
-        let points = 2 + (1.0 / set.resolution).log2().ceil() as usize;
+        // Each search's points, at its own knob's resolution (a cpuset's is whole CPUs).
+        let points: usize = searches_of(&set, plan)
+            .iter()
+            .map(|(_, ki)| 2 + (1.0 / set.config_for(*ki).resolution).log2().ceil() as usize)
+            .sum();
         let per_trial = plan.trial.duration.as_secs_f64()
             + plan.trial.warmup.as_secs_f64()
             + matrix::schedule::TRIAL_OVERHEAD_S;
         // A pair of trials per figure: the contended one and its baseline.
-        let trials = |n: usize| (searches * points * n * 2) as u32;
+        let trials = |n: usize| (points * n * 2) as u32;
         Estimate {
             trials_per_round: trials(1),
             trials_min: trials(set.min_trials),
@@ -398,7 +417,7 @@ fn search_one(
     usable: &dyn Fn(&TrialRecord) -> bool,
 ) -> Search {
     let k = &set.knobs[ki];
-    let mut search = BoundarySearch::new(set.config()).expect("settings checked when read");
+    let mut search = BoundarySearch::new(set.config_for(ki)).expect("settings checked when read");
     // By condition: grid steps that round to one setting share its trials, each figure
     // used once.
     let mut figures: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -719,8 +738,8 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
                     g,
                     format!(
                         "[{}, {}]",
-                        settings::value_text(k.knob(), setting_at(k, *low)),
-                        settings::value_text(k.knob(), setting_at(k, *high))
+                        k.text(setting_at(k, *low)),
+                        k.text(setting_at(k, *high))
                     ),
                     g.map_or(Value::Empty, |g| match at(g) {
                         Some(p) => mean_interval(&p.figures, set.level),
@@ -923,7 +942,7 @@ fn frontier_sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> {
 fn unit_of(k: &KnobRange) -> &'static str {
     use isobench_platform::Knob;
     match k.knob() {
-        Knob::Cpus => "CPUs",
+        Knob::Cpus | Knob::Cpuset => "CPUs",
         Knob::CpuWeight | Knob::IoWeight => "",
         Knob::CpuBurst | Knob::IoLatency => "us",
         Knob::Memory | Knob::MemoryMin | Knob::MemoryLow | Knob::MemoryHigh | Knob::Swap => "B",

@@ -66,8 +66,8 @@ pub const CAPS: Capabilities = Capabilities {
     live_cpu_limit: true,
     live_knobs: crate::LiveKnobs {
         knobs: tenant::UPDATE_KNOBS,
-        why_not: "`docker update` has flags only for the CPU quota and weight, memory (with \
-                  swap), --memory-reservation (memory_low), the pids limit and the blkio \
+        why_not: "`docker update` has flags only for the CPU quota, weight and cpuset, memory \
+                  (with swap), --memory-reservation (memory_low), the pids limit and the blkio \
                   weight; use the `cgroup` platform for the others",
     },
     own_network: true,

@@ -29,11 +29,12 @@ pub const RUN_LABEL: &str = "isobench.run";
 pub const TENANT_LABEL: &str = "isobench.tenant";
 
 /// The knobs `docker update` and `podman update` both have a flag for: `--cpus`,
-/// `--cpu-shares`, `--memory` with `--memory-swap`, `--memory-reservation` (memory_low),
+/// `--cpu-shares`, `--cpuset-cpus`, `--memory` with `--memory-swap`, `--memory-reservation` (memory_low),
 /// `--pids-limit` and `--blkio-weight`. (Only podman's has `--device-*-bps`.)
 pub(crate) const UPDATE_KNOBS: KnobSet = KnobSet::of(&[
     Knob::Cpus,
     Knob::CpuWeight,
+    Knob::Cpuset,
     Knob::Memory,
     Knob::MemoryLow,
     Knob::Swap,
@@ -56,6 +57,9 @@ pub(crate) fn update_args(changes: &LimitChanges, now: &Limits) -> Result<Vec<St
     }
     if let Some(w) = changes.set.cpu_weight {
         flag("--cpu-shares", w.as_shares().to_string());
+    }
+    if let Some(s) = &changes.set.cpuset {
+        flag("--cpuset-cpus", s.to_string());
     }
     if set.contains(Knob::Memory) || set.contains(Knob::Swap) {
         let Some(m) = target.memory else {
@@ -216,12 +220,15 @@ mod tests {
     fn a_change_becomes_the_engines_update_flags() {
         let now = l("cpus=1,memory=1G,swap=64M,pids=64");
         let c = LimitChanges {
-            set: l("cpus=0.5,shares=512,memory=512M,memory_low=256M,pids=32,io_weight=200"),
+            set: l(
+                "cpus=0.5,shares=512,cpuset=0-1,memory=512M,memory_low=256M,pids=32,\
+                    io_weight=200",
+            ),
             lift: KnobSet::NONE,
         };
         assert_eq!(
             update_args(&c, &now).unwrap().join(" "),
-            "--cpus 0.5 --cpu-shares 512 --memory 536870912 --memory-swap 603979776 \
+            "--cpus 0.5 --cpu-shares 512 --cpuset-cpus 0-1 --memory 536870912 --memory-swap 603979776 \
              --memory-reservation 268435456 --pids-limit 32 --blkio-weight 200"
         );
         // Swap alone follows the memory in force; a lift is no flag.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use isobench_common::Direction;
-use isobench_platform::{Knob, Limits};
+use isobench_platform::{CpuList, Knob, Limits};
 use isobench_stats::SearchConfig;
 
 use serde::{Deserialize, Serialize};
@@ -115,6 +115,13 @@ impl Slo {
 }
 
 /// One knob searched: a tenant's limit key between a tight and a loose setting.
+///
+/// A `cpuset` knob is a split of the CPUs: its range counts the CPUs given to the tenant
+/// (`range = [1, N]`, whole numbers), and a count of k gives it the k highest-numbered of
+/// CPUs 0..N-1, the list `N-k`..`N-1` (with N = 2: 1 is `1`, 2 is `0-1`). With the victim
+/// pinned to CPU 0 by its own planned cpuset (which stays as planned), a small count keeps
+/// the aggressor off the victim's CPU and N shares it. Its settings are whole CPUs: the
+/// search visits whole counts only, to a resolution of at least one CPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KnobRange {
     /// The tenant whose knob moves.
@@ -146,9 +153,29 @@ impl KnobRange {
         round_for(self.knob(), v)
     }
 
-    /// The setting at grid step `g` in the limit syntax (`0.55`, `41943040`, `5000us`).
+    /// The setting at grid step `g` in the limit syntax (`0.55`, `41943040`, `5000us`, a
+    /// CPU list `1-3` for a cpuset).
     pub fn value_text(&self, g: usize) -> String {
-        value_text(self.knob(), self.setting(g))
+        self.text(self.setting(g))
+    }
+
+    /// A setting `v` (in the knob's number, [`knob_number`]) in the limit syntax: a count of
+    /// CPUs as its list for a cpuset (see the type's docs).
+    pub fn text(&self, v: f64) -> String {
+        match self.knob() {
+            Knob::Cpuset => {
+                let n = self.tight.max(self.loose) as u32;
+                let k = (v.round() as u32).clamp(1, n);
+                CpuList::from_cpus(n - k..n).to_string()
+            }
+            k => value_text(k, v),
+        }
+    }
+
+    /// For a knob of whole settings (a count of CPUs), the number of steps between them
+    /// across the range; `None` for a knob set anywhere in its range.
+    pub fn steps(&self) -> Option<usize> {
+        (self.knob() == Knob::Cpuset).then(|| (self.tight - self.loose).abs().round() as usize)
     }
 
     /// `tenant.key`.
@@ -157,8 +184,8 @@ impl KnobRange {
     }
 }
 
-/// A knob's value as the limit syntax takes it.
-pub fn value_text(k: Knob, v: f64) -> String {
+/// A knob's value as the limit syntax takes it (a cpuset's needs its range: [`KnobRange::text`]).
+fn value_text(k: Knob, v: f64) -> String {
     match k {
         Knob::Cpus => format!("{v:.2}"),
         Knob::CpuBurst | Knob::IoLatency => format!("{v:.0}us"),
@@ -175,14 +202,15 @@ fn round_for(k: Knob, v: f64) -> f64 {
     }
 }
 
-/// The number a knob's value is searched in: CPUs, bytes, bytes/s, operations/s, the
-/// weight, microseconds, processes.
+/// The number a knob's value is searched in: CPUs (a quota, or a cpuset's count of CPUs),
+/// bytes, bytes/s, operations/s, the weight, microseconds, processes.
 pub fn knob_number(k: Knob, l: &Limits) -> Option<f64> {
     let u = |x: Option<u64>| x.map(|n| n as f64);
     match k {
         Knob::Cpus => l.cpus,
         Knob::CpuWeight => l.cpu_weight.map(|w| w.as_weight() as f64),
         Knob::CpuBurst => u(l.cpu_burst),
+        Knob::Cpuset => l.cpuset.as_ref().map(|s| s.len() as f64),
         Knob::Memory => u(l.memory),
         Knob::MemoryMin => u(l.memory_min),
         Knob::MemoryLow => u(l.memory_low),
@@ -451,6 +479,9 @@ fn knob_range(item: &Value, sc: &Scenario) -> Result<KnobRange, String> {
         Some(a) if a.len() == 2 => a,
         _ => return Err("range must be [tight, loose]: two values".into()),
     };
+    if knob == Knob::Cpuset {
+        return cpu_split(tenant, spec.role, ends, t.get("scale"));
+    }
     let mut nums = [0.0; 2];
     for (n, v) in nums.iter_mut().zip(ends) {
         let text = match v {
@@ -486,6 +517,67 @@ fn knob_range(item: &Value, sc: &Scenario) -> Result<KnobRange, String> {
     })
 }
 
+/// Most CPUs a split counts: each count must be a step of the grid of its own.
+const MOST_SPLIT_CPUS: i64 = GRID as i64;
+
+/// A `cpuset` knob: a split of CPUs 0..N-1 counted from `range = [1, N]` (see
+/// [`KnobRange`]), or what is wrong with it.
+fn cpu_split(
+    tenant: &str,
+    role: Role,
+    ends: &[Value],
+    scale: Option<&Value>,
+) -> Result<KnobRange, String> {
+    if role == Role::Victim {
+        return Err(format!(
+            "`cpuset` splits the CPUs away from the victim, so it is searched on an aggressor; \
+             {tenant} is the victim: give it its own cpuset in its limits (cpuset = \"0\") and \
+             search the aggressor's"
+        ));
+    }
+    let mut counts = [0; 2];
+    for (n, v) in counts.iter_mut().zip(ends) {
+        // `isobench tune --knob` writes its ends as strings: a whole number there counts too.
+        let count = match v {
+            Value::Integer(i) => Some(*i),
+            Value::String(s) if s.bytes().all(|b| b.is_ascii_digit()) => s.parse().ok(),
+            _ => None,
+        };
+        *n = match count {
+            Some(i) if (1..=MOST_SPLIT_CPUS).contains(&i) => i,
+            _ => {
+                return Err(format!(
+                    "range value {v} is not a count of CPUs: a cpuset range counts the CPUs \
+                     given to the tenant, whole numbers from 1 to {MOST_SPLIT_CPUS} (range = \
+                     [1, 2] splits CPUs 0-1), not CPU lists"
+                ));
+            }
+        };
+    }
+    let (lo, hi) = (counts[0].min(counts[1]), counts[0].max(counts[1]));
+    if lo == hi {
+        return Err("range must span two different counts of CPUs".into());
+    }
+    match scale.map(Value::as_str) {
+        None | Some(Some("linear")) => {}
+        Some(Some("log")) => {
+            return Err(
+                "scale = \"log\" does not fit a count of CPUs: a cpuset is searched one CPU \
+                 at a time; leave scale out"
+                    .into(),
+            )
+        }
+        Some(_) => return Err("scale must be \"linear\" or \"log\"".into()),
+    }
+    Ok(KnobRange {
+        tenant: tenant.to_string(),
+        key: Knob::Cpuset.key().to_string(),
+        tight: lo as f64,
+        loose: hi as f64,
+        log: false,
+    })
+}
+
 impl TuneSettings {
     /// The windows the victim's probe records in each trial: the isol% SLO's, else none.
     pub fn window(&self) -> Option<Duration> {
@@ -516,6 +608,56 @@ impl TuneSettings {
             max_trials: self.max_trials,
             level: self.level,
             pool_variance: self.pool_variance,
+            steps: None,
         }
+    }
+
+    /// The search's configuration for knob `ki`: [`TuneSettings::config`], on a lattice of
+    /// whole settings for a knob that has them ([`KnobRange::steps`]), to a resolution of
+    /// at least one of its steps.
+    pub fn config_for(&self, ki: usize) -> SearchConfig {
+        let mut c = self.config();
+        if let Some(n) = self.knobs[ki].steps() {
+            c.steps = Some(n);
+            c.resolution = c.resolution.max(1.0 / n as f64);
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(n: f64) -> KnobRange {
+        KnobRange {
+            tenant: "batch".into(),
+            key: "cpuset".into(),
+            tight: 1.0,
+            loose: n,
+            log: false,
+        }
+    }
+
+    #[test]
+    fn a_split_gives_the_highest_cpus_and_counts_its_list() {
+        let k = split(4.0);
+        let lists: Vec<String> = (1..=4).map(|c| k.text(c as f64)).collect();
+        assert_eq!(lists, ["3", "2-3", "1-3", "0-3"]);
+        assert_eq!(split(2.0).text(1.0), "1");
+        assert_eq!(split(2.0).text(2.0), "0-1");
+        // Between counts the nearer one; the grid's steps round to the four counts.
+        assert_eq!(k.text(2.4), "2-3");
+        let mut steps: Vec<String> = (0..=GRID).map(|g| k.value_text(g)).collect();
+        steps.dedup();
+        assert_eq!(steps, lists);
+        assert_eq!(k.steps(), Some(3));
+        let l = Limits::parse("cpuset=1-3").unwrap();
+        assert_eq!(knob_number(Knob::Cpuset, &l), Some(3.0));
+        let cpus = KnobRange {
+            key: "cpus".into(),
+            ..split(4.0)
+        };
+        assert_eq!((cpus.steps(), cpus.text(0.5)), (None, "0.50".to_string()));
     }
 }

@@ -1,18 +1,18 @@
 //! Changing a live cgroup's knobs in place ([`TenantCgroup::update_limits`]): the CPU quota,
-//! weight and burst, the memory limit with swap, the v2 memory protections and throttle, the
+//! weight and burst, the cpuset's CPUs, the memory limit with swap, the v2 memory protections and throttle, the
 //! pids limit, the io throttles, weight and latency target.
 //!
 //! Every knob the change sets is checked first, as at creation (a v2 knob on a v1 host, a
 //! knob this kernel lacks), so a refused change writes nothing. A lifted knob goes back to
 //! the kernel's default; lifting a knob this cgroup version does not have is nothing to do.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 
 use super::knobs::{CFQ_PER_WEIGHT, IO_WEIGHT_DEFAULT};
 use super::{io_err, TenantCgroup};
 use crate::blockdev::DevNum;
 use crate::cgroup::{CgroupVersion, Controller};
-use crate::limits::Limits;
+use crate::limits::{CpuList, Limits};
 use crate::live::{Knob, KnobSet, LimitChanges};
 
 /// The default of v1 `cpu.shares` and v2 `cpu.weight`.
@@ -66,6 +66,12 @@ impl TenantCgroup {
             asked.memory = target.memory;
         }
         TenantCgroup::check_knobs(&self.fs, &asked)?;
+        if set.contains(Knob::Cpuset) && now.cpuset_partition.is_some() {
+            bail!(
+                "the tenant's cpuset is a partition (cpuset_partition), whose CPUs are made \
+                 with it; remove `cpuset_partition` to move its CPUs while it lives"
+            );
+        }
 
         let v1 = self.fs.version() == CgroupVersion::V1;
         let has = |k| knobs.contains(k);
@@ -93,6 +99,9 @@ impl TenantCgroup {
                 let v = target.cpu_burst.unwrap_or(0).to_string();
                 self.write_checked(Controller::Cpu, file, &v, |got| got.trim() == v)?;
             }
+        }
+        if has(Knob::Cpuset) {
+            self.update_cpuset(target.cpuset.as_ref())?;
         }
         if has(Knob::Memory) || has(Knob::Swap) {
             if v1 {
@@ -151,6 +160,27 @@ impl TenantCgroup {
             }
         }
         Ok(())
+    }
+
+    /// The CPUs the tenant may run on, `cpuset.cpus`; lifted, the parent's: on v1 its list
+    /// (a v1 cpuset admits no task without one), on v2 an empty list, which the kernel
+    /// reads as the parent's CPUs. The kernel moves the tenant's tasks off CPUs taken away.
+    fn update_cpuset(&self, cpus: Option<&CpuList>) -> Result<()> {
+        if !self.fs.has(Controller::Cpuset) {
+            // Lifted without the controller: the tenant runs on every CPU already.
+            return Ok(());
+        }
+        let v = match cpus {
+            Some(c) => c.to_string(),
+            None if self.fs.version() == CgroupVersion::V1 => self
+                .parent_value(Controller::Cpuset, "cpuset.cpus")
+                .context("reading the parent's cpuset.cpus")?,
+            None => String::new(),
+        };
+        let want = CpuList::parse(&v).map_err(|e| anyhow!("cpuset `{v}`: {e}"))?;
+        self.write_checked(Controller::Cpuset, "cpuset.cpus", &v, |got| {
+            CpuList::parse(got).is_ok_and(|g| g == want)
+        })
     }
 
     /// v1: `memory.limit_in_bytes` and, where the kernel accounts swap,
@@ -477,15 +507,60 @@ mod tests {
     }
 
     #[test]
-    fn a_cpuset_change_is_refused_as_not_a_live_knob() {
+    fn v2_cpuset_changes_in_place_and_lifts_to_the_parents_cpus() {
         let dir = tempfile::tempdir().unwrap();
         let fs = CgroupFs::fake_v2(dir.path()).unwrap();
-        let cg = TenantCgroup::create(&fs, "t", &l("cpuset=0"), None).unwrap();
+        let planned = l("cpuset=0,weight=100,memory=1G");
+        let cg = TenantCgroup::create(&fs, "t", &planned, None).unwrap();
+        let file = dir.path().join("t/cpuset.cpus");
+        let c = change("cpuset=0-1", &[]);
+        cg.update_limits(&c, None).unwrap();
+        assert_eq!(read(&file), "0-1");
+        assert_eq!(cg.read_limits(None).unwrap(), c.applied_to(&planned));
+        cg.update_limits(&c.restoring(&planned), None).unwrap();
+        assert_eq!(read(&file), "0");
+        assert_eq!(cg.read_limits(None).unwrap(), planned);
+
+        // Planned without a cpuset: the restore lifts it to the parent's (an empty list).
+        let free = TenantCgroup::create(&fs, "u", &l("memory=1G"), None).unwrap();
+        let c = change("cpuset=1", &[]);
+        free.update_limits(&c, None).unwrap();
+        assert_eq!(read(&dir.path().join("u/cpuset.cpus")), "1");
+        free.update_limits(&c.restoring(&l("memory=1G")), None)
+            .unwrap();
+        assert_eq!(read(&dir.path().join("u/cpuset.cpus")), "");
+        assert_eq!(free.read_limits(None).unwrap().cpuset, None);
+    }
+
+    #[test]
+    fn v1_cpuset_changes_in_place_and_lifts_to_the_parents_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = CgroupFs::fake_v1(dir.path()).unwrap();
+        let cg = TenantCgroup::create(&fs, "t", &l("cpus=1"), None).unwrap();
+        let file = dir.path().join("cpuset/t/cpuset.cpus");
+        let parent = read(&dir.path().join("cpuset/cpuset.cpus"));
+        assert_eq!(read(&file), parent, "created with the parent's CPUs");
+        let c = change("cpuset=1", &[]);
+        cg.update_limits(&c, None).unwrap();
+        assert_eq!(read(&file), "1");
+        assert_eq!(cg.read_limits(None).unwrap().cpuset, l("cpuset=1").cpuset);
+        let back = c.restoring(&l("cpus=1"));
+        assert_eq!(back.lift.keys(), "cpuset");
+        cg.update_limits(&back, None).unwrap();
+        assert_eq!(read(&file), parent);
+    }
+
+    #[test]
+    fn a_partitions_cpuset_is_refused_before_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = CgroupFs::fake_v2(dir.path()).unwrap();
+        let cg =
+            TenantCgroup::create(&fs, "t", &l("cpuset=0,cpuset_partition=root"), None).unwrap();
         let e = cg
             .update_limits(&change("cpuset=1", &[]), None)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("cannot change while a tenant lives"), "{e}");
+        assert!(e.contains("is a partition"), "{e}");
         assert_eq!(read(&dir.path().join("t/cpuset.cpus")), "0");
     }
 }
