@@ -118,7 +118,10 @@ pub(crate) fn render_aligned(
     let mut cur: Vec<usize> = Vec::new();
     let mut used = label_w;
     for (i, w) in col_w.iter().enumerate() {
-        if !cur.is_empty() && used + 2 + w > style.width {
+        // A last column of text (a command, a note) runs on past the width rather than
+        // into a group of its own, away from the columns it belongs with.
+        let runs_on = i + 1 == col_w.len() && left.get(i).copied().unwrap_or(false);
+        if !cur.is_empty() && used + 2 + w > style.width && !runs_on {
             groups.push(std::mem::take(&mut cur));
             used = label_w;
         }

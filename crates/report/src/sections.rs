@@ -209,6 +209,44 @@ mod tests {
         ");
     }
 
+    /// Text columns (a setting, a command) read from the left, and a long last one runs on
+    /// past the width instead of into a group of its own.
+    #[test]
+    fn text_columns_align_left_and_a_long_last_one_runs_on() {
+        let mut s = Section::new(
+            "apply",
+            "How to apply",
+            vec![
+                Column::text("aggressor"),
+                Column::text("setting"),
+                Column::unit("cost", "%"),
+                Column::text("how"),
+            ],
+        );
+        for (setting, how) in [
+            ("cpus=0.43", "docker update --cpus 0.43 CONTAINER"),
+            ("weight=111", "x"),
+        ] {
+            s.push(vec![
+                Value::text_of("cpu@100"),
+                Value::text_of(setting),
+                Value::number(52.5, 1),
+                Value::text_of(how),
+            ]);
+        }
+        let narrow = Style {
+            width: 40,
+            ..Style::default()
+        };
+        insta::assert_snapshot!(render_sections(&[s], "R", narrow), @r"
+
+        How to apply
+        aggressor  setting     cost [%]  how
+        cpu@100    cpus=0.43       52.5  docker update --cpus 0.43 CONTAINER
+        cpu@100    weight=111      52.5  x
+        ");
+    }
+
     #[test]
     fn a_long_section_shows_its_ends_and_where_the_rest_is() {
         let mut s = Section::new("series", "a series", vec![Column::unit("t", "s")]);

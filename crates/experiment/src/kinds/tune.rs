@@ -238,7 +238,7 @@ impl ExperimentKind for Tune {
                     Some(BoundaryOutcome::Boundary {
                         recommended: Some(r),
                         ..
-                    }) => Some((x.stressor.clone(), x.knob, grid_step(*r))),
+                    }) => Some((x.stressor.clone(), x.knob, recommended_step(*r))),
                     _ => None,
                 })
                 .collect();
@@ -407,6 +407,19 @@ fn searches_of(set: &TuneSettings, plan: &Plan) -> Vec<(String, usize)> {
 /// The grid step of a position the search asks for.
 fn grid_step(position: f64) -> usize {
     ((position * GRID as f64).round() as usize).min(GRID)
+}
+
+/// The grid step to recommend for a search's recommended position: its own step when it
+/// is one (a point visited), else the step at or below it (the tight end of a fitted
+/// interval falls between steps; rounding it up would recommend a setting looser than the
+/// one shown to hold).
+fn recommended_step(position: f64) -> usize {
+    let x = position * GRID as f64;
+    if (x - x.round()).abs() < 1e-6 {
+        grid_step(position)
+    } else {
+        (x.floor() as usize).min(GRID)
+    }
 }
 
 fn search_one(
@@ -725,7 +738,7 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
                 resolved,
                 ..
             }) => {
-                let g = recommended.map(grid_step);
+                let g = recommended.map(recommended_step);
                 let cost = g.and_then(|g| cost_at(x, g));
                 (
                     match (recommended, resolved) {
@@ -897,7 +910,7 @@ fn frontier_sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> {
                 ..
             }) = &x.outcome
             {
-                let g = grid_step(*r);
+                let g = recommended_step(*r);
                 marks.push(Guide {
                     at: k.setting(g),
                     label: format!("recommended {}", k.value_text(g)),
@@ -916,7 +929,7 @@ fn frontier_sections(set: &TuneSettings, searches: &[Search]) -> Vec<Section> {
             for p in pts {
                 let fig = mean_interval(&p.figures, set.level);
                 per_knob.push(vec![
-                    Value::number(k.setting(p.grid), 2),
+                    Value::number(k.setting(p.grid), k.digits()),
                     fig.clone(),
                     p.aggressor.map_or(Value::Empty, |a| Value::number(a, 0)),
                     Value::text_of(verdict_text(p.verdict)),
@@ -1021,6 +1034,20 @@ mod tests {
         let mut ended = x.clone();
         ended.outcome = Some(BoundaryOutcome::HoldsEverywhere);
         assert_eq!(ended.bracket(), None);
+    }
+
+    #[test]
+    fn a_recommendation_between_steps_rounds_to_the_tighter_one() {
+        let at = |x: f64| x / GRID as f64;
+        assert_eq!(recommended_step(at(110.0)), 110);
+        assert_eq!(
+            recommended_step(at(110.7)),
+            110,
+            "never looser than shown to hold"
+        );
+        assert_eq!(recommended_step(at(110.2)), 110);
+        assert_eq!(recommended_step(1.0), GRID);
+        assert_eq!(recommended_step(0.0), 0);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use isobench_results::tune::{boundaries_section, Boundary};
 use isobench_results::Section;
 use isobench_stats::BoundaryOutcome;
 
-use super::{cost_at, grid_step, setting_at, Search, TuneSettings};
+use super::{cost_at, recommended_step, setting_at, Search, TuneSettings};
 
 /// The section [`isobench_results::tune::BOUNDARIES`] of `searches`.
 pub(super) fn section(set: &TuneSettings, searches: &[Search]) -> Section {
@@ -47,7 +47,7 @@ fn boundary(set: &TuneSettings, x: &Search) -> Boundary {
         }) => {
             b.low = Some(setting_at(k, *low));
             b.high = Some(setting_at(k, *high));
-            if let Some(g) = recommended.map(grid_step) {
+            if let Some(g) = recommended.map(recommended_step) {
                 b.recommended = Some(k.setting(g));
                 b.cost = cost_at(x, g);
             }

@@ -9,7 +9,7 @@ use isobench_common::Direction;
 use isobench_results::{Column, Section, Value};
 use isobench_stats::BoundaryOutcome;
 
-use super::{at_step, grid_step, mean, Search, Seen, TuneSettings};
+use super::{at_step, mean, recommended_step, Search, Seen, TuneSettings};
 
 /// The prefix of a stressor's section of these comparisons (`tune-knobs-cpu@100`).
 pub const PREFIX: &str = "tune-knobs-";
@@ -132,7 +132,7 @@ fn section(set: &TuneSettings, stressor: &str, searches: &[&Search]) -> Section 
             Some(BoundaryOutcome::Boundary {
                 recommended: Some(r),
                 ..
-            }) => Some(grid_step(*r)),
+            }) => Some(recommended_step(*r)),
             _ => None,
         };
         // At a fitted recommendation no point was measured: both figures are read between

@@ -178,6 +178,16 @@ impl KnobRange {
         (self.knob() == Knob::Cpuset).then(|| (self.tight - self.loose).abs().round() as usize)
     }
 
+    /// Decimals its settings are written with: hundredths of a CPU for a quota, whole
+    /// units otherwise.
+    pub fn digits(&self) -> u8 {
+        if self.knob() == Knob::Cpus {
+            2
+        } else {
+            0
+        }
+    }
+
     /// `tenant.key`.
     pub fn name(&self) -> String {
         format!("{}.{}", self.tenant, self.key)
