@@ -386,6 +386,11 @@ fn a_tune_on_isol_at_p01_finds_the_quota_from_the_windows_of_each_trial() {
     assert!(row[col("answer")].starts_with("boundary"), "{shown}");
     let recommended: f64 = row[col("recommended")].parse().unwrap();
     assert!((0.5..=0.629).contains(&recommended), "{shown}");
+    assert!(
+        !answer.notes.iter().any(|n| n.starts_with("Coarse")),
+        "92 requests a window: {:?}",
+        answer.notes
+    );
     let points = r.sections.iter().find(|s| s.id == "tune-points").unwrap();
     assert!(
         points
@@ -421,4 +426,29 @@ fn an_isol_slo_on_another_metric_or_window_is_refused_at_its_field() {
             .to_string();
         assert!(e.contains(field), "{to}: {e}");
     }
+}
+
+/// Windows that hold few requests at the service's target rate make a coarse isol%: the
+/// answer says so, with the window that would hold enough.
+#[test]
+fn an_isol_slo_on_windows_of_few_requests_is_called_coarse() {
+    let text = ISOL_TUNE.replace("window = \"100ms\"", "window = \"10ms\"");
+    let (r, _, _) = run_scripted(
+        &text,
+        FakeScript {
+            effect,
+            quota_scales_harm: true,
+            noise: 0.003,
+            ..FakeScript::default()
+        },
+    );
+    let answer = &r.sections[0];
+    let coarse = answer.notes.iter().find(|n| n.starts_with("Coarse"));
+    // The fake's service is asked for 921 requests/s: 9.2 in 10 ms, 20 in 22 ms.
+    let coarse = coarse.unwrap_or_else(|| panic!("{:?}", answer.notes));
+    assert!(
+        coarse.contains("about 9.2 requests in a 10 ms window"),
+        "{coarse}"
+    );
+    assert!(coarse.contains("a window of 22 ms or more"), "{coarse}");
 }

@@ -30,7 +30,7 @@ use isobench_results::{Column, Guide, Plot, Section, Value};
 use isobench_stats::{BoundaryOutcome, BoundarySearch, SearchStep, Verdict};
 use isobench_store::{Condition as StoreCondition, StressorMode, TrialRecord};
 
-pub use settings::{KnobRange, Slo, TuneSettings, GRID};
+pub use settings::{KnobRange, Slo, TuneSettings, GRID, ISOL_TARGET};
 
 use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
@@ -231,7 +231,9 @@ impl ExperimentKind for Tune {
             a.cells.retain(|c| measured(&c.condition));
             a.aggressor.retain(|c| measured(&c.condition));
             let searches = replay(&set, plan, stored.trials, &|t| stored.usable(t));
-            a.sections.push(answer_section(&set, &searches));
+            let mut answer = answer_section(&set, &searches);
+            answer.notes.extend(coarse_windows(&set, stored.trials));
+            a.sections.push(answer);
             let recommended: Vec<(String, usize, usize)> = searches
                 .iter()
                 .filter_map(|x| match &x.outcome {
@@ -541,7 +543,7 @@ fn victim_figures(
             .collect(),
         Slo::IsolP01 { .. } => contended_victim(set, trials, usable, cond)
             .filter_map(|t| {
-                let target = t.samples.iter().find(|s| s.metric == "target_rps")?.value;
+                let target = t.samples.iter().find(|s| s.metric == ISOL_TARGET)?.value;
                 let rates: Vec<f64> = t
                     .series
                     .iter()
@@ -555,6 +557,40 @@ fn victim_figures(
             .filter(|v| v.is_finite())
             .collect(),
     }
+}
+
+/// Requests a window should hold at the target rate for its isol% to move in steps of 5
+/// points or finer.
+const FINE_WINDOW_REQUESTS: f64 = 20.0;
+
+/// With an isol% SLO, what a window of the service holds at its target rate, when that is
+/// too few for a fine figure: a window's isol% moves in steps of 100 / (its requests)
+/// points, so the p01 over them is coarse (one request late across a window's end moves it
+/// a step). `None` otherwise.
+fn coarse_windows(set: &TuneSettings, trials: &[&TrialRecord]) -> Option<String> {
+    let Slo::IsolP01 { window_ms, .. } = set.slo else {
+        return None;
+    };
+    let mut targets: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.tenant == set.victim && t.probe == set.probe)
+        .filter_map(|t| t.samples.iter().find(|s| s.metric == ISOL_TARGET))
+        .map(|s| s.value)
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    targets.sort_by(f64::total_cmp);
+    let target = *targets.get(targets.len() / 2)?;
+    let per_window = target * window_ms as f64 / 1e3;
+    (per_window < FINE_WINDOW_REQUESTS).then(|| {
+        format!(
+            "Coarse: at its target of {target:.0} requests/s the service answers about \
+             {per_window:.1} requests in a {window_ms} ms window, so a window's isol% moves in \
+             steps of about {:.0} points and one request late across a window's end moves it a \
+             step; a window of {:.0} ms or more (window in [tune]) holds {FINE_WINDOW_REQUESTS:.0}.",
+            100.0 / per_window,
+            (FINE_WINDOW_REQUESTS / target * 1e3).ceil()
+        )
+    })
 }
 
 /// The victim's usable contended trials under `cond`, in time order.

@@ -358,6 +358,9 @@ fn yes() -> bool {
 /// The service's metric an isol% is measured on.
 pub const ISOL_RATE: &str = "rate_rps";
 
+/// The service's metric an isol% is measured against: the rate it was asked to hold.
+pub const ISOL_TARGET: &str = "target_rps";
+
 /// The window of `slo_isol_p01` when `window` is not given: a tenth of a second, so that a
 /// trial of a few seconds holds tens of windows and its p01 is not its one worst window
 /// alone (resctl-bench takes seconds over runs of minutes).
