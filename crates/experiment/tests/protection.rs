@@ -278,7 +278,14 @@ range = [0.1, 1.0]
 "#,
         tenants!()
     );
-    let (_, loaded, log) = run(text);
+    let (r, loaded, log) = run(text);
+    // The fake service answers at most 150 requests/s: a 2 s trial's p99 rests on its 3
+    // worst, and the answer says so.
+    let notes = &r.sections[0].notes;
+    let coarse = notes.iter().find(|n| n.starts_with("Coarse"));
+    let coarse = coarse.unwrap_or_else(|| panic!("{notes:?}"));
+    assert!(coarse.contains("the service's lat_p99_ms rests on about"), "{coarse}");
+    assert!(coarse.contains("s or more (duration in [trial])"), "{coarse}");
     let fact = loaded
         .facts
         .iter()

@@ -30,7 +30,7 @@ use isobench_results::{Column, Guide, Plot, Section, Value};
 use isobench_stats::{BoundaryOutcome, BoundarySearch, SearchStep, Verdict};
 use isobench_store::{Condition as StoreCondition, StressorMode, TrialRecord};
 
-pub use settings::{KnobRange, Slo, TuneSettings, GRID, ISOL_TARGET};
+pub use settings::{KnobRange, Slo, TuneSettings, GRID, ISOL_RATE, ISOL_TARGET};
 
 use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
@@ -233,6 +233,9 @@ impl ExperimentKind for Tune {
             let searches = replay(&set, plan, stored.trials, &|t| stored.usable(t));
             let mut answer = answer_section(&set, &searches);
             answer.notes.extend(coarse_windows(&set, stored.trials));
+            answer
+                .notes
+                .extend(coarse_tail(&set, stored.trials, plan.trial.duration));
             a.sections.push(answer);
             let recommended: Vec<(String, usize, usize)> = searches
                 .iter()
@@ -589,6 +592,59 @@ fn coarse_windows(set: &TuneSettings, trials: &[&TrialRecord]) -> Option<String>
              step; a window of {:.0} ms or more (window in [tune]) holds {FINE_WINDOW_REQUESTS:.0}.",
             100.0 / per_window,
             (FINE_WINDOW_REQUESTS / target * 1e3).ceil()
+        )
+    })
+}
+
+/// Requests above a trial's quantile for it to be more than its few worst requests.
+const FINE_TAIL_REQUESTS: f64 = 10.0;
+
+/// The quantile a metric's name says it is (`lat_p99_ms`: 0.99, `lat_p999_ms`: 0.999,
+/// `lat_p50_ms`: 0.5), `None` for a metric that is not one.
+fn quantile_of(metric: &str) -> Option<f64> {
+    let digits = metric
+        .split('_')
+        .find_map(|part| part.strip_prefix('p'))
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))?;
+    let q: f64 = format!("0.{digits}").parse().ok()?;
+    (q > 0.0 && q < 1.0).then_some(q)
+}
+
+/// With an SLO on a `service` probe's latency quantile, what a trial's quantile rests on
+/// when that is too few requests for a steady figure: at the rate the service answered
+/// (its median over the victim's trials) over the trial's length, the requests above the
+/// quantile. A p99 of 130 requests is their second-worst: one stall moves it anywhere, and
+/// the search meets that as noise it cannot settle. `None` otherwise.
+fn coarse_tail(
+    set: &TuneSettings,
+    trials: &[&TrialRecord],
+    duration: std::time::Duration,
+) -> Option<String> {
+    if matches!(set.slo, Slo::IsolP01 { .. }) {
+        return None;
+    }
+    let q = quantile_of(&set.metric)?;
+    let mut rates: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.tenant == set.victim && t.probe == set.probe)
+        .filter_map(|t| t.samples.iter().find(|s| s.metric == ISOL_RATE))
+        .map(|s| s.value)
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    let rate = *rates.get(rates.len() / 2)?;
+    let secs = duration.as_secs_f64();
+    let requests = rate * secs;
+    let above = (1.0 - q) * requests;
+    (above < FINE_TAIL_REQUESTS).then(|| {
+        format!(
+            "Coarse: answering about {rate:.0} requests/s over a {secs:.1} s trial, the service's \
+             {} rests on about {} requests above it of {requests:.0}: one stall moves it \
+             anywhere, which the search meets as noise at the bound; trials of {:.0} s or more \
+             (duration in [trial]) put {FINE_TAIL_REQUESTS:.0} above it.",
+            set.metric,
+            above.round().max(1.0),
+            (FINE_TAIL_REQUESTS / ((1.0 - q) * rate)).ceil()
         )
     })
 }
@@ -1070,6 +1126,16 @@ mod tests {
         let mut ended = x.clone();
         ended.outcome = Some(BoundaryOutcome::HoldsEverywhere);
         assert_eq!(ended.bracket(), None);
+    }
+
+    #[test]
+    fn a_quantile_is_read_from_its_metrics_name() {
+        assert_eq!(quantile_of("lat_p99_ms"), Some(0.99));
+        assert_eq!(quantile_of("lat_p999_ms"), Some(0.999));
+        assert_eq!(quantile_of("lat_p50_ms"), Some(0.5));
+        assert_eq!(quantile_of("rate_rps"), None);
+        assert_eq!(quantile_of("ops_per_sec"), None);
+        assert_eq!(quantile_of("lat_pmax_ms"), None);
     }
 
     #[test]
