@@ -284,8 +284,14 @@ range = [0.1, 1.0]
     let notes = &r.sections[0].notes;
     let coarse = notes.iter().find(|n| n.starts_with("Coarse"));
     let coarse = coarse.unwrap_or_else(|| panic!("{notes:?}"));
-    assert!(coarse.contains("the service's lat_p99_ms rests on about"), "{coarse}");
-    assert!(coarse.contains("s or more (duration in [trial])"), "{coarse}");
+    assert!(
+        coarse.contains("the service's lat_p99_ms rests on about"),
+        "{coarse}"
+    );
+    assert!(
+        coarse.contains("s or more (duration in [trial])"),
+        "{coarse}"
+    );
     let fact = loaded
         .facts
         .iter()

@@ -706,15 +706,20 @@ pub async fn stop(
 
 /// A non-negative integer, also written as a whole float (`3.0` is the integer 3 in JSON
 /// Schema).
+/// A whole number from 0 to `i64::MAX`: the range of the `int64` the API document gives
+/// such a field (utoipa's format for a `u64`), so a value it calls invalid is refused.
 fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let n = serde_json::Number::deserialize(d)?;
     n.as_u64()
         .or_else(|| {
             n.as_f64()
-                .filter(|f| f.fract() == 0.0 && (0.0..1.8e19).contains(f))
+                .filter(|f| f.fract() == 0.0 && (0.0..9.2e18).contains(f))
                 .map(|f| f as u64)
         })
-        .ok_or_else(|| serde::de::Error::custom(format!("{n} is not a whole number >= 0")))
+        .filter(|&v| i64::try_from(v).is_ok())
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!("{n} is not a whole number from 0 to {}", i64::MAX))
+        })
 }
 
 fn whole_number_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {

@@ -955,6 +955,22 @@ async fn unknown_json_field_is_422_with_its_name() {
             .contains("did you mean \"position\""),
         "{body}"
     );
+    // A whole number past the int64 the API document gives the field is refused too.
+    let req = post(
+        &format!("/api/v1/jobs/{}/move", job["id"].as_str().unwrap()),
+        &app,
+    )
+    .body(Body::from(r#"{"position": 9223372036854775808}"#))
+    .unwrap();
+    let (s, body) = call(&app, req).await;
+    assert!(s.is_client_error(), "{s} {body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("from 0 to 9223372036854775807"),
+        "{body}"
+    );
     // The API's description says so too.
     let (_, doc) = call(
         &app,
