@@ -870,21 +870,29 @@ fn answer_section(set: &TuneSettings, searches: &[Search]) -> Section {
             Value::number(x.trial_secs, 0),
         ]);
     }
-    s.notes.push(format!(
+    s.notes.push(answer_note(set.level));
+    s
+}
+
+/// What the answer table's columns say, at the searches' `level`.
+fn answer_note(level: f64) -> String {
+    format!(
         "Recommended: the loosest setting at which every trial-level test says the SLO holds \
          ({:.0}% for all verdicts of a search together), a point visited or the tight end of \
-         the interval fitted near the boundary. Boundary interval: from there to the tightest \
-         setting at which it fails. Victim there: its figure's mean with its interval at a \
-         point visited, else interpolated between the points beside it. Aggressor cost: its \
-         throughput beside the victim there (interpolated likewise), against the loose end. Figures: trials of the victim's figure the search \
-         used (each with its paired baseline trial); grid: the fewest a sweep of every setting \
-         at the same resolution would need (min_trials at each). Trial time: how long the \
-         search's trials and their baselines ran (the run's settling and set-up come on top). \
-         Bracketed so far: a search the run left before it ended (its time budget, a stop) \
-         gives the loosest setting it showed to hold and the tightest it showed to fail.",
-        set.level * 100.0
-    ));
-    s
+         the interval fitted near the boundary, at the grid step at or below it. Boundary \
+         interval: from there to the tightest setting at which it fails. Victim there: its \
+         figure's mean with its interval at a point visited, else interpolated between the \
+         points beside it. Aggressor cost: its throughput beside the victim there \
+         (interpolated likewise), against the loose end. Figures: trials of the victim's \
+         figure the search used (each with its paired baseline trial); grid: the fewest a \
+         sweep of every setting at the same resolution would need (min_trials at each; a \
+         floor, as its settings near the bound would need more). Trial time: how long the \
+         search's trials and their baselines ran (the run's settling and set-up come on \
+         top). Bracketed so far: a search the run left before it ended (its time budget, a \
+         stop) gives the loosest setting it showed to hold and the tightest it showed to \
+         fail.",
+        level * 100.0
+    )
 }
 
 /// Every point visited, in the order visited, with the trials the next look wants.

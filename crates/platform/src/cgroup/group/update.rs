@@ -75,31 +75,7 @@ impl TenantCgroup {
 
         let v1 = self.fs.version() == CgroupVersion::V1;
         let has = |k| knobs.contains(k);
-        if has(Knob::Cpus) {
-            self.set_cpu_quota(target.cpus)?;
-        }
-        if has(Knob::CpuWeight) {
-            let (file, v) = if v1 {
-                let v = target.cpu_weight.map_or(SHARES_DEFAULT, |w| w.as_shares());
-                ("cpu.shares", v)
-            } else {
-                let v = target.cpu_weight.map_or(WEIGHT_DEFAULT, |w| w.as_weight());
-                ("cpu.weight", v)
-            };
-            let v = v.to_string();
-            self.write_checked(Controller::Cpu, file, &v, |got| got.trim() == v)?;
-        }
-        if has(Knob::CpuBurst) {
-            let file = if v1 {
-                "cpu.cfs_burst_us"
-            } else {
-                "cpu.max.burst"
-            };
-            if target.cpu_burst.is_some() || self.exists(Controller::Cpu, file) {
-                let v = target.cpu_burst.unwrap_or(0).to_string();
-                self.write_checked(Controller::Cpu, file, &v, |got| got.trim() == v)?;
-            }
-        }
+        self.update_cpu(knobs, &target)?;
         if has(Knob::Cpuset) {
             self.update_cpuset(target.cpuset.as_ref())?;
         }
@@ -157,6 +133,38 @@ impl TenantCgroup {
                     self.write(Controller::Io, "io.latency", &format!("{dev} target=max"))?;
                 }
                 None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The CPU time knobs of `knobs` (quota, weight, burst) set to `target`'s, or lifted.
+    fn update_cpu(&self, knobs: KnobSet, target: &Limits) -> Result<()> {
+        let v1 = self.fs.version() == CgroupVersion::V1;
+        let has = |k| knobs.contains(k);
+        if has(Knob::Cpus) {
+            self.set_cpu_quota(target.cpus)?;
+        }
+        if has(Knob::CpuWeight) {
+            let (file, v) = if v1 {
+                let v = target.cpu_weight.map_or(SHARES_DEFAULT, |w| w.as_shares());
+                ("cpu.shares", v)
+            } else {
+                let v = target.cpu_weight.map_or(WEIGHT_DEFAULT, |w| w.as_weight());
+                ("cpu.weight", v)
+            };
+            let v = v.to_string();
+            self.write_checked(Controller::Cpu, file, &v, |got| got.trim() == v)?;
+        }
+        if has(Knob::CpuBurst) {
+            let file = if v1 {
+                "cpu.cfs_burst_us"
+            } else {
+                "cpu.max.burst"
+            };
+            if target.cpu_burst.is_some() || self.exists(Controller::Cpu, file) {
+                let v = target.cpu_burst.unwrap_or(0).to_string();
+                self.write_checked(Controller::Cpu, file, &v, |got| got.trim() == v)?;
             }
         }
         Ok(())
