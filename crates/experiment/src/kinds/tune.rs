@@ -574,15 +574,7 @@ fn coarse_windows(set: &TuneSettings, trials: &[&TrialRecord]) -> Option<String>
     let Slo::IsolP01 { window_ms, .. } = set.slo else {
         return None;
     };
-    let mut targets: Vec<f64> = trials
-        .iter()
-        .filter(|t| t.tenant == set.victim && t.probe == set.probe)
-        .filter_map(|t| t.samples.iter().find(|s| s.metric == ISOL_TARGET))
-        .map(|s| s.value)
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .collect();
-    targets.sort_by(f64::total_cmp);
-    let target = *targets.get(targets.len() / 2)?;
+    let target = victim_median(set, trials, ISOL_TARGET)?;
     let per_window = target * window_ms as f64 / 1e3;
     (per_window < FINE_WINDOW_REQUESTS).then(|| {
         format!(
@@ -594,6 +586,19 @@ fn coarse_windows(set: &TuneSettings, trials: &[&TrialRecord]) -> Option<String>
             (FINE_WINDOW_REQUESTS / target * 1e3).ceil()
         )
     })
+}
+
+/// The median positive value of the victim probe's `metric` over its trials.
+fn victim_median(set: &TuneSettings, trials: &[&TrialRecord], metric: &str) -> Option<f64> {
+    let mut values: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.tenant == set.victim && t.probe == set.probe)
+        .filter_map(|t| t.samples.iter().find(|s| s.metric == metric))
+        .map(|s| s.value)
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied()
 }
 
 /// Requests above a trial's quantile for it to be more than its few worst requests.
@@ -624,15 +629,7 @@ fn coarse_tail(
         return None;
     }
     let q = quantile_of(&set.metric)?;
-    let mut rates: Vec<f64> = trials
-        .iter()
-        .filter(|t| t.tenant == set.victim && t.probe == set.probe)
-        .filter_map(|t| t.samples.iter().find(|s| s.metric == ISOL_RATE))
-        .map(|s| s.value)
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .collect();
-    rates.sort_by(f64::total_cmp);
-    let rate = *rates.get(rates.len() / 2)?;
+    let rate = victim_median(set, trials, ISOL_RATE)?;
     let secs = duration.as_secs_f64();
     let requests = rate * secs;
     let above = (1.0 - q) * requests;
