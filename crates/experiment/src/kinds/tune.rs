@@ -30,7 +30,8 @@ use isobench_results::{Column, Guide, Plot, Section, Value};
 use isobench_stats::{BoundaryOutcome, BoundarySearch, SearchStep, Verdict};
 use isobench_store::{Condition as StoreCondition, StressorMode, TrialRecord};
 
-pub use settings::{KnobRange, Slo, TuneSettings, GRID, ISOL_RATE, ISOL_TARGET};
+pub use settings::{KnobRange, Slo, TuneSettings, GRID};
+use settings::{ISOL_RATE, ISOL_TARGET};
 
 use super::kind::{ExperimentKind, NothingToRun};
 use super::matrix::{self, stressor_conditions, Variant};
